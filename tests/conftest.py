@@ -1,0 +1,39 @@
+"""Shared fixtures.
+
+`xp` runs a test once per array backend: NumPy, and array-api-strict (a minimal
+implementation of the Array API standard, so any call that bypasses `xp` fails).
+CuPy joins when it and a GPU are present.
+"""
+import numpy as np
+import pytest
+
+import transformer as T
+
+BACKENDS = ["numpy", "array_api_strict"]
+try:  # a GPU machine adds CuPy; CI has none and skips it
+    import cupy  # noqa: F401
+    cupy.cuda.runtime.getDeviceCount()
+    BACKENDS.append("cupy")
+except Exception:
+    pass
+
+
+@pytest.fixture(params=BACKENDS)
+def xp(request):
+    if request.param == "array_api_strict":
+        import array_api_strict
+        return array_api_strict
+    return T.namespace(request.param)
+
+
+def asarray(xp, a, dtype=None):
+    """A NumPy array moved to backend xp (float64 stays float64 unless dtype is given)."""
+    a = np.asarray(a)
+    if dtype is not None:
+        a = a.astype(dtype)
+    return xp.asarray(a)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,17 @@
+"""transformer: Transformer attention, formula by formula, in NumPy (and CuPy).
+
+Dimension names used everywhere: b batch, n sequence (n_q, n_k), d model width,
+h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
+"""
+from .backend import get_xp, namespace, to_numpy
+from .attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
+from .embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
+                        rope_cos_sin, apply_rope_interleaved, apply_rope_half,
+                        interleaved_to_half_permutation)
+from .heads import split_heads, merge_heads, AttentionWeights, multi_head_attention, qkv_heads
+from .masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
+                    strided_mask, fixed_mask, global_mask, random_mask, attended_pairs)
+from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
+                     swiglu_ffn, residual)
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""Multi-head attention: split, attend per head, merge (notes 000 §2.1, 003 §3.2.2, 004).
+
+    head_i = Attention(X W_q⁽ⁱ⁾, C W_k⁽ⁱ⁾, C W_v⁽ⁱ⁾)       C = X (self) or the encoder output (cross)
+    MultiHead(X) = concat(head_1, …, head_h) W_o
+
+All heads' projections live in one matrix: W_q (d, h·d_h), W_k and W_v (d, h_kv·d_h),
+W_o (h·d_h, d). h_kv = h is MHA, 1 < h_kv < h is GQA, h_kv = 1 is MQA.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .attention import scaled_dot_product_attention
+from .backend import get_xp, require_float
+
+__all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
+
+
+def split_heads(x, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
+    """Cut the last axis into h heads of d_h = d / h and move heads before positions."""
+    xp = get_xp(x)
+    b, n, d = x.shape
+    if h < 1 or d % h:
+        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
+    x = xp.reshape(x, (b, n, h, d // h))  # [b, n, h, d_h]
+    return xp.permute_dims(x, (0, 2, 1, 3))  # [b, h, n, d_h]
+
+
+def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
+    """Inverse of split_heads: concat(head_1, …, head_h) along the feature axis."""
+    xp = get_xp(x)
+    b, h, n, d_h = x.shape
+    x = xp.permute_dims(x, (0, 2, 1, 3))  # [b, n, h, d_h]
+    return xp.reshape(x, (b, n, h * d_h))  # [b, n, h·d_h]
+
+
+@dataclass
+class AttentionWeights:
+    """Projection matrices of one attention layer, in the notes' orientation (x @ W)."""
+    W_q: Any  # (d, h·d_h)
+    W_k: Any  # (d_kv_in, h_kv·d_h)
+    W_v: Any  # (d_kv_in, h_kv·d_h)
+    W_o: Any  # (h·d_h, d)
+    b_q: Any = None  # (h·d_h,)
+    b_k: Any = None  # (h_kv·d_h,)
+    b_v: Any = None  # (h_kv·d_h,)
+    b_o: Any = None  # (d,)
+
+
+def _linear(x, W, b=None):  # [..., d_in], [d_in, d_out] -> [..., d_out]
+    y = x @ W
+    return y if b is None else y + b
+
+
+def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
+    """Project and split: q (b, h, n, d_h), k and v (b, h_kv, n_k, d_h)."""
+    c = x if context is None else context
+    q = split_heads(_linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
+    k = split_heads(_linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
+    v = split_heads(_linear(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
+    return q, k, v
+
+
+def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None, *,
+                         mask=None, context=None, return_weights: bool = False):
+    """Multi-head (MHA/GQA/MQA) self- or cross-attention.   x: (b, n, d) -> (b, n, d)
+
+    context: None for self-attention, else the (b, n_k, d_c) sequence keys and values come
+    from (the encoder output, for cross-attention). mask: boolean, broadcastable to
+    (b, h, n, n_k), True = may attend. With return_weights, also the (b, h, n, n_k) weights.
+    """
+    h_kv = h if h_kv is None else h_kv
+    require_float("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"x must be (b, n, d), got shape {tuple(x.shape)}")
+    d = x.shape[-1]
+    if h < 1 or d % h:
+        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
+    if h_kv < 1 or h % h_kv:
+        raise ValueError(f"h={h} must be divisible by the number of key/value heads h_kv={h_kv}")
+    if w.W_q.shape[0] != d:
+        raise ValueError(f"W_q has {w.W_q.shape[0]} input rows but x has d={d}")
+    if w.W_q.shape[1] % h:
+        raise ValueError(f"W_q's {w.W_q.shape[1]} columns do not split into h={h} heads")
+    d_h = w.W_q.shape[1] // h
+    if w.W_k.shape[1] != h_kv * d_h or w.W_v.shape[1] != h_kv * d_h:
+        raise ValueError(f"W_k/W_v need h_kv·d_h = {h_kv}·{d_h} = {h_kv * d_h} columns, "
+                         f"got {w.W_k.shape[1]} and {w.W_v.shape[1]}")
+    q, k, v = qkv_heads(x, w, h, h_kv, context)
+    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
+    out = _linear(merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    return (out, p) if return_weights else out
