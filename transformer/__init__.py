@@ -15,3 +15,4 @@ from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, 
                      swiglu_ffn, residual)
 
 __version__ = "0.1.0"
+from .kv_cache import KVCache
