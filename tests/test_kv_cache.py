@@ -1,0 +1,49 @@
+"""The contiguous KV cache: concatenation of past keys/values, written by slice; bytes vs formula."""
+import numpy as np
+import pytest
+
+import transformer as T
+from conftest import asarray
+
+
+def test_cache_reads_back_the_concatenation_of_everything_written(xp, rng):
+    L, b, h_kv, d_h = 2, 1, 3, 4
+    cache = T.KVCache(L, b, h_kv, 10, d_h, dtype=xp.float64, xp=xp)
+    chunks = [rng.standard_normal((b, h_kv, t, d_h)) for t in (4, 1, 1, 3)]  # prefill, then decode steps
+    for c in chunks:
+        for layer in range(L):
+            k, v = cache.update(layer, asarray(xp, c), asarray(xp, 2 * c))
+        cache.advance(c.shape[2])
+        want = np.concatenate(chunks[:chunks.index(c) + 1], axis=2)  # note 004: K_cache = concat(K_past, k_new)
+        np.testing.assert_array_equal(T.to_numpy(k), want)
+        np.testing.assert_array_equal(T.to_numpy(v), 2 * want)
+    assert cache.length == 9
+
+
+def test_cache_bytes_equal_formula(xp):
+    L, b, h_kv, n_max, d_h = 30, 2, 3, 128, 64  # SmolLM2-135M's L, h_kv, d_h
+    cache = T.KVCache(L, b, h_kv, n_max, d_h, dtype=xp.float32, xp=xp)
+    assert cache.nbytes == 2 * L * b * h_kv * n_max * d_h * 4  # K and V · layers · batch · heads · tokens · dim · fp32
+
+
+def test_cached_attention_of_last_token_equals_full_causal_attention(xp, rng):
+    """Decode reads the cache: the new token's output equals the last row of full causal attention."""
+    n, h, h_kv, d_h = 6, 4, 2, 8
+    q, k, v = (rng.standard_normal((1, hh, n, d_h)) for hh in (h, h_kv, h_kv))
+    full = T.to_numpy(T.scaled_dot_product_attention(*(asarray(xp, a) for a in (q, k, v)), T.causal_mask(n, xp=xp)))
+    cache = T.KVCache(1, 1, h_kv, n, d_h, dtype=xp.float64, xp=xp)
+    cache.update(0, asarray(xp, k[:, :, :-1]), asarray(xp, v[:, :, :-1]))
+    cache.advance(n - 1)
+    kk, vv = cache.update(0, asarray(xp, k[:, :, -1:]), asarray(xp, v[:, :, -1:]))
+    step = T.scaled_dot_product_attention(asarray(xp, q[:, :, -1:]), kk, vv, T.causal_mask(1, n, xp=xp))
+    np.testing.assert_allclose(T.to_numpy(step), full[:, :, -1:], rtol=1e-12, atol=1e-14)
+
+
+def test_overflow_and_bad_sizes_are_refused():
+    cache = T.KVCache(1, 1, 1, 4, 2)
+    cache.update(0, np.zeros((1, 1, 3, 2), np.float32), np.zeros((1, 1, 3, 2), np.float32))
+    cache.advance(3)
+    with pytest.raises(ValueError, match=r"3 cached \+ 2 new tokens > n_max=4"):
+        cache.update(0, np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="h_kv=0"):
+        T.KVCache(1, 1, 0, 4, 2)
