@@ -10,11 +10,11 @@ def test_cache_reads_back_the_concatenation_of_everything_written(xp, rng):
     L, b, h_kv, d_h = 2, 1, 3, 4
     cache = T.KVCache(L, b, h_kv, 10, d_h, dtype=xp.float64, xp=xp)
     chunks = [rng.standard_normal((b, h_kv, t, d_h)) for t in (4, 1, 1, 3)]  # prefill, then decode steps
-    for c in chunks:
+    for step, c in enumerate(chunks):
         for layer in range(L):
             k, v = cache.update(layer, asarray(xp, c), asarray(xp, 2 * c))
         cache.advance(c.shape[2])
-        want = np.concatenate(chunks[:chunks.index(c) + 1], axis=2)  # note 004: K_cache = concat(K_past, k_new)
+        want = np.concatenate(chunks[:step + 1], axis=2)  # note 004: K_cache = concat(K_past, k_new)
         np.testing.assert_array_equal(T.to_numpy(k), want)
         np.testing.assert_array_equal(T.to_numpy(v), 2 * want)
     assert cache.length == 9

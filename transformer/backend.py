@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import array_api_compat
 
-__all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "compute_dtype"]
+__all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "compute_dtype", "nbytes"]
 
 
 def namespace(xp=None):
@@ -81,3 +81,13 @@ def compute_dtype(xp, dtype):
     if dtype == xp.float32 or dtype == xp.float64:
         return dtype
     return xp.float32
+
+
+def nbytes(x) -> int:
+    """Bytes held by an array's elements, on any backend (size × bytes per element)."""
+    if hasattr(x, "nbytes"):
+        return int(x.nbytes)
+    xp = get_xp(x)
+    kind = xp.finfo if xp.isdtype(x.dtype, "real floating") else xp.iinfo
+    bits = 8 if x.dtype == xp.bool else kind(x.dtype).bits
+    return int(x.size) * bits // 8

@@ -8,7 +8,7 @@ stored (GQA/MQA shrink the cache); heads are repeated for the queries after read
 """
 from __future__ import annotations
 
-from .backend import namespace
+from .backend import namespace, nbytes
 
 __all__ = ["KVCache"]
 
@@ -51,5 +51,4 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """Real bytes held by the cache arrays (the whole preallocation, used or not)."""
-        return sum(int(a.nbytes) if hasattr(a, "nbytes") else int(a.size) * a.dtype.itemsize
-                   for a in self.k + self.v)
+        return sum(nbytes(a) for a in self.k + self.v)
