@@ -1,0 +1,216 @@
+"""Model configurations: Hugging Face `config.json` dicts and one normalised `ModelConfig`.
+
+Users have a model's `config.json`; each family spells the same dimensions differently
+(`hidden_size` / `n_embd` / `d_model`). `ModelConfig` holds them under the one set of
+dimension names used everywhere in this package, so the counting formulas read alike
+for every model:
+
+    b batch · n sequence · d model width · h query heads · h_kv key/value heads
+    d_h head size · d_ff FFN width · v vocabulary · L layers
+
+Families understood: llama, mistral, qwen2 (biases on q/k/v), phi3 (fused qkv and
+gate_up: same sizes as separate matrices), gpt2, bert, and "transformer" (the original
+encoder–decoder of "Attention Is All You Need", with our own keys).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+
+__all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model's shape, in the package's dimension names (the legend for every formula)."""
+    name: str
+    family: str        # "decoder" (Llama, GPT-2), "encoder" (BERT) or "encoder-decoder"
+    L: int             # layers (the decoder's, for an encoder–decoder)
+    d: int             # model width d_model
+    h: int             # query heads
+    h_kv: int          # key/value heads: h = MHA, a divisor of h = GQA, 1 = MQA
+    d_h: int           # head size (h·d_h = d for every model here except when head_dim is set)
+    d_ff: int          # FFN hidden width
+    v: int             # vocabulary
+    n_ctx: int         # context length (rows of a learned position table)
+    tied: bool = True          # the LM head reuses the token embedding (no extra v·d)
+    qkv_bias: bool = False     # biases on the q, k, v projections (GPT-2, BERT, Qwen2)
+    o_bias: bool = False       # bias on the output projection W_o
+    ffn_bias: bool = False     # biases in the FFN
+    gated_ffn: bool = True     # SwiGLU: W_gate, W_up, W_down (3 matrices) instead of W_1, W_2
+    norm: str = "rms"          # "rms" (γ only, d numbers) or "layer" (γ and β, 2d numbers)
+    positions: str = "rope"    # "rope" or "sinusoidal" (no parameters) or "learned" (n_ctx·d)
+    type_vocab: int = 0        # BERT's token-type (segment) embeddings
+    L_enc: int = 0             # encoder layers of an encoder–decoder
+    lm_head: bool = True       # a vocabulary head (an encoder such as BertModel has none)
+    pooler: bool = False       # BERT's pooler: a d×d dense layer on the first token
+    final_norm: bool = True    # a norm after the last layer (one per stack)
+    embed_norm: bool = False   # a LayerNorm right after the embeddings (BERT)
+
+    def __post_init__(self):
+        for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx"):
+            val = getattr(self, f)
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                raise ValueError(f"config {self.name!r}: {f} must be a positive integer, got {val!r}")
+        if self.h % self.h_kv:
+            raise ValueError(f"config {self.name!r}: h={self.h} must be a multiple of h_kv={self.h_kv}")
+        if self.family not in ("decoder", "encoder", "encoder-decoder"):
+            raise ValueError(f"config {self.name!r}: family must be decoder, encoder or encoder-decoder, "
+                             f"got {self.family!r}")
+        if self.norm not in ("rms", "layer"):
+            raise ValueError(f"config {self.name!r}: norm must be 'rms' or 'layer', got {self.norm!r}")
+        if self.positions not in ("rope", "learned", "sinusoidal"):
+            raise ValueError(f"config {self.name!r}: positions must be rope, learned or sinusoidal, "
+                             f"got {self.positions!r}")
+        if self.family == "encoder-decoder" and self.L_enc < 1:
+            raise ValueError(f"config {self.name!r}: an encoder-decoder needs L_enc ≥ 1, got {self.L_enc}")
+
+    @property
+    def n_rep(self) -> int:
+        """Query heads served by each key/value head (GQA group size)."""
+        return self.h // self.h_kv
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with some fields changed, e.g. cfg.replace(h_kv=cfg.h) for the MHA variant."""
+        return dataclasses.replace(self, **changes)
+
+
+# Built-in configs, in the format of each model's own config.json (only the keys that
+# decide sizes, plus a few that say which variant it is).
+HF_CONFIGS: dict[str, dict] = {
+    "smollm2-135m": {  # HuggingFaceTB/SmolLM2-135M(-Instruct): Llama architecture, GQA 9 → 3
+        "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+        "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+        "vocab_size": 49152, "max_position_embeddings": 8192, "tie_word_embeddings": True,
+        "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "hidden_act": "silu",
+    },
+    "minilm-l6": {  # sentence-transformers/all-MiniLM-L6-v2 (a BertModel)
+        "model_type": "bert", "hidden_size": 384, "intermediate_size": 1536,
+        "num_hidden_layers": 6, "num_attention_heads": 12, "vocab_size": 30522,
+        "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+        "hidden_act": "gelu", "position_embedding_type": "absolute",
+    },
+    "gpt2": {  # openai-community/gpt2 (small)
+        "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+        "vocab_size": 50257, "n_inner": None, "layer_norm_epsilon": 1e-5,
+        "activation_function": "gelu_new", "tie_word_embeddings": True,
+    },
+    "phi-3-mini": {  # microsoft/Phi-3-mini-4k-instruct (module printout in note 002)
+        "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "vocab_size": 32064, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-5, "hidden_act": "silu", "pad_token_id": 32000,
+    },
+    "llama-3-8b": {  # meta-llama/Meta-Llama-3-8B: GQA 32 → 8
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 128256, "max_position_embeddings": 8192, "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
+    },
+    "transformer-base": {  # "Attention Is All You Need", base model (note 003): N = 6, d_model = 512
+        "model_type": "transformer", "d_model": 512, "encoder_layers": 6, "decoder_layers": 6,
+        "attention_heads": 8, "ffn_dim": 2048, "vocab_size": 37000,  # shared EN-DE BPE vocabulary
+        "max_position_embeddings": 512, "tie_word_embeddings": True,
+    },
+}
+BUILTIN_NAMES = tuple(HF_CONFIGS)
+
+_LLAMA_TYPES = ("llama", "mistral", "qwen2", "phi3")
+
+
+def hf_config(name: str) -> dict:
+    """A copy of the built-in config.json dict for `name`."""
+    if name not in HF_CONFIGS:
+        raise ValueError(f"unknown model name {name!r}: built-in names are {', '.join(BUILTIN_NAMES)}")
+    return dict(HF_CONFIGS[name])
+
+
+def _need(cfg: dict, keys, model_type: str):
+    missing = [k for k in keys if cfg.get(k) is None]
+    if missing:
+        raise ValueError(f"config of model_type {model_type!r} is missing key(s) {missing}")
+    return [cfg[k] for k in keys]
+
+
+def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
+    """Normalise a Hugging Face config.json dict into a ModelConfig.
+
+    >>> from_hf(hf_config("llama-3-8b")).h_kv
+    8
+    """
+    if not isinstance(cfg, dict):
+        raise TypeError(f"expected a config dict, got {type(cfg).__name__}")
+    mt = cfg.get("model_type")
+    name = name or cfg.get("_name_or_path") or str(mt)
+    if mt in _LLAMA_TYPES:
+        d, d_ff, L, h, v = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
+                                       "num_attention_heads", "vocab_size"], mt)
+        h_kv = cfg.get("num_key_value_heads") or h  # absent means plain multi-head attention
+        d_h = cfg.get("head_dim") or d // h
+        bias = bool(cfg.get("attention_bias", False))  # Llama's switch: q, k, v and o
+        return ModelConfig(
+            name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_h=d_h, d_ff=d_ff, v=v,
+            n_ctx=cfg.get("max_position_embeddings") or 2048,
+            tied=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=bias or mt == "qwen2",  # Qwen2 always has q/k/v biases, never an o bias
+            o_bias=bias and mt != "qwen2", ffn_bias=bool(cfg.get("mlp_bias", False)),
+            gated_ffn=True, norm="rms", positions="rope")
+    if mt == "gpt2":
+        d, L, h, v, n_ctx = _need(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
+        return ModelConfig(
+            name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=d // h,
+            d_ff=cfg.get("n_inner") or 4 * d, v=v, n_ctx=n_ctx,
+            tied=bool(cfg.get("tie_word_embeddings", True)), qkv_bias=True, o_bias=True,
+            ffn_bias=True, gated_ffn=False, norm="layer", positions="learned")
+    if mt == "bert":
+        d, d_ff, L, h, v, n_ctx = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
+                                              "num_attention_heads", "vocab_size",
+                                              "max_position_embeddings"], mt)
+        return ModelConfig(
+            name=name, family="encoder", L=L, d=d, h=h, h_kv=h, d_h=d // h, d_ff=d_ff, v=v,
+            n_ctx=n_ctx, tied=True, qkv_bias=True, o_bias=True, ffn_bias=True, gated_ffn=False,
+            norm="layer", positions="learned", type_vocab=cfg.get("type_vocab_size", 2),
+            lm_head=False, pooler=True, final_norm=False, embed_norm=True)
+    if mt == "transformer":
+        d, L_enc, L, h, d_ff, v = _need(cfg, ["d_model", "encoder_layers", "decoder_layers",
+                                              "attention_heads", "ffn_dim", "vocab_size"], mt)
+        return ModelConfig(
+            name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h, d_h=d // h,
+            d_ff=d_ff, v=v, n_ctx=cfg.get("max_position_embeddings") or 512,
+            tied=bool(cfg.get("tie_word_embeddings", True)), qkv_bias=True, o_bias=True,
+            ffn_bias=True, gated_ffn=False, norm="layer", positions="sinusoidal",
+            final_norm=False)  # post-norm: each sub-layer already ends in a LayerNorm
+    supported = ", ".join(_LLAMA_TYPES + ("gpt2", "bert", "transformer"))
+    raise ValueError(f"unsupported model_type {mt!r}: supported are {supported}")
+
+
+def load_config(config) -> ModelConfig:
+    """Any config to a ModelConfig: a ModelConfig, a built-in name, a path to a config.json,
+    a config dict, or an object with the legend's attributes (L, d, h, h_kv, d_h, d_ff, v)."""
+    if isinstance(config, ModelConfig):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        s = os.fspath(config)
+        if s in HF_CONFIGS:
+            return from_hf(HF_CONFIGS[s], name=s)
+        if s.endswith(".json") or os.path.sep in s:
+            if not os.path.exists(s):
+                raise FileNotFoundError(f"config file {s!r} not found")
+            with open(s, encoding="utf-8") as f:
+                return from_hf(json.load(f), name=os.path.basename(os.path.dirname(os.path.abspath(s))))
+        raise ValueError(f"unknown model name {s!r}: built-in names are {', '.join(BUILTIN_NAMES)}, "
+                         "or give a path to a config.json")
+    if isinstance(config, dict):
+        return from_hf(config)
+    legend = ("L", "d", "h", "h_kv", "d_h", "d_ff", "v")
+    if all(hasattr(config, a) for a in legend):  # e.g. a decoder's own config dataclass
+        fields = {f.name for f in dataclasses.fields(ModelConfig)}
+        kw = {f: getattr(config, f) for f in fields if hasattr(config, f)}
+        kw.setdefault("name", type(config).__name__)
+        kw.setdefault("family", "decoder")
+        kw.setdefault("n_ctx", getattr(config, "n_max", None) or 2048)
+        return ModelConfig(**kw)
+    raise TypeError(f"cannot read a model config from {type(config).__name__}: give a ModelConfig, "
+                    "a built-in name, a config.json path or a config dict")
