@@ -1,0 +1,201 @@
+"""The figure functions draw exactly the data they are given.
+
+Each test builds its input by hand (or from a formula written here), draws it,
+and reads the drawn artists back: image arrays, tick labels, line data, colours.
+"""
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
+
+from transformer import plotting as P  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def png_chunks(data: bytes):
+    """(type, payload) of every chunk of a PNG file, read by hand from the spec's layout."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, out = 8, []
+    while pos < len(data):
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        ctype = data[pos + 4:pos + 8]
+        payload = data[pos + 8:pos + 8 + length]
+        crc = int.from_bytes(data[pos + 8 + length:pos + 12 + length], "big")
+        assert zlib.crc32(ctype + payload) == crc
+        out.append((ctype, payload))
+        pos += 12 + length
+    return out
+
+
+def tick_texts(ticklabels):
+    return [t.get_text() for t in ticklabels]
+
+
+def test_heatmap_draws_the_weights_and_the_tokens():
+    w = np.array([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.2, 0.3, 0.5]])
+    toks = ["The", "cat", "sat"]
+    fig, ax = P.attention_heatmap(w, toks, toks, title="causal")
+    np.testing.assert_array_equal(ax.images[0].get_array(), w)
+    assert tick_texts(ax.get_xticklabels()) == toks
+    assert tick_texts(ax.get_yticklabels()) == toks
+    assert ax.get_title() == "causal"
+    # colour scale: 0 is the sequential map's lightest end (white-ish), the top weight its darkest
+    im = ax.images[0]
+    assert im.norm.vmin == 0.0 and im.norm.vmax == 1.0
+    white, top = im.to_rgba(np.array([0.0, 1.0]))
+    assert sum(white[:3]) > 2.9 and sum(top[:3]) < 1.0
+    # 3 × 3 is small: each cell carries its value
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{v:.2f}" for v in w.ravel())
+
+
+def test_heatmap_signed_scores_are_centred_on_zero():
+    s = np.array([[-2.0, 1.0], [0.5, 0.0]])
+    fig, ax = P.attention_heatmap(s, signed=True, annotate=False)
+    im = ax.images[0]
+    assert (im.norm.vmin, im.norm.vmax) == (-2.0, 2.0)
+    zero = im.to_rgba(0.0)
+    assert all(c > 0.9 for c in zero[:3])  # white in the middle of the diverging map
+    assert len(ax.texts) == 0
+
+
+def test_heatmap_draws_on_a_given_axes_and_checks_labels():
+    fig, ax = plt.subplots()
+    f2, a2 = P.attention_heatmap(np.eye(2), ax=ax, colorbar=False)
+    assert a2 is ax and f2 is fig
+    with pytest.raises(ValueError, match="key labels"):
+        P.attention_heatmap(np.eye(2), ["a", "b"], ["a"])
+
+
+def test_head_grid_one_panel_per_head_on_a_shared_scale():
+    rng = np.random.default_rng(0)
+    w = rng.random((3, 4, 4))
+    w /= w.sum(-1, keepdims=True)
+    toks = ["a", "b", "c", "d"]
+    fig, axes = P.head_grid(w, toks, ncols=2)
+    assert len(axes) == 3
+    for i, a in enumerate(axes):
+        np.testing.assert_array_equal(a.images[0].get_array(), w[i])
+        assert a.images[0].norm.vmin == 0.0 and a.images[0].norm.vmax == w.max()
+        assert a.get_title() == f"head {i}"
+    assert tick_texts(axes[0].get_yticklabels()) == toks  # left column carries query labels
+    assert len(axes[1].get_yticks()) == 0  # right column does not repeat them
+    assert tick_texts(axes[2].get_xticklabels()) == toks  # bottom row carries key labels
+    # the fourth grid cell is switched off
+    assert sum(a.axison for a in fig.axes if a not in axes and a.get_label() != "<colorbar>") == 0
+
+
+def test_mask_gallery_titles_count_the_pairs_and_colours_are_two():
+    n = 5
+    causal = np.tril(np.ones((n, n), dtype=bool))  # by hand: 1 + 2 + … + 5 = 15 pairs
+    band = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1  # 5 + 2·4 = 13 pairs
+    fig, axes = P.mask_gallery({"causal": causal, "band": band})
+    assert axes[0].get_title() == "causal\n15 pairs (60%)"
+    assert axes[1].get_title() == "band\n13 pairs (52%)"
+    for a, m in zip(axes, (causal, band)):
+        im = a.images[0]
+        np.testing.assert_array_equal(im.get_array(), m.astype(np.int8))
+        rgba = im.to_rgba(im.get_array())
+        on, off = np.array(to_rgba(P.ON_COLOR)), np.array(to_rgba(P.OFF_COLOR))
+        np.testing.assert_allclose(rgba[m] / 255.0 if rgba.dtype == np.uint8 else rgba[m], np.tile(on, (m.sum(), 1)), atol=1 / 255)
+        np.testing.assert_allclose(rgba[~m] / 255.0 if rgba.dtype == np.uint8 else rgba[~m], np.tile(off, ((~m).sum(), 1)), atol=1 / 255)
+    with pytest.raises(ValueError, match="boolean"):
+        P.mask_gallery({"floats": np.ones((2, 2))})
+
+
+def test_tile_schedule_colours_computed_and_skipped_tiles():
+    Tr = Tc = 4
+    computed = np.tril(np.ones((Tr, Tc), dtype=bool))  # causal: tiles on/below the diagonal
+    partial = np.eye(Tr, dtype=bool)  # the diagonal tiles hold the mask's edge
+    fig, ax = P.tile_schedule(computed, partial=partial, Br=16, Bc=16, order=True)
+    im = ax.images[0]
+    rgba = im.to_rgba(im.get_array())
+    expect = np.where(partial[..., None], to_rgba(P.PARTIAL_COLOR),
+                      np.where(computed[..., None], to_rgba(P.ON_COLOR), to_rgba(P.OFF_COLOR)))
+    np.testing.assert_allclose(rgba, expect, atol=1 / 255)
+    assert ax.get_title() == "10 of 16 tiles computed"
+    # loop order: row by row over computed tiles only, 1 … 10
+    assert [t.get_text() for t in ax.texts] == [str(k) for k in range(1, 11)]
+    assert "B_c = 16" in ax.get_xlabel() and "B_r = 16" in ax.get_ylabel()
+
+
+def test_curves_draws_lines_and_points_in_matching_colours_on_log_axes():
+    n = np.array([256, 512, 1024, 2048])
+    quad = n.astype(float) ** 2 * 4  # float32 bytes of an n × n score matrix, by hand
+    fig, ax = P.curves(n, {"n² scores": quad}, {"n² scores": quad[[0, 2]]}, x_measured=n[[0, 2]],
+                       ylabel="bytes")
+    line, pts = ax.lines
+    np.testing.assert_array_equal(line.get_ydata(), quad)
+    np.testing.assert_array_equal(pts.get_xdata(), [256, 1024])
+    assert pts.get_linestyle() == "None" and pts.get_marker() == "o"
+    assert line.get_color() == pts.get_color()
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["n² scores", "n² scores (measured)"]
+
+
+def test_online_softmax_trace_plots_the_histories():
+    s = np.array([1.0, 3.0, 2.0, 5.0])  # one key per block, by hand:
+    m = np.array([1.0, 3.0, 3.0, 5.0])  # running max
+    l = np.array([1.0, np.exp(-2) + 1, np.exp(-2) + 1 + np.exp(-1), (np.exp(-2) + 1 + np.exp(-1)) * np.exp(-2) + 1])
+    fig, (am, al) = P.online_softmax_trace(m, l, scores=[[x] for x in s], true_max=s.max(),
+                                           true_sum=np.exp(s - s.max()).sum())
+    np.testing.assert_array_equal(am.lines[0].get_ydata(), m)
+    np.testing.assert_allclose(al.lines[0].get_ydata(), l)
+    # the dashed reference lines sit where the last step ends
+    ref_l = [ln for ln in al.lines if ln.get_linestyle() == "--"][0]
+    np.testing.assert_allclose(ref_l.get_ydata()[0], l[-1])
+
+
+def test_next_token_bars_sorted_most_probable_on_top():
+    toks = [" Paris", " the", " a", " Lyon"]
+    p = np.array([0.1, 0.2, 0.05, 0.65])
+    fig, ax = P.next_token_bars(toks, p, top_k=3, highlight=" Lyon")
+    by_height = sorted(zip(ax.get_yticks(), tick_texts(ax.get_yticklabels())), reverse=True)
+    assert [t for _, t in by_height] == ["␣Lyon", "␣the", "␣Paris"]  # top to bottom
+    bars = sorted(ax.patches, key=lambda b: -b.get_y())  # top first
+    assert [b.get_width() for b in bars] == [0.65, 0.2, 0.1]
+    assert bars[0].get_facecolor() != bars[1].get_facecolor()  # the highlighted token stands out
+    assert bars[1].get_facecolor() == bars[2].get_facecolor()
+
+
+def test_save_writes_reproducible_png_without_software_chunk(tmp_path):
+    def draw():
+        fig, _ = P.attention_heatmap(np.array([[0.5, 0.5], [0.1, 0.9]]), ["x", "y"], ["x", "y"])
+        return fig
+
+    p1 = P.save(draw(), tmp_path / "sub" / "a.png")
+    p2 = P.save(draw(), tmp_path / "b.png")
+    b1, b2 = p1.read_bytes(), p2.read_bytes()
+    assert b1 == b2
+    chunks = png_chunks(b1)
+    texts = [payload for ctype, payload in chunks if ctype in (b"tEXt", b"iTXt", b"zTXt")]
+    assert not any(t.startswith(b"Software") for t in texts)
+    ihdr = chunks[0][1]
+    assert chunks[0][0] == b"IHDR" and int.from_bytes(ihdr[:4], "big") > 300
+    # the physical resolution chunk records the fixed dpi (pixels per metre)
+    phys = dict(chunks)[b"pHYs"]
+    assert round(int.from_bytes(phys[:4], "big") * 0.0254) == P.DPI
+    assert not plt.fignum_exists(1) or matplotlib.get_backend().lower() != "agg"
+
+
+def test_figures_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRANSFORMER_FIGURES", str(tmp_path))
+    assert P.figure_path("x.png") == tmp_path / "x.png"
+    monkeypatch.delenv("TRANSFORMER_FIGURES")
+    assert P.figures_dir().name == "figures"
+    monkeypatch.setenv("TRANSFORMER_FAST", "1")
+    assert P.fast()
+    monkeypatch.setenv("TRANSFORMER_FAST", "0")
+    assert not P.fast()

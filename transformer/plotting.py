@@ -1,0 +1,430 @@
+"""Figures for the lessons: one consistent, slide-readable style for every plot.
+
+Every function draws on the `ax=` it is given (or makes its own figure), returns
+`(fig, ax)` (or `(fig, axes)` for multi-panel figures) and never calls `plt.show()`.
+`save(fig, path)` writes a reproducible PNG: fixed dpi, no "Software" metadata
+chunk, so the same data always gives the same bytes.
+
+Colour maps follow the data: a sequential map for weights (0 = white), a
+diverging map centred on 0 for signed scores, two flat colours for masks and
+tile schedules (attended/computed vs hidden/skipped).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.colors import ListedColormap, BoundaryNorm
+
+from .backend import to_numpy
+
+__all__ = [
+    "DPI", "WEIGHTS_CMAP", "SCORES_CMAP", "ON_COLOR", "OFF_COLOR", "PARTIAL_COLOR",
+    "figures_dir", "figure_path", "fast", "visible_token", "style_axes", "new_figure",
+    "attention_heatmap", "head_grid", "mask_gallery", "curves", "tile_schedule",
+    "online_softmax_trace", "next_token_bars", "save",
+]
+
+DPI = 150  # 150 dpi: a 8-inch-wide figure is 1200 px, sharp on a projector, small on disk
+TITLE_SIZE, LABEL_SIZE, TICK_SIZE, ANNOT_SIZE = 15, 13, 11, 10  # points; readable at slide size
+WEIGHTS_CMAP = "Blues"  # sequential: weight 0 is white, weight 1 dark blue
+SCORES_CMAP = "RdBu_r"  # diverging: negative blue, 0 white, positive red
+ON_COLOR = "#1f4e79"  # attended pair / computed tile (dark blue)
+OFF_COLOR = "#e6e6e6"  # hidden pair / skipped tile (light grey)
+PARTIAL_COLOR = "#7fb3d5"  # tile computed with a mask inside it (the diagonal of a causal mask)
+LINE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- where figures go
+
+def figures_dir() -> Path:
+    """$TRANSFORMER_FIGURES if set (tests write to a temporary folder), else the repo's figures/."""
+    env = os.environ.get("TRANSFORMER_FIGURES")
+    return Path(env) if env else _REPO / "figures"
+
+
+def figure_path(name: str) -> Path:
+    """figures_dir() / name, e.g. figure_path("03_scores.png")."""
+    return figures_dir() / name
+
+
+def fast() -> bool:
+    """True when TRANSFORMER_FAST=1: lessons shrink sizes so the test suite stays quick."""
+    return os.environ.get("TRANSFORMER_FAST", "0") not in ("", "0")
+
+
+# ---------------------------------------------------------------- style helpers
+
+def visible_token(tok: str) -> str:
+    """Show a token's spaces: a leading space becomes '␣' and newlines '↵' (tokens often start with one)."""
+    return str(tok).replace(" ", "␣").replace("\n", "↵")
+
+
+def style_axes(ax, title=None, xlabel=None, ylabel=None, *, grid=False):
+    """Apply the common sizes to an axes: title, axis labels, tick labels, optional grid."""
+    if title is not None:
+        ax.set_title(title, fontsize=TITLE_SIZE)
+    if xlabel is not None:
+        ax.set_xlabel(xlabel, fontsize=LABEL_SIZE)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel, fontsize=LABEL_SIZE)
+    ax.tick_params(labelsize=TICK_SIZE)
+    if grid:
+        ax.grid(True, which="major", alpha=0.3)
+    return ax
+
+
+def new_figure(nrows=1, ncols=1, *, figsize=None, squeeze=True, **kw):
+    """plt.subplots with a size that suits slides (about 6.5 × 5 inches per panel, capped)."""
+    if figsize is None:
+        figsize = (min(4.0 + 4.2 * ncols, 17.0), min(1.2 + 3.8 * nrows, 14.0))
+    fig, ax = plt.subplots(nrows, ncols, figsize=figsize, squeeze=squeeze, **kw)
+    return fig, ax
+
+
+def _as_np(a, ndim=None, name="array"):
+    a = np.asarray(to_numpy(a))
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dims, got shape {a.shape}")
+    return a
+
+
+def _own_axes(ax, **kw):
+    """(fig, ax): the given axes and its figure, or a new single-panel figure."""
+    if ax is None:
+        return new_figure(**kw)
+    return ax.figure, ax
+
+
+def _label_ticks(ax, q_labels, k_labels, n_q, n_k, rotate=True):
+    if k_labels is not None:
+        if len(k_labels) != n_k:
+            raise ValueError(f"{len(k_labels)} key labels for {n_k} columns")
+        ax.set_xticks(range(n_k))
+        ax.set_xticklabels([str(t) for t in k_labels], rotation=90 if rotate else 0)
+    if q_labels is not None:
+        if len(q_labels) != n_q:
+            raise ValueError(f"{len(q_labels)} query labels for {n_q} rows")
+        ax.set_yticks(range(n_q))
+        ax.set_yticklabels([str(t) for t in q_labels])
+
+
+def _annotate(ax, a, fmt, norm_max):
+    """Write each cell's value, white on dark cells and black on light ones."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            dark = abs(a[i, j]) > 0.55 * norm_max
+            ax.text(j, i, format(a[i, j], fmt), ha="center", va="center", fontsize=ANNOT_SIZE,
+                    color="white" if dark else "black")
+
+
+# ---------------------------------------------------------------- attention
+
+def attention_heatmap(weights, q_labels=None, k_labels=None, ax=None, title="Attention weights", *,
+                      signed=False, vmin=None, vmax=None, annotate=None, fmt=".2f", colorbar=True,
+                      cbar_label=None, xlabel="key  (attended to)", ylabel="query  (attending)"):
+    """Heatmap of an (n_q, n_k) matrix: row i = what query i attends to.
+
+    signed=False: weights in [0, 1] on a white-to-blue map (vmin 0, vmax the largest weight).
+    signed=True: scores of either sign on a diverging map centred on 0.
+    annotate: write the values in the cells (default: when the matrix is at most 8 × 8).
+    Returns (fig, ax); ax.images[0] holds exactly `weights`.
+    """
+    a = _as_np(weights, 2, "weights").astype(np.float64)
+    n_q, n_k = a.shape
+    fig, ax = _own_axes(ax, figsize=(2.5 + 0.55 * max(n_k, 6), 1.8 + 0.5 * max(n_q, 6)))
+    if signed:
+        lim = float(np.max(np.abs(a))) or 1.0
+        vmin, vmax = (-lim if vmin is None else vmin), (lim if vmax is None else vmax)
+        cmap = SCORES_CMAP
+    else:
+        vmin = 0.0 if vmin is None else vmin
+        vmax = (float(np.max(a)) or 1.0) if vmax is None else vmax
+        cmap = WEIGHTS_CMAP
+    im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    _label_ticks(ax, q_labels, k_labels, n_q, n_k)
+    if annotate is None:
+        annotate = max(n_q, n_k) <= 8
+    if annotate:
+        _annotate(ax, a, fmt, max(abs(vmin), abs(vmax)))
+    style_axes(ax, title, xlabel, ylabel)
+    if colorbar:
+        cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cb.ax.tick_params(labelsize=TICK_SIZE)
+        cb.set_label(cbar_label or ("score" if signed else "weight"), fontsize=LABEL_SIZE)
+    return fig, ax
+
+
+def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, ax=None,
+              suptitle=None, vmax=None):
+    """One heatmap per head for weights of shape (h, n_q, n_k), on a shared 0…vmax colour scale.
+
+    labels: the query tokens (also the keys unless k_labels is given); shown on the
+    left column and bottom row. ax: optional sequence of at least h axes to draw on.
+    Returns (fig, axes) with axes a flat list of the h panels used.
+    """
+    w = _as_np(weights, 3, "weights (h, n_q, n_k)").astype(np.float64)
+    h, n_q, n_k = w.shape
+    k_labels = labels if k_labels is None else k_labels
+    if ax is None:
+        ncols = ncols or min(h, 4)
+        nrows = -(-h // ncols)
+        side = 1.2 + 0.32 * max(n_k, 6)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(ncols * side + 1.8, nrows * side + 1.0),
+                                 squeeze=False, layout="constrained")
+        all_axes = list(grid.ravel())
+    else:
+        all_axes = list(np.ravel(ax))
+        if len(all_axes) < h:
+            raise ValueError(f"need {h} axes for {h} heads, got {len(all_axes)}")
+        fig = all_axes[0].figure
+        ncols = ncols or len(all_axes)
+    vmax = float(w.max()) if vmax is None else vmax
+    used = all_axes[:h]
+    for i, a in enumerate(used):
+        im = a.imshow(w[i], cmap=WEIGHTS_CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
+        first_col, last_row = i % ncols == 0, i + ncols >= h
+        _label_ticks(a, labels if first_col else None, k_labels if last_row else None, n_q, n_k)
+        if not first_col or labels is None:
+            a.set_yticks([])
+        if not last_row or k_labels is None:
+            a.set_xticks([])
+        style_axes(a, titles[i] if titles is not None else f"head {i}")
+    for a in all_axes[h:]:
+        a.axis("off")
+    cb = fig.colorbar(im, ax=used, fraction=0.03, pad=0.02)
+    cb.ax.tick_params(labelsize=TICK_SIZE)
+    cb.set_label("weight", fontsize=LABEL_SIZE)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)
+    return fig, used
+
+
+# ---------------------------------------------------------------- masks and tiles
+
+_MASK_CMAP = ListedColormap([OFF_COLOR, ON_COLOR])
+_BINARY_NORM = BoundaryNorm([-0.5, 0.5, 1.5], 2)
+
+
+def mask_gallery(masks: dict, *, ncols=None, ax=None, suptitle=None, labels=None):
+    """Draw boolean (n_q, n_k) masks side by side: dark = may attend, grey = hidden.
+
+    Each panel's title gives the mask's name, its attended pairs (the cost of
+    attention under it) and the density pairs / (n_q·n_k).
+    Returns (fig, axes), one panel per mask, in the dict's order.
+    """
+    names = list(masks)
+    k = len(names)
+    if ax is None:
+        ncols = ncols or min(k, 4)
+        nrows = -(-k // ncols)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 4.9 * nrows + 1.0),
+                                 squeeze=False, layout="constrained")
+        all_axes = list(grid.ravel())
+    else:
+        all_axes = list(np.ravel(ax))
+        if len(all_axes) < k:
+            raise ValueError(f"need {k} axes for {k} masks, got {len(all_axes)}")
+        fig = all_axes[0].figure
+    for a, name in zip(all_axes, names):
+        m = _as_np(masks[name], None)
+        m = m.reshape(m.shape[-2:]) if m.ndim > 2 and m.size == m.shape[-2] * m.shape[-1] else m
+        if m.ndim != 2 or m.dtype != bool:
+            raise ValueError(f"mask {name!r} must be a 2-D boolean array, got {m.dtype} {m.shape}")
+        pairs = int(m.sum())
+        a.imshow(m.astype(np.int8), cmap=_MASK_CMAP, norm=_BINARY_NORM, interpolation="nearest")
+        n_q, n_k = m.shape
+        if labels is not None and n_q == n_k == len(labels):
+            _label_ticks(a, labels, labels, n_q, n_k)
+        else:
+            a.set_xticks([]), a.set_yticks([])
+        style_axes(a, f"{name}\n{pairs} pairs ({pairs / m.size:.0%})", "key", "query")
+    for a in all_axes[k:]:
+        a.axis("off")
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=ON_COLOR, label="may attend"), Patch(color=OFF_COLOR, label="hidden")],
+               loc="outside lower center", ncols=2, fontsize=LABEL_SIZE, frameon=False)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)
+    return fig, all_axes[:k]
+
+
+def tile_schedule(computed, ax=None, *, partial=None, Br=None, Bc=None, order=False,
+                  title=None):
+    """FlashAttention's tile grid (Tr query blocks × Tc key blocks): which tiles are computed.
+
+    computed: boolean (Tr, Tc), True = tile of S = Q_i K_jᵀ is computed, False = skipped
+    (e.g. above a causal diagonal). partial: optional boolean (Tr, Tc), tiles computed
+    with a mask inside them. order=True numbers the computed tiles in loop order.
+    Returns (fig, ax); ax.images[0] holds 0 = skipped, 1 = computed, 2 = partial.
+    """
+    c = _as_np(computed, 2, "computed (Tr, Tc)").astype(bool)
+    state = c.astype(np.int8)
+    if partial is not None:
+        p = _as_np(partial, 2, "partial").astype(bool)
+        if p.shape != c.shape or np.any(p & ~c):
+            raise ValueError("partial must have computed's shape and mark only computed tiles")
+        state[p] = 2
+    Tr, Tc = c.shape
+    fig, ax = _own_axes(ax, figsize=(2.8 + 0.7 * max(Tc, 4), 1.8 + 0.7 * max(Tr, 4)))
+    cmap = ListedColormap([OFF_COLOR, ON_COLOR, PARTIAL_COLOR])
+    ax.imshow(state, cmap=cmap, norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3), interpolation="nearest")
+    ax.set_xticks(np.arange(-0.5, Tc, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, Tr, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xticks(range(Tc))
+    ax.set_yticks(range(Tr))
+    if order:
+        for k, (i, j) in enumerate(zip(*np.nonzero(c))):
+            ax.text(j, i, str(k + 1), ha="center", va="center", fontsize=ANNOT_SIZE + 1,
+                    color="white" if state[i, j] == 1 else "black")
+    xl = "key block j" + (f"  (B_c = {Bc} keys)" if Bc else "")
+    yl = "query block i" + (f"  (B_r = {Br} queries)" if Br else "")
+    n_done = int(c.sum())
+    title = title if title is not None else f"{n_done} of {c.size} tiles computed"
+    style_axes(ax, title, xl, yl)
+    from matplotlib.patches import Patch
+    handles = [Patch(color=ON_COLOR, label="computed"), Patch(color=OFF_COLOR, label="skipped")]
+    if partial is not None:
+        handles.insert(1, Patch(color=PARTIAL_COLOR, label="computed, masked inside"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=TICK_SIZE,
+              frameon=False)
+    return fig, ax
+
+
+# ---------------------------------------------------------------- curves and traces
+
+def curves(x, formulas=None, measured=None, *, x_measured=None, ax=None, title=None,
+           xlabel="n (sequence length)", ylabel=None, logx=True, logy=True, styles=None):
+    """Formula lines and measured points on the same axes (log–log by default).
+
+    formulas: {label: y}, y an array over x, drawn as lines.
+    measured: {label: y}, y over x_measured (default x), drawn as markers; a measured
+    series with the same label as a formula gets the formula's colour, so a learner
+    sees the points sit on their line.
+    styles: optional {label: dict of matplotlib keyword arguments} (e.g. linestyle).
+    Returns (fig, ax).
+    """
+    fig, ax = _own_axes(ax, figsize=(8.5, 5.5))
+    x = _as_np(x, 1, "x")
+    xm = x if x_measured is None else _as_np(x_measured, 1, "x_measured")
+    styles = styles or {}
+    colours = {}
+    for k, (label, y) in enumerate((formulas or {}).items()):
+        colours[label] = LINE_COLORS[k % len(LINE_COLORS)]
+        kw = dict(color=colours[label], linewidth=2.5, label=label)
+        kw.update(styles.get(label, {}))
+        ax.plot(x, _as_np(y, 1, label), **kw)
+    k0 = len(colours)
+    for k, (label, y) in enumerate((measured or {}).items()):
+        col = colours.get(label, LINE_COLORS[(k0 + k) % len(LINE_COLORS)])
+        name = f"{label} (measured)" if label in colours else label
+        kw = dict(color=col, marker="o", markersize=8, linestyle="none", label=name,
+                  markeredgecolor="black", markeredgewidth=0.8)
+        kw.update(styles.get(name, {}))
+        ax.plot(xm, _as_np(y, 1, label), **kw)
+    if logx:
+        ax.set_xscale("log", base=2 if np.all(np.log2(x) % 1 == 0) else 10)
+    if logy:
+        ax.set_yscale("log")
+    style_axes(ax, title, xlabel, ylabel, grid=True)
+    ax.legend(fontsize=TICK_SIZE, frameon=False)
+    return fig, ax
+
+
+def online_softmax_trace(m_history, l_history, ax=None, *, scores=None, true_max=None,
+                         true_sum=None, xlabel="key block j", title="Online softmax"):
+    """The running statistics of online softmax, one step per key block.
+
+    m_history: running maximum m_j after block j, shape (T,) or (T, rows).
+    l_history: running normaliser l_j = Σ exp(s - m_j) after block j, same shape.
+    scores: optional list of the T blocks' scores (each (B_c,) or (rows, B_c)) drawn as dots.
+    true_max / true_sum: the full-row max and normaliser, drawn dashed: the last step must reach them.
+    ax: optional pair of axes (top: m, bottom: l). Returns (fig, (ax_m, ax_l)).
+    """
+    m = _as_np(m_history).astype(np.float64)
+    l = _as_np(l_history).astype(np.float64)
+    if m.shape != l.shape or m.ndim not in (1, 2):
+        raise ValueError(f"m_history {m.shape} and l_history {l.shape} must share a (T,) or (T, rows) shape")
+    m2, l2 = (m[:, None], l[:, None]) if m.ndim == 1 else (m, l)
+    T, rows = m2.shape
+    if ax is None:
+        fig, (ax_m, ax_l) = plt.subplots(2, 1, figsize=(8.5, 7.5), sharex=True, layout="constrained")
+    else:
+        ax_m, ax_l = ax
+        fig = ax_m.figure
+    steps = np.arange(T)
+    for r in range(rows):
+        col = LINE_COLORS[r % len(LINE_COLORS)]
+        lab = f"row {r}" if rows > 1 else None
+        ax_m.plot(steps, m2[:, r], marker="o", color=col, linewidth=2.5, label=lab, drawstyle="steps-post")
+        ax_l.plot(steps, l2[:, r], marker="o", color=col, linewidth=2.5, label=lab)
+    if scores is not None:
+        for j, s in enumerate(scores):
+            s = np.ravel(_as_np(s))
+            ax_m.plot(np.full(s.shape, j), s, ".", color="grey", alpha=0.6, markersize=7,
+                      label="scores in block" if j == 0 else None)
+    for a, ref, name in ((ax_m, true_max, "max of the whole row"), (ax_l, true_sum, "full-row Σ exp(s − max)")):
+        if ref is not None:
+            for k, val in enumerate(np.ravel(_as_np(ref))):
+                a.axhline(val, color="black", linestyle="--", linewidth=1.5, label=name if k == 0 else None)
+    style_axes(ax_m, title, None, "running max  m_j", grid=True)
+    style_axes(ax_l, None, xlabel, "running sum  l_j", grid=True)
+    ax_l.set_xticks(steps)
+    for a in (ax_m, ax_l):
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=TICK_SIZE, frameon=False, loc="best")
+    return fig, (ax_m, ax_l)
+
+
+def next_token_bars(tokens, probs, ax=None, *, top_k=10, title="Next-token probabilities",
+                    highlight=None):
+    """Horizontal bars of the top_k most probable next tokens, most probable at the top.
+
+    tokens: the candidate strings (spaces shown as '␣'); probs: their probabilities.
+    highlight: a token to colour differently (e.g. the one greedy decoding picks).
+    Returns (fig, ax); the bars run top to bottom in decreasing probability.
+    """
+    p = _as_np(probs, 1, "probs").astype(np.float64)
+    if len(tokens) != p.shape[0]:
+        raise ValueError(f"{len(tokens)} tokens for {p.shape[0]} probabilities")
+    order = np.argsort(-p, kind="stable")[:top_k]
+    toks = [tokens[i] for i in order]
+    vals = p[order]
+    fig, ax = _own_axes(ax, figsize=(8.0, 1.2 + 0.45 * len(order)))
+    y = np.arange(len(order))[::-1]  # most probable on top
+    colours = [LINE_COLORS[1] if (highlight is not None and t == highlight) else ON_COLOR for t in toks]
+    ax.barh(y, vals, color=colours)
+    ax.set_yticks(y)
+    ax.set_yticklabels([visible_token(t) for t in toks], fontfamily="monospace")
+    for yi, v in zip(y, vals):
+        ax.text(v + 0.01 * max(vals.max(), 1e-9), yi, f"{v:.3f}", va="center", fontsize=ANNOT_SIZE + 1)
+    ax.set_xlim(0, vals.max() * 1.18 if vals.size else 1)
+    style_axes(ax, title, "probability", None)
+    return fig, ax
+
+
+# ---------------------------------------------------------------- saving
+
+def save(fig, path, *, dpi=DPI, close=None) -> Path:
+    """Write fig as a reproducible PNG and return its path.
+
+    The folder is created; the PNG has a fixed dpi, a tight bounding box and no
+    "Software" metadata chunk (which would carry the matplotlib version), so the same
+    figure gives the same bytes. close=None closes the figure under the headless Agg
+    backend (scripts) and leaves it open elsewhere (a notebook still shows it).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
+    if close is None:
+        close = matplotlib.get_backend().lower() == "agg"
+    if close:
+        plt.close(fig)
+    return path
