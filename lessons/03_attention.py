@@ -1,0 +1,249 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Scaled dot-product attention
+#
+# **What you will see.** A seven-token sentence turned into queries, keys and values; the
+# score matrix $QK^\top/\sqrt{d_k}$ and the weights softmax makes of it; a measurement of
+# *why* the scores are divided by $\sqrt{d_k}$ (without it softmax saturates as $d_k$ grows
+# and its gradient vanishes); and why every softmax subtracts the row maximum (without it
+# `exp` overflows, in float16 already at logits above 11).
+#
+# **Follows** note 003 (§4, scaled dot-product attention and the reason for $1/\sqrt{d_k}$),
+# note 000 (§2.1, the formula) and note 001 (why softmax subtracts the max).
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
+
+# %%
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+import transformer as T
+from transformer import plotting as P
+
+FAST = P.fast()  # TRANSFORMER_FAST=1 shrinks the measurements for the test suite
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. From a sentence to $X$
+#
+# Note 002's example sentence. Each word is one token here, with an id from a tiny
+# vocabulary; the embedding table $W_E$ is random (a trained one comes in the MiniLM and
+# SmolLM2 lessons) and the sinusoidal positions of lesson 02 are added.
+
+# %%
+tokens = "The dog chased the squirrel because it".split()
+vocab = sorted(set(tokens))
+ids = np.array([[vocab.index(t) for t in tokens]])  # (b, n) = (1, 7)
+d_model, d_k = 16, 8
+W_E = rng.normal(size=(len(vocab), d_model))  # (v, d_model)
+X = T.embed(ids, W_E) + T.sinusoidal_positions(len(tokens), d_model, dtype=np.float64)  # (b, n, d_model)
+print("ids:", ids.tolist())
+print("X shape (b, n, d_model):", X.shape)
+
+# %% [markdown]
+# ## 2. Queries, keys, values
+#
+# Three learned matrices project each token: $Q = XW_q$, $K = XW_k$, $V = XW_v$ with
+# $W_q, W_k, W_v \in \mathbb{R}^{d_\text{model}\times d_k}$. A query asks "what am I looking
+# for", a key says "what I contain", a value is what gets passed on.
+
+# %%
+W_q, W_k, W_v = (rng.normal(size=(d_model, d_k)) / np.sqrt(d_model) for _ in range(3))  # (d_model, d_k)
+Q, K, V = X @ W_q, X @ W_k, X @ W_v  # (b, n, d_k) each
+q, k, v = Q[:, None], K[:, None], V[:, None]  # one head: (b, h=1, n, d_k)
+print("Q, K, V shapes:", Q.shape, K.shape, V.shape)
+print("as one head (b, h, n, d_k):", q.shape)
+
+# %% [markdown]
+# ## 3. Scores, then weights
+#
+# Entry $(i, j)$ of $S = QK^\top/\sqrt{d_k}$ is how well query $i$ matches key $j$.
+# Softmax turns each row into weights that are positive and sum to 1:
+# $P_{ij} = e^{S_{ij}} / \sum_{j'} e^{S_{ij'}}$. The output row $i$ is $\sum_j P_{ij} V_j$.
+
+# %%
+S = T.attention_scores(q, k)  # (b, h, n, n), already divided by √d_k
+Pw = T.softmax(S)  # (b, h, n, n)
+out = Pw @ v  # (b, h, n, d_k)
+print("scores S shape:", S.shape)
+print("row 'it' of S:", np.round(S[0, 0, -1], 2))
+print("row 'it' of P:", np.round(Pw[0, 0, -1], 3))
+
+rows_ok = np.allclose(Pw.sum(-1), 1.0)
+print("rows sum to 1:", rows_ok)
+mix_ok = np.allclose(out[0, 0, -1], sum(Pw[0, 0, -1, j] * v[0, 0, j] for j in range(len(tokens))))
+print("output of 'it' = Σ_j P[it, j] · V_j:", mix_ok)
+sdpa_ok = np.allclose(out, T.scaled_dot_product_attention(q, k, v))
+print("step by step == scaled_dot_product_attention:", sdpa_ok)
+assert rows_ok and mix_ok and sdpa_ok
+
+# %%
+fig, axes = P.new_figure(1, 2, figsize=(16, 6.5), layout="constrained")
+P.attention_heatmap(S[0, 0], tokens, tokens, ax=axes[0], signed=True, title="Scores  QKᵀ/√d_k")
+P.attention_heatmap(Pw[0, 0], tokens, tokens, ax=axes[1], title="Weights  softmax(row)", vmax=1.0)
+fig.suptitle("Random projections: the pattern means nothing yet, the arithmetic is the point",
+             fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("03_scores_to_weights.png"))
+
+# %% [markdown]
+# ## 4. Why divide by $\sqrt{d_k}$
+#
+# If the entries of $q$ and $k$ are independent with mean 0 and variance 1, then
+# $q\cdot k = \sum_{i=1}^{d_k} q_i k_i$ has variance $d_k$: its spread grows like $\sqrt{d_k}$.
+# Large logits push softmax towards a one-hot vector, where its Jacobian
+# $J = \mathrm{diag}(p) - pp^\top$ is nearly zero and gradients stop flowing (note 003 §4.4).
+# Dividing by $\sqrt{d_k}$ brings the variance back to 1 for every $d_k$.
+# We measure it on random vectors: the spread of $q\cdot k$, the entropy of the weights
+# (high = spread out, 0 = one-hot) and the size $\lVert J\rVert_F$ of the softmax Jacobian.
+
+# %%
+d_ks = np.array([4, 16, 64, 256] if FAST else [4, 16, 64, 256, 1024])
+trials, n_keys = (200, 16) if FAST else (2000, 16)
+
+
+def row_stats(logits):  # (trials, n_keys) -> mean entropy, mean ‖J‖_F
+    p = T.softmax(logits)  # (trials, n_keys)
+    entropy = -(p * np.log(np.clip(p, 1e-300, None))).sum(-1)  # (trials,)
+    J = p[:, :, None] * np.eye(n_keys) - p[:, :, None] * p[:, None, :]  # (trials, n_keys, n_keys)
+    return entropy.mean(), np.sqrt((J ** 2).sum((-2, -1))).mean()
+
+
+spread, H_raw, H_scaled, J_raw, J_scaled = [], [], [], [], []
+for dk in d_ks:
+    qv = rng.normal(size=(trials, 1, dk))  # (trials, 1, d_k)
+    kv = rng.normal(size=(trials, n_keys, dk))  # (trials, n_keys, d_k)
+    dots = (qv @ kv.swapaxes(-1, -2))[:, 0]  # (trials, n_keys) unscaled q·k
+    spread.append(dots.std())
+    h0, j0 = row_stats(dots)
+    h1, j1 = row_stats(dots / np.sqrt(dk))
+    H_raw.append(h0), H_scaled.append(h1), J_raw.append(j0), J_scaled.append(j1)
+    print(f"d_k={dk:5d}  std(q·k)={dots.std():6.2f} (√d_k={np.sqrt(dk):5.2f})  "
+          f"entropy raw={h0:.2f} scaled={h1:.2f}  ‖J‖ raw={j0:.3f} scaled={j1:.3f}")
+
+std_ok = np.allclose(spread, np.sqrt(d_ks), rtol=0.1)
+print("std(q·k) ≈ √d_k (within 10 %):", std_ok)
+flat_ok = max(H_scaled) - min(H_scaled) < 0.15 and H_raw[-1] < 0.5 * H_scaled[-1]
+print("scaled entropy stays flat, unscaled collapses:", flat_ok)
+assert std_ok and flat_ok
+
+# %%
+fig, axes = P.new_figure(1, 3, figsize=(20, 6), layout="constrained")
+P.curves(d_ks, {"√d_k": np.sqrt(d_ks)}, {"√d_k": np.array(spread)}, ax=axes[0], xlabel="d_k",
+         ylabel="std of q·k", title="Dot products spread like √d_k")
+P.curves(d_ks, {f"uniform: ln {n_keys}": np.full(len(d_ks), np.log(n_keys))},
+         {"QKᵀ (unscaled)": np.array(H_raw), "QKᵀ/√d_k": np.array(H_scaled)}, ax=axes[1],
+         xlabel="d_k", ylabel="entropy of a weight row (nats)", logy=False,
+         title="Unscaled softmax turns one-hot", styles={f"uniform: ln {n_keys}": {"linestyle": "--", "color": "grey"}})
+axes[1].set_ylim(0, np.log(n_keys) * 1.1)
+P.curves(d_ks, None, {"QKᵀ (unscaled)": np.array(J_raw), "QKᵀ/√d_k": np.array(J_scaled)}, ax=axes[2],
+         xlabel="d_k", ylabel="‖J‖_F of softmax", title="…and its gradient vanishes")
+for a in axes[1:]:
+    for ln, c in zip(a.lines[-2:], (P.LINE_COLORS[1], P.LINE_COLORS[0])):
+        ln.set_color(c), ln.set_linestyle("-")
+    a.legend(fontsize=P.TICK_SIZE, frameon=False)
+fig.suptitle(f"Random q, k with N(0, 1) entries, {n_keys} keys, {trials} rows per point", fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("03_why_scale.png"))
+
+# %% [markdown]
+# One row at $d_k = 512$ makes the same point by eye: unscaled, one key takes (almost) all
+# the weight; scaled, several keys share it.
+
+# %%
+dk = 512
+qv, kv = rng.normal(size=(1, dk)), rng.normal(size=(n_keys, dk))
+raw = (kv @ qv[0])  # (n_keys,)
+p_raw, p_scaled = T.softmax(raw), T.softmax(raw / np.sqrt(dk))
+print("largest weight unscaled:", round(float(p_raw.max()), 3), " scaled:", round(float(p_scaled.max()), 3))
+assert p_raw.max() > 0.9 > p_scaled.max()
+
+fig, axes = P.new_figure(1, 2, figsize=(15, 4.8), sharey=True, layout="constrained")
+keys = np.arange(n_keys)
+for a, p, name in ((axes[0], p_raw, "unscaled  softmax(q·k)"), (axes[1], p_scaled, "scaled  softmax(q·k / √d_k)")):
+    a.bar(keys, p, color=P.ON_COLOR)
+    a.set_xticks(keys)
+    P.style_axes(a, f"{name}\nlargest weight {p.max():.2f}", "key j", "weight")
+axes[0].set_ylim(0, 1.05)
+fig.suptitle(f"One query against {n_keys} keys, d_k = {dk}", fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("03_saturation_example.png"))
+
+# %% [markdown]
+# ## 5. Why subtract the maximum
+#
+# $e^x$ overflows float32 above $x \approx 88.7$ and float16 above $x \approx 11.1$ (its
+# largest number is 65504). Softmax does not change when a constant is subtracted from a
+# row, $\mathrm{softmax}(x - c) = \mathrm{softmax}(x)$, so the package subtracts the row max:
+# the largest exponent is then $e^0 = 1$ and nothing can overflow (note 001).
+# Below, the "naive" formula $e^{x}/\sum e^{x}$ is written out only to watch it fail: first
+# the sum overflows (the weight drops to 0), then $e^x$ itself does ($\infty/\infty$ = NaN).
+
+# %%
+big = np.array([1000.0, 1001.0, 1002.0], dtype=np.float32)
+with np.errstate(over="ignore", invalid="ignore"):
+    naive_big = np.exp(big) / np.exp(big).sum()
+stable_big = T.softmax(big)
+print("naive  softmax([1000, 1001, 1002]) in float32:", naive_big)
+print("stable softmax([1000, 1001, 1002]) in float32:", np.round(stable_big, 4))
+ref = np.exp([-2.0, -1.0, 0.0]) / np.exp([-2.0, -1.0, 0.0]).sum()  # the same row shifted by hand
+stable_ok = np.allclose(stable_big, ref, atol=1e-6) and np.isnan(naive_big).all()
+print("stable equals the hand-shifted row, naive gives NaN:", stable_ok)
+assert stable_ok
+
+# %%
+offsets = np.arange(0.0, 100.0, 0.25)  # the row is [c, c+1, c+2]
+rows = offsets[:, None] + np.array([0.0, 1.0, 2.0])  # (len(c), 3)
+p_top = ref[-1]  # the exact weight of the largest logit, for every c
+curves = {}
+with np.errstate(over="ignore", invalid="ignore"):
+    for dt in (np.float16, np.float32):
+        x = rows.astype(dt)
+        naive = (np.exp(x) / np.exp(x).sum(-1, keepdims=True))[:, -1].astype(np.float64)
+        stable = T.softmax(x)[:, -1].astype(np.float64)
+        curves[dt.__name__] = (naive, stable)
+        first_nan = offsets[np.isnan(naive)].min()
+        stable_err = np.abs(stable - p_top).max()
+        print(f"{dt.__name__}: naive is NaN from c = {first_nan:g}; stable max error {stable_err:.1e}")
+        assert np.isfinite(stable).all() and stable_err < (1e-3 if dt == np.float16 else 1e-6)
+
+fig, ax = P.new_figure(figsize=(12, 6))
+ax.plot(offsets, curves["float32"][1], color=P.LINE_COLORS[2], linewidth=7, alpha=0.5,
+        label="stable (x − max), float16 and float32")
+for (name, (naive, _)), col, y_nan in zip(curves.items(), (P.LINE_COLORS[1], P.LINE_COLORS[0]), (0.12, 0.05)):
+    ax.plot(offsets, naive, color=col, linewidth=2.5, label=f"naive eˣ/Σeˣ, {name}")
+    bad = np.isnan(naive)
+    ax.plot(offsets[bad][::8], np.full(bad.sum(), y_nan)[::8], "x", color=col, markersize=7)
+    lim = {"float16": np.log(65504.0), "float32": np.log(np.finfo(np.float32).max)}[name]
+    c_lim = lim - 2.0  # the largest logit, c + 2, crosses the limit here
+    ax.axvline(c_lim, color=col, linestyle="--", linewidth=1.5)
+    right = name == "float16"  # float16's notes go right of its line, float32's left
+    ax.text(c_lim + (1.5 if right else -1.5), 0.32, f"largest logit c+2 > {lim:.1f}:\neˣ overflows {name}",
+            color=col, fontsize=P.LABEL_SIZE, ha="left" if right else "right")
+    ax.text(offsets[bad][0] + (1.5 if right else -2.5), y_nan + 0.03, f"NaN ({name})", color=col,
+            fontsize=P.LABEL_SIZE, ha="left" if right else "right")
+ax.set_ylim(0, 1)
+ax.legend(fontsize=P.TICK_SIZE + 1, frameon=False, loc="upper center")
+P.style_axes(ax, "softmax([c, c+1, c+2]): weight of the largest logit (exact: 0.665)",
+             "offset c of the logits", "weight", grid=True)
+P.save(fig, P.figure_path("03_overflow.png"))
+
+# %% [markdown]
+# **Takeaways.** Attention is three projections, one matrix of scores, a row-wise softmax and a
+# weighted sum. The $1/\sqrt{d_k}$ keeps scores at unit scale whatever the head size, and the
+# max-subtraction keeps softmax finite whatever the logits. Next: many heads side by side (lesson 04).
