@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .configs import ModelConfig, load_config
 
 __all__ = [
@@ -38,14 +40,14 @@ def dtype_bytes(dtype) -> int:
         if dtype not in DTYPE_BYTES:
             raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
         return DTYPE_BYTES[dtype]
-    size = getattr(dtype, "itemsize", None)
-    if size is None:
-        try:
-            import numpy as np
-            size = np.dtype(dtype).itemsize
-        except TypeError:
-            raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)}") from None
-    return int(size)
+    try:  # NumPy/CuPy dtypes and scalar types (np.float16, "f4", …)
+        return int(np.dtype(dtype).itemsize)
+    except TypeError:
+        pass
+    name = str(getattr(dtype, "name", None) or dtype).rsplit(".", 1)[-1]  # other Array-API dtypes
+    if name in DTYPE_BYTES:
+        return DTYPE_BYTES[name]
+    raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
 
 
 def _count(name: str, n) -> int:
