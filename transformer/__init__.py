@@ -16,3 +16,6 @@ from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, 
 
 __version__ = "0.1.0"
 from .kv_cache import KVCache
+from .wordpiece import WordPieceTokenizer, basic_tokenize
+from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_count, mean_pool,
+                   l2_normalize, encoder_mask)

