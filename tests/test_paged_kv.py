@@ -1,0 +1,175 @@
+"""The paged KV cache against the contiguous one: same keys/values, same attention, same
+generated tokens; its reserved/used byte counts against the block formula."""
+import math
+
+import numpy as np
+import pytest
+
+import transformer as T
+from transformer.configs import ModelConfig
+from transformer.counting import paged_memory_report
+from transformer.paged_kv import PagedKVCache, paged_attention
+
+from conftest import asarray
+
+
+def _to_np(a):
+    return T.to_numpy(a)
+
+
+@pytest.mark.parametrize("h_kv", [4, 2, 1])
+@pytest.mark.parametrize("block_size", [3, 5, 16])
+def test_update_returns_what_the_contiguous_cache_returns(xp, rng, h_kv, block_size):
+    L, b, n_max, d_h = 2, 2, 23, 4
+    dense = T.KVCache(L, b, h_kv, n_max, d_h, xp=xp)
+    paged = PagedKVCache(L, b, h_kv, n_max, d_h, block_size=block_size, xp=xp)
+    for t in (7, 1, 1, 4, 1):  # a prompt, then decode steps and a chunk
+        for layer in range(L):
+            k = asarray(xp, rng.standard_normal((b, h_kv, t, d_h)), np.float32)
+            v = asarray(xp, rng.standard_normal((b, h_kv, t, d_h)), np.float32)
+            kd, vd = dense.update(layer, k, v)
+            kp, vp = paged.update(layer, k, v)
+            np.testing.assert_array_equal(_to_np(kp), _to_np(kd))
+            np.testing.assert_array_equal(_to_np(vp), _to_np(vd))
+        dense.advance(t)
+        paged.advance(t)
+        assert paged.length == dense.length
+    assert paged.blocks_in_use == b * math.ceil(paged.length / block_size)
+
+
+def _interleaved_cache(xp, rng, lengths, h_kv, d_h, block_size, L=1):
+    """Sequences written a few tokens at a time in turn, so their blocks interleave in the pool;
+    also returns each sequence's K/V as plain contiguous arrays (the reference)."""
+    cache = PagedKVCache(L, 0, h_kv, max(lengths), d_h, block_size=block_size,
+                         n_blocks=sum(math.ceil(n / block_size) for n in lengths) + 2, xp=xp)
+    seqs = [cache.add_sequence() for _ in lengths]
+    ref = {s: [[rng.standard_normal((h_kv, n, d_h)) for _ in range(2)] for _ in range(L)]
+           for s, n in zip(seqs, lengths)}
+    pos = dict.fromkeys(seqs, 0)
+    while any(pos[s] < n for s, n in zip(seqs, lengths)):
+        for s, n in zip(seqs, lengths):
+            t = min(3, n - pos[s])
+            if t == 0:
+                continue
+            for layer in range(L):
+                kr, vr = ref[s][layer]
+                cache.write(s, layer, asarray(xp, kr[:, pos[s]:pos[s] + t], np.float32),
+                            asarray(xp, vr[:, pos[s]:pos[s] + t], np.float32))
+            cache.extend(s, t)
+            pos[s] += t
+    return cache, seqs, ref
+
+
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (6, 1)])
+@pytest.mark.parametrize("block_size", [4, 7])
+@pytest.mark.parametrize("n_q", [1, 5])
+def test_paged_attention_equals_contiguous_attention(xp, rng, h, h_kv, block_size, n_q):
+    d_h, lengths = 8, [19, 6, 33]
+    cache, seqs, ref = _interleaved_cache(xp, rng, lengths, h_kv, d_h, block_size)
+    assert any(t != sorted(t) or t[-1] - t[0] != len(t) - 1 for t in cache.tables.values() if len(t) > 1)
+    for s, n in zip(seqs, lengths):
+        kr, vr = ref[s][0]
+        q = asarray(xp, rng.standard_normal((1, h, n_q, d_h)), np.float32)
+        k, v = (asarray(xp, a[None], np.float32) for a in (kr, vr))  # [1, h_kv, n, d_h]
+        for causal in (True, False):
+            mask = T.causal_mask(n_q, n, xp=xp) if causal else None
+            expect = T.scaled_dot_product_attention(q, k, v, mask)[0, ...]  # [h, n_q, d_h]
+            got = paged_attention(q[0, ...], cache.k[0], cache.v[0], cache.tables[s], n, causal=causal)
+            np.testing.assert_allclose(_to_np(got), _to_np(expect), rtol=1e-5, atol=1e-6)
+        kg, vg = cache.gather(s, 0)  # reading through the table gives back the sequence
+        np.testing.assert_allclose(_to_np(kg), kr, rtol=1e-6)
+        np.testing.assert_allclose(_to_np(vg), vr, rtol=1e-6)
+
+
+def test_reserved_and_used_bytes_equal_the_formula(rng):
+    L, h_kv, d_h, bs, n_max = 3, 2, 8, 16, 64
+    lengths = [1, 16, 17, 40, 64, 5]
+    cache, seqs, _ = _interleaved_cache(T.namespace(), rng, lengths, h_kv, d_h, bs, L=L)
+    per_tok = 2 * L * h_kv * d_h * 4  # float32
+    assert cache.used_bytes == sum(lengths) * per_tok
+    assert cache.reserved_bytes == sum(-(-n // bs) for n in lengths) * bs * per_tok
+    assert cache.nbytes == cache.n_blocks * bs * per_tok  # the pool arrays really hold this much
+    cfg = ModelConfig(name="t", family="decoder", L=L, d=h_kv * d_h, h=h_kv, h_kv=h_kv, d_h=d_h, d_ff=8,
+                      v=10, n_ctx=n_max)
+    report = paged_memory_report(cfg, lengths, block_size=bs, n_max=n_max, dtype="float32")
+    assert report["used"] == cache.used_bytes
+    assert report["paged_reserved"] == cache.reserved_bytes
+    contiguous = T.KVCache(L, len(lengths), h_kv, n_max, d_h, dtype=np.float32)
+    assert report["contiguous_reserved"] == contiguous.nbytes
+    # freeing a finished request returns exactly its blocks
+    before = cache.blocks_in_use
+    cache.free_sequence(seqs[3])
+    assert cache.blocks_in_use == before - math.ceil(40 / bs)
+    assert cache.used_bytes == (sum(lengths) - 40) * per_tok
+
+
+def test_freed_blocks_are_reused_and_errors(rng):
+    cache = PagedKVCache(1, 0, 1, 8, 2, block_size=4, n_blocks=2)
+    a = cache.add_sequence()
+    kv = np.ones((1, 8, 2), dtype=np.float32)
+    cache.write(a, 0, kv, kv)
+    cache.extend(a, 8)
+    b = cache.add_sequence()
+    with pytest.raises(RuntimeError, match="exhausted"):
+        cache.write(b, 0, kv[:, :1], kv[:, :1])
+    cache.free_sequence(a)
+    cache.write(b, 0, 2 * kv[:, :3], 2 * kv[:, :3])
+    cache.extend(b, 3)
+    assert sorted(cache.tables[b]) == [0]  # a's first block, handed out again
+    np.testing.assert_array_equal(cache.gather(b, 0)[0], 2 * kv[:, :3])
+    with pytest.raises(ValueError, match="n_max=8"):
+        cache.write(b, 0, kv, kv)
+    with pytest.raises(ValueError, match="unknown sequence id 7"):
+        cache.gather(7, 0)
+    with pytest.raises(ValueError, match="block_size=0"):
+        PagedKVCache(1, 1, 1, 8, 2, block_size=0)
+
+
+# ---------------------------------------------------------------- generation: paged == contiguous
+
+def _tiny_decoder(rng, c):
+    w = lambda *s: rng.standard_normal(s) * 0.3  # noqa: E731
+    layers = [dict(att=T.AttentionWeights(W_q=w(c.d, c.h * c.d_h), W_k=w(c.d, c.h_kv * c.d_h),
+                                          W_v=w(c.d, c.h_kv * c.d_h), W_o=w(c.h * c.d_h, c.d)),
+                   ffn=(w(c.d, c.d_ff), w(c.d, c.d_ff), w(c.d_ff, c.d)), g1=1 + w(c.d), g2=1 + w(c.d))
+              for _ in range(c.L)]
+    return w(c.v, c.d), layers
+
+
+def _forward(c, emb, layers, ids, cache):  # [b, t] -> [b, t, v], writing t positions to the cache
+    start, t = cache.length, ids.shape[1]
+    x = T.embed(ids, emb)  # [b, t, d]
+    cos, sin = T.rope_cos_sin(np.arange(start, start + t), c.d_h, dtype=np.float64)
+    for i, p in enumerate(layers):
+        q, k, v = T.qkv_heads(T.rms_norm(x, p["g1"]), p["att"], c.h, c.h_kv)
+        q, k = T.apply_rope_half(q, cos, sin), T.apply_rope_half(k, cos, sin)
+        k, v = cache.update(i, k, v)  # [b, h_kv, start + t, d_h]
+        o = T.scaled_dot_product_attention(q, k, v, T.causal_mask(t, start + t))
+        x = x + T.merge_heads(o) @ p["att"].W_o
+        x = x + T.swiglu_ffn(T.rms_norm(x, p["g2"]), *p["ffn"])
+    cache.advance(t)
+    return T.lm_head(x, emb)
+
+
+def _greedy(c, weights, prompt, n_new, cache):
+    logits = _forward(c, *weights, prompt, cache)
+    out = []
+    for _ in range(n_new):
+        nxt = np.argmax(logits[:, -1, :], axis=-1)[:, None]  # [b, 1]
+        out.append(nxt)
+        logits = _forward(c, *weights, nxt, cache)
+    return np.concatenate(out, axis=1)
+
+
+def test_greedy_generation_paged_equals_contiguous(rng):
+    c = ModelConfig(name="tiny", family="decoder", L=2, d=24, h=6, h_kv=2, d_h=4, d_ff=32, v=41, n_ctx=64)
+    weights = _tiny_decoder(rng, c)
+    prompt = rng.integers(0, c.v, size=(2, 5))
+    n_new = 12
+    dense = T.KVCache(c.L, 2, c.h_kv, 5 + n_new, c.d_h, dtype=np.float64)
+    paged = PagedKVCache(c.L, 2, c.h_kv, 5 + n_new, c.d_h, block_size=4, dtype=np.float64)
+    ids_dense = _greedy(c, weights, prompt, n_new, dense)
+    ids_paged = _greedy(c, weights, prompt, n_new, paged)
+    np.testing.assert_array_equal(ids_paged, ids_dense)
+    assert len(set(ids_dense.ravel().tolist())) > 1  # the comparison is not between two constants
+    assert paged.used_bytes == 2 * (5 + n_new) * paged.bytes_per_token
