@@ -1,0 +1,245 @@
+"""Byte-level BPE tokenizer, from a vocabulary and a merge list (note 002: text -> token ids).
+
+    text --split specials--> segments --pre-tokenize--> words --UTF-8 bytes--> symbols
+         --merge the best-ranked adjacent pair until none is left--> tokens --vocab--> ids
+
+Byte level: every string is first turned into its UTF-8 bytes, so no text is ever
+"unknown"; each byte is shown as one printable character (GPT-2's table: ' ' -> 'Ġ',
+'\n' -> 'Ċ') so that tokens are ordinary strings. Decoding reverses the table.
+
+The pre-tokenizer cuts text into words that merges never cross. SmolLM2's ("smollm"):
+every digit alone (so numbers are read digit by digit), then the GPT-2 split pattern
+(contractions, letter runs, digit runs, punctuation runs, whitespace).
+"""
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import regex
+
+__all__ = ["bytes_to_unicode", "pre_tokenize", "BPETokenizer", "CHATML_SYSTEM"]
+
+# The GPT-2 split pattern: contractions | optional space + letters | optional space + digits
+# | optional space + other symbols | whitespace not followed by text | remaining whitespace.
+GPT2_SPLIT = regex.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+# SmolLM2 first isolates every digit (\p{N}), and splits each stretch in between as GPT-2 does.
+DIGIT_SPLIT = regex.compile(r"\p{N}|[^\p{N}]+")
+
+# The system prompt SmolLM2-Instruct's chat template inserts when none is given.
+CHATML_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (256 entries, a bijection).
+
+    Printable Latin-1 bytes stand for themselves; the other 68 bytes (controls, space,
+    …) are shifted to code points 256, 257, … so that every byte has a visible glyph.
+
+    >>> t = bytes_to_unicode(); t[ord("A")], t[ord(" ")], t[ord("\\n")]
+    ('A', 'Ġ', 'Ċ')
+    """
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, shift = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + shift)
+            shift += 1
+    return table
+
+
+def pre_tokenize(text: str, pre: str = "smollm") -> list[str]:
+    """Cut text into the words BPE works on; merges never cross a word boundary.
+
+    pre="smollm": digits one by one, then the GPT-2 pattern; pre="gpt2": the pattern only.
+
+    >>> pre_tokenize("I'm 42  years")
+    ['I', "'m", ' ', '4', '2', ' ', ' years']
+    """
+    if pre == "gpt2":
+        return GPT2_SPLIT.findall(text)
+    if pre != "smollm":
+        raise ValueError(f"unknown pre-tokenizer {pre!r}: use 'smollm' or 'gpt2'")
+    words = []
+    for chunk in DIGIT_SPLIT.findall(text):
+        words.extend(GPT2_SPLIT.findall(chunk))  # a digit comes back as itself
+    return words
+
+
+def _check_text(text) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # lone surrogates have no UTF-8 form
+        raise ValueError(f"text is not valid Unicode: {text[e.start:e.end]!r} at position {e.start} "
+                         "(a lone surrogate) cannot be encoded as UTF-8") from None
+    return text
+
+
+@dataclass
+class BPETokenizer:
+    """Byte-level BPE: `tokens[i]` is the string of id i, `merges` the pairs in learned order.
+
+    special: token strings matched literally in text (never split, never merged), e.g.
+    '<|im_start|>'. eos_id ends generation; bos_id is prepended only if add_bos.
+    """
+    tokens: list[str]
+    merges: list[tuple[str, str]]
+    special: list[str] = field(default_factory=list)
+    pre: str = "smollm"
+    bos_id: int | None = None
+    eos_id: int | None = None
+    pad_id: int | None = None
+    add_bos: bool = False
+
+    def __post_init__(self):
+        self.vocab = {t: i for i, t in enumerate(self.tokens)}  # token string -> id
+        self.ranks = {pair: r for r, pair in enumerate(self.merges)}  # lower rank merges first
+        self.byte_to_char = bytes_to_unicode()
+        self.char_to_byte = {c: b for b, c in self.byte_to_char.items()}
+        missing = [s for s in self.special if s not in self.vocab]
+        if missing:
+            raise ValueError(f"special tokens {missing} are not in the vocabulary")
+        self.special_ids = {self.vocab[s] for s in self.special}
+        # Longest first, so that one special token that is a prefix of another never wins.
+        alts = "|".join(regex.escape(s) for s in sorted(self.special, key=len, reverse=True))
+        self._special_re = regex.compile(f"({alts})") if alts else None
+        self._word_cache: dict[str, list[int]] = {}
+        self.pre_tokenize = lambda text: pre_tokenize(text, self.pre)  # noqa: E731
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    # --- encoding -------------------------------------------------------------------
+    def bpe(self, word: str) -> list[str]:
+        """Merge one word's byte symbols, best-ranked adjacent pair first, until no pair merges.
+
+        >>> tok = BPETokenizer(tokens=["a", "b", "c", "ab", "abc"], merges=[("a", "b"), ("ab", "c")])
+        >>> tok.bpe("abcab")
+        ['abc', 'ab']
+        """
+        symbols = [self.byte_to_char[b] for b in word.encode("utf-8")]  # one char per byte
+        while len(symbols) > 1:
+            pairs = [(self.ranks.get(p, None), i) for i, p in enumerate(zip(symbols, symbols[1:]))]
+            ranked = [(r, i) for r, i in pairs if r is not None]
+            if not ranked:
+                break
+            best = min(ranked)[0]
+            pair = self.merges[best]
+            merged, i = [], 0
+            while i < len(symbols):  # merge every occurrence of the best pair, left to right
+                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+                    merged.append(symbols[i] + symbols[i + 1])
+                    i += 2
+                else:
+                    merged.append(symbols[i])
+                    i += 1
+            symbols = merged
+        return symbols
+
+    def _encode_word(self, word: str) -> list[int]:
+        ids = self._word_cache.get(word)
+        if ids is None:
+            pieces = self.bpe(word)
+            unknown = [p for p in pieces if p not in self.vocab]
+            if unknown:  # only single bytes can be missing: merges only build vocabulary tokens
+                raise ValueError(self._unknown_message(word, unknown[0]))
+            ids = [self.vocab[p] for p in pieces]
+            if len(self._word_cache) < 100_000:  # words repeat a lot; keep the cache bounded
+                self._word_cache[word] = ids
+        return ids
+
+    def _unknown_message(self, word: str, piece: str) -> str:
+        missing = {self.char_to_byte[c] for c in piece}
+        for ch in word:
+            if missing & set(ch.encode("utf-8")):
+                return (f"character {ch!r} (U+{ord(ch):04X}) cannot be tokenized: its UTF-8 bytes include "
+                        f"{', '.join(f'0x{b:02X}' for b in sorted(missing))}, which this vocabulary has no token for")
+        return f"BPE produced the piece {piece!r}, which is not in the vocabulary"
+
+    def missing_bytes(self) -> list[int]:
+        """Bytes with no token of their own: text containing them cannot be encoded.
+
+        SmolLM2 lacks a few control bytes (0x04, 0x06, …) and the UTF-8 lead bytes 0xF1,
+        0xF2 (code points U+40000–U+BFFFF, unassigned planes), besides bytes UTF-8 never uses.
+        """
+        return [b for b, c in self.byte_to_char.items() if c not in self.vocab]
+
+    def encode(self, text: str, *, allow_special: bool = True) -> list[int]:
+        """Text -> ids. Special tokens written in the text become their single id
+        (unless allow_special=False, when they are tokenized as plain text).
+
+        >>> tok = BPETokenizer(tokens=["a", "b", "ab", "<s>"], merges=[("a", "b")], special=["<s>"])
+        >>> tok.encode("<s>abb")
+        [3, 2, 1]
+        """
+        text = _check_text(text)
+        ids = [self.bos_id] if self.add_bos and self.bos_id is not None else []
+        segments = self._special_re.split(text) if (allow_special and self._special_re) else [text]
+        for k, seg in enumerate(segments):
+            if k % 2 == 1:  # odd segments are the captured special tokens
+                ids.append(self.vocab[seg])
+            elif seg:
+                for word in self.pre_tokenize(seg):
+                    ids.extend(self._encode_word(word))
+        return ids
+
+    def pieces(self, ids) -> list[str]:
+        """The vocabulary strings of the ids, as stored (bytes shown through GPT-2's table)."""
+        return [self.tokens[self._check_id(i)] for i in ids]
+
+    # --- decoding -------------------------------------------------------------------
+    def _check_id(self, i) -> int:
+        i = int(i)
+        if not 0 <= i < len(self.tokens):
+            raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.tokens)})")
+        return i
+
+    def token_bytes(self, i: int) -> bytes:
+        """The raw bytes one token stands for (a special token: its literal text)."""
+        t = self.tokens[self._check_id(i)]
+        if i in self.special_ids:
+            return t.encode("utf-8")
+        return bytes(self.char_to_byte[c] for c in t)
+
+    def decode(self, ids) -> str:
+        """Ids -> text. Bytes that are not valid UTF-8 (a token sequence cut inside a
+        character) become U+FFFD, as in every byte-level tokenizer."""
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
+
+    def stream_decoder(self):
+        """A function id -> text that holds back the bytes of a character split across
+        tokens until it is complete (for printing tokens as they are generated)."""
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return lambda i: dec.decode(self.token_bytes(i))
+
+    # --- chat -----------------------------------------------------------------------
+    def apply_chat_template(self, messages, add_generation_prompt: bool = True) -> str:
+        """ChatML, as SmolLM2-Instruct's template writes it:
+
+            <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{text}<|im_end|>\\n<|im_start|>assistant\\n
+
+        messages: a str (one user turn) or a list of {"role", "content"} dicts. A default
+        system turn is inserted when the first message is not one.
+        """
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        if not messages:
+            raise ValueError("apply_chat_template needs at least one message")
+        out = []
+        for k, m in enumerate(messages):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r}")
+            if k == 0 and m["role"] != "system":
+                out.append(f"<|im_start|>system\n{CHATML_SYSTEM}<|im_end|>\n")
+            out.append(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n")
+        if add_generation_prompt:
+            out.append("<|im_start|>assistant\n")
+        return "".join(out)
