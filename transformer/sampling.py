@@ -1,0 +1,91 @@
+"""Decoding strategies: from next-token logits to one chosen id (note 002 §3).
+
+    greedy:       argmax(logits)                                   (temperature = 0)
+    temperature:  p = softmax(logits / T)          T < 1 sharpens, T > 1 flattens
+    top-k:        keep the k largest logits, drop the rest
+    top-p:        keep the smallest set of most likely tokens whose mass reaches p (nucleus)
+
+Filters are applied in that order (temperature, top-k, top-p), as HF transformers does.
+Sampling runs on the host in NumPy: the step's logits are one (b, v) array, and the random
+draw is made with a seeded `numpy.random.Generator` so a seed gives the same text on any backend.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .attention import softmax
+from .backend import to_numpy
+
+__all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
+
+
+def check_sampling(temperature=0.0, top_k=None, top_p=None):
+    """Refuse settings that mean nothing, naming the bad value."""
+    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+        raise ValueError(f"top_k must be an integer ≥ 1 or None, got {top_k!r}")
+    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
+
+
+def greedy(logits):  # [..., v] -> [...] int
+    """The most likely token: what temperature 0 means."""
+    return np.argmax(to_numpy(logits), axis=-1)
+
+
+def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
+    """Scale by 1/T, then set to -inf every logit outside the top-k and outside the top-p nucleus.
+
+    Ties at the k-th value are all kept (as HF does). The most likely token always survives.
+
+    >>> p = np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32)  # 0.5 + 0.3 reaches 0.75: keep two
+    >>> np.isfinite(filter_logits(np.log(p), top_p=0.75)).tolist()
+    [True, True, False, False]
+    """
+    check_sampling(temperature, top_k, top_p)
+    x = np.asarray(to_numpy(logits))
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
+    if np.isnan(x).any():
+        raise ValueError("logits contain NaN")
+    if temperature > 0:
+        x = x / x.dtype.type(temperature)  # [..., v], stays float32
+    if top_k is not None and top_k < x.shape[-1]:
+        kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
+        x = np.where(x >= kth, x, -np.inf)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-x, axis=-1, kind="stable")  # [..., v], most likely first
+        p_sorted = np.take_along_axis(softmax(x), order, axis=-1)  # [..., v]
+        mass_before = np.cumsum(p_sorted, axis=-1) - p_sorted  # mass of the strictly more likely tokens
+        keep_sorted = mass_before < top_p  # the first token has mass_before = 0: always kept
+        keep = np.empty_like(keep_sorted)
+        np.put_along_axis(keep, order, keep_sorted, axis=-1)  # back to vocabulary order
+        x = np.where(keep, x, -np.inf)
+    return x
+
+
+def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
+    """The distribution a sampler draws from: softmax of the filtered logits."""
+    return softmax(filter_logits(logits, temperature, top_k, top_p), axis=-1)
+
+
+def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
+    """One token id per row: argmax when temperature is 0, else a draw from next_token_probs.
+
+    rng: a numpy.random.Generator (or a seed); the draw is inverse-CDF: the first token
+    whose cumulative probability exceeds u ~ U[0, 1).
+    """
+    check_sampling(temperature, top_k, top_p)
+    x = np.asarray(to_numpy(logits))
+    if temperature == 0:
+        return np.argmax(x, axis=-1)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    p = next_token_probs(x, temperature, top_k, top_p)  # [..., v]
+    c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
+    u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
+    idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen
+    last_kept = c.shape[-1] - 1 - np.argmax((p > 0)[..., ::-1], axis=-1)  # guards u rounding up to 1
+    return np.minimum(idx, last_kept)
