@@ -19,3 +19,8 @@ from .kv_cache import KVCache
 from .wordpiece import WordPieceTokenizer, basic_tokenize
 from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_count, mean_pool,
                    l2_normalize, encoder_mask)
+from .flash import (flash_attention, flash_attention_backward, attention_backward_naive,
+                    standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
+                    merge_softmax_stats, FlashTrace, TileStep)
+from .io_count import (IOCounter, measure_peak_bytes, standard_attention_io, flash1_io, flash2_io,
+                       paper_block_sizes, standard_attention_peak_bytes, flash_attention_peak_bytes)

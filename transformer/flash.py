@@ -36,7 +36,7 @@ from .backend import compute_dtype, get_xp, require_float, to_numpy
 from .io_count import IOCounter
 
 __all__ = [
-    "online_softmax_stats", "merge_softmax_stats", "online_softmax",
+    "online_softmax_stats", "merge_softmax_stats", "online_softmax", "online_softmax_history",
     "standard_attention", "flash_attention", "flash_attention_backward",
     "attention_backward_naive", "tile_kind", "TileStep", "FlashTrace", "DEFAULT_BLOCK",
 ]
@@ -92,13 +92,23 @@ def online_softmax_stats(x, block: int = 1, history: list | None = None):  # [..
     m = xp.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype)  # [..., 1] max so far
     l = xp.zeros(x.shape[:-1] + (1,), dtype=x.dtype)  # [..., 1] Σ e^(x - m) so far
     for c0 in range(0, n, block):
-        x_j = x[..., c0:c0 + block]  # [..., B] the next block
+        x_j = x[..., c0:min(n, c0 + block)]  # [..., B] the next block (the last may be shorter)
         m_j = xp.max(x_j, axis=-1, keepdims=True)  # [..., 1] the block's own max
         l_j = xp.sum(_exp_minus(x_j, m_j), axis=-1, keepdims=True)  # [..., 1] the block's own sum
         m, l = merge_softmax_stats(m, l, m_j, l_j)  # rescale the old sum if the max went up
         if history is not None:
             history.append((to_numpy(m)[..., 0].copy(), to_numpy(l)[..., 0].copy()))
     return m, l
+
+
+def online_softmax_history(x, block: int = 1):  # [..., n] -> [T, ...], [T, ...] as NumPy
+    """The running (m, l) after each of the T = ⌈n / block⌉ steps, stacked for plotting.
+
+    The last step's values are the full row's max and Σ e^(x - max).
+    """
+    history = []
+    online_softmax_stats(x, block, history)
+    return np.stack([m for m, _ in history]), np.stack([l for _, l in history])
 
 
 def online_softmax(x, block: int = 1):  # [..., n] -> [..., n]
@@ -157,10 +167,16 @@ class FlashTrace:
     fills `steps` (one `TileStep` per visited tile) and the run's parameters below.
     `m` and `l` are copied for the single watched (batch, head) pair only.
 
-        grid()        [Tr, Tc] int: the step at which each tile was computed, -1 if skipped
-        kinds()       [Tr, Tc] str: "full" / "diagonal" / "skipped"
-        history("m")  [n_steps, n_q] the running m of every row after each step
-                      (NaN before the row's first tile); history("l") likewise
+        grid()          [Tr, Tc] int: the step at which each tile was computed, -1 if skipped
+        kinds()         [Tr, Tc] str: "full" / "diagonal" / "skipped"
+        computed()      [Tr, Tc] bool: the tile was loaded and computed
+        partial()       [Tr, Tc] bool: computed with a causal mask inside (the diagonal)
+        history("m")    [n_steps, n_q] the running m of every row after each step
+                        (NaN before the row's first tile); history("l") likewise
+        row_history(r)  (j [T], m [T], l [T]): query row r's m and l after each key block it saw
+    Each step's `loads`/`stores` count the tile's own traffic (K_j, V_j for version 2;
+    Q_i, O_i, l_i, m_i for version 1); once-per-block traffic (Q_i and the final O_i in
+    version 2, K_j and V_j in version 1) is only in the run's `IOCounter`.
     """
     batch: int = 0
     head: int = 0
@@ -186,6 +202,21 @@ class FlashTrace:
         for s in self.steps:
             k[s.i, s.j] = s.kind
         return k
+
+    def computed(self) -> np.ndarray:  # -> [Tr, Tc] bool
+        return self.grid() >= 0
+
+    def partial(self) -> np.ndarray:  # -> [Tr, Tc] bool
+        return self.kinds() == "diagonal"
+
+    def row_history(self, r: int):  # -> j [T], m [T], l [T]
+        if not 0 <= r < self.n_q:
+            raise ValueError(f"row r must lie in [0, {self.n_q}), got r={r}")
+        seen = [s for s in self.steps if s.kind != "skipped" and s.rows[0] <= r < s.rows[1]]
+        j = np.array([s.j for s in seen], dtype=np.int64)
+        m = np.array([s.m[r - s.rows[0]] for s in seen], dtype=np.float64)
+        l = np.array([s.l[r - s.rows[0]] for s in seen], dtype=np.float64)
+        return j, m, l
 
     def history(self, name: str = "m") -> np.ndarray:  # -> [n_steps, n_q]
         if name not in ("m", "l"):

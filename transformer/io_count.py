@@ -157,30 +157,32 @@ def flash_io_bound(n: int, d_h: int, M: int) -> float:
 def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal=False) -> int:
     """Peak extra bytes of `flash.standard_attention`: two n_q × n_k buffers per head.
 
-    S and exp(S - m) are alive together (S = S - m also needs old and new S for a moment);
-    a causal mask adds one n_q × n_k boolean (1 byte, shared by all heads).
-    The output and per-row statistics are O(n·d) and are added too.
+    At the peak S and exp(S - m) are alive together (and S - m needs old and new S for a
+    moment), with the row max m (heads·n_q). A causal mask adds one n_q × n_k boolean
+    (1 byte, shared by all heads). The output, O(n·d), is made after S is freed.
     """
     heads = b * h
-    scores = 2 * heads * n_q * n_k * itemsize
-    mask = n_q * n_k if causal else 0
-    small = heads * n_q * (2 * d_h + 2) * itemsize  # O, P V before the division, m, l
-    return scores + mask + small
+    scores = 2 * heads * n_q * n_k * itemsize  # S and P
+    mask = n_q * n_k if causal else 0  # True = may attend, one byte per pair
+    return scores + mask + heads * n_q * itemsize  # + m
 
 
-def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k) -> int:
+def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize=None) -> int:
     """Peak extra bytes of the tiled forward (FA2 order): no n × n term at all.
 
         output O and log-sum-exp L (written in place, tile by tile)    heads·n_q·(d + 1)
-        three Br × Bc tiles at once: S_ij, S_ij - m, P_ij              3·heads·Br·Bc
-        Q_i·scale, O_i, α·O_i, P_ij V_j                                4·heads·Br·d
-    in the compute dtype's item size (float32 for float16 inputs).
+        four Br × Bc tiles at once: S_ij, S_ij - m, the new P̃_ij,
+        and the previous step's P̃_ij, still bound until replaced       4·heads·Br·Bc
+        Q_i·scale, O_i, α·O_i, P̃_ij V_j                                4·heads·Br·d
+    in the compute dtype's item size `itemsize` (4 for float16 inputs, accumulated in
+    float32); out_itemsize (the input's, if smaller) adds the final cast of the output.
     """
     heads = b * h
     Br, Bc = min(block_q, n_q), min(block_k, n_k)
     out = heads * n_q * (d_h + 1)
-    tiles = 3 * heads * Br * Bc + 4 * heads * Br * d_h
-    return (out + tiles) * itemsize
+    tiles = 4 * heads * Br * Bc + 4 * heads * Br * d_h
+    cast = heads * n_q * d_h * out_itemsize if out_itemsize and out_itemsize != itemsize else 0
+    return (out + tiles) * itemsize + cast
 
 
 # --- the measurement --------------------------------------------------------------------------------

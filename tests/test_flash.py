@@ -1,0 +1,392 @@
+"""FlashAttention against independent references.
+
+Forward: the core's naive `scaled_dot_product_attention` (one softmax over the whole
+score matrix) and torch's logsumexp for the saved statistics. Backward: PyTorch
+autograd through `torch.nn.functional.scaled_dot_product_attention`, and central
+finite differences in float64. Online softmax: the two-pass softmax.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import transformer as T
+from transformer.flash import (FlashTrace, attention_backward_naive, flash_attention,
+                               flash_attention_backward, merge_softmax_stats, online_softmax,
+                               online_softmax_history, online_softmax_stats, standard_attention,
+                               tile_kind)
+from conftest import asarray
+
+SETTINGS = settings(max_examples=30, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _qkv(rng, b, h, h_kv, n_q, n_k, d_h, dtype=np.float64, spread=1.0):
+    q = rng.standard_normal((b, h, n_q, d_h)) * spread
+    k = rng.standard_normal((b, h_kv, n_k, d_h)) * spread
+    v = rng.standard_normal((b, h_kv, n_k, d_h))
+    return q.astype(dtype), k.astype(dtype), v.astype(dtype)
+
+
+def _causal(n_q, n_k):  # [n_q, n_k] bool, queries are the last n_q positions (any n_q, n_k)
+    """Built here from the definition, j ≤ i + (n_k - n_q), so n_q > n_k is allowed too."""
+    return np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + (n_k - n_q)
+
+
+def _reference(q, k, v, causal):  # the core's naive attention, with an explicit mask
+    mask = _causal(q.shape[2], k.shape[2]) if causal else None
+    return T.scaled_dot_product_attention(q, k, v, mask)
+
+
+def _torch_lse(q, k, causal):  # [b, h, n_q] via torch.logsumexp of the masked scores
+    n_rep = q.shape[1] // k.shape[1]
+    tq = torch.from_numpy(np.asarray(q, np.float64))
+    tk = torch.from_numpy(np.asarray(k, np.float64)).repeat_interleave(n_rep, dim=1)
+    s = tq @ tk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(~torch.from_numpy(_causal(q.shape[2], k.shape[2])), -math.inf)
+    return torch.logsumexp(s, dim=-1).numpy()
+
+
+# --- online softmax ------------------------------------------------------------------------------
+
+def test_online_softmax_hand_worked():
+    # x = log [1, 2, 3]: max m = log 3, l = Σ e^(x - m) = (1 + 2 + 3) / 3 = 2
+    m, l = online_softmax_stats(np.log(np.array([1.0, 2.0, 3.0])))
+    np.testing.assert_allclose([m[0], l[0]], [math.log(3), 2.0], rtol=1e-14)
+    # the recurrence step by step: (m, l) = (log 1, 1) → (log 2, 1/2 + 1) → (log 3, 3/2·2/3 + 1)
+    ms, ls = online_softmax_history(np.log(np.array([1.0, 2.0, 3.0])))
+    np.testing.assert_allclose(np.exp(ms), [1, 2, 3], rtol=1e-14)
+    np.testing.assert_allclose(ls, [1, 1.5, 2.0], rtol=1e-14)
+
+
+@SETTINGS
+@given(n=st.integers(1, 40), block=st.integers(1, 50), spread=st.sampled_from([1.0, 30.0, 1e3]),
+       seed=st.integers(0, 2**16))
+def test_online_softmax_equals_two_pass(xp, n, block, spread, seed):
+    x = np.random.default_rng(seed).standard_normal((3, n)) * spread
+    ours = T.to_numpy(online_softmax(asarray(xp, x), block))
+    np.testing.assert_allclose(ours, T.to_numpy(T.softmax(asarray(xp, x))), rtol=1e-12, atol=1e-15)
+    m, l = online_softmax_stats(asarray(xp, x), block)
+    np.testing.assert_allclose(T.to_numpy(m)[:, 0], x.max(axis=-1), rtol=0, atol=0)
+    np.testing.assert_allclose(T.to_numpy(l)[:, 0], np.exp(x - x.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
+
+
+@SETTINGS
+@given(n=st.integers(2, 30), cut=st.integers(1, 29), seed=st.integers(0, 2**16))
+def test_merge_of_two_parts_is_the_whole(n, cut, seed):
+    x = np.random.default_rng(seed).standard_normal((4, n)) * 10
+    cut = min(cut, n - 1)
+    stats = [(p.max(-1, keepdims=True), np.exp(p - p.max(-1, keepdims=True)).sum(-1, keepdims=True))
+             for p in (x[:, :cut], x[:, cut:])]
+    m, l = merge_softmax_stats(*stats[0], *stats[1])
+    np.testing.assert_allclose(m[:, 0], x.max(-1), rtol=0)
+    np.testing.assert_allclose(l[:, 0], np.exp(x - x.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
+
+
+def test_online_softmax_history_max_never_falls_and_ends_at_the_row():
+    x = np.random.default_rng(1).standard_normal((2, 23)) * 5
+    ms, ls = online_softmax_history(x, block=4)
+    assert ms.shape == ls.shape == (6, 2)
+    assert np.all(np.diff(ms, axis=0) >= 0)
+    np.testing.assert_allclose(ms[-1], x.max(-1))
+    np.testing.assert_allclose(ls[-1], np.exp(x - x.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
+
+
+def test_online_softmax_masked_block_first_gives_no_nan():
+    x = np.array([[-np.inf, -np.inf, 1.0, 2.0]])  # the first block (of 2) is entirely masked
+    ours = online_softmax(x, block=2)
+    e = np.exp([1.0, 2.0])
+    np.testing.assert_allclose(ours, [[0, 0, e[0] / e.sum(), e[1] / e.sum()]], rtol=1e-14)
+
+
+def test_online_softmax_bad_block():
+    with pytest.raises(ValueError, match="block"):
+        online_softmax_stats(np.zeros(3), block=0)
+
+
+# --- tiled forward ---------------------------------------------------------------------------------
+
+SHAPES = st.tuples(st.integers(1, 2), st.sampled_from([(1, 1), (2, 2), (4, 2), (3, 1)]),
+                   st.integers(1, 24), st.integers(1, 24), st.sampled_from([1, 3, 8]))
+
+
+@SETTINGS
+@given(shape=SHAPES, block_q=st.integers(1, 30), block_k=st.integers(1, 30), causal=st.booleans(),
+       version=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_forward_equals_naive_float64(shape, block_q, block_k, causal, version, seed):
+    b, (h, h_kv), n_q, n_k, d_h = shape
+    q, k, v = _qkv(np.random.default_rng(seed), b, h, h_kv, n_q, n_k, d_h)
+    out, lse = flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k,
+                               return_lse=True, version=version)
+    np.testing.assert_allclose(out, _reference(q, k, v, causal), rtol=0, atol=1e-10)
+    ref_lse = _torch_lse(q, k, causal)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(ref_lse))  # rows that see no key
+    ok = np.isfinite(ref_lse)
+    np.testing.assert_allclose(lse[ok], ref_lse[ok], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_forward_on_every_backend(xp, causal, version, h, h_kv):
+    q, k, v = _qkv(np.random.default_rng(7), 2, h, h_kv, 11, 13, 4)
+    out, lse = flash_attention(*(asarray(xp, t) for t in (q, k, v)), causal=causal, block_q=3,
+                               block_k=5, version=version, return_lse=True)
+    np.testing.assert_allclose(T.to_numpy(out), _reference(q, k, v, causal), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(T.to_numpy(lse), _torch_lse(q, k, causal), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_q,n_k", [(64, 64), (37, 100), (1, 50)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_float32_within_1e5(n_q, n_k, causal):
+    q, k, v = _qkv(np.random.default_rng(3), 1, 4, 2, n_q, n_k, 16)
+    out = flash_attention(*(t.astype(np.float32) for t in (q, k, v)), causal=causal, block_q=16, block_k=24)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, _reference(q, k, v, causal), rtol=0, atol=1e-5)
+
+
+def test_forward_large_logits_stay_exact():
+    # scores of size ~1e3: e^s overflows unless each tile subtracts the running max
+    q, k, v = _qkv(np.random.default_rng(4), 1, 2, 2, 20, 30, 8, spread=15.0)
+    ref = F.scaled_dot_product_attention(*(torch.from_numpy(t) for t in (q, k, v))).numpy()
+    for version in (1, 2):
+        out = flash_attention(q, k, v, block_q=7, block_k=6, version=version)
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-10)
+
+
+def test_forward_custom_scale_equals_torch():
+    q, k, v = _qkv(np.random.default_rng(5), 1, 2, 2, 9, 9, 8)
+    ref = F.scaled_dot_product_attention(*(torch.from_numpy(t) for t in (q, k, v)), scale=0.3).numpy()
+    np.testing.assert_allclose(flash_attention(q, k, v, scale=0.3, block_q=4, block_k=4), ref, atol=1e-12)
+
+
+def test_decode_single_query_sees_every_key():
+    # n_q = 1 with causal=True is one decode step: the query is the last position
+    q, k, v = _qkv(np.random.default_rng(6), 1, 4, 1, 1, 33, 8)
+    np.testing.assert_allclose(flash_attention(q, k, v, causal=True, block_k=8),
+                               T.scaled_dot_product_attention(q, k, v), atol=1e-12)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_causal_more_queries_than_keys_gives_zero_rows(version):
+    # n_q = 10 > n_k = 4: query r sits at position r - 6, so rows 0..5 see no key at all
+    q, k, v = _qkv(np.random.default_rng(8), 1, 2, 2, 10, 4, 4)
+    out, lse = flash_attention(q, k, v, causal=True, block_q=3, block_k=3, return_lse=True, version=version)
+    assert np.all(out[:, :, :6] == 0) and np.all(np.isneginf(lse[:, :, :6]))
+    np.testing.assert_allclose(out, _reference(q, k, v, True), atol=1e-12)
+
+
+def test_float16_accumulates_in_float32():
+    q, k, v = _qkv(np.random.default_rng(9), 1, 4, 2, 50, 70, 16, dtype=np.float16)
+    out, lse = flash_attention(q, k, v, causal=True, block_q=16, block_k=16, return_lse=True)
+    assert out.dtype == np.float16 and lse.dtype == np.float32
+    ref = _reference(*(t.astype(np.float64) for t in (q, k, v)), True)
+    # the only error left is rounding the output to float16: half an ulp, 2⁻¹¹ relative
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -10, atol=2 ** -14)
+
+
+def test_bfloat16_torch_tensors():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 30, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    k, v = k[:, :2], v[:, :2]
+    out = flash_attention(*(t.to(torch.bfloat16) for t in (q, k, v)), causal=True, block_q=8, block_k=8)
+    assert out.dtype == torch.bfloat16
+    ref = F.scaled_dot_product_attention(*(t.to(torch.bfloat16).double() for t in (q, k, v)),
+                                         is_causal=True, enable_gqa=True)
+    np.testing.assert_allclose(out.double().numpy(), ref.numpy(), rtol=2 ** -8, atol=2 ** -12)
+
+
+def test_standard_attention_equals_naive(xp):
+    q, k, v = _qkv(np.random.default_rng(10), 2, 4, 2, 9, 12, 4)
+    for causal in (False, True):
+        out, lse = standard_attention(*(asarray(xp, t) for t in (q, k, v)), causal=causal, return_lse=True)
+        np.testing.assert_allclose(T.to_numpy(out), _reference(q, k, v, causal), atol=1e-12)
+        np.testing.assert_allclose(T.to_numpy(lse), _torch_lse(q, k, causal), atol=1e-12)
+
+
+# --- tiles and the trace -------------------------------------------------------------------------------
+
+def test_tile_kind_hand_worked():
+    # square causal (offset 0), 2 × 2 tiles: rows 2:4 against keys 0:2 all visible,
+    # against keys 2:4 the diagonal, against keys 4:6 nothing
+    assert tile_kind(2, 4, 0, 2, 0, True) == "full"
+    assert tile_kind(2, 4, 2, 4, 0, True) == "diagonal"
+    assert tile_kind(2, 4, 4, 6, 0, True) == "skipped"
+    assert tile_kind(2, 4, 4, 6, 0, False) == "full"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_trace_causal_grid_and_order(version):
+    # n = 8, B = 2: a 4 × 4 grid; causal computes the 4·5/2 = 10 tiles on and below the diagonal
+    q, k, v = _qkv(np.random.default_rng(11), 1, 2, 1, 8, 8, 4)
+    tr = FlashTrace(batch=0, head=1)
+    flash_attention(q, k, v, causal=True, block_q=2, block_k=2, version=version, trace=tr)
+    assert (tr.Tr, tr.Tc, len(tr.steps)) == (4, 4, 16)
+    np.testing.assert_array_equal(tr.computed(), np.tril(np.ones((4, 4), bool)))
+    np.testing.assert_array_equal(tr.partial(), np.eye(4, dtype=bool))
+    i, j = np.indices((4, 4))
+    order = i * 4 + j if version == 2 else j * 4 + i  # FA2: rows outside; FA1: columns outside
+    np.testing.assert_array_equal(tr.grid(), np.where(j <= i, order, -1))
+    assert all(s.loads == 0 and s.m is None for s in tr.steps if s.kind == "skipped")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_trace_running_stats_end_at_the_row_statistics(version):
+    q, k, v = _qkv(np.random.default_rng(12), 2, 4, 2, 10, 13, 4)
+    tr = FlashTrace(batch=1, head=3)
+    flash_attention(q, k, v, causal=True, block_q=4, block_k=3, version=version, trace=tr)
+    s = q[1, 3] @ k[1, 1].T / 2.0  # head 3 reads kv head 3 // 2 = 1; √d_h = 2
+    s = np.where(_causal(10, 13), s, -np.inf)
+    for r in range(10):
+        js, m, l = tr.row_history(r)
+        np.testing.assert_array_equal(js, np.arange(len(js)))  # key blocks 0, 1, … in order
+        assert np.all(np.diff(m) >= 0)
+        np.testing.assert_allclose(m[-1], s[r].max(), rtol=1e-14)
+        np.testing.assert_allclose(l[-1], np.exp(s[r] - s[r].max()).sum(), rtol=1e-13)
+    hist = tr.history("m")
+    assert hist.shape == (len(tr.steps), 10)
+    np.testing.assert_allclose(hist[-1], s.max(-1), rtol=1e-14)
+
+
+def test_trace_step_traffic_adds_up():
+    # FA1 steps carry Q_i, O_i, l_i, m_i; the counter also has K, V and the initial O, l, m
+    q, k, v = _qkv(np.random.default_rng(13), 1, 2, 2, 9, 9, 4)
+    io, tr = T.IOCounter(), FlashTrace()
+    flash_attention(q, k, v, block_q=4, block_k=4, version=1, io=io, trace=tr)
+    assert sum(s.loads for s in tr.steps) == io.total_loads - io.loads["K"] - io.loads["V"]
+    assert sum(s.stores for s in tr.steps) == io.total_stores - 2 * 9 * (4 + 2)
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,err,word", [
+    (dict(block_q=0), ValueError, "block_q"), (dict(block_k=2.5), ValueError, "block_k"),
+    (dict(block_q=True), ValueError, "block_q"), (dict(causal="yes"), TypeError, "causal"),
+    (dict(version=3), ValueError, "version"),
+])
+def test_bad_options(kwargs, err, word):
+    q = np.zeros((1, 2, 4, 4))
+    with pytest.raises(err, match=word):
+        flash_attention(q, q, q, **kwargs)
+
+
+def test_bad_arrays():
+    q = np.zeros((1, 3, 4, 4))
+    with pytest.raises(ValueError, match="h_kv"):
+        flash_attention(q, np.zeros((1, 2, 4, 4)), np.zeros((1, 2, 4, 4)))
+    with pytest.raises(TypeError, match="q"):
+        flash_attention(q.astype(np.int64), q, q)
+    with pytest.raises(ValueError, match="4 dims"):
+        flash_attention(q[0], q[0], q[0])
+    with pytest.raises(ValueError, match="lse"):
+        flash_attention_backward(q, q, q, q, q, np.zeros((1, 3, 5)))
+    with pytest.raises(ValueError, match="trace"):
+        flash_attention(q, q, q, trace=FlashTrace(head=3))
+
+
+# --- backward --------------------------------------------------------------------------------------
+
+def _torch_grads(dout, q, k, v, causal):  # autograd through torch SDPA, float64
+    tq, tk, tv = (torch.tensor(t, requires_grad=True) for t in (q, k, v))
+    mask = torch.from_numpy(_causal(q.shape[2], k.shape[2])) if causal else None
+    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, enable_gqa=True)
+    out.backward(torch.from_numpy(dout))
+    return tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=SHAPES, block_q=st.integers(1, 30), block_k=st.integers(1, 30), causal=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_backward_equals_torch_autograd(shape, block_q, block_k, causal, seed):
+    b, (h, h_kv), n_q, n_k, d_h = shape
+    if causal:
+        n_q = min(n_q, n_k)  # torch returns NaN for rows that see no key; those are tested below
+    rng = np.random.default_rng(seed)
+    q, k, v = _qkv(rng, b, h, h_kv, n_q, n_k, d_h)
+    dout = rng.standard_normal(q.shape)
+    out, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    ours = flash_attention_backward(dout, q, k, v, out, lse, causal=causal, block_q=block_q, block_k=block_k)
+    naive = attention_backward_naive(dout, q, k, v, causal=causal)
+    for a, n, r in zip(ours, naive, _torch_grads(dout, q, k, v, causal)):
+        assert a.shape == r.shape
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(n, r, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("causal,n_q,n_k", [(False, 7, 9), (True, 9, 9), (True, 9, 5)])
+def test_backward_equals_finite_differences(causal, n_q, n_k):
+    # f(q, k, v) = Σ dO ∘ O; its directional derivative along u by central differences
+    rng = np.random.default_rng(14)
+    q, k, v = _qkv(rng, 1, 4, 2, n_q, n_k, 3)
+    dout = rng.standard_normal(q.shape)
+    out, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    grads = flash_attention_backward(dout, q, k, v, out, lse, causal=causal, block_q=4, block_k=2)
+    eps = 1e-5
+    for idx, g in enumerate(grads):
+        u = rng.standard_normal(g.shape)
+
+        def f(t):
+            args = [q, k, v]
+            args[idx] = args[idx] + t * u
+            return np.sum(dout * flash_attention(*args, causal=causal, block_q=3, block_k=4))
+
+        fd = (f(eps) - f(-eps)) / (2 * eps)  # error O(eps²) ≈ 1e-10, rounding ≈ 1e-16/eps ≈ 1e-11
+        np.testing.assert_allclose(np.sum(g * u), fd, rtol=1e-7, atol=1e-8)
+
+
+def test_backward_on_every_backend(xp):
+    rng = np.random.default_rng(15)
+    q, k, v = _qkv(rng, 1, 4, 2, 10, 12, 4)
+    dout = rng.standard_normal(q.shape)
+    ref = _torch_grads(dout, q, k, v, True)
+    X = [asarray(xp, t) for t in (dout, q, k, v)]
+    out, lse = flash_attention(*X[1:], causal=True, return_lse=True)
+    for grads in (flash_attention_backward(*X, out, lse, causal=True, block_q=3, block_k=5),
+                  attention_backward_naive(*X, causal=True)):
+        for a, r in zip(grads, ref):
+            np.testing.assert_allclose(T.to_numpy(a), r, atol=1e-10)
+
+
+def test_backward_rows_that_see_nothing_get_zero_gradient():
+    rng = np.random.default_rng(16)
+    q, k, v = _qkv(rng, 1, 2, 2, 8, 3, 4)  # causal: rows 0..4 sit before the first key
+    dout = rng.standard_normal(q.shape)
+    out, lse = flash_attention(q, k, v, causal=True, return_lse=True)
+    dq, dk, dv = flash_attention_backward(dout, q, k, v, out, lse, causal=True, block_q=3, block_k=2)
+    assert np.all(dq[:, :, :5] == 0) and np.all(np.isfinite(dk)) and np.all(np.isfinite(dv))
+    # the remaining rows are an ordinary causal problem of 3 queries and 3 keys
+    ref = _torch_grads(dout[:, :, 5:], q[:, :, 5:], k, v, True)
+    for a, r in zip((dq[:, :, 5:], dk, dv), ref):
+        np.testing.assert_allclose(a, r, atol=1e-10)
+
+
+def test_backward_float16():
+    rng = np.random.default_rng(17)
+    q, k, v = _qkv(rng, 1, 2, 1, 40, 40, 8)
+    dout = rng.standard_normal(q.shape)
+    h16 = [t.astype(np.float16) for t in (dout, q, k, v)]
+    out, lse = flash_attention(*h16[1:], causal=True, return_lse=True, block_q=16, block_k=16)
+    grads = flash_attention_backward(*h16, out, lse, causal=True, block_q=16, block_k=16)
+    ref = _torch_grads(*(t.astype(np.float64) for t in h16), True)
+    for a, r in zip(grads, ref):
+        assert a.dtype == np.float16
+        # out is rounded to float16 before D = rowsum(dO ∘ O): a few float16 ulps of error
+        np.testing.assert_allclose(a.astype(np.float64), r, rtol=0, atol=2e-2 * np.abs(r).max())
+
+
+def test_backward_never_forms_the_score_matrix():
+    n, heads = 1024, 2
+    rng = np.random.default_rng(18)
+    q, k, v = _qkv(rng, 1, heads, heads, n, n, 16)
+    dout = rng.standard_normal(q.shape)
+    out, lse = flash_attention(q, k, v, causal=True, return_lse=True)
+    flash_attention_backward(dout, q, k, v, out, lse, causal=True)  # warm-up
+    _, flash_peak = T.measure_peak_bytes(flash_attention_backward, dout, q, k, v, out, lse, causal=True)
+    _, naive_peak = T.measure_peak_bytes(attention_backward_naive, dout, q, k, v, causal=True)
+    one_matrix = heads * n * n * 8  # one n × n float64 array per head
+    assert naive_peak >= 2 * one_matrix
+    assert flash_peak < one_matrix / 4
