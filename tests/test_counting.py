@@ -387,3 +387,15 @@ def test_missing_file_and_bad_type():
         C.count_parameters("/tmp/nope.json")
     with pytest.raises(TypeError, match="int"):
         C.count_parameters(3)
+
+
+def test_count_equals_loaded_package_models():
+    """The package's own loaders: the arrays they hold, and their config objects, count alike."""
+    llama = pytest.importorskip("transformer.llama")
+    if not hasattr(llama, "load_smollm2"):
+        pytest.skip("the SmolLM2 decoder is not available")
+    m = llama.load_smollm2(progress=False)
+    w = m.weights
+    arrays = [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]
+    loaded = sum(math.prod(a.shape) for a in arrays if a is not None)
+    assert C.count_parameters(m.config) == loaded == C.count_parameters("smollm2-135m")

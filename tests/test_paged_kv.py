@@ -173,3 +173,19 @@ def test_greedy_generation_paged_equals_contiguous(rng):
     np.testing.assert_array_equal(ids_paged, ids_dense)
     assert len(set(ids_dense.ravel().tolist())) > 1  # the comparison is not between two constants
     assert paged.used_bytes == 2 * (5 + n_new) * paged.bytes_per_token
+
+
+def test_smollm2_generation_paged_equals_contiguous():
+    llama = pytest.importorskip("transformer.llama")
+    if not hasattr(llama, "load_smollm2"):
+        pytest.skip("the SmolLM2 decoder is not available")
+    m = llama.load_smollm2(progress=False)
+    prompt, n_new = "The capital of France is", 10
+    contiguous = m.generate(prompt, max_new_tokens=n_new)  # default: a contiguous KVCache
+    c = m.config
+    n_max = len(m.encode(prompt)) + n_new
+    paged = PagedKVCache(c.L, 1, c.h_kv, n_max, c.d_h, block_size=4, dtype=m.weights.W_E.dtype, xp=m.xp)
+    assert m.generate(prompt, max_new_tokens=n_new, cache=paged) == contiguous
+    # the last sampled token is never fed back, so n_max - 1 positions were stored
+    assert paged.used_bytes == (n_max - 1) * paged.bytes_per_token
+    assert paged.reserved_bytes == math.ceil((n_max - 1) / 4) * 4 * paged.bytes_per_token

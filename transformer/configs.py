@@ -204,12 +204,18 @@ def load_config(config) -> ModelConfig:
                          "or give a path to a config.json")
     if isinstance(config, dict):
         return from_hf(config)
-    legend = ("L", "d", "h", "h_kv", "d_h", "d_ff", "v")
-    if all(hasattr(config, a) for a in legend):  # e.g. a decoder's own config dataclass
+    legend = ("L", "d", "h", "d_h", "d_ff", "v")
+    if all(hasattr(config, a) for a in legend):  # the package's own config dataclasses
+        if hasattr(config, "n_types"):  # an encoder config in BERT's layout (bert.BertConfig)
+            return from_hf({"model_type": "bert", "hidden_size": config.d, "intermediate_size": config.d_ff,
+                            "num_hidden_layers": config.L, "num_attention_heads": config.h,
+                            "vocab_size": config.v, "max_position_embeddings": config.n_max,
+                            "type_vocab_size": config.n_types}, name=type(config).__name__)
         fields = {f.name for f in dataclasses.fields(ModelConfig)}
-        kw = {f: getattr(config, f) for f in fields if hasattr(config, f)}
-        kw.setdefault("name", type(config).__name__)
+        kw = {f: getattr(config, f) for f in fields if hasattr(config, f)}  # a Llama-style decoder
+        kw["name"] = kw.get("name") or type(config).__name__
         kw.setdefault("family", "decoder")
+        kw.setdefault("h_kv", config.h)
         kw.setdefault("n_ctx", getattr(config, "n_max", None) or 2048)
         return ModelConfig(**kw)
     raise TypeError(f"cannot read a model config from {type(config).__name__}: give a ModelConfig, "
