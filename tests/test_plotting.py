@@ -142,7 +142,9 @@ def test_curves_draws_lines_and_points_in_matching_colours_on_log_axes():
     assert pts.get_linestyle() == "None" and pts.get_marker() == "o"
     assert line.get_color() == pts.get_color()
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["n² scores", "n² scores (measured)"]
+    # one legend entry per formula (line and dot together) and one saying what dots are
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["n² scores", "dots: measured, lines: formula"]
+    assert pts.get_label() == "n² scores (measured)"
 
 
 def test_online_softmax_trace_plots_the_histories():

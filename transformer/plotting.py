@@ -216,6 +216,7 @@ def mask_gallery(masks: dict, *, ncols=None, ax=None, suptitle=None, labels=None
 
     Each panel's title gives the mask's name, its attended pairs (the cost of
     attention under it) and the density pairs / (n_q·n_k).
+    labels: token labels for square masks, one list for all panels or {name: list}.
     Returns (fig, axes), one panel per mask, in the dict's order.
     """
     names = list(masks)
@@ -239,11 +240,14 @@ def mask_gallery(masks: dict, *, ncols=None, ax=None, suptitle=None, labels=None
         pairs = int(m.sum())
         a.imshow(m.astype(np.int8), cmap=_MASK_CMAP, norm=_BINARY_NORM, interpolation="nearest")
         n_q, n_k = m.shape
-        if labels is not None and n_q == n_k == len(labels):
-            _label_ticks(a, labels, labels, n_q, n_k)
+        lab = labels.get(name) if isinstance(labels, dict) else labels
+        if lab is not None and n_q == n_k == len(lab):
+            _label_ticks(a, lab, lab, n_q, n_k)
         else:
             a.set_xticks([]), a.set_yticks([])
-        style_axes(a, f"{name}\n{pairs} pairs ({pairs / m.size:.0%})", "key", "query")
+        density = pairs / m.size
+        style_axes(a, f"{name}\n{pairs} pairs ({density:.0%})" if density >= 0.01 or pairs == 0
+                   else f"{name}\n{pairs} pairs ({density:.1%})", "key", "query")
     for a in all_axes[k:]:
         a.axis("off")
     from matplotlib.patches import Patch
@@ -301,13 +305,14 @@ def tile_schedule(computed, ax=None, *, partial=None, Br=None, Bc=None, order=Fa
 # ---------------------------------------------------------------- curves and traces
 
 def curves(x, formulas=None, measured=None, *, x_measured=None, ax=None, title=None,
-           xlabel="n (sequence length)", ylabel=None, logx=True, logy=True, styles=None):
+           xlabel="n (sequence length)", ylabel=None, logx=True, logy=True, styles=None,
+           measured_label="measured"):
     """Formula lines and measured points on the same axes (log–log by default).
 
     formulas: {label: y}, y an array over x, drawn as lines.
     measured: {label: y}, y over x_measured (default x), drawn as markers; a measured
-    series with the same label as a formula gets the formula's colour, so a learner
-    sees the points sit on their line.
+    series with the same label as a formula gets the formula's colour and shares its
+    legend entry, so a learner sees the points sit on their line.
     styles: optional {label: dict of matplotlib keyword arguments} (e.g. linestyle).
     Returns (fig, ax).
     """
@@ -316,25 +321,38 @@ def curves(x, formulas=None, measured=None, *, x_measured=None, ax=None, title=N
     xm = x if x_measured is None else _as_np(x_measured, 1, "x_measured")
     styles = styles or {}
     colours = {}
+    from matplotlib.lines import Line2D
+    handles = []
+    measured = measured or {}
     for k, (label, y) in enumerate((formulas or {}).items()):
         colours[label] = LINE_COLORS[k % len(LINE_COLORS)]
-        kw = dict(color=colours[label], linewidth=2.5, label=label)
+        kw = dict(color=colours[label], linewidth=2.5)
         kw.update(styles.get(label, {}))
-        ax.plot(x, _as_np(y, 1, label), **kw)
+        ax.plot(x, _as_np(y, 1, label), label=label, **kw)
+        if label in measured:  # one legend entry: the line with its dot on it
+            kw.update(marker="o", markersize=8, markeredgecolor="black", markeredgewidth=0.8)
+        handles.append(Line2D([], [], label=label, **kw))
     k0 = len(colours)
-    for k, (label, y) in enumerate((measured or {}).items()):
+    shared = False
+    for k, (label, y) in enumerate(measured.items()):
         col = colours.get(label, LINE_COLORS[(k0 + k) % len(LINE_COLORS)])
-        name = f"{label} (measured)" if label in colours else label
-        kw = dict(color=col, marker="o", markersize=8, linestyle="none", label=name,
+        kw = dict(color=col, marker="o", markersize=8, linestyle="none",
                   markeredgecolor="black", markeredgewidth=0.8)
-        kw.update(styles.get(name, {}))
-        ax.plot(xm, _as_np(y, 1, label), **kw)
+        kw.update(styles.get(label, {}) if label not in colours else {})
+        ax.plot(xm, _as_np(y, 1, label), label=f"{label} ({measured_label})" if label in colours else label, **kw)
+        if label in colours:
+            shared = True
+        else:
+            handles.append(Line2D([], [], label=label, **kw))
+    if shared:
+        handles.append(Line2D([], [], color="grey", marker="o", markersize=8, linestyle="none",
+                              markeredgecolor="black", label=f"dots: {measured_label}, lines: formula"))
     if logx:
         ax.set_xscale("log", base=2 if np.all(np.log2(x) % 1 == 0) else 10)
     if logy:
         ax.set_yscale("log")
     style_axes(ax, title, xlabel, ylabel, grid=True)
-    ax.legend(fontsize=TICK_SIZE, frameon=False)
+    ax.legend(handles=handles, fontsize=TICK_SIZE, frameon=False)
     return fig, ax
 
 
