@@ -175,14 +175,15 @@ def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, 
         and the previous step's P̃_ij, still bound until replaced       4·heads·Br·Bc
         Q_i·scale, O_i, α·O_i, P̃_ij V_j                                4·heads·Br·d
     in the compute dtype's item size `itemsize` (4 for float16 inputs, accumulated in
-    float32); out_itemsize (the input's, if smaller) adds the final cast of the output.
+    float32). out_itemsize (the input's, if smaller): the output is cast back at the end,
+    after the last tile is freed, so the copy competes with the tiles instead of adding to them.
     """
     heads = b * h
     Br, Bc = min(block_q, n_q), min(block_k, n_k)
     out = heads * n_q * (d_h + 1)
     tiles = 4 * heads * Br * Bc + 4 * heads * Br * d_h
     cast = heads * n_q * d_h * out_itemsize if out_itemsize and out_itemsize != itemsize else 0
-    return (out + tiles) * itemsize + cast
+    return out * itemsize + max(tiles * itemsize, cast)
 
 
 # --- the measurement --------------------------------------------------------------------------------
