@@ -399,3 +399,41 @@ def test_count_equals_loaded_package_models():
     arrays = [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]
     loaded = sum(math.prod(a.shape) for a in arrays if a is not None)
     assert C.count_parameters(m.config) == loaded == C.count_parameters("smollm2-135m")
+
+
+# ---------------------------------------------------------------- CLI
+
+def test_cli_count_table_and_json(capsys):
+    from transformer.cli import main
+    assert main(["count", "gpt2", "--seq", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "124,439,808" in out and "tied" in out and "KV cache per token" in out
+    assert main(["count", str(MINILM_DIR / "config.json"), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["family"] == "encoder" and "kv_bytes" not in r
+    assert main(["count", "llama-3-8b", "--json", "--batch", "4", "--dtype", "bfloat16"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["parameters"]["total"] == 8_030_261_248
+    assert r["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 and r["kv_bytes"] == 4 * 1024 * r["kv_bytes_per_token"]
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["count", "gpt-5"], "unknown model name 'gpt-5'"),
+    (["count", "gpt2", "--dtype", "float12"], "unknown dtype 'float12'"),
+    (["count", "gpt2", "--seq", "-4"], "-4"),
+    (["count", "/tmp/missing/config.json"], "not found"),
+])
+def test_cli_count_errors(capsys, argv, match):
+    from transformer.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err
+
+
+def test_cli_count_as_a_module():
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "transformer", "count", "smollm2-135m"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "134,515,008" in p.stdout

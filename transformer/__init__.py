@@ -24,3 +24,8 @@ from .flash import (flash_attention, flash_attention_backward, attention_backwar
                     merge_softmax_stats, FlashTrace, TileStep)
 from .io_count import (IOCounter, measure_peak_bytes, standard_attention_io, flash1_io, flash2_io,
                        paper_block_sizes, standard_attention_peak_bytes, flash_attention_peak_bytes)
+from .configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
+from .counting import (count_parameters, parameter_breakdown, forward_flops, prefill_flops, decode_flops,
+                       kv_cache_bytes, kv_cache_bytes_per_token, attention_score_bytes,
+                       arithmetic_intensity, paged_memory_report, dtype_bytes)
+from .paged_kv import PagedKVCache, paged_attention
