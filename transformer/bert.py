@@ -292,11 +292,17 @@ class MiniLM:
         texts = check_texts(texts)
         if batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        # Longest first, so each batch pads to about its own length instead of the longest
+        # text's (sentence-transformers does the same). The padding mask makes every row
+        # independent of its batch-mates, so sorting changes no value; the order is undone below.
+        order = sorted(range(len(texts)), key=lambda i: -len(self.tokenizer.tokenize(texts[i])))
         parts = []
         for i in range(0, len(texts), batch_size):  # bounded memory: (batch, h, n, n) weights
-            out = self.forward(texts[i:i + batch_size])
+            out = self.forward([texts[j] for j in order[i:i + batch_size]])
             parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
-        return self.xp.concat(parts, axis=0)  # [b, d]
+        e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
+        where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
+        return self.xp.take(e, where, axis=0)  # [b, d], rows in input order
 
     def tokens(self, text: str) -> list[str]:
         """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""
