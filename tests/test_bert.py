@@ -107,6 +107,19 @@ def test_hidden_states_and_weights_equal_bertmodel(model, hf_ref, causal):
         np.testing.assert_allclose(ours, theirs.numpy(), rtol=0, atol=ATOL_HIDDEN)
 
 
+def test_all_512_positions_equal_bertmodel(model, hf_ref):
+    import torch
+    text = "the squirrel ran up the tree. " * 120  # > 512 pieces, cut at the position table's end
+    out = model.forward([text], max_length=512)
+    ids = model.tokenizer.encode(text, max_length=512)
+    assert out.hidden.shape == (1, 512, 384)
+    with torch.no_grad():
+        ref = hf_ref[False](torch.tensor([ids])).last_hidden_state
+    np.testing.assert_allclose(out.hidden, ref.numpy(), rtol=0, atol=ATOL_HIDDEN)
+    with pytest.raises(ValueError, match="513"):
+        model.forward([text], max_length=513)
+
+
 def test_padding_changes_nothing(model, ours_emb):
     alone = np.concatenate([model.embed([t]) for t in TEXTS[:6]])
     np.testing.assert_allclose(ours_emb[:6], alone, rtol=0, atol=1e-6)

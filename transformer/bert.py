@@ -280,9 +280,17 @@ class MiniLM:
     def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
         self.weights, self.config, self.tokenizer, self.xp = weights, config, tokenizer, xp
 
-    def forward(self, texts, *, causal: bool = False) -> EncoderOutput:
-        """Tokenize, pad and encode a batch (a single str is a batch of one)."""
-        batch = self.tokenizer.encode_batch(check_texts(texts), self.config.n_seq)
+    def forward(self, texts, *, causal: bool = False, max_length: int | None = None) -> EncoderOutput:
+        """Tokenize, pad and encode a batch (a single str is a batch of one).
+
+        max_length: cut each text to this many tokens, [CLS] and [SEP] included; default
+        config.n_seq (256, as sentence-transformers), at most config.n_max (512 positions).
+        """
+        max_length = self.config.n_seq if max_length is None else max_length
+        if not 2 <= max_length <= self.config.n_max:
+            raise ValueError(f"max_length must lie in [2, {self.config.n_max}] (the learned positions), "
+                             f"got {max_length}")
+        batch = self.tokenizer.encode_batch(check_texts(texts), max_length)
         ids = self.xp.asarray(batch.ids)  # [b, n], moved to the backend once
         lengths = self.xp.asarray(batch.lengths)  # [b]
         return bert_encode(ids, lengths, self.weights, self.config, causal=causal)
