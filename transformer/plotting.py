@@ -351,6 +351,12 @@ def curves(x, formulas=None, measured=None, *, x_measured=None, ax=None, title=N
         ax.set_xscale("log", base=2 if np.all(np.log2(x) % 1 == 0) else 10)
     if logy:
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        if hi / lo < 100:  # under two decades: plain numbers read better than 3×10¹ on minor ticks
+            from matplotlib.ticker import FuncFormatter
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(  # label only the 2s, 3s and 5s of each decade
+                lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 3, 5) else ""))
     style_axes(ax, title, xlabel, ylabel, grid=True)
     ax.legend(handles=handles, fontsize=TICK_SIZE, frameon=False)
     return fig, ax
