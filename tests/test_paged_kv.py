@@ -94,6 +94,8 @@ def test_reserved_and_used_bytes_equal_the_formula(rng):
     report = paged_memory_report(cfg, lengths, block_size=bs, n_max=n_max, dtype="float32")
     assert report["used"] == cache.used_bytes
     assert report["paged_reserved"] == cache.reserved_bytes
+    measured = cache.memory_report()
+    assert all(measured[k] == report[k] for k in ("requests", "tokens", "blocks", "used", "paged_waste"))
     contiguous = T.KVCache(L, len(lengths), h_kv, n_max, d_h, dtype=np.float32)
     assert report["contiguous_reserved"] == contiguous.nbytes
     # freeing a finished request returns exactly its blocks
@@ -180,7 +182,7 @@ def test_smollm2_generation_paged_equals_contiguous():
     if not hasattr(llama, "load_smollm2"):
         pytest.skip("the SmolLM2 decoder is not available")
     m = llama.load_smollm2(progress=False)
-    prompt, n_new = "The capital of France is", 10
+    prompt, n_new = "The capital of France is", 6
     contiguous = m.generate(prompt, max_new_tokens=n_new)  # default: a contiguous KVCache
     c = m.config
     n_max = len(m.encode(prompt)) + n_new

@@ -19,6 +19,7 @@ KV cache (note 001):  bytes per token = 2 (K and V) · L · h_kv · d_h · bytes
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -58,21 +59,33 @@ def _count(name: str, n) -> int:
 
 # ---------------------------------------------------------------- parameters
 
-def _attention_params(c: ModelConfig) -> int:  # one attention block
-    q = c.d * c.h * c.d_h + (c.h * c.d_h if c.qkv_bias else 0)  # W_q (d, h·d_h)
-    kv = 2 * (c.d * c.h_kv * c.d_h + (c.h_kv * c.d_h if c.qkv_bias else 0))  # W_k, W_v (d, h_kv·d_h)
-    o = c.h * c.d_h * c.d + (c.d if c.o_bias else 0)  # W_o (h·d_h, d)
-    return q + kv + o
+def _attention_weights(c: ModelConfig) -> int:  # matrices of one attention block
+    return c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + c.h * c.d_h * c.d  # W_q, W_k and W_v, W_o
 
 
-def _ffn_params(c: ModelConfig) -> int:  # one FFN block
-    if c.gated_ffn:  # W_gate, W_up (d, d_ff) and W_down (d_ff, d)
-        return 3 * c.d * c.d_ff + ((2 * c.d_ff + c.d) if c.ffn_bias else 0)
-    return 2 * c.d * c.d_ff + ((c.d_ff + c.d) if c.ffn_bias else 0)  # W_1 (d, d_ff), W_2 (d_ff, d)
+def _attention_params(c: ModelConfig) -> int:  # one attention block, biases included
+    biases = (c.h * c.d_h + 2 * c.h_kv * c.d_h if c.qkv_bias else 0) + (c.d if c.o_bias else 0)
+    return _attention_weights(c) + biases
+
+
+def _ffn_weights(c: ModelConfig) -> int:  # W_gate, W_up (d, d_ff), W_down (d_ff, d); or W_1, W_2
+    return (3 if c.gated_ffn else 2) * c.d * c.d_ff
+
+
+def _ffn_params(c: ModelConfig) -> int:  # one FFN block, biases included
+    biases = ((2 if c.gated_ffn else 1) * c.d_ff + c.d) if c.ffn_bias else 0
+    return _ffn_weights(c) + biases
 
 
 def _norm_params(c: ModelConfig) -> int:  # one norm
     return c.d if c.norm == "rms" else 2 * c.d
+
+
+def _n_blocks(c: ModelConfig) -> tuple[int, int]:
+    """(attention blocks, FFN blocks): an encoder–decoder's decoder layers hold two attentions."""
+    if c.family == "encoder-decoder":
+        return c.L_enc + 2 * c.L, c.L_enc + c.L  # encoder self; decoder self + cross
+    return c.L, c.L
 
 
 def parameter_breakdown(config) -> dict:
@@ -86,8 +99,7 @@ def parameter_breakdown(config) -> dict:
     """
     c = load_config(config)
     enc_dec = c.family == "encoder-decoder"
-    n_attn = c.L + (c.L + c.L_enc if enc_dec else 0)  # decoder self (+ cross, + encoder self)
-    n_ffn = c.L + c.L_enc
+    n_attn, n_ffn = _n_blocks(c)
     n_norms = 2 * c.L + (c.L + 2 * c.L_enc if enc_dec else 0)  # per-layer norms
     if c.final_norm:
         n_norms += 2 if enc_dec else 1  # one after each stack
@@ -243,17 +255,9 @@ def attention_score_bytes(config, n_tokens: int, batch: int = 1, dtype="float32"
 
 def _matmul_weight_params(c: ModelConfig) -> int:
     """Numbers in the weight matrices a forward pass multiplies by (a tied head counts: it is read)."""
-    p = parameter_breakdown(c)
-    w = c.L * (c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + c.h * c.d_h * c.d)
-    if c.family == "encoder-decoder":
-        w += (c.L + c.L_enc) * (c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + c.h * c.d_h * c.d)
-    w += (c.L + c.L_enc) * c.d * c.d_ff * (3 if c.gated_ffn else 2)
-    if c.lm_head:
-        w += c.v * c.d
-    elif c.pooler:
-        w += c.d * c.d
-    assert w <= p["total"]
-    return w
+    n_attn, n_ffn = _n_blocks(c)
+    head = c.v * c.d if c.lm_head else (c.d * c.d if c.pooler else 0)
+    return n_attn * _attention_weights(c) + n_ffn * _ffn_weights(c) + head
 
 
 def arithmetic_intensity(config, n_tokens: int, *, batch: int = 1, dtype="float16") -> dict:
@@ -294,7 +298,7 @@ def paged_memory_report(config, lengths, *, block_size: int = 16, n_max: int | N
     waste_* = reserved - used; paged waste is less than one block per request (the
     internal fragmentation of each last block).
     """
-    lengths = [_count("request length", int(x) if not isinstance(x, int) else x) for x in lengths]
+    lengths = [_count("request length", operator.index(x)) for x in lengths]  # NumPy ints too
     bs = _count("block_size", block_size)
     if bs == 0:
         raise ValueError("block_size must be ≥ 1, got 0")

@@ -182,6 +182,14 @@ class PagedKVCache:
         """Real bytes held by the pool arrays (every block, in use or free)."""
         return sum(nbytes(a) for a in self.k + self.v)
 
+    def memory_report(self) -> dict:
+        """Measured counts, in the keys of `counting.paged_memory_report` where they overlap."""
+        return {"requests": len(self.tables), "tokens": sum(self.lengths.values()),
+                "blocks": self.blocks_in_use, "free_blocks": len(self.free),
+                "bytes_per_token": self.bytes_per_token, "used": self.used_bytes,
+                "paged_reserved": self.reserved_bytes, "paged_waste": self.reserved_bytes - self.used_bytes,
+                "pool": self.nbytes}
+
 
 def _itemsize(a) -> int:
     return nbytes(a) // math.prod(a.shape)  # pools are never empty
