@@ -166,6 +166,9 @@ def test_hidden_states_api(model):
     assert len(hs) == 7 and hs[0].shape == (5, 384)
     out = model.forward(["it was fast"])
     np.testing.assert_array_equal(hs[-1], out.hidden[0])
+    light = model.forward(["it was fast"], keep=False)  # what embed() uses: only the last layer
+    assert light.hidden_states == [] and light.weights == []
+    np.testing.assert_array_equal(light.hidden, out.hidden)
 
 
 def test_pooling_and_normalisation_worked_example():

@@ -228,8 +228,12 @@ class EncoderOutput:
 
 
 def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=None,
-                causal: bool = False) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput
-    """Run the encoder on right-padded ids; row i holds lengths[i] real tokens."""
+                causal: bool = False, keep: bool = True) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput
+    """Run the encoder on right-padded ids; row i holds lengths[i] real tokens.
+
+    keep=False drops the per-layer hidden states and weights as it goes (only `hidden` is
+    returned): for a batch of 32 × 256 tokens the weights alone are 6 × 100 MB.
+    """
     xp = get_xp(ids)
     if not xp.isdtype(ids.dtype, "integral") or ids.ndim != 2:
         raise TypeError(f"ids must be a (b, n) integer array, got dtype {ids.dtype}, shape {tuple(ids.shape)}")
@@ -241,9 +245,10 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
     states, weights = [x], []
     for lw in w.layers:
         x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
-        states.append(x)
-        weights.append(p)
-    return EncoderOutput(x, states, weights, lengths)
+        if keep:
+            states.append(x)
+            weights.append(p)
+    return EncoderOutput(x, states if keep else [], weights, lengths)
 
 
 def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
@@ -280,7 +285,8 @@ class MiniLM:
     def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
         self.weights, self.config, self.tokenizer, self.xp = weights, config, tokenizer, xp
 
-    def forward(self, texts, *, causal: bool = False, max_length: int | None = None) -> EncoderOutput:
+    def forward(self, texts, *, causal: bool = False, max_length: int | None = None,
+                keep: bool = True) -> EncoderOutput:
         """Tokenize, pad and encode a batch (a single str is a batch of one).
 
         max_length: cut each text to this many tokens, [CLS] and [SEP] included; default
@@ -293,7 +299,7 @@ class MiniLM:
         batch = self.tokenizer.encode_batch(check_texts(texts), max_length)
         ids = self.xp.asarray(batch.ids)  # [b, n], moved to the backend once
         lengths = self.xp.asarray(batch.lengths)  # [b]
-        return bert_encode(ids, lengths, self.weights, self.config, causal=causal)
+        return bert_encode(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
 
     def embed(self, texts, *, batch_size: int = 32):  # list of b str -> [b, d]
         """Sentence embeddings as sentence-transformers computes them: mean pooling, then L2 norm."""
@@ -306,7 +312,7 @@ class MiniLM:
         order = sorted(range(len(texts)), key=lambda i: -len(self.tokenizer.tokenize(texts[i])))
         parts = []
         for i in range(0, len(texts), batch_size):  # bounded memory: (batch, h, n, n) weights
-            out = self.forward([texts[j] for j in order[i:i + batch_size]])
+            out = self.forward([texts[j] for j in order[i:i + batch_size]], keep=False)
             parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
