@@ -107,3 +107,17 @@ def test_smollm2_missing_is_a_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.delattr(transformer, "load_smollm2", raising=False)
     assert main(["attention", "--model", "smollm2", "x", "-o", str(tmp_path / "s.png")]) == 2
     assert "load_smollm2" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(transformer, "load_smollm2"), reason="the SmolLM2 decoder is not in this build")
+def test_smollm2_real_model(tmp_path, drawn):
+    text = "The dog chased the squirrel because it"
+    assert main(["attention", "--model", "smollm2", text, "--layer", "-1", "--head", "0",
+                 "-o", str(tmp_path / "s.png")]) == 0
+    ax = drawn[0].axes[0]
+    w = np.asarray(ax.images[0].get_array())
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert "".join(labels).replace("␣", " ") == text  # the labels spell the text back
+    assert w.shape == (len(labels), len(labels))
+    assert np.all(np.triu(w, 1) == 0)  # a decoder: causal
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-5)
