@@ -55,6 +55,7 @@ def test_minilm_count_equals_safetensors():
     assert C.count_parameters("minilm-l6") == total
     # the config.json shipped beside the weights gives the same count and dimensions
     assert C.count_parameters(str(MINILM_DIR / "config.json")) == total
+    assert C.count_parameters(MINILM_DIR) == total  # the model folder itself
     with open(MINILM_DIR / "config.json") as f:
         shipped = json.load(f)
     assert {k: shipped[k] for k in HF_CONFIGS["minilm-l6"] if k in shipped} == \
@@ -217,22 +218,41 @@ def _decoder_forward(c: ModelConfig, W, ids, cache=None):  # [b, n] -> [b, n, v]
     return T.lm_head(x, W["emb"]) if c.tied else T.lm_head(x, W_out=W["out"])  # [b, n, v]
 
 
-def _encoder_decoder_forward(c: ModelConfig, W, src, tgt):  # [b, n_src], [b, n] -> [b, n, v]
-    """The original post-norm encoder–decoder, sinusoidal positions, shared embedding."""
-    pe = T.sinusoidal_positions(max(src.shape[1], tgt.shape[1]), c.d, dtype=np.float64)
-    m = T.embed(src, W["emb"]) + pe[:src.shape[1]]  # [b, n_src, d]
+def _encode(c: ModelConfig, W, src):  # [b, n_src] -> [b, n_src, d]
+    """The original post-norm encoder, sinusoidal positions."""
+    m = T.embed(src, W["emb"]) + T.sinusoidal_positions(src.shape[1], c.d, dtype=np.float64)
     for layer in range(c.L_enc):
         g = W[layer, "norm"]
         m = T.layer_norm(m + T.multi_head_attention(m, W[layer, "self"], c.h), *g[0])
         m = T.layer_norm(m + _ffn(c, m, W[layer, "ffn"]), *g[1])
-    x = T.embed(tgt, W["emb"]) + pe[:tgt.shape[1]]  # [b, n, d]
-    causal = T.causal_mask(tgt.shape[1])
+    return m
+
+
+def _cross_kv(c: ModelConfig, W, m):  # [b, n_src, d] -> L × 2 × [b, h, n_src, d_h]
+    """Each decoder layer's cross-attention keys and values of the source: computed once."""
+    out = []
     for layer in range(c.L_enc, c.L_enc + c.L):
-        g = W[layer, "norm"]
-        x = T.layer_norm(x + T.multi_head_attention(x, W[layer, "self"], c.h, mask=causal), *g[0])
-        x = T.layer_norm(x + T.multi_head_attention(x, W[layer, "cross"], c.h, context=m), *g[1])
+        w = W[layer, "cross"]
+        out.append((T.split_heads(m @ w.W_k + w.b_k, c.h_kv), T.split_heads(m @ w.W_v + w.b_v, c.h_kv)))
+    return out
+
+
+def _decode(c: ModelConfig, W, cross, tgt, cache):  # [b, t] -> [b, t, v]
+    """The post-norm decoder on t new target tokens; self-attention K/V go through the cache."""
+    start, t = cache.length, tgt.shape[1]
+    x = T.embed(tgt, W["emb"]) + T.sinusoidal_positions(start + t, c.d, dtype=np.float64)[start:]  # [b, t, d]
+    for i, layer in enumerate(range(c.L_enc, c.L_enc + c.L)):
+        g, sa, ca = W[layer, "norm"], W[layer, "self"], W[layer, "cross"]
+        q, k, v = T.qkv_heads(x, sa, c.h, c.h_kv)  # [b, h, t, d_h] × 3
+        k, v = cache.update(i, k, v)  # [b, h, start + t, d_h]
+        o = T.scaled_dot_product_attention(q, k, v, T.causal_mask(t, start + t))
+        x = T.layer_norm(x + T.merge_heads(o) @ sa.W_o + sa.b_o, *g[0])
+        q = T.split_heads(x @ ca.W_q + ca.b_q, c.h)  # [b, h, t, d_h]; K/V come from the source
+        o = T.scaled_dot_product_attention(q, *cross[i])  # [b, h, t, d_h]
+        x = T.layer_norm(x + T.merge_heads(o) @ ca.W_o + ca.b_o, *g[1])
         x = T.layer_norm(x + _ffn(c, x, W[layer, "ffn"]), *g[2])
-    return T.lm_head(x, W["emb"])  # [b, n, v]
+    cache.advance(t)
+    return T.lm_head(x, W["emb"])  # [b, t, v]
 
 
 _TINY = {
@@ -276,9 +296,22 @@ def test_encoder_decoder_flops_equal_executed_matmuls(rng):
     c = load_config({"model_type": "transformer", "d_model": 16, "encoder_layers": 2, "decoder_layers": 3,
                      "attention_heads": 4, "ffn_dim": 24, "vocab_size": 19})
     W = _weights(c, rng)
-    Counted.log = []
-    _encoder_decoder_forward(c, W, rng.integers(0, c.v, size=(2, 9)), rng.integers(0, c.v, size=(2, 5)))
-    assert sum(Counted.log) == C.forward_flops(c, 5, batch=2, n_source=9)["total"]
+    b, n_src, n = 2, 9, 5
+    src, tgt = rng.integers(0, c.v, size=(b, n_src)), rng.integers(0, c.v, size=(b, n + 3))
+    cache = T.KVCache(c.L, b, c.h_kv, n + 3, c.d_h, dtype=np.float64)
+    Counted.log = []  # prefill: the encoder, the cross K/V, the decoder on n target tokens
+    cross = _cross_kv(c, W, _encode(c, W, src))
+    logits = _decode(c, W, cross, tgt[:, :n], cache)
+    assert sum(Counted.log) == C.forward_flops(c, n, batch=b, n_source=n_src)["total"]
+    for step in range(3):  # decode: one target token, cached self K/V and cross K/V
+        Counted.log = []
+        step_logits = _decode(c, W, cross, tgt[:, n + step:n + step + 1], cache)
+        assert sum(Counted.log) == C.forward_flops(c, n + step, batch=b, phase="decode",
+                                                   n_source=n_src)["total"]
+    # the cached decoder gives the same logits as one pass over all target tokens
+    full = _decode(c, W, cross, tgt, T.KVCache(c.L, b, c.h_kv, n + 3, c.d_h, dtype=np.float64))
+    np.testing.assert_allclose(np.asarray(step_logits)[:, -1], np.asarray(full)[:, -1], rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(full)[:, :n], rtol=1e-9)
 
 
 _TORCH_FLOP_CONFIGS = {

@@ -187,14 +187,16 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
 
 
 def load_config(config) -> ModelConfig:
-    """Any config to a ModelConfig: a ModelConfig, a built-in name, a path to a config.json,
-    a config dict, or an object with the legend's attributes (L, d, h, h_kv, d_h, d_ff, v)."""
+    """Any config to a ModelConfig: a ModelConfig, a built-in name, a path to a config.json
+    (or to the model folder holding it), a config dict, or an object with the legend's attributes (L, d, h, h_kv, d_h, d_ff, v)."""
     if isinstance(config, ModelConfig):
         return config
     if isinstance(config, (str, os.PathLike)):
         s = os.fspath(config)
         if s in HF_CONFIGS:
             return from_hf(HF_CONFIGS[s], name=s)
+        if os.path.isdir(s):  # a model folder: read the config.json inside it
+            s = os.path.join(s, "config.json")
         if s.endswith(".json") or os.path.sep in s:
             if not os.path.exists(s):
                 raise FileNotFoundError(f"config file {s!r} not found")
