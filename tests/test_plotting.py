@@ -115,6 +115,23 @@ def test_mask_gallery_titles_count_the_pairs_and_colours_are_two():
         P.mask_gallery({"floats": np.ones((2, 2))})
 
 
+def test_mask_gallery_accepts_a_broadcast_padding_mask_and_small_densities():
+    lengths = np.array([3])
+    pad = (np.arange(4)[None, :] < lengths[:, None])[:, None, None, :]  # (b, 1, 1, n) as padding masks are
+    sparse = np.zeros((20, 20), dtype=bool)
+    sparse[0, 0] = True  # 1 pair of 400: 0.25 %, shown with a decimal rather than as "0%"
+    fig, axes = P.mask_gallery({"pad": np.broadcast_to(pad[0, 0], (4, 4)), "one": sparse},
+                               labels={"pad": ["a", "b", "c", "[PAD]"]})
+    assert axes[0].get_title() == "pad\n12 pairs (75%)"
+    assert tick_texts(axes[0].get_xticklabels()) == ["a", "b", "c", "[PAD]"]
+    assert axes[1].get_title() == "one\n1 pair (0.2%)"
+
+
+def test_visible_token_shows_spaces_and_newlines():
+    assert P.visible_token(" Paris") == "␣Paris"
+    assert P.visible_token("a\nb") == "a↵b"
+
+
 def test_tile_schedule_colours_computed_and_skipped_tiles():
     Tr = Tc = 4
     computed = np.tril(np.ones((Tr, Tc), dtype=bool))  # causal: tiles on/below the diagonal

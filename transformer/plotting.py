@@ -246,8 +246,8 @@ def mask_gallery(masks: dict, *, ncols=None, ax=None, suptitle=None, labels=None
         else:
             a.set_xticks([]), a.set_yticks([])
         density = pairs / m.size
-        style_axes(a, f"{name}\n{pairs} pairs ({density:.0%})" if density >= 0.01 or pairs == 0
-                   else f"{name}\n{pairs} pairs ({density:.1%})", "key", "query")
+        share = f"{density:.0%}" if density >= 0.01 or pairs == 0 else f"{density:.1%}"  # never a bare "0%"
+        style_axes(a, f"{name}\n{pairs} pair{'' if pairs == 1 else 's'} ({share})", "key", "query")
     for a in all_axes[k:]:
         a.axis("off")
     from matplotlib.patches import Patch
