@@ -487,3 +487,36 @@ def test_cli_count_as_a_module():
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "134,515,008" in p.stdout
+
+
+def test_flops_equal_matmuls_of_the_package_decoder(rng):
+    """The package's own Llama forward pass, weights wrapped to log every matmul; the prefill
+    and decode steps go through the paged KV cache."""
+    llama = pytest.importorskip("transformer.llama")
+    if not hasattr(llama, "forward"):
+        pytest.skip("the decoder's forward pass is not available")
+    from transformer.paged_kv import PagedKVCache
+    cfg = llama.LlamaConfig(L=2, d=24, h=6, h_kv=2, d_h=4, d_ff=40, v=31, n_ctx=64, tied=False, name="tiny")
+    c = load_config(cfg)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.1).view(Counted)
+
+    layers = [llama.LayerWeights(attn_norm=w(c.d), W_q=w(c.d, c.h * c.d_h), W_k=w(c.d, c.h_kv * c.d_h),
+                                 W_v=w(c.d, c.h_kv * c.d_h), W_o=w(c.h * c.d_h, c.d), ffn_norm=w(c.d),
+                                 W_gate=w(c.d, c.d_ff), W_up=w(c.d, c.d_ff), W_down=w(c.d_ff, c.d))
+              for _ in range(c.L)]
+    weights = llama.LlamaWeights(W_E=w(c.v, c.d), layers=layers, norm=w(c.d), W_out=w(c.d, c.v))
+    cos, sin = T.rope_cos_sin(np.arange(c.n_ctx), c.d_h, dtype=np.float64)
+    b, n = 2, 7
+    Counted.log = []
+    llama.forward(rng.integers(0, c.v, size=(b, n)), weights, cfg, cos, sin)
+    assert sum(Counted.log) == C.forward_flops(c, n, batch=b)["total"]
+    cache = PagedKVCache(c.L, b, c.h_kv, 16, c.d_h, block_size=3, dtype=np.float64)
+    Counted.log = []
+    llama.forward(rng.integers(0, c.v, size=(b, n)), weights, cfg, cos, sin, cache=cache, last_only=True)
+    assert sum(Counted.log) == C.forward_flops(c, n, batch=b, logits="last")["total"]
+    for step in range(3):
+        Counted.log = []
+        llama.forward(rng.integers(0, c.v, size=(b, 1)), weights, cfg, cos, sin, cache=cache, last_only=True)
+        assert sum(Counted.log) == C.forward_flops(c, n + step, batch=b, phase="decode")["total"]
