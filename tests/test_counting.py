@@ -123,7 +123,7 @@ def test_count_equals_transformers_module(name):
             m = torch.nn.Transformer(d_model=cfg["d_model"], nhead=cfg["attention_heads"],
                                      num_encoder_layers=cfg["encoder_layers"],
                                      num_decoder_layers=cfg["decoder_layers"],
-                                     dim_feedforward=cfg["ffn_dim"])
+                                     dim_feedforward=cfg["ffn_dim"], batch_first=True)
             emb = torch.nn.Embedding(cfg["vocab_size"], cfg["d_model"])
         extra = sum(p.numel() for p in m.encoder.norm.parameters()) + \
             sum(p.numel() for p in m.decoder.norm.parameters())
