@@ -5,6 +5,7 @@ transformers' BertTokenizer (built from the model's own tokenizer files).
 """
 import importlib.metadata
 import os
+import unicodedata
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ TEXTS = [
     "Crème brûlée à la façon de Zoë — naïve café",  # accents
     "我爱北京天安门。",  # Chinese: one word per character
     "𠀀𪜀 CJK extension B",  # CJK outside the basic plane
+    "0\U0002B81D 0\U0002B820 0\U0002B91F 0\U0002B920 0\U0002CEA1 0\U0002CEB0",  # the range edges (assigned code points)
     "日本語のテキストとカタカナ",  # kana are not split per character
     "한국어 문장입니다",
     "emoji 😀🎉 👍🏽 and ❤️",  # not in the vocabulary -> [UNK]
@@ -40,6 +42,10 @@ TEXTS = [
     "http://example.com/path?q=1&r=2",
     "Ελληνικά Русский عربي עברית हिन्दी ไทย",
     "Embeddings, unaffable, antidisestablishmentarianism",
+    "a[MASK]b [PAD][UNK]x[SEP] [Mask] [[MASK]]",  # specials glued to text, a look-alike
+    "e\u0301te\u0301",  # accents already decomposed (NFD)
+    "ＡＢＣ１２３",  # full-width letters are not folded: [UNK]
+    "\u2028line\u2029para x\u00adsoft\u200dzwj",  # separators, soft hyphen, zero-width joiner
 ]
 
 
@@ -78,13 +84,30 @@ def test_pieces_equal_reference(tok, ref_wp, text):
     assert ["[CLS]", *tok.tokenize(text), "[SEP]"] == ref_wp.encode(text).tokens
 
 
+def _old_unicode(ch: str) -> bool:
+    # U+1885, U+1886 (Mongolian) became combining marks in Unicode 9: Python strips them
+    # as accents, the reference's older table keeps them. The only such pair a 20,000-text
+    # fuzz over all planes found.
+    return unicodedata.ucd_3_2_0.category(ch) != "Cn" and ch not in "\u1885\u1886"
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(st.characters(exclude_categories=("Cn", "Cs")), max_size=40))
+@given(st.text(st.characters(exclude_categories=("Cs",)).filter(_old_unicode), max_size=40))
 def test_random_unicode_equals_reference(text):
-    # Unassigned code points (Cn) are left out: Python's and Rust's Unicode tables are
-    # different versions, so a character new in one is "control, dropped" in the other.
+    # Only characters assigned by Unicode 3.2: Python's and Rust's tables are different
+    # versions, so a character added since may be "unassigned, dropped" in one and a
+    # letter or a combining mark in the other (U+1CF00, Unicode 14, is such a case).
     # hypothesis does not take function-scoped fixtures; build once per module instead
     tok, ref = _cached()
+    assert tok.encode(text) == ref.encode(text).ids
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[", "]", "mask", "MASK",
+                                 "a", "##", "é", "我", " ", "\t", "-", "'s", "😀", "x" * 60]), max_size=12))
+def test_random_special_token_soup_equals_reference(parts):
+    tok, ref = _cached()
+    text = "".join(parts)
     assert tok.encode(text) == ref.encode(text).ids
 
 

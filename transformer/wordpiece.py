@@ -34,9 +34,12 @@ __all__ = [
 
 # BERT's "CJK Unified Ideographs" blocks. Hangul, Hiragana and Katakana are not
 # among them: those scripts use spaces or are split by WordPiece like any word.
+# Extension E starts at 0x2B820, and BERT's original list says so; the Rust tokenizers
+# that sentence-transformers runs start it at 0x2B920. We follow the tokenizer the model
+# is used with, so 0x2B820–0x2B91F stays inside its word, as there.
 _CJK_RANGES = (
     (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+    (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
 )
 MAX_CHARS_PER_WORD = 100  # longer "words" (URLs, base64) become one [UNK]
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
