@@ -126,7 +126,7 @@ def test_padding_changes_nothing(model, ours_emb):
 
 
 def test_batch_size_and_order_change_nothing(model, ours_emb):
-    np.testing.assert_allclose(model.embed(TEXTS, batch_size=3), ours_emb, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(model.embed(TEXTS[:6], batch_size=4), ours_emb[:6], rtol=0, atol=1e-6)
     # embed() sorts by length internally; the rows must come back in input order
     np.testing.assert_allclose(model.embed(TEXTS[5::-1], batch_size=2), ours_emb[5::-1], rtol=0, atol=1e-6)
 
