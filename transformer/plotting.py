@@ -22,7 +22,8 @@ from matplotlib.colors import ListedColormap, BoundaryNorm
 from .backend import to_numpy
 
 __all__ = [
-    "DPI", "WEIGHTS_CMAP", "SCORES_CMAP", "ON_COLOR", "OFF_COLOR", "PARTIAL_COLOR",
+    "DPI", "TITLE_SIZE", "LABEL_SIZE", "TICK_SIZE", "ANNOT_SIZE", "LINE_COLORS",
+    "WEIGHTS_CMAP", "SCORES_CMAP", "ON_COLOR", "OFF_COLOR", "PARTIAL_COLOR",
     "figures_dir", "figure_path", "fast", "visible_token", "style_axes", "new_figure",
     "attention_heatmap", "head_grid", "mask_gallery", "curves", "tile_schedule",
     "online_softmax_trace", "next_token_bars", "save",
