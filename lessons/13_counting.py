@@ -1,0 +1,370 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# requires: gguf
+
+# %% [markdown]
+# # 13 · Counting a model: parameters, FLOPs, bytes
+#
+# **What you will see.** The parameters of SmolLM2-135M, Phi-3-mini and Llama-3-8B split
+# into embeddings, attention, FFN, norms and LM head, with totals checked against the
+# published ones and against the real weights file; the FLOPs of a forward pass for a
+# prompt (prefill) and for one generated token (decode), as the sum of a term that grows
+# like $n$ (the matrix products with the weights) and one that grows like $n^2$ or $n$
+# (attention); arithmetic intensity — FLOPs per byte moved — which shows why decoding one
+# token at a time is limited by memory bandwidth, not by arithmetic; and the KV cache
+# against the context length.
+#
+# **Follows** note 004 (the aim: count a model's parameters and a forward pass's
+# operations exactly; prefill vs decode), note 002 (the Phi-3-mini module printout: 32
+# layers, $d = 3072$, vocabulary 32064, `qkv_proj` 9216, `gate_up_proj` 16384), note 001
+# (KV bytes per token $= 2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes) and note 000
+# (§4, cost per generated token with and without a cache).
+
+# %%
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+import transformer as T
+from transformer import plotting as P
+from transformer.gguf_loader import open_gguf, smollm2_path
+
+FAST = P.fast()  # TRANSFORMER_FAST=1 allocates fewer measured caches for the test suite
+rng = np.random.default_rng(0)
+
+MODELS = {"SmolLM2-135M": "smollm2-135m", "Phi-3-mini": "phi-3-mini", "Llama-3-8B": "llama-3-8b"}
+cfg = {name: T.load_config(key) for name, key in MODELS.items()}
+
+# %% [markdown]
+# ## 1. Parameters, part by part
+#
+# Everything follows from a handful of dimensions (the legend: $L$ layers, width $d$,
+# $h$ query heads and $h_{kv}$ key/value heads of size $d_h$, FFN width $d_\text{ff}$,
+# vocabulary $v$). For these Llama-style decoders (no biases, RMSNorm, SwiGLU):
+#
+# | part | parameters |
+# |---|---|
+# | embeddings | $v \cdot d$ |
+# | attention, per layer | $d \cdot h d_h$ ($W_q$) $+\; 2 \cdot d \cdot h_{kv} d_h$ ($W_k, W_v$) $+\; h d_h \cdot d$ ($W_o$) |
+# | FFN, per layer | $3 \cdot d \cdot d_\text{ff}$ (gate, up, down) |
+# | norms | $d$ per RMSNorm: two per layer and a final one |
+# | LM head | $v \cdot d$, or 0 when tied to the embeddings (SmolLM2) |
+
+# %%
+for name, c in cfg.items():
+    print(f"{name:13s} L={c.L:2d} d={c.d:4d} h={c.h:2d} h_kv={c.h_kv:2d} d_h={c.d_h:3d} "
+          f"d_ff={c.d_ff:5d} v={c.v:6d} tied head: {c.tied}")
+parts = {name: T.parameter_breakdown(key) for name, key in MODELS.items()}
+PART_NAMES = {"embeddings": "embeddings", "attention": "attention", "ffn": "FFN", "norms": "norms",
+              "lm_head": "LM head"}
+print()
+print(f"{'':13s}" + "".join(f"{label:>16s}" for label in PART_NAMES.values()) + f"{'total':>16s}")
+for name, p in parts.items():
+    print(f"{name:13s}" + "".join(f"{p[k]:16,d}" for k in PART_NAMES) + f"{p['total']:16,d}")
+
+# %% [markdown]
+# Three independent checks of the totals:
+#
+# * **Llama-3-8B**: the published count, 8,030,261,248.
+# * **Phi-3-mini**: the published count, 3,821,079,552 — and, separately, the shapes in note
+#   002's module printout, added up by hand: `qkv_proj` is one $3072 \to 9216$ matrix, i.e.
+#   $W_q, W_k, W_v$ side by side ($9216 = h d_h + 2 h_{kv} d_h$ with $h = h_{kv} = 32$,
+#   $d_h = 96$), and `gate_up_proj` is $3072 \to 16384$, gate and up side by side
+#   ($16384 = 2 d_\text{ff}$).
+# * **SmolLM2-135M**: the number of values stored in the real GGUF weights file (its
+#   quantisation changes bytes, not counts), also tallied part by part from the tensor names.
+
+# %%
+PUBLISHED = {"Llama-3-8B": 8_030_261_248, "Phi-3-mini": 3_821_079_552}
+for name, total in PUBLISHED.items():
+    print(f"{name}: counted {parts[name]['total']:,} = published {total:,}: {parts[name]['total'] == total}")
+    assert parts[name]["total"] == total
+
+c = cfg["Phi-3-mini"]
+assert c.h * c.d_h + 2 * c.h_kv * c.d_h == 9216 and 2 * c.d_ff == 16384
+printout = {  # (in_features, out_features) of each Linear in note 002's printout, or the size of a vector
+    "embed_tokens": 32064 * 3072,
+    "per layer": 3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072,  # qkv, o, gate_up, down, 2 norms
+    "final norm": 3072,
+    "lm_head": 3072 * 32064,
+}
+by_printout = printout["embed_tokens"] + 32 * printout["per layer"] + printout["final norm"] + printout["lm_head"]
+print(f"Phi-3-mini from the printout's shapes: {by_printout:,}")
+assert by_printout == parts["Phi-3-mini"]["total"]
+
+reader = open_gguf(smollm2_path())
+
+
+def gguf_part(tensor_name):  # GGUF tensor names -> our parts
+    if tensor_name == "token_embd.weight":
+        return "embeddings"
+    if tensor_name == "output.weight":
+        return "lm_head"
+    if "norm" in tensor_name:
+        return "norms"
+    return "attention" if ".attn_" in tensor_name else "ffn"
+
+
+on_disk = {k: 0 for k in PART_NAMES}
+for t in reader.tensors:
+    on_disk[gguf_part(t.name)] += int(t.n_elements)
+print(f"SmolLM2-135M GGUF: {len(reader.tensors)} tensors, {sum(on_disk.values()):,} values; by part {on_disk}")
+assert all(on_disk[k] == parts["SmolLM2-135M"][k] for k in PART_NAMES)
+assert sum(on_disk.values()) == parts["SmolLM2-135M"]["total"]
+
+# %%
+fig, ax = P.new_figure(figsize=(15, 5.8), layout="constrained")
+part_colours = [P.LINE_COLORS[i] for i in (4, 0, 2, 5, 3)]
+names = list(parts)
+y = np.arange(len(names))[::-1]
+left = np.zeros(len(names))
+for colour, (key, label) in zip(part_colours, PART_NAMES.items()):
+    share = np.array([parts[nm][key] / parts[nm]["total"] for nm in names]) * 100
+    ax.barh(y, share, left=left, color=colour, label=label, edgecolor="white", height=0.62)
+    for yi, lo, sh, nm in zip(y, left, share, names):
+        if sh >= 15:  # name, share and count where they fit; only the share in thinner segments
+            ax.text(lo + sh / 2, yi, f"{label}\n{sh:.0f} %  ({parts[nm][key] / 1e6:,.0f} M)", ha="center",
+                    va="center", fontsize=P.TICK_SIZE, color="white", fontweight="bold")
+        elif sh >= 0.5:
+            ax.text(lo + sh / 2, yi + 0.34, f"{sh:.1f} %", ha="center", va="bottom", fontsize=P.TICK_SIZE,
+                    color=colour, fontweight="bold")
+    left += share
+ax.set_yticks(y, [f"{nm}\n{parts[nm]['total']:,} parameters" for nm in names], fontsize=P.LABEL_SIZE)
+ax.set_xlim(0, 100)
+ax.set_ylim(-0.6, len(names) - 0.2)
+ax.text(100.5, y[0], "LM head tied\nto embeddings", va="center", fontsize=P.TICK_SIZE, color=part_colours[4])
+norm_share = {nm: parts[nm]["norms"] / parts[nm]["total"] for nm in names}
+P.style_axes(ax, "Where the parameters are (norms: under 0.03 % in every model, too thin to see)",
+             "share of all parameters (%)", None)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=5, fontsize=P.LABEL_SIZE, frameon=False)
+P.save(fig, P.figure_path("13_parameters.png"))
+print("norms' share:", {nm: f"{s:.4%}" for nm, s in norm_share.items()})
+assert max(norm_share.values()) < 3e-4
+
+# %%
+for name, p in parts.items():
+    layer = p["attention"] + p["ffn"]
+    print(f"{name:13s} embeddings {p['embeddings'] / p['total']:5.1%} of the model;  "
+          f"FFN {p['ffn'] / layer:5.1%} of the layers' attention + FFN")
+
+# %% [markdown]
+# The vocabulary table is a large share of the small model and a small one of the large
+# models: it does not grow with depth, the layers do. In every model the FFN holds most of
+# the layer parameters; GQA shrinks attention further ($W_k, W_v$ have only $h_{kv}$ heads),
+# which is why Llama-3-8B's FFN share is the largest of the three.
+#
+# ## 2. FLOPs: prefill vs decode
+#
+# A matrix product $(m \times k)(k \times n)$ costs $2mkn$ FLOPs (a multiply and an add per
+# term). A token passing through a weight matrix of $N$ numbers therefore costs $2N$ FLOPs,
+# whatever the context — the familiar "2 FLOPs per parameter per token" (the embedding
+# lookup is not a product, so it does not count; the LM head does). Attention adds two
+# products that depend on the context, $S = QK^\top$ and $PV$, each $2 \cdot h \cdot d_h \cdot
+# n_q \cdot n_k$ per layer:
+#
+# * **prefill** ($n$ prompt tokens at once, $n_q = n_k = n$): $\;2 N n + 4 L h d_h n^2$ — the
+#   second term, counted here for the dense $n \times n$ scores (a causal kernel skips about
+#   half, lesson 09), takes over at $n^* = N / (2 L h d_h)$;
+# * **decode** (one new token, $n$ already cached, $n_q = 1$, $n_k = n + 1$):
+#   $\;2N + 4 L h d_h (n + 1)$ — without the cache it would be a whole prefill of $n + 1$
+#   tokens for every new token (note 000 §4).
+
+# %%
+n_line = 2 ** np.arange(7, 18)  # 128 … 131072 tokens
+flops = {}
+for name, key in MODELS.items():
+    c = cfg[name]
+    N_mat = parts[name]["attention"] + parts[name]["ffn"] + c.v * c.d  # the weights a token is multiplied by
+    dec = T.decode_flops(key, 1000)
+    pre = T.prefill_flops(key, 1000)
+    assert dec["matmul"] == 2 * N_mat and pre["matmul"] == 1000 * dec["matmul"]  # 2 FLOPs per weight per token
+    assert pre["attention"] == 4 * c.L * c.h * c.d_h * 1000 ** 2 and dec["attention"] == 4 * c.L * c.h * c.d_h * 1001
+    n_star = N_mat / (2 * c.L * c.h * c.d_h)
+    print(f"{name:13s} matmul weights N = {N_mat:,}: 2N = {2 * N_mat / 1e9:6.2f} GFLOP per token; "
+          f"attention overtakes the weights at n* = N / (2·L·h·d_h) = {n_star:,.0f} tokens")
+    flops[name] = {"prefill": [T.prefill_flops(key, int(n)) for n in n_line],
+                   "decode": [T.decode_flops(key, int(n)) for n in n_line], "n_star": n_star}
+ll = flops["Llama-3-8B"]
+i_1k = list(n_line).index(1024)
+print(f"Llama-3-8B, 1024-token prompt: prefill {T.prefill_flops('llama-3-8b', 1024, logits='last')['total'] / 1e12:.1f} TFLOP "
+      f"(logits of the last token only); "
+      f"one decode step at that context {ll['decode'][i_1k]['total'] / 1e9:.1f} GFLOP; "
+      f"without a cache that step would be a prefill of 1025 tokens: "
+      f"{T.prefill_flops('llama-3-8b', 1025, logits='last')['total'] / 1e12:.1f} TFLOP")
+
+# %%
+fig, axes = P.new_figure(1, 2, figsize=(17, 6.5), layout="constrained")
+for a, phase, unit, scale in ((axes[0], "prefill", "TFLOP", 1e12), (axes[1], "decode", "GFLOP", 1e9)):
+    rows = ll[phase]
+    lines = {
+        "total": np.array([r["total"] for r in rows]) / scale,
+        "matmuls with the weights (∝ n)" if phase == "prefill" else "matmuls with the weights (constant)":
+            np.array([r["matmul"] for r in rows]) / scale,
+        "attention: QKᵀ and PV (∝ n²)" if phase == "prefill" else "attention: q·Kᵀ and p·V (∝ n)":
+            np.array([r["attention"] for r in rows]) / scale,
+    }
+    P.curves(n_line, lines, ax=a, xlabel="context length n (tokens)", ylabel=f"{unit}",
+             title=("Prefill: the whole prompt of n tokens" if phase == "prefill"
+                    else "Decode: one new token after n cached ones") + "\n(Llama-3-8B, b = 1)",
+             styles={"total": dict(color="black", linewidth=3.5, alpha=0.35)})
+    a.axvline(ll["n_star"], color="grey", linestyle=":", linewidth=2)
+    a.text(ll["n_star"] * 0.9, 0.03, f"n* = {ll['n_star']:,.0f}\nattention = weights",
+           transform=a.get_xaxis_transform(), ha="right", va="bottom", fontsize=P.TICK_SIZE, color="dimgrey")
+P.save(fig, P.figure_path("13_flops.png"))
+
+# %% [markdown]
+# ## 3. Arithmetic intensity: why decode waits on memory
+#
+# A GPU can do a certain number of FLOPs per second and move a certain number of bytes per
+# second from its memory. Their ratio, the *ridge point*, is how many FLOPs a computation
+# must do per byte it reads for the arithmetic to be the bottleneck. As an illustration take
+# an NVIDIA H100 SXM's published peaks: about 989 TFLOP/s of dense 16-bit tensor-core
+# arithmetic and 3.35 TB/s of HBM3 bandwidth, a ridge of about 295 FLOP/byte.
+#
+# `arithmetic_intensity` divides a pass's FLOPs by the bytes it must move: every weight read
+# once (16-bit) plus the KV-cache traffic. Prefill multiplies each weight it reads by all
+# $b \cdot n$ tokens; decode by only $b$ tokens, so it does about 2 FLOPs per 2-byte weight:
+# about 1 FLOP per byte, hundreds of times below the ridge.
+
+# %%
+PEAK_FLOPS = 989e12  # FLOP/s, H100 SXM dense BF16/FP16 tensor cores (datasheet, illustration)
+BANDWIDTH = 3.35e12  # bytes/s, H100 SXM HBM3 (datasheet, illustration)
+ridge = PEAK_FLOPS / BANDWIDTH
+print(f"ridge point: {PEAK_FLOPS / 1e12:.0f} TFLOP/s / {BANDWIDTH / 1e12:.2f} TB/s = {ridge:.0f} FLOP per byte")
+n_ai = 2 ** np.arange(7, 16)  # 128 … 32768
+intensity = {}
+for name, key in MODELS.items():
+    ai = [T.arithmetic_intensity(key, int(n)) for n in n_ai]
+    intensity[f"{name} prefill"] = np.array([a["prefill"]["intensity"] for a in ai])
+    intensity[f"{name} decode"] = np.array([a["decode"]["intensity"] for a in ai])
+    assert intensity[f"{name} prefill"][0] > ridge / 3 and intensity[f"{name} decode"].max() < 3
+phi_dec = intensity["Phi-3-mini decode"]
+print("Phi-3-mini decode intensity (h_kv = h: each cached K/V number is used for exactly 2 FLOPs):",
+      np.unique(np.round(phi_dec, 12)).tolist())
+assert np.allclose(phi_dec, 1.0)
+for name in MODELS:
+    print(f"{name:13s} n = 1024: prefill {intensity[f'{name} prefill'][3]:7.0f} FLOP/B, "
+          f"decode {intensity[f'{name} decode'][3]:5.2f} FLOP/B")
+
+# %% [markdown]
+# For a memory-bound step the time is bytes / bandwidth, for a compute-bound one FLOPs /
+# peak; the real time is at least the larger. One decode step of Llama-3-8B at a
+# 1024-token context (b = 1), and what batching does to it — the weights are read once for
+# the whole batch, so the FLOPs per byte grow with $b$:
+
+# %%
+batches = [1, 8, 64, 512]
+roof_points = {}
+for b in batches:
+    a = T.arithmetic_intensity("llama-3-8b", 1024, batch=b)["decode"]
+    t_mem, t_math = a["bytes"] / BANDWIDTH, a["flops"] / PEAK_FLOPS
+    roof_points[f"decode, b = {b}"] = a["intensity"]
+    print(f"b = {b:3d}: {a['bytes'] / 1e9:6.2f} GB moved, {a['flops'] / 1e9:8.1f} GFLOP -> memory {t_mem * 1e3:6.2f} ms, "
+          f"arithmetic {t_math * 1e3:6.3f} ms: {'memory' if t_mem > t_math else 'compute'}-bound "
+          f"({a['intensity']:.1f} FLOP/B)")
+a1 = T.arithmetic_intensity("llama-3-8b", 1024, batch=1)["decode"]
+kv_share = T.kv_cache_bytes("llama-3-8b", 1025, batch=512) / T.arithmetic_intensity("llama-3-8b", 1024, batch=512)["decode"]["bytes"]
+print(f"at b = 512 the KV caches are {kv_share:.0%} of the bytes: each sequence reads its own cache")
+assert a1["bytes"] / BANDWIDTH > 100 * a1["flops"] / PEAK_FLOPS  # decode at b = 1: memory-bound by far
+roof_points["prefill, n = 1024"] = T.arithmetic_intensity("llama-3-8b", 1024)["prefill"]["intensity"]
+
+# %% [markdown]
+# Batching shares the weights among $b$ sequences, but not the caches: each sequence reads
+# its own keys and values for only a few FLOPs each (about $2 h / h_{kv}$ per cached
+# number), so at large batches the cache traffic takes over and decode stays under the
+# ridge. Only the prefill of a long enough prompt does enough arithmetic per byte.
+
+# %%
+fig, (ax_i, ax_r) = P.new_figure(1, 2, figsize=(17, 6.6), layout="constrained")
+styles = {}
+for k_, name in enumerate(MODELS):
+    styles[f"{name} prefill"] = dict(color=P.LINE_COLORS[k_], linewidth=2.5)
+    styles[f"{name} decode"] = dict(color=P.LINE_COLORS[k_], linewidth=2.5, linestyle="--")
+P.curves(n_ai, intensity, ax=ax_i, styles=styles, xlabel="context length n (tokens), b = 1",
+         ylabel="FLOPs per byte moved", title="Arithmetic intensity: prefill (solid) vs decode (dashed)")
+ax_i.axhline(ridge, color="black", linewidth=2, linestyle=":")
+ax_i.text(n_ai[-1], ridge / 1.3, f"ridge of an H100: {ridge:.0f} FLOP/B\n(above: compute-bound)", ha="right",
+          va="top", fontsize=P.TICK_SIZE + 1)
+ax_i.text(n_ai[0], 1.6, "decode: ≈ 1 FLOP per byte → memory-bound", fontsize=P.TICK_SIZE + 1,
+          color="dimgrey")
+ax_i.set_ylim(0.4, intensity["SmolLM2-135M prefill"].max() * 3)
+ax_i.legend(fontsize=P.TICK_SIZE, frameon=False, loc="upper left")
+I_line = np.logspace(-1, 4.5, 200)
+ax_r.plot(I_line, np.minimum(PEAK_FLOPS, I_line * BANDWIDTH) / 1e12, color="black", linewidth=3)
+ax_r.axvline(ridge, color="black", linewidth=1.5, linestyle=":")
+for k_, (label, I) in enumerate(roof_points.items()):
+    ax_r.plot(I, min(PEAK_FLOPS, I * BANDWIDTH) / 1e12, "o", markersize=12, markeredgecolor="black",
+              color=P.LINE_COLORS[(k_ + 1) % len(P.LINE_COLORS)], label=f"{label}: {I:,.0f} FLOP/B")
+ax_r.set_xscale("log"), ax_r.set_yscale("log")
+ax_r.text(ridge * 1.15, 1.5, f"ridge {ridge:.0f} FLOP/B", fontsize=P.TICK_SIZE + 1, rotation=90, va="bottom")
+ax_r.text(0.12, 150, "memory-bound:\nTFLOP/s = 3.35 TB/s × FLOP/B", fontsize=P.TICK_SIZE + 1, va="bottom")
+ax_r.text(ridge * 1.6, PEAK_FLOPS / 1e12 / 2.2, "compute-bound:\n989 TFLOP/s", fontsize=P.TICK_SIZE + 1, va="top")
+P.style_axes(ax_r, "Roofline of an H100 (published peaks), Llama-3-8B at n = 1024", "FLOPs per byte moved",
+             "attainable TFLOP/s", grid=True)
+ax_r.legend(fontsize=P.TICK_SIZE, frameon=False, loc="lower right")
+P.save(fig, P.figure_path("13_intensity.png"))
+
+# %% [markdown]
+# ## 4. The KV cache against the context
+#
+# Each token in the context keeps a key and a value vector per KV head per layer:
+# $2 \cdot L \cdot h_{kv} \cdot d_h \cdot 2$ bytes in 16-bit (note 001). Phi-3-mini uses
+# plain multi-head attention ($h_{kv} = h = 32$), so its cache per token is the largest of
+# the three despite a smaller model than Llama-3-8B ($h_{kv} = 8$). The dashed lines mark
+# each model's own weights in 16-bit: past that context, one sequence's cache outweighs the
+# model. Lines are the formula; dots are the bytes of real `KVCache` arrays.
+
+# %%
+n_kv = 2 ** np.arange(7, 18)  # 128 … 131072
+n_kv_meas = 2 ** np.arange(8, 11 if FAST else 13)  # caches actually allocated (np.zeros: pages untouched)
+kv_line, kv_meas, weights_gib = {}, {}, {}
+for name, key in MODELS.items():
+    c = cfg[name]
+    per_tok = T.kv_cache_bytes_per_token(key)
+    kv_line[name] = np.array([T.kv_cache_bytes(key, int(n)) for n in n_kv]) / 2 ** 30
+    kv_meas[name] = np.array([T.KVCache(c.L, 1, c.h_kv, int(n), c.d_h, dtype=np.float16).nbytes
+                              for n in n_kv_meas]) / 2 ** 30
+    assert np.array_equal(kv_meas[name] * 2 ** 30, n_kv_meas * per_tok)
+    weights_gib[name] = parts[name]["total"] * 2 / 2 ** 30
+    print(f"{name:13s} {per_tok:8,d} bytes per token ({per_tok / 1024:5.1f} KiB); weights {weights_gib[name]:6.2f} GiB "
+          f"= the cache of {parts[name]['total'] * 2 / per_tok:9,.0f} tokens; "
+          f"cache at {c.n_ctx} tokens (its context window): {T.kv_cache_bytes(key, c.n_ctx) / 2 ** 30:.2f} GiB")
+print("KVCache.nbytes equals the formula for n in", n_kv_meas.tolist())
+
+# %%
+fig, ax = P.new_figure(figsize=(11.5, 6.8), layout="constrained")
+P.curves(n_kv, kv_line, kv_meas, x_measured=n_kv_meas, ax=ax, xlabel="context length n (tokens), b = 1",
+         ylabel="GiB (16-bit)", title="KV cache over the context; dashed: the model's own weights",
+         measured_label="KVCache.nbytes")
+for k_, name in enumerate(MODELS):
+    ax.axhline(weights_gib[name], color=P.LINE_COLORS[k_], linestyle="--", linewidth=1.5)
+    ax.text(n_kv[0], weights_gib[name] * 1.12, f"{name} weights {weights_gib[name]:.2f} GiB",
+            color=P.LINE_COLORS[k_], fontsize=P.TICK_SIZE)
+leg = ax.get_legend()  # keep the curves' legend (lines with their dots), move it out of the way
+ax.legend(leg.legend_handles, [t.get_text() for t in leg.get_texts()], fontsize=P.TICK_SIZE, frameon=False,
+          loc="lower right")
+P.save(fig, P.figure_path("13_kv_cache.png"))
+
+# %% [markdown]
+# **Takeaways.** A model's size is a sum over a few shapes, and the same shapes give its
+# FLOPs: $2N$ per token for the weights plus an attention term that grows with the
+# context. Prefill reuses every weight for all prompt tokens and keeps the arithmetic
+# busy; decode reuses each weight only $b$ times, does about one FLOP per byte and waits on
+# memory — which is why batching, smaller caches (GQA, lesson 07) and paged caches
+# (lesson 14) matter for serving.
