@@ -37,7 +37,8 @@ def run_lesson(lesson: Path, env=None, timeout=None) -> subprocess.CompletedProc
     """One lesson as `python lessons/NN_topic.py` from the repository root, headless."""
     env = dict(os.environ if env is None else env)
     env["MPLBACKEND"] = "Agg"
-    return subprocess.run([sys.executable, str(lesson.relative_to(ROOT))], cwd=ROOT, env=env,
+    path = lesson.relative_to(ROOT) if lesson.is_relative_to(ROOT) else lesson
+    return subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
