@@ -1,0 +1,305 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 14 · Serving memory: a paged KV cache
+#
+# **What you will see.** The KV cache of many requests at once stored the way an
+# operating system stores memory pages: one pool of fixed-size blocks, a free list, and
+# per request a *block table* that says which blocks hold its positions, in order
+# (PagedAttention, the idea behind vLLM). We follow a small pool as requests arrive, grow
+# one token at a time, finish and give their blocks back to a newcomer; check that
+# attention reading K and V block by block through the table equals attention over a
+# contiguous cache; and measure the memory a batch of requests of varied lengths reserves
+# when each is given a contiguous cache of the maximum length, against the paged cache.
+#
+# **Follows** note 003 (its pointer to PagedAttention), note 001 (KV bytes per token
+# $= 2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes) and note 000 (§4.2, the cache grows by one
+# token per generated token; its memory $O(L \cdot n \cdot d_h \cdot h)$).
+
+# %%
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+import transformer as T
+from transformer import plotting as P
+
+FAST = P.fast()  # TRANSFORMER_FAST=1 uses a smaller batch of requests for the test suite
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. Why not one contiguous array per request?
+#
+# Lesson 07's `KVCache` allocates, per sequence, room for $n_\text{max}$ positions up front:
+# the cache is written by slice and never moves. A server does not know how long a
+# request will run, so it must reserve the maximum for each — and most requests stop far
+# earlier. The paged cache reserves memory a block of `block_size` positions at a time:
+#
+# $$\text{position } p \text{ of a sequence lives in block } \texttt{table}[\,p \,/\!/\, B\,],
+#   \text{ slot } p \bmod B .$$
+#
+# A block is taken from the free list only when the sequence's last block is full, and all
+# its blocks go back to the free list when it finishes. The only waste is the unfilled end
+# of each sequence's last block: less than one block per request.
+
+# %% [markdown]
+# ## 2. A small pool, step by step
+#
+# Twelve blocks of four positions, one layer, two KV heads of size 4. Three requests
+# arrive with prompts of 6, 9 and 3 tokens; then they decode one token at a time in turn,
+# so their blocks interleave in the pool. Beside the cache we keep each request's K and V
+# in an ordinary contiguous array: the reference the paged cache must reproduce.
+
+# %%
+B, n_blocks, h_kv, d_h = 4, 12, 2, 4
+cache = T.PagedKVCache(1, 0, h_kv, 32, d_h, block_size=B, n_blocks=n_blocks, dtype=np.float64)
+reference = {}  # seq id -> (K, V), each (h_kv, n, d_h): the same positions, contiguous
+names = {}  # seq id -> a letter for the figures
+
+
+def append(seq, t):  # t new positions for one sequence: write them, then advance it
+    k_new = rng.standard_normal((h_kv, t, d_h))  # (h_kv, t, d_h)
+    v_new = rng.standard_normal((h_kv, t, d_h))
+    cache.write(seq, 0, k_new, v_new)
+    cache.extend(seq, t)
+    K, V = reference.get(seq, (np.zeros((h_kv, 0, d_h)), np.zeros((h_kv, 0, d_h))))
+    reference[seq] = (np.concatenate([K, k_new], axis=1), np.concatenate([V, v_new], axis=1))  # (h_kv, n + t, d_h)
+
+
+def snapshot(title):  # what the figure draws: owner and filled slots of every block
+    owner = np.full(n_blocks, -1)
+    filled = np.zeros(n_blocks, dtype=int)
+    for seq, table in cache.tables.items():
+        for idx, blk in enumerate(table):
+            owner[blk] = seq
+            filled[blk] = min(B, cache.lengths[seq] - idx * B)
+    tables = {names[s]: (list(t), cache.lengths[s]) for s, t in cache.tables.items()}
+    return title, owner, filled, tables
+
+
+def show():
+    for seq, table in cache.tables.items():
+        print(f"   {names[seq]}: {cache.lengths[seq]:2d} tokens, block table {table}")
+    print(f"   free list (next block handed out last): {cache.free}")
+
+
+snaps = []
+for letter, prompt in zip("ABC", (6, 9, 3)):
+    seq = cache.add_sequence()
+    names[seq] = letter
+    append(seq, prompt)  # prefill: the whole prompt at once
+print("after the three prompts:")
+show()
+for step in range(4):  # decode: one token per request per step, in turn
+    for seq in list(cache.tables):
+        append(seq, 1)
+print("after 4 decode steps each:")
+show()
+snaps.append(snapshot("A, B, C after their prompts and 4 decode steps each"))
+
+seq_A = next(s for s, nm in names.items() if nm == "A")
+freed = list(cache.tables[seq_A])
+cache.free_sequence(seq_A)
+print(f"A finishes: its blocks {freed} go back to the free list")
+show()
+snaps.append(snapshot(f"A finished: blocks {freed} are free again"))
+
+seq_D = cache.add_sequence()
+names[seq_D] = "D"
+append(seq_D, 10)
+print("D arrives with a 10-token prompt:")
+show()
+snaps.append(snapshot("D (10 tokens) reuses A's blocks"))
+assert set(cache.tables[seq_D]) <= set(freed), "a newcomer takes the freed blocks first"
+assert sum(len(t) for t in cache.tables.values()) + len(cache.free) == n_blocks  # no block lost or shared
+owners = [b_ for t in cache.tables.values() for b_ in t]
+assert len(owners) == len(set(owners))
+
+# %% [markdown]
+# `gather` reads a sequence back through its table; it must give the contiguous arrays:
+
+# %%
+for seq in cache.tables:
+    K, V = cache.gather(seq, 0)  # (h_kv, n, d_h) each, copied out block by block
+    assert np.array_equal(K, reference[seq][0]) and np.array_equal(V, reference[seq][1])
+print("gather() equals the contiguous K and V of every live request:", True)
+print(f"reserved {cache.reserved_bytes:,} bytes for {cache.used_bytes:,} used "
+      f"({cache.blocks_in_use} blocks of {B} positions for {sum(cache.lengths.values())} tokens)")
+assert cache.reserved_bytes == cache.blocks_in_use * B * cache.bytes_per_token
+
+# %%
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+
+seq_colour = {nm: P.LINE_COLORS[i] for i, nm in enumerate("ABCD")}
+fig, axes = P.new_figure(len(snaps), 1, figsize=(15, 2.55 * len(snaps) + 0.8), layout="constrained")
+for a, (title, owner, filled, tables) in zip(axes, snaps):
+    for blk in range(n_blocks):
+        x0 = blk * (B + 1)  # one column per slot, a gap between blocks
+        nm = names.get(owner[blk]) if owner[blk] >= 0 else None
+        for slot in range(B):
+            used = nm is not None and slot < filled[blk]
+            colour = seq_colour[nm] if used else ("white" if nm else P.OFF_COLOR)
+            edge = "white" if used else seq_colour.get(nm, "grey")  # white lines keep filled slots apart
+            a.add_patch(Rectangle((x0 + slot, 0), 0.92, 1, facecolor=colour, edgecolor=edge,
+                                  linewidth=1.5, hatch="//" if (nm and not used) else None))
+        a.text(x0 + B / 2, -0.3, f"block {blk}", ha="center", va="top", fontsize=P.TICK_SIZE)
+        if nm is not None:
+            a.text(x0 + B / 2, 1.15, nm, ha="center", va="bottom", fontsize=P.LABEL_SIZE, fontweight="bold",
+                   color=seq_colour[nm])
+    table_text = "   ".join(f"{nm}: {t}  ({n_} tok)" for nm, (t, n_) in tables.items())
+    a.text(0, 2.05, "block tables   " + table_text, fontsize=P.LABEL_SIZE, va="bottom", family="monospace")
+    a.set_xlim(-0.5, n_blocks * (B + 1)), a.set_ylim(-1.0, 2.9), a.axis("off")
+    a.set_title(title, fontsize=P.TITLE_SIZE, loc="left")
+fig.legend(handles=[Patch(facecolor="grey", label="slot holding a token's K and V"),
+                    Patch(facecolor="white", edgecolor="grey", hatch="//", label="reserved, not yet filled"),
+                    Patch(facecolor=P.OFF_COLOR, label="free block")],
+           loc="outside lower center", ncols=3, fontsize=P.LABEL_SIZE, frameon=False)
+fig.suptitle(f"A pool of {n_blocks} blocks × {B} positions shared by requests; each request's table lists its blocks",
+             fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("14_block_tables.png"))
+
+# %% [markdown]
+# ## 3. Attention through the block table
+#
+# `paged_attention` never copies a sequence's K and V into one array: it fetches one block
+# at a time by its id and folds it in with the online softmax of lesson 08 (running max,
+# running sum, rescaled output). Its result must equal ordinary attention over the
+# contiguous arrays — for a decode step (one query, the newest position) and for a
+# prefill (every position a query, causal), with $h = 4$ query heads sharing the
+# $h_{kv} = 2$ cached heads (GQA).
+
+# %%
+h = 4
+worst = 0.0
+for seq in cache.tables:
+    n = cache.lengths[seq]
+    K, V = reference[seq]
+    for n_q in (1, n):  # decode: the last position asks; prefill: all of them
+        q = rng.standard_normal((h, n_q, d_h))  # (h, n_q, d_h)
+        paged = T.paged_attention(q, cache.k[0], cache.v[0], cache.tables[seq], n)  # (h, n_q, d_h)
+        contiguous = T.scaled_dot_product_attention(q[None], K[None], V[None], T.causal_mask(n_q, n))[0]
+        worst = max(worst, float(np.abs(paged - contiguous).max()))
+    print(f"{names[seq]}: {n} tokens in blocks {cache.tables[seq]}: paged == contiguous for n_q = 1 and n_q = {n}")
+print(f"largest difference: {worst:.1e}")
+assert worst < 1e-12
+
+# %% [markdown]
+# ## 4. What it saves: a batch of requests of varied lengths
+#
+# A batch of requests whose final lengths (prompt + generated) vary widely, served with a
+# maximum length $n_\text{max}$. A contiguous cache must reserve $n_\text{max}$ positions for
+# each; the paged cache reserves $\lceil n_i / B \rceil$ blocks. `paged_memory_report` states
+# both as formulas. The block accounting is also measured: the requests are written into a
+# real `PagedKVCache` (one layer, one tiny head — the block tables do not depend on the head
+# size) and a real contiguous `KVCache` is allocated for the same batch; their positions,
+# times the bytes per token of a real model, give the bytes.
+
+# %%
+model, model_name = "llama-3-8b", "Llama-3-8B"
+n_max, block = 4096, 16
+b_req = 12 if FAST else 24
+lengths = np.clip(rng.lognormal(mean=6.3, sigma=0.9, size=b_req).astype(int), 20, n_max)  # (b,) tokens per request
+report = T.paged_memory_report(model, lengths, block_size=block, n_max=n_max)
+per_tok = report["bytes_per_token"]
+print(f"{b_req} requests, lengths {sorted(lengths.tolist())}")
+print(f"{model_name}: {per_tok:,} bytes per token (16-bit), n_max = {n_max}, block = {block} positions")
+
+pool = T.PagedKVCache(1, 0, 1, n_max, 1, block_size=block, n_blocks=int(sum(-(-lengths // block))),
+                      dtype=np.float16)
+for n_i in lengths:
+    seq = pool.add_sequence()
+    pool.write(seq, 0, np.zeros((1, int(n_i), 1), np.float16), np.zeros((1, int(n_i), 1), np.float16))
+    pool.extend(seq, int(n_i))
+contiguous = T.KVCache(1, b_req, 1, n_max, 1, dtype=np.float16)
+measured_tokens = {"used": pool.used_bytes / pool.bytes_per_token,
+                   "paged_reserved": pool.reserved_bytes / pool.bytes_per_token,
+                   "contiguous_reserved": contiguous.nbytes / pool.bytes_per_token}
+for key, tok in measured_tokens.items():
+    print(f"{key:20s} measured {tok:9,.0f} positions = formula {report[key] / per_tok:9,.0f}  "
+          f"-> {tok * per_tok / 2 ** 30:6.2f} GiB for {model_name}")
+    assert tok * per_tok == report[key]
+print(f"utilisation: paged {report['paged_utilisation']:.1%}, contiguous {report['contiguous_utilisation']:.1%}; "
+      f"paged waste {report['paged_waste'] / 2 ** 20:.1f} MiB < one block per request "
+      f"({b_req * block * per_tok / 2 ** 20:.1f} MiB)")
+assert report["paged_waste"] < b_req * block * per_tok
+saved = report["contiguous_reserved"] / report["paged_reserved"]
+print(f"the contiguous caches reserve {saved:.1f}× the memory of the paged one: "
+      f"{saved:.1f}× as many requests of this mix fit in the same memory")
+
+# %% [markdown]
+# The block size is a trade-off: small blocks waste less at each sequence's end, but make
+# longer block tables and smaller reads. Waste against block size, formula (line) and the
+# measured pool (dots):
+
+# %%
+block_line = 2 ** np.arange(1, 10)  # 2 … 512 positions per block (1 would waste nothing: off a log axis)
+waste_line = np.array([T.paged_memory_report(model, lengths, block_size=int(bs), n_max=n_max)["paged_waste"]
+                       for bs in block_line]) / 2 ** 20
+block_meas = np.array([4, 16, 64, 256])
+waste_meas = []
+for bs in block_meas:
+    pool_b = T.PagedKVCache(1, 0, 1, n_max, 1, block_size=int(bs), n_blocks=int(sum(-(-lengths // bs))),
+                            dtype=np.float16)
+    for n_i in lengths:
+        seq = pool_b.add_sequence()
+        pool_b.write(seq, 0, np.zeros((1, int(n_i), 1), np.float16), np.zeros((1, int(n_i), 1), np.float16))
+        pool_b.extend(seq, int(n_i))
+    waste_meas.append((pool_b.reserved_bytes - pool_b.used_bytes) / pool_b.bytes_per_token * per_tok / 2 ** 20)
+assert np.allclose(waste_meas, waste_line[np.isin(block_line, block_meas)])
+contig_waste = report["contiguous_waste"] / 2 ** 20
+print("paged waste (MiB) by block size:", dict(zip(block_line.tolist(), np.round(waste_line, 1).tolist())))
+print(f"contiguous waste: {contig_waste:,.0f} MiB")
+
+# %%
+fig, (ax_r, ax_t, ax_b) = P.new_figure(1, 3, figsize=(18, 6.4), layout="constrained", width_ratios=[2.2, 1, 1.3])
+order = np.argsort(lengths)[::-1]
+xr = np.arange(b_req)
+gib = per_tok / 2 ** 30
+ax_r.bar(xr, np.full(b_req, n_max * gib), color=P.OFF_COLOR, width=0.85, label=f"contiguous: n_max = {n_max} each")
+ax_r.bar(xr, -(-lengths[order] // block) * block * gib, color=P.PARTIAL_COLOR, width=0.85,
+         label=f"paged: whole blocks of {block}")
+ax_r.bar(xr, lengths[order] * gib, color=P.ON_COLOR, width=0.55, label="used: the request's tokens")
+ax_r.set_xticks(xr, [str(n_) for n_ in lengths[order]], rotation=90, fontsize=P.TICK_SIZE)
+P.style_axes(ax_r, f"Per request ({model_name}, 16-bit cache), longest first", "request length (tokens)", "GiB reserved")
+ax_r.legend(fontsize=P.TICK_SIZE + 1, frameon=True, framealpha=0.95, loc="center right")
+totals = {"used": report["used"], "paged\nreserved": report["paged_reserved"],
+          "contiguous\nreserved": report["contiguous_reserved"]}
+bars = ax_t.bar(range(3), np.array(list(totals.values())) / 2 ** 30,
+                color=[P.ON_COLOR, P.PARTIAL_COLOR, P.OFF_COLOR], edgecolor="black", linewidth=0.8)
+for i, val in enumerate(totals.values()):
+    share = "" if i == 0 else f"\n{report['used'] / val:.0%} used"
+    ax_t.text(i, val / 2 ** 30, f"{val / 2 ** 30:.2f} GiB{share}", ha="center", va="bottom", fontsize=P.TICK_SIZE)
+ax_t.set_xticks(range(3), list(totals), fontsize=P.TICK_SIZE)
+ax_t.set_ylim(0, report["contiguous_reserved"] / 2 ** 30 * 1.2)
+P.style_axes(ax_t, f"The batch of {b_req}", None, "GiB")
+P.curves(block_line, {"paged: last-block waste": waste_line}, {"paged: last-block waste": np.array(waste_meas)},
+         x_measured=block_meas, ax=ax_b, xlabel="block size (positions)", ylabel="reserved but unused (MiB)",
+         title="Waste vs block size", measured_label="PagedKVCache", logy=True)
+ax_b.axhline(contig_waste, color=P.LINE_COLORS[1], linestyle="--", linewidth=2)
+ax_b.text(block_line[0], contig_waste * 0.8, f"contiguous: {contig_waste / 1024:.1f} GiB", va="top",
+          color=P.LINE_COLORS[1], fontsize=P.TICK_SIZE)
+P.save(fig, P.figure_path("14_fragmentation.png"))
+
+# %% [markdown]
+# **Takeaways.** A paged cache is a pool of blocks plus one small table per request:
+# positions map to (block, slot) like virtual addresses to pages. A request holds only the
+# blocks it has filled (plus part of one), a finished request's blocks serve the next one at
+# once, and attention reads the blocks through the table with the online softmax, giving
+# exactly the contiguous result. Against preallocating the maximum length, the memory a
+# batch reserves falls to what it uses — and that is how many more requests fit on one GPU.
