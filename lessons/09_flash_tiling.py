@@ -35,8 +35,6 @@ _here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd
 ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
 sys.path.insert(0, str(ROOT))
 
-import json
-
 import numpy as np
 
 import transformer as T
@@ -444,14 +442,19 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # sizes, with timings; when its results are present, their summary reads:
 
 # %%
-bench = ROOT / "benchmarks" / "results" / "flash.json"
-if bench.is_file():
-    meta = json.loads(bench.read_text(encoding="utf-8"))["meta"]
-    print(f"{meta['command']}  ({meta['date']}; {meta['machine']})")
-    for line in meta["summary"]:
+bench = ROOT / "benchmarks" / "results" / "flash.md"
+summary = []
+if bench.is_file():  # the report's "## Summary" bullets (the benchmark also writes .json and .csv)
+    lines = bench.read_text(encoding="utf-8").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().lower() == "## summary"), None)
+    if start is not None:
+        summary = [line.strip("- ").strip() for line in lines[start + 1:] if line.startswith("- ")]
+if summary:
+    print(f"{bench.relative_to(ROOT)}:")
+    for line in summary:
         print("  ", line)
 else:
-    print("no benchmark results yet: run `python benchmarks/bench_flash.py --quick`")
+    print("no benchmark summary yet: run `python benchmarks/bench_flash.py --quick`")
 
 # %% [markdown]
 # **Takeaways.** FlashAttention computes exactly the attention of lesson 03, tile by tile:
