@@ -463,5 +463,6 @@ else:
 # $n \times n$ matrix, so its slow-memory traffic drops by a factor that grows with the tiles
 # the fast memory can hold, and its extra memory grows like $n$ instead of $n^2$; the backward pass buys the same saving with a second
 # computation of $S$. On a GPU, where attention waits on memory, that is the 2–4× speed-up
-# of note 001. On this CPU, in NumPy, the Python loop over tiles costs more than it saves:
-# the gain shown here is in memory moved and held, not in seconds.
+# of note 001. This lesson measures memory moved and held, not seconds: on a CPU, in NumPy,
+# the time of the tiled version is set mostly by its Python loop over tiles (the benchmark
+# times both).

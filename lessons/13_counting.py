@@ -11,8 +11,6 @@
 #     name: python3
 # ---
 
-# requires: gguf
-
 # %% [markdown]
 # # 13 · Counting a model: parameters, FLOPs, bytes
 #
@@ -32,6 +30,8 @@
 # (§4, cost per generated token with and without a cache).
 
 # %%
+# SmolLM2's count is checked against its GGUF weights file, read with the gguf package:
+# requires: gguf
 import sys
 from pathlib import Path
 
