@@ -68,7 +68,16 @@ print(f"chosen: layer {layer} (average {to_nouns[layer].mean():.3f}); its head {
       f"{to_nouns[layer, head]:.3f} (dog {W[layer, head, it, dog]:.3f}, squirrel {W[layer, head, it, squirrel]:.3f})")
 uniform = 2 / len(toks)  # what two keys would get if "it" spread its weight evenly
 print(f"a uniform row would give the two nouns {uniform:.3f}")
+every_row = W[layer, head][:, [dog, squirrel]].sum(-1)  # (n,): the same two columns, for every query
+print(f"head {head} gives dog + squirrel {every_row.mean():.3f} on average over all {len(toks)} rows, "
+      f"from {every_row.min():.3f} to {every_row.max():.3f}")
 assert np.allclose(W.sum(-1), 1, atol=1e-5) and to_nouns[layer, head] > uniform
+
+# %% [markdown]
+# Two cautions for reading such maps. The head does not *choose* between the nouns: the row
+# of "it" is a weighted mix of both. And the same head sends weight to "dog" and "squirrel"
+# from most other rows as well (the printed range above): it looks like a "find the nouns"
+# head more than a resolver of "it" — one head's map is a clue, not an explanation.
 
 # %%
 import matplotlib.pyplot as plt  # noqa: E402
@@ -172,7 +181,6 @@ out = model.forward([short, long_])
 lengths = T.to_numpy(out.lengths)  # (b,) real tokens per row
 n_real, n_pad = int(lengths[0]), int(lengths.max())
 Wb = T.to_numpy(out.weights[layer])[0]  # (h, n, n): the short sentence's weights in the batch
-pad_weight = Wb[:, :, n_real:]  # every head, every query, the [PAD] keys
 print(f"batch lengths {lengths.tolist()}: the short row has {n_pad - n_real} [PAD] tokens")
 print("largest weight on a [PAD] key, all layers and heads:",
       max(float(T.to_numpy(w_)[0][:, :, n_real:].max()) for w_ in out.weights))
@@ -199,7 +207,7 @@ fig.colorbar(axes[0].images[0], ax=axes, fraction=0.02, pad=0.01).set_label("wei
 P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 
 # %% [markdown]
-# **Takeaways.** In a trained encoder some heads do tie "it" to the nouns, and they can use
-# the words on both sides. Sentence embeddings turn meaning into geometry: paraphrases have
+# **Takeaways.** In a trained encoder some heads put most of the weight of "it" on the two
+# nouns, and they can use the words on both sides. Sentence embeddings turn meaning into geometry: paraphrases have
 # high cosine similarity. A mask is all that separates an encoder's reading from a decoder's,
 # and the padding mask makes every sentence in a batch independent of the others.
