@@ -148,6 +148,17 @@ def test_tile_schedule_colours_computed_and_skipped_tiles():
     assert "B_c = 16" in ax.get_xlabel() and "B_r = 16" in ax.get_ylabel()
 
 
+def test_tile_schedule_numbers_fa1_column_order():
+    computed = np.tril(np.ones((3, 3), dtype=bool))
+    fig, ax = P.tile_schedule(computed, order="columns")
+    # FlashAttention-1: outer loop over key blocks j, inner over query blocks i ≥ j
+    want = {(0, 0): "1", (1, 0): "2", (2, 0): "3", (1, 1): "4", (2, 1): "5", (2, 2): "6"}
+    got = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
+    assert got == want
+    with pytest.raises(ValueError, match="'diagonal'"):
+        P.tile_schedule(computed, order="diagonal")
+
+
 def test_curves_draws_lines_and_points_in_matching_colours_on_log_axes():
     n = np.array([256, 512, 1024, 2048])
     quad = n.astype(float) ** 2 * 4  # float32 bytes of an n × n score matrix, by hand

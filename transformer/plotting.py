@@ -265,7 +265,9 @@ def tile_schedule(computed, ax=None, *, partial=None, Br=None, Bc=None, order=Fa
 
     computed: boolean (Tr, Tc), True = tile of S = Q_i K_jᵀ is computed, False = skipped
     (e.g. above a causal diagonal). partial: optional boolean (Tr, Tc), tiles computed
-    with a mask inside them. order=True numbers the computed tiles in loop order.
+    with a mask inside them. order numbers the computed tiles in visit order: "rows"
+    (or True) for FlashAttention-2's loop (outer over query blocks i), "columns" for
+    FlashAttention-1's (outer over key blocks j).
     Returns (fig, ax); ax.images[0] holds 0 = skipped, 1 = computed, 2 = partial.
     """
     c = _as_np(computed, 2, "computed (Tr, Tc)").astype(bool)
@@ -285,8 +287,11 @@ def tile_schedule(computed, ax=None, *, partial=None, Br=None, Bc=None, order=Fa
     ax.tick_params(which="minor", length=0)
     ax.set_xticks(range(Tc))
     ax.set_yticks(range(Tr))
+    if order not in (False, True, "rows", "columns"):
+        raise ValueError(f"order must be False, 'rows' or 'columns', got {order!r}")
     if order:
-        for k, (i, j) in enumerate(zip(*np.nonzero(c))):
+        rows, cols = np.nonzero(c) if order in (True, "rows") else np.nonzero(c.T)[::-1]
+        for k, (i, j) in enumerate(zip(rows, cols)):
             ax.text(j, i, str(k + 1), ha="center", va="center", fontsize=ANNOT_SIZE + 1,
                     color="white" if state[i, j] == 1 else "black")
     xl = "key block j" + (f"  (B_c = {Bc} keys)" if Bc else "")
