@@ -41,8 +41,8 @@ __all__ = [
     "attention_backward_naive", "tile_kind", "TileStep", "FlashTrace", "DEFAULT_BLOCK",
 ]
 
-# A 128 × 128 float32 score tile is 64 KiB: it stays in a CPU core's L2 cache, and large
-# enough that the Python loop over tiles costs little next to the matrix products.
+# A 128 × 128 float32 score tile is 64 KiB per head: it stays in a CPU core's L2 cache, and is
+# large enough that the Python loop over tiles costs little next to the matrix products.
 DEFAULT_BLOCK = 128
 
 

@@ -1,0 +1,259 @@
+"""Time and peak memory of attention three ways, in one run: standard NumPy, tiled NumPy, torch SDPA.
+
+    python benchmarks/bench_flash.py            # n = 256 … 8192 (a few minutes on 2 cores)
+    python benchmarks/bench_flash.py --quick    # n = 256 … 2048 (under a minute)
+
+b = 1, h = 8, d_h = 64, float32, causal and not. For each n:
+  standard  `standard_attention`: S and P whole (two n × n buffers per head)
+  core      `scaled_dot_product_attention`, the readable core (n ≤ --core-max-n; it keeps more n × n temporaries)
+  tiled     `flash_attention` (FA2 order) at each block size of --blocks; the fastest is reported
+  torch     torch.nn.functional.scaled_dot_product_attention on the CPU
+Times are medians of --repeats runs (the minimum is kept too). NumPy peaks are measured with
+tracemalloc; torch's allocations are invisible to it, so its peak is the running sum of the
+allocation events its profiler records (profile_memory=True) during one call.
+Formulas for the same quantities (io_count.py) are written beside each measurement.
+--threads N (default 2) sets BLAS/OpenMP threads for NumPy and torch alike. Each run is
+stored under its --label (default "2 threads") in benchmarks/results/flash.json; flash.csv and flash.md
+are rewritten from every run stored there.
+"""
+import os
+import sys
+
+
+def _threads_from_argv(default=2):  # read --threads before NumPy starts its BLAS thread pool
+    argv = sys.argv[1:]
+    for a, b in zip(argv, argv[1:] + [""]):
+        if a == "--threads":
+            return int(b)
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return default
+
+
+THREADS = _threads_from_argv()
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before NumPy loads BLAS
+    os.environ[_var] = str(THREADS)
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch's profiler quiet
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import transformer as T  # noqa: E402
+from transformer.io_count import (IOCounter, flash2_io, flash_attention_peak_bytes,  # noqa: E402
+                                  measure_peak_bytes, standard_attention_io,
+                                  standard_attention_peak_bytes)
+
+B, H, D_H = 1, 8, 64
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def inputs(n, seed=0):  # -> q, k, v each [B, H, n, D_H] float32
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((B, H, n, D_H), dtype=np.float32) for _ in range(3))
+
+
+def timed(fn, repeats, warm_up=True):  # -> (median s, min s)
+    if warm_up:
+        fn()  # BLAS threads, caches, first touch of pages; negligible next to seconds-long calls
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts)
+
+
+def torch_peak(fn):  # -> bytes: the peak of torch's CPU allocations during fn()
+    """torch's allocator does not report to tracemalloc; its profiler records every allocation
+    and free ("[memory]" events, bytes ±), whose running sum peaks at the call's extra memory."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    del out
+    cur = peak = 0
+    for _, nbytes in events:
+        cur += nbytes
+        peak = max(peak, cur)
+    return peak
+
+
+def bench(ns, blocks, repeats_for, core_max_n):
+    import torch
+    torch.set_num_threads(THREADS)
+    rows = []
+    for n in ns:
+        q, k, v = inputs(n)
+        tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+        reps = repeats_for(n)
+        for causal in (False, True):
+            row = {"n": n, "causal": causal, "threads": THREADS, "b": B, "h": H, "d_h": D_H, "repeats": reps}
+            # torch SDPA
+            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)  # noqa: E731
+            row["torch_s"], row["torch_min_s"] = timed(sdpa, reps)
+            row["torch_peak_bytes"] = torch_peak(sdpa)
+            # tiled NumPy: every block size, keep the fastest
+            best = None
+            for blk in blocks:
+                t_med, t_min = timed(lambda: T.flash_attention(q, k, v, causal=causal, block_q=blk, block_k=blk), reps)
+                row[f"tiled_b{blk}_s"] = t_med
+                _, row[f"tiled_b{blk}_peak_bytes"] = measure_peak_bytes(
+                    T.flash_attention, q, k, v, causal=causal, block_q=blk, block_k=blk)
+                if best is None or t_med < best[1]:
+                    best = (blk, t_med, t_min)
+            blk = best[0]
+            row["tiled_block"], row["tiled_s"], row["tiled_min_s"] = best
+            io = IOCounter()
+            out_t, row["tiled_peak_bytes"] = measure_peak_bytes(
+                T.flash_attention, q, k, v, causal=causal, block_q=blk, block_k=blk, io=io)
+            row["tiled_peak_formula"] = flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk)
+            row["tiled_io_elements"] = io.total
+            row["tiled_io_formula"] = flash2_io(n, n, D_H, blk, blk, causal, B * H)["total"]
+            # standard (naive) NumPy, S and P whole
+            row["naive_s"], row["naive_min_s"] = timed(lambda: T.standard_attention(q, k, v, causal=causal), reps,
+                                                       warm_up=n < 4096)
+            io = IOCounter()
+            out_n, row["naive_peak_bytes"] = measure_peak_bytes(T.standard_attention, q, k, v, causal=causal, io=io)
+            row["naive_peak_formula"] = standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
+            row["naive_io_elements"] = io.total
+            row["naive_io_formula"] = standard_attention_io(n, n, D_H, B * H)["total"]
+            row["max_abs_diff_tiled_vs_naive"] = float(np.max(np.abs(out_t - out_n)))
+            del out_n
+            # the core's readable SDPA
+            if n <= core_max_n:
+                mask = T.causal_mask(n) if causal else None
+                row["core_s"], row["core_min_s"] = timed(lambda: T.scaled_dot_product_attention(q, k, v, mask), reps,
+                                                         warm_up=n < 4096)
+                _, row["core_peak_bytes"] = measure_peak_bytes(T.scaled_dot_product_attention, q, k, v, mask)
+            rows.append(row)
+            print(f"n={n:5d} causal={causal!s:5} torch {row['torch_s'] * 1e3:8.1f} ms "
+                  f"{row['torch_peak_bytes'] / 2**20:7.1f} MiB | tiled(B={blk}) {row['tiled_s'] * 1e3:8.1f} ms "
+                  f"{row['tiled_peak_bytes'] / 2**20:7.1f} MiB | naive {row['naive_s'] * 1e3:8.1f} ms "
+                  f"{row['naive_peak_bytes'] / 2**20:8.1f} MiB", flush=True)
+    return rows
+
+
+def markdown(rows, meta):
+    mib = 2 ** 20
+    lines = [
+        f"## {meta['label']}", "",
+        f"b = {B}, h = {H}, d_h = {D_H}, float32. {meta['machine']}. Run: `{meta['command']}` "
+        f"({meta['wall_s']:.0f} s, {meta['date']}).",
+        "Times: median of the repeats (the minimum in the JSON/CSV). Peaks: extra bytes during one call "
+        "(NumPy: tracemalloc; torch: its profiler's allocation events). "
+        "`formula` columns come from `transformer/io_count.py`.", "",
+        "| n | causal | torch SDPA ms | tiled ms (block) | naive ms | core ms | tiled / torch | "
+        "torch MiB | tiled MiB (formula) | naive MiB (formula) | tiled / naive memory |",
+        "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        core = f"{r['core_s'] * 1e3:.0f}" if "core_s" in r else "–"
+        lines.append(
+            f"| {r['n']} | {'yes' if r['causal'] else 'no'} | {r['torch_s'] * 1e3:.1f} | "
+            f"{r['tiled_s'] * 1e3:.0f} ({r['tiled_block']}) | {r['naive_s'] * 1e3:.0f} | {core} | "
+            f"{r['tiled_s'] / r['torch_s']:.1f}× | {r['torch_peak_bytes'] / mib:.1f} | "
+            f"{r['tiled_peak_bytes'] / mib:.1f} ({r['tiled_peak_formula'] / mib:.1f}) | "
+            f"{r['naive_peak_bytes'] / mib:.0f} ({r['naive_peak_formula'] / mib:.0f}) | "
+            f"{100 * r['tiled_peak_bytes'] / r['naive_peak_bytes']:.2f} % |")
+    lines += ["", "Slow-memory traffic counted by the loops (elements, all heads) equals the IO formulas:", "",
+              "| n | causal | naive counted = formula | tiled counted = formula |", "|---:|:---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['n']} | {'yes' if r['causal'] else 'no'} | {r['naive_io_elements']:,} "
+                     f"{'=' if r['naive_io_elements'] == r['naive_io_formula'] else '≠'} {r['naive_io_formula']:,} | "
+                     f"{r['tiled_io_elements']:,} {'=' if r['tiled_io_elements'] == r['tiled_io_formula'] else '≠'} "
+                     f"{r['tiled_io_formula']:,} |")
+    lines += ["", "## Summary", ""] + [f"- {s}" for s in meta["summary"]] + [""]
+    return "\n".join(lines)
+
+
+def summarise(rows, blocks):
+    out = []
+    for r in rows:
+        if r["n"] == 4096:
+            out.append(f"n = 4096, causal={r['causal']}: fastest tiled (block {r['tiled_block']}) "
+                       f"{r['tiled_s'] * 1e3:.0f} ms = {r['tiled_s'] / r['torch_s']:.1f}× torch SDPA "
+                       f"({r['torch_s'] * 1e3:.0f} ms; target ≤ 3×), peak {r['tiled_peak_bytes'] / 2**20:.1f} MiB = "
+                       f"{100 * r['tiled_peak_bytes'] / r['naive_peak_bytes']:.2f} % of naive's "
+                       f"{r['naive_peak_bytes'] / 2**20:.0f} MiB (target ≤ 2 %). Per block: " + "; ".join(
+                           f"{b}: {r[f'tiled_b{b}_s'] * 1e3:.0f} ms = {r[f'tiled_b{b}_s'] / r['torch_s']:.1f}×, "
+                           f"{100 * r[f'tiled_b{b}_peak_bytes'] / r['naive_peak_bytes']:.2f} %" for b in blocks) + ".")
+    worst = max(abs(r["tiled_peak_bytes"] / r["tiled_peak_formula"] - 1) for r in rows)
+    worst_n = max(abs(r["naive_peak_bytes"] / r["naive_peak_formula"] - 1) for r in rows)
+    out.append(f"Measured peaks vs formulas: tiled within {100 * worst:.1f} %, naive within {100 * worst_n:.1f} %.")
+    out.append("IO counters equal the formulas in every row: "
+               f"{all(r['tiled_io_elements'] == r['tiled_io_formula'] and r['naive_io_elements'] == r['naive_io_formula'] for r in rows)}.")
+    out.append(f"Largest |tiled - naive| over all outputs: {max(r['max_abs_diff_tiled_vs_naive'] for r in rows):.1e}.")
+    return out
+
+
+def formula_curves(rows):  # the formula lines for a memory-vs-n plot, at every power of two
+    ns = [2 ** p for p in range(8, 14)]  # 256 … 8192
+    blk = max((r["tiled_block"] for r in rows if r["n"] == max(x["n"] for x in rows)), default=256)
+    return {
+        "n": ns, "tiled_block": blk,
+        "naive_peak_bytes": [standard_attention_peak_bytes(B, H, n, n, D_H, 4) for n in ns],
+        "naive_causal_peak_bytes": [standard_attention_peak_bytes(B, H, n, n, D_H, 4, True) for n in ns],
+        "tiled_peak_bytes": [flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk) for n in ns],
+        "naive_io_elements": [standard_attention_io(n, n, D_H, B * H)["total"] for n in ns],
+        "tiled_io_elements": [flash2_io(n, n, D_H, blk, blk, False, B * H)["total"] for n in ns],
+        "tiled_causal_io_elements": [flash2_io(n, n, D_H, blk, blk, True, B * H)["total"] for n in ns],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="n = 256 … 2048 only")
+    ap.add_argument("--ns", type=int, nargs="+", help="sequence lengths (default 256 … 8192)")
+    ap.add_argument("--blocks", type=int, nargs="+", default=[128, 256, 512], help="tiled block sizes to try")
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs per point (default 5, 3 for n ≥ 4096)")
+    ap.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads for NumPy and torch")
+    ap.add_argument("--label", help="name of this run in the results (default: '2 threads'); "
+                    "a run with the same label is replaced")
+    ap.add_argument("--core-max-n", type=int, default=4096, help="largest n for the core SDPA (memory)")
+    ap.add_argument("--note", default=f"CPU shared with other jobs during the run (load average "
+                    f"{os.getloadavg()[0]:.1f} at start): times are noisy",
+                    help="a line about the machine's state, written into the results")
+    args = ap.parse_args()
+    ns = args.ns or ([256, 512, 1024, 2048] if args.quick else [256, 512, 1024, 2048, 4096, 8192])
+    repeats_for = (lambda n: args.repeats) if args.repeats else (lambda n: 3 if n >= 4096 else 5)
+    import torch
+    t0 = time.time()
+    rows = bench(ns, args.blocks, repeats_for, args.core_max_n)
+    meta = {
+        "command": "python benchmarks/bench_flash.py " + " ".join(sys.argv[1:]),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, {THREADS} thread{'s' if THREADS > 1 else ''} "
+                   f"(NumPy {np.__version__}, torch {torch.__version__}); {args.note}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "wall_s": time.time() - t0,
+        "threads": THREADS,
+    }
+    meta["summary"] = summarise(rows, args.blocks)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "flash.json"
+    runs = json.loads(path.read_text())["runs"] if path.exists() else {}
+    label = args.label or f"{THREADS} thread{'s' if THREADS > 1 else ''}"
+    meta["label"] = label
+    runs[label] = {"meta": meta, "rows": [dict(r, run=label) for r in rows], "formula_curves": formula_curves(rows)}
+    path.write_text(json.dumps({"runs": runs}, indent=1))
+    all_rows = [r for key in runs for r in runs[key]["rows"]]
+    keys = sorted({k for r in all_rows for k in r}, key=lambda k: (k not in ("run", "threads", "n", "causal"), k))
+    with open(RESULTS / "flash.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(all_rows)
+    md = [markdown(runs[key]["rows"], runs[key]["meta"]) for key in runs]
+    (RESULTS / "flash.md").write_text("# FlashAttention benchmark (CPU)\n\n" + "\n".join(md))
+    print("\n".join(meta["summary"]))
+
+
+if __name__ == "__main__":
+    main()
