@@ -157,6 +157,8 @@ def test_chat_stops_at_eos_like_hf(model, hf):
     ours = model.generate(ids, max_new_tokens=24)
     assert ours == hf_greedy(hf, ids, 24)
     assert ours[-1] == model.tokenizer.eos_id and len(ours) < 24  # stopped at <|im_end|>
+    longer = model.generate(ids, max_new_tokens=len(ours) + 2, stop_at_eos=False)
+    assert len(longer) == len(ours) + 2 and longer[:len(ours)] == ours  # went on past EOS
 
 
 def test_cached_equals_uncached(model):
@@ -297,3 +299,61 @@ def test_cli_generate_and_tokenize(model, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"{len(model.tokenizer.encode('Hello, 42 😀'))} tokens: {model.tokenizer.encode('Hello, 42 😀')}"
     assert "b' \\xf0\\x9f\\x98'" in out  # an emoji's first bytes, split across tokens
+
+
+# --- any Llama GGUF, not just SmolLM2 --------------------------------------------------
+def write_tiny_llama_gguf(path, *, L, d, h, h_kv, d_ff, tied, seed=0):
+    """A random Llama of another size, float32 tensors, byte-level vocabulary (256 tokens + 2
+    specials, one merge) in GGUF, matrices stored as (d_out, d_in) like llama.cpp does."""
+    import gguf
+    from transformer.bpe import bytes_to_unicode
+
+    rng = np.random.default_rng(seed)
+    tokens = [bytes_to_unicode()[b] for b in range(256)] + ["ĠĠ", "<|end|>"]
+    v, d_h = len(tokens), d // h
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(L); w.add_context_length(64); w.add_embedding_length(d)
+    w.add_feed_forward_length(d_ff); w.add_head_count(h); w.add_head_count_kv(h_kv)
+    w.add_rope_freq_base(5000.0); w.add_layer_norm_rms_eps(1e-6); w.add_rope_dimension_count(d_h)
+    w.add_vocab_size(v)
+    w.add_tokenizer_model("gpt2"); w.add_tokenizer_pre("gpt2"); w.add_token_list(tokens)
+    w.add_token_merges(["Ġ Ġ"]); w.add_token_types([1] * (v - 1) + [3]); w.add_eos_token_id(v - 1)
+
+    def t(*shape, scale=0.2):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+    w.add_tensor("token_embd.weight", t(v, d, scale=1.0))
+    for i in range(L):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", 1 + t(d, scale=0.1))
+        w.add_tensor(p + "attn_q.weight", t(h * d_h, d))
+        w.add_tensor(p + "attn_k.weight", t(h_kv * d_h, d))
+        w.add_tensor(p + "attn_v.weight", t(h_kv * d_h, d))
+        w.add_tensor(p + "attn_output.weight", t(d, h * d_h))
+        w.add_tensor(p + "ffn_norm.weight", 1 + t(d, scale=0.1))
+        w.add_tensor(p + "ffn_gate.weight", t(d_ff, d))
+        w.add_tensor(p + "ffn_up.weight", t(d_ff, d))
+        w.add_tensor(p + "ffn_down.weight", t(d, d_ff))
+    w.add_tensor("output_norm.weight", 1 + t(d, scale=0.1))
+    if not tied:
+        w.add_tensor("output.weight", t(v, d))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+
+@pytest.mark.parametrize("h_kv,tied", [(4, True), (2, False), (1, True)])  # MHA, GQA, MQA
+def test_any_llama_gguf_equals_hf(tmp_path, h_kv, tied):
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM
+
+    path = tmp_path / f"tiny-{h_kv}.gguf"
+    write_tiny_llama_gguf(path, L=2, d=64, h=4, h_kv=h_kv, d_ff=96, tied=tied)
+    ours = T.load_llama(path, progress=False)
+    c = ours.config
+    assert (c.L, c.d, c.h, c.h_kv, c.d_h, c.d_ff, c.v, c.n_ctx, c.tied) == (2, 64, 4, h_kv, 16, 96, 258, 64, tied)
+    ref = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=path.name, dtype=torch.float32).eval()
+    assert ref.config.tie_word_embeddings == tied
+    ids = ours.tokenizer.encode("Hello   world, 12 tiny models!")
+    assert 256 in ids  # "   world" splits as "  " + " world", and the merge "Ġ Ġ" fires on "  "
+    with torch.no_grad():
+        expected = ref(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(ours.logits(ids), expected, atol=1e-4, rtol=1e-4)
+    assert ours.generate(ids, max_new_tokens=5) == ours.generate(ids, max_new_tokens=5, use_cache=False)

@@ -282,7 +282,7 @@ class Llama:
         return set() if eos is None else {eos}
 
     def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
-               seed=None, use_cache: bool = True, cache=None):
+               seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True):
         """Yield new token ids one at a time (see `generate`)."""
         ids = self.encode(prompt)
         if not ids:
@@ -292,7 +292,7 @@ class Llama:
         check_sampling(temperature, top_k, top_p)
         self._check_length(len(ids) + max_new_tokens)
         rng = np.random.default_rng(seed)
-        stop = self._stop_ids()
+        stop = self._stop_ids() if stop_at_eos else set()
         stats = self.last_stats = GenerationStats(prompt_tokens=len(ids))
         if max_new_tokens == 0:
             return
@@ -326,16 +326,18 @@ class Llama:
             t0 = time.perf_counter()
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
-                 seed=None, use_cache: bool = True, cache=None) -> list[int]:
+                 seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True) -> list[int]:
         """Continue `prompt` (text or ids); return the new ids (ending with EOS if it came).
 
         temperature 0 is greedy; otherwise sample from softmax(logits / T) after top-k and
         top-p filtering, with a seeded generator. use_cache=False recomputes the whole
         sequence every step (same tokens, slower). cache: an empty cache object with
         update/advance/length (default: a contiguous KVCache sized to the request).
-        Timings land in `self.last_stats`.
+        stop_at_eos=False always produces max_new_tokens (for timing). Timings land in
+        `self.last_stats`.
         """
-        return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache))
+        return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache,
+                                stop_at_eos))
 
     def generate_batch(self, prompts, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None,
                        top_p=None, seed=None) -> list[list[int]]:
