@@ -147,7 +147,8 @@ def markdown(rows, meta):
     lines = [
         f"## {meta['label']}", "",
         f"b = {B}, h = {H}, d_h = {D_H}, float32. {meta['machine']}. Run: `{meta['command']}` "
-        f"({meta['wall_s']:.0f} s, {meta['date']}).",
+        f"({meta['wall_s']:.0f} s, {meta['date']}"
+        + (f", load average {meta['load_average_at_end']} at the end" if "load_average_at_end" in meta else "") + ").",
         "Times: median of the repeats (the minimum in the JSON/CSV). Peaks: extra bytes during one call "
         "(NumPy: tracemalloc; torch: its profiler's allocation events). "
         "`formula` columns come from `transformer/io_count.py`.", "",
@@ -195,6 +196,16 @@ def summarise(rows, blocks):
     return out
 
 
+READING = """Reading these numbers: the tiled loop makes 2·Tr·Tc small matrix products per head
+(S_ij = Q_i K_jᵀ and P̃_ij V_j); with 2 BLAS threads each one is a meeting point of the two
+threads, so when other jobs share the cores the tiled time rises far more than that of the
+standard path (a few large products) or of torch (one parallel kernel). Compare runs made at the
+same load (each run's line gives the load average at its start); the 1-thread run avoids the effect.
+Memory and IO counts do not depend on the load.
+
+"""
+
+
 def formula_curves(rows):  # the formula lines for a memory-vs-n plot, at every power of two
     ns = [2 ** p for p in range(8, 14)]  # 256 … 8192
     blk = max((r["tiled_block"] for r in rows if r["n"] == max(x["n"] for x in rows)), default=256)
@@ -207,6 +218,19 @@ def formula_curves(rows):  # the formula lines for a memory-vs-n plot, at every 
         "tiled_io_elements": [flash2_io(n, n, D_H, blk, blk, False, B * H)["total"] for n in ns],
         "tiled_causal_io_elements": [flash2_io(n, n, D_H, blk, blk, True, B * H)["total"] for n in ns],
     }
+
+
+def write_results(runs):  # {label: {"meta", "rows", "formula_curves"}} -> flash.json, flash.csv, flash.md
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "flash.json").write_text(json.dumps({"runs": runs}, indent=1))
+    all_rows = [r for key in runs for r in runs[key]["rows"]]
+    keys = sorted({k for r in all_rows for k in r}, key=lambda k: (k not in ("run", "threads", "n", "causal"), k))
+    with open(RESULTS / "flash.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(all_rows)
+    md = [markdown(runs[key]["rows"], runs[key]["meta"]) for key in runs]
+    (RESULTS / "flash.md").write_text("# FlashAttention benchmark (CPU)\n\n" + READING + "\n".join(md))
 
 
 def main():
@@ -222,7 +246,10 @@ def main():
     ap.add_argument("--note", default=f"CPU shared with other jobs during the run (load average "
                     f"{os.getloadavg()[0]:.1f} at start): times are noisy",
                     help="a line about the machine's state, written into the results")
+    ap.add_argument("--render", action="store_true", help="only rewrite flash.csv and flash.md from flash.json")
     args = ap.parse_args()
+    if args.render:
+        return write_results(json.loads((RESULTS / "flash.json").read_text())["runs"])
     ns = args.ns or ([256, 512, 1024, 2048] if args.quick else [256, 512, 1024, 2048, 4096, 8192])
     repeats_for = (lambda n: args.repeats) if args.repeats else (lambda n: 3 if n >= 4096 else 5)
     import torch
@@ -234,24 +261,16 @@ def main():
                    f"(NumPy {np.__version__}, torch {torch.__version__}); {args.note}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "wall_s": time.time() - t0,
+        "load_average_at_end": round(os.getloadavg()[0], 1),
         "threads": THREADS,
     }
     meta["summary"] = summarise(rows, args.blocks)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "flash.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else {}
     label = args.label or f"{THREADS} thread{'s' if THREADS > 1 else ''}"
     meta["label"] = label
     runs[label] = {"meta": meta, "rows": [dict(r, run=label) for r in rows], "formula_curves": formula_curves(rows)}
-    path.write_text(json.dumps({"runs": runs}, indent=1))
-    all_rows = [r for key in runs for r in runs[key]["rows"]]
-    keys = sorted({k for r in all_rows for k in r}, key=lambda k: (k not in ("run", "threads", "n", "causal"), k))
-    with open(RESULTS / "flash.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(all_rows)
-    md = [markdown(runs[key]["rows"], runs[key]["meta"]) for key in runs]
-    (RESULTS / "flash.md").write_text("# FlashAttention benchmark (CPU)\n\n" + "\n".join(md))
+    write_results(runs)
     print("\n".join(meta["summary"]))
 
 
