@@ -142,7 +142,7 @@ def test_standard_attention_peak_matches_formula(n, causal):
     assert abs(peak - formula) <= 0.02 * formula  # within 2 %
 
 
-@pytest.mark.parametrize("n,block", [(512, 64), (1024, 128), (2048, 128), (1000, 96)])
+@pytest.mark.parametrize("n,block", [(512, 64), (1024, 128), (1000, 96), (384, 512)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_peak_matches_formula(n, block, causal):
     b, h, d = 1, 4, 32
