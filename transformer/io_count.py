@@ -173,6 +173,7 @@ def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, 
         output O and log-sum-exp L (written in place, tile by tile)    heads·n_q·(d + 1)
         four Br × Bc tiles at once: S_ij, S_ij - m, the new P̃_ij,
         and the previous step's P̃_ij, still bound until replaced       4·heads·Br·Bc
+        (three when a single key block covers n_k: there is no previous step)
         Q_i·scale, O_i, α·O_i, P̃_ij V_j                                4·heads·Br·d
     in the compute dtype's item size `itemsize` (4 for float16 inputs, accumulated in
     float32). out_itemsize (the input's, if smaller): the output is cast back at the end,
@@ -181,7 +182,8 @@ def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, 
     heads = b * h
     Br, Bc = min(block_q, n_q), min(block_k, n_k)
     out = heads * n_q * (d_h + 1)
-    tiles = 4 * heads * Br * Bc + 4 * heads * Br * d_h
+    live_tiles = 4 if n_k > Bc else 3
+    tiles = live_tiles * heads * Br * Bc + 4 * heads * Br * d_h
     cast = heads * n_q * d_h * out_itemsize if out_itemsize and out_itemsize != itemsize else 0
     return out * itemsize + max(tiles * itemsize, cast)
 
