@@ -390,3 +390,9 @@ def test_backward_never_forms_the_score_matrix():
     one_matrix = heads * n * n * 8  # one n × n float64 array per head
     assert naive_peak >= 2 * one_matrix
     assert flash_peak < one_matrix / 4
+
+
+def test_value_head_size_must_equal_query_head_size():
+    q = np.zeros((1, 2, 5, 8))
+    with pytest.raises(ValueError, match=r"v d_h=4, q d_h=8"):
+        T.flash_attention(q, q, q[..., :4])

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import _check_shapes, softmax
+from .attention import _check_shapes as _check_sdpa_shapes, softmax
 from .backend import compute_dtype, get_xp, require_float, to_numpy
 from .io_count import IOCounter
 
@@ -44,6 +44,14 @@ __all__ = [
 # A 128 × 128 float32 score tile is 64 KiB per head: it stays in a CPU core's L2 cache, and is
 # large enough that the Python loop over tiles costs little next to the matrix products.
 DEFAULT_BLOCK = 128
+
+
+def _check_shapes(q, k, v):
+    """The checks of scaled_dot_product_attention, and d_v = d_h: the tiles here share one head size."""
+    _check_sdpa_shapes(q, k, v, None)
+    if v.shape[-1] != q.shape[-1]:
+        raise ValueError(f"the tiled kernels need v's head size to equal q's: v d_h={v.shape[-1]}, "
+                         f"q d_h={q.shape[-1]} (scaled_dot_product_attention accepts different sizes)")
 
 
 def _exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
@@ -269,7 +277,7 @@ def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, i
     The three passes of the paper's Algorithm 0 are counted in `io` (an IOCounter).
     Peak memory is two n_q × n_k buffers per head (see io_count.standard_attention_peak_bytes).
     """
-    _check_shapes(q, k, v, None)
+    _check_shapes(q, k, v)
     _check_options(causal, 1, 1, q.shape[2], k.shape[2])
     io = IOCounter() if io is None else io
     xp = get_xp(q, k, v)
@@ -327,7 +335,7 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
     >>> bool(np.allclose(flash_attention(x, x, x, block_q=2, block_k=3), sdpa(x, x, x)))
     True
     """
-    _check_shapes(q, k, v, None)
+    _check_shapes(q, k, v)
     b, h, n_q, d_h = q.shape
     n_k = k.shape[2]
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)
@@ -458,7 +466,7 @@ def _record(trace, step, i, j, kind, rows, cols, m_i, l_i, io, before, g):
 # --- 4. backward --------------------------------------------------------------------------------------
 
 def _check_backward(dout, q, k, v, out, lse):
-    _check_shapes(q, k, v, None)
+    _check_shapes(q, k, v)
     for name, t, shape in (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, q.shape[:3])):
         if t is None:
             continue
