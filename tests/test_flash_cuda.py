@@ -85,3 +85,22 @@ def test_kernel_rejects_bad_input():
         flash_cuda.flash_attention_cuda(q, q.astype(cupy.float16), q)
     with pytest.raises(TypeError, match="CuPy array"):
         flash_cuda.flash_attention_cuda(T.to_numpy(q), q, q)
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is present")
+def test_gpu_peak_measurement_without_gpu_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="backend 'cupy'"):
+        T.measure_peak_bytes_gpu(lambda: None)
+
+
+@needs_gpu
+def test_gpu_peak_bytes_of_naive_attention_hold_the_score_matrices():
+    """Naive attention materialises n×n scores per head: the pool's peak is at least b·h·n²·4 bytes."""
+    import cupy
+
+    b, h, n, d_h = 1, 4, 1024, 64
+    q = cupy.asarray(np.random.default_rng(0).standard_normal((b, h, n, d_h)).astype(np.float32))
+    _, naive = T.measure_peak_bytes_gpu(T.scaled_dot_product_attention, q, q, q)
+    _, tiled = T.measure_peak_bytes_gpu(flash_cuda.flash_attention_cuda, q, q, q)
+    assert naive >= b * h * n * n * 4
+    assert tiled <= 2 * (b * h * n * d_h * 4 + b * h * n * 4) + 4096  # O and lse only: O(n) extra

@@ -22,7 +22,7 @@ from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_coun
 from .flash import (flash_attention, flash_attention_backward, attention_backward_naive,
                     standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
                     merge_softmax_stats, FlashTrace, TileStep)
-from .io_count import (IOCounter, measure_peak_bytes, standard_attention_io, flash1_io, flash2_io,
+from .io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io, flash1_io, flash2_io,
                        paper_block_sizes, standard_attention_peak_bytes, flash_attention_peak_bytes)
 from .configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
 from .counting import (count_parameters, parameter_breakdown, forward_flops, prefill_flops, decode_flops,

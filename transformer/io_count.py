@@ -28,6 +28,7 @@ __all__ = [
     "IOCounter", "paper_block_sizes", "standard_attention_io", "flash1_io", "flash2_io",
     "naive_io_bound", "flash_io_bound", "visible_key_tiles",
     "standard_attention_peak_bytes", "flash_attention_peak_bytes", "measure_peak_bytes",
+    "measure_peak_bytes_gpu",
 ]
 
 
@@ -195,7 +196,7 @@ def measure_peak_bytes(fn, *args, **kwargs):  # -> (fn's result, peak extra byte
 
     Host (NumPy) memory is measured with `tracemalloc`, which NumPy informs of every
     buffer it allocates; bytes alive before the call are not counted, the result is.
-    A device backend (CuPy's memory pool) can be added beside this one.
+    GPU (CuPy) memory: `measure_peak_bytes_gpu`.
     """
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
@@ -209,3 +210,35 @@ def measure_peak_bytes(fn, *args, **kwargs):  # -> (fn's result, peak extra byte
         if not was_tracing:
             tracemalloc.stop()
     return result, peak - base
+
+
+def measure_peak_bytes_gpu(fn, *args, **kwargs):  # -> (fn's result, peak extra bytes on the GPU)
+    """The same measurement for CuPy arrays: the peak of bytes handed out by CuPy's memory pool.
+
+    A memory hook sees every block the pool hands out (malloc) and takes back (free), with
+    its rounded size, so the running total and its peak are the device bytes the call held
+    beyond what was alive before it. The GPU work is synchronised before reading the peak.
+    """
+    from .backend import _cupy
+
+    cupy = _cupy()
+
+    class PeakHook(cupy.cuda.MemoryHook):
+        name = "PeakHook"
+
+        def __init__(self):
+            self.current = self.peak = 0
+
+        def malloc_postprocess(self, **kw):
+            self.current += kw["mem_size"]
+            self.peak = max(self.peak, self.current)
+
+        def free_postprocess(self, **kw):
+            self.current -= kw["mem_size"]
+
+    cupy.cuda.Device().synchronize()
+    hook = PeakHook()
+    with hook:
+        result = fn(*args, **kwargs)
+        cupy.cuda.Device().synchronize()
+    return result, hook.peak
