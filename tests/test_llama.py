@@ -357,3 +357,19 @@ def test_any_llama_gguf_equals_hf(tmp_path, h_kv, tied):
         expected = ref(torch.tensor([ids])).logits[0].numpy()
     np.testing.assert_allclose(ours.logits(ids), expected, atol=1e-4, rtol=1e-4)
     assert ours.generate(ids, max_new_tokens=5) == ours.generate(ids, max_new_tokens=5, use_cache=False)
+
+
+def test_decoder_runs_on_the_strict_array_api(tmp_path):
+    """The whole decoder through array-api-strict: no call bypasses xp, so CuPy runs it too."""
+    import array_api_strict
+    path = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(path, L=2, d=64, h=4, h_kv=2, d_ff=96, tied=False)
+    ref = T.load_llama(path, progress=False)
+    strict = T.load_llama(path, backend=array_api_strict, progress=False)
+    ids = ref.tokenizer.encode("Hello   world")
+    out = strict.logits(ids)
+    assert type(out).__module__.startswith("array_api_strict")
+    np.testing.assert_allclose(T.to_numpy(out), ref.logits(ids), atol=1e-5)
+    assert strict.generate(ids, max_new_tokens=4) == ref.generate(ids, max_new_tokens=4)
+    assert strict.generate_batch(["Hi", "Hello   world"], 3) == ref.generate_batch(["Hi", "Hello   world"], 3)
+    np.testing.assert_allclose(strict.attention_weights(ids)[1], ref.attention_weights(ids)[1], atol=1e-6)

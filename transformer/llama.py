@@ -237,7 +237,7 @@ class Llama:
         if not ids:
             raise ValueError("logits needs at least one token, got an empty sequence")
         self._check_length(len(ids))
-        return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0]  # [n, v]
+        return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0, ...]  # [n, v]
 
     def attention_weights(self, text_or_ids) -> list:  # -> L × [h, n, n] NumPy
         """The causal attention probabilities of every layer and head: row i is how much
@@ -246,7 +246,7 @@ class Llama:
         self._check_length(len(ids))
         maps: list = []
         forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True, attn_out=maps)
-        return [to_numpy(p[0]) for p in maps]  # L × [h, n, n]
+        return [to_numpy(p[0, ...]) for p in maps]  # L × [h, n, n]
 
     def hidden_states(self, text_or_ids) -> list:  # -> (L + 1) × [n, d] NumPy
         """The residual stream: after the embedding, then after each of the L blocks
@@ -256,13 +256,13 @@ class Llama:
         states: list = []
         forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True,
                 hidden_out=states)
-        return [to_numpy(s[0]) for s in states]  # (L + 1) × [n, d]
+        return [to_numpy(s[0, ...]) for s in states]  # (L + 1) × [n, d]
 
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
         """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
         if k < 1:
             raise ValueError(f"k must be ≥ 1, got k={k}")
-        p = to_numpy(softmax(self.logits(prompt)[-1]))  # [v]
+        p = to_numpy(softmax(self.logits(prompt)[-1, :]))  # [v]
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
 
@@ -311,7 +311,7 @@ class Llama:
                 logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
             else:  # decode: one new token, the rest is read from the cache
                 logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
-            nxt = int(sample_next(logits[0, -1], temperature, top_k, top_p, rng))  # [v] -> id (syncs the device)
+            nxt = int(sample_next(logits[0, -1, :], temperature, top_k, top_p, rng))  # [v] -> id (syncs the device)
             t1 = time.perf_counter()
             if step == 0:
                 stats.prefill_s = t1 - t0
@@ -374,7 +374,7 @@ class Llama:
             logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
                              positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
                              last_only=True)  # [b, 1, v]
-            nxt = sample_next(logits[:, -1], temperature, top_k, top_p, rng)  # [b]
+            nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, rng)  # [b]
             for i in range(b):
                 if not done[i]:
                     out[i].append(int(nxt[i]))
