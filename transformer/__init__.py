@@ -3,6 +3,7 @@
 Dimension names used everywhere: b batch, n sequence (n_q, n_k), d model width,
 h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
 """
+# the attention core
 from .backend import get_xp, namespace, to_numpy
 from .attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
 from .embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
@@ -13,22 +14,32 @@ from .masks import (causal_mask, bidirectional_mask, padding_mask, sliding_windo
                     strided_mask, fixed_mask, global_mask, random_mask, attended_pairs)
 from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
                      swiglu_ffn, residual)
-
-__version__ = "0.1.0"
 from .kv_cache import KVCache
-from .wordpiece import WordPieceTokenizer, basic_tokenize
-from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_count, mean_pool,
-                   l2_normalize, encoder_mask)
+
+# FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernel
 from .flash import (flash_attention, flash_attention_backward, attention_backward_naive,
                     standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
                     merge_softmax_stats, FlashTrace, TileStep)
-from .io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io, flash1_io, flash2_io,
-                       paper_block_sizes, standard_attention_peak_bytes, flash_attention_peak_bytes)
+from .io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
+                       flash1_io, flash2_io, paper_block_sizes, standard_attention_peak_bytes,
+                       flash_attention_peak_bytes)
+from .flash_cuda import flash_attention_cuda
+
+# a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
+from .bpe import BPETokenizer
+from .sampling import sample_next, filter_logits, next_token_probs
+from .llama import LlamaConfig, Llama, load_smollm2, load_llama, n_params, GenerationStats
+
+# a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
+from .wordpiece import WordPieceTokenizer, basic_tokenize
+from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_count, mean_pool,
+                   l2_normalize, encoder_mask)
+
+# counting parameters, FLOPs and bytes; the paged KV cache
 from .configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
 from .counting import (count_parameters, parameter_breakdown, forward_flops, prefill_flops, decode_flops,
                        kv_cache_bytes, kv_cache_bytes_per_token, attention_score_bytes,
                        arithmetic_intensity, paged_memory_report, dtype_bytes)
 from .paged_kv import PagedKVCache, paged_attention
-from .bpe import BPETokenizer
-from .sampling import sample_next, filter_logits, next_token_probs
-from .llama import LlamaConfig, Llama, load_smollm2, load_llama, n_params, GenerationStats
+
+__version__ = "0.1.0"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import cli_count, cli_decoder, cli_encoder
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -15,10 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # sub-commands (one register() per area):
-    from . import cli_decoder; cli_decoder.register(sub)
-    from . import cli_count; cli_count.register(sub)
-    from . import cli_encoder; cli_encoder.register(sub)
+    # sub-commands, one register() per area: generate, tokenize | count | embed, attention
+    cli_decoder.register(sub)
+    cli_count.register(sub)
+    cli_encoder.register(sub)
     return parser
 
 
@@ -29,3 +31,6 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        sys.stderr.close()
+        return 0
