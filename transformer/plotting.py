@@ -161,6 +161,20 @@ def attention_heatmap(weights, q_labels=None, k_labels=None, ax=None, title="Att
     return fig, ax
 
 
+def _panels(ax, k, ncols, panel, margin, what):  # -> (fig, flat list of axes, ncols)
+    """A grid of k panels (at most 4 per row unless ncols is given), or the caller's axes."""
+    if ax is None:
+        ncols = ncols or min(k, 4)
+        nrows = -(-k // ncols)
+        fig, grid = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                                 figsize=(panel[0] * ncols + margin[0], panel[1] * nrows + margin[1]))
+        return fig, list(grid.ravel()), ncols
+    all_axes = list(np.ravel(ax))
+    if len(all_axes) < k:
+        raise ValueError(f"need {k} axes for {k} {what}, got {len(all_axes)}")
+    return all_axes[0].figure, all_axes, ncols or len(all_axes)
+
+
 def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, ax=None,
               suptitle=None, vmax=None):
     """One heatmap per head for weights of shape (h, n_q, n_k), on a shared 0…vmax colour scale.
@@ -172,19 +186,8 @@ def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, a
     w = _as_np(weights, 3, "weights (h, n_q, n_k)").astype(np.float64)
     h, n_q, n_k = w.shape
     k_labels = labels if k_labels is None else k_labels
-    if ax is None:
-        ncols = ncols or min(h, 4)
-        nrows = -(-h // ncols)
-        side = 1.2 + 0.32 * max(n_k, 6)
-        fig, grid = plt.subplots(nrows, ncols, figsize=(ncols * side + 1.8, nrows * side + 1.0),
-                                 squeeze=False, layout="constrained")
-        all_axes = list(grid.ravel())
-    else:
-        all_axes = list(np.ravel(ax))
-        if len(all_axes) < h:
-            raise ValueError(f"need {h} axes for {h} heads, got {len(all_axes)}")
-        fig = all_axes[0].figure
-        ncols = ncols or len(all_axes)
+    side = 1.2 + 0.32 * max(n_k, 6)
+    fig, all_axes, ncols = _panels(ax, h, ncols, (side, side), (1.8, 1.0), "heads")
     vmax = float(w.max()) if vmax is None else vmax
     used = all_axes[:h]
     for i, a in enumerate(used):
@@ -222,17 +225,7 @@ def mask_gallery(masks: dict, *, ncols=None, ax=None, suptitle=None, labels=None
     """
     names = list(masks)
     k = len(names)
-    if ax is None:
-        ncols = ncols or min(k, 4)
-        nrows = -(-k // ncols)
-        fig, grid = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 4.9 * nrows + 1.0),
-                                 squeeze=False, layout="constrained")
-        all_axes = list(grid.ravel())
-    else:
-        all_axes = list(np.ravel(ax))
-        if len(all_axes) < k:
-            raise ValueError(f"need {k} axes for {k} masks, got {len(all_axes)}")
-        fig = all_axes[0].figure
+    fig, all_axes, ncols = _panels(ax, k, ncols, (4.0, 4.9), (0.0, 1.0), "masks")
     for a, name in zip(all_axes, names):
         m = _as_np(masks[name], None)
         m = m.reshape(m.shape[-2:]) if m.ndim > 2 and m.size == m.shape[-2] * m.shape[-1] else m
