@@ -47,7 +47,7 @@ rng = np.random.default_rng(0)
 
 model = T.load_smollm2(progress=False)
 tok, cfg = model.tokenizer, model.config
-print(f"SmolLM2-135M: {T.n_params(cfg):,} parameters, L = {cfg.L}, d = {cfg.d}, h = {cfg.h}, "
+print(f"SmolLM2-135M: {T.count_parameters(cfg):,} parameters, L = {cfg.L}, d = {cfg.d}, h = {cfg.h}, "
       f"h_kv = {cfg.h_kv}, v = {cfg.v}")
 
 # %% [markdown]

@@ -64,7 +64,7 @@ def test_config_from_metadata_equals_hf(model, hf):
 def test_parameter_count_formula(model, hf):
     from_weights = sum(int(a.size) for a in [model.weights.W_E, model.weights.norm]) + sum(
         int(getattr(lw, f).size) for lw in model.weights.layers for f in lw.__dataclass_fields__)
-    assert T.n_params(model.config) == from_weights == hf.num_parameters()  # 134,515,008
+    assert T.count_parameters(model.config) == from_weights == hf.num_parameters()  # 134,515,008
 
 
 def test_weights_are_float32_and_contiguous(model):
@@ -213,8 +213,8 @@ def test_kv_cache_bytes_formula_equals_nbytes(model):
     cfg = model.config
     for b, n in [(1, 1), (1, 105), (3, 64)]:
         cache = model.new_cache(b, n)
-        assert llama_mod.kv_cache_bytes(cfg, n, b) == cache.nbytes == model.kv_cache_bytes(n, b)
-    assert llama_mod.kv_cache_bytes(cfg, 1) == 2 * 30 * 3 * 64 * 4 == 46_080  # bytes per token, float32
+        assert 2 * cfg.L * b * cfg.h_kv * n * cfg.d_h * 4 == cache.nbytes == model.kv_cache_bytes(n, b)
+    assert model.kv_cache_bytes(1) == 2 * 30 * 3 * 64 * 4 == 46_080  # bytes per token, float32
 
 
 def test_cache_overflow_is_refused(model):

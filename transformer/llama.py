@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .attention import scaled_dot_product_attention, softmax
+from . import counting
 from .backend import get_xp, namespace, to_numpy
 from .embedding import embed, lm_head, rope_cos_sin, apply_rope_interleaved
 from .heads import split_heads, merge_heads
@@ -27,7 +28,7 @@ from .masks import causal_mask
 from .sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
-           "kv_cache_bytes", "n_params", "forward", "decoder_block", "attention_block",
+           "forward", "decoder_block", "attention_block",
            "load_llama", "load_smollm2"]
 
 
@@ -71,25 +72,6 @@ class LlamaWeights:
     layers: list  # L × LayerWeights
     norm: Any  # (d,) final RMSNorm
     W_out: Any = None  # (d, v) untied LM head, None when tied
-
-
-def n_params(cfg: LlamaConfig) -> int:
-    """Parameter count from the config: embedding + L blocks + final norm (+ untied head).
-
-    per block: 2 norms (2d) + W_q, W_o (2·d·h·d_h) + W_k, W_v (2·d·h_kv·d_h) + SwiGLU (3·d·d_ff)
-    """
-    block = 2 * cfg.d + 2 * cfg.d * cfg.h * cfg.d_h + 2 * cfg.d * cfg.h_kv * cfg.d_h + 3 * cfg.d * cfg.d_ff
-    head = 0 if cfg.tied else cfg.d * cfg.v
-    return cfg.v * cfg.d + cfg.L * block + cfg.d + head
-
-
-def kv_cache_bytes(cfg: LlamaConfig, n_tokens: int, b: int = 1, bytes_per_el: int = 4) -> int:
-    """KV-cache size: 2 (K and V) · L · b · h_kv · n · d_h · bytes per element.
-
-    Only the h_kv key/value heads are stored: GQA makes SmolLM2's cache h / h_kv = 3× smaller.
-    SmolLM2-135M in float32: 2·30·3·64·4 = 46,080 bytes per token.
-    """
-    return 2 * cfg.L * b * cfg.h_kv * n_tokens * cfg.d_h * bytes_per_el
 
 
 # --- the forward pass, top-down from small parts ----------------------------------------
@@ -274,8 +256,12 @@ class Llama:
         return KVCache(cfg.L, b, cfg.h_kv, n_max, cfg.d_h, dtype=self.weights.W_E.dtype, xp=self.xp)
 
     def kv_cache_bytes(self, n_tokens: int, b: int = 1) -> int:
-        """The formula `kv_cache_bytes` for this model's dtype."""
-        return kv_cache_bytes(self.config, n_tokens, b, np.dtype(self.weights.W_E.dtype).itemsize)
+        """2 (K and V) · L · b · h_kv · n · d_h · bytes per element, for this model's dtype.
+
+        Only the h_kv key/value heads are stored: GQA makes SmolLM2's cache h / h_kv = 3× smaller;
+        in float32, 2·30·3·64·4 = 46,080 bytes per token.
+        """
+        return counting.kv_cache_bytes(self.config, n_tokens, batch=b, dtype=np.dtype(self.weights.W_E.dtype))
 
     def _stop_ids(self):
         eos = None if self.tokenizer is None else self.tokenizer.eos_id
