@@ -43,7 +43,7 @@ rng = np.random.default_rng(0)
 model = T.load_minilm()
 cfg = model.config
 print(f"MiniLM: L = {cfg.L}, h = {cfg.h}, d = {cfg.d}, d_h = {cfg.d_h}, v = {cfg.v}, "
-      f"{T.bert_param_count(cfg):,} parameters")
+      f"{T.count_parameters(cfg):,} parameters (with the unused [CLS] pooler)")
 
 # %% [markdown]
 # ## 1. What does "it" attend to?

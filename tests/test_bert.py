@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is read from the local wheel
 
 import transformer as T  # noqa: E402
-from transformer.bert import (BertConfig, bert_param_count, l2_normalize, load_minilm,  # noqa: E402
+from transformer.bert import (BertConfig, l2_normalize, load_minilm,  # noqa: E402
                               mean_pool, minilm_dir)
 
 TEXTS = [
@@ -63,9 +63,10 @@ def test_config_and_param_count_match_the_file(model):
     assert cfg.d_h == 32
     tensors = load_file(os.path.join(minilm_dir(), "model.safetensors"))
     in_file = sum(a.size for k, a in tensors.items() if a.dtype == np.float32)  # not the position_ids buffer
-    assert bert_param_count(cfg, pooler=True) == in_file  # the file also holds the unused pooler
+    parts = T.parameter_breakdown(cfg)
+    assert parts["total"] == in_file  # the file also holds BertModel's pooler, which mean pooling never uses
     pooler = sum(a.size for k, a in tensors.items() if k.startswith("pooler."))
-    assert bert_param_count(cfg) == in_file - pooler
+    assert parts["pooler"] == pooler == 384 * 384 + 384
     assert BertConfig.from_dir(minilm_dir()) == cfg
 
 

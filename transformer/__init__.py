@@ -32,8 +32,8 @@ from .llama import LlamaConfig, Llama, load_smollm2, load_llama, GenerationStats
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
 from .wordpiece import WordPieceTokenizer, basic_tokenize
-from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, bert_param_count, mean_pool,
-                   l2_normalize, encoder_mask)
+from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, mean_pool, l2_normalize,
+                   encoder_mask)
 
 # counting parameters, FLOPs and bytes; the paged KV cache
 from .configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES

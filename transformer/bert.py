@@ -36,7 +36,7 @@ from .masks import causal_mask, padding_mask
 from .wordpiece import WordPieceTokenizer, check_texts
 
 __all__ = [
-    "BertConfig", "BertLayer", "BertWeights", "EncoderOutput", "bert_param_count",
+    "BertConfig", "BertLayer", "BertWeights", "EncoderOutput",
     "load_bert_weights", "bert_embeddings", "encoder_mask", "encoder_layer", "bert_encode",
     "mean_pool", "l2_normalize", "MiniLM", "load_minilm", "minilm_dir",
 ]
@@ -101,19 +101,6 @@ class BertWeights:
     ln_g: Any  # (d,) LayerNorm over the summed embeddings
     ln_b: Any  # (d,)
     layers: list[BertLayer] = field(default_factory=list)
-
-
-def bert_param_count(cfg: BertConfig, pooler: bool = False) -> int:
-    """Parameters, counted from the formulas: embeddings + L · (attention + FFN + 2 LayerNorms).
-
-    all-MiniLM-L6-v2: 11,918,592 + 6·1,774,464 = 22,565,376. pooler=True adds BertModel's
-    [CLS] pooler (a d×d dense layer, 147,840): it is in the file, but mean pooling never uses it.
-    """
-    d = cfg.d
-    emb = (cfg.v + cfg.n_max + cfg.n_types) * d + 2 * d  # three tables + LayerNorm γ, β
-    attn = 4 * (d * d + d)  # W_q, W_k, W_v, W_o and their biases
-    ffn_ = d * cfg.d_ff + cfg.d_ff + cfg.d_ff * d + d  # W_1, b_1, W_2, b_2
-    return emb + cfg.L * (attn + ffn_ + 2 * 2 * d) + (d * d + d if pooler else 0)
 
 
 # ---------------------------------------------------------------- loading
