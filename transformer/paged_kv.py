@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from .backend import compute_dtype, get_xp, namespace, nbytes
+from .flash import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
 
 __all__ = ["PagedKVCache", "paged_attention"]
 
@@ -231,9 +232,8 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
         allowed = (k_pos < n_tokens) & ((k_pos <= q_pos) if causal else (k_pos >= 0))  # [n_q, bs]
         s = xp.where(allowed, qc @ xp.matrix_transpose(kb), -math.inf)  # [h, n_q, bs]
         m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # [h, n_q, 1]
-        m_safe = xp.where(m_new == -math.inf, 0.0, m_new)  # a row that has seen no key yet
-        p = xp.exp(s - m_safe)  # [h, n_q, bs], 0 where masked
-        corr = xp.exp(m - m_safe)  # [h, n_q, 1], rescales what was summed so far
+        p = _exp_minus(s, m_new)  # [h, n_q, bs], 0 where masked (and for a row with no key yet)
+        corr = _exp_minus(m, m_new)  # [h, n_q, 1], rescales what was summed so far
         l = l * corr + xp.sum(p, axis=-1, keepdims=True)
         o = o * corr + p @ vb  # [h, n_q, d_h]
         m = m_new
