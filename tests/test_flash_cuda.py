@@ -1,7 +1,10 @@
-"""The CUDA FlashAttention kernel: compiles for every specialisation; on a GPU, equals naive attention.
+"""The CUDA FlashAttention kernel equals naive attention: on the CPU always, on a GPU when there is one.
 
-CI has no GPU: the compile check runs wherever `nvcc` is installed, and the GPU comparisons
-skip cleanly unless CuPy and a device are present.
+CI has no GPU. There the kernel's own CUDA C source still runs: `cuda_emulator` compiles it with
+g++ against a small CUDA-on-threads shim (one std::thread per CUDA thread, barriers for
+__syncthreads), with the launch plan of `flash_cuda.launch_plan`, and the results are compared with
+naive attention and a float64 log-sum-exp. The nvcc compile check runs wherever nvcc is installed;
+the CuPy comparisons skip unless CuPy and a device are present.
 """
 import shutil
 import subprocess
@@ -11,6 +14,8 @@ import pytest
 
 import transformer as T
 from transformer import flash_cuda
+
+import cuda_emulator
 
 
 def _has_gpu():
@@ -42,34 +47,128 @@ def test_without_gpu_the_error_is_clear():
         flash_cuda.flash_attention_cuda(q, q, q)
 
 
+CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of Br = 64 or Bc = 32, n_q ≠ n_k
+    (1, 1, 1, 1, 1, 64), (2, 4, 4, 100, 100, 64), (1, 8, 2, 257, 257, 32),
+    (1, 6, 1, 1, 300, 128), (2, 3, 3, 70, 133, 64), (1, 2, 1, 130, 64, 64)]
+
+
+def _inputs(dtype, b, h, h_kv, n_q, n_k, d_h):
+    rng = np.random.default_rng(0)
+    return tuple(rng.standard_normal(s).astype(dtype)
+                 for s in ((b, h, n_q, d_h), (b, h_kv, n_k, d_h), (b, h_kv, n_k, d_h)))
+
+
+def _reference(q, k, v, causal):
+    """Naive attention and log Σ_j e^(s_ij), in float64 on the host (rows that see nothing: 0, -inf)."""
+    h, h_kv, n_q, n_k = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+    q, k, v = (t.astype(np.float64) for t in (q, k, v))
+    k, v = (np.repeat(t, h // h_kv, axis=1) for t in (k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1])  # [b, h, n_q, n_k]
+    if causal:  # query row i sits at position i + n_k - n_q
+        s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + n_k - n_q, s, -np.inf)
+    m = s.max(-1, keepdims=True)  # [b, h, n_q, 1]
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    l = e.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(l > 0, (e @ v) / l, 0.0)
+        lse = np.where(l[..., 0] > 0, np.log(l[..., 0]) + m[..., 0], -np.inf)
+    return out, lse
+
+
+def run_on_cpu(q, k, v, *, causal, scale=None):
+    """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays."""
+    flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype))
+    plan = flash_cuda.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
+    kernel = cuda_emulator.load(flash_cuda.KERNEL_SOURCE, "flash_attention_fwd", plan.options)
+    out = np.full_like(q, np.nan)  # NaN: a row the kernel forgets to write fails the test
+    lse = np.full(q.shape[:3], np.nan, np.float32)
+    kernel(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars))
+    return out, lse
+
+
+needs_gxx = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 2e-3)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
+def test_kernel_source_equals_naive_attention_on_cpu(dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
+    q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
+    out, lse = run_on_cpu(q, k, v, causal=causal)
+    ref, ref_lse = _reference(q, k, v, causal)
+    assert out.dtype == q.dtype
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
+
+
+@needs_gxx
+def test_kernel_source_on_cpu_rows_that_see_no_key_and_huge_logits():
+    """n_q > n_k causal: the first rows see no key (O = 0, lse = -inf); logits of 1e4 do not overflow."""
+    q, k, v = _inputs("float32", 1, 2, 2, 70, 5, 32)
+    q *= 300.0  # scores ~ 300² / √32: e^s would overflow float32 without the running max
+    out, lse = run_on_cpu(q, k, v, causal=True)
+    ref, ref_lse = _reference(q, k, v, True)
+    assert np.all(out[:, :, :65] == 0) and np.all(lse[:, :, :65] == -np.inf)
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5)
+
+
+@needs_gxx
+def test_kernel_source_on_cpu_honours_scale():
+    q, k, v = _inputs("float32", 1, 2, 1, 40, 40, 64)
+    out, _ = run_on_cpu(q, k, v, causal=False, scale=0.5)
+    ref, _ = _reference(q * (0.5 * np.sqrt(64)), k, v, False)  # 0.5 = (0.5·√d_h) / √d_h
+    np.testing.assert_allclose(out, ref, atol=2e-5)
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 2e-3)])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", [
-    (1, 1, 1, 1, 1, 64), (2, 4, 4, 100, 100, 64), (1, 8, 2, 257, 257, 32),
-    (1, 6, 1, 1, 300, 128), (2, 3, 3, 70, 133, 64), (1, 2, 1, 130, 64, 64)])
+@pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
 def test_kernel_equals_naive_attention_on_gpu(dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
     import cupy
 
-    rng = np.random.default_rng(0)
-    q, k, v = (cupy.asarray(rng.standard_normal(s).astype(dtype))
-               for s in ((b, h, n_q, d_h), (b, h_kv, n_k, d_h), (b, h_kv, n_k, d_h)))
-    out, lse = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, return_lse=True)
-    mask = T.causal_mask(n_q, n_k, xp=cupy) if causal else None
-    ref = T.scaled_dot_product_attention(q.astype(cupy.float32), k.astype(cupy.float32),
-                                         v.astype(cupy.float32), mask)
+    q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
+    out, lse = flash_cuda.flash_attention_cuda(*(cupy.asarray(t) for t in (q, k, v)), causal=causal,
+                                               return_lse=True)
+    ref, ref_lse = _reference(q, k, v, causal)
     assert out.dtype == q.dtype
-    np.testing.assert_allclose(T.to_numpy(out).astype(np.float32), T.to_numpy(ref), atol=tol, rtol=tol)
-    # lse = log Σ_j e^(s_ij), in float64 on the host
-    s = np.einsum("bhqd,bhkd->bhqk", T.to_numpy(q).astype(np.float64),
-                  np.repeat(T.to_numpy(k).astype(np.float64), h // h_kv, axis=1)) / np.sqrt(d_h)
-    if causal:
-        s = np.where(T.to_numpy(mask), s, -np.inf)
-    with np.errstate(divide="ignore"):
-        m = s.max(-1, keepdims=True)
-        ref_lse = (np.log(np.exp(s - np.where(np.isfinite(m), m, 0)).sum(-1)) + np.where(np.isfinite(m), m, 0)[..., 0])
-    ref_lse = np.where(np.isfinite(m[..., 0]), ref_lse, -np.inf)
+    np.testing.assert_allclose(T.to_numpy(out).astype(np.float32), ref, atol=tol, rtol=tol)
     np.testing.assert_allclose(T.to_numpy(lse), ref_lse, atol=tol * 10, rtol=tol)
+
+
+@needs_gpu
+def test_kernel_agrees_with_the_package_attention_on_gpu():
+    """The CuPy run of the package's own naive attention (the `xp` code path) gives the same numbers."""
+    import cupy
+
+    q, k, v = (cupy.asarray(t) for t in _inputs("float32", 2, 4, 2, 200, 200, 64))
+    out = flash_cuda.flash_attention_cuda(q, k, v, causal=True)
+    ref = T.scaled_dot_product_attention(q, k, v, T.causal_mask(200, 200, xp=cupy))
+    np.testing.assert_allclose(T.to_numpy(out), T.to_numpy(ref), atol=2e-5)
+
+
+def test_launch_plan_tiles_the_queries():
+    plan = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
+    assert plan.grid == (5, 16) and plan.block == (flash_cuda.BLOCK_Q,)  # ⌈257/64⌉ = 5 tiles, b·h = 16
+    assert "-DSCALAR_T=__half" in plan.options and "-DD_H=64" in plan.options
+    assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
+    assert float(plan.scalars[4]) == pytest.approx(1 / 8)
+
+
+@pytest.mark.parametrize("shapes,dtypes,match", [
+    (((1, 4, 8, 48),) * 3, ("float32",) * 3, "d_h=48"),
+    (((1, 4, 8, 64), (1, 3, 8, 64), (1, 3, 8, 64)), ("float32",) * 3, r"h=4.*h_kv=3"),
+    (((1, 4, 8, 64),) * 3, ("float32", "float16", "float32"), "float32 or all float16"),
+    (((1, 4, 8, 64),) * 3, ("float64",) * 3, "float64"),
+    (((4, 8, 64), (1, 4, 8, 64), (1, 4, 8, 64)), ("float32",) * 3, r"q must have 4 dims.*\(4, 8, 64\)"),
+    (((1, 4, 8, 64), (1, 4, 8, 64), (1, 4, 9, 64)), ("float32",) * 3, r"k \(1, 4, 8, 64\) and v \(1, 4, 9, 64\)"),
+])
+def test_bad_input_gets_a_clear_error(shapes, dtypes, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        flash_cuda.check_inputs(*shapes, dtypes)
 
 
 @needs_gpu

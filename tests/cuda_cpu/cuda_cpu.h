@@ -1,0 +1,91 @@
+// Runs CUDA C kernels on the CPU, for tests on machines without a GPU.
+//
+// Every CUDA thread of a block becomes one std::thread; blocks run one after another.
+// __syncthreads() is a std::barrier over the block, __syncwarp() one over the thread's warp
+// of 32, and a thread that returns drops out of both (as an exited CUDA thread does).
+// __shared__ arrays become function statics: one copy, which is right because only one
+// block runs at a time. Registers are the threads' own locals.
+//
+// This checks a kernel's arithmetic, indexing, masking and synchronisation; it says nothing
+// about its speed. Only what the project's kernels use is here.
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __shared__ static
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+    dim3() = default;
+    dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+struct alignas(16) float4 { float x, y, z, w; };
+
+namespace cuda_cpu {
+using Barrier = std::barrier<>;
+inline thread_local Barrier* block_barrier = nullptr;
+inline thread_local Barrier* warp_barrier = nullptr;
+}  // namespace cuda_cpu
+
+inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+inline void __syncthreads() { cuda_cpu::block_barrier->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { cuda_cpu::warp_barrier->arrive_and_wait(); }
+
+inline float __expf(float x) { return std::exp(x); }
+using std::max;
+using std::min;
+
+namespace cuda_cpu {
+
+// Launch kernel() on grid × block threads. Blocks run in order; the threads of one block
+// run concurrently so that barriers inside the kernel work.
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+    const unsigned n_threads = block.x * block.y * block.z;
+    const unsigned n_warps = (n_threads + 31) / 32;
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                Barrier block_bar(n_threads);
+                std::vector<std::unique_ptr<Barrier>> warp_bars;
+                for (unsigned w = 0; w < n_warps; ++w)
+                    warp_bars.emplace_back(new Barrier(std::min(32u, n_threads - 32 * w)));
+                std::vector<std::thread> threads;
+                threads.reserve(n_threads);
+                for (unsigned t = 0; t < n_threads; ++t)
+                    threads.emplace_back([&, t] {
+                        threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+                        blockIdx = dim3(bx, by, bz);
+                        blockDim = block;
+                        gridDim = grid;
+                        block_barrier = &block_bar;
+                        warp_barrier = warp_bars[t / 32].get();
+                        kernel();
+                        warp_barrier->arrive_and_drop();  // an exited thread no longer holds others up
+                        block_barrier->arrive_and_drop();
+                    });
+                for (auto& th : threads) th.join();
+            }
+}
+
+// Converts a void* argument to whatever pointer type the kernel's parameter has.
+struct AnyPtr {
+    void* p;
+    template <class T> operator T*() const { return static_cast<T*>(p); }
+};
+
+}  // namespace cuda_cpu

@@ -1,0 +1,8 @@
+// CPU stand-in for CUDA's half type: GCC's _Float16 (IEEE binary16, round to nearest even).
+#pragma once
+#include "../cuda_cpu.h"
+
+using __half = _Float16;
+inline float __half2float(__half h) { return static_cast<float>(h); }
+inline __half __float2half(float f) { return static_cast<__half>(f); }
+inline __half __float2half_rn(float f) { return static_cast<__half>(f); }
