@@ -30,14 +30,34 @@ GPU = _has_gpu()
 needs_gpu = pytest.mark.skipif(not GPU, reason="needs CuPy and an NVIDIA GPU")
 
 
+def _ptxas(plan, tmp_path, options=None):
+    """nvcc down to machine code for an H100 (sm_90): ptxas checks registers and shared memory too."""
+    return subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", *(options or plan.options),
+                           "-o", str(tmp_path / "k.cubin"), str(plan.kernel.source)], capture_output=True, text=True)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("d_h,dtype", [(32, "float32"), (64, "float16")])  # the unrolled loops compile slowly:
-def test_kernel_compiles(d_h, dtype, tmp_path):                           # two specialisations cover both types
-    opts = [o for o in flash_cuda.kernel_options(d_h, dtype) if not o.startswith("-std")]
-    res = subprocess.run(["nvcc", "--ptx", "-arch=sm_80", *opts, "-o", str(tmp_path / "k.ptx"),
-                          str(flash_cuda.KERNEL_SOURCE)], capture_output=True, text=True)
+@pytest.mark.parametrize("kernel,d_h,dtype", [  # the unrolled loops compile slowly: the extremes of each kernel
+    ("simt", 32, "float32"), ("simt", 128, "float32"), ("simt", 128, "float16"),
+    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16")])
+def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
+    """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernel spills nothing."""
+    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
+    res = _ptxas(plan, tmp_path)
     assert res.returncode == 0, res.stderr
-    assert ".entry flash_attention_fwd" in (tmp_path / "k.ptx").read_text()  # extern "C": the name CuPy looks up
+    assert f"Compiling entry function '{plan.kernel.name}'" in res.stderr  # extern "C": the name CuPy looks up
+    if kernel == "tensor_cores":
+        assert "0 bytes spill stores" in res.stderr, res.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_tensor_core_kernel_refuses_too_little_shared_memory(tmp_path):
+    """The kernel's static_assert holds the host's byte count to its own layout."""
+    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None)
+    small = tuple(o if not o.startswith("-DSMEM_BYTES") else f"-DSMEM_BYTES={plan.shared_bytes - 128}"
+                  for o in plan.options)
+    res = _ptxas(plan, tmp_path, small)
+    assert res.returncode != 0 and "SMEM_BYTES" in res.stderr
 
 
 @pytest.mark.skipif(GPU, reason="a GPU is present")
@@ -76,27 +96,31 @@ def _reference(q, k, v, causal):
     return out, lse
 
 
-def run_on_cpu(q, k, v, *, causal, scale=None):
+def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto"):
     """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays."""
-    flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype))
-    plan = flash_cuda.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
-    kernel = cuda_emulator.load(flash_cuda.KERNEL_SOURCE, "flash_attention_fwd", plan.options)
+    flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
+    plan = flash_cuda.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
+    fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
     out = np.full_like(q, np.nan)  # NaN: a row the kernel forgets to write fails the test
     lse = np.full(q.shape[:3], np.nan, np.float32)
-    kernel(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars))
+    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_bytes=plan.shared_bytes)
     return out, lse
+
+
+# (kernel, dtype, tolerance): float16 inputs round q, k, v, and P before P V on tensor cores
+KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_cores", "float16", 2e-3)]
 
 
 needs_gxx = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
 
 
 @needs_gxx
-@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 2e-3)])
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
-def test_kernel_source_equals_naive_attention_on_cpu(dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
+def test_kernel_source_equals_naive_attention_on_cpu(kernel, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
     q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
-    out, lse = run_on_cpu(q, k, v, causal=causal)
+    out, lse = run_on_cpu(q, k, v, causal=causal, kernel=kernel)
     ref, ref_lse = _reference(q, k, v, causal)
     assert out.dtype == q.dtype
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
@@ -104,35 +128,38 @@ def test_kernel_source_equals_naive_attention_on_cpu(dtype, tol, causal, b, h, h
 
 
 @needs_gxx
-def test_kernel_source_on_cpu_rows_that_see_no_key_and_huge_logits():
-    """n_q > n_k causal: the first rows see no key (O = 0, lse = -inf); logits of 1e4 do not overflow."""
-    q, k, v = _inputs("float32", 1, 2, 2, 70, 5, 32)
-    q *= 300.0  # scores ~ 300² / √32: e^s would overflow float32 without the running max
-    out, lse = run_on_cpu(q, k, v, causal=True)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+def test_kernel_source_on_cpu_rows_that_see_no_key_and_huge_logits(kernel, dtype, tol):
+    """n_q > n_k causal: the first rows see no key (O = 0, lse = -inf); scores of ~1e4 do not overflow."""
+    q, k, v = _inputs(dtype, 1, 2, 2, 70, 5, 32)
+    q *= 60.0  # scores ~ 60·32/√32 ≈ 340 and more: e^s overflows float32 (and float16) without the running max
+    out, lse = run_on_cpu(q, k, v, causal=True, kernel=kernel)
     ref, ref_lse = _reference(q, k, v, True)
     assert np.all(out[:, :, :65] == 0) and np.all(lse[:, :, :65] == -np.inf)
-    np.testing.assert_allclose(out, ref, atol=1e-5)
-    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5)
+    assert np.isfinite(out).all() and np.isfinite(lse[:, :, 65:]).all()
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, rtol=tol)
 
 
 @needs_gxx
-def test_kernel_source_on_cpu_honours_scale():
-    q, k, v = _inputs("float32", 1, 2, 1, 40, 40, 64)
-    out, _ = run_on_cpu(q, k, v, causal=False, scale=0.5)
-    ref, _ = _reference(q * (0.5 * np.sqrt(64)), k, v, False)  # 0.5 = (0.5·√d_h) / √d_h
-    np.testing.assert_allclose(out, ref, atol=2e-5)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+def test_kernel_source_on_cpu_honours_scale(kernel, dtype, tol):
+    q, k, v = _inputs(dtype, 1, 2, 1, 40, 40, 64)
+    out, _ = run_on_cpu(q, k, v, causal=False, scale=0.5, kernel=kernel)
+    ref, _ = _reference(q.astype(np.float64) * (0.5 * np.sqrt(64)), k, v, False)  # 0.5 = (0.5·√d_h) / √d_h
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
 
 
 @needs_gpu
-@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 2e-3)])
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
-def test_kernel_equals_naive_attention_on_gpu(dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
+def test_kernel_equals_naive_attention_on_gpu(kernel, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
     import cupy
 
     q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
     out, lse = flash_cuda.flash_attention_cuda(*(cupy.asarray(t) for t in (q, k, v)), causal=causal,
-                                               return_lse=True)
+                                               return_lse=True, kernel=kernel)
     ref, ref_lse = _reference(q, k, v, causal)
     assert out.dtype == q.dtype
     np.testing.assert_allclose(T.to_numpy(out).astype(np.float32), ref, atol=tol, rtol=tol)
@@ -151,11 +178,26 @@ def test_kernel_agrees_with_the_package_attention_on_gpu():
 
 
 def test_launch_plan_tiles_the_queries():
-    plan = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
-    assert plan.grid == (5, 16) and plan.block == (flash_cuda.BLOCK_Q,)  # ⌈257/64⌉ = 5 tiles, b·h = 16
-    assert "-DSCALAR_T=__half" in plan.options and "-DD_H=64" in plan.options
+    plan = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None,
+                                  kernel="simt")
+    assert plan.grid == (5, 16) and plan.block == (64,)  # ⌈257/64⌉ = 5 tiles, b·h = 16; a thread per row
+    assert "-DSCALAR_T=__half" in plan.options and "-DD_H=64" in plan.options and plan.shared_bytes == 0
     assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
     assert float(plan.scalars[4]) == pytest.approx(1 / 8)
+    auto16 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
+    auto32 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float32", causal=True, scale=None)
+    assert auto16.kernel.name == "flash_attention_fwd_tc" and auto16.block == (128,)  # 4 warps
+    assert auto32.kernel.name == "flash_attention_fwd"
+
+
+@pytest.mark.parametrize("d_h,expected", [
+    # hand count: Ks + Vs 2·64·(d_h+8)·2, S 64·68·4 = 17408, P 64·72·2 = 9216, O 64·(d_h+4)·4, 64·4 = 256
+    (64, 2 * 9216 + 17408 + 9216 + 17408 + 256),
+    (128, 2 * 17408 + 17408 + 9216 + 33792 + 256),
+    (32, 2 * 5120 + 17408 + 9216 + 9216 + 256)])
+def test_tensor_core_shared_memory(d_h, expected):
+    assert flash_cuda.tensor_core_shared_bytes(d_h) == expected
+    assert expected <= 227 * 1024  # an H100 block may opt in to 227 KiB
 
 
 @pytest.mark.parametrize("shapes,dtypes,match", [
@@ -169,6 +211,14 @@ def test_launch_plan_tiles_the_queries():
 def test_bad_input_gets_a_clear_error(shapes, dtypes, match):
     with pytest.raises((ValueError, TypeError), match=match):
         flash_cuda.check_inputs(*shapes, dtypes)
+
+
+def test_bad_kernel_choice_gets_a_clear_error():
+    shapes = ((1, 4, 8, 64),) * 3
+    with pytest.raises(TypeError, match=r"'tensor_cores' takes float16, got float32"):
+        flash_cuda.check_inputs(*shapes, ("float32",) * 3, "tensor_cores")
+    with pytest.raises(ValueError, match=r"kernel='wmma'"):
+        flash_cuda.check_inputs(*shapes, ("float16",) * 3, "wmma")
 
 
 @needs_gpu

@@ -1,13 +1,24 @@
-"""FlashAttention's forward pass as a real GPU kernel (CuPy), the tiles in shared memory.
+"""FlashAttention's forward pass as real GPU kernels (CuPy), the tiles in shared memory.
 
 `flash_attention_cuda(q, k, v, causal=...)` takes CuPy arrays with the shapes of
 `scaled_dot_product_attention` — q (b, h, n_q, d_h), k and v (b, h_kv, n_k, d_h) — and runs
-`kernels/flash_attention_fwd.cu`: one thread block per (batch·head, tile of Br query rows),
-K/V tiles of Bc keys staged through shared memory (SRAM), the online-softmax statistics m
-and l and the output row in registers, causal tiles above the diagonal skipped. float32 and
-float16 inputs, float32 accumulation, any n. It mirrors `transformer.flash` (FA-2 loop order).
+one of two CUDA kernels, both FlashAttention-2's loop order as in `transformer.flash`:
 
-Only this module is CuPy-specific: the kernel is CUDA C and needs a GPU. Everything else in
+  "simt"          `kernels/flash_attention_fwd.cu`, the readable one: one thread per query
+                  row on the ordinary cores (Br = 64 rows a block), K/V tiles of Bc = 32 keys
+                  (16 for d_h = 128) in shared memory, m, l and the output row in registers.
+                  float32 and float16.
+  "tensor_cores"  `kernels/flash_attention_fwd_tc.cu`, the fast one: 4 warps a block, each
+                  computing S = Q Kᵀ and P V for 16 query rows on tensor cores (WMMA,
+                  16×16×16 tiles), K/V tiles of Bc = 64 keys. float16 only.
+
+"auto" (the default) takes tensor cores for float16 and the SIMT kernel for float32. Both
+accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
+GQA/MQA. `launch_plan` is the host side as a pure function (what to compile, how many blocks,
+how much shared memory), so it is tested without a GPU; the kernels themselves are tested on
+the CPU by running their CUDA C on threads (tests/cuda_emulator.py) and on a GPU where there is one.
+
+Only this module is CuPy-specific: the kernels are CUDA C and need a GPU. Everything else in
 the package runs on CuPy arrays through the same `xp` code as on NumPy.
 """
 from __future__ import annotations
@@ -19,30 +30,49 @@ from pathlib import Path
 
 from .backend import _cupy
 
-__all__ = ["flash_attention_cuda", "KERNEL_SOURCE", "BLOCK_Q", "BLOCK_K", "HEAD_SIZES", "kernel_options",
-           "check_inputs", "launch_plan", "LaunchPlan"]
+__all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
+           "tensor_core_shared_bytes"]
 
-KERNEL_SOURCE = Path(__file__).with_name("kernels") / "flash_attention_fwd.cu"
-BLOCK_Q = 64   # Br: query rows per thread block = threads per block (one row each)
-BLOCK_K = 32   # Bc: keys per shared-memory tile; s[Bc] and acc[d_h] stay in registers
-HEAD_SIZES = (32, 64, 128)  # d_h compiled as a constant so the inner loops unroll
+_DIR = Path(__file__).with_name("kernels")
+HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
 
 
-def kernel_options(d_h: int, dtype_name: str) -> tuple[str, ...]:
-    """The -D flags that specialise the kernel for one head size and element type."""
-    scalar = {"float32": "float", "float16": "__half"}[dtype_name]
-    return (f"-DD_H={d_h}", f"-DBR={BLOCK_Q}", f"-DBC={BLOCK_K}", f"-DSCALAR_T={scalar}", "-std=c++14")
+@dataclass(frozen=True)
+class Kernel:
+    source: Path
+    name: str        # the extern "C" function in the source
+    block_q: int     # Br: query rows per block
+    block_k: int     # Bc: keys per K/V tile
+    threads: int     # threads per block
+    dtypes: tuple[str, ...]
 
 
-@lru_cache(maxsize=None)
-def _kernel(options: tuple[str, ...]):
-    cupy = _cupy()
-    module = cupy.RawModule(code=KERNEL_SOURCE.read_text(), options=options)
-    return module.get_function("flash_attention_fwd")
+KERNELS = {
+    "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16")),
+    "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",)),
+}
 
 
-def check_inputs(q_shape, k_shape, v_shape, dtypes) -> None:
-    """Clear errors for shapes and dtypes the kernel cannot take (the arrays' own checks aside)."""
+def tensor_core_shared_bytes(d_h: int) -> int:
+    """Shared memory per block of the tensor-core kernel: K_j, V_j, S (Q staged there first), P, O, e^(m - m_new).
+
+    Rows padded by 8 halves / 4 floats (bank conflicts), each buffer rounded up to 128 bytes;
+    the kernel's static_assert checks this is at least its own layout.
+    """
+    br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
+
+    def align(x):
+        return -(-x // 128) * 128
+
+    kv = align(bc * (d_h + 8) * 2)                           # Ks or Vs: [Bc][d_h + 8] half
+    s = align(max(br * (bc + 4) * 4, br * (d_h + 8) * 2))     # Ss: [Br][Bc + 4] float, or Qs [Br][d_h + 8] half
+    p = align(br * (bc + 8) * 2)                             # Ps: [Br][Bc + 8] half
+    o = align(br * (d_h + 4) * 4)                            # Os: [Br][d_h + 4] float
+    return 2 * kv + s + p + o + align(br * 4)                # + one float per row
+
+
+def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> None:
+    """Clear errors for shapes, dtypes and kernel choices the kernels cannot take."""
     for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
         if len(shape) != 4:
             raise ValueError(f"{name} must have 4 dims (b, heads, n, d_h), got shape {tuple(shape)}")
@@ -56,51 +86,84 @@ def check_inputs(q_shape, k_shape, v_shape, dtypes) -> None:
     if h_kv < 1 or h % h_kv:
         raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     if d_h not in HEAD_SIZES:
-        raise ValueError(f"the kernel is compiled for d_h in {HEAD_SIZES}, got d_h={d_h}")
+        raise ValueError(f"the kernels are compiled for d_h in {HEAD_SIZES}, got d_h={d_h}")
+    if kernel != "auto":
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel={kernel!r}: use 'auto', {', '.join(repr(k) for k in KERNELS)}")
+        if names[0] not in KERNELS[kernel].dtypes:
+            raise TypeError(f"kernel={kernel!r} takes {' or '.join(KERNELS[kernel].dtypes)}, got {names[0]}")
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything the GPU needs besides the arrays: which kernel, how many blocks, the scalars."""
-    options: tuple[str, ...]  # -D flags: the compiled specialisation
+    """Everything the GPU needs besides the arrays."""
+    kernel: Kernel
+    options: tuple[str, ...]  # compiler flags: -D constants of this specialisation
     grid: tuple[int, int]     # (Tr, b·h): query tiles × (batch·head)
-    block: tuple[int]         # (Br,): one thread per query row
+    block: tuple[int]         # threads per block
+    shared_bytes: int         # dynamic shared memory per block (0: the kernel's is static)
     scalars: tuple            # n_q, n_k, h, h_kv, scale, causal as the kernel's int/float types
 
 
-def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None) -> LaunchPlan:
-    """The launch of `kernels/flash_attention_fwd.cu` for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h)."""
+def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
+                kernel: str = "auto") -> LaunchPlan:
+    """How to launch attention for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) of dtype_name."""
     import numpy as np
 
     b, h, n_q, d_h = q_shape
     h_kv, n_k = k_shape[1], k_shape[2]
+    if kernel == "auto":
+        kernel = "tensor_cores" if dtype_name == "float16" else "simt"
+    kern = KERNELS[kernel]
+    if kernel == "simt":
+        scalar = {"float32": "float", "float16": "__half"}[dtype_name]
+        # Qs (d_h·Br) + Ks, Vs (Bc·d_h each) floats in 48 KiB of static shared memory: halve Bc for d_h = 128
+        bc = kern.block_k if d_h <= 64 else kern.block_k // 2
+        options = (f"-DD_H={d_h}", f"-DBR={kern.block_q}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14")
+        shared = 0
+    else:
+        shared = tensor_core_shared_bytes(d_h)
+        options = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17")
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
-    return LaunchPlan(options=kernel_options(d_h, dtype_name),
-                      grid=(math.ceil(n_q / BLOCK_Q), b * h),  # Tr = ⌈n_q / Br⌉
-                      block=(BLOCK_Q,),
+    return LaunchPlan(kernel=kern, options=options,
+                      grid=(math.ceil(n_q / kern.block_q), b * h),  # Tr = ⌈n_q / Br⌉
+                      block=(kern.threads,), shared_bytes=shared,
                       scalars=(np.int32(n_q), np.int32(n_k), np.int32(h), np.int32(h_kv),
                                np.float32(scale), np.int32(bool(causal))))
 
 
+@lru_cache(maxsize=None)
+def _compiled(source: Path, name: str, options: tuple[str, ...], shared_bytes: int):
+    cupy = _cupy()
+    fn = cupy.RawKernel(source.read_text(), name, options=options)
+    if shared_bytes > 48 * 1024:  # past the portable 48 KiB a kernel must opt in
+        fn.max_dynamic_shared_size_bytes = shared_bytes
+    return fn
+
+
 def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None = None,
-                         return_lse: bool = False):
+                         return_lse: bool = False, kernel: str = "auto"):
     """softmax(Q Kᵀ/√d_h [+ causal mask]) V on the GPU without forming the n×n matrix.
 
     q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays -> out (b, h, n_q, d_h) in q's dtype,
     and lse (b, h, n_q) float32 = log Σ_j e^(s_ij) if return_lse. Causal uses the offset
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
+    kernel: "auto", "simt" or "tensor_cores" (float16 only); see the module docstring.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, cupy.ndarray):
             raise TypeError(f"{name} must be a CuPy array on the GPU, got {type(t).__name__}")
-    check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype))
+    check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     b, h, n_q, d_h = q.shape
-    q, k, v = (cupy.ascontiguousarray(t) for t in (q, k, v))
+    # contiguous, and 16-byte aligned for the tensor-core kernel's 16-byte loads
+    q, k, v = (cupy.ascontiguousarray(t) if t.flags.c_contiguous and t.data.ptr % 16 == 0 else t.copy()
+               for t in (q, k, v))
     out = cupy.empty_like(q)  # [b, h, n_q, d_h]
     lse = cupy.empty((b, h, n_q), dtype=cupy.float32)  # [b, h, n_q]
     if n_q == 0 or b * h == 0:
         return (out, lse) if return_lse else out
-    plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
-    _kernel(plan.options)(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars))
+    plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
+    fn = _compiled(plan.kernel.source, plan.kernel.name, plan.options, plan.shared_bytes)
+    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out

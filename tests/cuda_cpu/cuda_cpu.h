@@ -2,7 +2,7 @@
 //
 // Every CUDA thread of a block becomes one std::thread; blocks run one after another.
 // __syncthreads() is a std::barrier over the block, __syncwarp() one over the thread's warp
-// of 32, and a thread that returns drops out of both (as an exited CUDA thread does).
+// of 32 (shuffles swap values through a slot per lane between two of those), and a thread that returns drops out of both (as an exited CUDA thread does).
 // __shared__ arrays become function statics: one copy, which is right because only one
 // block runs at a time. Registers are the threads' own locals.
 //
@@ -14,6 +14,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -24,7 +25,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static
 
 struct dim3 {
@@ -34,17 +35,34 @@ struct dim3 {
 };
 
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
 namespace cuda_cpu {
 using Barrier = std::barrier<>;
 inline thread_local Barrier* block_barrier = nullptr;
 inline thread_local Barrier* warp_barrier = nullptr;
+inline thread_local unsigned long long* warp_exchange = nullptr;  // 32 slots: what lanes swap in a shuffle
+inline thread_local unsigned lane_id = 0;
 }  // namespace cuda_cpu
 
 inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 inline void __syncthreads() { cuda_cpu::block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { cuda_cpu::warp_barrier->arrive_and_wait(); }
+
+// __shfl_xor_sync: every lane of the warp posts its value, then reads lane (lane ^ lane_mask)'s.
+template <class T>
+inline T __shfl_xor_sync(unsigned, T value, int lane_mask, int = 32) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "one 8-byte slot per lane");
+    using namespace cuda_cpu;
+    warp_barrier->arrive_and_wait();  // the last shuffle's reads are done
+    std::memcpy(&warp_exchange[lane_id], &value, sizeof(T));
+    warp_barrier->arrive_and_wait();
+    T out;
+    std::memcpy(&out, &warp_exchange[lane_id ^ unsigned(lane_mask)], sizeof(T));
+    return out;
+}
 
 inline float __expf(float x) { return std::exp(x); }
 using std::max;
@@ -64,6 +82,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                 std::vector<std::unique_ptr<Barrier>> warp_bars;
                 for (unsigned w = 0; w < n_warps; ++w)
                     warp_bars.emplace_back(new Barrier(std::min(32u, n_threads - 32 * w)));
+                std::vector<unsigned long long> exchange(32 * n_warps);
                 std::vector<std::thread> threads;
                 threads.reserve(n_threads);
                 for (unsigned t = 0; t < n_threads; ++t)
@@ -74,6 +93,8 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                         gridDim = grid;
                         block_barrier = &block_bar;
                         warp_barrier = warp_bars[t / 32].get();
+                        warp_exchange = &exchange[32 * (t / 32)];
+                        lane_id = t % 32;
                         kernel();
                         warp_barrier->arrive_and_drop();  // an exited thread no longer holds others up
                         block_barrier->arrive_and_drop();

@@ -23,7 +23,9 @@
 // query tile for K and V, and written once for O: the n×n matrix never leaves the chip.
 //
 // Compile-time constants (CuPy passes -D options): D_H head size, BR query rows per block,
-// BC keys per tile, SCALAR_T the input/output element type (float or __half).
+// BC keys per tile, SCALAR_T the input/output element type (float or __half). Shared memory
+// is (D_H·BR + 2·BC·D_H) floats, which must stay within the 48 KiB a block has statically:
+// the host halves BC for d_h = 128.
 // Inputs are contiguous: Q, O (b, h, n_q, d_h); K, V (b, h_kv, n_k, d_h); LSE (b, h, n_q) float32.
 // GQA/MQA: query head `head` reads key/value head head / (h / h_kv).
 // causal: query row i sits at absolute position i + (n_k - n_q) and sees keys j ≤ that position
@@ -55,8 +57,9 @@ extern "C" __global__ void flash_attention_fwd(
     SCALAR_T* __restrict__ O, float* __restrict__ LSE,
     const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
 {
-    // +1 column of padding: thread t reads row t of Qs, so rows must fall in different banks.
-    __shared__ float Qs[BR][D_H + 1];
+    // Q tile stored transposed, Qs[c][r] = q_r[c]: when every thread t reads its own row's
+    // element c, the 32 threads of a warp touch 32 consecutive words, one per bank.
+    __shared__ float Qs[D_H][BR];
     __shared__ float Ks[BC][D_H];  // every thread reads the same k_j at once: a broadcast, no conflict
     __shared__ float Vs[BC][D_H];
 
@@ -74,7 +77,7 @@ extern "C" __global__ void flash_attention_fwd(
     // Load the Q tile (Br × d_h) from HBM once, folding in the 1/√d_h scale.
     for (int e = threadIdx.x; e < BR * D_H; e += BR) {
         const int r = e / D_H, c = e % D_H;
-        Qs[r][c] = (row0 + r < n_q) ? to_float(Q[q_base + (size_t)(row0 + r) * D_H + c]) * scale : 0.f;
+        Qs[c][r] = (row0 + r < n_q) ? to_float(Q[q_base + (size_t)(row0 + r) * D_H + c]) * scale : 0.f;
     }
 
     float m = -INFINITY, l = 0.f;
@@ -108,7 +111,7 @@ extern "C" __global__ void flash_attention_fwd(
         for (int j = 0; j < BC; ++j) {
             float dot = 0.f;
 #pragma unroll
-            for (int c = 0; c < D_H; ++c) dot += Qs[threadIdx.x][c] * Ks[j][c];
+            for (int c = 0; c < D_H; ++c) dot += Qs[c][threadIdx.x] * Ks[j][c];
             s[j] = (j < n_here) ? dot : -INFINITY;
             m_tile = fmaxf(m_tile, s[j]);
         }

@@ -3,6 +3,7 @@
 #include "../cuda_cpu.h"
 
 using __half = _Float16;
+using half = __half;
 inline float __half2float(__half h) { return static_cast<float>(h); }
 inline __half __float2half(float f) { return static_cast<__half>(f); }
 inline __half __float2half_rn(float f) { return static_cast<__half>(f); }
