@@ -373,3 +373,53 @@ def test_decoder_runs_on_the_strict_array_api(tmp_path):
     assert strict.generate(ids, max_new_tokens=4) == ref.generate(ids, max_new_tokens=4)
     assert strict.generate_batch(["Hi", "Hello   world"], 3) == ref.generate_batch(["Hi", "Hello   world"], 3)
     np.testing.assert_allclose(strict.attention_weights(ids)[1], ref.attention_weights(ids)[1], atol=1e-6)
+
+
+def test_random_llama_has_smollm2s_shapes():
+    """Same shapes as the real file: HF's published count for SmolLM2-135M, 134,515,008 parameters."""
+    m = llama_mod.random_llama(seed=1)
+    arrays = [m.weights.W_E, m.weights.norm] + [getattr(lw, f) for lw in m.weights.layers
+                                                 for f in llama_mod.LayerWeights.__dataclass_fields__]
+    assert sum(a.size for a in arrays) == 134_515_008
+    assert m.tokenizer is None and m.weights.W_out is None
+    with pytest.raises(ValueError, match="no tokenizer"):
+        m.generate("text")
+
+
+@pytest.mark.parametrize("h_kv,tied", [(2, True), (1, False)])
+def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
+    """random_llama's weights copied into HF's LlamaForCausalLM (rows un-permuted to rotate-half RoPE)."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
+
+    cfg = llama_mod.LlamaConfig(L=2, d=64, h=4, h_kv=h_kv, d_h=16, d_ff=96, v=300, n_ctx=64, tied=tied)
+    ours = llama_mod.random_llama(cfg, seed=2, std=0.1)
+    hf = LlamaForCausalLM(HFConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=h_kv, max_position_embeddings=64,
+                                   rms_norm_eps=cfg.eps, rope_theta=cfg.rope_base, tie_word_embeddings=tied,
+                                   attention_bias=False, mlp_bias=False)).eval()
+    perm = np.array(T.interleaved_to_half_permutation(16))
+
+    def unpermute(W, heads):  # (d, heads·d_h) interleaved rows -> rotate-half rows, as (out, in) for torch
+        return torch.from_numpy(np.ascontiguousarray(W[:, np.concatenate([perm + 16 * i for i in range(heads)])].T))
+
+    w = ours.weights
+    sd = {"model.embed_tokens.weight": torch.from_numpy(w.W_E), "model.norm.weight": torch.from_numpy(w.norm),
+          "lm_head.weight": torch.from_numpy(w.W_E if tied else np.ascontiguousarray(w.W_out.T))}
+    for i, lw in enumerate(w.layers):
+        p = f"model.layers.{i}."
+        sd.update({p + "input_layernorm.weight": torch.from_numpy(lw.attn_norm),
+                   p + "post_attention_layernorm.weight": torch.from_numpy(lw.ffn_norm),
+                   p + "self_attn.q_proj.weight": unpermute(lw.W_q, 4), p + "self_attn.k_proj.weight": unpermute(lw.W_k, h_kv),
+                   p + "self_attn.v_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_v.T)),
+                   p + "self_attn.o_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_o.T)),
+                   p + "mlp.gate_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_gate.T)),
+                   p + "mlp.up_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_up.T)),
+                   p + "mlp.down_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_down.T))})
+    missing, unexpected = hf.load_state_dict(sd, strict=False)
+    assert not unexpected and all("rotary" in k for k in missing)
+    ids = [5, 17, 250, 3, 99, 42, 7]
+    with torch.no_grad():
+        expected = hf(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(ours.logits(ids), expected, atol=1e-4, rtol=1e-4)
+    assert ours.generate(ids, max_new_tokens=6) == ours.generate(ids, max_new_tokens=6, use_cache=False)

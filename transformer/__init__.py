@@ -28,7 +28,7 @@ from .flash_cuda import flash_attention_cuda
 # a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
 from .bpe import BPETokenizer
 from .sampling import sample_next, filter_logits, next_token_probs
-from .llama import LlamaConfig, Llama, load_smollm2, load_llama, GenerationStats
+from .llama import LlamaConfig, Llama, load_smollm2, load_llama, random_llama, GenerationStats
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
 from .wordpiece import WordPieceTokenizer, basic_tokenize

