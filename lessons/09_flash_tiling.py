@@ -20,8 +20,9 @@
 # (key blocks outside) and FlashAttention-2 (query blocks outside); the running $m$ and $l$ of
 # one query row as the tiles go by; a check that the result equals standard attention; the
 # slow-memory (HBM) traffic and the peak extra memory against $n$, each as formula lines
-# with measured points; and the backward pass by recomputation, equal to the naive one
-# while never storing an $n \times n$ matrix.
+# with measured points; the backward pass by recomputation, equal to the naive one
+# while never storing an $n \times n$ matrix; and the same tiles as CUDA kernels, with what
+# one GPU thread block holds in its shared memory.
 #
 # **Follows** note 000 (§3.1 cost $O(n^2 d_h)$ time and $O(n^2)$ memory, §3.2 tiling and
 # the online softmax), note 001 (attention is memory-bound; tiling, recomputation in the
@@ -436,6 +437,99 @@ P.curves(n_bw_line, {"one n×n matrix per head": to_mib(nn_bytes), "dQ, dK, dV t
                  "backward, P stored": dict(color=P.LINE_COLORS[0]),
                  "backward, P recomputed": dict(color=P.LINE_COLORS[1])})
 P.save(fig, P.figure_path("09_peak_memory.png"))
+
+# %% [markdown]
+# ## 8. The same tiles as a GPU kernel
+#
+# NumPy can only count what a GPU would move. `transformer/kernels/` holds the forward pass
+# written once more in CUDA C, where the tiles really sit in a streaming multiprocessor's
+# shared memory (SRAM) and the running $(m, l)$ in registers; CuPy compiles and launches them
+# through `T.flash_attention_cuda`. How this lesson's loops map onto the GPU:
+#
+# | `flash_attention` in NumPy (FA-2 order) | the CUDA kernels |
+# |---|---|
+# | a Python loop over query blocks $Q_i$ | one thread block per (batch·head, $Q_i$), all running at once |
+# | $K_j, V_j$ sliced from the arrays | copied by the block from HBM into `__shared__` arrays |
+# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel), or 16×16 tiles on tensor cores (**tensor-core** kernel, float16) |
+# | $(m, l, O_i)$ carried from tile to tile | registers; the tensor-core kernel keeps $O_i$ in shared memory, where it can rescale rows |
+#
+# A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
+# both kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
+# kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
+
+# %%
+from transformer import flash_cuda as FC
+
+b_g, h_g, n_g = 1, 16, 8192
+for d_g in (64, 128):
+    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16")):
+        plan = FC.launch_plan((b_g, h_g, n_g, d_g), (b_g, h_g, n_g, d_g), dtype, causal=True, scale=None, kernel=kern)
+        smem = FC.simt_shared_bytes(d_g) if kern == "simt" else plan.shared_bytes
+        print(f"d_h = {d_g:3d}, {kern:12s} ({dtype}): grid {plan.grid} = {plan.grid[0] * plan.grid[1]:5d} blocks "
+              f"of {plan.block[0]:3d} threads, {smem / 1024:5.1f} KiB of shared memory each")
+naive_S = n_g * n_g * 4  # one head's S in float32
+print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB per head, in HBM")
+
+
+def tile_buffers(d_h):  # -> {kernel: {buffer: bytes}}, the layouts of the two .cu files
+    br, bc = FC.KERNELS["simt"].block_q, FC.simt_block_k(d_h)
+    simt = {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
+    tb_r, tb_c = FC.KERNELS["tensor_cores"].block_q, FC.KERNELS["tensor_cores"].block_k
+    tc = {"K_j": 2 * tb_c * (d_h + 8), "V_j": 2 * tb_c * (d_h + 8), "S (Q tile first)": 4 * tb_r * (tb_c + 4),
+          "P": 2 * tb_r * (tb_c + 8), "O": 4 * tb_r * (d_h + 4), "e^(m - m_new)": 4 * tb_r}
+    return {"SIMT": simt, "tensor cores": tc}
+
+
+for d_g in (64, 128):  # the figure's buffers add up to what the host asks for (up to 128-byte rounding)
+    bufs = tile_buffers(d_g)
+    assert sum(bufs["SIMT"].values()) == FC.simt_shared_bytes(d_g)
+    assert 0 <= FC.tensor_core_shared_bytes(d_g) - sum(bufs["tensor cores"].values()) < 128 * 6
+
+# %%
+buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.LINE_COLORS[2],
+                  "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
+                  "e^(m - m_new)": P.LINE_COLORS[7]}
+fig, ax = P.new_figure(figsize=(13, 5.2))
+bars = [(f"{name}, d_h = {d_g}", parts) for d_g in (64, 128) for name, parts in tile_buffers(d_g).items()]
+seen = set()
+for y, (label, parts) in enumerate(reversed(bars)):
+    left = 0.0
+    for buf, nbytes in parts.items():
+        ax.barh(y, nbytes / 1024, left=left, color=buffer_colours[buf], edgecolor="white",
+                label=None if buf in seen else buf)
+        seen.add(buf)
+        left += nbytes / 1024
+    ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=P.TICK_SIZE)
+for x, text, side in ((48, "48 KiB: a block's static limit ", "left"),
+                      (227, "227 KiB: the most one block\nmay opt in to ", "right")):
+    ax.axvline(x, color="grey", linestyle="--", linewidth=1)
+    ax.text(x + (2 if side == "left" else -2), len(bars) - 0.45, text, fontsize=P.TICK_SIZE, color="dimgrey",
+            va="top", ha=side)
+ax.set_yticks(range(len(bars)), [label for label, _ in reversed(bars)])
+ax.set_xlim(0, 235)
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=P.TICK_SIZE, title="buffer")
+P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); standard attention's S at "
+                       f"n = {n_g}: {naive_S / 2**20:.0f} MiB per head", xlabel="KiB")
+P.save(fig, P.figure_path("09_gpu_shared_memory.png"))
+
+# %% [markdown]
+# Both kernels are checked against standard attention: on any machine by running their CUDA
+# C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly. With a GPU and CuPy
+# here, this cell runs them and compares with the NumPy tiles of this lesson:
+
+# %%
+try:
+    cp = T.namespace("cupy")  # raises with a clear message without CuPy or a GPU
+except RuntimeError as e:
+    print(f"no GPU here ({e}); on a GPU machine, benchmarks/bench_gpu.py times both kernels against torch")
+else:
+    q, k, v = (rng.standard_normal((1, 4, 1000, 64)).astype(np.float32) for _ in range(3))
+    ref = T.flash_attention(q, k, v, causal=True)
+    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3)):
+        out = FC.flash_attention_cuda(*(cp.asarray(t.astype(dtype)) for t in (q, k, v)), causal=True, kernel=kern)
+        diff = float(np.abs(T.to_numpy(out).astype(np.float32) - ref).max())
+        print(f"{kern:12s}: max |GPU kernel - NumPy tiles| = {diff:.1e}")
+        assert diff < tol
 
 # %% [markdown]
 # The project's benchmark (`benchmarks/bench_flash.py`) repeats these measurements at larger

@@ -48,6 +48,9 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     assert f"Compiling entry function '{plan.kernel.name}'" in res.stderr  # extern "C": the name CuPy looks up
     if kernel == "tensor_cores":
         assert "0 bytes spill stores" in res.stderr, res.stderr
+    else:  # the compiler's own count of the static shared memory equals the formula
+        assert f"{flash_cuda.simt_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
+        assert flash_cuda.simt_shared_bytes(d_h) <= 48 * 1024
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -31,7 +31,7 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "tensor_core_shared_bytes"]
+           "simt_block_k", "simt_shared_bytes", "tensor_core_shared_bytes"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -51,6 +51,16 @@ KERNELS = {
     "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16")),
     "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",)),
 }
+
+
+def simt_block_k(d_h: int) -> int:
+    """Bc of the SIMT kernel: 32 keys a tile, 16 for d_h = 128 so that its tiles fit 48 KiB."""
+    return KERNELS["simt"].block_k if d_h <= 64 else KERNELS["simt"].block_k // 2
+
+
+def simt_shared_bytes(d_h: int) -> int:
+    """Static shared memory per block of the SIMT kernel: Qs (d_h × Br) + Ks, Vs (Bc × d_h), float32."""
+    return 4 * (d_h * KERNELS["simt"].block_q + 2 * simt_block_k(d_h) * d_h)
 
 
 def tensor_core_shared_bytes(d_h: int) -> int:
@@ -117,9 +127,8 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
     kern = KERNELS[kernel]
     if kernel == "simt":
         scalar = {"float32": "float", "float16": "__half"}[dtype_name]
-        # Qs (d_h·Br) + Ks, Vs (Bc·d_h each) floats in 48 KiB of static shared memory: halve Bc for d_h = 128
-        bc = kern.block_k if d_h <= 64 else kern.block_k // 2
-        options = (f"-DD_H={d_h}", f"-DBR={kern.block_q}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14")
+        options = (f"-DD_H={d_h}", f"-DBR={kern.block_q}", f"-DBC={simt_block_k(d_h)}", f"-DSCALAR_T={scalar}",
+                   "-std=c++14")
         shared = 0
     else:
         shared = tensor_core_shared_bytes(d_h)
