@@ -114,29 +114,39 @@ def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto"):
 KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_cores", "float16", 2e-3)]
 
 
+def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto"):
+    """flash_attention_cuda on the device, results back as NumPy arrays."""
+    import cupy
+    out, lse = flash_cuda.flash_attention_cuda(*(cupy.asarray(t) for t in (q, k, v)), causal=causal, scale=scale,
+                                               return_lse=True, kernel=kernel)
+    return T.to_numpy(out), T.to_numpy(lse)
+
+
 needs_gxx = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
+# where the kernels run: their CUDA C on CPU threads (any machine with g++), and a GPU (where present)
+WHERE = [pytest.param(run_on_cpu, id="cpu", marks=needs_gxx), pytest.param(run_on_gpu, id="gpu", marks=needs_gpu)]
 
 
-@needs_gxx
+@pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
-def test_kernel_source_equals_naive_attention_on_cpu(kernel, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
+def test_kernel_equals_naive_attention(run, kernel, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
     q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
-    out, lse = run_on_cpu(q, k, v, causal=causal, kernel=kernel)
+    out, lse = run(q, k, v, causal=causal, kernel=kernel)
     ref, ref_lse = _reference(q, k, v, causal)
     assert out.dtype == q.dtype
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
     np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
 
 
-@needs_gxx
+@pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-def test_kernel_source_on_cpu_rows_that_see_no_key_and_huge_logits(kernel, dtype, tol):
+def test_kernel_rows_that_see_no_key_and_huge_logits(run, kernel, dtype, tol):
     """n_q > n_k causal: the first rows see no key (O = 0, lse = -inf); scores of ~1e4 do not overflow."""
     q, k, v = _inputs(dtype, 1, 2, 2, 70, 5, 32)
     q *= 60.0  # scores ~ 60·32/√32 ≈ 340 and more: e^s overflows float32 (and float16) without the running max
-    out, lse = run_on_cpu(q, k, v, causal=True, kernel=kernel)
+    out, lse = run(q, k, v, causal=True, kernel=kernel)
     ref, ref_lse = _reference(q, k, v, True)
     assert np.all(out[:, :, :65] == 0) and np.all(lse[:, :, :65] == -np.inf)
     assert np.isfinite(out).all() and np.isfinite(lse[:, :, 65:]).all()
@@ -144,29 +154,13 @@ def test_kernel_source_on_cpu_rows_that_see_no_key_and_huge_logits(kernel, dtype
     np.testing.assert_allclose(lse, ref_lse, rtol=tol)
 
 
-@needs_gxx
+@pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-def test_kernel_source_on_cpu_honours_scale(kernel, dtype, tol):
+def test_kernel_honours_scale(run, kernel, dtype, tol):
     q, k, v = _inputs(dtype, 1, 2, 1, 40, 40, 64)
-    out, _ = run_on_cpu(q, k, v, causal=False, scale=0.5, kernel=kernel)
+    out, _ = run(q, k, v, causal=False, scale=0.5, kernel=kernel)
     ref, _ = _reference(q.astype(np.float64) * (0.5 * np.sqrt(64)), k, v, False)  # 0.5 = (0.5·√d_h) / √d_h
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
-
-
-@needs_gpu
-@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", CASES)
-def test_kernel_equals_naive_attention_on_gpu(kernel, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
-    import cupy
-
-    q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
-    out, lse = flash_cuda.flash_attention_cuda(*(cupy.asarray(t) for t in (q, k, v)), causal=causal,
-                                               return_lse=True, kernel=kernel)
-    ref, ref_lse = _reference(q, k, v, causal)
-    assert out.dtype == q.dtype
-    np.testing.assert_allclose(T.to_numpy(out).astype(np.float32), ref, atol=tol, rtol=tol)
-    np.testing.assert_allclose(T.to_numpy(lse), ref_lse, atol=tol * 10, rtol=tol)
 
 
 @needs_gpu
