@@ -159,10 +159,10 @@ def attention_rows(ns, repeats_for):
                     row["torch_peak_bytes"] = torch_peak(sdpa)
                     row["torch_kernel"] = torch_kernel(sdpa)
                     best = "tensor_cores" if dtype == "float16" else "simt"
-                    ours = cupy.from_dlpack(sdpa()).astype(cupy.float32)
+                    theirs = cupy.from_dlpack(sdpa()).astype(cupy.float32)
                     mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=best).astype(cupy.float32)
-                    row[f"{best}_max_abs_diff_vs_torch"] = float(cupy.abs(ours - mine).max())
-                    del ours, mine
+                    row[f"{best}_max_abs_diff_vs_torch"] = float(cupy.abs(theirs - mine).max())
+                    del theirs, mine
                 except torch.cuda.OutOfMemoryError:
                     row["torch_s"] = row["torch_peak_bytes"] = None
                 torch.cuda.empty_cache()

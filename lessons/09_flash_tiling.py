@@ -470,27 +470,13 @@ for d_g in (64, 128):
 naive_S = n_g * n_g * 4  # one head's S in float32
 print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB per head, in HBM")
 
-
-def tile_buffers(d_h):  # -> {kernel: {buffer: bytes}}, the layouts of the two .cu files
-    br, bc = FC.KERNELS["simt"].block_q, FC.simt_block_k(d_h)
-    simt = {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
-    tb_r, tb_c = FC.KERNELS["tensor_cores"].block_q, FC.KERNELS["tensor_cores"].block_k
-    tc = {"K_j": 2 * tb_c * (d_h + 8), "V_j": 2 * tb_c * (d_h + 8), "S (Q tile first)": 4 * tb_r * (tb_c + 4),
-          "P": 2 * tb_r * (tb_c + 8), "O": 4 * tb_r * (d_h + 4), "e^(m - m_new)": 4 * tb_r}
-    return {"SIMT": simt, "tensor cores": tc}
-
-
-for d_g in (64, 128):  # the figure's buffers add up to what the host asks for (up to 128-byte rounding)
-    bufs = tile_buffers(d_g)
-    assert sum(bufs["SIMT"].values()) == FC.simt_shared_bytes(d_g)
-    assert 0 <= FC.tensor_core_shared_bytes(d_g) - sum(bufs["tensor cores"].values()) < 128 * 6
-
 # %%
 buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.LINE_COLORS[2],
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7]}
 fig, ax = P.new_figure(figsize=(13, 5.2))
-bars = [(f"{name}, d_h = {d_g}", parts) for d_g in (64, 128) for name, parts in tile_buffers(d_g).items()]
+bars = [(f"{name}, d_h = {d_g}", FC.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
+        for name, kern in (("SIMT", "simt"), ("tensor cores", "tensor_cores"))]
 seen = set()
 for y, (label, parts) in enumerate(reversed(bars)):
     left = 0.0

@@ -31,7 +31,7 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "simt_block_k", "simt_shared_bytes", "tensor_core_shared_bytes"]
+           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "tensor_core_shared_bytes"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -58,27 +58,31 @@ def simt_block_k(d_h: int) -> int:
     return KERNELS["simt"].block_k if d_h <= 64 else KERNELS["simt"].block_k // 2
 
 
+def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
+    """Bytes of each buffer one block of `kernel` keeps in shared memory: the layouts of the .cu files.
+
+    SIMT: the Q tile (stored transposed) and K_j, V_j, float32. Tensor cores: K_j, V_j, P in
+    float16 and S, O, the row corrections in float32, rows padded by 8 halves / 4 floats against
+    bank conflicts; the Q tile passes once through S's space on its way into registers.
+    """
+    if kernel == "simt":
+        br, bc = KERNELS["simt"].block_q, simt_block_k(d_h)
+        return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
+    br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
+    return {"K_j": 2 * bc * (d_h + 8), "V_j": 2 * bc * (d_h + 8),
+            "S (Q tile first)": max(4 * br * (bc + 4), 2 * br * (d_h + 8)),
+            "P": 2 * br * (bc + 8), "O": 4 * br * (d_h + 4), "e^(m - m_new)": 4 * br}
+
+
 def simt_shared_bytes(d_h: int) -> int:
-    """Static shared memory per block of the SIMT kernel: Qs (d_h × Br) + Ks, Vs (Bc × d_h), float32."""
-    return 4 * (d_h * KERNELS["simt"].block_q + 2 * simt_block_k(d_h) * d_h)
+    """Static shared memory per block of the SIMT kernel (must stay within 48 KiB)."""
+    return sum(shared_memory_buffers("simt", d_h).values())
 
 
 def tensor_core_shared_bytes(d_h: int) -> int:
-    """Shared memory per block of the tensor-core kernel: K_j, V_j, S (Q staged there first), P, O, e^(m - m_new).
-
-    Rows padded by 8 halves / 4 floats (bank conflicts), each buffer rounded up to 128 bytes;
-    the kernel's static_assert checks this is at least its own layout.
-    """
-    br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
-
-    def align(x):
-        return -(-x // 128) * 128
-
-    kv = align(bc * (d_h + 8) * 2)                           # Ks or Vs: [Bc][d_h + 8] half
-    s = align(max(br * (bc + 4) * 4, br * (d_h + 8) * 2))     # Ss: [Br][Bc + 4] float, or Qs [Br][d_h + 8] half
-    p = align(br * (bc + 8) * 2)                             # Ps: [Br][Bc + 8] half
-    o = align(br * (d_h + 4) * 4)                            # Os: [Br][d_h + 4] float
-    return 2 * kv + s + p + o + align(br * 4)                # + one float per row
+    """Dynamic shared memory per block of the tensor-core kernel: its buffers, each rounded up to
+    128 bytes as the kernel lays them out (its static_assert checks this covers its layout)."""
+    return sum(-(-nbytes // 128) * 128 for nbytes in shared_memory_buffers("tensor_cores", d_h).values())
 
 
 def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> None:
