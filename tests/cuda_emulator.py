@@ -88,11 +88,15 @@ class Kernel:
         for a in args:
             if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                 raise ValueError("array arguments must be C-contiguous")
-        holders = [a.ctypes.data_as(ctypes.c_void_p) if t == "ptr" else
-                   ctypes.pointer(ctypes.c_int(int(a)) if t == "int" else ctypes.c_float(float(a)))
-                   for a, t in zip(args, types)]
-        argv = (ctypes.c_void_p * len(args))(*[h.value if isinstance(h, ctypes.c_void_p)
-                                                else ctypes.cast(h, ctypes.c_void_p).value for h in holders])
+        scalars = []  # the int/float values live here until the launch returns; the kernel reads their addresses
+        addresses = []
+        for a, t in zip(args, types):
+            if t == "ptr":
+                addresses.append(a.ctypes.data)
+            else:
+                scalars.append(ctypes.c_int(int(a)) if t == "int" else ctypes.c_float(float(a)))
+                addresses.append(ctypes.addressof(scalars[-1]))
+        argv = (ctypes.c_void_p * len(args))(*addresses)
         g = tuple(grid) + (1,) * (3 - len(grid))
         b = tuple(block) + (1,) * (3 - len(block))
         self._lib(types, shared_bytes).emu_launch(*g, *b, argv)

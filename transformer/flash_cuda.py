@@ -170,8 +170,7 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     b, h, n_q, d_h = q.shape
     # contiguous, and 16-byte aligned for the tensor-core kernel's 16-byte loads
-    q, k, v = (cupy.ascontiguousarray(t) if t.flags.c_contiguous and t.data.ptr % 16 == 0 else t.copy()
-               for t in (q, k, v))
+    q, k, v = (t if t.flags.c_contiguous and t.data.ptr % 16 == 0 else t.copy() for t in (q, k, v))
     out = cupy.empty_like(q)  # [b, h, n_q, d_h]
     lse = cupy.empty((b, h, n_q), dtype=cupy.float32)  # [b, h, n_q]
     if n_q == 0 or b * h == 0:
