@@ -62,7 +62,7 @@ class Kernel:
         if key not in self._libs:
             src = _dynamic_shared(self.source.read_text(), shared_bytes)
             text = _wrapper(src, self.name, types)
-            shim = "".join(p.read_text() for p in sorted(SHIM.rglob("*.h")))
+            shim = "".join(p.read_text() for p in sorted(SHIM.rglob("*")) if p.suffix in (".h", ".cuh"))
             digest = hashlib.sha1("\0".join((text, shim, *self.defines)).encode()).hexdigest()[:16]
             so = CACHE / f"{self.name}-{digest}.so"
             if not so.exists():

@@ -31,22 +31,25 @@ needs_gpu = pytest.mark.skipif(not GPU, reason="needs CuPy and an NVIDIA GPU")
 
 
 def _ptxas(plan, tmp_path, options=None):
-    """nvcc down to machine code for an H100 (sm_90): ptxas checks registers and shared memory too."""
+    """nvcc down to machine code for an H100 (sm_90): ptxas checks registers and shared memory too.
+    It compiles the text CuPy is given (headers pasted in), from a folder where no header is."""
+    source = tmp_path / plan.kernel.source.name
+    source.write_text(flash_cuda.kernel_source(plan.kernel.source))
     return subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", *(options or plan.options),
-                           "-o", str(tmp_path / "k.cubin"), str(plan.kernel.source)], capture_output=True, text=True)
+                           "-o", str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("kernel,d_h,dtype", [  # the unrolled loops compile slowly: the extremes of each kernel
     ("simt", 32, "float32"), ("simt", 128, "float32"), ("simt", 128, "float16"),
-    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16")])
+    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16"), ("mma", 32, "float16"), ("mma", 128, "float16")])
 def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
-    """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernel spills nothing."""
+    """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernels spill nothing."""
     plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
     res = _ptxas(plan, tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"Compiling entry function '{plan.kernel.name}'" in res.stderr  # extern "C": the name CuPy looks up
-    if kernel == "tensor_cores":
+    if kernel != "simt":
         assert "0 bytes spill stores" in res.stderr, res.stderr
     else:  # the compiler's own count of the static shared memory equals the formula
         assert f"{flash_cuda.simt_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
@@ -54,9 +57,10 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_tensor_core_kernel_refuses_too_little_shared_memory(tmp_path):
+@pytest.mark.parametrize("kernel", ["tensor_cores", "mma"])
+def test_tensor_core_kernel_refuses_too_little_shared_memory(kernel, tmp_path):
     """The kernel's static_assert holds the host's byte count to its own layout."""
-    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None)
+    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None, kernel=kernel)
     small = tuple(o if not o.startswith("-DSMEM_BYTES") else f"-DSMEM_BYTES={plan.shared_bytes - 128}"
                   for o in plan.options)
     res = _ptxas(plan, tmp_path, small)
@@ -72,7 +76,8 @@ def test_without_gpu_the_error_is_clear():
 
 CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of Br = 64 or Bc = 32, n_q ≠ n_k
     (1, 1, 1, 1, 1, 64), (2, 4, 4, 100, 100, 64), (1, 8, 2, 257, 257, 32),
-    (1, 6, 1, 1, 300, 128), (2, 3, 3, 70, 133, 64), (1, 2, 1, 130, 64, 64)]
+    (1, 6, 1, 1, 300, 128), (2, 3, 3, 70, 133, 64), (1, 2, 1, 130, 64, 64),
+    (1, 4, 2, 16, 128, 64)]  # 16 queries after 112 cached keys: the causal edge falls inside a key tile
 
 
 def _inputs(dtype, b, h, h_kv, n_q, n_k, d_h):
@@ -111,7 +116,8 @@ def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto"):
 
 
 # (kernel, dtype, tolerance): float16 inputs round q, k, v, and P before P V on tensor cores
-KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_cores", "float16", 2e-3)]
+KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_cores", "float16", 2e-3),
+                 ("mma", "float16", 2e-3)]
 
 
 def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto"):
@@ -195,6 +201,31 @@ def test_launch_plan_tiles_the_queries():
 def test_tensor_core_shared_memory(d_h, expected):
     assert flash_cuda.tensor_core_shared_bytes(d_h) == expected
     assert expected <= 227 * 1024  # an H100 block may opt in to 227 KiB
+
+
+@pytest.mark.parametrize("d_h,expected", [  # hand count: Q tile + 2 K_j + 2 V_j buffers of 64 × (d_h + 8) halves
+    (32, 5 * 64 * 40 * 2), (64, 5 * 64 * 72 * 2), (128, 5 * 64 * 136 * 2)])
+def test_mma_kernel_shared_memory(d_h, expected):
+    assert flash_cuda.dynamic_shared_bytes("mma", d_h) == expected
+    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), "float16", causal=False, scale=None, kernel="mma")
+    assert plan.shared_bytes == expected and f"-DSMEM_BYTES={expected}" in plan.options
+    assert plan.block == (128,) and plan.grid == (1, 1)
+
+
+def test_kernel_source_pastes_the_local_headers():
+    """CuPy compiles a string: the PTX wrappers must be in it, and no include of a file beside the kernel."""
+    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
+    assert '#include "' not in text and "mma.sync.aligned.m16n8k16" in text and "#include <cuda_fp16.h>" in text
+    plain = flash_cuda.KERNELS["simt"].source
+    assert flash_cuda.kernel_source(plain) == plain.read_text()
+
+
+def test_too_old_a_gpu_gets_a_clear_error():
+    flash_cuda.check_device(flash_cuda.KERNELS["mma"], 90)  # H100: fine
+    with pytest.raises(RuntimeError, match=r"flash_attention_fwd_mma.cu needs .* 8\.0 or later, this one is 7\.5"):
+        flash_cuda.check_device(flash_cuda.KERNELS["mma"], 75)
+    with pytest.raises(RuntimeError, match=r"7\.0 or later, this one is 6\.1"):
+        flash_cuda.check_device(flash_cuda.KERNELS["tensor_cores"], 61)
 
 
 @pytest.mark.parametrize("shapes,dtypes,match", [

@@ -2,17 +2,22 @@
 
 `flash_attention_cuda(q, k, v, causal=...)` takes CuPy arrays with the shapes of
 `scaled_dot_product_attention` — q (b, h, n_q, d_h), k and v (b, h_kv, n_k, d_h) — and runs
-one of two CUDA kernels, both FlashAttention-2's loop order as in `transformer.flash`:
+one of three CUDA kernels, all FlashAttention-2's loop order as in `transformer.flash`:
 
   "simt"          `kernels/flash_attention_fwd.cu`, the readable one: one thread per query
                   row on the ordinary cores (Br = 64 rows a block), K/V tiles of Bc = 32 keys
                   (16 for d_h = 128) in shared memory, m, l and the output row in registers.
                   float32 and float16.
-  "tensor_cores"  `kernels/flash_attention_fwd_tc.cu`, the fast one: 4 warps a block, each
-                  computing S = Q Kᵀ and P V for 16 query rows on tensor cores (WMMA,
-                  16×16×16 tiles), K/V tiles of Bc = 64 keys. float16 only.
+  "tensor_cores"  `kernels/flash_attention_fwd_tc.cu`: 4 warps a block, each computing
+                  S = Q Kᵀ and P V for 16 query rows on tensor cores (WMMA, 16×16×16 tiles),
+                  K/V tiles of Bc = 64 keys; S and O pass through shared memory each tile,
+                  since a WMMA fragment's layout is unspecified. float16 only.
+  "mma"           `kernels/flash_attention_fwd_mma.cu`, built as FlashAttention-2 is: the PTX
+                  instruction mma.sync.m16n8k16, whose fragment layout is documented, so S, P
+                  and O stay in registers; K/V tiles double-buffered with cp.async. float16,
+                  GPUs of compute capability 8.0 (A100) or later.
 
-"auto" (the default) takes tensor cores for float16 and the SIMT kernel for float32. Both
+"auto" (the default) takes "tensor_cores" for float16 and "simt" for float32. All
 accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
 GQA/MQA. `launch_plan` is the host side as a pure function (what to compile, how many blocks,
 how much shared memory), so it is tested without a GPU; the kernels themselves are tested on
@@ -24,6 +29,7 @@ the package runs on CuPy arrays through the same `xp` code as on NumPy.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +37,8 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "tensor_core_shared_bytes"]
+           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "tensor_core_shared_bytes",
+           "dynamic_shared_bytes", "kernel_source", "check_device"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -45,11 +52,13 @@ class Kernel:
     block_k: int     # Bc: keys per K/V tile
     threads: int     # threads per block
     dtypes: tuple[str, ...]
+    min_compute_capability: int  # 50: any GPU CUDA 12 builds for; 70: WMMA; 80: cp.async, mma.m16n8k16
 
 
 KERNELS = {
-    "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16")),
-    "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",)),
+    "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16"), 50),
+    "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",), 70),
+    "mma": Kernel(_DIR / "flash_attention_fwd_mma.cu", "flash_attention_fwd_mma", 64, 64, 128, ("float16",), 80),
 }
 
 
@@ -64,10 +73,15 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     SIMT: the Q tile (stored transposed) and K_j, V_j, float32. Tensor cores: K_j, V_j, P in
     float16 and S, O, the row corrections in float32, rows padded by 8 halves / 4 floats against
     bank conflicts; the Q tile passes once through S's space on its way into registers.
+    mma: the Q tile and two buffers each of K_j and V_j (the next tile lands while this one is
+    used), float16, rows padded by 8 halves; S, P and O live in registers.
     """
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, simt_block_k(d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
+    if kernel == "mma":
+        br, bc = KERNELS["mma"].block_q, KERNELS["mma"].block_k
+        return {"Q tile": 2 * br * (d_h + 8), "K_j, K_j+1": 2 * 2 * bc * (d_h + 8), "V_j, V_j+1": 2 * 2 * bc * (d_h + 8)}
     br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
     return {"K_j": 2 * bc * (d_h + 8), "V_j": 2 * bc * (d_h + 8),
             "S (Q tile first)": max(4 * br * (bc + 4), 2 * br * (d_h + 8)),
@@ -79,10 +93,16 @@ def simt_shared_bytes(d_h: int) -> int:
     return sum(shared_memory_buffers("simt", d_h).values())
 
 
+def dynamic_shared_bytes(kernel: str, d_h: int) -> int:
+    """Dynamic shared memory per block of the "tensor_cores" or "mma" kernel: its buffers, each
+    rounded up to 128 bytes as the kernels lay them out (their static_asserts check this covers
+    their layout)."""
+    return sum(-(-nbytes // 128) * 128 for nbytes in shared_memory_buffers(kernel, d_h).values())
+
+
 def tensor_core_shared_bytes(d_h: int) -> int:
-    """Dynamic shared memory per block of the tensor-core kernel: its buffers, each rounded up to
-    128 bytes as the kernel lays them out (its static_assert checks this covers its layout)."""
-    return sum(-(-nbytes // 128) * 128 for nbytes in shared_memory_buffers("tensor_cores", d_h).values())
+    """Dynamic shared memory per block of the WMMA tensor-core kernel."""
+    return dynamic_shared_bytes("tensor_cores", d_h)
 
 
 def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> None:
@@ -135,7 +155,7 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
                    "-std=c++14")
         shared = 0
     else:
-        shared = tensor_core_shared_bytes(d_h)
+        shared = dynamic_shared_bytes(kernel, d_h)
         options = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17")
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     return LaunchPlan(kernel=kern, options=options,
@@ -145,10 +165,25 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
                                np.float32(scale), np.int32(bool(causal))))
 
 
+def kernel_source(source: Path) -> str:
+    """A kernel's CUDA C with its local headers (`#include "x.cuh"` beside it) pasted in, so the
+    text handed to the compiler, and so CuPy's cache key, changes whenever a header does."""
+    return re.sub(r'^#include "([\w.]+)"$', lambda m: (source.parent / m.group(1)).read_text(), source.read_text(),
+                  flags=re.M)
+
+
+def check_device(kernel: Kernel, compute_capability: int) -> None:
+    """A clear error where the GPU is too old for `kernel` (compute capability as 80 for 8.0)."""
+    need = kernel.min_compute_capability
+    if compute_capability < need:
+        raise RuntimeError(f"{kernel.source.name} needs a GPU of compute capability {need // 10}.{need % 10} or later, "
+                           f"this one is {compute_capability // 10}.{compute_capability % 10}")
+
+
 @lru_cache(maxsize=None)
 def _compiled(source: Path, name: str, options: tuple[str, ...], shared_bytes: int):
     cupy = _cupy()
-    fn = cupy.RawKernel(source.read_text(), name, options=options)
+    fn = cupy.RawKernel(kernel_source(source), name, options=options)
     if shared_bytes > 48 * 1024:  # past the portable 48 KiB a kernel must opt in
         fn.max_dynamic_shared_size_bytes = shared_bytes
     return fn
@@ -161,7 +196,7 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays -> out (b, h, n_q, d_h) in q's dtype,
     and lse (b, h, n_q) float32 = log Σ_j e^(s_ij) if return_lse. Causal uses the offset
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
-    kernel: "auto", "simt" or "tensor_cores" (float16 only); see the module docstring.
+    kernel: "auto", "simt", "tensor_cores" or "mma" (the last two float16 only); see the module docstring.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -176,6 +211,7 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     if n_q == 0 or b * h == 0:
         return (out, lse) if return_lse else out
     plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
+    check_device(plan.kernel, int(cupy.cuda.Device().compute_capability))
     fn = _compiled(plan.kernel.source, plan.kernel.name, plan.options, plan.shared_bytes)
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out

@@ -2,7 +2,8 @@
 //
 // Every CUDA thread of a block becomes one std::thread; blocks run one after another.
 // __syncthreads() is a std::barrier over the block, __syncwarp() one over the thread's warp
-// of 32 (shuffles swap values through a slot per lane between two of those), and a thread that returns drops out of both (as an exited CUDA thread does).
+// of 32 (shuffles and the warp-wide PTX instructions swap values through a slot per lane between
+// two of those), and a thread that returns drops out of both (as an exited CUDA thread does).
 // __shared__ arrays become function statics: one copy, which is right because only one
 // block runs at a time. Registers are the threads' own locals.
 //
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
@@ -42,8 +44,21 @@ namespace cuda_cpu {
 using Barrier = std::barrier<>;
 inline thread_local Barrier* block_barrier = nullptr;
 inline thread_local Barrier* warp_barrier = nullptr;
-inline thread_local unsigned long long* warp_exchange = nullptr;  // 32 slots: what lanes swap in a shuffle
+constexpr std::size_t SLOT = 32;  // bytes each lane may post in one exchange
+inline thread_local unsigned char* warp_exchange = nullptr;  // 32 slots: what the lanes of a warp swap
 inline thread_local unsigned lane_id = 0;
+
+// Every lane of the warp posts `value`; each gets all 32 (entry l is lane l's).
+template <class T>
+inline std::array<T, 32> warp_gather(const T& value) {
+    static_assert(sizeof(T) <= SLOT, "one slot per lane");
+    warp_barrier->arrive_and_wait();  // the last exchange's reads are done
+    std::memcpy(warp_exchange + SLOT * lane_id, &value, sizeof(T));
+    warp_barrier->arrive_and_wait();
+    std::array<T, 32> all;
+    for (unsigned l = 0; l < 32; ++l) std::memcpy(&all[l], warp_exchange + SLOT * l, sizeof(T));
+    return all;
+}
 }  // namespace cuda_cpu
 
 inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -54,14 +69,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) { cuda_cpu::warp_barrier->arrive_
 // __shfl_xor_sync: every lane of the warp posts its value, then reads lane (lane ^ lane_mask)'s.
 template <class T>
 inline T __shfl_xor_sync(unsigned, T value, int lane_mask, int = 32) {
-    static_assert(sizeof(T) <= sizeof(unsigned long long), "one 8-byte slot per lane");
-    using namespace cuda_cpu;
-    warp_barrier->arrive_and_wait();  // the last shuffle's reads are done
-    std::memcpy(&warp_exchange[lane_id], &value, sizeof(T));
-    warp_barrier->arrive_and_wait();
-    T out;
-    std::memcpy(&out, &warp_exchange[lane_id ^ unsigned(lane_mask)], sizeof(T));
-    return out;
+    return cuda_cpu::warp_gather(value)[cuda_cpu::lane_id ^ unsigned(lane_mask)];
 }
 
 inline float __expf(float x) { return std::exp(x); }
@@ -82,7 +90,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                 std::vector<std::unique_ptr<Barrier>> warp_bars;
                 for (unsigned w = 0; w < n_warps; ++w)
                     warp_bars.emplace_back(new Barrier(std::min(32u, n_threads - 32 * w)));
-                std::vector<unsigned long long> exchange(32 * n_warps);
+                std::vector<unsigned char> exchange(32 * SLOT * n_warps);
                 std::vector<std::thread> threads;
                 threads.reserve(n_threads);
                 for (unsigned t = 0; t < n_threads; ++t)
@@ -93,7 +101,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                         gridDim = grid;
                         block_barrier = &block_bar;
                         warp_barrier = warp_bars[t / 32].get();
-                        warp_exchange = &exchange[32 * (t / 32)];
+                        warp_exchange = &exchange[32 * SLOT * (t / 32)];
                         lane_id = t % 32;
                         kernel();
                         warp_barrier->arrive_and_drop();  // an exited thread no longer holds others up

@@ -7,3 +7,8 @@ using half = __half;
 inline float __half2float(__half h) { return static_cast<float>(h); }
 inline __half __float2half(float f) { return static_cast<__half>(f); }
 inline __half __float2half_rn(float f) { return static_cast<__half>(f); }
+inline unsigned short __half_as_ushort(__half h) {
+    unsigned short bits;
+    std::memcpy(&bits, &h, sizeof bits);
+    return bits;
+}

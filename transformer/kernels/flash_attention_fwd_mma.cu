@@ -1,0 +1,222 @@
+// FlashAttention-2's forward with S, P and O in registers: float16 Q, K, V, float32 accumulation.
+//
+// flash_attention_fwd_tc.cu sends S and O through shared memory on every tile, because a WMMA
+// fragment has no documented layout: a lane cannot know which rows its elements belong to.
+// The PTX instruction mma.sync.m16n8k16 has one (mma_ptx.cuh): lane 4g + t holds rows g and
+// g + 8, columns 2t and 2t + 1 of each 16×8 accumulator tile. So, as in FlashAttention-2:
+//   - each lane takes the softmax of the scores it holds; a row's max needs only the 4 lanes
+//     of its group (two shuffles), and its sum not even those until the very end;
+//   - the accumulator of S = Q Kᵀ, rounded to float16 pairs, already is the A operand of P V:
+//     S and P never leave registers, and O stays in registers until it is written out.
+//
+//   grid  = (Tr, b·h)   one block per (batch·head, tile of Br = 64 query rows)
+//   block = 4 warps     warp w owns query rows 16w … 16w+15 of the tile
+//
+// K_j, V_j (Bc = 64 keys) are double-buffered in shared memory: cp.async copies tile j+1
+// HBM -> SRAM while the tensor cores work on tile j. Per warp and tile:
+//
+//   S     = Q_w K_jᵀ                       mma.sync; 16×Bc float32 in registers
+//   m_new = max(m, rowmax(S · scale))       masked keys count as -∞
+//   P     = e^(S · scale - m_new)           float32, then float16 pairs for the product
+//   l     = l · e^(m - m_new) + rowsum(P)   each lane sums its own columns
+//   O_w   = diag(e^(m - m_new)) O_w + P V_j
+//
+// and at the end O = O_w / l (float16) and lse = m + log l (float32). Exponentials are taken
+// base 2 (e^x = 2^(x·log2 e), one ex2 instruction), so m here is in units of log2. As in the
+// other kernels: causal rows sit at position i + n_k - n_q, key tiles wholly past the block's
+// last visible key are skipped, a row that sees no key gets O = 0 and lse = -∞, and query
+// head `head` reads key/value head head / (h / h_kv) (GQA/MQA).
+//
+// Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the
+// dynamic shared memory the host gives each block (checked below).
+
+#include <cuda_fp16.h>
+#include "mma_ptx.cuh"
+
+#ifndef D_H
+#define D_H 64
+#endif
+#ifndef SMEM_BYTES
+#define SMEM_BYTES 0
+#endif
+
+constexpr int BR = 64;                  // query rows per block
+constexpr int BC = 64;                  // keys per K/V tile
+constexpr int WARPS = BR / 16;          // one warp per 16 query rows
+constexpr int THREADS = 32 * WARPS;
+// A shared row is padded by 8 halves (16 bytes): the 8 rows one ldmatrix matrix reads then
+// start 4 banks apart and cover all 32 banks once.
+constexpr int LD = D_H + 8;
+constexpr int TILE = 64 * LD;           // halves in the Q tile or one K_j or V_j buffer (Br = Bc = 64)
+constexpr int LAYOUT_BYTES = 5 * TILE * 2;  // Q, then K_j and V_j twice each
+static_assert(BR == 64 && BC == 64, "one tile size for Q, K_j and V_j");
+static_assert(D_H % 16 == 0, "mma.m16n8k16 takes d_h in steps of 16");
+static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
+
+// Rows first … first+63 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
+// rows past n become zeros.
+__device__ __forceinline__ void copy_tile_async(half* dst, const half* __restrict__ src, int first, int n) {
+    constexpr int CHUNKS = D_H / 8;
+    for (int e = threadIdx.x; e < 64 * CHUNKS; e += THREADS) {
+        const int r = e / CHUNKS, c = (e % CHUNKS) * 8;
+        const bool inside = first + r < n;
+        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
+    }
+}
+
+// Two floats -> one register of two halves, the first in the low 16 bits.
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    return unsigned(__half_as_ushort(__float2half_rn(lo))) | (unsigned(__half_as_ushort(__float2half_rn(hi))) << 16);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma(
+    const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
+    half* __restrict__ O, float* __restrict__ LSE,
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    half* Qs = reinterpret_cast<half*>(smem);   // [64][LD]
+    half* Ks = Qs + TILE;                       // K_j at Ks + (j % 2)·TILE
+    half* Vs = Ks + 2 * TILE;                   // V_j at Vs + (j % 2)·TILE
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;       // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
+    const int bh = blockIdx.y;                  // which (batch, query head)
+    const int b = bh / h, head = bh % h;
+    const int kv_head = head / (h / h_kv);      // GQA: the key/value head this query head reads
+    const int row0 = blockIdx.x * BR;           // first query row of this tile
+    const int offset = n_k - n_q;               // absolute position of query row r is r + offset
+    const int rows[2] = {row0 + 16 * warp + g, row0 + 16 * warp + g + 8};  // this lane's query rows
+    const half* Qg = Q + (size_t)bh * n_q * D_H;
+    const half* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const half* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
+
+    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
+    const int key_end = causal ? min(n_k, row0 + BR + offset) : n_k;
+    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;  // key tiles to visit
+
+    // The Q tile and K_0, V_0: HBM -> SRAM; then this warp's 16 rows of Q into registers as
+    // A operands, d_h / 16 of them, kept for the whole loop.
+    copy_tile_async(Qs, Qg, row0, n_q);
+    if (Tc > 0) {
+        copy_tile_async(Ks, Kg, 0, n_k);
+        copy_tile_async(Vs, Vg, 0, n_k);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    unsigned q_frag[D_H / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D_H / 16; ++kk)      // matrices: rows +0/+8 (lane / 8 odd), columns +0/+8 (lane ≥ 16)
+        ldmatrix_x4(q_frag[kk], Qs + (16 * warp + lane % 8 + 8 * (lane / 8 % 2)) * LD + 16 * kk + 8 * (lane / 16));
+
+    float o[D_H / 8][4] = {};                   // O_w: 2 rows × 2 columns of each 8-column block
+    float m[2] = {-INFINITY, -INFINITY};        // running max of each of the lane's rows (log2 units)
+    float l[2] = {0.f, 0.f};                    // running sum, over this lane's columns only
+
+    for (int j = 0; j < Tc; ++j) {
+        const int j0 = j * BC;
+        const half* Kj = Ks + (j % 2) * TILE;
+        const half* Vj = Vs + (j % 2) * TILE;
+        if (j > 0) {
+            cp_async_wait_all();                // this thread's part of tile j has landed
+            __syncthreads();                    // everyone's has; every warp is done with tile j-1
+        }
+        if (j + 1 < Tc) {                       // start tile j+1 into the buffer tile j-1 used
+            copy_tile_async(Ks + ((j + 1) % 2) * TILE, Kg, j0 + BC, n_k);
+            copy_tile_async(Vs + ((j + 1) % 2) * TILE, Vg, j0 + BC, n_k);
+            cp_async_commit();
+        }
+
+        // S = Q_w K_jᵀ. Kᵀ as the B operand is K read row by row: ldmatrix without transpose
+        // gives b for two 8-key blocks at once (matrices: keys +0/+8 (lane ≥ 16), d +0/+8).
+        float s[BC / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D_H / 16; ++kk) {
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; nb += 2) {
+                unsigned k_frag[4];
+                ldmatrix_x4(k_frag, Kj + (8 * nb + lane % 8 + 8 * (lane / 16)) * LD + 16 * kk + 8 * (lane / 8 % 2));
+                mma_16x8x16(s[nb], q_frag[kk], k_frag);
+                mma_16x8x16(s[nb + 1], q_frag[kk], k_frag + 2);
+            }
+        }
+
+        // Scale, and mask only where this tile holds a key some row of the block cannot see.
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset);
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = j0 + 8 * nb + 2 * t + e % 2, row = rows[e / 2];
+                const bool visible = key < n_k && (!causal || key <= row + offset);
+                s[nb][e] = (!edge || visible) ? s[nb][e] * scale_log2 : -INFINITY;
+            }
+
+        // Online softmax for the lane's two rows: r = 0 holds s[·][0, 1], r = 1 holds s[·][2, 3].
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float m_new = m[r];
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) m_new = fmaxf(m_new, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
+            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 1));  // the 4 lanes of the group
+            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 2));  // hold the whole row
+            const float m_ref = (m_new == -INFINITY) ? 0.f : m_new;   // nothing visible yet: P = 0, not NaN
+            const float correction = exp2f(m[r] - m_ref);              // e^(m - m_new); 0 on the first tile
+            float p_sum = 0.f;
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) {
+                s[nb][2 * r] = exp2f(s[nb][2 * r] - m_ref);            // P, in place of S
+                s[nb][2 * r + 1] = exp2f(s[nb][2 * r + 1] - m_ref);
+                p_sum += s[nb][2 * r] + s[nb][2 * r + 1];
+            }
+            l[r] = l[r] * correction + p_sum;
+            m[r] = m_new;
+#pragma unroll
+            for (int db = 0; db < D_H / 8; ++db) {                    // O_w = diag(e^(m - m_new)) O_w
+                o[db][2 * r] *= correction;
+                o[db][2 * r + 1] *= correction;
+            }
+        }
+
+        // O_w += P V_j, 16 keys at a time. P's A operand is two neighbouring S tiles: the
+        // accumulator layout of an 8-key block is the A layout of half a 16-key step. V as
+        // the B operand is V read down its columns: ldmatrix with transpose (matrices:
+        // keys +0/+8 (lane / 8 odd), d +0/+8 (lane ≥ 16)).
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            const unsigned p_frag[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                                        pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                        pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int db = 0; db < D_H / 8; db += 2) {
+                unsigned v_frag[4];
+                ldmatrix_x4_trans(v_frag, Vj + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * db + 8 * (lane / 16));
+                mma_16x8x16(o[db], p_frag, v_frag);
+                mma_16x8x16(o[db + 1], p_frag, v_frag + 2);
+            }
+        }
+    }
+
+    // One final normalisation (FlashAttention-2): l = the 4 lanes' partial sums, O = O_w / l,
+    // lse = (m + log2 l) · ln 2.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = rows[r];
+        if (i >= n_q) continue;                 // the last tile may be partial
+        const float inv_l = (l[r] > 0.f) ? 1.f / l[r] : 0.f;  // a row that saw no key: O = 0
+        half* o_out = O + ((size_t)bh * n_q + i) * D_H;
+#pragma unroll
+        for (int db = 0; db < D_H / 8; ++db)
+            *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) = pack_half2(o[db][2 * r] * inv_l, o[db][2 * r + 1] * inv_l);
+        if (t == 0) LSE[(size_t)bh * n_q + i] = (l[r] > 0.f) ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+    }
+}
