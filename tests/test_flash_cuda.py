@@ -320,3 +320,42 @@ def test_bench_gpu_without_gpu_says_so():
     res = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True)
     assert res.returncode == 2
     assert "needs CuPy and an NVIDIA GPU" in res.stderr and "Traceback" not in res.stderr
+
+
+PROBE = cuda_emulator.SHIM / "mma_probe.cu"
+
+
+def _probe_inputs():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 16)).astype(np.float16)  # [16, 16]
+    b = rng.standard_normal((16, 8)).astype(np.float16)   # [16, 8]
+    m = np.arange(4 * 64).astype(np.float16).reshape(4, 8, 8)  # 4 matrices 8×8, every element different
+    return a, b, m, np.full((16, 8), np.nan, np.float32), np.zeros((32, 4), np.uint32), np.zeros((32, 4), np.uint32)
+
+
+def _probe_on_cpu(*args):
+    cuda_emulator.load(PROBE, "mma_probe")((1,), (32,), args)
+
+
+def _probe_on_gpu(*args):
+    import cupy
+    text = PROBE.read_text().replace('#include "mma_ptx.cuh"', (flash_cuda._DIR / "mma_ptx.cuh").read_text())
+    dev = [cupy.asarray(x) for x in args]
+    cupy.RawKernel(text, "mma_probe", options=("-std=c++17",))((1,), (32,), tuple(dev))
+    for host, d in zip(args, dev):
+        host[...] = cupy.asnumpy(d)
+
+
+@pytest.mark.parametrize("probe", [pytest.param(_probe_on_cpu, id="cpu", marks=needs_gxx),
+                                   pytest.param(_probe_on_gpu, id="gpu", marks=needs_gpu)])
+def test_mma_and_ldmatrix_follow_the_ptx_fragment_tables(probe):
+    """The register kernel's PTX wrappers, alone: D = A B, and ldmatrix lanes as the PTX ISA's tables say."""
+    a, b, m, d, r, rt = _probe_inputs()
+    probe(a, b, m, d, r, rt)
+    np.testing.assert_allclose(d, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-5)
+    halves = lambda regs: np.stack([regs & 0xFFFF, regs >> 16], -1).astype(np.uint16).view(np.float16)  # low first
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    for j in range(4):  # register j of lane 4g + t: matrix j's [g][2t], [g][2t+1] (.trans: [2t][g], [2t+1][g])
+        np.testing.assert_array_equal(halves(r[:, j]), np.stack([m[j, g, 2 * t], m[j, g, 2 * t + 1]], -1))
+        np.testing.assert_array_equal(halves(rt[:, j]), np.stack([m[j, 2 * t, g], m[j, 2 * t + 1, g]], -1))
