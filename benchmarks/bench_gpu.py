@@ -10,6 +10,7 @@ Attention, b = 1, h = 16, d_h = 64, causal and not, float32 and float16, for eac
   naive          `standard_attention` on CuPy arrays: S and P whole in GPU memory (float32 inside)
   simt           `flash_attention_cuda(kernel="simt")`: one thread per query row, tiles in shared memory
   tensor_cores   `flash_attention_cuda(kernel="tensor_cores")` (float16): WMMA tiles on tensor cores
+  mma            `flash_attention_cuda(kernel="mma")` (float16): mma.sync, S, P and O in registers
   torch          torch.nn.functional.scaled_dot_product_attention on the same arrays (DLPack, no copy),
                  whichever backend torch picks; the kernel it ran is recorded
 Times: medians of GPU-event timings (`cupyx.profiler.benchmark` for ours, CUDA events on torch's
@@ -49,6 +50,8 @@ from transformer.backend import _cupy  # noqa: E402
 from transformer.io_count import standard_attention_peak_bytes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+KERNELS_FOR = {dt: tuple(name for name, kern in flash_cuda.KERNELS.items() if dt in kern.dtypes)
+               for dt in ("float32", "float16")}  # float32: simt; float16: simt, tensor_cores, mma
 B, H, D_H = 1, 16, 64
 MIB = 2 ** 20
 
@@ -127,13 +130,9 @@ def attention_rows(ns, repeats_for):
             for causal in (False, True):
                 row = {"n": n, "dtype": dtype, "causal": causal, "b": B, "h": H, "d_h": D_H, "repeats": reps,
                        "flops": attention_flops(n, causal)}
-                paths = {
-                    "naive": lambda: T.standard_attention(q, k, v, causal=causal),
-                    "simt": lambda: flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel="simt"),
-                }
-                if dtype == "float16":
-                    paths["tensor_cores"] = lambda: flash_cuda.flash_attention_cuda(q, k, v, causal=causal,
-                                                                                       kernel="tensor_cores")
+                paths = {"naive": lambda: T.standard_attention(q, k, v, causal=causal)}
+                for kern in KERNELS_FOR[dtype]:
+                    paths[kern] = lambda kern=kern: flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=kern)
                 ref = None
                 for name, fn in paths.items():
                     pool.free_all_blocks()
@@ -158,11 +157,12 @@ def attention_rows(ns, repeats_for):
                     row["torch_s"] = torch_time(sdpa, reps)
                     row["torch_peak_bytes"] = torch_peak(sdpa)
                     row["torch_kernel"] = torch_kernel(sdpa)
-                    best = "tensor_cores" if dtype == "float16" else "simt"
                     theirs = cupy.from_dlpack(sdpa()).astype(cupy.float32)
-                    mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=best).astype(cupy.float32)
-                    row[f"{best}_max_abs_diff_vs_torch"] = float(cupy.abs(theirs - mine).max())
-                    del theirs, mine
+                    for kern in KERNELS_FOR[dtype]:
+                        mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=kern).astype(cupy.float32)
+                        row[f"{kern}_max_abs_diff_vs_torch"] = float(cupy.abs(theirs - mine).max())
+                        del mine
+                    del theirs
                 except torch.cuda.OutOfMemoryError:
                     row["torch_s"] = row["torch_peak_bytes"] = None
                 torch.cuda.empty_cache()
@@ -183,10 +183,16 @@ def _mib(x):
 
 def line(r) -> str:
     parts = [f"n={r['n']:6d} {r['dtype']} causal={r['causal']!s:5}"]
-    for name in ("torch", "naive", "simt", "tensor_cores"):
+    for name in ("torch", "naive", "simt", "tensor_cores", "mma"):
         if f"{name}_s" in r:
             parts.append(f"{name} {_ms(r[f'{name}_s'])} ms")
     return " | ".join(parts)
+
+
+def best_kernel(r) -> str:
+    """The fastest of our kernels that ran at this point (SIMT if none did)."""
+    timed = [k for k in KERNELS_FOR[r["dtype"]] if r.get(f"{k}_s")]
+    return min(timed, key=lambda k: r[f"{k}_s"]) if timed else "simt"
 
 
 def tflops(r, name):
@@ -267,17 +273,18 @@ def markdown(rows, model, meta) -> str:
              "Times in ms, medians of GPU-event timings; TFLOP/s count 4·b·h·n²·d_h (half when causal). "
              "Memory: extra MiB during one call, measured (CuPy pool / torch allocator) and, in brackets, "
              "the formula. OOM: ran out of GPU memory.", "",
-             "| n | dtype | causal | torch ms | naive ms | SIMT ms | tensor cores ms | best kernel / torch | "
+             "| n | dtype | causal | torch ms | naive ms | SIMT ms | WMMA ms | mma ms | best kernel / torch | "
              "best kernel TFLOP/s | torch TFLOP/s | torch MiB | naive MiB (formula) | kernel MiB (formula) |",
-             "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        best = "tensor_cores" if r["dtype"] == "float16" else "simt"
+        best = best_kernel(r)
         ratio = (f"{r[f'{best}_s'] / r['torch_s']:.2f}×" if r.get(f"{best}_s") and r.get("torch_s") else "–")
         tf_best, tf_torch = tflops(r, best), tflops(r, "torch")
         lines.append(
             f"| {r['n']} | {r['dtype']} | {'yes' if r['causal'] else 'no'} | {_ms(r.get('torch_s'))} | "
             f"{_ms(r.get('naive_s'))} | {_ms(r.get('simt_s'))} | "
-            f"{_ms(r['tensor_cores_s']) if 'tensor_cores_s' in r else '–'} | {ratio} | "
+            f"{_ms(r['tensor_cores_s']) if 'tensor_cores_s' in r else '–'} | "
+            f"{_ms(r['mma_s']) if 'mma_s' in r else '–'} | {best}: {ratio} | "
             f"{'–' if tf_best is None else f'{tf_best:.1f}'} | {'–' if tf_torch is None else f'{tf_torch:.1f}'} | "
             f"{_mib(r.get('torch_peak_bytes'))} | {_mib(r.get('naive_peak_bytes'))} "
             f"({r['naive_peak_formula'] / MIB:.0f}) | {_mib(r.get(f'{best}_peak_bytes'))} "
@@ -304,7 +311,7 @@ def summarise(rows, model):
     out = []
     for r in rows:
         if r["n"] == 8192:
-            best = "tensor_cores" if r["dtype"] == "float16" else "simt"
+            best = best_kernel(r)
             if r.get(f"{best}_s") and r.get("torch_s"):
                 out.append(f"n = 8192, {r['dtype']}, causal={r['causal']}: {best} kernel {r[f'{best}_s'] * 1e3:.2f} ms "
                            f"= {r[f'{best}_s'] / r['torch_s']:.2f}× torch SDPA ({r['torch_s'] * 1e3:.2f} ms; target ≤ 2×); "

@@ -450,11 +450,20 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # |---|---|
 # | a Python loop over query blocks $Q_i$ | one thread block per (batch·head, $Q_i$), all running at once |
 # | $K_j, V_j$ sliced from the arrays | copied by the block from HBM into `__shared__` arrays |
-# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel), or 16×16 tiles on tensor cores (**tensor-core** kernel, float16) |
-# | $(m, l, O_i)$ carried from tile to tile | registers; the tensor-core kernel keeps $O_i$ in shared memory, where it can rescale rows |
+# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel); 16×16 tiles on tensor cores, passed through shared memory (**WMMA** kernel, float16); tensor-core tiles that never leave registers (**mma** kernel, float16) |
+# | $(m, l, O_i)$ carried from tile to tile | registers; the WMMA kernel keeps $O_i$ in shared memory, where it can rescale rows |
+# | the next $K_j, V_j$ sliced after this one is used | the mma kernel copies $K_{j+1}, V_{j+1}$ in (`cp.async`) while the tensor cores work on $K_j, V_j$ |
+#
+# The three differ in where $S$, $P$ and $O$ live, and so in how fast they are. A WMMA tile's
+# elements are spread over a warp's 32 threads in an undocumented way, so that kernel stores
+# $S$ to shared memory to find each row's max, and rescales $O$ there. The PTX instruction
+# `mma.sync.m16n8k16` documents its layout (thread $4g+t$ holds rows $g$ and $g+8$, columns
+# $2t$ and $2t+1$ of each 16×8 tile), so each thread can do the softmax of the scores it
+# holds, and the scores' tile, rounded to float16, is already the input of $\tilde P V$.
+# That is FlashAttention-2's kernel design.
 #
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
-# both kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
+# the three kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 
 # %%
@@ -462,7 +471,7 @@ from transformer import flash_cuda as FC
 
 b_g, h_g, n_g = 1, 16, 8192
 for d_g in (64, 128):
-    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16")):
+    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16")):
         plan = FC.launch_plan((b_g, h_g, n_g, d_g), (b_g, h_g, n_g, d_g), dtype, causal=True, scale=None, kernel=kern)
         smem = FC.simt_shared_bytes(d_g) if kern == "simt" else plan.shared_bytes
         print(f"d_h = {d_g:3d}, {kern:12s} ({dtype}): grid {plan.grid} = {plan.grid[0] * plan.grid[1]:5d} blocks "
@@ -472,17 +481,18 @@ print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB pe
 
 # %%
 buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.LINE_COLORS[2],
+                  "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7]}
-fig, ax = P.new_figure(figsize=(13, 5.2))
+fig, ax = P.new_figure(figsize=(13, 6.4))
 bars = [(f"{name}, d_h = {d_g}", FC.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
-        for name, kern in (("SIMT", "simt"), ("tensor cores", "tensor_cores"))]
+        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"))]
 seen = set()
 for y, (label, parts) in enumerate(reversed(bars)):
     left = 0.0
     for buf, nbytes in parts.items():
         ax.barh(y, nbytes / 1024, left=left, color=buffer_colours[buf], edgecolor="white",
-                label=None if buf in seen else buf)
+                hatch="//" if buf.endswith("+1") else None, label=None if buf in seen else buf)
         seen.add(buf)
         left += nbytes / 1024
     ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=P.TICK_SIZE)
@@ -499,19 +509,19 @@ P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); st
 P.save(fig, P.figure_path("09_gpu_shared_memory.png"))
 
 # %% [markdown]
-# Both kernels are checked against standard attention: on any machine by running their CUDA
-# C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly. With a GPU and CuPy
+# All three kernels are checked against standard attention: on any machine by running their
+# CUDA C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly. With a GPU and CuPy
 # here, this cell runs them and compares with the NumPy tiles of this lesson:
 
 # %%
 try:
     cp = T.namespace("cupy")  # raises with a clear message without CuPy or a GPU
 except RuntimeError as e:
-    print(f"no GPU here ({e}); on a GPU machine, benchmarks/bench_gpu.py times both kernels against torch")
+    print(f"no GPU here ({e}); on a GPU machine, benchmarks/bench_gpu.py times the kernels against torch")
 else:
     q, k, v = (rng.standard_normal((1, 4, 1000, 64)).astype(np.float32) for _ in range(3))
     ref = T.flash_attention(q, k, v, causal=True)
-    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3)):
+    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3), ("mma", np.float16, 5e-3)):
         out = FC.flash_attention_cuda(*(cp.asarray(t.astype(dtype)) for t in (q, k, v)), causal=True, kernel=kern)
         diff = float(np.abs(T.to_numpy(out).astype(np.float32) - ref).max())
         print(f"{kern:12s}: max |GPU kernel - NumPy tiles| = {diff:.1e}")

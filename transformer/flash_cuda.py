@@ -81,7 +81,8 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
     if kernel == "mma":
         br, bc = KERNELS["mma"].block_q, KERNELS["mma"].block_k
-        return {"Q tile": 2 * br * (d_h + 8), "K_j, K_j+1": 2 * 2 * bc * (d_h + 8), "V_j, V_j+1": 2 * 2 * bc * (d_h + 8)}
+        kv = 2 * bc * (d_h + 8)
+        return {"Q tile": 2 * br * (d_h + 8), "K_j": kv, "V_j": kv, "K_j+1": kv, "V_j+1": kv}
     br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
     return {"K_j": 2 * bc * (d_h + 8), "V_j": 2 * bc * (d_h + 8),
             "S (Q tile first)": max(4 * br * (bc + 4), 2 * br * (d_h + 8)),

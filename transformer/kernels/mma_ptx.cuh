@@ -14,6 +14,13 @@
 #pragma once
 #include <cuda_fp16.h>
 
+// A generic pointer into shared memory -> the 32-bit shared-window address the instructions take.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    unsigned addr;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(addr) : "l"(p));
+    return addr;
+}
+
 // D = A B + D on tensor cores: float16 products, float32 sums.
 __device__ __forceinline__ void mma_16x8x16(float d[4], const unsigned a[4], const unsigned b[2]) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -25,14 +32,14 @@ __device__ __forceinline__ void mma_16x8x16(float d[4], const unsigned a[4], con
 // Four 8×8 half matrices from shared memory: lane l gives the address of row l % 8 of matrix
 // l / 8, and gets r[j] = matrix j [g][2t, 2t+1].
 __device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const half* row) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    const unsigned addr = shared_address(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
 // The same, each matrix transposed on the way: r[j] = matrix j [2t, 2t+1][g].
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], const half* row) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    const unsigned addr = shared_address(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
@@ -40,7 +47,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], const half* row
 // 16 bytes HBM -> shared memory without passing through registers; the copy lands at some
 // time before cp_async_wait_all(). inside = false reads nothing and writes 16 zero bytes.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool inside) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    const unsigned addr = shared_address(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(inside ? 16 : 0));
 }
 
