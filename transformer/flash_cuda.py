@@ -169,8 +169,9 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
 def kernel_source(source: Path) -> str:
     """A kernel's CUDA C with its local headers (`#include "x.cuh"` beside it) pasted in, so the
     text handed to the compiler, and so CuPy's cache key, changes whenever a header does."""
-    return re.sub(r'^#include "([\w.]+)"$', lambda m: (source.parent / m.group(1)).read_text(), source.read_text(),
-                  flags=re.M)
+    def header(match):  # its text, less `#pragma once` (pasted once, and a warning in a main file)
+        return re.sub(r"^#pragma once\n", "", (source.parent / match.group(1)).read_text(), flags=re.M)
+    return re.sub(r'^#include "([\w.]+)"$', header, source.read_text(), flags=re.M)
 
 
 def check_device(kernel: Kernel, compute_capability: int) -> None:
