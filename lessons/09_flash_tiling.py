@@ -454,13 +454,13 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # | $(m, l, O_i)$ carried from tile to tile | registers; the WMMA kernel keeps $O_i$ in shared memory, where it can rescale rows |
 # | the next $K_j, V_j$ sliced after this one is used | the mma kernel copies $K_{j+1}, V_{j+1}$ in (`cp.async`) while the tensor cores work on $K_j, V_j$ |
 #
-# The three differ in where $S$, $P$ and $O$ live, and so in how fast they are. A WMMA tile's
-# elements are spread over a warp's 32 threads in an undocumented way, so that kernel stores
-# $S$ to shared memory to find each row's max, and rescales $O$ there. The PTX instruction
-# `mma.sync.m16n8k16` documents its layout (thread $4g+t$ holds rows $g$ and $g+8$, columns
-# $2t$ and $2t+1$ of each 16×8 tile), so each thread can do the softmax of the scores it
-# holds, and the scores' tile, rounded to float16, is already the input of $\tilde P V$.
-# That is FlashAttention-2's kernel design.
+# The three differ in where $S$, $P$ and $O$ live, and each trip through shared memory is time
+# the tensor cores wait. A WMMA tile's elements are spread over a warp's 32 threads in an
+# undocumented way, so that kernel stores $S$ to shared memory to find each row's max, and
+# rescales $O$ there. The PTX instruction `mma.sync.m16n8k16` documents its layout (thread
+# $4g+t$ holds rows $g$ and $g+8$, columns $2t$ and $2t+1$ of each 16×8 tile), so each thread
+# can do the softmax of the scores it holds, and the scores' tile, rounded to float16, is
+# already the input of $\tilde P V$. That is FlashAttention-2's kernel design.
 #
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
 # the three kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
