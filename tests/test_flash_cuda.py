@@ -327,24 +327,48 @@ def test_bench_gpu_without_gpu_says_so():
 PROBE = cuda_emulator.SHIM / "mma_probe.cu"
 
 
+def _placements(operand, per_lane):
+    """[32, per_lane] int32: for lane l, register element e (= 2·register + half for float16), the
+    flat index of the operand element it holds, by `flash_cuda.mma_fragment_layout`."""
+    lane, reg, half = flash_cuda.mma_fragment_layout(operand)
+    slot = lane * per_lane + (2 * reg + half if operand != "C" else reg)  # [rows, cols]
+    at = np.full(32 * per_lane, -1, np.int32)
+    at[slot.ravel()] = np.arange(slot.size)
+    assert (at >= 0).all()  # every register element of every lane holds exactly one matrix element
+    return at.reshape(32, per_lane)
+
+
 def _probe_inputs():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((16, 16)).astype(np.float16)  # [16, 16]
     b = rng.standard_normal((16, 8)).astype(np.float16)   # [16, 8]
     m = np.arange(4 * 64).astype(np.float16).reshape(4, 8, 8)  # 4 matrices 8×8, every element different
-    return a, b, m, np.full((16, 8), np.nan, np.float32), np.zeros((32, 4), np.uint32), np.zeros((32, 4), np.uint32)
+    return (a, b, _placements("A", 8), _placements("B", 4), _placements("C", 4), m,
+            np.full((16, 8), np.nan, np.float32), np.zeros((32, 4), np.uint32), np.zeros((32, 4), np.uint32))
 
 
 def _probe_on_cpu(*args):
     cuda_emulator.load(PROBE, "mma_probe")((1,), (32,), args)
 
 
+def _probe_source() -> str:
+    """The probe with the package's real PTX wrappers pasted in: what a GPU compiles."""
+    header = (flash_cuda._DIR / "mma_ptx.cuh").read_text().replace("#pragma once\n", "")
+    return PROBE.read_text().replace('#include "mma_ptx.cuh"', header)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_probe_compiles_for_h100(tmp_path):
+    (tmp_path / "mma_probe.cu").write_text(_probe_source())
+    res = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(tmp_path / "p.cubin"),
+                          str(tmp_path / "mma_probe.cu")], capture_output=True, text=True)
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+
+
 def _probe_on_gpu(*args):
     import cupy
-    header = (flash_cuda._DIR / "mma_ptx.cuh").read_text().replace("#pragma once\n", "")  # the real PTX wrappers
-    text = PROBE.read_text().replace('#include "mma_ptx.cuh"', header)
     dev = [cupy.asarray(x) for x in args]
-    cupy.RawKernel(text, "mma_probe", options=("-std=c++17",))((1,), (32,), tuple(dev))
+    cupy.RawKernel(_probe_source(), "mma_probe", options=("-std=c++17",))((1,), (32,), tuple(dev))
     for host, d in zip(args, dev):
         host[...] = cupy.asnumpy(d)
 
@@ -352,13 +376,13 @@ def _probe_on_gpu(*args):
 @pytest.mark.parametrize("probe", [pytest.param(_probe_on_cpu, id="cpu", marks=needs_gxx),
                                    pytest.param(_probe_on_gpu, id="gpu", marks=needs_gpu)])
 def test_mma_and_ldmatrix_follow_the_ptx_fragment_tables(probe):
-    """The register kernel's PTX wrappers, alone: D = A B, and ldmatrix lanes as the PTX ISA's tables say."""
-    a, b, m, d, r, rt = _probe_inputs()
-    probe(a, b, m, d, r, rt)
+    """The register kernel's PTX wrappers, alone: with operands placed by `mma_fragment_layout`, D = A B;
+    ldmatrix lanes as the PTX ISA's tables say."""
+    a, b, a_at, b_at, d_at, m, d, r, rt = args = _probe_inputs()
+    probe(*args)
     np.testing.assert_allclose(d, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-5)
     halves = lambda regs: np.stack([regs & 0xFFFF, regs >> 16], -1).astype(np.uint16).view(np.float16)  # low first
-    lane = np.arange(32)
-    g, t = lane // 4, lane % 4
+    g, t = np.arange(32) // 4, np.arange(32) % 4
     for j in range(4):  # register j of lane 4g + t: matrix j's [g][2t], [g][2t+1] (.trans: [2t][g], [2t+1][g])
         np.testing.assert_array_equal(halves(r[:, j]), np.stack([m[j, g, 2 * t], m[j, g, 2 * t + 1]], -1))
         np.testing.assert_array_equal(halves(rt[:, j]), np.stack([m[j, 2 * t, g], m[j, 2 * t + 1, g]], -1))

@@ -38,7 +38,7 @@ from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "tensor_core_shared_bytes",
-           "dynamic_shared_bytes", "kernel_source", "check_device"]
+           "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -87,6 +87,32 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     return {"K_j": 2 * bc * (d_h + 8), "V_j": 2 * bc * (d_h + 8),
             "S (Q tile first)": max(4 * br * (bc + 4), 2 * br * (d_h + 8)),
             "P": 2 * br * (bc + 8), "O": 4 * br * (d_h + 4), "e^(m - m_new)": 4 * br}
+
+
+def mma_fragment_layout(operand: str):
+    """Where `mma.sync.m16n8k16` keeps each element of an operand across a warp (the PTX ISA's tables).
+
+    Returns (lane, reg, half), integer arrays shaped like the operand: A (16×16) and B (16×8, k × n)
+    are float16, two to a 32-bit register (half 0: the low 16 bits); C/D (16×8) are float32, one a
+    register (half 0). Lane 4g + t holds rows g and g + 8 of A and of C, columns 2t and 2t + 1 of
+    each 8-column block; of B, column g and rows 2t, 2t + 1 of each 8-row block.
+
+    >>> lane, reg, _ = mma_fragment_layout("C")
+    >>> int(lane[9, 3]), int(reg[9, 3])    # row 9 = g + 8 with g = 1; column 3 = 2t + 1 with t = 1
+    (5, 3)
+    """
+    import numpy as np
+
+    if operand == "A":
+        r, c = np.indices((16, 16))
+        return 4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2
+    if operand == "B":
+        k, col = np.indices((16, 8))
+        return 4 * col + (k % 8) // 2, k // 8, k % 2
+    if operand == "C":
+        r, c = np.indices((16, 8))
+        return 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2, np.zeros_like(r)
+    raise ValueError(f"operand must be 'A', 'B' or 'C', got {operand!r}")
 
 
 def simt_shared_bytes(d_h: int) -> int:
