@@ -460,15 +460,64 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # rescales $O$ there. The PTX instruction `mma.sync.m16n8k16` documents its layout (thread
 # $4g+t$ holds rows $g$ and $g+8$, columns $2t$ and $2t+1$ of each 16×8 tile), so each thread
 # can do the softmax of the scores it holds, and the scores' tile, rounded to float16, is
-# already the input of $\tilde P V$. That is FlashAttention-2's kernel design.
+# already the input of $\tilde P V$. That is FlashAttention-2's kernel design. Here is one
+# warp's view of 16 query rows × 16 keys, lane by lane, from the PTX tables
+# (`flash_cuda.mma_fragment_layout`, checked against the instruction by `tests/test_flash_cuda.py`):
+
+# %%
+import matplotlib.pyplot as plt  # noqa: E402
+
+from transformer import flash_cuda as FC  # noqa: E402
+
+lane_c, reg_c, _ = FC.mma_fragment_layout("C")        # [16, 8]: S for 8 keys, float32, one per register
+lane_a, reg_a, half_a = FC.mma_fragment_layout("A")   # [16, 16]: P for 16 keys, float16, two per register
+lane_b, reg_b, half_b = FC.mma_fragment_layout("B")   # [16, 8]: V for 16 keys × 8 columns of d_h
+lane_s = np.concatenate([lane_c, lane_c], axis=1)     # [16, 16]: two 8-key S tiles side by side
+assert (lane_s == lane_a).all()  # the lane that computed score (i, j) is the lane that feeds P[i, j] to P V
+print("lanes holding S (two accumulator tiles) == lanes holding P as the A operand:", bool((lane_s == lane_a).all()))
+print("lane 5 (g = 1, t = 1) holds rows", sorted(set(np.nonzero(lane_a == 5)[0].tolist())),
+      "and keys", sorted(set(np.nonzero(lane_a == 5)[1].tolist())))
+
+# %%
+lane_cmap = ListedColormap([c for name in ("tab20b", "tab20c") for c in plt.get_cmap(name).colors][:32])
+fig, axes = P.new_figure(1, 3, figsize=(19, 7.4), layout="constrained", gridspec_kw={"width_ratios": [16, 16, 8]})
+panels = [
+    (lane_s, [[f"c{r}" for r in row] for row in np.concatenate([reg_c, reg_c], axis=1)],
+     "S = Q K_jᵀ: two 16×8 accumulator tiles", "key j (tile 0 | tile 1)", "query row i"),
+    (lane_a, [[f"a{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_a, half_a)],
+     "P as the A operand of P V_j: the same lanes", "key j", "query row i"),
+    (lane_b, [[f"b{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_b, half_b)],
+     "V_j as the B operand: read by ldmatrix.trans", "column of d_h", "key j"),
+]
+for ax, (lanes, labels, title, xlabel, ylabel) in zip(axes, panels):
+    ax.imshow(lanes, cmap=lane_cmap, vmin=-0.5, vmax=31.5)
+    for (i, j), lane in np.ndenumerate(lanes):
+        r_, g_, b_ = lane_cmap.colors[lane][:3]
+        ink = "black" if 0.3 * r_ + 0.59 * g_ + 0.11 * b_ > 0.6 else "white"  # readable on light and dark cells
+        ax.text(j, i, f"{lane}\n{labels[i][j]}", ha="center", va="center", fontsize=7.5, color=ink)
+    if lanes.shape[1] == 16 and ax is axes[0]:
+        ax.axvline(7.5, color="black", linewidth=2.5)
+    ax.set_xticks(range(lanes.shape[1]))
+    ax.set_yticks(range(16))
+    P.style_axes(ax, title=title, xlabel=xlabel, ylabel=ylabel)
+fig.suptitle("mma.sync.m16n8k16 in one warp: the lane (top) and register (bottom) holding each element; "
+             "lane 4g + t holds rows g and g + 8", fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("09_mma_fragments.png"))
+
+# %% [markdown]
+# Left and middle have the same colours cell for cell: the lane that computed score $(i, j)$
+# holds $\tilde P_{ij}$ where the next product wants it, so rounding to float16 and packing pairs
+# (`c0, c1` → `a0`) is all that happens between the two products. Each lane's row max and sum
+# cover only its own cells; the four lanes $4g \ldots 4g+3$ share a row, so two shuffles finish
+# the max. $V_j$ (right) is wanted by column: a lane needs keys $2t, 2t+1$ of column $g$, a row
+# ($d_h + 8$ halves) apart in the row-major tile, and `ldmatrix.trans` fetches them transposed in one
+# instruction.
 #
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
 # the three kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 
 # %%
-from transformer import flash_cuda as FC
-
 b_g, h_g, n_g = 1, 16, 8192
 for d_g in (64, 128):
     for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16")):
