@@ -502,7 +502,7 @@ for ax, (lanes, labels, title, xlabel, ylabel) in zip(axes, panels):
     P.style_axes(ax, title=title, xlabel=xlabel, ylabel=ylabel)
 fig.suptitle("mma.sync.m16n8k16 in one warp: the lane (top) and register (bottom) holding each element; "
              "lane 4g + t holds rows g and g + 8", fontsize=P.TITLE_SIZE)
-P.save(fig, P.figure_path("09_mma_fragments.png"))
+P.save(fig, P.figure_path("09_mma_fragments.png"), colors=64)  # flat cells and labels: a palette keeps it small
 
 # %% [markdown]
 # Left and middle have the same colours cell for cell: the lane that computed score $(i, j)$

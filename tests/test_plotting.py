@@ -220,6 +220,35 @@ def test_save_writes_reproducible_png_without_software_chunk(tmp_path):
     assert not plt.fignum_exists(1) or matplotlib.get_backend().lower() != "agg"
 
 
+def test_save_with_a_palette_keeps_the_cells_and_is_smaller(tmp_path):
+    """colors=N: the flat cells keep their colour (against the full-colour PNG), the bytes repeat, no Software chunk."""
+    from PIL import Image
+
+    def draw():
+        fig, ax = P.new_figure(figsize=(8, 4))
+        ax.imshow(np.arange(32).reshape(4, 8), cmap="tab20b", interpolation="nearest")
+        for (i, j), v in np.ndenumerate(np.arange(32).reshape(4, 8)):
+            ax.text(j, i + 0.3, str(v), ha="center", fontsize=7, color="white")
+        ax.set_axis_off()
+        return fig
+
+    plain = P.save(draw(), tmp_path / "plain.png")
+    small = P.save(draw(), tmp_path / "small.png", colors=64)
+    assert small.read_bytes() == P.save(draw(), tmp_path / "again.png", colors=64).read_bytes()
+    assert small.stat().st_size < plain.stat().st_size
+    chunks = png_chunks(small.read_bytes())
+    assert not [c for c, _ in chunks if c in (b"tEXt", b"iTXt", b"zTXt")]
+    assert round(int.from_bytes(dict(chunks)[b"pHYs"][:4], "big") * 0.0254) == P.DPI
+    a = np.asarray(Image.open(plain).convert("RGB"), dtype=int)
+    b = np.asarray(Image.open(small).convert("RGB"), dtype=int)
+    assert a.shape == b.shape
+    h, w = a.shape[:2]  # the axes fill the tight box: sample the 32 cell centres, above their labels
+    centres = [(int((i + 0.25) * h / 4), int((j + 0.5) * w / 8)) for i in range(4) for j in range(8)]
+    assert max(np.abs(a[y, x] - b[y, x]).max() for y, x in centres) <= 4
+    assert len({tuple(a[y, x]) for y, x in centres}) == 20  # tab20b's 20 colours, still all told apart
+    assert len({tuple(b[y, x]) for y, x in centres}) == 20
+
+
 def test_figures_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TRANSFORMER_FIGURES", str(tmp_path))
     assert P.figure_path("x.png") == tmp_path / "x.png"

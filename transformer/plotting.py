@@ -11,12 +11,13 @@ tile schedules (attended/computed vs hidden/skipped).
 """
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
-import numpy as np
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.colors import ListedColormap, BoundaryNorm
 
 from .backend import to_numpy
@@ -435,17 +436,28 @@ def next_token_bars(tokens, probs, ax=None, *, top_k=10, title="Next-token proba
 
 # ---------------------------------------------------------------- saving
 
-def save(fig, path, *, dpi=DPI, close=None) -> Path:
+def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
     """Write fig as a reproducible PNG and return its path.
 
     The folder is created; the PNG has a fixed dpi, a tight bounding box and no
     "Software" metadata chunk (which would carry the matplotlib version), so the same
-    figure gives the same bytes. close=None closes the figure under the headless Agg
-    backend (scripts) and leaves it open elsewhere (a notebook still shows it).
+    figure gives the same bytes. colors=N stores it with a palette of at most N colours:
+    for figures of many flat cells and labels, a fraction of the bytes. close=None closes
+    the figure under the headless Agg backend (scripts) and leaves it open elsewhere (a
+    notebook still shows it).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
+    if colors is None:
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
+    else:
+        from PIL import Image  # matplotlib's own dependency
+
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=dpi, bbox_inches="tight", format="png")
+        rgb = Image.open(buffer).convert("RGB")
+        rgb.quantize(colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True,
+                                                                                        dpi=(dpi, dpi))
     if close is None:
         close = matplotlib.get_backend().lower() == "agg"
     if close:
