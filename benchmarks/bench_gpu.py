@@ -183,7 +183,7 @@ def _mib(x):
 
 def line(r) -> str:
     parts = [f"n={r['n']:6d} {r['dtype']} causal={r['causal']!s:5}"]
-    for name in ("torch", "naive", "simt", "tensor_cores", "mma"):
+    for name in ("torch", "naive", *flash_cuda.KERNELS):
         if f"{name}_s" in r:
             parts.append(f"{name} {_ms(r[f'{name}_s'])} ms")
     return " | ".join(parts)

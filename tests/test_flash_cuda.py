@@ -200,7 +200,7 @@ def test_launch_plan_tiles_the_queries():
     (128, 2 * 17408 + 17408 + 9216 + 33792 + 256),
     (32, 2 * 5120 + 17408 + 9216 + 9216 + 256)])
 def test_tensor_core_shared_memory(d_h, expected):
-    assert flash_cuda.tensor_core_shared_bytes(d_h) == expected
+    assert flash_cuda.dynamic_shared_bytes("tensor_cores", d_h) == expected
     assert expected <= 227 * 1024  # an H100 block may opt in to 227 KiB
 
 
@@ -353,8 +353,7 @@ def _probe_on_cpu(*args):
 
 def _probe_source() -> str:
     """The probe with the package's real PTX wrappers pasted in: what a GPU compiles."""
-    header = (flash_cuda._DIR / "mma_ptx.cuh").read_text().replace("#pragma once\n", "")
-    return PROBE.read_text().replace('#include "mma_ptx.cuh"', header)
+    return flash_cuda.kernel_source(PROBE, headers=flash_cuda.KERNELS["mma"].source.parent)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

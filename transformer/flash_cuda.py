@@ -37,8 +37,7 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "tensor_core_shared_bytes",
-           "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
+           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -127,11 +126,6 @@ def dynamic_shared_bytes(kernel: str, d_h: int) -> int:
     return sum(-(-nbytes // 128) * 128 for nbytes in shared_memory_buffers(kernel, d_h).values())
 
 
-def tensor_core_shared_bytes(d_h: int) -> int:
-    """Dynamic shared memory per block of the WMMA tensor-core kernel."""
-    return dynamic_shared_bytes("tensor_cores", d_h)
-
-
 def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> None:
     """Clear errors for shapes, dtypes and kernel choices the kernels cannot take."""
     for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
@@ -192,11 +186,14 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
                                np.float32(scale), np.int32(bool(causal))))
 
 
-def kernel_source(source: Path) -> str:
-    """A kernel's CUDA C with its local headers (`#include "x.cuh"` beside it) pasted in, so the
-    text handed to the compiler, and so CuPy's cache key, changes whenever a header does."""
+def kernel_source(source: Path, headers: Path | None = None) -> str:
+    """A kernel's CUDA C with its local headers (`#include "x.cuh"`, from the folder `headers`,
+    by default the source's own) pasted in, so the text handed to the compiler, and so CuPy's
+    cache key, changes whenever a header does."""
+    folder = source.parent if headers is None else headers
+
     def header(match):  # its text, less `#pragma once` (pasted once, and a warning in a main file)
-        return re.sub(r"^#pragma once\n", "", (source.parent / match.group(1)).read_text(), flags=re.M)
+        return re.sub(r"^#pragma once\n", "", (folder / match.group(1)).read_text(), flags=re.M)
     return re.sub(r'^#include "([\w.]+)"$', header, source.read_text(), flags=re.M)
 
 
@@ -209,9 +206,10 @@ def check_device(kernel: Kernel, compute_capability: int) -> None:
 
 
 @lru_cache(maxsize=None)
-def _compiled(source: Path, name: str, options: tuple[str, ...], shared_bytes: int):
+def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, device_id: int):
     cupy = _cupy()
-    fn = cupy.RawKernel(kernel_source(source), name, options=options)
+    check_device(kernel, int(cupy.cuda.Device(device_id).compute_capability))  # once, before the first build
+    fn = cupy.RawKernel(kernel_source(kernel.source), kernel.name, options=options)
     if shared_bytes > 48 * 1024:  # past the portable 48 KiB a kernel must opt in
         fn.max_dynamic_shared_size_bytes = shared_bytes
     return fn
@@ -239,7 +237,6 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     if n_q == 0 or b * h == 0:
         return (out, lse) if return_lse else out
     plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
-    check_device(plan.kernel, int(cupy.cuda.Device().compute_capability))
-    fn = _compiled(plan.kernel.source, plan.kernel.name, plan.options, plan.shared_bytes)
+    fn = _compiled(plan.kernel, plan.options, plan.shared_bytes, cupy.cuda.get_device_id())
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out
