@@ -11,6 +11,7 @@ Attention, b = 1, h = 16, d_h = 64, causal and not, float32 and float16, for eac
   simt           `flash_attention_cuda(kernel="simt")`: one thread per query row, tiles in shared memory
   tensor_cores   `flash_attention_cuda(kernel="tensor_cores")` (float16): WMMA tiles on tensor cores
   mma            `flash_attention_cuda(kernel="mma")` (float16): mma.sync, S, P and O in registers
+  mma_tf32       `flash_attention_cuda(kernel="mma_tf32")` (float32): the same in TF32, 3 products per product
   torch          torch.nn.functional.scaled_dot_product_attention on the same arrays (DLPack, no copy),
                  whichever backend torch picks; the kernel it ran is recorded
 Times: medians of GPU-event timings (`cupyx.profiler.benchmark` for ours, CUDA events on torch's
@@ -51,7 +52,7 @@ from transformer.io_count import standard_attention_peak_bytes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KERNELS_FOR = {dt: tuple(name for name, kern in flash_cuda.KERNELS.items() if dt in kern.dtypes)
-               for dt in ("float32", "float16")}  # float32: simt; float16: simt, tensor_cores, mma
+               for dt in ("float32", "float16")}  # float32: simt, mma_tf32; float16: simt, tensor_cores, mma
 B, H, D_H = 1, 16, 64
 MIB = 2 ** 20
 
@@ -273,18 +274,19 @@ def markdown(rows, model, meta) -> str:
              "Times in ms, medians of GPU-event timings; TFLOP/s count 4·b·h·n²·d_h (half when causal). "
              "Memory: extra MiB during one call, measured (CuPy pool / torch allocator) and, in brackets, "
              "the formula. OOM: ran out of GPU memory.", "",
-             "| n | dtype | causal | torch ms | naive ms | SIMT ms | WMMA ms | mma ms | best kernel / torch | "
-             "best kernel TFLOP/s | torch TFLOP/s | torch MiB | naive MiB (formula) | kernel MiB (formula) |",
-             "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| n | dtype | causal | torch ms | naive ms | " + " | ".join(f"{k} ms" for k in flash_cuda.KERNELS)
+             + " | best kernel / torch | best kernel TFLOP/s | torch TFLOP/s | torch MiB | naive MiB (formula) | "
+             "kernel MiB (formula) |",
+             "|---:|:---:|:---:|---:|---:|" + "---:|" * len(flash_cuda.KERNELS) + "---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         best = best_kernel(r)
         ratio = (f"{r[f'{best}_s'] / r['torch_s']:.2f}×" if r.get(f"{best}_s") and r.get("torch_s") else "–")
         tf_best, tf_torch = tflops(r, best), tflops(r, "torch")
         lines.append(
             f"| {r['n']} | {r['dtype']} | {'yes' if r['causal'] else 'no'} | {_ms(r.get('torch_s'))} | "
-            f"{_ms(r.get('naive_s'))} | {_ms(r.get('simt_s'))} | "
-            f"{_ms(r['tensor_cores_s']) if 'tensor_cores_s' in r else '–'} | "
-            f"{_ms(r['mma_s']) if 'mma_s' in r else '–'} | {best}: {ratio} | "
+            f"{_ms(r.get('naive_s'))} | "
+            + "".join(f"{_ms(r[f'{k}_s']) if f'{k}_s' in r else '–'} | " for k in flash_cuda.KERNELS)
+            + f"{best}: {ratio} | "
             f"{'–' if tf_best is None else f'{tf_best:.1f}'} | {'–' if tf_torch is None else f'{tf_torch:.1f}'} | "
             f"{_mib(r.get('torch_peak_bytes'))} | {_mib(r.get('naive_peak_bytes'))} "
             f"({r['naive_peak_formula'] / MIB:.0f}) | {_mib(r.get(f'{best}_peak_bytes'))} "

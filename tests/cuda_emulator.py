@@ -62,7 +62,10 @@ class Kernel:
         if key not in self._libs:
             src = _dynamic_shared(self.source.read_text(), shared_bytes)
             text = _wrapper(src, self.name, types)
-            shim = "".join(p.read_text() for p in sorted(SHIM.rglob("*")) if p.suffix in (".h", ".cuh"))
+            # headers: the shim's, then the kernel's own folder (its pure-C++ headers; the shim's
+            # stand-ins for PTX headers of the same name are found first)
+            folders = (SHIM, SHIM / "include", self.source.parent)
+            shim = "".join(p.read_text() for f in folders for p in sorted(f.glob("*")) if p.suffix in (".h", ".cuh"))
             digest = hashlib.sha1("\0".join((text, shim, *self.defines)).encode()).hexdigest()[:16]
             so = CACHE / f"{self.name}-{digest}.so"
             if not so.exists():
@@ -71,7 +74,7 @@ class Kernel:
                 cpp.write_text(text)
                 tmp = so.with_suffix(f".{os.getpid()}.tmp")
                 cmd = [CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
-                       "-Wno-unknown-pragmas", f"-I{SHIM}", f"-I{SHIM / 'include'}", *self.defines,
+                       "-Wno-unknown-pragmas", *(f"-I{f}" for f in folders), *self.defines,
                        "-o", str(tmp), str(cpp)]
                 res = subprocess.run(cmd, capture_output=True, text=True)
                 cpp.unlink()

@@ -42,7 +42,8 @@ def _ptxas(plan, tmp_path, options=None):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("kernel,d_h,dtype", [  # the unrolled loops compile slowly: the extremes of each kernel
     ("simt", 32, "float32"), ("simt", 128, "float32"), ("simt", 128, "float16"),
-    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16"), ("mma", 32, "float16"), ("mma", 128, "float16")])
+    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16"), ("mma", 32, "float16"), ("mma", 128, "float16"),
+    ("mma_tf32", 32, "float32"), ("mma_tf32", 128, "float32")])
 def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernels spill nothing."""
     plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
@@ -58,10 +59,11 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("kernel", ["tensor_cores", "mma"])
+@pytest.mark.parametrize("kernel", ["tensor_cores", "mma", "mma_tf32"])
 def test_tensor_core_kernel_refuses_too_little_shared_memory(kernel, tmp_path):
     """The kernel's static_assert holds the host's byte count to its own layout."""
-    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None, kernel=kernel)
+    dtype = flash_cuda.KERNELS[kernel].dtypes[0]
+    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None, kernel=kernel)
     small = tuple(o if not o.startswith("-DSMEM_BYTES") else f"-DSMEM_BYTES={plan.shared_bytes - 128}"
                   for o in plan.options)
     res = _ptxas(plan, tmp_path, small)
@@ -118,7 +120,7 @@ def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto"):
 
 # (kernel, dtype, tolerance): float16 inputs round q, k, v, and P before P V on tensor cores
 KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_cores", "float16", 2e-3),
-                 ("mma", "float16", 2e-3)]
+                 ("mma", "float16", 2e-3), ("mma_tf32", "float32", 2e-5)]
 
 
 def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto"):
@@ -170,6 +172,23 @@ def test_kernel_honours_scale(run, kernel, dtype, tol):
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
 
 
+@needs_gxx
+def test_tf32_kernel_needs_its_three_products():
+    """One TF32 product (10 mantissa bits) puts the float32 kernel at float16's error; the split
+    x = x_hi + x_lo and three products bring it back under the float32 tolerance."""
+    q, k, v = _inputs("float32", 2, 4, 4, 100, 100, 64)
+    ref, _ = _reference(q, k, v, False)
+    plan = flash_cuda.launch_plan(q.shape, k.shape, "float32", causal=False, scale=None, kernel="mma_tf32")
+    errors = {}
+    for products in (1, 3):
+        fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options + (f"-DTF32_PRODUCTS={products}",))
+        out = np.full_like(q, np.nan)
+        fn(plan.grid, plan.block, (q, k, v, out, np.zeros(q.shape[:3], np.float32), *plan.scalars),
+           shared_bytes=plan.shared_bytes)
+        errors[products] = np.abs(out - ref).max()
+    assert errors[3] < 2e-5 < 1e-4 < errors[1], errors
+
+
 @needs_gpu
 def test_kernel_agrees_with_the_package_attention_on_gpu():
     """The CuPy run of the package's own naive attention (the `xp` code path) gives the same numbers."""
@@ -213,6 +232,17 @@ def test_mma_kernel_shared_memory(d_h, expected):
     assert plan.block == (128,) and plan.grid == (1, 1)
 
 
+@pytest.mark.parametrize("d_h,bc", [(32, 64), (64, 64), (128, 32)])
+def test_mma_tf32_kernel_shared_memory(d_h, bc):
+    """Hand count: a Q tile of 64 rows and 2 K_j + 2 V_j buffers of Bc rows, d_h + 4 floats a row;
+    Bc halves at d_h = 128 so that a block fits the 163 KiB an A100 gives it."""
+    expected = (64 + 4 * bc) * (d_h + 4) * 4
+    assert flash_cuda.block_k("mma_tf32", d_h) == bc
+    assert flash_cuda.dynamic_shared_bytes("mma_tf32", d_h) == expected <= 163 * 1024
+    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), "float32", causal=False, scale=None, kernel="mma_tf32")
+    assert plan.shared_bytes == expected and f"-DBC={bc}" in plan.options and plan.block == (128,)
+
+
 def test_kernel_source_pastes_the_local_headers():
     """CuPy compiles a string: the PTX wrappers must be in it, and no include of a file beside the kernel."""
     text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
@@ -247,6 +277,8 @@ def test_bad_kernel_choice_gets_a_clear_error():
     shapes = ((1, 4, 8, 64),) * 3
     with pytest.raises(TypeError, match=r"'tensor_cores' takes float16, got float32"):
         flash_cuda.check_inputs(*shapes, ("float32",) * 3, "tensor_cores")
+    with pytest.raises(TypeError, match=r"'mma_tf32' takes float32, got float16"):
+        flash_cuda.check_inputs(*shapes, ("float16",) * 3, "mma_tf32")
     with pytest.raises(ValueError, match=r"kernel='wmma'"):
         flash_cuda.check_inputs(*shapes, ("float16",) * 3, "wmma")
 
@@ -313,6 +345,30 @@ def test_bench_gpu_flop_count_equals_torchs(causal):
         assert bench.attention_flops(n, True) == pytest.approx(full * n * (n + 1) / 2 / n ** 2, rel=1 / n)
 
 
+def test_bench_gpu_report_names_the_fastest_kernel():
+    """The report's arithmetic on hand-made timings: the best kernel is the fastest that ran, its
+    ratio to torch is its time over torch's, a kernel that ran out of memory shows as OOM."""
+    bench = _bench_gpu()
+    common = {"n": 8192, "causal": False, "flops": 2e12, "naive_peak_formula": 2 ** 30, "kernel_peak_formula": 2 ** 20,
+              "torch_s": 1e-3, "torch_peak_bytes": 2 ** 20, "naive_s": None, "naive_peak_bytes": None}
+    half = {**common, "dtype": "float16", "simt_s": 4e-3, "tensor_cores_s": 2e-3, "mma_s": 1.5e-3,
+            "simt_peak_bytes": 2 ** 20, "tensor_cores_peak_bytes": 2 ** 20, "mma_peak_bytes": 3 * 2 ** 19}
+    single = {**common, "dtype": "float32", "simt_s": 3e-3, "mma_tf32_s": None, "simt_peak_bytes": 2 ** 20,
+              "mma_tf32_peak_bytes": None}
+    assert bench.best_kernel(half) == "mma" and bench.best_kernel(single) == "simt"
+    assert bench.tflops(half, "mma") == pytest.approx(2e12 / 1.5e-3 / 1e12)
+    summary = bench.summarise([half, single], None)
+    assert summary[0].startswith("n = 8192, float16, causal=False: mma kernel 1.50 ms = 1.50× torch SDPA (1.00 ms")
+    assert "extra memory 1.5 MiB" in summary[0] and summary[0].endswith("vs naive out of memory.")
+    assert "simt kernel 3.00 ms = 3.00× torch SDPA" in summary[1]
+    meta = {"device": "a GPU", "command": "python benchmarks/bench_gpu.py", "wall_s": 1.0, "date": "today",
+            "cupy": "x", "torch": "y", "cuda_runtime": 0, "summary": summary}
+    table = [line for line in bench.markdown([half, single], None, meta).splitlines() if line.startswith("| 8192")]
+    assert [c.strip() for c in table[0].split("|")[4:10]] == ["1.00", "OOM", "4.00", "2.00", "1.50", "–"]
+    assert "| mma: 1.50× |" in table[0] and "| simt: 3.00× |" in table[1]
+    assert [c.strip() for c in table[1].split("|")[6:10]] == ["3.00", "–", "–", "OOM"]
+
+
 @pytest.mark.skipif(GPU, reason="a GPU is present")
 def test_bench_gpu_without_gpu_says_so():
     import subprocess
@@ -327,15 +383,30 @@ def test_bench_gpu_without_gpu_says_so():
 PROBE = cuda_emulator.SHIM / "mma_probe.cu"
 
 
-def _placements(operand, per_lane):
-    """[32, per_lane] int32: for lane l, register element e (= 2·register + half for float16), the
-    flat index of the operand element it holds, by `flash_cuda.mma_fragment_layout`."""
-    lane, reg, half = flash_cuda.mma_fragment_layout(operand)
-    slot = lane * per_lane + (2 * reg + half if operand != "C" else reg)  # [rows, cols]
+def _placements(operand, per_lane, shape="m16n8k16"):
+    """[32, per_lane] int32: for lane l, register element e (= 2·register + half for float16 A and B,
+    the register otherwise), the flat index of the operand element it holds, by
+    `flash_cuda.mma_fragment_layout`."""
+    lane, reg, half = flash_cuda.mma_fragment_layout(operand, shape)
+    elem = reg if operand == "C" or shape == "m16n8k8" else 2 * reg + half
+    slot = lane * per_lane + elem  # [rows, cols]
     at = np.full(32 * per_lane, -1, np.int32)
     at[slot.ravel()] = np.arange(slot.size)
     assert (at >= 0).all()  # every register element of every lane holds exactly one matrix element
     return at.reshape(32, per_lane)
+
+
+def _tf32_nearest(x):
+    """x rounded to the nearest number with 10 mantissa bits, ties away from zero (cvt.rna.tf32.f32),
+    by comparing the two candidates in float64: a route apart from the kernels' bit arithmetic."""
+    bits = x.view(np.uint32)
+    down = (bits & np.uint32(0xFFFFE000)).view(np.float32)           # toward zero
+    up = (bits & np.uint32(0xFFFFE000)) + np.uint32(0x2000)           # away from zero, one TF32 step
+    up = up.view(np.float32)
+    with np.errstate(invalid="ignore"):  # inf - inf: those are exact, kept below
+        far = np.abs(up.astype(np.float64) - x) <= np.abs(x - down.astype(np.float64))  # a tie goes away
+    exact = (bits & np.uint32(0x1FFF)) == 0
+    return np.where(exact, x, np.where(far, up, down)).astype(np.float32)  # exact: also ±inf and 0
 
 
 def _probe_inputs():
@@ -343,8 +414,16 @@ def _probe_inputs():
     a = rng.standard_normal((16, 16)).astype(np.float16)  # [16, 16]
     b = rng.standard_normal((16, 8)).astype(np.float16)   # [16, 8]
     m = np.arange(4 * 64).astype(np.float16).reshape(4, 8, 8)  # 4 matrices 8×8, every element different
+    a8 = rng.integers(-64, 64, (16, 8)).astype(np.float32) / 8  # [16, 8] TF32 numbers: products exact
+    b8 = rng.integers(-64, 64, (8, 8)).astype(np.float32) / 8   # [8, 8]
+    x = rng.standard_normal(32).astype(np.float32)  # [32]: mostly not TF32 numbers; then edge cases
+    ties = np.array([0x3F801000, 0xBF801000, 0x3F803000, 0x3FFFF000, 0xC0001000], np.uint32)  # half-way
+    x[:5] = ties.view(np.float32)  # 1 + 2^-11 (up to 1 + 2^-10), its negative, 1 + 3·2^-11,
+    x[5:8] = [np.inf, -np.inf, 0.0]  # 2 - 2^-11 (up to 2), -(2 + 2^-10) (to -(2 + 2^-9))
     return (a, b, _placements("A", 8), _placements("B", 4), _placements("C", 4), m,
-            np.full((16, 8), np.nan, np.float32), np.zeros((32, 4), np.uint32), np.zeros((32, 4), np.uint32))
+            np.full((16, 8), np.nan, np.float32), np.zeros((32, 4), np.uint32), np.zeros((32, 4), np.uint32),
+            a8, b8, _placements("A", 4, "m16n8k8"), _placements("B", 2, "m16n8k8"),
+            np.full((16, 8), np.nan, np.float32), x, np.zeros(32, np.uint32))
 
 
 def _probe_on_cpu(*args):
@@ -375,11 +454,14 @@ def _probe_on_gpu(*args):
 @pytest.mark.parametrize("probe", [pytest.param(_probe_on_cpu, id="cpu", marks=needs_gxx),
                                    pytest.param(_probe_on_gpu, id="gpu", marks=needs_gpu)])
 def test_mma_and_ldmatrix_follow_the_ptx_fragment_tables(probe):
-    """The register kernel's PTX wrappers, alone: with operands placed by `mma_fragment_layout`, D = A B;
-    ldmatrix lanes as the PTX ISA's tables say."""
-    a, b, a_at, b_at, d_at, m, d, r, rt = args = _probe_inputs()
+    """The register kernels' PTX wrappers, alone: with operands placed by `mma_fragment_layout`, D = A B
+    for the float16 and the TF32 mma; ldmatrix lanes as the PTX ISA's tables say; TF32 rounding
+    to nearest, ties away from zero."""
+    a, b, a_at, b_at, d_at, m, d, r, rt, a8, b8, a8_at, b8_at, d8, x, xt = args = _probe_inputs()
     probe(*args)
     np.testing.assert_allclose(d, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(d8, a8.astype(np.float64) @ b8)  # small multiples of 1/8: exact
+    np.testing.assert_array_equal(xt.view(np.float32), _tf32_nearest(x))
     halves = lambda regs: np.stack([regs & 0xFFFF, regs >> 16], -1).astype(np.uint16).view(np.float16)  # low first
     g, t = np.arange(32) // 4, np.arange(32) % 4
     for j in range(4):  # register j of lane 4g + t: matrix j's [g][2t], [g][2t+1] (.trans: [2t][g], [2t+1][g])

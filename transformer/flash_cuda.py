@@ -2,7 +2,7 @@
 
 `flash_attention_cuda(q, k, v, causal=...)` takes CuPy arrays with the shapes of
 `scaled_dot_product_attention` — q (b, h, n_q, d_h), k and v (b, h_kv, n_k, d_h) — and runs
-one of three CUDA kernels, all FlashAttention-2's loop order as in `transformer.flash`:
+one of four CUDA kernels, all FlashAttention-2's loop order as in `transformer.flash`:
 
   "simt"          `kernels/flash_attention_fwd.cu`, the readable one: one thread per query
                   row on the ordinary cores (Br = 64 rows a block), K/V tiles of Bc = 32 keys
@@ -16,6 +16,10 @@ one of three CUDA kernels, all FlashAttention-2's loop order as in `transformer.
                   instruction mma.sync.m16n8k16, whose fragment layout is documented, so S, P
                   and O stay in registers; K/V tiles double-buffered with cp.async. float16,
                   GPUs of compute capability 8.0 (A100) or later.
+  "mma_tf32"      `kernels/flash_attention_fwd_mma_tf32.cu`: the same for float32, on tensor
+                  cores in TF32 (mma.sync.m16n8k8) with each number split into two TF32 parts
+                  and three products per product ("3xTF32"), which keeps float32's accuracy.
+                  Bc = 64 keys (32 for d_h = 128). Compute capability 8.0 or later.
 
 "auto" (the default) takes "tensor_cores" for float16 and "simt" for float32. All
 accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
@@ -37,7 +41,7 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
+           "block_k", "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -48,7 +52,7 @@ class Kernel:
     source: Path
     name: str        # the extern "C" function in the source
     block_q: int     # Br: query rows per block
-    block_k: int     # Bc: keys per K/V tile
+    block_k: int     # Bc: keys per K/V tile (halved for d_h = 128 where `block_k()` says)
     threads: int     # threads per block
     dtypes: tuple[str, ...]
     min_compute_capability: int  # 50: any GPU CUDA 12 builds for; 70: WMMA; 80: cp.async, mma.m16n8k16
@@ -58,12 +62,22 @@ KERNELS = {
     "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16"), 50),
     "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",), 70),
     "mma": Kernel(_DIR / "flash_attention_fwd_mma.cu", "flash_attention_fwd_mma", 64, 64, 128, ("float16",), 80),
+    "mma_tf32": Kernel(_DIR / "flash_attention_fwd_mma_tf32.cu", "flash_attention_fwd_mma_tf32", 64, 64, 128,
+                       ("float32",), 80),
 }
+
+
+def block_k(kernel: str, d_h: int) -> int:
+    """Bc, keys per K/V tile. Halved at d_h = 128 for "simt" (its tiles must fit 48 KiB of static
+    shared memory) and "mma_tf32" (its float32 tiles, double-buffered, would take 169 KiB: more
+    than an A100 gives a block)."""
+    halve = d_h > 64 and kernel in ("simt", "mma_tf32")
+    return KERNELS[kernel].block_k // 2 if halve else KERNELS[kernel].block_k
 
 
 def simt_block_k(d_h: int) -> int:
     """Bc of the SIMT kernel: 32 keys a tile, 16 for d_h = 128 so that its tiles fit 48 KiB."""
-    return KERNELS["simt"].block_k if d_h <= 64 else KERNELS["simt"].block_k // 2
+    return block_k("simt", d_h)
 
 
 def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
@@ -73,28 +87,33 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     float16 and S, O, the row corrections in float32, rows padded by 8 halves / 4 floats against
     bank conflicts; the Q tile passes once through S's space on its way into registers.
     mma: the Q tile and two buffers each of K_j and V_j (the next tile lands while this one is
-    used), float16, rows padded by 8 halves; S, P and O live in registers.
+    used), float16, rows padded by 8 halves; S, P and O live in registers. mma_tf32: the same
+    buffers in float32, rows padded by 4 floats.
     """
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, simt_block_k(d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
-    if kernel == "mma":
-        br, bc = KERNELS["mma"].block_q, KERNELS["mma"].block_k
-        kv = 2 * bc * (d_h + 8)
-        return {"Q tile": 2 * br * (d_h + 8), "K_j": kv, "V_j": kv, "K_j+1": kv, "V_j+1": kv}
+    if kernel in ("mma", "mma_tf32"):
+        br, bc = KERNELS[kernel].block_q, block_k(kernel, d_h)
+        size, pad = (2, 8) if kernel == "mma" else (4, 4)  # bytes per element, elements of padding a row
+        kv = size * bc * (d_h + pad)
+        return {"Q tile": size * br * (d_h + pad), "K_j": kv, "V_j": kv, "K_j+1": kv, "V_j+1": kv}
     br, bc = KERNELS["tensor_cores"].block_q, KERNELS["tensor_cores"].block_k
     return {"K_j": 2 * bc * (d_h + 8), "V_j": 2 * bc * (d_h + 8),
             "S (Q tile first)": max(4 * br * (bc + 4), 2 * br * (d_h + 8)),
             "P": 2 * br * (bc + 8), "O": 4 * br * (d_h + 4), "e^(m - m_new)": 4 * br}
 
 
-def mma_fragment_layout(operand: str):
-    """Where `mma.sync.m16n8k16` keeps each element of an operand across a warp (the PTX ISA's tables).
+def mma_fragment_layout(operand: str, shape: str = "m16n8k16"):
+    """Where `mma.sync` keeps each element of an operand across a warp (the PTX ISA's tables).
 
-    Returns (lane, reg, half), integer arrays shaped like the operand: A (16×16) and B (16×8, k × n)
-    are float16, two to a 32-bit register (half 0: the low 16 bits); C/D (16×8) are float32, one a
-    register (half 0). Lane 4g + t holds rows g and g + 8 of A and of C, columns 2t and 2t + 1 of
-    each 8-column block; of B, column g and rows 2t, 2t + 1 of each 8-row block.
+    Returns (lane, reg, half), integer arrays shaped like the operand. shape "m16n8k16" (float16):
+    A (16×16) and B (16×8, k × n) hold two halves to a 32-bit register (half 0: the low 16 bits);
+    lane 4g + t holds rows g and g + 8 of A, columns 2t and 2t + 1 of each 8-column block; of B,
+    column g and rows 2t, 2t + 1 of each 8-row block. shape "m16n8k8" (TF32): A (16×8) and B (8×8)
+    hold one element a register (half 0); lane 4g + t holds A[g][t], A[g+8][t], A[g][t+4],
+    A[g+8][t+4] and B[t][g], B[t+4][g]. C/D (16×8) are float32 for both, one a register: rows g
+    and g + 8, columns 2t and 2t + 1.
 
     >>> lane, reg, _ = mma_fragment_layout("C")
     >>> int(lane[9, 3]), int(reg[9, 3])    # row 9 = g + 8 with g = 1; column 3 = 2t + 1 with t = 1
@@ -102,15 +121,23 @@ def mma_fragment_layout(operand: str):
     """
     import numpy as np
 
-    if operand == "A":
-        r, c = np.indices((16, 16))
-        return 4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2
-    if operand == "B":
-        k, col = np.indices((16, 8))
-        return 4 * col + (k % 8) // 2, k // 8, k % 2
+    if shape not in ("m16n8k16", "m16n8k8"):
+        raise ValueError(f"shape must be 'm16n8k16' (float16) or 'm16n8k8' (TF32), got {shape!r}")
     if operand == "C":
         r, c = np.indices((16, 8))
         return 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2, np.zeros_like(r)
+    if operand == "A" and shape == "m16n8k16":
+        r, c = np.indices((16, 16))
+        return 4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2
+    if operand == "B" and shape == "m16n8k16":
+        k, col = np.indices((16, 8))
+        return 4 * col + (k % 8) // 2, k // 8, k % 2
+    if operand == "A":
+        r, c = np.indices((16, 8))
+        return 4 * (r % 8) + c % 4, r // 8 + 2 * (c // 4), np.zeros_like(r)
+    if operand == "B":
+        k, col = np.indices((8, 8))
+        return 4 * col + k % 4, k // 4, np.zeros_like(k)
     raise ValueError(f"operand must be 'A', 'B' or 'C', got {operand!r}")
 
 
@@ -120,7 +147,7 @@ def simt_shared_bytes(d_h: int) -> int:
 
 
 def dynamic_shared_bytes(kernel: str, d_h: int) -> int:
-    """Dynamic shared memory per block of the "tensor_cores" or "mma" kernel: its buffers, each
+    """Dynamic shared memory per block of a kernel other than "simt": its buffers, each
     rounded up to 128 bytes as the kernels lay them out (their static_asserts check this covers
     their layout)."""
     return sum(-(-nbytes // 128) * 128 for nbytes in shared_memory_buffers(kernel, d_h).values())
@@ -178,6 +205,8 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
     else:
         shared = dynamic_shared_bytes(kernel, d_h)
         options = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17")
+        if kernel == "mma_tf32":
+            options += (f"-DBC={block_k(kernel, d_h)}",)
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     return LaunchPlan(kernel=kern, options=options,
                       grid=(math.ceil(n_q / kern.block_q), b * h),  # Tr = ⌈n_q / Br⌉
@@ -222,7 +251,8 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays -> out (b, h, n_q, d_h) in q's dtype,
     and lse (b, h, n_q) float32 = log Σ_j e^(s_ij) if return_lse. Causal uses the offset
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
-    kernel: "auto", "simt", "tensor_cores" or "mma" (the last two float16 only); see the module docstring.
+    kernel: "auto", "simt", "tensor_cores", "mma" (those two float16 only) or "mma_tf32" (float32
+    only); see the module docstring.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):

@@ -32,6 +32,7 @@
 
 #include <cuda_fp16.h>
 #include "mma_ptx.cuh"
+#include "mma_softmax.cuh"
 
 #ifndef D_H
 #define D_H 64
@@ -145,42 +146,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
             }
         }
 
-        // Scale, and mask only where this tile holds a key some row of the block cannot see.
+        // Scale, mask only where this tile holds a key some row of the block cannot see, and
+        // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
         const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset);
-#pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int key = j0 + 8 * nb + 2 * t + e % 2, row = rows[e / 2];
-                const bool visible = key < n_k && (!causal || key <= row + offset);
-                s[nb][e] = (!edge || visible) ? s[nb][e] * scale_log2 : -INFINITY;
-            }
-
-        // Online softmax for the lane's two rows: r = 0 holds s[·][0, 1], r = 1 holds s[·][2, 3].
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float m_new = m[r];
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb) m_new = fmaxf(m_new, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
-            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 1));  // the 4 lanes of the group
-            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 2));  // hold the whole row
-            const float m_ref = (m_new == -INFINITY) ? 0.f : m_new;   // nothing visible yet: P = 0, not NaN
-            const float correction = exp2f(m[r] - m_ref);              // e^(m - m_new); 0 on the first tile
-            float p_sum = 0.f;
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb) {
-                s[nb][2 * r] = exp2f(s[nb][2 * r] - m_ref);            // P, in place of S
-                s[nb][2 * r + 1] = exp2f(s[nb][2 * r + 1] - m_ref);
-                p_sum += s[nb][2 * r] + s[nb][2 * r + 1];
-            }
-            l[r] = l[r] * correction + p_sum;
-            m[r] = m_new;
-#pragma unroll
-            for (int db = 0; db < D_H / 8; ++db) {                    // O_w = diag(e^(m - m_new)) O_w
-                o[db][2 * r] *= correction;
-                o[db][2 * r + 1] *= correction;
-            }
-        }
+        scale_and_mask(s, rows, t, j0, n_k, causal, offset, edge, scale_log2);
+        online_softmax(s, o, m, l);
 
         // O_w += P V_j, 16 keys at a time. P's A operand is two neighbouring S tiles: the
         // accumulator layout of an 8-key block is the A layout of half a 16-key step. V as
@@ -201,22 +171,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
         }
     }
 
-    // One final normalisation (FlashAttention-2): l = the 4 lanes' partial sums, O = O_w / l,
-    // lse = (m + log2 l) · ln 2.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    // One final normalisation (FlashAttention-2): O = O_w / l, lse = m + log l.
+    float inv_l[2], lse[2];
+    finish_rows(m, l, inv_l, lse);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int i = rows[r];
         if (i >= n_q) continue;                 // the last tile may be partial
-        const float inv_l = (l[r] > 0.f) ? 1.f / l[r] : 0.f;  // a row that saw no key: O = 0
         half* o_out = O + ((size_t)bh * n_q + i) * D_H;
 #pragma unroll
         for (int db = 0; db < D_H / 8; ++db)
-            *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) = pack_half2(o[db][2 * r] * inv_l, o[db][2 * r + 1] * inv_l);
-        if (t == 0) LSE[(size_t)bh * n_q + i] = (l[r] > 0.f) ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+            *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) = pack_half2(o[db][2 * r] * inv_l[r], o[db][2 * r + 1] * inv_l[r]);
+        if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
     }
 }

@@ -43,6 +43,38 @@ inline void mma_16x8x16(float d[4], const unsigned a[4], const unsigned b[2]) {
     }
 }
 
+// TF32: a register holds one float32 whose lowest 13 mantissa bits the tensor cores do not read.
+namespace cuda_cpu {
+inline float tf32_value(unsigned reg) { return __uint_as_float(reg & 0xffffe000u); }
+}  // namespace cuda_cpu
+
+inline void mma_16x8x8_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
+    struct Operands { unsigned a[4], b[2]; };
+    Operands mine;
+    std::memcpy(mine.a, a, sizeof mine.a);
+    std::memcpy(mine.b, b, sizeof mine.b);
+    const auto all = cuda_cpu::warp_gather(mine);
+    // A[row][k] sits in lane 4 (row % 8) + k % 4, register row / 8 + 2 (k / 4);
+    // B[k][col] in lane 4 col + k % 4, register k / 4.
+    auto A = [&](int row, int k) { return cuda_cpu::tf32_value(all[4 * (row % 8) + k % 4].a[row / 8 + 2 * (k / 4)]); };
+    auto B = [&](int k, int col) { return cuda_cpu::tf32_value(all[4 * col + k % 4].b[k / 4]); };
+    const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;
+    for (int i = 0; i < 4; ++i) {  // d[i] = D[g + 8 (i / 2)][2t + i % 2]
+        const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+        float sum = d[i];
+        for (int k = 0; k < 8; ++k) sum += A(row, k) * B(k, col);  // TF32 × TF32 is exact in float32
+        d[i] = sum;
+    }
+}
+
+// cvt.rna.tf32.f32: round the 13 dropped bits to nearest, ties away from zero (add half of the
+// last kept bit to the magnitude, then cut); infinities and NaN pass through.
+inline unsigned to_tf32(float x) {
+    const unsigned bits = __float_as_uint(x);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return bits;
+    return (bits + 0x1000u) & 0xffffe000u;
+}
+
 inline void ldmatrix_x4(unsigned r[4], const half* row) {
     const auto rows = cuda_cpu::warp_gather(row);  // rows[8j + i]: row i of matrix j
     const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;

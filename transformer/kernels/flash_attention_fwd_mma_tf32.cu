@@ -1,0 +1,204 @@
+// FlashAttention-2's forward for float32 Q, K, V on tensor cores: mma.sync.m16n8k8 in TF32,
+// with the float32 accuracy kept by splitting each number in two ("3xTF32").
+//
+// Tensor cores multiply float32 numbers only as TF32: 10 mantissa bits instead of 23, so one
+// product is off by up to 2^-11 of its size, and attention's outputs by ~1e-4 (float16's level).
+// Write each number as a TF32 pair, x = x_hi + x_lo with x_hi = tf32(x), x_lo = tf32(x - x_hi);
+// together they hold 21 of x's 24 bits. Then
+//
+//   a b ≈ a_lo b_hi + a_hi b_lo + a_hi b_hi     (a_lo b_lo, ~2^-22 of a b, is left out)
+//
+// is three tensor-core products, each exact in the float32 accumulator, and as accurate as the
+// float32 kernel on the ordinary cores ("simt"). TF32_PRODUCTS=1 keeps only a_hi b_hi: 3× fewer
+// products, float16-level accuracy (tests/test_flash_cuda.py shows the difference).
+//
+// Otherwise this is flash_attention_fwd_mma.cu: per warp 16 query rows, S, P and O in
+// registers, K_j/V_j double-buffered with cp.async, the online softmax of mma_softmax.cuh.
+// What differs is the layout of an m16n8k8 TF32 operand (mma_ptx.cuh), one float a register:
+//
+//   S = Q_w K_jᵀ   A = Q_w[·][8kk … 8kk+7]:   a[0] = Q[g][t], a[1] = Q[g+8][t], a[2] = Q[g][t+4], a[3] = Q[g+8][t+4]
+//                  B = K_jᵀ (d × keys):        b[0] = K[g][t], b[1] = K[g][t+4]   (key g of the 8)
+//   O += P V_j     the S accumulator holds P[g][2t, 2t+1] of each 8 keys, but A wants P[g][t, t+4].
+//                  The sum Σ_key P[·][key] V[key][·] can run over the 8 keys in any order, so
+//                  take the order 0, 2, 4, 6, 1, 3, 5, 7: position t is key 2t, position t + 4
+//                  key 2t + 1. Then A = (P[g][2t], P[g+8][2t], P[g][2t+1], P[g+8][2t+1]) is the
+//                  accumulator as it stands, and B = V_j in that order: b[0] = V[2t][g], b[1] = V[2t+1][g].
+//
+//   grid  = (Tr, b·h)   one block per (batch·head, tile of Br = 64 query rows)
+//   block = 4 warps     warp w owns query rows 16w … 16w+15 of the tile
+//
+// Compile-time constants (-D options): D_H head size (a multiple of 8), BC keys per K/V tile,
+// SMEM_BYTES the dynamic shared memory the host gives each block (checked below).
+
+#include "mma_ptx.cuh"
+#include "mma_softmax.cuh"
+
+#ifndef D_H
+#define D_H 64
+#endif
+#ifndef BC
+#define BC 64
+#endif
+#ifndef SMEM_BYTES
+#define SMEM_BYTES 0
+#endif
+#ifndef TF32_PRODUCTS
+#define TF32_PRODUCTS 3
+#endif
+
+constexpr int BR = 64;                  // query rows per block
+constexpr int WARPS = BR / 16;          // one warp per 16 query rows
+constexpr int THREADS = 32 * WARPS;
+// A shared row is padded by 4 floats: with LD ≡ 4 (mod 32), Q[g][t] and K[g][t] fall in bank
+// 4g + t and V[2t][g] in bank 8t + g, so each load of a warp touches all 32 banks once.
+constexpr int LD = D_H + 4;
+constexpr int Q_TILE = BR * LD;         // floats in the Q tile
+constexpr int KV_TILE = BC * LD;        // floats in one K_j or V_j buffer
+constexpr int LAYOUT_BYTES = 4 * (Q_TILE + 4 * KV_TILE);  // Q, then K_j and V_j twice each
+static_assert(D_H % 8 == 0 && BC % 8 == 0, "mma.m16n8k8 takes d_h and keys in steps of 8");
+static_assert(LD % 32 == 4, "the padding that spreads fragment loads over the banks");
+static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
+static_assert(TF32_PRODUCTS == 1 || TF32_PRODUCTS == 3, "1 (TF32) or 3 (3xTF32) products");
+
+// Rows first … first+ROWS-1 of an (n, D_H) float32 matrix -> shared memory, 16 bytes a copy;
+// rows past n become zeros.
+template <int ROWS>
+__device__ __forceinline__ void copy_rows_async(float* dst, const float* __restrict__ src, int first, int n) {
+    constexpr int CHUNKS = D_H / 4;
+    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
+        const int r = e / CHUNKS, c = (e % CHUNKS) * 4;
+        const bool inside = first + r < n;
+        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
+    }
+}
+
+// x = hi + lo, both TF32.
+__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+    hi = to_tf32(x);
+    lo = to_tf32(x - __uint_as_float(hi));
+}
+
+// D += A B for A, B given as TF32 pairs: the small products first, then the large one.
+__device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
+                                           const unsigned b_hi[2], const unsigned b_lo[2]) {
+#if TF32_PRODUCTS == 3
+    mma_16x8x8_tf32(d, a_lo, b_hi);
+    mma_16x8x8_tf32(d, a_hi, b_lo);
+#endif
+    mma_16x8x8_tf32(d, a_hi, b_hi);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma_tf32(
+    const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
+    float* __restrict__ O, float* __restrict__ LSE,
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    float* Qs = reinterpret_cast<float*>(smem);  // [64][LD]
+    float* Ks = Qs + Q_TILE;                     // K_j at Ks + (j % 2)·KV_TILE
+    float* Vs = Ks + 2 * KV_TILE;                // V_j at Vs + (j % 2)·KV_TILE
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;        // this lane: rows g, g+8 of the warp's 16
+    const int bh = blockIdx.y;                   // which (batch, query head)
+    const int b = bh / h, head = bh % h;
+    const int kv_head = head / (h / h_kv);       // GQA: the key/value head this query head reads
+    const int row0 = blockIdx.x * BR;            // first query row of this tile
+    const int offset = n_k - n_q;                // absolute position of query row r is r + offset
+    const int rows[2] = {row0 + 16 * warp + g, row0 + 16 * warp + g + 8};  // this lane's query rows
+    const float* Qg = Q + (size_t)bh * n_q * D_H;
+    const float* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const float* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
+    const float* Qw = Qs + 16 * warp * LD;       // this warp's 16 rows of the Q tile
+
+    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
+    const int key_end = causal ? min(n_k, row0 + BR + offset) : n_k;
+    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;  // key tiles to visit
+
+    // The Q tile and K_0, V_0: HBM -> SRAM. Q stays in shared memory (its TF32 pairs would
+    // take 2·d_h registers), read again for every key tile.
+    if (Tc > 0) {
+        copy_rows_async<BR>(Qs, Qg, row0, n_q);
+        copy_rows_async<BC>(Ks, Kg, 0, n_k);
+        copy_rows_async<BC>(Vs, Vg, 0, n_k);
+    }
+    cp_async_commit();
+
+    float o[D_H / 8][4] = {};                    // O_w: 2 rows × 2 columns of each 8-column block
+    float m[2] = {-INFINITY, -INFINITY};         // running max of each of the lane's rows (log2 units)
+    float l[2] = {0.f, 0.f};                     // running sum, over this lane's columns only
+
+    for (int j = 0; j < Tc; ++j) {
+        const int j0 = j * BC;
+        const float* Kj = Ks + (j % 2) * KV_TILE;
+        const float* Vj = Vs + (j % 2) * KV_TILE;
+        cp_async_wait_all();                     // this thread's part of tile j (and Q) has landed
+        __syncthreads();                         // everyone's has; every warp is done with tile j-1
+        if (j + 1 < Tc) {                        // start tile j+1 into the buffer tile j-1 used
+            copy_rows_async<BC>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
+            copy_rows_async<BC>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
+            cp_async_commit();
+        }
+
+        // S = Q_w K_jᵀ, 8 dimensions of d_h at a time.
+        float s[BC / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D_H / 8; ++kk) {
+            const float* q = Qw + 8 * kk;
+            unsigned q_hi[4], q_lo[4];
+            split_tf32(q[g * LD + t], q_hi[0], q_lo[0]);
+            split_tf32(q[(g + 8) * LD + t], q_hi[1], q_lo[1]);
+            split_tf32(q[g * LD + t + 4], q_hi[2], q_lo[2]);
+            split_tf32(q[(g + 8) * LD + t + 4], q_hi[3], q_lo[3]);
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) {
+                const float* k = Kj + (8 * nb + g) * LD + 8 * kk;  // key 8nb + g
+                unsigned k_hi[2], k_lo[2];
+                split_tf32(k[t], k_hi[0], k_lo[0]);
+                split_tf32(k[t + 4], k_hi[1], k_lo[1]);
+                mma_3xtf32(s[nb], q_hi, q_lo, k_hi, k_lo);
+            }
+        }
+
+        // Scale, mask only where this tile holds a key some row of the block cannot see, and
+        // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset);
+        scale_and_mask(s, rows, t, j0, n_k, causal, offset, edge, scale_log2);
+        online_softmax(s, o, m, l);
+
+        // O_w += P V_j, 8 keys at a time, in the order 0, 2, 4, 6, 1, 3, 5, 7 (see the top).
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; ++nb) {
+            unsigned p_hi[4], p_lo[4];
+            split_tf32(s[nb][0], p_hi[0], p_lo[0]);  // P[g][2t]
+            split_tf32(s[nb][2], p_hi[1], p_lo[1]);  // P[g+8][2t]
+            split_tf32(s[nb][1], p_hi[2], p_lo[2]);  // P[g][2t+1]
+            split_tf32(s[nb][3], p_hi[3], p_lo[3]);  // P[g+8][2t+1]
+            const float* v = Vj + (8 * nb + 2 * t) * LD;  // keys 8nb + 2t and 8nb + 2t + 1
+#pragma unroll
+            for (int db = 0; db < D_H / 8; ++db) {
+                unsigned v_hi[2], v_lo[2];
+                split_tf32(v[8 * db + g], v_hi[0], v_lo[0]);
+                split_tf32(v[LD + 8 * db + g], v_hi[1], v_lo[1]);
+                mma_3xtf32(o[db], p_hi, p_lo, v_hi, v_lo);
+            }
+        }
+    }
+
+    // One final normalisation (FlashAttention-2): O = O_w / l, lse = m + log l.
+    float inv_l[2], lse[2];
+    finish_rows(m, l, inv_l, lse);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = rows[r];
+        if (i >= n_q) continue;                  // the last tile may be partial
+        float* o_out = O + ((size_t)bh * n_q + i) * D_H;
+#pragma unroll
+        for (int db = 0; db < D_H / 8; ++db)
+            *reinterpret_cast<float2*>(o_out + 8 * db + 2 * t) = make_float2(o[db][2 * r] * inv_l[r], o[db][2 * r + 1] * inv_l[r]);
+        if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
+    }
+}
