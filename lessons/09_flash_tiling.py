@@ -450,11 +450,11 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # |---|---|
 # | a Python loop over query blocks $Q_i$ | one thread block per (batch·head, $Q_i$), all running at once |
 # | $K_j, V_j$ sliced from the arrays | copied by the block from HBM into `__shared__` arrays |
-# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel); 16×16 tiles on tensor cores, passed through shared memory (**WMMA** kernel, float16); tensor-core tiles that never leave registers (**mma** kernel, float16) |
+# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel); 16×16 tiles on tensor cores, passed through shared memory (**WMMA** kernel, float16); tensor-core tiles that never leave registers (**mma** kernel, float16; **mma_tf32**, the same for float32) |
 # | $(m, l, O_i)$ carried from tile to tile | registers; the WMMA kernel keeps $O_i$ in shared memory, where it can rescale rows |
-# | the next $K_j, V_j$ sliced after this one is used | the mma kernel copies $K_{j+1}, V_{j+1}$ in (`cp.async`) while the tensor cores work on $K_j, V_j$ |
+# | the next $K_j, V_j$ sliced after this one is used | the mma kernels copy $K_{j+1}, V_{j+1}$ in (`cp.async`) while the tensor cores work on $K_j, V_j$ |
 #
-# The three differ in where $S$, $P$ and $O$ live, and each trip through shared memory is time
+# They differ in where $S$, $P$ and $O$ live, and each trip through shared memory is time
 # the tensor cores wait. A WMMA tile's elements are spread over a warp's 32 threads in an
 # undocumented way, so that kernel stores $S$ to shared memory to find each row's max, and
 # rescales $O$ there. The PTX instruction `mma.sync.m16n8k16` documents its layout (thread
@@ -513,14 +513,49 @@ P.save(fig, P.figure_path("09_mma_fragments.png"), colors=64)  # flat cells and 
 # ($d_h + 8$ halves) apart in the row-major tile, and `ldmatrix.trans` fetches them transposed in one
 # instruction.
 #
+# **float32 on tensor cores.** Tensor cores take float32 only as TF32: 10 mantissa bits instead
+# of 23, the precision of float16 with float32's range. One product of two TF32 numbers is off
+# by up to $2^{-11}$ of its size. The `mma_tf32` kernel keeps float32's accuracy by writing each
+# number as two TF32 numbers, $x = x_{hi} + x_{lo}$ with $x_{hi} = \mathrm{tf32}(x)$ and
+# $x_{lo} = \mathrm{tf32}(x - x_{hi})$, and multiplying
+# $ab \approx a_{lo} b_{hi} + a_{hi} b_{lo} + a_{hi} b_{hi}$: three tensor-core products instead
+# of one, still far more than the ordinary cores do. In NumPy, on one tile of scores:
+
+# %%
+q_t, k_t = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+exact = q_t.astype(np.float64) @ k_t.T.astype(np.float64)        # [64, 64] S·√d_h, in float64
+one = FC.tf32_round(q_t).astype(np.float64) @ FC.tf32_round(k_t).T  # one TF32 product per product
+(q_hi, q_lo), (k_hi, k_lo) = FC.split_tf32(q_t), FC.split_tf32(k_t)
+three = (q_lo.astype(np.float64) @ k_hi.T + q_hi.astype(np.float64) @ k_lo.T
+         + q_hi.astype(np.float64) @ k_hi.T)                          # 3xTF32
+plain = q_t @ k_t.T                                                  # [64, 64] float32 on the ordinary cores
+for name, got in (("TF32, 1 product", one), ("3xTF32", three), ("float32", plain)):
+    print(f"{name:16s}: max |S - S_exact| / max |S| = {np.abs(got - exact).max() / np.abs(exact).max():.1e}")
+assert np.abs(three - exact).max() < np.abs(one - exact).max() / 100
+
+# %% [markdown]
+# The TF32 instruction (`mma.sync.m16n8k8`) has its own operand layout: lane $4g+t$ holds
+# $A[g][t]$ and $A[g][t+4]$ (and rows $g+8$), while the scores' tile leaves it keys $2t$ and $2t+1$.
+# A sum over keys does not care about their order, so the kernel feeds $\tilde P V_j$ the keys
+# of each 8 in the order 0, 2, 4, 6, 1, 3, 5, 7, and reads $V_j$'s rows in that same order: then
+# the scores sit exactly where the A operand wants them, and no value moves between lanes.
+
+# %%
+lane_a8, _, _ = FC.mma_fragment_layout("A", "m16n8k8")  # [16, 8]: P for 8 keys as TF32 A
+order = [0, 2, 4, 6, 1, 3, 5, 7]                         # position t -> key 2t, t + 4 -> key 2t + 1
+assert (lane_c[:, order] == lane_a8).all()  # S's lanes, keys reordered, are the A operand's lanes
+print("lanes of S with keys in the order", order, "== lanes of the TF32 A operand:",
+      bool((lane_c[:, order] == lane_a8).all()))
+
+# %% [markdown]
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
-# the three kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
+# the kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 
 # %%
 b_g, h_g, n_g = 1, 16, 8192
 for d_g in (64, 128):
-    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16")):
+    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"), ("mma_tf32", "float32")):
         plan = FC.launch_plan((b_g, h_g, n_g, d_g), (b_g, h_g, n_g, d_g), dtype, causal=True, scale=None, kernel=kern)
         smem = FC.simt_shared_bytes(d_g) if kern == "simt" else plan.shared_bytes
         print(f"d_h = {d_g:3d}, {kern:12s} ({dtype}): grid {plan.grid} = {plan.grid[0] * plan.grid[1]:5d} blocks "
@@ -533,9 +568,9 @@ buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.
                   "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7]}
-fig, ax = P.new_figure(figsize=(13, 6.4))
+fig, ax = P.new_figure(figsize=(13, 7.4))
 bars = [(f"{name}, d_h = {d_g}", FC.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
-        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"))]
+        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"))]
 seen = set()
 for y, (label, parts) in enumerate(reversed(bars)):
     left = 0.0
@@ -558,7 +593,7 @@ P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); st
 P.save(fig, P.figure_path("09_gpu_shared_memory.png"))
 
 # %% [markdown]
-# All three kernels are checked against standard attention: on any machine by running their
+# All four kernels are checked against standard attention: on any machine by running their
 # CUDA C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly. With a GPU and CuPy
 # here, this cell runs them and compares with the NumPy tiles of this lesson:
 
@@ -570,7 +605,8 @@ except RuntimeError as e:
 else:
     q, k, v = (rng.standard_normal((1, 4, 1000, 64)).astype(np.float32) for _ in range(3))
     ref = T.flash_attention(q, k, v, causal=True)
-    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3), ("mma", np.float16, 5e-3)):
+    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3), ("mma", np.float16, 5e-3),
+                             ("mma_tf32", np.float32, 1e-4)):
         out = FC.flash_attention_cuda(*(cp.asarray(t.astype(dtype)) for t in (q, k, v)), causal=True, kernel=kern)
         diff = float(np.abs(T.to_numpy(out).astype(np.float32) - ref).max())
         print(f"{kern:12s}: max |GPU kernel - NumPy tiles| = {diff:.1e}")
@@ -582,16 +618,21 @@ else:
 
 # %%
 bench = ROOT / "benchmarks" / "results" / "flash.md"
-summary = []
-if bench.is_file():  # the report's "## Summary" bullets (the benchmark also writes .json and .csv)
-    lines = bench.read_text(encoding="utf-8").splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip().lower() == "## summary"), None)
-    if start is not None:
-        summary = [line.strip("- ").strip() for line in lines[start + 1:] if line.startswith("- ")]
+summary = {}  # run (the report's section, e.g. "1 thread") -> its "## Summary" bullets
+if bench.is_file():  # the benchmark also writes .json and .csv
+    section = run = None
+    for line in bench.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+            run = run if section.lower() == "summary" else section
+        elif section is not None and section.lower() == "summary" and line.startswith("- "):
+            summary.setdefault(run, []).append(line[2:].strip())
 if summary:
     print(f"{bench.relative_to(ROOT)}:")
-    for line in summary:
-        print("  ", line)
+    for run, bullets in summary.items():
+        print(f"  {run}:")
+        for line in bullets:
+            print("    ", line)
 else:
     print("no benchmark summary yet: run `python benchmarks/bench_flash.py --quick`")
 

@@ -248,6 +248,9 @@ def test_kernel_source_pastes_the_local_headers():
     text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
     assert '#include "' not in text and "mma.sync.aligned.m16n8k16" in text and "#include <cuda_fp16.h>" in text
     assert "#pragma once" not in text
+    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma_tf32"].source)  # two headers, each pasted once
+    assert '#include "' not in text and text.count("void online_softmax(") == 1
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text and "cvt.rna.tf32.f32" in text
     plain = flash_cuda.KERNELS["simt"].source
     assert flash_cuda.kernel_source(plain) == plain.read_text()
 
@@ -407,6 +410,25 @@ def _tf32_nearest(x):
         far = np.abs(up.astype(np.float64) - x) <= np.abs(x - down.astype(np.float64))  # a tie goes away
     exact = (bits & np.uint32(0x1FFF)) == 0
     return np.where(exact, x, np.where(far, up, down)).astype(np.float32)  # exact: also ±inf and 0
+
+
+def test_tf32_rounding_on_the_host_matches_nearest_ties_away():
+    """flash_cuda.tf32_round (bit arithmetic) against the float64 comparison of the two neighbours."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(10_000).astype(np.float32) * 10.0 ** rng.integers(-30, 30, 10_000),
+                        np.array([0x3F801000, 0xBF801000, 0x3FFFF000, 0x00001000], np.uint32).view(np.float32),
+                        np.array([0.0, -0.0, np.inf, -np.inf], np.float32)]).astype(np.float32)
+    np.testing.assert_array_equal(flash_cuda.tf32_round(x), _tf32_nearest(x))
+    assert np.all(flash_cuda.tf32_round(x).view(np.uint32) & 0x1FFF == 0)
+
+
+def test_split_tf32_keeps_21_bits():
+    """hi + lo is within 2^-21 of x (one TF32 number alone: 2^-11); both halves are TF32 numbers."""
+    x = np.random.default_rng(4).standard_normal(10_000).astype(np.float32)
+    hi, lo = flash_cuda.split_tf32(x)
+    assert np.all(hi.view(np.uint32) & 0x1FFF == 0) and np.all(lo.view(np.uint32) & 0x1FFF == 0)
+    rel = np.abs(hi.astype(np.float64) + lo - x) / np.abs(x)
+    assert rel.max() <= 2.0 ** -21 < 2.0 ** -13 < (np.abs(hi.astype(np.float64) - x) / np.abs(x)).max()
 
 
 def _probe_inputs():

@@ -41,7 +41,8 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "block_k", "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout"]
+           "block_k", "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
+           "tf32_round", "split_tf32"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -139,6 +140,31 @@ def mma_fragment_layout(operand: str, shape: str = "m16n8k16"):
         k, col = np.indices((8, 8))
         return 4 * col + k % 4, k // 4, np.zeros_like(k)
     raise ValueError(f"operand must be 'A', 'B' or 'C', got {operand!r}")
+
+
+def tf32_round(x):
+    """float32 numbers rounded to TF32, the tensor cores' float32 input: 10 of the 23 mantissa bits
+    kept, to nearest, ties away from zero (PTX `cvt.rna.tf32.f32`), as float32. NumPy, on the host.
+
+    >>> float(tf32_round(1 + 2**-11))   # half-way between 1 and 1 + 2^-10: away from zero
+    1.0009765625
+    """
+    import numpy as np
+
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)  # inf and NaN pass through
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)  # half of the last kept bit, then cut
+    return np.where(finite, rounded, bits).view(np.float32)
+
+
+def split_tf32(x):
+    """x = hi + lo with hi, lo both TF32 (hi = tf32(x), lo = tf32(x - hi)): 21 of float32's 24 bits,
+    so hi·hi' + hi·lo' + lo·hi' on tensor cores is nearly a float32 product ("3xTF32")."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float32)
+    hi = tf32_round(x)
+    return hi, tf32_round(x - hi)
 
 
 def simt_shared_bytes(d_h: int) -> int:
