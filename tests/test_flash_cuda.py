@@ -16,6 +16,7 @@ import transformer as T
 from transformer import flash_cuda
 
 import cuda_emulator
+import nvrtc
 
 
 def _has_gpu():
@@ -56,6 +57,19 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     else:  # the compiler's own count of the static shared memory equals the formula
         assert f"{flash_cuda.simt_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
         assert flash_cuda.simt_shared_bytes(d_h) <= 48 * 1024
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+@pytest.mark.parametrize("kernel", list(flash_cuda.KERNELS))
+def test_kernel_compiles_as_cupy_compiles_it(kernel):
+    """CuPy compiles with NVRTC, not nvcc: no <math.h>, no host functions. Every kernel, for the oldest
+    GPU it allows (CUDA 13 builds sm_75 and later) and for an H100, with CuPy's own options."""
+    kern = flash_cuda.KERNELS[kernel]
+    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), kern.dtypes[0], causal=False, scale=None, kernel=kernel)
+    for arch in sorted({max(75, kern.min_compute_capability), 90}):
+        ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(kern.source), (*plan.options, f"-arch=sm_{arch}"),
+                                     kern.source.name)
+        assert ok and "warning" not in log, f"sm_{arch}:\n{log}"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -463,6 +477,12 @@ def test_probe_compiles_for_h100(tmp_path):
     res = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(tmp_path / "p.cubin"),
                           str(tmp_path / "mma_probe.cu")], capture_output=True, text=True)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+def test_probe_compiles_as_cupy_compiles_it():
+    ok, log = nvrtc.compile_cuda(_probe_source(), ("-std=c++17", "-arch=sm_90"), "mma_probe.cu")
+    assert ok and "warning" not in log, log
 
 
 def _probe_on_gpu(*args):

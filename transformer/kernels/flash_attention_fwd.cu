@@ -33,6 +33,9 @@
 // are skipped. A row that sees no key gets O = 0 and lse = -inf (as scaled_dot_product_attention).
 
 #include <cuda_fp16.h>
+#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 #ifndef D_H
 #define D_H 64

@@ -31,6 +31,9 @@
 
 #include <cuda_fp16.h>
 #include <mma.h>
+#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 using namespace nvcuda;
 
@@ -54,7 +57,7 @@ constexpr int LD_Q = D_H + 8;          // Qs: [BR][LD_Q] half, staged once throu
 constexpr int LD_S = BC + 4;           // Ss: [BR][LD_S] float
 constexpr int LD_P = BC + 8;           // Ps: [BR][LD_P] half
 constexpr int LD_O = D_H + 4;          // Os: [BR][LD_O] float, the running output
-constexpr int align128(int bytes) { return (bytes + 127) / 128 * 128; }
+__host__ __device__ constexpr int align128(int bytes) { return (bytes + 127) / 128 * 128; }
 constexpr int S_SPACE = align128(BR * LD_S * 4 > BR * LD_Q * 2 ? BR * LD_S * 4 : BR * LD_Q * 2);
 constexpr int OFF_K = 0;
 constexpr int OFF_V = OFF_K + align128(BC * LD_KV * 2);

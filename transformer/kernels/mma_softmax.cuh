@@ -8,6 +8,9 @@
 // Scores are kept in units of log2 (scale · log2 e is folded into the scale), so e^x is one
 // ex2 instruction: 2^(x · log2 e).
 #pragma once
+#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 // S · scale (in log2 units); where the tile holds a key some row of the block cannot see
 // (edge), the keys this lane's rows cannot see become -∞. Query row i sits at position
