@@ -22,49 +22,52 @@ inline __half unpack_half(unsigned reg, int which) {  // which 0: low 16 bits
 }
 }  // namespace cuda_cpu
 
-inline void mma_16x8x16(float d[4], const unsigned a[4], const unsigned b[2]) {
-    struct Operands { unsigned a[4], b[2]; };
-    Operands mine;
+namespace cuda_cpu {
+// Every lane's A and B registers, gathered across the warp.
+struct MmaOperands { unsigned a[4], b[2]; };
+inline std::array<MmaOperands, 32> gather_operands(const unsigned a[4], const unsigned b[2]) {
+    MmaOperands mine;
     std::memcpy(mine.a, a, sizeof mine.a);
     std::memcpy(mine.b, b, sizeof mine.b);
-    const auto all = cuda_cpu::warp_gather(mine);
-    // A[row][k] sits in lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2;
-    // B[k][col] in lane 4 col + (k % 8) / 2, register k / 8, half k % 2.
-    auto A = [&](int row, int k) {
-        return float(cuda_cpu::unpack_half(all[4 * (row % 8) + (k % 8) / 2].a[row / 8 + 2 * (k / 8)], k % 2));
-    };
-    auto B = [&](int k, int col) { return float(cuda_cpu::unpack_half(all[4 * col + (k % 8) / 2].b[k / 8], k % 2)); };
-    const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;
-    for (int i = 0; i < 4; ++i) {  // d[i] = D[g + 8 (i / 2)][2t + i % 2]
+    return warp_gather(mine);
+}
+
+// This lane's part of D = A B + D: d[i] = D[g + 8 (i / 2)][2t + i % 2], summed over k < K, with
+// A(row, k) and B(k, col) read out of the gathered registers.
+template <int K, class ElementA, class ElementB>
+inline void accumulate(float d[4], ElementA A, ElementB B) {
+    const int g = int(lane_id) / 4, t = int(lane_id) % 4;
+    for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
         float sum = d[i];
-        for (int k = 0; k < 16; ++k) sum += A(row, k) * B(k, col);
+        for (int k = 0; k < K; ++k) sum += A(row, k) * B(k, col);  // float16 or TF32 products: exact in float32
         d[i] = sum;
     }
 }
 
 // TF32: a register holds one float32 whose lowest 13 mantissa bits the tensor cores do not read.
-namespace cuda_cpu {
 inline float tf32_value(unsigned reg) { return __uint_as_float(reg & 0xffffe000u); }
 }  // namespace cuda_cpu
 
+inline void mma_16x8x16(float d[4], const unsigned a[4], const unsigned b[2]) {
+    const auto all = cuda_cpu::gather_operands(a, b);
+    // A[row][k] sits in lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2;
+    // B[k][col] in lane 4 col + (k % 8) / 2, register k / 8, half k % 2.
+    cuda_cpu::accumulate<16>(
+        d,
+        [&](int row, int k) {
+            return float(cuda_cpu::unpack_half(all[4 * (row % 8) + (k % 8) / 2].a[row / 8 + 2 * (k / 8)], k % 2));
+        },
+        [&](int k, int col) { return float(cuda_cpu::unpack_half(all[4 * col + (k % 8) / 2].b[k / 8], k % 2)); });
+}
+
 inline void mma_16x8x8_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
-    struct Operands { unsigned a[4], b[2]; };
-    Operands mine;
-    std::memcpy(mine.a, a, sizeof mine.a);
-    std::memcpy(mine.b, b, sizeof mine.b);
-    const auto all = cuda_cpu::warp_gather(mine);
+    const auto all = cuda_cpu::gather_operands(a, b);
     // A[row][k] sits in lane 4 (row % 8) + k % 4, register row / 8 + 2 (k / 4);
     // B[k][col] in lane 4 col + k % 4, register k / 4.
-    auto A = [&](int row, int k) { return cuda_cpu::tf32_value(all[4 * (row % 8) + k % 4].a[row / 8 + 2 * (k / 4)]); };
-    auto B = [&](int k, int col) { return cuda_cpu::tf32_value(all[4 * col + k % 4].b[k / 4]); };
-    const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;
-    for (int i = 0; i < 4; ++i) {  // d[i] = D[g + 8 (i / 2)][2t + i % 2]
-        const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
-        float sum = d[i];
-        for (int k = 0; k < 8; ++k) sum += A(row, k) * B(k, col);  // TF32 × TF32 is exact in float32
-        d[i] = sum;
-    }
+    cuda_cpu::accumulate<8>(
+        d, [&](int row, int k) { return cuda_cpu::tf32_value(all[4 * (row % 8) + k % 4].a[row / 8 + 2 * (k / 4)]); },
+        [&](int k, int col) { return cuda_cpu::tf32_value(all[4 * col + k % 4].b[k / 4]); });
 }
 
 // cvt.rna.tf32.f32: round the 13 dropped bits to nearest, ties away from zero (add half of the
