@@ -121,11 +121,12 @@ def _reference(q, k, v, causal):
     return out, lse
 
 
-def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto"):
-    """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays."""
+def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto", defines=()):
+    """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays
+    (`defines`: extra -D options, to build a variant of the kernel)."""
     flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     plan = flash_cuda.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
-    fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
+    fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options + tuple(defines))
     out = np.full_like(q, np.nan)  # NaN: a row the kernel forgets to write fails the test
     lse = np.full(q.shape[:3], np.nan, np.float32)
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_bytes=plan.shared_bytes)
@@ -192,13 +193,9 @@ def test_tf32_kernel_needs_its_three_products():
     x = x_hi + x_lo and three products bring it back under the float32 tolerance."""
     q, k, v = _inputs("float32", 2, 4, 4, 100, 100, 64)
     ref, _ = _reference(q, k, v, False)
-    plan = flash_cuda.launch_plan(q.shape, k.shape, "float32", causal=False, scale=None, kernel="mma_tf32")
     errors = {}
     for products in (1, 3):
-        fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options + (f"-DTF32_PRODUCTS={products}",))
-        out = np.full_like(q, np.nan)
-        fn(plan.grid, plan.block, (q, k, v, out, np.zeros(q.shape[:3], np.float32), *plan.scalars),
-           shared_bytes=plan.shared_bytes)
+        out, _ = run_on_cpu(q, k, v, causal=False, kernel="mma_tf32", defines=(f"-DTF32_PRODUCTS={products}",))
         errors[products] = np.abs(out - ref).max()
     assert errors[3] < 2e-5 < 1e-4 < errors[1], errors
 

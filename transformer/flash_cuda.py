@@ -41,7 +41,7 @@ from pathlib import Path
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "block_k", "simt_block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
+           "block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
            "tf32_round", "split_tf32"]
 
 _DIR = Path(__file__).with_name("kernels")
@@ -76,11 +76,6 @@ def block_k(kernel: str, d_h: int) -> int:
     return KERNELS[kernel].block_k // 2 if halve else KERNELS[kernel].block_k
 
 
-def simt_block_k(d_h: int) -> int:
-    """Bc of the SIMT kernel: 32 keys a tile, 16 for d_h = 128 so that its tiles fit 48 KiB."""
-    return block_k("simt", d_h)
-
-
 def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     """Bytes of each buffer one block of `kernel` keeps in shared memory: the layouts of the .cu files.
 
@@ -92,7 +87,7 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     buffers in float32, rows padded by 4 floats.
     """
     if kernel == "simt":
-        br, bc = KERNELS["simt"].block_q, simt_block_k(d_h)
+        br, bc = KERNELS["simt"].block_q, block_k("simt", d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
     if kernel in ("mma", "mma_tf32"):
         br, bc = KERNELS[kernel].block_q, block_k(kernel, d_h)
@@ -225,7 +220,7 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
     kern = KERNELS[kernel]
     if kernel == "simt":
         scalar = {"float32": "float", "float16": "__half"}[dtype_name]
-        options = (f"-DD_H={d_h}", f"-DBR={kern.block_q}", f"-DBC={simt_block_k(d_h)}", f"-DSCALAR_T={scalar}",
+        options = (f"-DD_H={d_h}", f"-DBR={kern.block_q}", f"-DBC={block_k(kernel, d_h)}", f"-DSCALAR_T={scalar}",
                    "-std=c++14")
         shared = 0
     else:
