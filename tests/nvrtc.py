@@ -60,13 +60,14 @@ def available() -> bool:
     return _library() is not None and bool(include_dirs())
 
 
-def compile_cuda(source: str, options, name: str = "kernel.cu") -> tuple[bool, str]:
-    """NVRTC's verdict on `source` with `options` (CuPy's own and the include folders added)."""
+def compile_cuda(source: str, options, name: str = "kernel.cu", includes=None) -> tuple[bool, str]:
+    """NVRTC's verdict on `source` with `options` (CuPy's own and the include folders added:
+    `includes`, by default `include_dirs()`, after `options`, as CuPy puts its CUDA folder last)."""
     lib = _library()
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None):
         raise RuntimeError("nvrtcCreateProgram failed")
-    opts = [o.encode() for o in (*options, *CUPY_OPTIONS, *(f"-I{d}" for d in include_dirs()))]
+    opts = [o.encode() for o in (*options, *CUPY_OPTIONS, *(f"-I{d}" for d in (include_dirs() if includes is None else includes)))]
     status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))

@@ -8,6 +8,8 @@ the CuPy comparisons skip unless CuPy and a device are present.
 """
 import shutil
 import subprocess
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,6 +72,90 @@ def test_kernel_compiles_as_cupy_compiles_it(kernel):
         ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(kern.source), (*plan.options, f"-arch=sm_{arch}"),
                                      kern.source.name)
         assert ok and "warning" not in log, f"sm_{arch}:\n{log}"
+
+
+def _headers_without_crt(tmp_path):
+    """The CUDA include folder as `pip install cupy-cuda13x[ctk]` leaves it: the wheels' headers
+    less crt/, which only `nvidia-cuda-crt` brings (links to the real files, crt/ left out)."""
+    folder = tmp_path / "include"
+    folder.mkdir()
+    for entry in Path(nvrtc.include_dirs()[0]).iterdir():
+        if entry.name != "crt":
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+def test_wmma_kernel_finds_crt_headers_where_cupys_folder_lacks_them(tmp_path):
+    """<mma.h> reads crt/mma.h; without it NVRTC stops. `header_options` adds a folder that has it."""
+    kern = flash_cuda.KERNELS["tensor_cores"]
+    source = flash_cuda.kernel_source(kern.source)
+    options = (*flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
+                                       kernel="tensor_cores").options, "-arch=sm_90")
+    bare = _headers_without_crt(tmp_path)
+    ok, log = nvrtc.compile_cuda(source, options, kern.source.name, includes=(bare,))
+    assert not ok and 'cannot open source file "crt/mma.h"' in log
+    extra = flash_cuda.header_options(source, bare, [tmp_path / "nowhere", Path(nvrtc.include_dirs()[0])])
+    assert extra == (f"-I{nvrtc.include_dirs()[0]}",)
+    ok, log = nvrtc.compile_cuda(source, (*options, *extra), kern.source.name, includes=(bare,))
+    assert ok and "warning" not in log, log
+
+
+def test_header_options_add_a_folder_only_where_needed(tmp_path):
+    with_crt, without = tmp_path / "toolkit" / "include", tmp_path / "wheels" / "include"
+    (with_crt / "crt").mkdir(parents=True)
+    (with_crt / "crt" / "mma.h").write_text("")
+    without.mkdir(parents=True)
+    wmma = flash_cuda.kernel_source(flash_cuda.KERNELS["tensor_cores"].source)
+    mma = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
+    assert flash_cuda.header_options(wmma, with_crt, []) == ()           # CuPy's own folder has it
+    assert flash_cuda.header_options(mma, without, []) == ()             # only <cuda_fp16.h>: nothing to add
+    assert flash_cuda.header_options(wmma, without, [without, with_crt]) == (f"-I{with_crt}",)
+    with pytest.raises(RuntimeError, match=r"crt/mma\.h.*nvidia-cuda-crt.*CUDA_PATH.*kernel='mma'"):
+        flash_cuda.header_options(wmma, without, [without])
+    with pytest.raises(RuntimeError, match=str(without)):
+        flash_cuda.header_options(wmma, without, [])
+
+
+def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path):
+    """The host side of `_compiled` with CuPy stood in for: the -I option reaches the compiler, the
+    kernel is built before its first launch (so a compile error surfaces there), and a block past
+    48 KiB of shared memory opts in to it."""
+    seen = {}
+
+    class RawKernel:
+        def __init__(self, source, name, options):
+            seen.update(name=name, options=options, pasted='#include "' not in source)
+
+        def compile(self):
+            seen["compiled"] = True
+
+    cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability="90"),
+                                 get_cuda_path=lambda: str(tmp_path / "wheels"))
+    monkeypatch.setattr(flash_cuda, "_cupy", lambda: types.SimpleNamespace(RawKernel=RawKernel, cuda=cuda))
+    toolkit = tmp_path / "toolkit" / "include"
+    (toolkit / "crt").mkdir(parents=True)
+    (toolkit / "crt" / "mma.h").write_text("")
+    monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: [toolkit])
+    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
+                                  kernel="tensor_cores")
+    flash_cuda._compiled.cache_clear()
+    try:
+        fn = flash_cuda._compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
+    finally:
+        flash_cuda._compiled.cache_clear()
+    assert seen == {"name": "flash_attention_fwd_tc", "options": (*plan.options, f"-I{toolkit}"),
+                    "pasted": True, "compiled": True}
+    assert plan.shared_bytes > 48 * 1024 and fn.max_dynamic_shared_size_bytes == plan.shared_bytes
+
+
+def test_toolkit_include_dirs_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "a"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "b"))
+    dirs = flash_cuda.toolkit_include_dirs()
+    assert dirs[:3] == [tmp_path / "a" / "include", tmp_path / "b" / "include", Path("/usr/local/cuda/include")]
+    if nvrtc.available():  # the nvidia-cuda-crt wheel of requirements-dev.txt is found through its metadata
+        assert any((d / "crt" / "mma.h").is_file() for d in dirs[3:])
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -35,7 +35,8 @@ def _cupy():
         import cupy
     except ImportError as e:
         raise RuntimeError(
-            "backend 'cupy' needs CuPy and an NVIDIA GPU: pip install cupy-cuda12x "
+            "backend 'cupy' needs CuPy and an NVIDIA GPU: pip install 'cupy-cuda13x[ctk]' "
+            "('cupy-cuda12x[ctk]' where nvidia-smi shows CUDA 12) "
             f"(import failed: {e})") from None
     try:
         cupy.cuda.runtime.getDeviceCount()

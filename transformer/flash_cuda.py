@@ -42,7 +42,7 @@ from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
-           "tf32_round", "split_tf32"]
+           "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -255,11 +255,54 @@ def check_device(kernel: Kernel, compute_capability: int) -> None:
                            f"this one is {compute_capability // 10}.{compute_capability % 10}")
 
 
+def toolkit_include_dirs() -> list[Path]:
+    """CUDA header folders besides CuPy's own: $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, and the
+    `nvidia-cuda-crt` wheel's (found through its metadata, never imported)."""
+    import os
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    folders = [Path(r) / "include" for r in roots if r]
+    try:
+        crt = distribution("nvidia-cuda-crt")
+        folders += [Path(crt.locate_file(f)).parent.parent for f in crt.files or ()
+                    if str(f).endswith("include/crt/mma.h")]
+    except PackageNotFoundError:
+        pass
+    return folders
+
+
+def header_options(source: str, cuda_include: Path | None, candidates) -> tuple[str, ...]:
+    """`-I` options NVRTC needs beyond CuPy's own CUDA headers (the folder `cuda_include`).
+
+    Only the WMMA kernel needs one: its `#include <mma.h>` reads crt/mma.h, which the CUDA
+    wheels that `pip install cupy-cuda13x[ctk]` brings leave out (it ships in `nvidia-cuda-crt`).
+    Nothing to add where CuPy's folder has it; else the first of `candidates` that does; else
+    a RuntimeError that says what to install.
+    """
+    if "#include <mma.h>" not in source:
+        return ()
+    has_crt = lambda folder: folder is not None and (Path(folder) / "crt" / "mma.h").is_file()
+    if has_crt(cuda_include):
+        return ()
+    for folder in candidates:
+        if has_crt(folder):
+            return (f"-I{folder}",)
+    raise RuntimeError(
+        f"kernel='tensor_cores' includes <mma.h>, which needs crt/mma.h, and CuPy's CUDA headers "
+        f"({cuda_include}) lack it: pip install nvidia-cuda-crt (CUDA 13; it is in requirements-dev.txt), "
+        f"or set CUDA_PATH to a CUDA toolkit, or use kernel='mma'")
+
+
 @lru_cache(maxsize=None)
 def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, device_id: int):
     cupy = _cupy()
     check_device(kernel, int(cupy.cuda.Device(device_id).compute_capability))  # once, before the first build
-    fn = cupy.RawKernel(kernel_source(kernel.source), kernel.name, options=options)
+    source = kernel_source(kernel.source)
+    cuda_path = cupy.cuda.get_cuda_path()
+    options += header_options(source, Path(cuda_path) / "include" if cuda_path else None, toolkit_include_dirs())
+    fn = cupy.RawKernel(source, kernel.name, options=options)
+    fn.compile()  # now, so that a compile error surfaces here and not at the first launch
     if shared_bytes > 48 * 1024:  # past the portable 48 KiB a kernel must opt in
         fn.max_dynamic_shared_size_bytes = shared_bytes
     return fn
