@@ -18,12 +18,22 @@ except Exception:
     pass
 
 
-@pytest.fixture(params=BACKENDS)
-def xp(request):
-    if request.param == "array_api_strict":
+def _namespace(name):
+    if name == "array_api_strict":
         import array_api_strict
         return array_api_strict
-    return T.namespace(request.param)
+    return T.namespace(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def xp(request):
+    return _namespace(request.param)
+
+
+@pytest.fixture(params=BACKENDS[1:])
+def other_xp(request):
+    """Each backend but NumPy: for a whole model run there and compared with its NumPy run."""
+    return _namespace(request.param)
 
 
 def asarray(xp, a, dtype=None):
