@@ -67,7 +67,8 @@ def compile_cuda(source: str, options, name: str = "kernel.cu", includes=None) -
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None):
         raise RuntimeError("nvrtcCreateProgram failed")
-    opts = [o.encode() for o in (*options, *CUPY_OPTIONS, *(f"-I{d}" for d in (include_dirs() if includes is None else includes)))]
+    folders = include_dirs() if includes is None else includes
+    opts = [o.encode() for o in (*options, *CUPY_OPTIONS, *(f"-I{d}" for d in folders))]
     status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))

@@ -280,10 +280,10 @@ def header_options(source: str, cuda_include: Path | None, candidates) -> tuple[
     Nothing to add where CuPy's folder has it; else the first of `candidates` that does; else
     a RuntimeError that says what to install.
     """
-    if "#include <mma.h>" not in source:
-        return ()
-    has_crt = lambda folder: folder is not None and (Path(folder) / "crt" / "mma.h").is_file()
-    if has_crt(cuda_include):
+    def has_crt(folder) -> bool:
+        return folder is not None and (Path(folder) / "crt" / "mma.h").is_file()
+
+    if "#include <mma.h>" not in source or has_crt(cuda_include):
         return ()
     for folder in candidates:
         if has_crt(folder):
