@@ -101,10 +101,15 @@ def test_wmma_kernel_finds_crt_headers_where_cupys_folder_lacks_them(tmp_path):
     assert ok and "warning" not in log, log
 
 
+def _folder_with_crt(folder):
+    """A made-up include folder holding (an empty) crt/mma.h."""
+    (folder / "crt").mkdir(parents=True)
+    (folder / "crt" / "mma.h").write_text("")
+    return folder
+
+
 def test_header_options_add_a_folder_only_where_needed(tmp_path):
-    with_crt, without = tmp_path / "toolkit" / "include", tmp_path / "wheels" / "include"
-    (with_crt / "crt").mkdir(parents=True)
-    (with_crt / "crt" / "mma.h").write_text("")
+    with_crt, without = _folder_with_crt(tmp_path / "toolkit" / "include"), tmp_path / "wheels" / "include"
     without.mkdir(parents=True)
     wmma = flash_cuda.kernel_source(flash_cuda.KERNELS["tensor_cores"].source)
     mma = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
@@ -133,9 +138,7 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path)
     cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability="90"),
                                  get_cuda_path=lambda: str(tmp_path / "wheels"))
     monkeypatch.setattr(flash_cuda, "_cupy", lambda: types.SimpleNamespace(RawKernel=RawKernel, cuda=cuda))
-    toolkit = tmp_path / "toolkit" / "include"
-    (toolkit / "crt").mkdir(parents=True)
-    (toolkit / "crt" / "mma.h").write_text("")
+    toolkit = _folder_with_crt(tmp_path / "toolkit" / "include")
     monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: [toolkit])
     plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                   kernel="tensor_cores")
