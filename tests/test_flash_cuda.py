@@ -152,6 +152,66 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path)
     assert plan.shared_bytes > 48 * 1024 and fn.max_dynamic_shared_size_bytes == plan.shared_bytes
 
 
+@pytest.mark.parametrize("dtype,cc,headers,expected", [
+    ("float32", 90, True, "simt"), ("float32", 60, False, "simt"),
+    ("float16", 90, True, "tensor_cores"),  # H100 with a full toolkit: WMMA
+    ("float16", 90, False, "mma"),          # H100 with pip's CUDA wheels less crt/: the kernel without <mma.h>
+    ("float16", 80, False, "mma"),          # A100
+    ("float16", 75, True, "tensor_cores"),  # T4: WMMA, too old for mma.sync.m16n8k16 with cp.async
+    ("float16", 75, False, "simt"),         # T4 without the headers
+    ("float16", 60, True, "simt")])         # P100: no tensor cores
+def test_auto_kernel_follows_the_gpu_and_the_headers(dtype, cc, headers, expected):
+    assert flash_cuda.auto_kernel(dtype, cc, headers) == expected
+    chosen = flash_cuda.KERNELS[expected]
+    assert dtype in chosen.dtypes and cc >= chosen.min_compute_capability  # never one the GPU refuses
+
+
+class _FakeArray:
+    """Just what flash_attention_cuda reads of a CuPy array."""
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.flags = types.SimpleNamespace(c_contiguous=True)
+        self.data = types.SimpleNamespace(ptr=256)
+
+
+@pytest.mark.parametrize("cc,crt_somewhere,expected", [
+    (90, False, "flash_attention_fwd_mma"), (90, True, "flash_attention_fwd_tc"), (75, False, "flash_attention_fwd")])
+def test_auto_runs_a_kernel_that_compiles_on_this_gpu(monkeypatch, tmp_path, cc, crt_somewhere, expected):
+    """flash_attention_cuda's host side with CuPy stood in for: where CuPy's CUDA folder lacks
+    crt/mma.h and no other folder has it, float16 "auto" builds and launches a kernel that does
+    not include <mma.h> instead of failing to compile."""
+    launched = {}
+
+    class RawKernel:
+        def __init__(self, source, name, options):
+            assert "#include <mma.h>" not in source or any(o.startswith("-I") for o in options), name
+            self.name = name
+
+        def compile(self):
+            pass
+
+        def __call__(self, grid, block, args, shared_mem):
+            launched.update(name=self.name, grid=grid, block=block, shared_mem=shared_mem)
+
+    cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability=str(cc)),
+                                 get_cuda_path=lambda: str(tmp_path / "wheels"), get_device_id=lambda: 0)
+    fake = types.SimpleNamespace(RawKernel=RawKernel, cuda=cuda, ndarray=_FakeArray, float32=np.float32,
+                                 empty_like=lambda a: _FakeArray(a.shape, a.dtype), empty=_FakeArray)
+    monkeypatch.setattr(flash_cuda, "_cupy", lambda: fake)
+    toolkits = [_folder_with_crt(tmp_path / "toolkit" / "include")] if crt_somewhere else [tmp_path / "nowhere"]
+    monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
+    q, kv = _FakeArray((1, 4, 100, 64), "float16"), _FakeArray((1, 2, 100, 64), "float16")
+    for cache in (flash_cuda._compiled, flash_cuda._device_facts):
+        cache.cache_clear()
+    try:
+        out = flash_cuda.flash_attention_cuda(q, kv, kv, causal=True)
+    finally:
+        for cache in (flash_cuda._compiled, flash_cuda._device_facts):
+            cache.cache_clear()
+    assert out.shape == q.shape and out.dtype == np.float16
+    assert launched["name"] == expected and launched["grid"] == (2, 4)  # ⌈100 / 64⌉ query tiles, b·h = 4
+
+
 def test_toolkit_include_dirs_come_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "a"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "b"))

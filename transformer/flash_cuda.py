@@ -21,7 +21,9 @@ one of four CUDA kernels, all FlashAttention-2's loop order as in `transformer.f
                   and three products per product ("3xTF32"), which keeps float32's accuracy.
                   Bc = 64 keys (32 for d_h = 128). Compute capability 8.0 or later.
 
-"auto" (the default) takes "tensor_cores" for float16 and "simt" for float32. All
+"auto" (the default) takes "simt" for float32 and, for float16, "tensor_cores" where the GPU
+(compute capability 7.0 or later) and the CUDA headers allow it, else "mma" (8.0 or later),
+else "simt" (`auto_kernel` is the rule as a pure function). All
 accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
 GQA/MQA. `launch_plan` is the host side as a pure function (what to compile, how many blocks,
 how much shared memory), so it is tested without a GPU; the kernels themselves are tested on
@@ -42,7 +44,8 @@ from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
-           "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs"]
+           "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs", "auto_kernel",
+           "wmma_include"]
 
 _DIR = Path(__file__).with_name("kernels")
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -208,15 +211,34 @@ class LaunchPlan:
     scalars: tuple            # n_q, n_k, h, h_kv, scale, causal as the kernel's int/float types
 
 
+def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_headers: bool = True) -> str:
+    """The kernel `kernel="auto"` stands for: "simt" for float32; for float16 the WMMA kernel
+    where the GPU has tensor cores (compute capability ≥ 7.0, as 70) and CUDA's <mma.h> can be
+    compiled (`wmma_headers`), else "mma" where the GPU is 8.0 or later, else "simt".
+    compute_capability None: a GPU new enough for every kernel.
+
+    >>> auto_kernel("float16", 90), auto_kernel("float16", 90, wmma_headers=False), auto_kernel("float16", 60)
+    ('tensor_cores', 'mma', 'simt')
+    """
+    cc = 1000 if compute_capability is None else compute_capability
+    if dtype_name != "float16":
+        return "simt"
+    if cc >= KERNELS["tensor_cores"].min_compute_capability and wmma_headers:
+        return "tensor_cores"
+    return "mma" if cc >= KERNELS["mma"].min_compute_capability else "simt"
+
+
 def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
-                kernel: str = "auto") -> LaunchPlan:
-    """How to launch attention for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) of dtype_name."""
+                kernel: str = "auto", compute_capability: int | None = None,
+                wmma_headers: bool = True) -> LaunchPlan:
+    """How to launch attention for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) of dtype_name
+    (kernel "auto": `auto_kernel` for that GPU and those headers)."""
     import numpy as np
 
     b, h, n_q, d_h = q_shape
     h_kv, n_k = k_shape[1], k_shape[2]
     if kernel == "auto":
-        kernel = "tensor_cores" if dtype_name == "float16" else "simt"
+        kernel = auto_kernel(dtype_name, compute_capability, wmma_headers)
     kern = KERNELS[kernel]
     if kernel == "simt":
         scalar = {"float32": "float", "float16": "__half"}[dtype_name]
@@ -272,26 +294,46 @@ def toolkit_include_dirs() -> list[Path]:
     return folders
 
 
-def header_options(source: str, cuda_include: Path | None, candidates) -> tuple[str, ...]:
-    """`-I` options NVRTC needs beyond CuPy's own CUDA headers (the folder `cuda_include`).
-
-    Only the WMMA kernel needs one: its `#include <mma.h>` reads crt/mma.h, which the CUDA
-    wheels that `pip install cupy-cuda13x[ctk]` brings leave out (it ships in `nvidia-cuda-crt`).
-    Nothing to add where CuPy's folder has it; else the first of `candidates` that does; else
-    a RuntimeError that says what to install.
-    """
+def wmma_include(cuda_include: Path | None, candidates) -> tuple[str, ...] | None:
+    """What NVRTC needs to compile CUDA's <mma.h> (the WMMA kernel): it reads crt/mma.h, which the
+    CUDA wheels that `pip install cupy-cuda13x[ctk]` brings leave out (it ships in `nvidia-cuda-crt`).
+    () where CuPy's own header folder `cuda_include` has it; else `-I` the first of `candidates`
+    that does; None where none does."""
     def has_crt(folder) -> bool:
         return folder is not None and (Path(folder) / "crt" / "mma.h").is_file()
 
-    if "#include <mma.h>" not in source or has_crt(cuda_include):
+    if has_crt(cuda_include):
         return ()
-    for folder in candidates:
-        if has_crt(folder):
-            return (f"-I{folder}",)
+    return next(((f"-I{folder}",) for folder in candidates if has_crt(folder)), None)
+
+
+def header_options(source: str, cuda_include: Path | None, candidates) -> tuple[str, ...]:
+    """`-I` options NVRTC needs beyond CuPy's own CUDA headers (the folder `cuda_include`) to
+    compile `source`: only a kernel that includes <mma.h> may need one (`wmma_include`); where
+    no folder has what it needs, a RuntimeError that says what to install."""
+    if "#include <mma.h>" not in source:
+        return ()
+    found = wmma_include(cuda_include, candidates)
+    if found is not None:
+        return found
     raise RuntimeError(
         f"kernel='tensor_cores' includes <mma.h>, which needs crt/mma.h, and CuPy's CUDA headers "
         f"({cuda_include}) lack it: pip install nvidia-cuda-crt (CUDA 13; it is in requirements-dev.txt), "
         f"or set CUDA_PATH to a CUDA toolkit, or use kernel='mma'")
+
+
+def _cupy_include(cupy) -> Path | None:
+    """The CUDA header folder CuPy compiles with."""
+    cuda_path = cupy.cuda.get_cuda_path()
+    return Path(cuda_path) / "include" if cuda_path else None
+
+
+@lru_cache(maxsize=None)
+def _device_facts(device_id: int) -> tuple[int, bool]:
+    """This GPU's compute capability (as 90 for 9.0) and whether <mma.h> compiles here."""
+    cupy = _cupy()
+    found = wmma_include(_cupy_include(cupy), toolkit_include_dirs())
+    return int(cupy.cuda.Device(device_id).compute_capability), found is not None
 
 
 @lru_cache(maxsize=None)
@@ -299,8 +341,7 @@ def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, devic
     cupy = _cupy()
     check_device(kernel, int(cupy.cuda.Device(device_id).compute_capability))  # once, before the first build
     source = kernel_source(kernel.source)
-    cuda_path = cupy.cuda.get_cuda_path()
-    options += header_options(source, Path(cuda_path) / "include" if cuda_path else None, toolkit_include_dirs())
+    options += header_options(source, _cupy_include(cupy), toolkit_include_dirs())
     fn = cupy.RawKernel(source, kernel.name, options=options)
     fn.compile()  # now, so that a compile error surfaces here and not at the first launch
     if shared_bytes > 48 * 1024:  # past the portable 48 KiB a kernel must opt in
@@ -330,7 +371,10 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     lse = cupy.empty((b, h, n_q), dtype=cupy.float32)  # [b, h, n_q]
     if n_q == 0 or b * h == 0:
         return (out, lse) if return_lse else out
-    plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
-    fn = _compiled(plan.kernel, plan.options, plan.shared_bytes, cupy.cuda.get_device_id())
+    device_id = cupy.cuda.get_device_id()
+    compute_capability, wmma_headers = _device_facts(device_id)
+    plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel,
+                       compute_capability=compute_capability, wmma_headers=wmma_headers)
+    fn = _compiled(plan.kernel, plan.options, plan.shared_bytes, device_id)
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out
