@@ -26,13 +26,14 @@ the tokens are meaningless). Peer: HF transformers' LlamaForCausalLM of the same
 same GPU (random weights), float32. Decode tokens/s = (N - 1) / (T(N new tokens) - T(1 new token)),
 measured the same way for both. The package on NumPy on this machine's CPU is given beside it.
 
-Writes benchmarks/results/gpu.{json,md}.
+Writes benchmarks/results/gpu.{json,md} after the attention part and again after the model part.
+A kernel that cannot be built here (a GPU too old for it, CUDA headers missing) is reported as
+failed, with the reason, and the others go on.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -117,9 +118,11 @@ def torch_kernel(fn) -> str:  # -> name of the GPU kernel that took the most tim
 def attention_rows(ns, repeats_for):
     import cupy
     import torch
+    from cupy.cuda.compiler import CompileException
 
     pool = cupy.get_default_memory_pool()
     rows = []
+    broken = {}  # kernel -> why it could not be built or run on this machine (tried once, then skipped)
     for n in ns:
         for dtype in ("float32", "float16"):
             rng = np.random.default_rng(0)
@@ -137,12 +140,21 @@ def attention_rows(ns, repeats_for):
                 ref = None
                 for name, fn in paths.items():
                     pool.free_all_blocks()
+                    if name in broken:
+                        row[f"{name}_s"] = row[f"{name}_peak_bytes"] = None
+                        row[f"{name}_error"] = broken[name]
+                        continue
                     try:
                         out, row[f"{name}_peak_bytes"] = T.measure_peak_bytes_gpu(fn)
                         row[f"{name}_s"] = ours_time(fn, reps)
                     except cupy.cuda.memory.OutOfMemoryError:
                         row[f"{name}_s"] = row[f"{name}_peak_bytes"] = None
                         print(f"  n={n} {dtype} causal={causal}: {name} ran out of GPU memory", flush=True)
+                        continue
+                    except (RuntimeError, CompileException) as e:  # headers, GPU too old
+                        broken[name] = row[f"{name}_error"] = first_line(e)
+                        row[f"{name}_s"] = row[f"{name}_peak_bytes"] = None
+                        print(f"  {name} skipped from here on: {broken[name]}", flush=True)
                         continue
                     if name == "naive":
                         ref = out.astype(cupy.float32)
@@ -159,7 +171,7 @@ def attention_rows(ns, repeats_for):
                     row["torch_peak_bytes"] = torch_peak(sdpa)
                     row["torch_kernel"] = torch_kernel(sdpa)
                     theirs = cupy.from_dlpack(sdpa()).astype(cupy.float32)
-                    for kern in KERNELS_FOR[dtype]:
+                    for kern in (name for name in KERNELS_FOR[dtype] if name not in broken):
                         mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=kern).astype(cupy.float32)
                         row[f"{kern}_max_abs_diff_vs_torch"] = float(cupy.abs(theirs - mine).max())
                         del mine
@@ -174,8 +186,19 @@ def attention_rows(ns, repeats_for):
     return rows
 
 
+def first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:200]
+
+
 def _ms(x):
     return "OOM" if x is None else f"{x * 1e3:.2f}"
+
+
+def _cell(r, name) -> str:  # a time in ms, OOM, "failed" (see the notes under the table), or – (not run)
+    if r.get(f"{name}_error"):
+        return "failed"
+    return _ms(r[f"{name}_s"]) if f"{name}_s" in r else "–"
 
 
 def _mib(x):
@@ -186,7 +209,7 @@ def line(r) -> str:
     parts = [f"n={r['n']:6d} {r['dtype']} causal={r['causal']!s:5}"]
     for name in ("torch", "naive", *flash_cuda.KERNELS):
         if f"{name}_s" in r:
-            parts.append(f"{name} {_ms(r[f'{name}_s'])} ms")
+            parts.append(f"{name} {_cell(r, name)}" + (" ms" if r[f"{name}_s"] else ""))
     return " | ".join(parts)
 
 
@@ -238,7 +261,12 @@ def model_rows(n_new: int, repeats: int, prompt_tokens: int):
     del gpu
     cupy.get_default_memory_pool().free_all_blocks()
 
-    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
+    try:
+        from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
+    except ImportError:  # the peer row is left empty; the package's own rows still run
+        print("SmolLM2, HF transformers: not installed, its row is left out", flush=True)
+        res["hf_decode_tok_s"] = res["hf_first_token_s"] = None
+        return numpy_rows(res, ids, real, decode_rate, ours)
     hf = LlamaForCausalLM(HFConfig(vocab_size=cfg.v, hidden_size=cfg.d, intermediate_size=cfg.d_ff,
                                    num_hidden_layers=cfg.L, num_attention_heads=cfg.h, num_key_value_heads=cfg.h_kv,
                                    max_position_embeddings=cfg.n_ctx, rms_norm_eps=cfg.eps, rope_theta=cfg.rope_base,
@@ -258,7 +286,11 @@ def model_rows(n_new: int, repeats: int, prompt_tokens: int):
     print(f"SmolLM2, HF transformers on the GPU: {res['hf_decode_tok_s']:.1f} tok/s decode", flush=True)
     del hf
     torch.cuda.empty_cache()
+    return numpy_rows(res, ids, real, decode_rate, ours)
 
+
+def numpy_rows(res, ids, real, decode_rate, ours):
+    """The same generation by the package on NumPy, on this machine's CPUs."""
     cpu = T.load_smollm2(progress=False) if real else T.random_llama(seed=0)
     res["numpy_decode_tok_s"], res["numpy_first_token_s"] = decode_rate(lambda n: ours(cpu, n))
     res["cpu_count"] = os.cpu_count()
@@ -285,7 +317,7 @@ def markdown(rows, model, meta) -> str:
         lines.append(
             f"| {r['n']} | {r['dtype']} | {'yes' if r['causal'] else 'no'} | {_ms(r.get('torch_s'))} | "
             f"{_ms(r.get('naive_s'))} | "
-            + "".join(f"{_ms(r[f'{k}_s']) if f'{k}_s' in r else '–'} | " for k in flash_cuda.KERNELS)
+            + "".join(f"{_cell(r, k)} | " for k in flash_cuda.KERNELS)
             + f"{best}: {ratio} | "
             f"{'–' if tf_best is None else f'{tf_best:.1f}'} | {'–' if tf_torch is None else f'{tf_torch:.1f}'} | "
             f"{_mib(r.get('torch_peak_bytes'))} | {_mib(r.get('naive_peak_bytes'))} "
@@ -293,13 +325,16 @@ def markdown(rows, model, meta) -> str:
             f"({r['kernel_peak_formula'] / MIB:.1f}) |")
     kernels = sorted({r["torch_kernel"] for r in rows if "torch_kernel" in r})
     lines += ["", "torch ran: " + "; ".join(f"`{k}`" for k in kernels) + "." if kernels else ""]
+    failures = {k[:-len("_error")]: v for r in rows for k, v in r.items() if k.endswith("_error") and v}
+    lines += [f"- `{name}` failed: {why}" for name, why in sorted(failures.items())]
     if model:
         lines += ["", "## SmolLM2 generation, float32", "",
                   f"{model['model']}; prompt of {model['prompt_tokens']} tokens, {model['new_tokens']} new tokens, "
                   f"greedy; medians of {model['repeats']} runs.", "",
                   "| | decode tokens/s | first token s |", "|---|---:|---:|",
                   f"| package on CuPy | {model['cupy_decode_tok_s']:.1f} | {model['cupy_first_token_s']:.3f} |",
-                  f"| HF transformers on the same GPU | {model['hf_decode_tok_s']:.1f} | {model['hf_first_token_s']:.3f} |",
+                  (f"| HF transformers on the same GPU | {model['hf_decode_tok_s']:.1f} | {model['hf_first_token_s']:.3f} |"
+                   if model["hf_decode_tok_s"] else "| HF transformers on the same GPU | not installed | |"),
                   f"| package on NumPy, this machine's {model['cpu_count']} CPUs | {model['numpy_decode_tok_s']:.1f} | "
                   f"{model['numpy_first_token_s']:.3f} |", "",
                   f"Peak GPU memory of one generation (CuPy pool): {model['cupy_generate_peak_bytes'] / MIB:.1f} MiB "
@@ -326,10 +361,10 @@ def summarise(rows, model):
         out.append("Largest |kernel − torch| over all outputs: " + ", ".join(
             f"{name.split('_max')[0]} {max(v for k, v in diffs if k == name):.1e}" for name in sorted({k for k, _ in diffs})) + ".")
     if model:
-        out.append(f"SmolLM2 decode on CuPy {model['cupy_decode_tok_s']:.1f} tok/s = "
-                   f"{model['cupy_decode_tok_s'] / model['hf_decode_tok_s']:.2f}× HF transformers on the same GPU "
-                   f"({model['hf_decode_tok_s']:.1f} tok/s), {model['cupy_decode_tok_s'] / model['numpy_decode_tok_s']:.1f}× "
-                   f"the package on this machine's CPUs.")
+        ours, hf = model["cupy_decode_tok_s"], model["hf_decode_tok_s"]
+        out.append(f"SmolLM2 decode on CuPy {ours:.1f} tok/s"
+                   + (f" = {ours / hf:.2f}× HF transformers on the same GPU ({hf:.1f} tok/s)" if hf else "")
+                   + f", {ours / model['numpy_decode_tok_s']:.1f}× the package on this machine's CPUs.")
     return out
 
 
@@ -342,7 +377,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-model", action="store_true", help="attention only")
     args = ap.parse_args(argv)
     try:
-        cupy = _cupy()
+        _cupy()
     except RuntimeError as e:
         print(f"bench_gpu.py needs CuPy and an NVIDIA GPU: {e}", file=sys.stderr)
         return 2
@@ -356,7 +391,17 @@ def main(argv=None) -> int:
     n_new = args.new_tokens or (32 if args.quick else 64)
     t0 = time.time()
     rows = attention_rows(ns, repeats_for)
-    model = None if args.skip_model else model_rows(n_new, 3, 32)
+    save(rows, None, argv, t0)  # the attention table is kept even if the model part fails
+    if not args.skip_model:
+        save(rows, model_rows(n_new, 3, 32), argv, t0)
+    return 0
+
+
+def save(rows, model, argv, t0) -> None:
+    """Write benchmarks/results/gpu.{json,md} and print the summary."""
+    import cupy
+    import torch
+
     props = cupy.cuda.runtime.getDeviceProperties(0)
     meta = {"command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
             "device": f"{props['name'].decode()} ({props['multiProcessorCount']} SMs, "
@@ -368,8 +413,7 @@ def main(argv=None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "model": model}, indent=1))
     (RESULTS / "gpu.md").write_text(markdown(rows, model, meta))
-    print("\n".join(meta["summary"]))
-    return 0
+    print("\n".join(meta["summary"]), flush=True)
 
 
 if __name__ == "__main__":

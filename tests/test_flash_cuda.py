@@ -532,6 +532,32 @@ def test_bench_gpu_report_names_the_fastest_kernel():
     assert [c.strip() for c in table[1].split("|")[6:10]] == ["3.00", "–", "–", "OOM"]
 
 
+def test_bench_gpu_report_keeps_going_past_a_kernel_that_failed():
+    """A kernel that could not be built (say WMMA without crt/mma.h) shows as failed with its reason,
+    is never the best kernel, and a model run without HF transformers still reports its own rate."""
+    bench = _bench_gpu()
+    row = {"n": 8192, "dtype": "float16", "causal": True, "flops": 1e12, "naive_peak_formula": 2 ** 30,
+           "kernel_peak_formula": 2 ** 20, "torch_s": 1e-3, "torch_peak_bytes": 2 ** 20, "naive_s": 8e-3,
+           "naive_peak_bytes": 2 ** 30, "simt_s": 4e-3, "simt_peak_bytes": 2 ** 20, "tensor_cores_s": None,
+           "tensor_cores_peak_bytes": None, "tensor_cores_error": "RuntimeError: crt/mma.h missing",
+           "mma_s": 1.5e-3, "mma_peak_bytes": 2 ** 20}
+    model = {"model": "m", "prompt_tokens": 32, "new_tokens": 64, "repeats": 3, "cupy_decode_tok_s": 100.0,
+             "cupy_first_token_s": 0.1, "hf_decode_tok_s": None, "hf_first_token_s": None,
+             "numpy_decode_tok_s": 20.0, "numpy_first_token_s": 0.5, "cpu_count": 16,
+             "cupy_generate_peak_bytes": 2 ** 20, "weights_bytes": 2 ** 29, "kv_cache_bytes_formula": 2 ** 20}
+    assert bench.best_kernel(row) == "mma"
+    assert "tensor_cores failed" in bench.line(row) and "mma 1.50 ms" in bench.line(row)
+    summary = bench.summarise([row], model)
+    assert summary[-1] == "SmolLM2 decode on CuPy 100.0 tok/s, 5.0× the package on this machine's CPUs."
+    meta = {"device": "a GPU", "command": "c", "wall_s": 1.0, "date": "d", "cupy": "x", "torch": "y",
+            "cuda_runtime": 0, "summary": summary}
+    text = bench.markdown([row], model, meta)
+    cells = [c.strip() for c in next(t for t in text.splitlines() if t.startswith("| 8192")).split("|")]
+    assert cells[6:9] == ["4.00", "failed", "1.50"]
+    assert "- `tensor_cores` failed: RuntimeError: crt/mma.h missing" in text
+    assert "| HF transformers on the same GPU | not installed | |" in text
+
+
 @pytest.mark.skipif(GPU, reason="a GPU is present")
 def test_bench_gpu_without_gpu_says_so():
     import subprocess
