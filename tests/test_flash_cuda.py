@@ -122,6 +122,12 @@ def test_header_options_add_a_folder_only_where_needed(tmp_path):
         flash_cuda.header_options(wmma, without, [])
 
 
+def _clear_device_caches():
+    """Forget built kernels and device facts (a test with CuPy stood in for must not leave them behind)."""
+    flash_cuda._compiled.cache_clear()
+    flash_cuda._device_facts.cache_clear()
+
+
 def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path):
     """The host side of `_compiled` with CuPy stood in for: the -I option reaches the compiler, the
     kernel is built before its first launch (so a compile error surfaces there), and a block past
@@ -142,11 +148,11 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path)
     monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: [toolkit])
     plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                   kernel="tensor_cores")
-    flash_cuda._compiled.cache_clear()
+    _clear_device_caches()
     try:
         fn = flash_cuda._compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
     finally:
-        flash_cuda._compiled.cache_clear()
+        _clear_device_caches()
     assert seen == {"name": "flash_attention_fwd_tc", "options": (*plan.options, f"-I{toolkit}"),
                     "pasted": True, "compiled": True}
     assert plan.shared_bytes > 48 * 1024 and fn.max_dynamic_shared_size_bytes == plan.shared_bytes
@@ -201,13 +207,11 @@ def test_auto_runs_a_kernel_that_compiles_on_this_gpu(monkeypatch, tmp_path, cc,
     toolkits = [_folder_with_crt(tmp_path / "toolkit" / "include")] if crt_somewhere else [tmp_path / "nowhere"]
     monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
     q, kv = _FakeArray((1, 4, 100, 64), "float16"), _FakeArray((1, 2, 100, 64), "float16")
-    for cache in (flash_cuda._compiled, flash_cuda._device_facts):
-        cache.cache_clear()
+    _clear_device_caches()
     try:
         out = flash_cuda.flash_attention_cuda(q, kv, kv, causal=True)
     finally:
-        for cache in (flash_cuda._compiled, flash_cuda._device_facts):
-            cache.cache_clear()
+        _clear_device_caches()
     assert out.shape == q.shape and out.dtype == np.float16
     assert launched["name"] == expected and launched["grid"] == (2, 4)  # ⌈100 / 64⌉ query tiles, b·h = 4
 

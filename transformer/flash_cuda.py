@@ -339,7 +339,7 @@ def _device_facts(device_id: int) -> tuple[int, bool]:
 @lru_cache(maxsize=None)
 def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, device_id: int):
     cupy = _cupy()
-    check_device(kernel, int(cupy.cuda.Device(device_id).compute_capability))  # once, before the first build
+    check_device(kernel, _device_facts(device_id)[0])  # once, before the first build
     source = kernel_source(kernel.source)
     options += header_options(source, _cupy_include(cupy), toolkit_include_dirs())
     fn = cupy.RawKernel(source, kernel.name, options=options)
