@@ -122,13 +122,37 @@ def test_header_options_add_a_folder_only_where_needed(tmp_path):
         flash_cuda.header_options(wmma, without, [])
 
 
-def _clear_device_caches():
-    """Forget built kernels and device facts (a test with CuPy stood in for must not leave them behind)."""
-    flash_cuda._compiled.cache_clear()
-    flash_cuda._device_facts.cache_clear()
+class _FakeArray:
+    """Just what flash_attention_cuda reads of a CuPy array."""
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.flags = types.SimpleNamespace(c_contiguous=True)
+        self.data = types.SimpleNamespace(ptr=256)
 
 
-def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path):
+@pytest.fixture
+def stand_in_cupy(monkeypatch, tmp_path):
+    """install(RawKernel, compute_capability, toolkits): CuPy stood in for, with the given RawKernel
+    class, one GPU of that compute capability, CUDA headers in tmp_path/wheels (without crt/) and
+    `toolkits` as the other header folders. Built kernels and device facts are forgotten before and
+    after, so none leaks into or out of the test."""
+    def install(raw_kernel, compute_capability, toolkits):
+        cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability=str(compute_capability)),
+                                     get_cuda_path=lambda: str(tmp_path / "wheels"), get_device_id=lambda: 0)
+        fake = types.SimpleNamespace(RawKernel=raw_kernel, cuda=cuda, ndarray=_FakeArray, float32=np.float32,
+                                     empty_like=lambda a: _FakeArray(a.shape, a.dtype), empty=_FakeArray)
+        monkeypatch.setattr(flash_cuda, "_cupy", lambda: fake)
+        monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
+
+    caches = (flash_cuda._compiled, flash_cuda._device_facts)
+    for cache in caches:
+        cache.cache_clear()
+    yield install
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_path):
     """The host side of `_compiled` with CuPy stood in for: the -I option reaches the compiler, the
     kernel is built before its first launch (so a compile error surfaces there), and a block past
     48 KiB of shared memory opts in to it."""
@@ -141,18 +165,11 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(monkeypatch, tmp_path)
         def compile(self):
             seen["compiled"] = True
 
-    cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability="90"),
-                                 get_cuda_path=lambda: str(tmp_path / "wheels"))
-    monkeypatch.setattr(flash_cuda, "_cupy", lambda: types.SimpleNamespace(RawKernel=RawKernel, cuda=cuda))
     toolkit = _folder_with_crt(tmp_path / "toolkit" / "include")
-    monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: [toolkit])
+    stand_in_cupy(RawKernel, 90, [toolkit])
     plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                   kernel="tensor_cores")
-    _clear_device_caches()
-    try:
-        fn = flash_cuda._compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
-    finally:
-        _clear_device_caches()
+    fn = flash_cuda._compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
     assert seen == {"name": "flash_attention_fwd_tc", "options": (*plan.options, f"-I{toolkit}"),
                     "pasted": True, "compiled": True}
     assert plan.shared_bytes > 48 * 1024 and fn.max_dynamic_shared_size_bytes == plan.shared_bytes
@@ -172,17 +189,9 @@ def test_auto_kernel_follows_the_gpu_and_the_headers(dtype, cc, headers, expecte
     assert dtype in chosen.dtypes and cc >= chosen.min_compute_capability  # never one the GPU refuses
 
 
-class _FakeArray:
-    """Just what flash_attention_cuda reads of a CuPy array."""
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.flags = types.SimpleNamespace(c_contiguous=True)
-        self.data = types.SimpleNamespace(ptr=256)
-
-
 @pytest.mark.parametrize("cc,crt_somewhere,expected", [
     (90, False, "flash_attention_fwd_mma"), (90, True, "flash_attention_fwd_tc"), (75, False, "flash_attention_fwd")])
-def test_auto_runs_a_kernel_that_compiles_on_this_gpu(monkeypatch, tmp_path, cc, crt_somewhere, expected):
+def test_auto_runs_a_kernel_that_compiles_on_this_gpu(stand_in_cupy, tmp_path, cc, crt_somewhere, expected):
     """flash_attention_cuda's host side with CuPy stood in for: where CuPy's CUDA folder lacks
     crt/mma.h and no other folder has it, float16 "auto" builds and launches a kernel that does
     not include <mma.h> instead of failing to compile."""
@@ -199,19 +208,10 @@ def test_auto_runs_a_kernel_that_compiles_on_this_gpu(monkeypatch, tmp_path, cc,
         def __call__(self, grid, block, args, shared_mem):
             launched.update(name=self.name, grid=grid, block=block, shared_mem=shared_mem)
 
-    cuda = types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(compute_capability=str(cc)),
-                                 get_cuda_path=lambda: str(tmp_path / "wheels"), get_device_id=lambda: 0)
-    fake = types.SimpleNamespace(RawKernel=RawKernel, cuda=cuda, ndarray=_FakeArray, float32=np.float32,
-                                 empty_like=lambda a: _FakeArray(a.shape, a.dtype), empty=_FakeArray)
-    monkeypatch.setattr(flash_cuda, "_cupy", lambda: fake)
     toolkits = [_folder_with_crt(tmp_path / "toolkit" / "include")] if crt_somewhere else [tmp_path / "nowhere"]
-    monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
+    stand_in_cupy(RawKernel, cc, toolkits)
     q, kv = _FakeArray((1, 4, 100, 64), "float16"), _FakeArray((1, 2, 100, 64), "float16")
-    _clear_device_caches()
-    try:
-        out = flash_cuda.flash_attention_cuda(q, kv, kv, causal=True)
-    finally:
-        _clear_device_caches()
+    out = flash_cuda.flash_attention_cuda(q, kv, kv, causal=True)
     assert out.shape == q.shape and out.dtype == np.float16
     assert launched["name"] == expected and launched["grid"] == (2, 4)  # ⌈100 / 64⌉ query tiles, b·h = 4
 
