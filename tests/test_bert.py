@@ -126,6 +126,25 @@ def test_padding_changes_nothing(model, ours_emb):
     np.testing.assert_allclose(ours_emb[:6], alone, rtol=0, atol=1e-6)
 
 
+def test_packed_texts_equal_sentence_transformers(model, st_ref):
+    """Texts packed back to back (each with its [CLS] … [SEP], document mask, positions
+    restarted per text), in one row and in rows of 40, against sentence-transformers alone."""
+    texts = TEXTS[:5]
+    ref = st_ref.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    for n_ctx in (None, 40):
+        np.testing.assert_allclose(model.embed_packed(texts, n_ctx), ref, atol=ATOL_EMB)
+
+
+def test_learned_positions_must_restart_when_packing(model, st_ref):
+    """Numbered straight through the row, every text but the first reads positions it never
+    had alone (note 002: the second document seems to start at position 50) and moves away
+    from its true embedding; the first text, at positions 0…, is unchanged."""
+    texts = TEXTS[:3]
+    ref = st_ref.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    cos = (model.embed_packed(texts, restart_positions=False) * ref).sum(axis=1)
+    assert cos[0] > COS_MIN and (cos[1:] < 0.99).all(), cos
+
+
 def test_batch_size_and_order_change_nothing(model, ours_emb):
     np.testing.assert_allclose(model.embed(TEXTS[:6], batch_size=4), ours_emb[:6], rtol=0, atol=1e-6)
     # embed() sorts by length internally; the rows must come back in input order
@@ -227,6 +246,13 @@ def test_tiny_bert_on_each_backend_equals_numpy(tmp_path, other_xp):
 def test_bad_input_is_a_clear_error(model, bad, err, match):
     with pytest.raises(err, match=match):
         model.embed(bad)
+
+
+def test_bad_packed_input(model):
+    with pytest.raises(ValueError, match=r"n_ctx must lie in \[2, 512\].*got 600"):
+        model.embed_packed(["a b c"], 600)
+    with pytest.raises(ValueError, match="document 1 has 9 tokens, more than a row of n_ctx=8"):
+        model.embed_packed(["a", "one two three four five six seven"], 8)
 
 
 def test_bad_input_other_entry_points(model):

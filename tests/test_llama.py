@@ -190,6 +190,16 @@ def test_prefill_equals_one_token_at_a_time(model):
     np.testing.assert_allclose(full, model.logits(ids), atol=LOGITS_ATOL)  # and == no cache at all
 
 
+@pytest.mark.parametrize("restart", [True, False])
+def test_packed_prompts_equal_hf_on_each_alone(model, hf, restart):
+    """The two prompts and a third packed into one row (document mask, one pass) against HF
+    reading each alone. With RoPE, positions numbered straight through the row change nothing."""
+    texts = PROMPTS + ["Once upon a time"]
+    for text, got in zip(texts, model.packed_logits(texts, restart_positions=restart)):
+        ids = model.encode(text)
+        np.testing.assert_allclose(got, hf_forward(hf, ids).logits[0].numpy(), atol=LOGITS_ATOL)
+
+
 def test_stream_yields_what_generate_returns(model):
     streamed = list(model.stream("The capital of France is", max_new_tokens=5))
     assert streamed == model.generate("The capital of France is", max_new_tokens=5)
@@ -410,37 +420,12 @@ def test_random_llama_has_smollm2s_shapes():
 @pytest.mark.parametrize("h_kv,tied", [(2, True), (1, False)])
 def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
     """random_llama's weights copied into HF's LlamaForCausalLM (rows un-permuted to rotate-half RoPE)."""
-    torch = pytest.importorskip("torch")
-    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
+    pytest.importorskip("torch")
+    from hf_llama import hf_llama_holding, hf_logits
 
     cfg = llama_mod.LlamaConfig(L=2, d=64, h=4, h_kv=h_kv, d_h=16, d_ff=96, v=300, n_ctx=64, tied=tied)
     ours = llama_mod.random_llama(cfg, seed=2, std=0.1)
-    hf = LlamaForCausalLM(HFConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=h_kv, max_position_embeddings=64,
-                                   rms_norm_eps=cfg.eps, rope_theta=cfg.rope_base, tie_word_embeddings=tied,
-                                   attention_bias=False, mlp_bias=False)).eval()
-    perm = np.array(T.interleaved_to_half_permutation(16))
-
-    def unpermute(W, heads):  # (d, heads·d_h) interleaved rows -> rotate-half rows, as (out, in) for torch
-        return torch.from_numpy(np.ascontiguousarray(W[:, np.concatenate([perm + 16 * i for i in range(heads)])].T))
-
-    w = ours.weights
-    sd = {"model.embed_tokens.weight": torch.from_numpy(w.W_E), "model.norm.weight": torch.from_numpy(w.norm),
-          "lm_head.weight": torch.from_numpy(w.W_E if tied else np.ascontiguousarray(w.W_out.T))}
-    for i, lw in enumerate(w.layers):
-        p = f"model.layers.{i}."
-        sd.update({p + "input_layernorm.weight": torch.from_numpy(lw.attn_norm),
-                   p + "post_attention_layernorm.weight": torch.from_numpy(lw.ffn_norm),
-                   p + "self_attn.q_proj.weight": unpermute(lw.W_q, 4), p + "self_attn.k_proj.weight": unpermute(lw.W_k, h_kv),
-                   p + "self_attn.v_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_v.T)),
-                   p + "self_attn.o_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_o.T)),
-                   p + "mlp.gate_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_gate.T)),
-                   p + "mlp.up_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_up.T)),
-                   p + "mlp.down_proj.weight": torch.from_numpy(np.ascontiguousarray(lw.W_down.T))})
-    missing, unexpected = hf.load_state_dict(sd, strict=False)
-    assert not unexpected and all("rotary" in k for k in missing)
+    hf = hf_llama_holding(ours)
     ids = [5, 17, 250, 3, 99, 42, 7]
-    with torch.no_grad():
-        expected = hf(torch.tensor([ids])).logits[0].numpy()
-    np.testing.assert_allclose(ours.logits(ids), expected, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(ours.logits(ids), hf_logits(hf, ids), atol=1e-4, rtol=1e-4)
     assert ours.generate(ids, max_new_tokens=6) == ours.generate(ids, max_new_tokens=6, use_cache=False)

@@ -32,7 +32,8 @@ from .backend import get_xp, namespace, to_numpy
 from .embedding import embed, learned_positions
 from .heads import AttentionWeights, multi_head_attention
 from .layers import ffn, gelu, layer_norm, residual
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, document_mask, padding_mask
+from .packing import continued_positions, pack_documents, unpack
 from .wordpiece import WordPieceTokenizer, check_texts
 
 __all__ = [
@@ -169,14 +170,19 @@ def load_bert_weights(path, cfg: BertConfig, xp=None) -> BertWeights:
 
 # ---------------------------------------------------------------- the forward pass
 
-def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None):  # [b, n] -> [b, n, d]
-    """x = LayerNorm(W_E[ids] + W_pos[0…n-1] + W_type[types]); types default to 0 (sentence A)."""
+def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
+                    positions=None):  # [b, n] -> [b, n, d]
+    """x = LayerNorm(W_E[ids] + W_pos[positions] + W_type[types]); positions default to
+    0 … n-1 in every row, types to 0 (sentence A)."""
     xp = get_xp(ids)
     n = ids.shape[1]
     if token_types is None:
         token_types = xp.zeros_like(ids)
     x = embed(ids, w.W_E)  # [b, n, d]
-    x = x + learned_positions(n, w.W_pos)[None, :, :]  # + [1, n, d]: position j gets row j
+    if positions is None:
+        x = x + learned_positions(n, w.W_pos)[None, :, :]  # + [1, n, d]: position j gets row j
+    else:
+        x = x + embed(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
     x = x + embed(token_types, w.W_type)  # + [b, n, d]
     return layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
 
@@ -215,11 +221,15 @@ class EncoderOutput:
 
 
 def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=None,
-                causal: bool = False, keep: bool = True) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput
+                causal: bool = False, keep: bool = True, mask=None,
+                positions=None) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput
     """Run the encoder on right-padded ids; row i holds lengths[i] real tokens.
 
     keep=False drops the per-layer hidden states and weights as it goes (only `hidden` is
     returned): for a batch of 32 × 256 tokens the weights alone are 6 × 100 MB.
+    mask / positions: a boolean mask broadcastable to (b, h, n, n) used instead of the
+    padding mask, and (b, n) learned-position indices; both for packed rows, where
+    `lengths` may be None (`MiniLM.embed_packed`).
     """
     xp = get_xp(ids)
     if not xp.isdtype(ids.dtype, "integral") or ids.ndim != 2:
@@ -227,8 +237,9 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
     b, n = ids.shape
     if n > cfg.n_max:
         raise ValueError(f"sequence of n={n} tokens exceeds the {cfg.n_max} learned positions")
-    mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]
-    x = bert_embeddings(ids, w, cfg, token_types)  # [b, n, d]
+    if mask is None:
+        mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]
+    x = bert_embeddings(ids, w, cfg, token_types, positions)  # [b, n, d]
     states, weights = [x], []
     for lw in w.layers:
         x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
@@ -304,6 +315,30 @@ class MiniLM:
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
         return self.xp.take(e, where, axis=0)  # [b, d], rows in input order
+
+    def embed_packed(self, texts, n_ctx: int | None = None, *, restart_positions: bool = True):  # b str -> [b, d]
+        """`embed`, with the texts packed back to back into rows of n_ctx tokens.
+
+        Each text keeps its [CLS] … [SEP] and sees only itself (`document_mask`, not causal);
+        its embedding is the mean over its own slots. With positions restarted at 0 in each
+        text, the embeddings equal `embed`'s. restart_positions=False numbers each row
+        0 … n_ctx − 1 straight through, as if one long text: the learned positions then tell
+        every text but the first that it sits deep inside a document, and its embedding moves.
+        n_ctx defaults to the total length, at most config.n_max (512 learned positions).
+        """
+        texts = check_texts(texts)
+        docs = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # ids with [CLS] … [SEP]
+        n_ctx = min(sum(map(len, docs)), self.config.n_max) if n_ctx is None else n_ctx
+        if not 2 <= n_ctx <= self.config.n_max:
+            raise ValueError(f"n_ctx must lie in [2, {self.config.n_max}] (the learned positions), got {n_ctx}")
+        p = pack_documents(docs, n_ctx, pad_id=self.tokenizer.pad_id)
+        xp = self.xp
+        positions = xp.asarray(p.positions if restart_positions else continued_positions(p))  # [b_rows, n_ctx]
+        mask = document_mask(xp.asarray(p.doc), causal=False)  # [b_rows, 1, n_ctx, n_ctx]
+        out = bert_encode(xp.asarray(p.ids), None, self.weights, self.config, mask=mask, positions=positions,
+                          keep=False)
+        rows = unpack(out.hidden, p)  # per text [n_i, d]
+        return l2_normalize(xp.stack([xp.mean(r, axis=0) for r in rows]))  # [b, d]
 
     def tokens(self, text: str) -> list[str]:
         """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""

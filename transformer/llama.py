@@ -24,7 +24,8 @@ from .embedding import embed, lm_head, rope_cos_sin, apply_rope_interleaved
 from .heads import split_heads, merge_heads
 from .kv_cache import KVCache
 from .layers import rms_norm, swiglu_ffn
-from .masks import causal_mask
+from .masks import causal_mask, document_mask
+from .packing import continued_positions, pack_documents, unpack
 from .sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
@@ -118,12 +119,14 @@ def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q,
 
 
 def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache=None, positions=None,
-            key_valid=None, last_only: bool = False, attn_out: list | None = None,
+            key_valid=None, mask=None, last_only: bool = False, attn_out: list | None = None,
             hidden_out: list | None = None):  # [b, n] int -> [b, n, v] (or [b, 1, v] if last_only)
     """The whole model on ids (b, n); with a cache, the ids come after cache.length cached ones.
 
     positions: (n,) or (b, n) token positions for RoPE (default n_past … n_past + n - 1).
     key_valid: (b, n_past + n) bool, False where a key is left padding.
+    mask: a boolean mask broadcastable to (b, h, n, n_past + n) used instead of the causal
+    one, e.g. `document_mask` for packed documents (then key_valid must be None).
     last_only: apply the LM head to the last position only (all generation needs).
     attn_out / hidden_out: lists that receive each layer's attention weights (b, h, n, n_k)
     and the residual stream (b, n, d) after the embedding and after each block.
@@ -139,7 +142,10 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     if positions.ndim == 2:  # one row of positions per sequence (left padding)
         cos = xp.reshape(cos, (b, 1, n, cfg.d_h // 2))  # [b, 1, n, d_h/2], broadcasts over heads
         sin = xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
-    mask = decoder_mask(n, n_past, key_valid, xp=xp)
+    if mask is None:
+        mask = decoder_mask(n, n_past, key_valid, xp=xp)
+    elif key_valid is not None:
+        raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
     x = embed(ids, w.W_E)  # [b, n, d]
     if hidden_out is not None:
         hidden_out.append(x)
@@ -220,6 +226,28 @@ class Llama:
             raise ValueError("logits needs at least one token, got an empty sequence")
         self._check_length(len(ids))
         return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0, ...]  # [n, v]
+
+    def packed_logits(self, docs, n_ctx: int | None = None, *, restart_positions: bool = True) -> list:
+        """Several documents (texts or ids) packed into rows of n_ctx tokens, one forward
+        pass, and each document's next-token logits cut back out: a list of [n_i, v].
+
+        Each token sees only earlier tokens of its own document (`document_mask`), so every
+        document's logits equal `logits(doc)` alone. n_ctx defaults to the total length (one
+        row, no padding). restart_positions=False numbers each row 0 … n_ctx − 1 straight
+        through: RoPE makes that change nothing, since scores depend on distances only.
+        """
+        if isinstance(docs, str) or not docs:
+            raise ValueError("docs must be a non-empty list of texts or id sequences")
+        docs = [self.encode(d) for d in docs]
+        n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
+        self._check_length(n_ctx)
+        p = pack_documents(docs, n_ctx)
+        xp = self.xp
+        positions = xp.asarray(p.positions if restart_positions else continued_positions(p))  # [b, n_ctx]
+        mask = document_mask(xp.asarray(p.doc))  # [b, 1, n_ctx, n_ctx]
+        out = forward(xp.asarray(p.ids), self.weights, self.config, self.cos, self.sin, positions=positions,
+                      mask=mask)  # [b, n_ctx, v]
+        return unpack(out, p)  # per document [n_i, v]
 
     def attention_weights(self, text_or_ids) -> list:  # -> L × [h, n, n] NumPy
         """The causal attention probabilities of every layer and head: row i is how much

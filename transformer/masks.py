@@ -10,7 +10,7 @@ from .backend import get_xp, namespace
 
 __all__ = [
     "causal_mask", "bidirectional_mask", "padding_mask", "sliding_window_mask",
-    "strided_mask", "fixed_mask", "global_mask", "random_mask", "attended_pairs",
+    "strided_mask", "fixed_mask", "global_mask", "random_mask", "document_mask", "attended_pairs",
 ]
 
 
@@ -131,6 +131,24 @@ def random_mask(n: int, k: int, *, seed: int = 0, causal: bool = False, xp=None)
         m[i, rng.choice(pool, size=min(k, pool), replace=False)] = True
     xp = namespace(xp)
     return xp.asarray(m)  # the draw is made on the host, then moved to xp's device
+
+
+def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
+    """Packed sequences (`packing.pack_documents`): query i sees key j only if both hold the
+    same document, doc[i] = doc[j] ≥ 0, and, when causal, j ≤ i. doc = -1 marks padding,
+    whose keys nobody sees (a padding query's row is all False: its output is zeros).
+
+    A block-diagonal mask: one causal (or full) block per document, zeros between them.
+    """
+    xp = get_xp(doc)
+    if doc.ndim != 2 or not xp.isdtype(doc.dtype, "integral"):
+        raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
+                        f"shape {tuple(doc.shape)}")
+    same = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)  # [b, n_q, n_k]
+    if causal:
+        n = doc.shape[1]
+        same = same & causal_mask(n, xp=xp)[None, :, :]  # [b, n, n]
+    return same[:, None, :, :]  # [b, 1, n, n], broadcasts over heads
 
 
 def attended_pairs(mask) -> int:

@@ -1,0 +1,170 @@
+"""Sequence packing: the layout by hand, the document mask by its loop definition, and packed
+rows against each document run alone by an independent implementation (torch SDPA, HF's
+LlamaForCausalLM holding the same weights)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import transformer as T
+from transformer import llama as llama_mod
+from conftest import asarray
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SMALL = llama_mod.LlamaConfig(L=2, d=64, h=4, h_kv=2, d_h=16, d_ff=96, v=300, n_ctx=64)
+
+
+def docs_of(lengths, start=1):
+    """Documents whose ids say where they come from: document i holds 100·i + 1, 100·i + 2, …"""
+    return [[100 * i + t + start for t in range(n)] for i, n in enumerate(lengths)]
+
+
+# --- the layout ---------------------------------------------------------------------------
+def test_first_fit_worked_example():
+    """Lengths 5, 3, 4, 2, 6 into rows of 8, worked by hand: 5+3 fill row 0; 4 opens row 1,
+    2 joins it; 6 fits neither (0 and 2 slots left), so it opens row 2."""
+    p = T.pack_documents(docs_of([5, 3, 4, 2, 6]), n_ctx=8, pad_id=-7)
+    _ = -7
+    assert p.spans == ((0, 0, 5), (0, 5, 3), (1, 0, 4), (1, 4, 2), (2, 0, 6))
+    np.testing.assert_array_equal(p.ids, [[1, 2, 3, 4, 5, 101, 102, 103],
+                                          [201, 202, 203, 204, 301, 302, _, _],
+                                          [401, 402, 403, 404, 405, 406, _, _]])
+    np.testing.assert_array_equal(p.doc, [[0, 0, 0, 0, 0, 1, 1, 1],
+                                          [2, 2, 2, 2, 3, 3, -1, -1],
+                                          [4, 4, 4, 4, 4, 4, -1, -1]])
+    np.testing.assert_array_equal(p.positions, [[0, 1, 2, 3, 4, 0, 1, 2],
+                                                [0, 1, 2, 3, 0, 1, 0, 0],
+                                                [0, 1, 2, 3, 4, 5, 0, 0]])
+    np.testing.assert_array_equal(T.continued_positions(p), [list(range(8))] * 3)
+    assert (p.rows, p.n_ctx, p.fill) == (3, 8, 20 / 24)
+
+
+def test_a_later_short_document_fills_an_earlier_row():
+    """6 then 6 in rows of 8 leave 2 slots in each; the 2 that follows goes back to row 0."""
+    p = T.pack_documents(docs_of([6, 6, 2]), n_ctx=8)
+    assert p.spans == ((0, 0, 6), (1, 0, 6), (0, 6, 2))
+
+
+def test_packing_report_worked_example():
+    r = T.packing_report([5, 3, 4, 2, 6], 8)
+    assert r == {"tokens": 20, "packed": {"rows": 3, "slots": 24, "fill": 20 / 24},
+                 "one_per_row": {"rows": 5, "slots": 40, "fill": 0.5},
+                 "pad_to_longest": {"rows": 5, "slots": 30, "fill": 20 / 30}}
+
+
+@SETTINGS
+@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=15), n_ctx=st.integers(12, 30))
+def test_every_document_lands_once_whole_and_in_the_first_row_with_room(lengths, n_ctx):
+    p = T.pack_documents(docs_of(lengths), n_ctx)
+    free = [(p.doc[r] < 0).sum() for r in range(p.rows)]  # slots left in each row at the end
+    assert p.ids.shape == p.doc.shape == p.positions.shape == (p.rows, n_ctx)
+    assert (p.doc >= 0).sum() == sum(lengths)  # every token placed, none twice
+    for i, (d, (row, start, n)) in enumerate(zip(docs_of(lengths), p.spans)):
+        assert n == len(d)
+        assert p.ids[row, start:start + n].tolist() == d  # contiguous, in order
+        assert (p.doc[row, start:start + n] == i).all() and (p.doc == i).sum() == n
+        assert p.positions[row, start:start + n].tolist() == list(range(n))
+        # first fit: it went to a later row only if every earlier row lacked room at that time;
+        # rows only fill up, so at the end they still lack it
+        assert all(free[r] < n for r in range(row))
+    assert (p.positions[p.doc < 0] == 0).all() and (p.ids[p.doc < 0] == 0).all()
+    assert p.rows >= -(-sum(lengths) // n_ctx)  # no layout beats ⌈tokens / n_ctx⌉ rows
+
+
+def test_unpack_cuts_each_document_back_out():
+    p = T.pack_documents(docs_of([3, 4, 2]), n_ctx=5)
+    per_slot = np.stack([p.ids, p.ids * 10], axis=-1)  # (b, n_ctx, 2), a stand-in for logits
+    parts = T.unpack(per_slot, p)
+    for d, part in zip(docs_of([3, 4, 2]), parts):
+        np.testing.assert_array_equal(part, np.stack([d, [10 * t for t in d]], axis=-1))
+
+
+# --- the mask -------------------------------------------------------------------------------
+@pytest.mark.parametrize("causal", [True, False])
+def test_document_mask_equals_its_loop_definition(xp, causal):
+    doc = np.array([[0, 0, 0, 1, 1, 2, -1, -1], [3, 3, 3, 3, 4, 4, 4, -1]])
+    ours = T.to_numpy(T.document_mask(asarray(xp, doc), causal=causal))
+    for b in range(2):
+        expected = [[doc[b, i] == doc[b, j] and doc[b, j] >= 0 and (j <= i or not causal)
+                     for j in range(8)] for i in range(8)]
+        np.testing.assert_array_equal(ours[b, 0], expected)
+    assert ours.shape == (2, 1, 8, 8)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_packed_attention_equals_torch_on_each_document_alone(rng, causal):
+    """GQA attention over packed rows under the document mask = torch SDPA run on every
+    document by itself (is_causal for the decoder case); padding queries give zeros."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    p = T.pack_documents(docs_of([5, 3, 4, 7, 1]), n_ctx=10)
+    h, h_kv, d_h = 4, 2, 8
+    q = rng.standard_normal((p.rows, h, p.n_ctx, d_h))
+    k = rng.standard_normal((p.rows, h_kv, p.n_ctx, d_h))
+    v = rng.standard_normal((p.rows, h_kv, p.n_ctx, d_h))
+    out = T.scaled_dot_product_attention(q, k, v, T.document_mask(p.doc, causal=causal))  # (b, h, n_ctx, d_h)
+    for row, start, n in p.spans:
+        s = slice(start, start + n)
+        expected = F.scaled_dot_product_attention(*(torch.from_numpy(a[row:row + 1, :, s]) for a in (q, k, v)),
+                                                  is_causal=causal, enable_gqa=True)
+        np.testing.assert_allclose(out[row, :, s], expected[0].numpy(), atol=1e-12, rtol=1e-12)
+    padding = np.broadcast_to((p.doc < 0)[:, None, :], out.shape[:3])
+    assert (out[padding] == 0).all()
+
+
+# --- a model --------------------------------------------------------------------------------
+@pytest.mark.parametrize("restart", [True, False])
+def test_packed_llama_equals_hf_on_each_document_alone(restart):
+    """Three prompts in rows of 12 (two rows), one forward pass, against HF's LlamaForCausalLM
+    holding the same weights and reading each prompt alone. RoPE scores depend on distance
+    only, so numbering the row straight through (restart=False) changes nothing either."""
+    pytest.importorskip("torch")
+    from hf_llama import hf_llama_holding, hf_logits
+
+    ours = llama_mod.random_llama(SMALL, seed=3, std=0.1)
+    hf = hf_llama_holding(ours)
+    docs = [[5, 17, 250, 3, 99], [42, 7, 7, 1, 2, 3, 4], [200, 100, 50, 25]]
+    packed = ours.packed_logits(docs, n_ctx=12, restart_positions=restart)
+    for d, got in zip(docs, packed):
+        np.testing.assert_allclose(got, hf_logits(hf, d), atol=1e-4, rtol=1e-4)
+
+
+def test_packed_llama_on_each_backend_equals_numpy(other_xp):
+    docs = [[5, 17, 250], [42, 7, 7, 1]]
+    ref = llama_mod.random_llama(SMALL, seed=3, std=0.1).packed_logits(docs)
+    got = llama_mod.random_llama(SMALL, backend=other_xp, seed=3, std=0.1).packed_logits(docs)
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(T.to_numpy(a), b, atol=1e-5)
+
+
+# --- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize("docs,n_ctx,err,match", [
+    ([[1, 2, 3], [1] * 9], 8, ValueError, r"document 1 has 9 tokens, more than a row of n_ctx=8"),
+    ([[1, 2], []], 8, ValueError, "document 1 is empty"),
+    ([[1, 2], [1.5, 2.0]], 8, TypeError, "document 1 must be a 1-D sequence of integer ids"),
+    ([[[1, 2]]], 8, TypeError, "document 0 must be a 1-D"),
+    ("some text", 8, TypeError, "docs must be a list of token-id sequences, got str"),
+    ([[1, 2]], 0, ValueError, "n_ctx must be an integer ≥ 1, got 0"),
+    ([[1, 2]], 2.5, ValueError, "n_ctx must be an integer ≥ 1, got 2.5"),
+])
+def test_bad_packing_input_is_named(docs, n_ctx, err, match):
+    with pytest.raises(err, match=match):
+        T.pack_documents(docs, n_ctx)
+
+
+def test_bad_input_at_the_other_entry_points():
+    p = T.pack_documents(docs_of([3, 2]), n_ctx=5)
+    with pytest.raises(ValueError, match=r"does not start with the packed rows \(b, n_ctx\) = \(1, 5\)"):
+        T.unpack(np.zeros((2, 5, 3)), p)
+    with pytest.raises(TypeError, match=r"doc must be a \(b, n\) integer array.*float64"):
+        T.document_mask(np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="lengths must be a non-empty list of positive token counts"):
+        T.packing_report([3, 0], 8)
+    m = llama_mod.random_llama(SMALL, seed=3)
+    with pytest.raises(ValueError, match="exceed the model's context of n_ctx=64"):
+        m.packed_logits([[1, 2]], n_ctx=65)
+    with pytest.raises(ValueError, match="non-empty list"):
+        m.packed_logits([])
+    with pytest.raises(ValueError, match="either mask or key_valid"):
+        ids = np.array([[1, 2]])
+        llama_mod.forward(ids, m.weights, m.config, m.cos, m.sin, mask=T.causal_mask(2),
+                          key_valid=np.ones((1, 2), bool))

@@ -1,0 +1,135 @@
+"""Sequence packing (note 002, §3 on positions): short documents share one context row.
+
+A training or inference batch is made of rows of n_ctx tokens. A document of 10 tokens
+padded to a 4K row wastes 99.8 % of it; packing puts several documents in one row, back
+to back. Two things must then change, or the documents leak into each other:
+
+- the mask: a token may attend only to tokens of its own document (and, in a decoder,
+  only to earlier ones): a block-diagonal mask, `masks.document_mask`;
+- the positions: with absolute positions (learned or sinusoidal) the first token of the
+  second document would sit at, say, position 50, as if 49 tokens of its own came first;
+  positions restart at 0 in every document. RoPE needs no restart: a score depends only on
+  the distance between two tokens, and the mask keeps both in one document.
+
+Packing is bookkeeping on the host: the arrays here are NumPy; a model moves them to its
+device with the ids.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import namespace
+
+__all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Documents placed in rows of n_ctx tokens; b = number of rows."""
+    ids: np.ndarray  # (b, n_ctx) int64: the tokens, pad_id where no document is
+    doc: np.ndarray  # (b, n_ctx) int64: index of the document each slot holds, -1 on padding
+    positions: np.ndarray  # (b, n_ctx) int64: position inside its own document, 0 on padding
+    spans: tuple  # per document, in input order: (row, start, length)
+
+    @property
+    def n_ctx(self) -> int:
+        return self.ids.shape[1]
+
+    @property
+    def rows(self) -> int:
+        return self.ids.shape[0]
+
+    @property
+    def fill(self) -> float:
+        """Share of the rows' slots that hold a real token."""
+        return float((self.doc >= 0).mean()) if self.doc.size else 0.0
+
+
+def _as_documents(docs) -> list[list[int]]:
+    """A list of token-id sequences, checked: integers, at least one token each."""
+    if isinstance(docs, (str, bytes)) or not hasattr(docs, "__len__"):
+        raise TypeError(f"docs must be a list of token-id sequences, got {type(docs).__name__}")
+    out = []
+    for i, d in enumerate(docs):
+        a = np.asarray(d)
+        if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise TypeError(f"document {i} must be a 1-D sequence of integer ids, got shape {a.shape}, "
+                            f"dtype {a.dtype}")
+        if a.size == 0:
+            raise ValueError(f"document {i} is empty: every document needs at least one token")
+        out.append([int(t) for t in a])
+    return out
+
+
+def pack_documents(docs, n_ctx: int, *, pad_id: int = 0) -> Packed:
+    """Place each document, in order, in the first row that still has room for it (first fit).
+
+    A document is never split: one longer than n_ctx is refused. A row that cannot take the
+    next document stays open for later, shorter ones, so little is left as padding.
+
+    >>> p = pack_documents([[7, 7, 7], [8, 8], [9, 9, 9, 9]], n_ctx=5)
+    >>> p.ids.tolist(), p.doc.tolist(), p.positions.tolist()
+    ([[7, 7, 7, 8, 8], [9, 9, 9, 9, 0]], [[0, 0, 0, 1, 1], [2, 2, 2, 2, -1]], [[0, 1, 2, 0, 1], [0, 1, 2, 3, 0]])
+    """
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx < 1:
+        raise ValueError(f"n_ctx must be an integer ≥ 1, got {n_ctx!r}")
+    docs = _as_documents(docs)
+    too_long = [(i, len(d)) for i, d in enumerate(docs) if len(d) > n_ctx]
+    if too_long:
+        i, n = too_long[0]
+        raise ValueError(f"document {i} has {n} tokens, more than a row of n_ctx={n_ctx}; "
+                         "split it or raise n_ctx")
+    used: list[int] = []  # tokens already placed in each row
+    spans = []
+    for d in docs:
+        row = next((r for r, u in enumerate(used) if u + len(d) <= n_ctx), len(used))  # first fit
+        if row == len(used):
+            used.append(0)  # open a new row
+        spans.append((row, used[row], len(d)))
+        used[row] += len(d)
+    b = len(used)
+    ids = np.full((b, n_ctx), pad_id, dtype=np.int64)  # [b, n_ctx]
+    doc = np.full((b, n_ctx), -1, dtype=np.int64)  # [b, n_ctx]
+    positions = np.zeros((b, n_ctx), dtype=np.int64)  # [b, n_ctx]
+    for i, (d, (row, start, n)) in enumerate(zip(docs, spans)):
+        ids[row, start:start + n] = d
+        doc[row, start:start + n] = i
+        positions[row, start:start + n] = np.arange(n)  # restart at 0 in every document
+    return Packed(ids, doc, positions, tuple(spans))
+
+
+def unpack(x, packed: Packed) -> list:  # [b, n_ctx, ...] -> per document [n_i, ...]
+    """Cut a per-slot result (logits, hidden states) back into one array per document."""
+    if tuple(x.shape[:2]) != (packed.rows, packed.n_ctx):
+        raise ValueError(f"x of shape {tuple(x.shape)} does not start with the packed rows "
+                         f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")
+    return [x[row, start:start + n, ...] for row, start, n in packed.spans]  # [n_i, ...] each
+
+
+def continued_positions(packed: Packed, *, xp=None):  # -> [b, n_ctx]
+    """0, 1, …, n_ctx − 1 in every row: the positions a packed row gets if nobody restarts them."""
+    xp = namespace(xp)
+    b, n = packed.ids.shape
+    return xp.broadcast_to(xp.arange(n, dtype=xp.int64)[None, :], (b, n))  # [b, n_ctx]
+
+
+def packing_report(lengths, n_ctx: int) -> dict:
+    """Rows and padding for documents of these lengths: packed, one per row, padded to the longest.
+
+    Returns tokens (real), and for each layout its rows, slots (rows · row length) and fill
+    (tokens / slots): "packed" (first fit into n_ctx rows), "one_per_row" (each document
+    padded to n_ctx) and "pad_to_longest" (each padded to the longest document, a batch).
+    """
+    lengths = [int(n) for n in lengths]
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths must be a non-empty list of positive token counts, got {lengths}")
+    p = pack_documents([[0] * n for n in lengths], n_ctx)
+    tokens = sum(lengths)
+    layouts = {"packed": (p.rows, n_ctx), "one_per_row": (len(lengths), n_ctx),
+               "pad_to_longest": (len(lengths), max(lengths))}
+    report = {"tokens": tokens}
+    for name, (rows, width) in layouts.items():
+        report[name] = {"rows": rows, "slots": rows * width, "fill": tokens / (rows * width)}
+    return report
