@@ -49,6 +49,8 @@ def test_packing_report_worked_example():
     assert r == {"tokens": 20, "packed": {"rows": 3, "slots": 24, "fill": 20 / 24},
                  "one_per_row": {"rows": 5, "slots": 40, "fill": 0.5},
                  "pad_to_longest": {"rows": 5, "slots": 30, "fill": 20 / 30}}
+    # batches of two, each padded to its own longest: [5, 3] -> 2·5, [4, 2] -> 2·4, [6] -> 6
+    assert T.packing_report([5, 3, 4, 2, 6], 8, batch=2)["pad_to_longest"] == {"rows": 5, "slots": 24, "fill": 20 / 24}
 
 
 @SETTINGS
@@ -159,6 +161,8 @@ def test_bad_input_at_the_other_entry_points():
         T.document_mask(np.zeros((1, 4)))
     with pytest.raises(ValueError, match="lengths must be a non-empty list of positive token counts"):
         T.packing_report([3, 0], 8)
+    with pytest.raises(ValueError, match="batch must be ≥ 1, got 0"):
+        T.packing_report([3], 8, batch=0)
     m = llama_mod.random_llama(SMALL, seed=3)
     with pytest.raises(ValueError, match="exceed the model's context of n_ctx=64"):
         m.packed_logits([[1, 2]], n_ctx=65)

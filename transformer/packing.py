@@ -115,21 +115,26 @@ def continued_positions(packed: Packed, *, xp=None):  # -> [b, n_ctx]
     return xp.broadcast_to(xp.arange(n, dtype=xp.int64)[None, :], (b, n))  # [b, n_ctx]
 
 
-def packing_report(lengths, n_ctx: int) -> dict:
+def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     """Rows and padding for documents of these lengths: packed, one per row, padded to the longest.
 
-    Returns tokens (real), and for each layout its rows, slots (rows · row length) and fill
+    Returns tokens (real), and for each layout its rows, slots (row lengths summed) and fill
     (tokens / slots): "packed" (first fit into n_ctx rows), "one_per_row" (each document
-    padded to n_ctx) and "pad_to_longest" (each padded to the longest document, a batch).
+    padded to n_ctx) and "pad_to_longest" (batches of `batch` documents, in order, each
+    padded to its own longest; default one batch of all).
     """
     lengths = [int(n) for n in lengths]
     if not lengths or min(lengths) < 1:
         raise ValueError(f"lengths must be a non-empty list of positive token counts, got {lengths}")
+    batch = len(lengths) if batch is None else batch
+    if batch < 1:
+        raise ValueError(f"batch must be ≥ 1, got {batch}")
     p = pack_documents([[0] * n for n in lengths], n_ctx)
     tokens = sum(lengths)
-    layouts = {"packed": (p.rows, n_ctx), "one_per_row": (len(lengths), n_ctx),
-               "pad_to_longest": (len(lengths), max(lengths))}
+    batches = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
+    layouts = {"packed": (p.rows, p.rows * n_ctx), "one_per_row": (len(lengths), len(lengths) * n_ctx),
+               "pad_to_longest": (len(lengths), sum(len(b) * max(b) for b in batches))}
     report = {"tokens": tokens}
-    for name, (rows, width) in layouts.items():
-        report[name] = {"rows": rows, "slots": rows * width, "fill": tokens / (rows * width)}
+    for name, (rows, slots) in layouts.items():
+        report[name] = {"rows": rows, "slots": slots, "fill": tokens / slots}
     return report

@@ -1,0 +1,286 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 16 · Packing short documents into one context
+#
+# **What you will see.** Why a batch of short documents padded to a long context window is
+# mostly padding; how packing several documents into one row removes it; the two things a
+# packed row must change so that documents do not leak into each other — the mask (a
+# token reads only its own document) and the positions (they restart in every document);
+# and, on the two real models, which of the two RoPE makes unnecessary: SmolLM2 (RoPE)
+# gives the same logits with positions numbered straight through the row, MiniLM (learned
+# absolute positions) does not.
+#
+# **Follows** note 002 (§3, positions: packing short training documents into the context
+# window, the second document's first token "at position 50", and RoPE's answer to it),
+# with the masks of lesson 05 and the relative-position property of lesson 02.
+
+# %%
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+from matplotlib.ticker import PercentFormatter
+
+import transformer as T
+from transformer import llama as llama_mod
+from transformer import plotting as P
+
+FAST = P.fast()  # TRANSFORMER_FAST=1: a smaller corpus of lengths; the models run the same
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. Padding wastes the window
+#
+# Rows of a batch all have the context length $n_{ctx}$. Note 002's example: a 4K window
+# given to a 10-word sentence is almost all padding, and every padded slot still costs
+# its share of the matrix products. Most documents in a real corpus are short, a few are
+# long: we draw lengths from a log-normal distribution (median 200 tokens) cut to
+# $[8, n_{ctx}]$ with $n_{ctx} = 2048$, and count the slots of three layouts:
+#
+# - **one per row** — each document padded to $n_{ctx}$;
+# - **pad to longest** — batches of 32 documents, each padded to its own longest (what a
+#   data loader does without packing);
+# - **packed** — documents back to back, each placed in the first row that still has room
+#   for it (*first fit*, `T.pack_documents`); a document is never split.
+
+# %%
+n_ctx_corpus = 2048
+n_docs = 300 if FAST else 2000
+corpus = np.clip(rng.lognormal(np.log(200), 1.0, n_docs), 8, n_ctx_corpus).astype(int)
+report = T.packing_report(corpus, n_ctx_corpus, batch=32)
+print(f"{n_docs} documents, {report['tokens']:,} tokens, median length {int(np.median(corpus))}, "
+      f"longest {corpus.max()}")
+for name in ("one_per_row", "pad_to_longest", "packed"):
+    r = report[name]
+    print(f"  {name:15s} {r['rows']:5d} rows, {r['slots']:>10,} slots, {r['fill']:6.1%} hold a real token")
+lower = -(-report["tokens"] // n_ctx_corpus)  # no layout needs fewer rows than ⌈tokens / n_ctx⌉
+print(f"packed rows: {report['packed']['rows']} (at least {lower} are needed)")
+assert report["packed"]["fill"] > 0.95 and report["one_per_row"]["fill"] < 0.2
+
+# %% [markdown]
+# A small example we can draw: 14 documents of 3 to 24 tokens in rows of 32.
+
+# %%
+n_ctx = 32
+lengths = [int(x) for x in rng.integers(3, 25, 14)]
+docs = [[1000 * i + t for t in range(n)] for i, n in enumerate(lengths)]  # ids that name their document
+packed = T.pack_documents(docs, n_ctx)
+print("lengths:", lengths)
+print("first-fit spans (row, start, length):", packed.spans)
+print(f"packed: {packed.rows} rows, fill {packed.fill:.0%};  one per row (padded to n_ctx = {n_ctx}): "
+      f"{len(lengths)} rows, fill {sum(lengths) / (len(lengths) * n_ctx):.0%}")
+print("row 0, document of each slot:", packed.doc[0].tolist())
+print("row 0, position of each slot:", packed.positions[0].tolist())
+
+
+# %%
+def draw_rows(ax, p, title, width):  # one horizontal bar of slots per row, a colour per document
+    cmap = ListedColormap(["#f2f2f2"] + [P.LINE_COLORS[i % len(P.LINE_COLORS)] for i in range(len(p.spans))])
+    grid = np.full((p.rows, width), 0)
+    grid[:, :p.n_ctx] = p.doc + 1  # 0 = padding, i + 1 = document i
+    ax.imshow(grid, cmap=cmap, vmin=0, vmax=len(p.spans), aspect="auto", interpolation="nearest")
+    for i, (row, start, n) in enumerate(p.spans):
+        ax.text(start + n / 2 - 0.5, row, str(i), ha="center", va="center", color="white",
+                fontsize=P.ANNOT_SIZE, fontweight="bold")
+        ax.plot([start - 0.5] * 2, [row - 0.5, row + 0.5], color="white", lw=2)  # where a document starts
+    ax.set_xticks(np.arange(-0.5, width, 8), [str(x) for x in range(0, width + 1, 8)])
+    ax.set_yticks(range(p.rows))
+    P.style_axes(ax, title, "slot in the row", "row")
+
+
+fig, axes = P.new_figure(1, 3, figsize=(18, 5.8))
+in_row = np.arange(n_ctx)[None, :] < np.array(lengths)[:, None]  # (14, n_ctx): slot holds a token
+alone = T.Packed(ids=np.zeros((len(docs), n_ctx), np.int64),
+                 doc=np.where(in_row, np.arange(len(docs))[:, None], -1),  # document i alone in row i
+                 positions=np.zeros((len(docs), n_ctx), np.int64),
+                 spans=tuple((i, 0, n) for i, n in enumerate(lengths)))
+draw_rows(axes[0], alone, f"One document per row: {alone.fill:.0%} of slots used", n_ctx)
+draw_rows(axes[1], packed, f"Packed (first fit): {packed.fill:.0%} used", n_ctx)
+axes[1].set_ylim(alone.rows - 0.5, -0.5)  # same scale as the left panel: the saved rows show as empty
+axes[1].text(n_ctx / 2, (packed.rows + alone.rows) / 2 - 0.5, f"{alone.rows - packed.rows} rows saved",
+             ha="center", va="center", fontsize=P.TITLE_SIZE, color="grey")
+names = {"one_per_row": "one per row\n(pad to n_ctx)", "pad_to_longest": "batches of 32,\npad to longest",
+         "packed": "packed\n(first fit)"}
+fills = [report[k]["fill"] for k in names]
+bars = axes[2].bar(list(names.values()), fills, color=[P.OFF_COLOR, P.PARTIAL_COLOR, P.ON_COLOR])
+for bar_, f_ in zip(bars, fills):
+    axes[2].text(bar_.get_x() + bar_.get_width() / 2, f_ + 0.02, f"{f_:.1%}", ha="center", fontsize=P.LABEL_SIZE)
+axes[2].set_ylim(0, 1.12)
+axes[2].yaxis.set_major_formatter(PercentFormatter(1.0))
+P.style_axes(axes[2], f"{n_docs} documents, n_ctx = {n_ctx_corpus}", None, "slots holding a real token")
+fig.suptitle("Packing: short documents share a row instead of each padding one", fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("16_packing_layout.png"))
+
+# %% [markdown]
+# ## 2. The mask: each token reads only its own document
+#
+# Packed into one row, the documents look to the model like one long text: under a plain
+# causal mask the first token of document 2 reads all of documents 0 and 1. The
+# **document mask** allows query $i$ to see key $j$ only when both belong to the same
+# document, $\text{doc}_i = \text{doc}_j$ (and $j \le i$ in a decoder):
+#
+# $$M_{ij} = [\,\text{doc}_i = \text{doc}_j \ge 0\,] \wedge [\,j \le i\,]$$
+#
+# a block-diagonal matrix with one causal triangle per document. Padding (doc = −1) is
+# seen by nobody; its own rows are empty and give zeros.
+
+# %%
+row = 0
+doc_row = packed.doc[row:row + 1]  # (1, n_ctx)
+causal = T.causal_mask(n_ctx)  # (n_ctx, n_ctx)
+document = T.document_mask(doc_row)[0, 0]  # (n_ctx, n_ctx)
+leak = causal & ~document  # pairs the causal mask allows across documents
+print(f"row {row}: documents {sorted(set(doc_row[0].tolist()) - {-1})}, "
+      f"causal mask {T.attended_pairs(causal)} pairs, document mask {T.attended_pairs(document)}, "
+      f"{T.attended_pairs(leak)} would cross documents")
+doc_sizes = [n for r, _, n in packed.spans if r == row]
+assert T.attended_pairs(document) == sum(n * (n + 1) // 2 for n in doc_sizes)  # one triangle per document
+
+fig, axes = P.new_figure(1, 2, figsize=(12, 6.2))
+three = ListedColormap([P.OFF_COLOR, P.ON_COLOR, "#d62728"])
+axes[0].imshow(causal.astype(int) + leak.astype(int), cmap=three, vmin=0, vmax=2, interpolation="nearest")
+P.style_axes(axes[0], f"Causal mask alone\nred: {T.attended_pairs(leak)} pairs read another document", "key", "query")
+axes[1].imshow(document.astype(int), cmap=three, vmin=0, vmax=2, interpolation="nearest")
+P.style_axes(axes[1], f"Document mask\none causal block per document ({T.attended_pairs(document)} pairs)",
+             "key", "query")
+edges = [start - 0.5 for r, start, _ in packed.spans if r == row and start > 0]
+for ax in axes:
+    for e in edges:
+        ax.axvline(e, color="black", lw=0.8), ax.axhline(e, color="black", lw=0.8)
+fig.legend(handles=[Patch(color=P.ON_COLOR, label="may attend"), Patch(color="#d62728", label="leak across documents"),
+                    Patch(color=P.OFF_COLOR, label="hidden")], loc="lower center", ncols=3, fontsize=P.LABEL_SIZE,
+           frameon=False, bbox_to_anchor=(0.5, -0.04))
+fig.suptitle(f"Row {row} of the packed batch (lines: document boundaries)", fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("16_document_mask.png"))
+
+# %% [markdown]
+# The document mask makes packed attention *exactly* attention over each document alone:
+# every score that crosses a boundary is hidden before the softmax, so its weight is 0.
+# (The tests check this against torch's SDPA run on each document by itself.)
+
+# %%
+h, d_h = 4, 16
+q, k, v = (rng.standard_normal((packed.rows, h, n_ctx, d_h)) for _ in range(3))
+out = T.scaled_dot_product_attention(q, k, v, T.document_mask(packed.doc))  # (b, h, n_ctx, d_h)
+worst = 0.0
+for i, (r, start, n) in enumerate(packed.spans):
+    s = slice(start, start + n)
+    alone_out = T.scaled_dot_product_attention(q[r:r + 1, :, s], k[r:r + 1, :, s], v[r:r + 1, :, s], T.causal_mask(n))
+    worst = max(worst, float(np.abs(out[r:r + 1, :, s] - alone_out).max()))
+print(f"packed with the document mask vs each document alone: largest |Δ| = {worst:.1e}")
+assert worst < 1e-12
+
+# %% [markdown]
+# ## 3. The positions: restart them — unless the model uses RoPE
+#
+# The mask is not enough for a model with **absolute** positions. Numbered straight
+# through the row ($0, 1, \dots, n_{ctx}-1$), the first token of the second document gets
+# position 50 if the first had 50 tokens, and the model reads it as deep inside a text.
+# So position ids restart at 0 in every document (`packed.positions` above).
+#
+# **RoPE** does not care (note 002): it rotates $q_m$ by $m\theta$ and $k_n$ by $n\theta$,
+# so the score $q_m^\top k_n$ depends only on $n - m$ (lesson 02). Shifting every position
+# of a document by the same offset leaves all its scores, and so its whole forward pass,
+# unchanged — as long as the document mask keeps other documents out.
+#
+# We check both claims on the real models, each document alone being the reference:
+# SmolLM2 (RoPE) on three prompts packed into one row, MiniLM (learned positions) on three
+# sentences, in three settings each: document mask with restarted positions, document
+# mask with positions straight through, and no document mask at all.
+
+# %%
+smol = T.load_smollm2(progress=False)
+prompts = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a small dragon"]
+alone_logits = [smol.logits(t) for t in prompts]
+
+
+def smol_worst(outs):  # largest |Δ logit| against each prompt alone
+    return max(float(np.abs(o - a).max()) for o, a in zip(outs, alone_logits))
+
+
+p_smol = T.pack_documents([smol.encode(t) for t in prompts], sum(len(smol.encode(t)) for t in prompts))
+leaky = llama_mod.forward(p_smol.ids, smol.weights, smol.config, smol.cos, smol.sin,
+                          positions=p_smol.positions)  # plain causal mask: documents read each other
+smol_err = {"document mask,\npositions restart": smol_worst(smol.packed_logits(prompts)),
+            "document mask,\nstraight through": smol_worst(smol.packed_logits(prompts, restart_positions=False)),
+            "no document mask": smol_worst(T.unpack(leaky, p_smol))}
+for name, e in smol_err.items():
+    print(f"SmolLM2  {name.replace(chr(10), ' '):42s} largest |Δ logit| vs alone = {e:.1e}")
+top_leaky = smol.tokenizer.decode([int(np.argmax(T.unpack(leaky, p_smol)[2][-1]))])
+top_alone = smol.tokenizer.decode([int(np.argmax(alone_logits[2][-1]))])
+print(f"next token after prompt 3: alone {top_alone!r}, packed without the document mask {top_leaky!r}")
+assert max(list(smol_err.values())[:2]) < 2e-3 < list(smol_err.values())[2]
+
+# %%
+mini = T.load_minilm()
+sentences = ["A dog chases a squirrel.", "A puppy runs after a squirrel in the park.", "Stock markets fell sharply."]
+alone_emb = mini.embed(sentences)  # (3, d) unit rows
+
+
+def mini_worst(e):  # largest |Δ| of a coordinate of the unit embeddings against each sentence alone
+    return float(np.abs(e - alone_emb).max())
+
+
+p_mini = T.pack_documents([mini.tokenizer.encode(s) for s in sentences],
+                          sum(len(mini.tokenizer.encode(s)) for s in sentences))
+full = T.bert_encode(p_mini.ids, np.array([p_mini.n_ctx]), mini.weights, mini.config,
+                     positions=p_mini.positions, keep=False)  # every token reads the whole row
+leaky_emb = T.l2_normalize(np.stack([h_.mean(axis=0) for h_ in T.unpack(full.hidden, p_mini)]))
+mini_err = {"document mask,\npositions restart": mini_worst(mini.embed_packed(sentences)),
+            "document mask,\nstraight through": mini_worst(mini.embed_packed(sentences, restart_positions=False)),
+            "no document mask": mini_worst(leaky_emb)}
+cos_through = (mini.embed_packed(sentences, restart_positions=False) * alone_emb).sum(axis=1)
+for name, e in mini_err.items():
+    print(f"MiniLM   {name.replace(chr(10), ' '):42s} largest |Δ| vs alone = {e:.1e}")
+print("MiniLM, straight through: cosine to the true embedding per sentence", [round(float(c), 3) for c in cos_through])
+assert mini_err["document mask,\npositions restart"] < 1e-5 < 1e-2 < mini_err["document mask,\nstraight through"]
+
+# %% [markdown]
+# ("No document mask" is the plain causal mask for the decoder; for the encoder, every
+# token reads the whole row, as in a BERT batch row without padding.)
+
+# %%
+fig, axes = P.new_figure(1, 2, figsize=(14, 6.2), sharey=True, layout="constrained")
+colors = [P.ON_COLOR, P.PARTIAL_COLOR, "#d62728"]
+for ax, (title, errs, unit) in zip(axes, [
+        ("SmolLM2 (RoPE)", smol_err, "largest |Δ logit|"),
+        ("MiniLM (learned absolute positions)", mini_err, "largest |Δ| in the unit embedding")]):
+    ax.axhspan(1e-8, 1e-4, color="#2ca02c", alpha=0.1, zorder=0, label="float32 rounding (< 1e-4)")
+    bars = ax.bar(list(errs), list(errs.values()), color=colors, zorder=2)
+    for bar_, e in zip(bars, errs.values()):
+        ax.text(bar_.get_x() + bar_.get_width() / 2, e * 1.6, f"{e:.2g}", ha="center", fontsize=P.LABEL_SIZE)
+    ax.set_yscale("log")
+    ax.set_ylim(1e-8, 1e3)
+    P.style_axes(ax, f"{title}\n{unit} vs each text alone", None, None)
+axes[0].set_ylabel("difference from running each text alone (log)", fontsize=P.LABEL_SIZE)
+axes[0].legend(loc="upper left", fontsize=P.TICK_SIZE, frameon=False)
+fig.suptitle("A packed row must hide other documents; only absolute positions must also restart",
+             fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("16_positions.png"))
+
+# %% [markdown]
+# **Takeaways.** Packing turns padding into useful tokens (here from under a fifth of the
+# slots to nearly all of them). It needs a block-diagonal document mask in every model —
+# without it the documents read each other and the outputs change. Positions must restart
+# in every document for absolute (learned or sinusoidal) encodings; with RoPE they need
+# not, because its scores depend on distances only. FlashAttention-style kernels take the
+# same idea further and skip the all-hidden tiles between documents, as they skip the
+# tiles above a causal diagonal (lesson 09).
