@@ -17,10 +17,12 @@
 # **What you will see.** A seven-token sentence turned into queries, keys and values; the
 # score matrix $QK^\top/\sqrt{d_k}$ and the weights softmax makes of it; a measurement of
 # *why* the scores are divided by $\sqrt{d_k}$ (without it softmax saturates as $d_k$ grows
-# and its gradient vanishes); and why every softmax subtracts the row maximum (without it
+# and its gradient vanishes); the additive score the dot product replaced, and what it
+# costs; and why every softmax subtracts the row maximum (without it
 # `exp` overflows, in float16 already at logits above 11).
 #
-# **Follows** note 003 (§4, scaled dot-product attention and the reason for $1/\sqrt{d_k}$),
+# **Follows** note 003 (§4, scaled dot-product attention, additive vs dot-product scores and
+# the reason for $1/\sqrt{d_k}$),
 # note 000 (§2.1, the formula) and note 001 (why softmax subtracts the max).
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
@@ -185,7 +187,101 @@ fig.suptitle(f"One query against {n_keys} keys, d_k = {dk}", fontsize=P.TITLE_SI
 P.save(fig, P.figure_path("03_saturation_example.png"))
 
 # %% [markdown]
-# ## 5. Why subtract the maximum
+# ## 5. The other score: additive attention
+#
+# Note 003 (§4.2.2) shows two ways to score how much query $q_i$ should read key $k_j$. Dot
+# product, as above, and **additive** attention (Bahdanau et al.), a small network with one
+# hidden layer of size $d_a$ per pair:
+#
+# $$e_{ij} = w^\top \tanh(q_i W_q + k_j W_k), \qquad W_q \in \mathbb{R}^{d_q \times d_a},\;
+#   W_k \in \mathbb{R}^{d_k \times d_a},\; w \in \mathbb{R}^{d_a}$$
+#
+# The paper found the two about equal for small $d_k$ and additive better than *unscaled*
+# dot products for large $d_k$ — the saturation measured above — yet chose the dot product,
+# scaled, because it is "much faster and more space-efficient": one matrix product, where
+# additive scoring forms a $d_a$-vector for every one of the $n_q n_k$ pairs. We measure all
+# three claims with `T.additive_scores` (tested against torch and a plain loop).
+#
+# First the scale: since $|\tanh| < 1$, $|e_{ij}| \le \lVert w \rVert_1$ whatever $d_k$ is.
+# With weights drawn as a layer would be initialised ($W \sim \mathcal N(0, 1/d_k)$,
+# $w \sim \mathcal N(0, 1/d_a)$; 20 such networks per point, each scoring its share of the
+# rows), the spread of additive scores does not move with $d_k$.
+
+# %%
+d_a, nets = 64, 20
+spread_add, H_add = [], []
+for dk in d_ks:
+    qv = rng.normal(size=(trials, 1, dk))  # (trials, 1, d_k), as in §4
+    kv = rng.normal(size=(trials, n_keys, dk))  # (trials, n_keys, d_k)
+    e = []
+    for rows in np.array_split(np.arange(trials), nets):  # one freshly drawn network per share of the rows
+        W_q, W_k = rng.normal(size=(dk, d_a)) / np.sqrt(dk), rng.normal(size=(dk, d_a)) / np.sqrt(dk)
+        w_a = rng.normal(size=d_a) / np.sqrt(d_a)
+        e_net = T.additive_scores(qv[rows], kv[rows], W_q, W_k, w_a)[:, 0]  # (rows, n_keys)
+        assert np.abs(e_net).max() <= np.abs(w_a).sum()  # bounded by ‖w‖₁
+        e.append(e_net)
+    e = np.concatenate(e)  # (trials, n_keys)
+    spread_add.append(e.std()), H_add.append(row_stats(e)[0])
+    print(f"d_k={dk:5d}  std(additive e)={e.std():.2f}  entropy={H_add[-1]:.2f}  (scaled dot: {H_scaled[list(d_ks).index(dk)]:.2f})")
+add_flat = max(spread_add) / min(spread_add) < 1.3
+print("additive spread stays within 30 % over all d_k:", add_flat)
+assert add_flat
+
+# %% [markdown]
+# Then the cost, on one head with $d_k = d_a = 64$: the time of the score matrix (median of
+# 5 runs) and its peak extra memory — measured with `tracemalloc`, which NumPy tells about
+# every buffer, beside the formulas. Dot product: the $n \times n$ product and its scaled
+# copy, $2n^2$ floats. Additive: the $(n, n, d_a)$ sum and its tanh, alive together while
+# tanh runs, $2n^2 d_a$ floats (`T.additive_peak_bytes`).
+
+# %%
+import time  # noqa: E402
+
+ns_cost = np.array([64, 128, 256] if FAST else [64, 128, 256, 512, 1024])
+t_dot, t_add, m_dot, m_add = [], [], [], []
+for n_ in ns_cost:
+    x_q = rng.standard_normal((1, 1, n_, 64)).astype(np.float32)  # (b, h, n, d_k)
+    x_k = rng.standard_normal((1, 1, n_, 64)).astype(np.float32)
+    W_q = (rng.standard_normal((64, d_a)) / 8).astype(np.float32)
+    w_a = (rng.standard_normal(d_a) / 8).astype(np.float32)
+    runs = {"dot": lambda: T.attention_scores(x_q, x_k), "add": lambda: T.additive_scores(x_q, x_k, W_q, W_q, w_a)}
+    for name, fn in runs.items():
+        fn()  # warm up: NumPy's own one-off buffers are not the formula's
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        (t_dot if name == "dot" else t_add).append(np.median(times))
+        peak = T.measure_peak_bytes(fn)[1]
+        (m_dot if name == "dot" else m_add).append(peak)
+    print(f"n={n_:5d}  dot {t_dot[-1] * 1e3:8.2f} ms {m_dot[-1] / 2**20:8.2f} MiB   "
+          f"additive {t_add[-1] * 1e3:8.2f} ms {m_add[-1] / 2**20:8.2f} MiB   "
+          f"ratio {t_add[-1] / t_dot[-1]:5.0f}× time, {m_add[-1] / m_dot[-1]:4.0f}× memory")
+f_dot = 2 * ns_cost.astype(float) ** 2 * 4
+f_add = np.array([T.additive_peak_bytes(int(n_), int(n_), d_a) for n_ in ns_cost], float)
+mem_ok = np.allclose(m_add, f_add, rtol=0.05) and np.allclose(m_dot, f_dot, rtol=0.05)
+print("measured peaks within 5 % of the formulas:", mem_ok)
+assert mem_ok and t_add[-1] > 5 * t_dot[-1]
+
+# %%
+fig, axes = P.new_figure(1, 3, figsize=(20, 6), layout="constrained")
+P.curves(d_ks, {"unscaled q·k: √d_k": np.sqrt(d_ks)},
+         {"unscaled q·k: √d_k": np.array(spread), "scaled q·k/√d_k": np.array(spread) / np.sqrt(d_ks),
+          f"additive, d_a = {d_a}": np.array(spread_add)},
+         ax=axes[0], xlabel="d_k", ylabel="std of the scores", title="Additive scores do not grow with d_k")
+P.curves(ns_cost, None, {"dot product  QKᵀ/√d_k": np.array(t_dot) * 1e3, f"additive, d_a = {d_a}": np.array(t_add) * 1e3},
+         ax=axes[1], ylabel="time of the n × n scores (ms, median of 5)", title="…but cost a d_a-vector per pair")
+MiB = 2 ** 20
+P.curves(ns_cost, {"dot: 2·n²·4 B": f_dot / MiB, f"additive: 2·n²·d_a·4 B": f_add / MiB},
+         {"dot: 2·n²·4 B": np.array(m_dot) / MiB, f"additive: 2·n²·d_a·4 B": np.array(m_add) / MiB},
+         ax=axes[2], ylabel="peak extra memory (MiB)", title="…and d_a times the memory",
+         measured_label="tracemalloc")
+fig.suptitle(f"Additive vs dot-product scores (one head, float32; d_k = 64 for time and memory)", fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("03_additive_vs_dot.png"))
+
+# %% [markdown]
+# ## 6. Why subtract the maximum
 #
 # $e^x$ overflows float32 above $x \approx 88.7$ and float16 above $x \approx 11.1$ (its
 # largest number is 65504). Softmax does not change when a constant is subtracted from a
@@ -245,5 +341,7 @@ P.save(fig, P.figure_path("03_overflow.png"))
 
 # %% [markdown]
 # **Takeaways.** Attention is three projections, one matrix of scores, a row-wise softmax and a
-# weighted sum. The $1/\sqrt{d_k}$ keeps scores at unit scale whatever the head size, and the
-# max-subtraction keeps softmax finite whatever the logits. Next: many heads side by side (lesson 04).
+# weighted sum. The $1/\sqrt{d_k}$ keeps scores at unit scale whatever the head size — what
+# additive scoring gets from its bounded tanh, at d_a times the memory and many times the
+# time — and the max-subtraction keeps softmax finite whatever the logits. Next: many heads
+# side by side (lesson 04).

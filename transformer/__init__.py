@@ -5,7 +5,8 @@ h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
 """
 # the attention core
 from .backend import get_xp, namespace, to_numpy
-from .attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
+from .attention import (softmax, scaled_dot_product_attention, repeat_kv, attention_scores, additive_scores,
+                        additive_attention, additive_peak_bytes)
 from .embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
                         rope_cos_sin, apply_rope_interleaved, apply_rope_half,
                         interleaved_to_half_permutation)

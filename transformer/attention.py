@@ -2,6 +2,9 @@
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_h) V
 
+and, for comparison, the additive (Bahdanau) score that dot-product attention replaced
+(note 003 §4.2.2): e_ij = wᵀ tanh(q_i W_q + k_j W_k).
+
 Shapes follow the notes: q is (b, h, n_q, d_h), k and v are (b, h_kv, n_k, d_h).
 With h_kv < h (grouped-query attention) query head i reads key/value head
 i // (h // h_kv), as PyTorch's `enable_gqa=True` does.
@@ -12,7 +15,8 @@ import math
 
 from .backend import get_xp, require_float, compute_dtype
 
-__all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores"]
+__all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores",
+           "additive_scores", "additive_attention", "additive_peak_bytes"]
 
 
 def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
@@ -104,3 +108,59 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     if return_weights:
         return out, xp.astype(p, in_dtype, copy=False)
     return out
+
+
+# --- additive attention: the other way to score a pair (note 003 §4.2.2) -----------------
+def _check_additive(q, k, W_q, W_k, w):
+    for name, t in (("q", q), ("k", k), ("W_q", W_q), ("W_k", W_k), ("w", w)):
+        require_float(name, t)
+    if q.ndim < 2 or k.ndim < 2:
+        raise ValueError(f"q and k must be (..., n, d) arrays, got shapes {tuple(q.shape)} and {tuple(k.shape)}")
+    if W_q.ndim != 2 or W_k.ndim != 2 or w.ndim != 1:
+        raise ValueError(f"need W_q (d_q, d_a), W_k (d_k, d_a), w (d_a,), got shapes {tuple(W_q.shape)}, "
+                         f"{tuple(W_k.shape)}, {tuple(w.shape)}")
+    if W_q.shape[0] != q.shape[-1] or W_k.shape[0] != k.shape[-1]:
+        raise ValueError(f"W_q {tuple(W_q.shape)} must start with q's size d_q={q.shape[-1]} and W_k "
+                         f"{tuple(W_k.shape)} with k's size d_k={k.shape[-1]}")
+    if not W_q.shape[1] == W_k.shape[1] == w.shape[0]:
+        raise ValueError(f"W_q {tuple(W_q.shape)}, W_k {tuple(W_k.shape)} and w {tuple(w.shape)} must share d_a")
+
+
+def additive_scores(q, k, W_q, W_k, w):  # [..., n_q, d_q], [..., n_k, d_k] -> [..., n_q, n_k]
+    """Additive scores e_ij = wᵀ tanh(q_i W_q + k_j W_k), with W_q (d_q, d_a), W_k (d_k, d_a), w (d_a,).
+
+    A one-hidden-layer network scores each (query, key) pair, so q and k may differ in
+    size, and |e_ij| ≤ ‖w‖₁ however large q and k grow (tanh is bounded): no 1/√d_k needed.
+    The price: every pair forms its own d_a-vector, an (n_q, n_k, d_a) tensor, where a dot
+    product needs one matrix product and n_q·n_k numbers.
+
+    >>> import numpy as np
+    >>> one = np.ones((1, 1))
+    >>> np.round(additive_scores(np.array([[0.5]]), np.array([[0.5], [-0.5]]), one, one, np.array([2.0])), 4).tolist()
+    [[1.5232, 0.0]]
+    """
+    _check_additive(q, k, W_q, W_k, w)
+    xp = get_xp(q, k, W_q, W_k, w)
+    q_a = q @ W_q  # [..., n_q, d_a]
+    k_a = k @ W_k  # [..., n_k, d_a]
+    hidden = xp.tanh(q_a[..., :, None, :] + k_a[..., None, :, :])  # [..., n_q, n_k, d_a], one vector per pair
+    return hidden @ w  # [..., n_q, n_k]
+
+
+def additive_attention(q, k, v, W_q, W_k, w, mask=None, *, return_weights=False):
+    """softmax(e) V with additive scores e (`additive_scores`); q (..., n_q, d_q), k (..., n_k, d_k),
+    v (..., n_k, d_v). mask: boolean, broadcastable to (..., n_q, n_k), True = may attend;
+    an all-False row gives zeros. Returns out (..., n_q, d_v) (and the weights)."""
+    require_float("v", v)
+    if v.shape[:-1] != k.shape[:-1]:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in all but the last dim")
+    p = softmax(additive_scores(q, k, W_q, W_k, w), axis=-1, mask=mask)  # [..., n_q, n_k]
+    out = p @ v  # [..., n_q, d_v]
+    return (out, p) if return_weights else out
+
+
+def additive_peak_bytes(n_q: int, n_k: int, d_a: int, itemsize: int = 4) -> int:
+    """Extra memory of `additive_scores` at its peak: the (n_q, n_k, d_a) sum and its tanh
+    are both alive while tanh runs, 2 · n_q · n_k · d_a · itemsize (per batch·head).
+    Dot-product scores need n_q · n_k · itemsize."""
+    return 2 * n_q * n_k * d_a * itemsize
