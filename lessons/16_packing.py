@@ -281,6 +281,7 @@ P.save(fig, P.figure_path("16_positions.png"))
 # slots to nearly all of them). It needs a block-diagonal document mask in every model —
 # without it the documents read each other and the outputs change. Positions must restart
 # in every document for absolute (learned or sinusoidal) encodings; with RoPE they need
-# not, because its scores depend on distances only. FlashAttention-style kernels take the
-# same idea further and skip the all-hidden tiles between documents, as they skip the
-# tiles above a causal diagonal (lesson 09).
+# not, because its scores depend on distances only. The mask above still computes every
+# hidden score and throws it away; FlashAttention's variable-length mode, given where each
+# document starts, never computes the tiles between documents — as lesson 09 skips the
+# tiles above a causal diagonal.
