@@ -20,11 +20,13 @@
 # token reads only its own document) and the positions (they restart in every document);
 # and, on the two real models, which of the two RoPE makes unnecessary: SmolLM2 (RoPE)
 # gives the same logits with positions numbered straight through the row, MiniLM (learned
-# absolute positions) does not.
+# absolute positions) does not. Last, FlashAttention's tiles on a packed row: those
+# between documents are skipped.
 #
 # **Follows** note 002 (§3, positions: packing short training documents into the context
 # window, the second document's first token "at position 50", and RoPE's answer to it),
-# with the masks of lesson 05 and the relative-position property of lesson 02.
+# with the masks of lesson 05, the relative-position property of lesson 02 and the tiles
+# of lesson 09.
 
 # %%
 import sys
@@ -277,11 +279,53 @@ fig.suptitle("A packed row must hide other documents; only absolute positions mu
 P.save(fig, P.figure_path("16_positions.png"))
 
 # %% [markdown]
+# ## 4. FlashAttention on a packed row: skip the tiles between documents
+#
+# The document mask above still computes every score of the row and hides most of them.
+# The tiled loop of lesson 09 can do better: `T.flash_attention(..., doc=packed.doc)`
+# classifies each $B_r \times B_c$ tile from the document indices alone — *skipped* when
+# no query of the block shares a document with a key of the other, *full* when every pair
+# does, *masked inside* otherwise — exactly as it skips the tiles above a causal diagonal.
+# One row of 512 slots holding documents of 20 to 150 tokens, in tiles of 32 × 32:
+
+# %%
+n_row, B = 512, 32
+row_lengths = []
+while sum(row_lengths) < n_row - 20:  # fill one row with documents of 20 … 150 tokens
+    row_lengths.append(int(min(rng.integers(20, 151), n_row - sum(row_lengths))))
+one_row = T.pack_documents([[0] * n for n in row_lengths], n_row)
+assert one_row.rows == 1
+x = rng.standard_normal((3, 1, 2, n_row, 16))  # q, k, v: (b=1, h=2, n, d_h=16)
+plain, packed_trace = T.FlashTrace(), T.FlashTrace()
+out_plain = T.flash_attention(*x, causal=True, block_q=B, block_k=B, trace=plain)
+out_doc = T.flash_attention(*x, causal=True, block_q=B, block_k=B, doc=one_row.doc, trace=packed_trace)
+ref = T.scaled_dot_product_attention(*x, T.document_mask(one_row.doc))
+print(f"documents in the row: {row_lengths}")
+print(f"tiles computed: causal only {plain.computed().sum()} of {plain.computed().size}, "
+      f"with the documents {packed_trace.computed().sum()}")
+print(f"tiled with doc = document-masked attention: largest |Δ| = {np.abs(out_doc - ref).max():.1e}")
+needed = T.attended_pairs(T.document_mask(one_row.doc))
+print(f"scores needed {needed:,}; scores computed: causal tiles {plain.computed().sum() * B * B:,}, "
+      f"document tiles {packed_trace.computed().sum() * B * B:,}")
+assert np.abs(out_doc - ref).max() < 1e-12 and packed_trace.computed().sum() < 0.5 * plain.computed().sum()
+
+fig, axes = P.new_figure(1, 2, figsize=(17, 7.6), layout="constrained")
+P.tile_schedule(plain.computed(), ax=axes[0], partial=plain.partial(), Br=B, Bc=B,
+                title=f"Causal mask only: {plain.computed().sum()} tiles\n(most of them read other documents)")
+P.tile_schedule(packed_trace.computed(), ax=axes[1], partial=packed_trace.partial(), Br=B, Bc=B,
+                title=f"Causal + document: {packed_trace.computed().sum()} tiles")
+for r, start, n in one_row.spans[1:]:  # document boundaries, in tile units
+    for ax in axes:
+        ax.axvline(start / B - 0.5, color="#d62728", lw=1.2), ax.axhline(start / B - 0.5, color="#d62728", lw=1.2)
+fig.suptitle(f"One packed row of {n_row} slots, {len(row_lengths)} documents (red lines), tiles of {B} × {B}",
+             fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("16_packed_tiles.png"))
+
+# %% [markdown]
 # **Takeaways.** Packing turns padding into useful tokens (here from under a fifth of the
 # slots to nearly all of them). It needs a block-diagonal document mask in every model —
 # without it the documents read each other and the outputs change. Positions must restart
 # in every document for absolute (learned or sinusoidal) encodings; with RoPE they need
-# not, because its scores depend on distances only. The mask above still computes every
-# hidden score and throws it away; FlashAttention's variable-length mode, given where each
-# document starts, never computes the tiles between documents — as lesson 09 skips the
-# tiles above a causal diagonal.
+# not, because its scores depend on distances only. A tiled kernel given the document of
+# each position never computes the tiles between documents, as it skips those above a
+# causal diagonal: packing then costs no more attention than running each document alone.

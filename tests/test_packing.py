@@ -113,6 +113,89 @@ def test_packed_attention_equals_torch_on_each_document_alone(rng, causal):
     assert (out[padding] == 0).all()
 
 
+# --- FlashAttention on packed rows: tiles between documents are skipped ----------------------
+def torch_per_document(p, q, k, v, causal, dout=None):
+    """torch SDPA (and autograd) on every document alone, written back into packed positions."""
+    import torch
+    F = torch.nn.functional
+    out, lse = np.zeros(q.shape), np.full(q.shape[:3], -np.inf)
+    grads = [np.zeros(a.shape) for a in (q, k, v)]
+    for row, start, n in p.spans:
+        s = slice(start, start + n)
+        tq, tk, tv = (torch.tensor(a[row:row + 1, :, s], requires_grad=True) for a in (q, k, v))
+        o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=True)
+        out[row:row + 1, :, s] = o.detach().numpy()
+        scores = tq @ tk.repeat_interleave(q.shape[1] // k.shape[1], dim=1).transpose(-1, -2) / np.sqrt(q.shape[-1])
+        if causal:
+            scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        lse[row:row + 1, :, s] = torch.logsumexp(scores, dim=-1).detach().numpy()
+        if dout is not None:
+            o.backward(torch.from_numpy(dout[row:row + 1, :, s]))
+            for g, t in zip(grads, (tq, tk, tv)):
+                g[row:row + 1, :, s] = t.grad.numpy()
+    return out, lse, grads
+
+
+@SETTINGS
+@given(lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6), n_ctx=st.integers(9, 16),
+       block_q=st.integers(1, 7), block_k=st.integers(1, 7), causal=st.booleans(), version=st.sampled_from([1, 2]))
+def test_flash_attention_on_packed_rows_equals_torch_on_each_document(lengths, n_ctx, block_q, block_k, causal,
+                                                                     version):
+    """Forward (both loop orders) and log-sum-exp, any block sizes, padding rows zero."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(len(lengths) * 100 + n_ctx)
+    p = T.pack_documents(docs_of(lengths), n_ctx)
+    q = rng.standard_normal((p.rows, 4, n_ctx, 8))
+    k, v = rng.standard_normal((2, p.rows, 2, n_ctx, 8))
+    out, lse = T.flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k, version=version,
+                                 doc=p.doc, return_lse=True)
+    ref_out, ref_lse, _ = torch_per_document(p, q, k, v, causal)
+    np.testing.assert_allclose(out, ref_out, atol=1e-10)
+    np.testing.assert_allclose(lse, ref_lse, atol=1e-10)  # -inf on padding rows, equal as inf
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_backward_on_packed_rows_equals_torch_autograd_per_document(causal):
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    p = T.pack_documents(docs_of([5, 3, 4, 7, 1, 6]), n_ctx=11)
+    q = rng.standard_normal((p.rows, 4, 11, 8))
+    k, v = rng.standard_normal((2, p.rows, 2, 11, 8))
+    dout = rng.standard_normal(q.shape)
+    out, lse = T.flash_attention(q, k, v, causal=causal, block_q=3, block_k=4, doc=p.doc, return_lse=True)
+    grads = T.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, block_q=3, block_k=4, doc=p.doc)
+    _, _, expected = torch_per_document(p, q, k, v, causal, dout)
+    for name, g, e in zip("qkv", grads, expected):
+        np.testing.assert_allclose(g, e, atol=1e-10, err_msg=f"d{name}")
+
+
+def test_tiles_between_documents_are_skipped():
+    """Two documents of 4 in a row of 8, blocks of 4, worked by hand: the two off-diagonal tiles
+    hold no pair of one document and are skipped; with causal the diagonal tiles are masked inside."""
+    doc = np.array([[0, 0, 0, 0, 1, 1, 1, 1]])
+    x = np.random.default_rng(0).standard_normal((1, 1, 8, 4))
+    for causal, kinds in ((False, [["full", "skipped"], ["skipped", "full"]]),
+                          (True, [["diagonal", "skipped"], ["skipped", "diagonal"]])):
+        trace = T.FlashTrace()
+        T.flash_attention(x, x, x, causal=causal, block_q=4, block_k=4, doc=doc, trace=trace)
+        assert trace.kinds().tolist() == kinds
+    # blocks of 3 cut the documents: row blocks hold documents [0 0 0], [0 1 1], [1 1]; a tile is
+    # full where both sides hold one and the same document, skipped where they share none
+    trace = T.FlashTrace()
+    T.flash_attention(x, x, x, block_q=3, block_k=3, doc=doc, trace=trace)
+    assert trace.kinds().tolist() == [["full", "diagonal", "skipped"], ["diagonal", "diagonal", "diagonal"],
+                                      ["skipped", "diagonal", "full"]]
+
+
+def test_flash_on_each_backend_with_doc(xp, rng):
+    p = T.pack_documents(docs_of([3, 2, 4]), n_ctx=5)
+    q, k, v = rng.standard_normal((3, p.rows, 2, 5, 4))
+    ref = T.flash_attention(q, k, v, causal=True, block_q=2, block_k=2, doc=p.doc)
+    got = T.flash_attention(*(asarray(xp, a) for a in (q, k, v)), causal=True, block_q=2, block_k=2,
+                            doc=asarray(xp, p.doc))
+    np.testing.assert_allclose(T.to_numpy(got), ref, atol=1e-12)
+
+
 # --- a model --------------------------------------------------------------------------------
 @pytest.mark.parametrize("restart", [True, False])
 def test_packed_llama_equals_hf_on_each_document_alone(restart):
@@ -151,6 +234,16 @@ def test_packed_llama_on_each_backend_equals_numpy(other_xp):
 def test_bad_packing_input_is_named(docs, n_ctx, err, match):
     with pytest.raises(err, match=match):
         T.pack_documents(docs, n_ctx)
+
+
+def test_bad_doc_for_flash_attention():
+    x = np.zeros((1, 2, 6, 4))
+    with pytest.raises(ValueError, match=r"doc must be a \(b, n\) = \(1, 6\) integer array.*shape \(1, 5\)"):
+        T.flash_attention(x, x, x, doc=np.zeros((1, 5), dtype=np.int64))
+    with pytest.raises(ValueError, match="doc must be a .*dtype float64"):
+        T.flash_attention(x, x, x, doc=np.zeros((1, 6)))
+    with pytest.raises(ValueError, match="n_q = n_k, got n_q=6, n_k=3"):
+        T.flash_attention(x, x[:, :, :3], x[:, :, :3], doc=np.zeros((1, 6), dtype=np.int64))
 
 
 def test_bad_input_at_the_other_entry_points():

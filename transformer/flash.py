@@ -23,6 +23,9 @@ so the heads of a group share their K/V tile by broadcasting instead of copying 
 `...` in shape comments stands for those leading (b, h_kv, g) axes.
 Causal: queries are the last n_q positions (query row r sits at r + n_k - n_q), as
 in `masks.causal_mask`; with n_q > n_k the first rows see no key and return zeros.
+Packed rows (`packing.pack_documents`): doc (b, n) gives each position's document, and a
+query reads only keys of its own document (`masks.document_mask`); tiles that hold no
+such pair are skipped like the tiles above a causal diagonal.
 """
 from __future__ import annotations
 
@@ -150,6 +153,29 @@ def _tile_mask(xp, r0, r1, c0, c1, offset):  # -> [Br, Bc], True = may attend
     return j <= i  # [Br, Bc]
 
 
+def _doc_tile_mask(xp, doc, r0, r1, c0, c1, causal):  # [b, n] -> [b, Br, Bc], True = may attend
+    """Same document (and not padding, doc ≥ 0), and j ≤ i when causal: `masks.document_mask`'s tile."""
+    d_q, d_k = doc[:, r0:r1, None], doc[:, None, c0:c1]  # [b, Br, 1], [b, 1, Bc]
+    keep = (d_q == d_k) & (d_k >= 0)  # [b, Br, Bc]
+    return keep & _tile_mask(xp, r0, r1, c0, c1, 0)[None, :, :] if causal else keep
+
+
+def _tile_plan(xp, r0, r1, c0, c1, offset, causal, docs):  # -> kind, mask [..., Br, Bc] or None
+    """What a tile needs: its kind ("full", "diagonal" = masked inside, "skipped") and, when
+    masked inside, the mask to apply to S_ij. docs: None, or (doc on the host as NumPy, doc
+    on the device) for packed rows; the host copy decides, so no device value is read back."""
+    if docs is None:
+        kind = tile_kind(r0, r1, c0, c1, offset, causal)
+        return kind, (_tile_mask(xp, r0, r1, c0, c1, offset) if kind == "diagonal" else None)
+    host, dev = docs
+    keep = _doc_tile_mask(np, host, r0, r1, c0, c1, causal)  # [b, Br, Bc] on the host
+    if not keep.any():
+        return "skipped", None  # no query of this block shares a document with a key of that one
+    if keep.all():
+        return "full", None
+    return "diagonal", _doc_tile_mask(xp, dev, r0, r1, c0, c1, causal)[:, None, None, :, :]  # [b, 1, 1, Br, Bc]
+
+
 # --- the teaching trace ----------------------------------------------------------------------------
 
 @dataclass
@@ -257,6 +283,18 @@ def _check_options(causal, block_q, block_k, n_q, n_k):  # -> (Br, Bc)
     return tuple(sizes)
 
 
+def _check_doc(doc, b, n_q, n_k):  # -> None or (host NumPy [b, n], device [b, n])
+    if doc is None:
+        return None
+    xp = get_xp(doc)
+    if n_q != n_k:
+        raise ValueError(f"doc needs self-attention over one packed row, n_q = n_k, got n_q={n_q}, n_k={n_k}")
+    if doc.ndim != 2 or not xp.isdtype(doc.dtype, "integral") or tuple(doc.shape) != (b, n_q):
+        raise ValueError(f"doc must be a (b, n) = ({b}, {n_q}) integer array of document indices, got dtype "
+                         f"{doc.dtype}, shape {tuple(doc.shape)}")
+    return np.asarray(to_numpy(doc)), doc
+
+
 def _grouped(q, k, v):  # [b,h,n_q,d_h], [b,h_kv,n_k,d_h] ×2 -> [b,h_kv,g,n_q,d_h], [b,h_kv,1,n_k,d_h] ×2
     """View query heads as h_kv groups of g so each group broadcasts against its K/V head."""
     xp = get_xp(q, k, v)
@@ -318,7 +356,7 @@ def _lse(m, l):  # [..., 1], [..., 1] -> [..., 1]
 # --- 3. the tiled forward --------------------------------------------------------------------------
 
 def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return_lse=False,
-                    scale=None, version=2, io=None, trace=None):
+                    scale=None, version=2, io=None, trace=None, doc=None):
     """Exact attention, tile by tile, without ever forming the n_q × n_k matrix.
 
     q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) -> out (b, h, n_q, d_h) [, lse (b, h, n_q)]
@@ -328,6 +366,9 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
     causal=True skips whole tiles above the diagonal. float16 inputs are accumulated in
     float32; out has the input dtype, lse = log Σ_j e^(s_ij) (float32 or float64).
     io: an `IOCounter` to add the HBM loads/stores to. trace: a `FlashTrace` to fill.
+    doc: (b, n) document index of each position of packed rows (-1 = padding): a query
+    reads only keys of its own document, as under `document_mask(doc, causal=causal)`,
+    and tiles between documents are skipped. Padding rows return zeros and lse = -inf.
 
     >>> import numpy as np
     >>> from transformer import scaled_dot_product_attention as sdpa
@@ -341,6 +382,7 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)
     if version not in (1, 2):
         raise ValueError(f"version must be 1 (FlashAttention-1 loop order) or 2, got version={version!r}")
+    docs = _check_doc(doc, b, n_q, n_k)
     xp = get_xp(q, k, v)
     in_dtype = q.dtype
     ct = compute_dtype(xp, in_dtype)
@@ -353,14 +395,14 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
         trace.Br, trace.Bc, trace.Tr, trace.Tc = Br, Bc, math.ceil(n_q / Br), math.ceil(n_k / Bc)
         trace.steps.clear()
     kernel = _flash2_forward if version == 2 else _flash1_forward
-    O, L = kernel(*_grouped(q, k, v), scale, causal, Br, Bc, ct, io, trace)
+    O, L = kernel(*_grouped(q, k, v), scale, causal, Br, Bc, ct, io, trace, docs)
     out = xp.astype(xp.reshape(O, (b, h, n_q, d_h)), in_dtype, copy=False)  # [b, h, n_q, d_h]
     if not return_lse:
         return out
     return out, xp.reshape(L, (b, h, n_q))  # [b, h, n_q]
 
 
-def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
+def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace, docs=None):
     # [..., n_q, d_h], [b, h_kv, 1, n_k, d_h] ×2 -> O [..., n_q, d_h], L [..., n_q, 1]
     """FlashAttention-2 order: each query block stays in fast memory while all K/V blocks stream by."""
     xp = get_xp(Q, K, V)
@@ -381,15 +423,15 @@ def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
         m_i = xp.full((*lead, r1 - r0, 1), -math.inf, dtype=ct)  # [..., Br, 1] running max
         for j in range(Tc):
             c0, c1 = j * Bc, min(n_k, (j + 1) * Bc)
-            kind = tile_kind(r0, r1, c0, c1, offset, causal)
+            kind, mask = _tile_plan(xp, r0, r1, c0, c1, offset, causal, docs)
             before = io.total_loads, io.total_stores
             if kind != "skipped":
                 K_j = xp.astype(K[..., c0:c1, :], ct)  # [b, h_kv, 1, Bc, d_h] load K_j
                 V_j = xp.astype(V[..., c0:c1, :], ct)  # [b, h_kv, 1, Bc, d_h] load V_j
                 io.load("K", heads * (c1 - c0) * d_h), io.load("V", heads * (c1 - c0) * d_h)
                 S_ij = Q_i @ xp.matrix_transpose(K_j)  # [..., Br, Bc] S_ij = Q_i K_jᵀ/√d_h
-                if kind == "diagonal":
-                    S_ij = xp.where(_tile_mask(xp, r0, r1, c0, c1, offset), S_ij, -math.inf)
+                if mask is not None:  # the causal boundary or a document boundary crosses the tile
+                    S_ij = xp.where(mask, S_ij, -math.inf)
                 m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))  # [..., Br, 1] m = max(m, rowmax S_ij)
                 P_ij = _exp_minus(S_ij, m_new)  # [..., Br, Bc] P̃_ij = e^(S_ij - m_new), each ≤ 1
                 alpha = _exp_minus(m_i, m_new)  # [..., Br, 1] e^(m_old - m_new): shrink what came before
@@ -406,7 +448,7 @@ def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
     return O, L
 
 
-def _flash1_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
+def _flash1_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace, docs=None):
     # [..., n_q, d_h], [b, h_kv, 1, n_k, d_h] ×2 -> O [..., n_q, d_h], L [..., n_q, 1]
     """FlashAttention-1 order (paper Algorithm 1): each K/V block stays in fast memory while
     every query block passes by; O, l, m live in HBM and O is kept normalised after every step."""
@@ -428,7 +470,7 @@ def _flash1_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
         io.load("K", heads * (c1 - c0) * d_h), io.load("V", heads * (c1 - c0) * d_h)
         for i in range(Tr):
             r0, r1 = i * Br, min(n_q, (i + 1) * Br)
-            kind = tile_kind(r0, r1, c0, c1, offset, causal)
+            kind, mask = _tile_plan(xp, r0, r1, c0, c1, offset, causal, docs)
             before = io.total_loads, io.total_stores
             if kind != "skipped":
                 Q_i = xp.astype(Q[..., r0:r1, :], ct) * scale  # [..., Br, d_h] load Q_i
@@ -436,8 +478,8 @@ def _flash1_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace):
                 io.load("Q", heads * (r1 - r0) * d_h), io.load("O", heads * (r1 - r0) * d_h)
                 io.load("l", heads * (r1 - r0)), io.load("m", heads * (r1 - r0))
                 S_ij = Q_i @ xp.matrix_transpose(K_j)  # [..., Br, Bc] S_ij = Q_i K_jᵀ/√d_h
-                if kind == "diagonal":
-                    S_ij = xp.where(_tile_mask(xp, r0, r1, c0, c1, offset), S_ij, -math.inf)
+                if mask is not None:  # the causal boundary or a document boundary crosses the tile
+                    S_ij = xp.where(mask, S_ij, -math.inf)
                 m_t = xp.max(S_ij, axis=-1, keepdims=True)  # [..., Br, 1] m̃_ij = rowmax S_ij
                 P_t = _exp_minus(S_ij, m_t)  # [..., Br, Bc] P̃_ij = e^(S_ij - m̃_ij)
                 l_t = xp.sum(P_t, axis=-1, keepdims=True)  # [..., Br, 1] l̃_ij = rowsum P̃_ij
@@ -505,7 +547,7 @@ def attention_backward_naive(dout, q, k, v, *, causal=False, scale=None):
 
 
 def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=None,
-                             scale=None, io=None):
+                             scale=None, io=None, doc=None):
     """Gradients by recomputation: P is rebuilt one tile at a time from Q, K and the saved lse.
 
     dout, q, out (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h), lse (b, h, n_q) from
@@ -515,11 +557,13 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
         dV_j += P_ijᵀ dO_i,  dP_ij = dO_i V_jᵀ,  dS_ij = P_ij ∘ (dP_ij - D_i)
         dQ_i += dS_ij K_j·scale,  dK_j += dS_ijᵀ Q_i·scale
     Memory beyond the inputs and gradients is O(Br·Bc) per head, never O(n_q·n_k).
+    doc: the packed rows' document indices given to the forward pass (see `flash_attention`).
     """
     _check_backward(dout, q, k, v, out, lse)
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)
+    docs = _check_doc(doc, b, n_q, n_k)
     xp = get_xp(dout, q, k, v, out, lse)
     in_dtype = q.dtype
     ct = compute_dtype(xp, in_dtype)
@@ -547,7 +591,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
         dV_j = xp.zeros(V_j.shape, dtype=ct)
         for i in range(Tr):
             r0, r1 = i * Br, min(n_q, (i + 1) * Br)
-            kind = tile_kind(r0, r1, c0, c1, offset, causal)
+            kind, mask = _tile_plan(xp, r0, r1, c0, c1, offset, causal, docs)
             if kind == "skipped":
                 continue
             Q_i = xp.astype(Q[..., r0:r1, :], ct)  # [..., Br, d_h] load Q_i, dO_i, L_i, D_i
@@ -556,8 +600,8 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
             io.load("Q", heads * (r1 - r0) * d_h), io.load("dO", heads * (r1 - r0) * d_h)
             io.load("L", heads * (r1 - r0)), io.load("D", heads * (r1 - r0))
             S_ij = (Q_i @ xp.matrix_transpose(K_j)) * scale  # [..., Br, Bc] recompute S_ij
-            if kind == "diagonal":
-                S_ij = xp.where(_tile_mask(xp, r0, r1, c0, c1, offset), S_ij, -math.inf)
+            if mask is not None:
+                S_ij = xp.where(mask, S_ij, -math.inf)
             P_ij = xp.exp(S_ij - L_i)  # [..., Br, Bc] P_ij = e^(S_ij - L_i), already normalised
             dV_j = dV_j + xp.sum(xp.matrix_transpose(P_ij) @ dO_i, axis=2, keepdims=True)  # dV_j += P_ijᵀ dO_i
             dP_ij = dO_i @ xp.matrix_transpose(V_j)  # [..., Br, Bc] dP_ij = dO_i V_jᵀ
