@@ -273,11 +273,11 @@ P.curves(d_ks, {"unscaled q·k: √d_k": np.sqrt(d_ks)},
 P.curves(ns_cost, None, {"dot product  QKᵀ/√d_k": np.array(t_dot) * 1e3, f"additive, d_a = {d_a}": np.array(t_add) * 1e3},
          ax=axes[1], ylabel="time of the n × n scores (ms, median of 5)", title="…but cost a d_a-vector per pair")
 MiB = 2 ** 20
-P.curves(ns_cost, {"dot: 2·n²·4 B": f_dot / MiB, f"additive: 2·n²·d_a·4 B": f_add / MiB},
-         {"dot: 2·n²·4 B": np.array(m_dot) / MiB, f"additive: 2·n²·d_a·4 B": np.array(m_add) / MiB},
+P.curves(ns_cost, {"dot: 2·n²·4 B": f_dot / MiB, "additive: 2·n²·d_a·4 B": f_add / MiB},
+         {"dot: 2·n²·4 B": np.array(m_dot) / MiB, "additive: 2·n²·d_a·4 B": np.array(m_add) / MiB},
          ax=axes[2], ylabel="peak extra memory (MiB)", title="…and d_a times the memory",
          measured_label="tracemalloc")
-fig.suptitle(f"Additive vs dot-product scores (one head, float32; d_k = 64 for time and memory)", fontsize=P.TITLE_SIZE)
+fig.suptitle("Additive vs dot-product scores (one head, float32; d_k = 64 for time and memory)", fontsize=P.TITLE_SIZE)
 P.save(fig, P.figure_path("03_additive_vs_dot.png"))
 
 # %% [markdown]

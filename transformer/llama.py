@@ -315,7 +315,7 @@ class Llama:
                 cache = self.new_cache(1, len(ids) + max_new_tokens)
             elif cache.length != 0:
                 raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
-        w, cfg, xp = self.weights, self.config, self.xp
+        w, cfg = self.weights, self.config
         seq = list(ids)
         t0 = time.perf_counter()
         for step in range(max_new_tokens):
