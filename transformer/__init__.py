@@ -12,7 +12,8 @@ from .embedding import (embed, lm_head, sinusoidal_positions, learned_positions,
                         interleaved_to_half_permutation)
 from .heads import split_heads, merge_heads, AttentionWeights, multi_head_attention, qkv_heads
 from .masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
-                    strided_mask, fixed_mask, global_mask, random_mask, document_mask, attended_pairs)
+                    strided_mask, fixed_mask, global_mask, random_mask, same_document, document_mask,
+                    attended_pairs)
 from .packing import Packed, pack_documents, unpack, continued_positions, packing_report
 from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
                      swiglu_ffn, residual)

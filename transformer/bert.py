@@ -32,8 +32,8 @@ from .backend import get_xp, namespace, to_numpy
 from .embedding import embed, learned_positions
 from .heads import AttentionWeights, multi_head_attention
 from .layers import ffn, gelu, layer_norm, residual
-from .masks import causal_mask, document_mask, padding_mask
-from .packing import continued_positions, pack_documents, unpack
+from .masks import causal_mask, padding_mask
+from .packing import pack_documents, unpack
 from .wordpiece import WordPieceTokenizer, check_texts
 
 __all__ = [
@@ -332,13 +332,10 @@ class MiniLM:
         if not 2 <= n_ctx <= self.config.n_max:
             raise ValueError(f"n_ctx must lie in [2, {self.config.n_max}] (the learned positions), got {n_ctx}")
         p = pack_documents(docs, n_ctx, pad_id=self.tokenizer.pad_id)
-        xp = self.xp
-        positions = xp.asarray(p.positions if restart_positions else continued_positions(p))  # [b_rows, n_ctx]
-        mask = document_mask(xp.asarray(p.doc), causal=False)  # [b_rows, 1, n_ctx, n_ctx]
-        out = bert_encode(xp.asarray(p.ids), None, self.weights, self.config, mask=mask, positions=positions,
-                          keep=False)
+        ids, positions, mask = p.model_inputs(self.xp, causal=False, restart_positions=restart_positions)
+        out = bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
         rows = unpack(out.hidden, p)  # per text [n_i, d]
-        return l2_normalize(xp.stack([xp.mean(r, axis=0) for r in rows]))  # [b, d]
+        return l2_normalize(self.xp.stack([self.xp.mean(r, axis=0) for r in rows]))  # [b, d]
 
     def tokens(self, text: str) -> list[str]:
         """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""

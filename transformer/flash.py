@@ -37,6 +37,7 @@ import numpy as np
 from .attention import _check_shapes as _check_sdpa_shapes, softmax
 from .backend import compute_dtype, get_xp, require_float, to_numpy
 from .io_count import IOCounter
+from .masks import same_document
 
 __all__ = [
     "online_softmax_stats", "merge_softmax_stats", "online_softmax", "online_softmax_history",
@@ -154,9 +155,8 @@ def _tile_mask(xp, r0, r1, c0, c1, offset):  # -> [Br, Bc], True = may attend
 
 
 def _doc_tile_mask(xp, doc, r0, r1, c0, c1, causal):  # [b, n] -> [b, Br, Bc], True = may attend
-    """Same document (and not padding, doc ≥ 0), and j ≤ i when causal: `masks.document_mask`'s tile."""
-    d_q, d_k = doc[:, r0:r1, None], doc[:, None, c0:c1]  # [b, Br, 1], [b, 1, Bc]
-    keep = (d_q == d_k) & (d_k >= 0)  # [b, Br, Bc]
+    """`masks.document_mask`'s tile: same document, not padding, and j ≤ i when causal."""
+    keep = same_document(doc[:, r0:r1], doc[:, c0:c1])  # [b, Br, Bc]
     return keep & _tile_mask(xp, r0, r1, c0, c1, 0)[None, :, :] if causal else keep
 
 

@@ -24,8 +24,8 @@ from .embedding import embed, lm_head, rope_cos_sin, apply_rope_interleaved
 from .heads import split_heads, merge_heads
 from .kv_cache import KVCache
 from .layers import rms_norm, swiglu_ffn
-from .masks import causal_mask, document_mask
-from .packing import continued_positions, pack_documents, unpack
+from .masks import causal_mask
+from .packing import pack_documents, unpack
 from .sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
@@ -242,10 +242,8 @@ class Llama:
         n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
         self._check_length(n_ctx)
         p = pack_documents(docs, n_ctx)
-        xp = self.xp
-        positions = xp.asarray(p.positions if restart_positions else continued_positions(p))  # [b, n_ctx]
-        mask = document_mask(xp.asarray(p.doc))  # [b, 1, n_ctx, n_ctx]
-        out = forward(xp.asarray(p.ids), self.weights, self.config, self.cos, self.sin, positions=positions,
+        ids, positions, mask = p.model_inputs(self.xp, causal=True, restart_positions=restart_positions)
+        out = forward(ids, self.weights, self.config, self.cos, self.sin, positions=positions,
                       mask=mask)  # [b, n_ctx, v]
         return unpack(out, p)  # per document [n_i, v]
 

@@ -10,7 +10,7 @@ from .backend import get_xp, namespace
 
 __all__ = [
     "causal_mask", "bidirectional_mask", "padding_mask", "sliding_window_mask",
-    "strided_mask", "fixed_mask", "global_mask", "random_mask", "document_mask", "attended_pairs",
+    "strided_mask", "fixed_mask", "global_mask", "random_mask", "same_document", "document_mask", "attended_pairs",
 ]
 
 
@@ -133,6 +133,11 @@ def random_mask(n: int, k: int, *, seed: int = 0, causal: bool = False, xp=None)
     return xp.asarray(m)  # the draw is made on the host, then moved to xp's device
 
 
+def same_document(doc_q, doc_k):  # [b, n_q], [b, n_k] -> [b, n_q, n_k]
+    """True where query i and key j hold the same document and the key is not padding (doc ≥ 0)."""
+    return (doc_q[:, :, None] == doc_k[:, None, :]) & (doc_k[:, None, :] >= 0)  # [b, n_q, n_k]
+
+
 def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
     """Packed sequences (`packing.pack_documents`): query i sees key j only if both hold the
     same document, doc[i] = doc[j] ≥ 0, and, when causal, j ≤ i. doc = -1 marks padding,
@@ -144,7 +149,7 @@ def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
     if doc.ndim != 2 or not xp.isdtype(doc.dtype, "integral"):
         raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
                         f"shape {tuple(doc.shape)}")
-    same = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)  # [b, n_q, n_k]
+    same = same_document(doc, doc)  # [b, n, n]
     if causal:
         n = doc.shape[1]
         same = same & causal_mask(n, xp=xp)[None, :, :]  # [b, n, n]

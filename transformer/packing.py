@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import namespace
+from .masks import document_mask
 
 __all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]
 
@@ -45,6 +46,14 @@ class Packed:
     def fill(self) -> float:
         """Share of the rows' slots that hold a real token."""
         return float((self.doc >= 0).mean()) if self.doc.size else 0.0
+
+    def model_inputs(self, xp=None, *, causal: bool, restart_positions: bool = True):
+        # -> ids [b, n_ctx], positions [b, n_ctx], mask [b, 1, n_ctx, n_ctx] on xp
+        """What a model needs to run the packed rows: ids, positions (restarted in every
+        document, or 0 … n_ctx − 1 straight through) and the document mask."""
+        xp = namespace(xp)
+        positions = xp.asarray(self.positions) if restart_positions else continued_positions(self, xp=xp)
+        return xp.asarray(self.ids), positions, document_mask(xp.asarray(self.doc), causal=causal)
 
 
 def _as_documents(docs) -> list[list[int]]:
