@@ -142,7 +142,9 @@ P.save(fig, P.figure_path("16_packing_layout.png"))
 # $$M_{ij} = [\,\text{doc}_i = \text{doc}_j \ge 0\,] \wedge [\,j \le i\,]$$
 #
 # a block-diagonal matrix with one causal triangle per document. Padding (doc = −1) is
-# seen by nobody; its own rows are empty and give zeros.
+# seen by nobody; its own rows are empty and give zeros. (In training, one more boundary
+# matters: the last token of a document must not be taught to predict the first token of
+# the next, so that target is dropped from the loss too.)
 
 # %%
 row = 0
