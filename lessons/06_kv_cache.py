@@ -148,7 +148,8 @@ P.save(fig, P.figure_path("06_prefill_decode.png"))
 # SmolLM2 keeps only $h_{kv} = 3$ KV heads for its 9 query heads (grouped-query attention,
 # lesson 07) and our weights are float32 (4 bytes). The cache is allocated once for the
 # longest sequence and filled slice by slice; we measure both the whole allocation and the
-# filled part after every step.
+# filled part after every step. The last slot stays empty: the last generated token is
+# returned, never fed back, so its key and value are never computed.
 
 # %%
 per_token = 2 * cfg.L * cfg.h_kv * cfg.d_h * np.dtype(w.W_E.dtype).itemsize
@@ -189,12 +190,14 @@ P.save(fig, P.figure_path("06_cache_bytes.png"))
 # %% [markdown]
 # ## 4. Time per token, with and without the cache
 #
-# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again (note 000's
-# $O(n^2 d)$ over a generation); with it, a step runs one token against the cached keys. We
+# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again: note 000
+# (§4.1–4.2) counts $O(n^2 d)$ per step without the cache and $O(nd)$ with it, where a step
+# runs one token against the cached keys. We
 # generate the same continuation both ways and time every step (`last_stats.steps`: step 0
 # is the prefill, identical work in both runs), keeping for each step the fastest of a few runs. Note 002 measured 100 new tokens on a T4 GPU:
 # 4.45 s with the cache, 33.4 s without. Our CPU, model and lengths differ, so only the ratio
-# is worth comparing.
+# is worth comparing — and even that only roughly: it grows with the prompt and with the
+# number of new tokens (we make fewer than 100), so a close match is partly luck.
 
 # %%
 long_prompt = ("The key and value vectors of earlier tokens never change once they are computed, "

@@ -109,9 +109,9 @@ ax_l.text(0.99, 0.04, "red: factor e^(m_old − m_new) applied to l\nwhen the ma
           transform=ax_l.transAxes, ha="right", va="bottom", fontsize=P.TICK_SIZE, color=P.LINE_COLORS[1])
 ax_l.set_ylim(0.6, 1.9)
 ax_l.set_xticks(np.arange(len(x)), [str(j) for j in range(1, len(x) + 1)])  # steps 1…8, as in the table
-for text in ax_m.get_legend().get_texts():
-    if text.get_text() == "scores in block":
-        text.set_text("score x_j (one per step)")
+for text in ax_m.get_legend().get_texts() + ax_l.get_legend().get_texts():  # the lesson's letters: x, not s
+    text.set_text({"scores in block": "score x_j (one per step)",
+                   "full-row Σ exp(s − max)": "full-row Σ exp(x − max)"}.get(text.get_text(), text.get_text()))
 P.save(fig, P.figure_path("08_running_max_sum.png"))
 
 # %% [markdown]
@@ -184,9 +184,13 @@ P.save(fig, P.figure_path("08_merge_blocks.png"))
 #
 # $$O_j = O_{j-1}\, e^{\,m_{j-1} - m_j} + e^{\,x_j - m_j}\, v_j, \qquad o = O_n / l_n .$$
 #
-# (Note 000 writes the same recurrence with the running sum folded into $O$, keeping $O$
-# normalised after every step; FlashAttention-1 does that, FlashAttention-2 divides once at
-# the end.) A bonus: $O_j / l_j$ is exactly attention over the first $j$ keys, so the
+# Note 000 (§3) writes this recurrence with different letters and one step fewer, so
+# compare carefully: its $m_{i,k}$ is the running **sum** — our $l$ — and its
+# $s_{i,k} = \exp(Q_i K_k^\top)$ subtracts **no** maximum, so it overflows exactly as the
+# naive softmax of §1 does; the running max $m$ is what §1 adds. It also folds the sum into
+# $O$, keeping $O$ normalised after every step,
+# $O^k = \tfrac{m_{k-1}}{m_k} O^{k-1} + \tfrac{s_k}{m_k} V_k$ in its letters; FlashAttention-1
+# does that, FlashAttention-2 divides once at the end. A bonus: $O_j / l_j$ is exactly attention over the first $j$ keys, so the
 # running output is always a valid weighted average of the values seen so far.
 #
 # Below, the scores $x$ come from one query against eight keys ($d_h = 2$, $q = (1, 0)$,
@@ -235,15 +239,16 @@ top = int(np.argmax(weights))  # the heaviest value sits on the path: label it a
 for j, (vx, vy) in enumerate(V):
     ax_p.annotate(f"v{j + 1}  (x={x[j]:g})", (vx, vy), xytext=(-16, 16) if j == top else (9, 6),
                   textcoords="offset points", fontsize=P.TICK_SIZE, ha="right" if j == top else "left")
-ax_p.plot(running[:, 0], running[:, 1], "-o", color=P.LINE_COLORS[0], linewidth=2.5, markersize=7,
-          zorder=3, label="running output O_j / l_j")
-for j in (0, len(x) - 1):
-    ax_p.annotate(f"step {j + 1}", running[j], xytext=(-12, -20), textcoords="offset points",
-                  fontsize=P.TICK_SIZE, color=P.LINE_COLORS[0], ha="right")
+ax_p.plot(running[:, 0], running[:, 1], "-o", color=P.LINE_COLORS[0], linewidth=2.5, markersize=15,
+          markeredgecolor="white", zorder=3, label="running output O_j / l_j (j inside)")
+for j in range(len(x)):  # number every point of the path: step j has seen keys 1…j
+    ax_p.text(*running[j], f"{j + 1}", fontsize=P.TICK_SIZE - 1, color="white", ha="center", va="center",
+              fontweight="bold", zorder=5)
 ax_p.plot(*reference[0, 0, 0], marker="*", markersize=22, color=P.LINE_COLORS[1], linestyle="none",
           markeredgecolor="black", zorder=4, label="softmax(x) @ V")
 ax_p.set_aspect("equal", adjustable="datalim")
-P.style_axes(ax_p, "The running output moves through the values' hull", "value dim 0", "value dim 1", grid=True)
+P.style_axes(ax_p, "The running output O_j / l_j (numbered by step j) stays\namong the values: a weighted average of v_1…v_j",
+             "value dim 0", "value dim 1", grid=True)
 ax_p.legend(fontsize=P.TICK_SIZE, frameon=False, loc="upper left", markerscale=0.6)
 steps = np.arange(1, len(x) + 1)
 for c in range(2):
