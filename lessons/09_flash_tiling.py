@@ -115,6 +115,7 @@ fig.legend(handles=[Patch(color=P.ON_COLOR, label="full tile (no mask inside)"),
            loc="outside lower center", ncols=4, fontsize=P.LABEL_SIZE, frameon=False)
 fig.suptitle("The n × n score matrix in tiles (n = 20): the last block is shorter when B does not divide n",
              fontsize=P.TITLE_SIZE + 1)
+fig.get_layout_engine().set(h_pad=0.12)  # room between the suptitle and the two-line panel titles
 P.save(fig, P.figure_path("09_tile_schedule.png"))
 
 # %% [markdown]
@@ -163,6 +164,9 @@ for a, version in zip(axes, (1, 2)):
                    arrowprops=dict(arrowstyle="->", color=P.LINE_COLORS[3], lw=2, shrinkA=13, shrinkB=13,
                                    connectionstyle="arc3,rad=0.15"))
 axes[0].get_legend().remove()  # one legend, on the right, is enough
+for text in axes[1].get_legend().get_texts():  # the words of the tile-schedule figure above
+    text.set_text({"computed": "full tile (no mask inside)", "computed, masked inside": "diagonal tile: masked inside",
+                   "skipped": "skipped: never loaded"}[text.get_text()])
 fig.suptitle(f"Visit order of the computed tiles, causal, n = {n_o}, B_r = B_c = {B_o}",
              fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("09_loop_order.png"))
@@ -239,22 +243,33 @@ assert worst < 1e-12
 # * FlashAttention-1: $K, V$ once, then per computed tile $B_r(3d + 4)$: about $T_c \cdot n(3d + 4)$;
 # * FlashAttention-2: $Q$ and $O$ once, then $K$ and $V$ once per query block: about $T_r \cdot 2nd$.
 #
-# Both tiled counts are $\Theta(n^2 d^2 / M)$ for a fast memory of $M$ elements, since the
-# block sizes grow with $M$ (the paper's choice $B_c = \lceil M/4d \rceil$, $B_r = \min(B_c, d)$).
-# Below $M$ is an illustration: 192 KiB of SRAM per streaming multiprocessor, as on an
-# NVIDIA A100 (the hardware of the FlashAttention paper), holding 16-bit numbers.
+# Each count shrinks as the tiles grow, and the tiles are bounded by the fast memory of $M$
+# elements. FlashAttention-1's paper picks $B_c = \lceil M/4d \rceil$, $B_r = \min(B_c, d)$:
+# its traffic $T_c \cdot n(3d+4)$ is then $\Theta(n^2 d^2 / M)$. That rule suits FA-1's loop
+# order, where only $B_c$ matters. FA-2 re-reads $K$ and $V$ once per *query* block, so its
+# traffic $\approx 2n^2 d / B_r$ depends on $B_r$ — which the rule caps at $d$, giving $2n^2$
+# whatever $M$ is. So FA-2 takes large query blocks as well: below it gets
+# $B_r = B_c = \lfloor M/4d \rfloor$ (its four tiles $Q_i, O_i, K_j, V_j$ fill $M$), and then it
+# too is $\Theta(n^2 d^2 / M)$.
+#
+# $M$ is an illustration: 192 KiB of SRAM per streaming multiprocessor (SM), as on an NVIDIA
+# A100 (the hardware of the FlashAttention paper), holding 16-bit numbers. Note 002 speaks of
+# SRAM as "tens of MB": that is the whole chip — about 20 MB over the A100's 108 SMs. One tile
+# is worked on by one SM, so it only ever sees that SM's share.
 
 # %%
 d_h, heads = 64, 1  # one (batch, head) pair: every head moves the same
 M = 192 * 1024 // 2  # fast-memory elements: 192 KiB of 2-byte numbers
 Br_p, Bc_p = IO.paper_block_sizes(M, d_h)
-print(f"M = {M:,} elements, d_h = {d_h}: paper block sizes B_r = {Br_p}, B_c = {Bc_p}")
+B_2 = M // (4 * d_h)  # FA-2: square tiles, Q_i, O_i, K_j, V_j of B_2 × d_h fill M
+blocks = {"FlashAttention-1": (Br_p, Bc_p), "FlashAttention-2": (B_2, B_2)}
+print(f"M = {M:,} elements, d_h = {d_h}: FA-1 (paper's rule) B_r = {Br_p}, B_c = {Bc_p};  FA-2 B_r = B_c = {B_2}")
 n_line = 2 ** np.arange(8, 15)  # 256 … 16384, formulas only
 n_io = 2 ** np.arange(8, 11 if FAST else 12)  # 256 … 1024 (fast) or 2048: the loops really run
 io_formula = {
     "standard attention": [IO.standard_attention_io(n, n, d_h)["total"] for n in n_line],
-    "FlashAttention-1": [IO.flash1_io(n, n, d_h, Br_p, Bc_p)["total"] for n in n_line],
-    "FlashAttention-2": [IO.flash2_io(n, n, d_h, Br_p, Bc_p)["total"] for n in n_line],
+    "FlashAttention-1": [IO.flash1_io(n, n, d_h, *blocks["FlashAttention-1"])["total"] for n in n_line],
+    "FlashAttention-2": [IO.flash2_io(n, n, d_h, *blocks["FlashAttention-2"])["total"] for n in n_line],
 }
 io_counted = {name: [] for name in io_formula}
 for n in n_io:
@@ -264,7 +279,8 @@ for n in n_io:
         if name == "standard attention":
             T.standard_attention(q, k, v, io=io)
         else:
-            T.flash_attention(q, k, v, block_q=Br_p, block_k=Bc_p, version=int(name[-1]), io=io)
+            B_r, B_c = blocks[name]
+            T.flash_attention(q, k, v, block_q=B_r, block_k=B_c, version=int(name[-1]), io=io)
         io_counted[name].append(io.total)
 for name in io_formula:
     same = [c == f for c, f in zip(io_counted[name], np.array(io_formula[name])[np.isin(n_line, n_io)])]
@@ -279,7 +295,8 @@ print(f"at n = {n_line[-1]}: standard moves {ratio['FlashAttention-1']:.1f}× Fl
 # once per query block, FlashAttention-1 moves every $Q_i, O_i$ once per key block, so larger
 # blocks mean fewer trips. Fix $n$ and grow both blocks together ($B_r = B_c = B$): standard
 # attention does not care, the tiled kernels move less and less, down to one pass over
-# everything when a single block covers the sequence. The limit is the fast memory: $K_j$,
+# everything when a single block covers the sequence. Tiny tiles are worse than no tiling:
+# at $B = 16$ both kernels move more than standard attention. The limit is the fast memory: $K_j$,
 # $V_j$, $Q_i$, $O_i$ together take about $4 B d_h$ elements, which must fit in $M$ (dotted line).
 
 # %%
@@ -311,7 +328,8 @@ fig, (ax_n, ax_M) = P.new_figure(1, 2, figsize=(17, 6.5), layout="constrained")
 P.curves(n_line, {k_: np.array(v_, float) for k_, v_ in io_formula.items()},
          {k_: np.array(v_, float) for k_, v_ in io_counted.items()}, x_measured=n_io, ax=ax_n,
          xlabel="sequence length n", ylabel="elements moved to/from HBM (one head)",
-         title=f"HBM traffic vs n  (d_h = {d_h}, B_r = {Br_p}, B_c = {Bc_p})", measured_label="kernel's counter")
+         title=f"HBM traffic vs n  (d_h = {d_h}; FA-1 B_r = {Br_p}, B_c = {Bc_p}; FA-2 B_r = B_c = {B_2})",
+         measured_label="kernel's counter")
 P.curves(B_line, {k_: v_ / 1e6 for k_, v_ in io_B.items()},
          {k_: np.array(v_, float) / 1e6 for k_, v_ in io_B_counted.items()}, x_measured=B_meas, ax=ax_M,
          xlabel="block size B = B_r = B_c (rows per tile)", ylabel="millions of elements moved (one head)",
@@ -441,6 +459,12 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # %% [markdown]
 # ## 8. The same tiles as a GPU kernel
 #
+# *This section goes one level down, into how a GPU runs the tiles; the lesson's maths is
+# complete without it.* Two words first: a GPU runs its threads in groups of 32 called a
+# **warp**, which execute each instruction together, and a thread's place 0–31 in its warp
+# is its **lane**. A **thread block** is a few warps that share one multiprocessor's fast
+# memory.
+#
 # NumPy can only count what a GPU would move. `transformer/kernels/` holds the forward pass
 # written once more in CUDA C, where the tiles really sit in a streaming multiprocessor's
 # shared memory (SRAM) and the running $(m, l)$ in registers; CuPy compiles and launches them
@@ -502,6 +526,7 @@ for ax, (lanes, labels, title, xlabel, ylabel) in zip(axes, panels):
     P.style_axes(ax, title=title, xlabel=xlabel, ylabel=ylabel)
 fig.suptitle("mma.sync.m16n8k16 in one warp: the lane (top) and register (bottom) holding each element; "
              "lane 4g + t holds rows g and g + 8", fontsize=P.TITLE_SIZE)
+fig.get_layout_engine().set(h_pad=0.12)  # room between the suptitle and the panel titles
 P.save(fig, P.figure_path("09_mma_fragments.png"), colors=64)  # flat cells and labels: a palette keeps it small
 
 # %% [markdown]
@@ -510,28 +535,34 @@ P.save(fig, P.figure_path("09_mma_fragments.png"), colors=64)  # flat cells and 
 # (`c0, c1` → `a0`) is all that happens between the two products. Each lane's row max and sum
 # cover only its own cells; the four lanes $4g \ldots 4g+3$ share a row, so two shuffles finish
 # the max. $V_j$ (right) is wanted by column: a lane needs keys $2t, 2t+1$ of column $g$, a row
-# ($d_h + 8$ halves) apart in the row-major tile, and `ldmatrix.trans` fetches them transposed in one
-# instruction.
+# apart in the row-major tile, and `ldmatrix.trans` fetches them transposed in one
+# instruction. A row there is $d_h + 8$ halves, not $d_h$: shared memory is cut into 32 banks
+# of 4 bytes, and eight rows of exactly $d_h = 64$ halves (128 bytes) would all start in
+# the same bank, so a read that touches them together would be served one row at a time.
+# Eight halves (16 bytes) of padding per row put the eight row starts in different banks.
 #
 # **float32 on tensor cores.** Tensor cores take float32 only as TF32: 10 mantissa bits instead
-# of 23, the precision of float16 with float32's range. One product of two TF32 numbers is off
-# by up to $2^{-11}$ of its size. The `mma_tf32` kernel keeps float32's accuracy by writing each
+# of 23, the precision of float16 with float32's range. Rounding a number to TF32 moves it by up
+# to $2^{-11}$ of its size, so a product of two rounded numbers can be off by about $2^{-10}$
+# (the multiplication itself is exact; the inputs were rounded). The `mma_tf32` kernel keeps float32's accuracy by writing each
 # number as two TF32 numbers, $x = x_{hi} + x_{lo}$ with $x_{hi} = \mathrm{tf32}(x)$ and
 # $x_{lo} = \mathrm{tf32}(x - x_{hi})$, and multiplying
 # $ab \approx a_{lo} b_{hi} + a_{hi} b_{lo} + a_{hi} b_{hi}$: three tensor-core products instead
-# of one, still far more than the ordinary cores do. In NumPy, on one tile of scores:
+# of one, still far more than the ordinary cores do. In NumPy, on one tile of scores, every
+# version summed in float32 as the kernels do (the $a_{lo} b_{lo}$ term, left out, is
+# below $2^{-22}$ of the product):
 
 # %%
 q_t, k_t = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
 exact = q_t.astype(np.float64) @ k_t.T.astype(np.float64)        # [64, 64] S·√d_h, in float64
-one = FC.tf32_round(q_t).astype(np.float64) @ FC.tf32_round(k_t).T  # one TF32 product per product
+one = FC.tf32_round(q_t) @ FC.tf32_round(k_t).T                  # [64, 64] one TF32 product per product
 (q_hi, q_lo), (k_hi, k_lo) = FC.split_tf32(q_t), FC.split_tf32(k_t)
-three = (q_lo.astype(np.float64) @ k_hi.T + q_hi.astype(np.float64) @ k_lo.T
-         + q_hi.astype(np.float64) @ k_hi.T)                          # 3xTF32
+three = q_lo @ k_hi.T + q_hi @ k_lo.T + q_hi @ k_hi.T              # [64, 64] 3xTF32, float32 sums
 plain = q_t @ k_t.T                                                  # [64, 64] float32 on the ordinary cores
 for name, got in (("TF32, 1 product", one), ("3xTF32", three), ("float32", plain)):
     print(f"{name:16s}: max |S - S_exact| / max |S| = {np.abs(got - exact).max() / np.abs(exact).max():.1e}")
-assert np.abs(three - exact).max() < np.abs(one - exact).max() / 100
+err = {name: np.abs(got - exact).max() for name, got in (("one", one), ("three", three), ("plain", plain))}
+assert err["three"] < err["one"] / 100 and err["three"] < 4 * err["plain"]  # 3xTF32 ≈ float32, far below TF32
 
 # %% [markdown]
 # The TF32 instruction (`mma.sync.m16n8k8`) has its own operand layout: lane $4g+t$ holds
@@ -551,6 +582,8 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
 # the kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
+# (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
+# into registers, then it holds the scores of every tile.)
 
 # %%
 b_g, h_g, n_g = 1, 16, 8192
@@ -568,6 +601,8 @@ buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.
                   "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7]}
+legend_names = {"S (Q tile first)": "S (holds the Q tile first)",
+                "e^(m - m_new)": "e^(m - m_new): B_r floats, a sliver"}
 fig, ax = P.new_figure(figsize=(13, 7.4))
 bars = [(f"{name}, d_h = {d_g}", FC.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
         for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"))]
@@ -576,7 +611,8 @@ for y, (label, parts) in enumerate(reversed(bars)):
     left = 0.0
     for buf, nbytes in parts.items():
         ax.barh(y, nbytes / 1024, left=left, color=buffer_colours[buf], edgecolor="white",
-                hatch="//" if buf.endswith("+1") else None, label=None if buf in seen else buf)
+                hatch="//" if buf.endswith("+1") else None,
+                label=None if buf in seen else legend_names.get(buf, buf))
         seen.add(buf)
         left += nbytes / 1024
     ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=P.TICK_SIZE)
