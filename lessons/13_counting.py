@@ -40,6 +40,7 @@ ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a s
 sys.path.insert(0, str(ROOT))
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 import transformer as T
 from transformer import plotting as P
@@ -159,15 +160,19 @@ assert max(norm_share.values()) < 3e-4
 
 # %%
 for name, p in parts.items():
+    c = cfg[name]
     layer = p["attention"] + p["ffn"]
     print(f"{name:13s} embeddings {p['embeddings'] / p['total']:5.1%} of the model;  "
-          f"FFN {p['ffn'] / layer:5.1%} of the layers' attention + FFN")
+          f"FFN {p['ffn'] / layer:5.1%} of the layers' attention + FFN  "
+          f"(d_ff / d = {c.d_ff / c.d:.2f}, h_kv / h = {c.h_kv}/{c.h})")
 
 # %% [markdown]
 # The vocabulary table is a large share of the small model and a small one of the large
 # models: it does not grow with depth, the layers do. In every model the FFN holds most of
-# the layer parameters; GQA shrinks attention further ($W_k, W_v$ have only $h_{kv}$ heads),
-# which is why Llama-3-8B's FFN share is the largest of the three.
+# the layer parameters, and two ratios set how much: the FFN's width $d_\text{ff}/d$ and the
+# KV heads $h_{kv}/h$ (GQA gives $W_k, W_v$ only $h_{kv}$ heads). Phi-3-mini and SmolLM2 share
+# $d_\text{ff}/d = 8/3$; SmolLM2's GQA is the whole gap between them. Llama-3-8B has GQA too
+# and a wider FFN, $d_\text{ff} = 3.5\,d$: that is why its share is the largest of the three.
 #
 # ## 2. FLOPs: prefill vs decode
 #
@@ -221,7 +226,8 @@ for a, phase, unit, scale in ((axes[0], "prefill", "TFLOP", 1e12), (axes[1], "de
     }
     P.curves(n_line, lines, ax=a, xlabel="context length n (tokens)", ylabel=f"{unit}",
              title=("Prefill: the whole prompt of n tokens" if phase == "prefill"
-                    else "Decode: one new token after n cached ones") + "\n(Llama-3-8B, b = 1)",
+                    else "Decode: one new token after n cached ones")
+             + ("\n(Llama-3-8B, b = 1, logits at every position)" if phase == "prefill" else "\n(Llama-3-8B, b = 1)"),
              styles={"total": dict(color="black", linewidth=3.5, alpha=0.35)})
     a.axvline(ll["n_star"], color="grey", linestyle=":", linewidth=2)
     a.text(ll["n_star"] * 0.9, 0.03, f"n* = {ll['n_star']:,.0f}\nattention = weights",
@@ -327,8 +333,11 @@ P.save(fig, P.figure_path("13_intensity.png"))
 # $2 \cdot L \cdot h_{kv} \cdot d_h \cdot 2$ bytes in 16-bit (note 001). Phi-3-mini uses
 # plain multi-head attention ($h_{kv} = h = 32$), so its cache per token is the largest of
 # the three despite a smaller model than Llama-3-8B ($h_{kv} = 8$). The dashed lines mark
-# each model's own weights in 16-bit: past that context, one sequence's cache outweighs the
-# model. Lines are the formula; dots are the bytes of real `KVCache` arrays.
+# each model's own weights in 16-bit, the diamonds each model's context window. For one
+# sequence the cache stays below the weights inside the window: the curves cross the dashed
+# lines only beyond it. What makes the caches outweigh the model is the batch — every
+# sequence keeps its own cache, so $b$ sequences at full context take $b$ times the bytes.
+# Lines are the formula; dots are the bytes of real `KVCache` arrays.
 
 # %%
 n_kv = 2 ** np.arange(7, 18)  # 128 … 131072
@@ -345,20 +354,27 @@ for name, key in MODELS.items():
     print(f"{name:13s} {per_tok:8,d} bytes per token ({per_tok / 1024:5.1f} KiB); weights {weights_gib[name]:6.2f} GiB "
           f"= the cache of {parts[name]['total'] * 2 / per_tok:9,.0f} tokens; "
           f"cache at {c.n_ctx} tokens (its context window): {T.kv_cache_bytes(key, c.n_ctx) / 2 ** 30:.2f} GiB")
+    b_over = int(np.ceil(parts[name]["total"] * 2 / T.kv_cache_bytes(key, c.n_ctx)))  # sequences at full context
+    print(f"{'':13s} caches outweigh the weights from b = {b_over} sequences at full context")
+    assert T.kv_cache_bytes(key, c.n_ctx) < parts[name]["total"] * 2  # one sequence: never, inside the window
 print("KVCache.nbytes equals the formula for n in", n_kv_meas.tolist())
 
 # %%
 fig, ax = P.new_figure(figsize=(11.5, 6.8), layout="constrained")
 P.curves(n_kv, kv_line, kv_meas, x_measured=n_kv_meas, ax=ax, xlabel="context length n (tokens), b = 1",
-         ylabel="GiB (16-bit)", title="KV cache over the context; dashed: the model's own weights",
+         ylabel="GiB (16-bit)", title="KV cache of one sequence over the context; dashed: the model's own weights",
          measured_label="KVCache.nbytes")
-for k_, name in enumerate(MODELS):
+for k_, (name, key) in enumerate(MODELS.items()):
+    n_ctx = cfg[name].n_ctx
+    ax.plot([n_ctx], [T.kv_cache_bytes(key, n_ctx) / 2 ** 30], marker="D", markersize=11, color=P.LINE_COLORS[k_],
+            markeredgecolor="black", linestyle="none", label="context window" if k_ == 0 else None, zorder=5)
     ax.axhline(weights_gib[name], color=P.LINE_COLORS[k_], linestyle="--", linewidth=1.5)
     ax.text(n_kv[0], weights_gib[name] * 1.12, f"{name} weights {weights_gib[name]:.2f} GiB",
             color=P.LINE_COLORS[k_], fontsize=P.TICK_SIZE)
 leg = ax.get_legend()  # keep the curves' legend (lines with their dots), move it out of the way
-ax.legend(leg.legend_handles, [t.get_text() for t in leg.get_texts()], fontsize=P.TICK_SIZE, frameon=False,
-          loc="lower right")
+window_handle = Line2D([], [], marker="D", markersize=10, color="white", markeredgecolor="black", linestyle="none")
+ax.legend(list(leg.legend_handles) + [window_handle], [t.get_text() for t in leg.get_texts()] + ["context window"],
+          fontsize=P.TICK_SIZE, frameon=False, loc="lower right")
 P.save(fig, P.figure_path("13_kv_cache.png"))
 
 # %% [markdown]
