@@ -16,16 +16,17 @@
 #
 # **What you will see.** A sentence cut into pieces and ids by a real tokenizer (SmolLM2's
 # byte-level BPE, 49,152 tokens), one word built merge by merge from its bytes, the special
-# tokens of a chat prompt, and the same sentence through MiniLM's WordPiece for contrast.
+# tokens of a chat prompt, and a second sentence cut by both SmolLM2's BPE and MiniLM's
+# WordPiece for contrast.
 # Then the ids pick rows of the real $49152 \times 576$ embedding table, run through the 30
 # blocks, and come out as one score per vocabulary entry:
 #
 # $$\underbrace{(b, n)}_{\text{ids}} \xrightarrow{\ \text{embedding}\ } \underbrace{(b, n, d)}_{\text{vectors}}
 #   \xrightarrow{\ L\ \text{blocks}\ } (b, n, d) \xrightarrow{\ \text{LM head}\ } \underbrace{(b, n, v)}_{\text{logits}}$$
 #
-# **Follows** note 000 (§1.1, the input and output shapes) and note 002 (§2, tokenizer,
-# token embeddings, the stack of blocks and the LM head; the shape `[1, 6, 32064]` of its
-# Phi-3 example).
+# **Follows** note 000 (§1.1, the input and output shapes) and note 002 (part 一: §2 for the
+# tokenizer, token embeddings, the stack of blocks and the LM head; §3 for the shape
+# `[1, 6, 32064]` of the LM head's output in its Phi-3 sampling example).
 
 # %%
 import os
@@ -79,8 +80,13 @@ assert round_trip and len(ids) == 7 and tok.encode(" Paris") != tok.encode("Pari
 # Byte-level BPE starts from one symbol per byte and repeatedly glues the adjacent pair that
 # ranks best in its learned merge list (48,900 merges for SmolLM2), until no pair in the word
 # is in the list. The tokenizer only returns the final pieces, so we watch the steps by
-# running the package's `bpe` with the merge list cut after the next merge that applies:
-# `BPETokenizer(tokens, merges[:r]).bpe(word)` is the word after every merge of rank below $r$.
+# running the package's `bpe` with the merge list cut just after the next merge that applies:
+# if that merge has rank $r$ (its index in the list), `BPETokenizer(tokens, merges[:r + 1]).bpe(word)`
+# is the word after every merge of rank $\le r$.
+#
+# The word is `" Tokenization"` *with* its leading space, the form it takes inside a
+# sentence. Its first piece is therefore `␣Token` (id 33135), not the `Token` (id 20855)
+# that starts the sentence in §4: the space is part of the token.
 
 # %%
 word = " Tokenization"
@@ -103,6 +109,9 @@ final_ok = steps[-1] == tok.bpe(word) == tok.pieces(tok.encode(word))
 print(f"{len(word.encode())} bytes -> {len(steps[-1])} tokens in {len(steps) - 1} merges; "
       f"last step == the tokenizer's pieces: {final_ok}")
 assert final_ok
+sp_tok, bare_tok = tok.encode(" Token"), tok.encode("Token")
+print("' Token' vs 'Token':", sp_tok, bare_tok)
+assert sp_tok == [33135] and bare_tok == [20855]  # the ids quoted above
 
 # %% [markdown]
 # Text in other scripts shows the byte level: each Chinese character is 3 UTF-8 bytes, and
@@ -184,7 +193,9 @@ rows = [(bpe_pieces, bpe_ids, P.LINE_COLORS[0], f"SmolLM2 BPE\n{len(bpe_ids)} to
 for k, row in enumerate(rows):
     x_max = max(x_max, piece_row(ax, 3.3 - 1.1 * k, *row))
 ax.set_xlim(-0.2, x_max + 0.2), ax.set_ylim(-0.1, 4.3), ax.axis("off")
-ax.set_title(f"\"{wp_sentence}\": pieces (top of each box) and ids (bottom)", fontsize=P.TITLE_SIZE)
+ax.set_title(f"Top two rows: \"{wp_sentence}\" — piece at the top of each box, id below\n"
+             f"Bottom two rows: the word as it appears mid-sentence, with its leading space ␣, so "
+             f"␣Token = {sp_tok[0]} ≠ Token = {bare_tok[0]}", fontsize=P.TITLE_SIZE)
 P.save(fig, P.figure_path("01_tokens.png"))
 
 # %% [markdown]

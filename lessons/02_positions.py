@@ -64,6 +64,14 @@ assert equivariant
 #
 # Each pair of columns is a clock running at its own speed: the first pairs turn fast, the
 # last ones barely move. The table is added to the token embeddings: $x = E[\text{id}] + PE[pos]$.
+#
+# Write $\omega_i = 10000^{-2i/d}$ for the speed of pair $i$ ($i = 0, …, d/2 - 1$). Since
+# $\sin a \sin b + \cos a \cos b = \cos(b - a)$, the dot product of two rows is
+#
+# $$PE[m] \cdot PE[n] = \sum_{i=0}^{d/2-1} \cos\big((n - m)\,\omega_i\big),$$
+#
+# a function of the distance $n - m$ alone: the matrix $PE\,PE^\top$ is constant along
+# each diagonal.
 
 # %%
 n_pos, d_pe = 64, 64
@@ -72,11 +80,13 @@ print("PE shape (n, d):", PE.shape)
 by_hand = np.array([np.sin(5 / 10000 ** (2 * 3 / d_pe)), np.cos(5 / 10000 ** (2 * 3 / d_pe))])
 pe_ok = np.allclose(PE[5, 6:8], by_hand)
 print("PE[5, 6:8] equals sin/cos(5 / 10000^(6/64)) by hand:", pe_ok)
-# A consequence: PE[m]·PE[n] = Σ_i cos((n − m)·ω_i) depends only on the distance n − m.
 G = PE @ PE.T  # (n, n)
 dist_ok = all(np.allclose(np.diagonal(G, k), np.diagonal(G, k)[0]) for k in range(-n_pos + 1, n_pos))
 print("PE[m]·PE[n] is constant along every diagonal n − m = k:", dist_ok)
-assert pe_ok and dist_ok
+omega = 10000.0 ** (-2 * np.arange(d_pe // 2) / d_pe)  # ω_i, (d/2,)
+sum_ok = np.allclose(G[3, 10], np.cos((10 - 3) * omega).sum())
+print("PE[3]·PE[10] == Σ_i cos(7·ω_i):", sum_ok)
+assert pe_ok and dist_ok and sum_ok
 
 # %% [markdown]
 # ## 3. Learned positions
@@ -167,11 +177,25 @@ P.save(fig, P.figure_path("02_rope_rotation.png"))
 #
 # $$\langle R_m q,\; R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k,$$
 #
-# which depends on the positions only through $n - m$ (note 000 §2.3). The same $q$ and $k$
-# are placed at every pair of positions below: the score matrix is constant along its
-# diagonals, and the curves for different $m$ fall on top of each other.
+# which depends on the positions only through $n - m$. Note 000 (§2.3) writes the same fact
+# with row vectors, $Q_s W_s (K_t W_t)^\top = Q_s W_{s-t} K_t^\top$ for a query at $s$ and a
+# key at $t$, so its index reads "query minus key" where ours reads "key minus query". The
+# two agree: a row vector times $W_s$ is $R_s$ applied to the column vector when
+# $W_s = R_s^\top = R_{-s}$, and then $W_{s-t} = R_{t-s}$, which is our $R_{n-m}$ with $s = m$,
+# $t = n$. The same $q$ and $k$ are placed at every pair of positions below: the score
+# matrix is constant along its diagonals, and the curves for different $m$ fall on top of
+# each other.
 
 # %%
+def R(a):  # the 2 × 2 rotation by angle a
+    return np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+
+
+m_, n_ = 3.0, 7.0  # positions, for one pair with θ = 1
+print("R_mᵀ R_n == R_(n−m):", np.allclose(R(m_).T @ R(n_), R(n_ - m_)),
+      "  R_(−x) == R_xᵀ:", np.allclose(R(-m_), R(m_).T))
+assert np.allclose(R(m_).T @ R(n_), R(n_ - m_)) and np.allclose(R(-m_), R(m_).T)
+
 d_h, n_r = 64, 48
 q, k = rng.normal(size=d_h), rng.normal(size=d_h)
 pos = np.arange(n_r)
@@ -208,7 +232,13 @@ P.save(fig, P.figure_path("02_rope_relative.png"))
 #
 # $$\mathrm{rope\_half}(x[p]) = \mathrm{rope\_interleaved}(x)[p].$$
 #
-# This is why loaders permute the rows of $W_q$ and $W_k$ once when they convert a checkpoint.
+# This is why checkpoint converters permute $W_q$ and $W_k$ once, head by head, along
+# their output dimension (the same $p$ for both, so $QK^\top$ is unchanged). In this
+# package's layout, $Q = X W_q$ with $W_q$ of shape $(d_\text{model}, h\,d_h)$, that is a
+# permutation of the **columns** inside each head's block of $d_h$; in PyTorch's
+# `nn.Linear` layout, (out, in), the same permutation acts on the **rows**. The SmolLM2
+# GGUF file used from lesson 01 on was converted this way by llama.cpp, so the package
+# applies `apply_rope_interleaved` to it.
 
 # %%
 d_h = 8

@@ -16,7 +16,9 @@
 #
 # **What you will see.** How one projection of width $d_\text{model}$ is cut into $h$ heads
 # of width $d_k$ — the shapes $(b, n, d) \to (b, h, n, d_k)$ and back — and why
-# $d_\text{model} = h \cdot d_k$ (note 003's 512 = 8 · 64); note 004's tiny example
+# $d_\text{model} = h \cdot d_k$ (the original Transformer's $512 = 8 \cdot 64$: note 003 gives
+# $d_\text{model} = 512$, and $h = 8$, $d_k = 64$ are the values of the paper it follows,
+# "Attention Is All You Need"); note 004's tiny example
 # ($S = 3$, $d_\text{model} = 12$, 4 heads of 3 × 3) drawn as matrices; and one attention
 # pattern per head on a sentence.
 #
@@ -67,8 +69,8 @@ assert slice_ok and roundtrip_ok
 #
 # Heads share out the width; they do not add to it. Whatever $h$, $W_q, W_k, W_v, W_o$ stay
 # $d_\text{model} \times d_\text{model}$, so the attention layer has $4\,d_\text{model}^2$
-# weights: more heads means narrower heads, not more parameters. A width that $h$ does not
-# divide is an error.
+# weights (without biases): more heads means narrower heads, not more parameters. A width
+# that $h$ does not divide is an error.
 
 # %%
 for h_try in (1, 2, 4, 8, 16):
@@ -132,7 +134,8 @@ P.save(fig, P.figure_path("04_split_heads.png"))
 # tokens. The projections here are **random** over a small deterministic embedding, so the
 # patterns show only that heads differ; lesson 12 shows the heads of the real MiniLM model,
 # where some follow the previous token, some the sentence start, some a related word.
-# The mask is causal (lesson 05): a token sees only itself and the tokens before it.
+# The mask is causal (lesson 05): a token sees only itself and the tokens before it. In the
+# figure, grey cells are pairs the mask hides; white ones were computed and came out near 0.
 
 # %%
 tokens = "The dog chased the squirrel because it".split()
@@ -142,6 +145,7 @@ d, h = 32, 4
 d_h = d // h
 W_E = rng.normal(size=(len(vocab), d))  # (v, d)
 X = T.embed(ids, W_E) + T.sinusoidal_positions(len(tokens), d, dtype=np.float64)  # (b, n, d)
+# 1.5 × the usual 1/√d scale: larger scores give sharper softmax rows, so the heads' patterns are easy to tell apart
 w = T.AttentionWeights(*(rng.normal(size=(d, d)) * 1.5 / np.sqrt(d) for _ in range(4)))  # W_q, W_k, W_v, W_o
 mask = T.causal_mask(len(tokens))  # (n, n)
 out, weights = T.multi_head_attention(X, w, h, mask=mask, return_weights=True)
@@ -163,7 +167,7 @@ print("head-by-head loop + concat + W_o == multi_head_attention:", loop_ok)
 assert rows_ok and future_ok and loop_ok
 
 # %%
-fig, axes = P.head_grid(weights[0], tokens, ncols=4, vmax=1.0,
+fig, axes = P.head_grid(weights[0], tokens, ncols=4, vmax=1.0, mask=mask, xlabel="key", ylabel="query",
                         suptitle="4 heads, causal, random projections: each head weighs the past differently")
 P.save(fig, P.figure_path("04_head_grid.png"))
 

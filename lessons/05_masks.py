@@ -53,7 +53,9 @@ rng = np.random.default_rng(0)
 # An **encoder** (BERT) lets every token see every other: bidirectional. A **decoder** (GPT,
 # Llama) must not see the future it is trained to predict: token $i$ sees keys $j \le i$,
 # the lower triangle (note 004). In a **batch**, short sequences are padded to the longest;
-# the padding mask hides the pad keys so they receive no weight.
+# the padding mask hides the pad keys so they receive no weight. It hides pad *keys* only:
+# the `[PAD]` query rows are still computed (in the padding panel below they attend to the
+# real tokens like any other row), and their outputs are simply thrown away afterwards.
 
 # %%
 sentence = "The dog chased the squirrel because it".split()
@@ -97,43 +99,48 @@ P.save(fig, P.figure_path("05_causal_bidirectional_padding.png"))
 # Full attention costs $n^2$ pairs. Cheaper patterns keep a structured subset (note 002):
 #
 # - **sliding window** (Longformer, Mistral): the $w$ most recent tokens, $i - w < j \le i$;
-#   as a non-causal band, $|i - j| < w$;
-# - **strided** (Sparse Transformer): the last $\ell$ tokens, plus every $\ell$-th token before;
+#   as a non-causal band, $|i - j| < w$. Note 002 writes local attention as the interval
+#   $[i - w, i + w]$, i.e. $|i - j| \le w$: there $w$ is the reach on each side, here it
+#   counts the query itself, so the note's $w$ is our $w - 1$ (same idea, off by one);
+# - **strided** (Sparse Transformer): the last $\ell$ tokens, plus the keys at distance
+#   $\ell, 2\ell, …$ before;
 # - **fixed** (Sparse Transformer): your own block, plus the last cell of each earlier block
 #   (a "summary" column);
 # - **global** (Longformer, BigBird): a few tokens such as `[CLS]` see and are seen by all;
-# - **random** (BigBird): each query sees $k$ random keys;
-# - **BigBird** combines band $|$ global $|$ random.
+# - **random** (BigBird): each query sees $r$ random keys;
+# - **BigBird** combines band $|$ global $|$ random (below with a narrower band and fewer
+#   random keys than the panels before it, so that all three parts stay visible).
 
 # %%
 n_s = 16 if FAST else 32
-w, stride, block, k_rand = 4, 4, 8, 3
+w, stride, block, r_rand = 4, 4, 8, 3  # r_rand: random keys per query
+w_bb, r_bb = 2, 2  # BigBird panel: narrower band, fewer random keys, so its three parts stay apart
 sparse = {
     f"sliding window (w={w})": T.sliding_window_mask(n_s, w),
     f"band |i−j|<{w}": T.sliding_window_mask(n_s, w, causal=False),
     f"strided (ℓ={stride})": T.strided_mask(n_s, stride),
     f"fixed (block {block})": T.fixed_mask(n_s, block),
     "global (token 0)": T.global_mask(n_s, [0]),
-    f"random ({k_rand} per row)": T.random_mask(n_s, k_rand, seed=0),
-    "BigBird: band | global | random": (T.sliding_window_mask(n_s, 2, causal=False) | T.global_mask(n_s, [0])
-                                        | T.random_mask(n_s, 2, seed=1)),
+    f"random (r={r_rand} per row)": T.random_mask(n_s, r_rand, seed=0),
+    f"BigBird: band |i−j|<{w_bb}\n| global (token 0) | random (r={r_bb} per row)":
+        T.sliding_window_mask(n_s, w_bb, causal=False) | T.global_mask(n_s, [0]) | T.random_mask(n_s, r_bb, seed=1),
     "full": T.bidirectional_mask(n_s),
 }
 for name, m in sparse.items():
-    print(f"{name:34s} {T.attended_pairs(m):5d} pairs of {n_s * n_s}")
+    print(f"{name.replace(chr(10), ' '):56s} {T.attended_pairs(m):5d} pairs of {n_s * n_s}")
 fig, axes = P.mask_gallery(sparse, ncols=4, suptitle=f"Sparse and local patterns, n = {n_s}")
 P.save(fig, P.figure_path("05_sparse_gallery.png"))
 
 # %% [markdown]
 # Hand counts to check against: a causal window of $w$ keys has $n w - w(w-1)/2$ pairs
 # (the first $w-1$ rows see fewer); one global token adds a full row and a full column,
-# $2n - 1$ pairs; random attention has exactly $k$ pairs per row.
+# $2n - 1$ pairs; random attention has exactly $r$ pairs per row.
 
 # %%
 window_ok = T.attended_pairs(sparse[f"sliding window (w={w})"]) == n_s * w - w * (w - 1) // 2
 global_ok = T.attended_pairs(sparse["global (token 0)"]) == 2 * n_s - 1
-random_ok = np.all(np.asarray(sparse[f"random ({k_rand} per row)"]).sum(1) == k_rand)
-print("window count = n·w − w(w−1)/2:", window_ok, "  global = 2n − 1:", global_ok, "  random = k per row:", random_ok)
+random_ok = np.all(np.asarray(sparse[f"random (r={r_rand} per row)"]).sum(1) == r_rand)
+print("window count = n·w − w(w−1)/2:", window_ok, "  global = 2n − 1:", global_ok, "  random = r per row:", random_ok)
 assert window_ok and global_ok and random_ok
 
 # %% [markdown]
@@ -165,9 +172,10 @@ P.save(fig, P.figure_path("05_combining.png"))
 # (points) and compare with the closed forms (lines):
 #
 # - causal window: $n w - w(w-1)/2$
-# - strided: row $i$ sees $\min(i+1, \ell)$ recent keys plus $\lfloor i/\ell \rfloor$ earlier
-#   multiples of $\ell$; with $n = q\ell + r$ the sum is
-#   $\ell(\ell+1)/2 + (n-\ell)\ell + \ell\,q(q-1)/2 + r q$.
+# - strided: row $i$ sees $\min(i+1, \ell)$ recent keys plus the $\lfloor i/\ell \rfloor$ keys
+#   at distance $\ell, 2\ell, …$ (every $j \le i$ with $(i - j) \bmod \ell = 0$, beyond the
+#   recent ones); with $n = q\ell + s$, $0 \le s < \ell$, the sum is
+#   $\ell(\ell+1)/2 + (n-\ell)\ell + \ell\,q(q-1)/2 + s q$.
 
 # %%
 ns = 2 ** np.arange(6, 10 if FAST else 12)  # 64 … 512 (fast) or 2048
@@ -175,8 +183,8 @@ w_cost = 32
 
 
 def strided_pairs(n, l):  # closed form, n ≥ l
-    q_, r_ = divmod(n, l)
-    return l * (l + 1) // 2 + (n - l) * l + l * q_ * (q_ - 1) // 2 + r_ * q_
+    q_, s_ = divmod(n, l)
+    return l * (l + 1) // 2 + (n - l) * l + l * q_ * (q_ - 1) // 2 + s_ * q_
 
 
 formulas = {

@@ -46,11 +46,14 @@ rng = np.random.default_rng(0)
 #
 # The queries always have $h$ heads. Keys and values have $h_{kv}$ heads:
 #
-# | | $h_{kv}$ | K/V heads per query head |
+# | | $h_{kv}$ | which K/V head query head $i$ reads |
 # |---|---|---|
-# | MHA | $h$ | its own |
-# | GQA | a divisor of $h$ | one per group of $h / h_{kv}$ query heads |
-# | MQA | 1 | one shared by all |
+# | MHA | $h$ | its own, head $i$ |
+# | GQA | a divisor of $h$ | the one of its group of $h / h_{kv}$ query heads |
+# | MQA | 1 | the single head, shared by all |
+#
+# Each query head always reads exactly one K/V head; what changes is how many query heads
+# read the same one.
 #
 # The package stores only the $h_{kv}$ heads and repeats each one $h / h_{kv}$ times right
 # before the product (`repeat_kv`), so query head $i$ reads KV head $\lfloor i / (h/h_{kv}) \rfloor$.
@@ -95,7 +98,9 @@ P.save(fig, P.figure_path("07_sharing.png"))
 # $S = 3$ tokens, $d_\text{model} = 12$, $h = 4$ heads of $d_h = 12/4 = 3$, two groups
 # ($h_{kv} = 2$). $W_q$ keeps its $12 \times 12$ shape, but $W_k$ and $W_v$ shrink to
 # $12 \times 6$: only two $3 \times 3$ key matrices and two value matrices exist. Query heads
-# 0 and 1 both read K/V head 0; heads 2 and 3 read head 1.
+# 0 and 1 both read K/V head 0; heads 2 and 3 read head 1. In the figure the query heads
+# are coloured by group, as in the sharing diagram above, and each stored K/V pair sits
+# under the two query heads that read it.
 
 # %%
 S_tok, d_model, h, h_kv = 3, 12, 4, 2
@@ -123,23 +128,44 @@ print(f"KV cache bytes: GQA {gqa_cache.nbytes} vs MHA {mha_cache.nbytes}  (2 · 
 assert gqa_cache.nbytes == 2 * h_kv * S_tok * d_h * 8 and mha_cache.nbytes == 2 * gqa_cache.nbytes
 
 # %%
-fig, grid = P.new_figure(3, 4, figsize=(17, 12.5), squeeze=False, layout="constrained")
-lim = float(max(np.abs(q).max(), np.abs(k).max()))
+v_read = T.repeat_kv(v, h // h_kv)  # (1, 4, 3, 3): the values each query head reads
+assert np.array_equal(v_read[0, 0], v_read[0, 1]) and np.array_equal(v_read[0, 2], v_read[0, 3])
+# Row 0: the 4 query heads. Row 1: the 2 stored K heads and 2 stored V heads, each pair
+# under the query heads of its group. Row 2: each query head's attention weights.
+fig, axd = plt.subplot_mosaic([["Q0", "Q1", "Q2", "Q3"], ["K0", "V0", "K1", "V1"], ["P0", "P1", "P2", "P3"]],
+                              figsize=(18, 12.5), layout="constrained")
+lim = float(max(np.abs(q).max(), np.abs(k).max(), np.abs(v).max()))  # one colour scale for Q, K and V
 for i in range(h):
     j = reads["GQA"][i]
-    P.attention_heatmap(q[0, i], ax=grid[0, i], signed=True, vmin=-lim, vmax=lim, fmt=".1f", colorbar=False,
-                        title=f"Q head {i}", xlabel="d_h", ylabel="token" if i == 0 else None)
-    P.attention_heatmap(k_read[0, i], ax=grid[1, i], signed=True, vmin=-lim, vmax=lim, fmt=".1f", colorbar=False,
-                        title=f"K head {j}  (shared by Q{2 * j}, Q{2 * j + 1})", xlabel="d_h",
-                        ylabel="token" if i == 0 else None)
-    P.attention_heatmap(weights[0, i], ax=grid[2, i], vmax=1.0, colorbar=False,
-                        title=f"weights, head {i}", xlabel="key", ylabel="query" if i == 0 else None)
-    for a in grid[:, i]:
-        a.set_xticks(range(3)), a.set_yticks(range(3))
-    for a in grid[1:2, i]:
+    P.attention_heatmap(q[0, i], ax=axd[f"Q{i}"], signed=True, vmin=-lim, vmax=lim, fmt=".1f", colorbar=False,
+                        title=f"Q head {i}  (group {j})", xlabel="d_h", ylabel="token" if i == 0 else None)
+    P.attention_heatmap(weights[0, i], ax=axd[f"P{i}"], vmax=1.0, colorbar=False,
+                        title=f"weights, Q head {i} (reads K{j}, V{j})", xlabel="key",
+                        ylabel="query" if i == 0 else None)
+    for t_ in list(axd[f"P{i}"].texts):  # pairs hidden by the causal mask: grey, no number (as in lesson 05)
+        col, row = (round(c_) for c_ in t_.get_position())
+        if not mask[row, col]:
+            t_.remove()
+            axd[f"P{i}"].add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, color=P.OFF_COLOR))
+for j in range(h_kv):
+    readers = ", ".join(f"Q{i}" for i in range(h) if reads["GQA"][i] == j)
+    for name, mat in (("K", k), ("V", v)):
+        P.attention_heatmap(mat[0, j], ax=axd[f"{name}{j}"], signed=True, vmin=-lim, vmax=lim, fmt=".1f",
+                            colorbar=False, title=f"{name} head {j}  (read by {readers})", xlabel="d_h",
+                            ylabel="token" if (name, j) == ("K", 0) else None)
+for key, a in axd.items():
+    a.set_xticks(range(3)), a.set_yticks(range(3))
+    if key[0] in "QKV":  # frame in the group's colour, as in 07_sharing.png
+        j = reads["GQA"][int(key[1])] if key[0] == "Q" else int(key[1])
         for sp in a.spines.values():
             sp.set_edgecolor(kv_cols(j)), sp.set_linewidth(5)
-fig.suptitle("GQA, note 004's example: S = 3, d_model = 12, 4 query heads, 2 K/V heads (causal)",
+cb = fig.colorbar(axd["K0"].images[0], ax=[a for key, a in axd.items() if key[0] in "QKV"], fraction=0.03,
+                  pad=0.02, aspect=45)  # one bar the height of the Q and K/V rows
+cb.set_label("entry of Q, K or V", fontsize=P.LABEL_SIZE), cb.ax.tick_params(labelsize=P.TICK_SIZE)
+cb = fig.colorbar(axd["P0"].images[0], ax=[axd[f"P{i}"] for i in range(h)], fraction=0.03, pad=0.02, aspect=20)
+cb.set_label("attention weight", fontsize=P.LABEL_SIZE), cb.ax.tick_params(labelsize=P.TICK_SIZE)
+fig.suptitle("GQA, note 004's example: S = 3, d_model = 12, 4 query heads, 2 K/V heads (causal)\n"
+             "frame colour = group; grey = hidden by the mask; the cache stores only the middle row's 2 K and 2 V heads",
              fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("07_gqa_example.png"))
 

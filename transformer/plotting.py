@@ -177,11 +177,14 @@ def _panels(ax, k, ncols, panel, margin, what):  # -> (fig, flat list of axes, n
 
 
 def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, ax=None,
-              suptitle=None, vmax=None):
+              suptitle=None, vmax=None, mask=None, xlabel=None, ylabel=None):
     """One heatmap per head for weights of shape (h, n_q, n_k), on a shared 0…vmax colour scale.
 
     labels: the query tokens (also the keys unless k_labels is given); shown on the
     left column and bottom row. ax: optional sequence of at least h axes to draw on.
+    mask: optional boolean (n_q, n_k) or (h, n_q, n_k), True = may attend; hidden pairs are
+    drawn grey (OFF_COLOR, as in mask_gallery), so they differ from a weight of 0 (white).
+    xlabel, ylabel: axis titles for the bottom row and left column (e.g. "key", "query").
     Returns (fig, axes) with axes a flat list of the h panels used.
     """
     w = _as_np(weights, 3, "weights (h, n_q, n_k)").astype(np.float64)
@@ -191,20 +194,28 @@ def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, a
     fig, all_axes, ncols = _panels(ax, h, ncols, (side, side), (1.8, 1.0), "heads")
     vmax = float(w.max()) if vmax is None else vmax
     used = all_axes[:h]
+    cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=OFF_COLOR)  # masked cells: grey
+    hidden = None if mask is None else ~np.broadcast_to(_as_np(mask, None).astype(bool), w.shape)
     for i, a in enumerate(used):
-        im = a.imshow(w[i], cmap=WEIGHTS_CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
+        wi = w[i] if hidden is None else np.ma.masked_where(hidden[i], w[i])
+        im = a.imshow(wi, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
         first_col, last_row = i % ncols == 0, i + ncols >= h
         _label_ticks(a, labels if first_col else None, k_labels if last_row else None, n_q, n_k)
         if not first_col or labels is None:
             a.set_yticks([])
         if not last_row or k_labels is None:
             a.set_xticks([])
-        style_axes(a, titles[i] if titles is not None else f"head {i}")
+        style_axes(a, titles[i] if titles is not None else f"head {i}", xlabel if last_row else None,
+                   ylabel if first_col else None)
     for a in all_axes[h:]:
         a.axis("off")
     cb = fig.colorbar(im, ax=used, fraction=0.03, pad=0.02)
     cb.ax.tick_params(labelsize=TICK_SIZE)
     cb.set_label("weight", fontsize=LABEL_SIZE)
+    if hidden is not None:
+        from matplotlib.patches import Patch
+        fig.legend(handles=[Patch(color=OFF_COLOR, label="hidden by the mask (no weight computed)")],
+                   loc="outside lower center", fontsize=LABEL_SIZE, frameon=False)
     if suptitle:
         fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)
     return fig, used
@@ -392,8 +403,8 @@ def online_softmax_trace(m_history, l_history, ax=None, *, scores=None, true_max
     if scores is not None:
         for j, s in enumerate(scores):
             s = np.ravel(_as_np(s))
-            ax_m.plot(np.full(s.shape, j), s, ".", color="grey", alpha=0.6, markersize=7,
-                      label="scores in block" if j == 0 else None)
+            ax_m.plot(np.full(s.shape, j), s, ".", color="grey", alpha=0.6, markersize=7, zorder=3,
+                      label="scores in block" if j == 0 else None)  # on top: a score equal to the max stays visible
     for a, ref, name in ((ax_m, true_max, "max of the whole row"), (ax_l, true_sum, "full-row Σ exp(s − max)")):
         if ref is not None:
             for k, val in enumerate(np.ravel(_as_np(ref))):
