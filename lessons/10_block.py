@@ -16,13 +16,15 @@
 #
 # **What you will see.** The two ways of wiring a block — post-norm (the original
 # Transformer) and pre-norm (GPT-2, Llama) — built from the package's parts; what LayerNorm
-# and RMSNorm each do to one vector; the activation functions (ReLU, GELU exact and its tanh
+# and RMSNorm each do to one vector; the activation functions (ReLU, GELU in its erf form and its tanh
 # approximation, SiLU) and the gated SwiGLU feed-forward; and, through a stack of random
 # blocks, how the size of the residual stream behaves under each wiring.
 #
 # **Follows** note 003 (§3, post-norm LayerNorm(x + Sublayer(x)), N = 6 layers of
 # d_model = 512), note 000 (§2.1 the GPT block, §2.3 Llama's pre-norm and GLU) and note 002
-# (pre-norm, RMSNorm, SwiGLU in 2024-era models).
+# part 二 §2 (pre-norm, RMSNorm and SwiGLU in recent models). Note 000 writes its GPT block
+# post-norm, $O = \mathrm{LayerNorm}(f(X) + X)$, as GPT-1 and the original Transformer did;
+# GPT-2 is the model that moved the norm in front of each sub-block.
 #
 # $$\text{post-norm:}\; x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x))
 #   \qquad\qquad
@@ -93,12 +95,15 @@ P.save(fig, P.figure_path("10_norms.png"))
 # ## 2. Activations
 #
 # - ReLU: $\max(x, 0)$ (the original Transformer).
-# - GELU: $x\,\Phi(x) = \tfrac12 x\,(1 + \mathrm{erf}(x/\sqrt2))$ (BERT, GPT-2), and its tanh
-#   approximation $\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715x^3)))$.
+# - GELU: $x\,\Phi(x) = \tfrac12 x\,(1 + \mathrm{erf}(x/\sqrt2))$ (BERT), and its tanh
+#   approximation $\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715x^3)))$ (GPT-2's form).
 # - SiLU (Swish): $x\,\sigma(x)$ (Llama, inside SwiGLU).
 #
 # All three smooth ones let small negative values through, unlike ReLU's hard corner.
 # We check GELU and SiLU against Python's own `math.erf` and `math.exp`, point by point.
+# GELU's error is not at rounding level: the array API has no erf, so the package writes
+# one as a 5-term polynomial times $e^{-x^2}$ (error below $1.5\cdot10^{-7}$), and the
+# factor $\tfrac12 x$ can double that near $|x| = 4$. The figure's "erf" curve is this form.
 
 # %%
 xs = np.linspace(-4, 4, 401)
@@ -109,7 +114,7 @@ silu_ref = np.array([t / (1 + math.exp(-t)) for t in xs])
 gelu_err, silu_err = np.abs(acts["GELU (erf)"] - gelu_ref).max(), np.abs(acts["SiLU  x·σ(x)"] - silu_ref).max()
 tanh_gap = np.abs(acts["GELU (erf)"] - acts["GELU (tanh approx.)"]).max()
 print(f"GELU vs math.erf: max error {gelu_err:.1e};  SiLU vs math.exp: max error {silu_err:.1e}")
-print(f"GELU exact vs tanh approximation: largest gap {tanh_gap:.1e} on [-4, 4]")
+print(f"GELU (erf form) vs tanh approximation: largest gap {tanh_gap:.1e} on [-4, 4]")
 print(f"minima: GELU {acts['GELU (erf)'].min():.3f} at x = {xs[acts['GELU (erf)'].argmin()]:.2f}, "
       f"SiLU {acts['SiLU  x·σ(x)'].min():.3f} at x = {xs[acts['SiLU  x·σ(x)'].argmin()]:.2f}")
 assert gelu_err < 1e-6 and silu_err < 1e-12 and tanh_gap < 1e-3
@@ -127,20 +132,24 @@ axes[0].set_ylim(-1, 4)
 P.style_axes(axes[0], "Activation functions", "x", "g(x)", grid=True)
 axes[1].plot(xs, acts["GELU (erf)"] - acts["GELU (tanh approx.)"], color=P.LINE_COLORS[3], linewidth=2.5)
 axes[1].axhline(0, color="grey", linewidth=0.6)
-P.style_axes(axes[1], f"GELU exact − tanh approximation (max {tanh_gap:.1e})", "x", "difference", grid=True)
+P.style_axes(axes[1], f"GELU (erf form) − tanh approximation (max {tanh_gap:.1e})", "x", "difference", grid=True)
 P.save(fig, P.figure_path("10_activations.png"))
 
 # %% [markdown]
 # ## 3. The feed-forward network and SwiGLU
 #
 # The original FFN is $g(xW_1)W_2$ with $W_1 \in \mathbb{R}^{d\times d_{ff}}$, $d_{ff} = 4d$.
-# Llama's SwiGLU adds a third matrix that *gates* the hidden units (note 000 §2.3):
+# A gated FFN adds a third matrix that *gates* the hidden units. Note 000 §2.3 writes the
+# gate with a sigmoid, $[(XW_1) \odot \sigma(XW_2)]\,W_3$; Llama's version, SwiGLU (named in
+# note 002 part 二 §2), puts SiLU in place of the sigmoid:
 #
 # $$\mathrm{SwiGLU}(x) = \big(\mathrm{SiLU}(xW_\text{gate}) \odot xW_\text{up}\big)\,W_\text{down}$$
 #
 # Three matrices instead of two, so Llama shrinks $d_{ff}$ to about $\tfrac83 d$ to keep the
-# parameter count. A hidden unit passes $u = (xW_\text{up})_j$ through only where its gate
-# $g = (xW_\text{gate})_j$ is positive; the map below is $\mathrm{SiLU}(g)\cdot u$.
+# parameter count. A hidden unit lets $u = (xW_\text{up})_j$ through, scaled by
+# $\mathrm{SiLU}(g)$, where its gate $g = (xW_\text{gate})_j$ is positive; for $g < 0$ the gate
+# is nearly closed, not shut: SiLU dips to $-0.28$ (at $g \approx -1.28$), so a small, sign-flipped
+# share of $u$ leaks through. The map below is $\mathrm{SiLU}(g)\cdot u$.
 
 # %%
 d_model = 64
@@ -165,13 +174,15 @@ fig, ax = P.new_figure(figsize=(9.5, 6.5))
 lim = np.abs(surface).max()
 im = ax.imshow(surface, origin="lower", extent=(g[0], g[-1], u[0], u[-1]), aspect="auto", cmap=P.SCORES_CMAP,
                vmin=-lim, vmax=lim)
-ax.contour(g, u, surface, levels=[-2, -1, -0.25, 0.25, 1, 2], colors="black", linewidths=0.8, alpha=0.6)
+cs = ax.contour(g, u, surface, levels=[-2, -1, -0.25, 0.25, 1, 2], colors="black", linewidths=0.8, alpha=0.7)
+ax.clabel(cs, fmt="%g", fontsize=P.TICK_SIZE)  # solid: positive levels, dashed: negative (matplotlib's default)
 cb = fig.colorbar(im, ax=ax)
 cb.set_label("SiLU(g) · u", fontsize=P.LABEL_SIZE), cb.ax.tick_params(labelsize=P.TICK_SIZE)
 ax.axvline(0, color="black", linewidth=1)
-ax.text(-3.8, 2.5, "gate (nearly) closed\n(g < 0)", fontsize=P.LABEL_SIZE + 1, va="top")
+ax.text(-3.8, 0, "gate nearly closed (g < 0):\nSiLU(g) ≥ −0.28", fontsize=P.LABEL_SIZE + 1, va="center")
 ax.text(1.0, 2.5, "gate open: u passes,\nscaled by SiLU(g)", fontsize=P.LABEL_SIZE + 1, va="top")
-P.style_axes(ax, "One SwiGLU hidden unit", "gate g = (x W_gate)_j", "up value u = (x W_up)_j")
+P.style_axes(ax, "One SwiGLU hidden unit: SiLU(g)·u\n(contours at ±0.25, ±1, ±2; solid > 0, dashed < 0)",
+             "gate g = (x W_gate)_j", "up value u = (x W_up)_j")
 P.save(fig, P.figure_path("10_swiglu.png"))
 
 # %% [markdown]
@@ -186,6 +197,11 @@ P.save(fig, P.figure_path("10_swiglu.png"))
 #   head takes care of that). Each block adds a bit, so $\lVert x\rVert$ grows with depth and
 #   the *relative* change a block makes shrinks — one reason deep pre-norm stacks train
 #   stably without warm-up tricks.
+#
+# Post-norm pays for its fixed size: the branch output is about as large as the stream, and
+# the norm that follows rescales the sum, so every block rewrites a large share of the stream
+# (right panel below) however deep it sits, and the gradient reaching early blocks must pass
+# through every one of those norms.
 #
 # We push one random input through the same random blocks wired both ways and measure the
 # average token norm $\lVert x\rVert$ after each block.
@@ -226,6 +242,8 @@ post_ok = np.allclose(post_norms[1:], np.sqrt(d), rtol=1e-3)
 grow_ok = pre_norms[-1] > 1.5 * pre_norms[0] and pre_rel[-1] < pre_rel[0]
 print(f"post-norm stream stays at √d = {np.sqrt(d):.0f}:", post_ok)
 print("pre-norm stream grows, and each block changes it relatively less:", grow_ok)
+print(f"relative change per block: post-norm {post_rel.min():.2f} to {post_rel.max():.2f}, "
+      f"pre-norm {pre_rel[0]:.2f} falling to {pre_rel[-1]:.2f}")
 assert post_ok and grow_ok
 
 # %%

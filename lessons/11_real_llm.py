@@ -20,7 +20,7 @@
 # temperature 0.7 and 1.5, top-p — with seeded, reproducible draws; what temperature does to
 # the distribution; and the real attention maps of a few heads on the prompt.
 #
-# **Follows** note 002 (§1–3: generation one token per forward pass, the LM head's
+# **Follows** note 002 (part 一 §1–3: generation one token per forward pass, the LM head's
 # probabilities, greedy vs sampled decoding, temperature, the "Paris" example) and note 000
 # (§2.3, the Llama architecture: pre-norm, RoPE, GLU).
 #

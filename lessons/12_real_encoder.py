@@ -15,14 +15,17 @@
 # # 12 · A real encoder: MiniLM
 #
 # **What you will see.** all-MiniLM-L6-v2, a 6-layer BERT-style encoder (12 heads, $d = 384$),
-# reading note 002's sentence "The dog chased the squirrel because it was fast": what the
-# token "it" attends to, head by head; sentence embeddings and their similarity matrix;
-# the same weights run bidirectionally (as trained) and under a causal mask; and the padding
-# mask of a batch, under which padded keys get a weight of exactly 0.
+# reading "The dog chased the squirrel because it was fast". (Note 002's sentence ends at
+# "because it"; this lesson adds "was fast", so that the encoder has words on both sides of
+# "it".) We look at what the token "it" attends to, head by head; at sentence embeddings and
+# their similarity matrix; at the same weights run bidirectionally (as trained) and under a
+# causal mask; and at the padding mask of a batch, under which padded keys get a weight of
+# exactly 0.
 #
-# **Follows** note 002 (§6, attention as relevance scoring then combining, "The dog chased
-# the squirrel because it"; BERT reads both directions), note 000 (§2.4, causal vs
-# non-causal attention) and note 003 (the encoder's post-norm block, LayerNorm(x + Sublayer(x))).
+# **Follows** note 002 (part 一 §6, attention as relevance scoring then combining, "The dog
+# chased the squirrel because it"; part 二 §1, BERT attends to both sides), note 000 (§2.4,
+# causal vs non-causal attention) and note 003 (the encoder's post-norm block,
+# LayerNorm(x + Sublayer(x))).
 
 # %%
 import sys
@@ -89,6 +92,8 @@ for a in axes:
     a.tick_params(labelsize=P.TICK_SIZE + 1)
     a.add_patch(plt.Rectangle((-0.5, it - 0.5), len(toks), 1, fill=False, edgecolor=P.LINE_COLORS[1],
                               linewidth=2.5))  # frame the row of "it"
+fig.supxlabel("key (the token read from)", fontsize=P.LABEL_SIZE + 2)
+fig.supylabel("query (the token reading)", fontsize=P.LABEL_SIZE + 2)
 P.save(fig, P.figure_path("12_it_heads.png"))
 
 # %%
@@ -112,7 +117,10 @@ P.save(fig, P.figure_path("12_it_row.png"))
 #
 # MiniLM is trained so that the mean of its last hidden states over the real tokens, scaled
 # to length 1, places sentences with similar meaning close together. With unit vectors the
-# cosine similarity is a dot product: $S = E E^\top$.
+# cosine similarity is a dot product: $S = E E^\top$. The six sentences hold two related
+# pairs (a dog / a puppy after a squirrel; two facts about Paris and France) and two
+# unrelated ones. The Paris pair states two *different* facts, yet it scores highest: the
+# embedding measures a shared topic, not whether two sentences say the same thing.
 
 # %%
 sentences = ["A dog chases a squirrel in the park.", "A puppy runs after a squirrel.",
@@ -122,12 +130,13 @@ E = T.to_numpy(model.embed(sentences))  # (6, d), unit rows
 S = E @ E.T  # (6, 6) cosine similarities
 print("embeddings:", E.shape, " norms:", np.round(np.linalg.norm(E, axis=1), 4).tolist())
 print(np.round(S, 2))
-paraphrase = np.zeros_like(S, dtype=bool)
-paraphrase[[0, 1, 3, 4], [1, 0, 4, 3]] = True  # (dog, puppy) and (Paris, France), both ways
-others = ~paraphrase & ~np.eye(len(sentences), dtype=bool)
+related = np.zeros_like(S, dtype=bool)
+related[[0, 1, 3, 4], [1, 0, 4, 3]] = True  # (dog, puppy) and (Paris, France), both ways
+others = ~related & ~np.eye(len(sentences), dtype=bool)
 pairs_ok = min(S[0, 1], S[3, 4]) > S[others].max()
-print(f"paraphrase pairs: dog/puppy {S[0, 1]:.2f}, capital/Paris {S[3, 4]:.2f}; largest other pair {S[others].max():.2f}")
+print(f"related pairs: dog/puppy {S[0, 1]:.2f}, capital/Paris {S[3, 4]:.2f}; largest other pair {S[others].max():.2f}")
 assert np.allclose(np.diag(S), 1, atol=1e-5) and np.allclose(S, S.T, atol=1e-6) and pairs_ok
+assert S[3, 4] > S[0, 1]  # the prose's claim: the Paris pair scores highest
 
 fig, ax = P.new_figure(figsize=(12.5, 7))
 short_names = [f"S{i + 1}" for i in range(len(sentences))]
@@ -208,6 +217,7 @@ P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 
 # %% [markdown]
 # **Takeaways.** In a trained encoder some heads put most of the weight of "it" on the two
-# nouns, and they can use the words on both sides. Sentence embeddings turn meaning into geometry: paraphrases have
-# high cosine similarity. A mask is all that separates an encoder's reading from a decoder's,
+# nouns, and they can use the words on both sides. Sentence embeddings turn meaning into
+# geometry: sentences on the same topic have high cosine similarity, even when they state
+# different facts. A mask is all that separates an encoder's reading from a decoder's,
 # and the padding mask makes every sentence in a batch independent of the others.

@@ -96,7 +96,7 @@ def snapshot(title):  # what the figure draws: owner and filled slots of every b
 def show():
     for seq, table in cache.tables.items():
         print(f"   {names[seq]}: {cache.lengths[seq]:2d} tokens, block table {table}")
-    print(f"   free list (next block handed out last): {cache.free}")
+    print(f"   free list (a stack: the last entry is handed out next): {cache.free}")
 
 
 snaps = []
@@ -277,7 +277,8 @@ ax_r.bar(xr, -(-lengths[order] // block) * block * gib, color=P.PARTIAL_COLOR, w
 ax_r.bar(xr, lengths[order] * gib, color=P.ON_COLOR, width=0.55, label="used: the request's tokens")
 ax_r.set_xticks(xr, [str(n_) for n_ in lengths[order]], rotation=90, fontsize=P.TICK_SIZE)
 P.style_axes(ax_r, f"Per request ({model_name}, 16-bit cache), longest first", "request length (tokens)", "GiB reserved")
-ax_r.legend(fontsize=P.TICK_SIZE + 1, frameon=True, framealpha=0.95, loc="center right")
+ax_r.set_ylim(0, n_max * gib * 1.38)  # headroom above the grey bars for the legend
+ax_r.legend(fontsize=P.TICK_SIZE + 1, frameon=False, loc="upper right")
 totals = {"used": report["used"], "paged\nreserved": report["paged_reserved"],
           "contiguous\nreserved": report["contiguous_reserved"]}
 bars = ax_t.bar(range(3), np.array(list(totals.values())) / 2 ** 30,

@@ -54,17 +54,23 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## 1. The sizes and the weights
 #
-# The paper uses $N = 6$ layers on each side, $d_\text{model} = 512$, $h = 8$ heads of
-# $d_k = 64$ and an FFN of width 2048. We keep the ratios' spirit at a printable size:
-# $N = 2$, $d_\text{model} = 32$, $h = 4$ heads of $d_k = 8$, FFN width 64. The source
-# sentence is English, the decoder input is the French target shifted right by a start
-# token `<s>` (during training the decoder reads the answer so far and predicts the next word).
+# The paper uses $N = 6$ layers on each side and $d_\text{model} = 512$ (the two sizes note
+# 003 quotes), with $h = 8$ heads of $d_k = 64$ and an FFN of width
+# $d_{ff} = 2048 = 4\,d_\text{model}$ (from the paper itself). We shrink all of it to a
+# printable size: $N = 2$, $d_\text{model} = 32$, $h = 4$ heads of $d_k = 8$ (still
+# $d_k = d_\text{model}/h$) and $d_{ff} = 64 = 2\,d_\text{model}$, half the paper's ratio,
+# to keep the FFN matrices small. The source sentence is English; the decoder input is the
+# French target "le chat est assis sur le tapis" shifted right by a start token `<s>`
+# (during training the decoder reads the answer so far and predicts the next word). We
+# feed only its first five tokens, `<s> le chat est assis`, a prefix; the rest of the target
+# ("sur", "tapis", "</s>") is in the vocabulary but not in the input, and §4 borrows
+# "tapis" as a replacement word.
 
 # %%
-N, d_model, h, d_ff = 2, 32, 4, 64  # note 003: N = 6, d_model = 512, h = 8, d_ff = 2048
+N, d_model, h, d_ff = 2, 32, 4, 64  # paper: N = 6, d_model = 512 (both in note 003), h = 8, d_ff = 2048
 d_k = d_model // h
 src = "the cat sat on the mat".split()
-tgt = "<s> le chat est assis".split()  # decoder input: the target shifted right
+tgt = "<s> le chat est assis".split()  # decoder input: a prefix of the target shifted right
 src_vocab = sorted(set(src))
 tgt_vocab = sorted(set(tgt) | {"sur", "tapis", "</s>"})
 src_ids = np.array([[src_vocab.index(t) for t in src]])  # (b, n_enc) = (1, 6)
@@ -261,12 +267,12 @@ enc_boxes = [("source ids", f"(1, {n_enc})"),
              ("self-attention (no mask)\n+ Add & LayerNorm", f"(1, {n_enc}, {d_model})"),
              ("FFN + Add & LayerNorm", f"(1, {n_enc}, {d_model})"),
              ("encoder output Z", f"(1, {n_enc}, {d_model})")]
-dec_boxes = [("target ids (shifted right)", f"(1, {n_dec})"),
+dec_boxes = [("target ids (shifted right; a prefix)", f"(1, {n_dec})"),
              ("embed·√d + positions", f"(1, {n_dec}, {d_model})"),
              ("masked self-attention\n+ Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              ("cross-attention (Q from here)\n+ Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              ("FFN + Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
-             ("linear W_out + softmax", f"(1, {n_dec}, {v_tgt})")]
+             (f"linear W_out + softmax\nover the v_tgt = {v_tgt} target words", f"(1, {n_dec}, {v_tgt})")]
 fig, ax = P.new_figure(figsize=(17, 10))
 box_w, box_h, gap = 7.4, 1.05, 0.55
 col_x = {"enc": 0.0, "dec": 10.4}

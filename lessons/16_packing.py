@@ -23,7 +23,7 @@
 # absolute positions) does not. Last, FlashAttention's tiles on a packed row: those
 # between documents are skipped.
 #
-# **Follows** note 002 (§3, positions: packing short training documents into the context
+# **Follows** note 002 (part 二 §3, positions: packing short training documents into the context
 # window, the second document's first token "at position 50", and RoPE's answer to it),
 # with the masks of lesson 05, the relative-position property of lesson 02 and the tiles
 # of lesson 09.
@@ -54,7 +54,8 @@ rng = np.random.default_rng(0)
 # Rows of a batch all have the context length $n_{ctx}$. Note 002's example: a 4K window
 # given to a 10-word sentence is almost all padding, and every padded slot still costs
 # its share of the matrix products. Most documents in a real corpus are short, a few are
-# long: we draw lengths from a log-normal distribution (median 200 tokens) cut to
+# long: we draw lengths from a log-normal distribution whose median is 200 tokens (the
+# sample's own median, printed below, comes out a little different), cut them to
 # $[8, n_{ctx}]$ with $n_{ctx} = 2048$, and count the slots of three layouts:
 #
 # - **one per row** — each document padded to $n_{ctx}$;
@@ -200,7 +201,7 @@ assert worst < 1e-12
 # position 50 if the first had 50 tokens, and the model reads it as deep inside a text.
 # So position ids restart at 0 in every document (`packed.positions` above).
 #
-# **RoPE** does not care (note 002): it rotates $q_m$ by $m\theta$ and $k_n$ by $n\theta$,
+# **RoPE** does not care (note 002 part 二 §3): it rotates $q_m$ by $m\theta$ and $k_n$ by $n\theta$,
 # so the score $q_m^\top k_n$ depends only on $n - m$ (lesson 02). Shifting every position
 # of a document by the same offset leaves all its scores, and so its whole forward pass,
 # unchanged — as long as the document mask keeps other documents out.
@@ -262,19 +263,18 @@ assert mini_err["document mask,\npositions restart"] < 1e-5 < 1e-2 < mini_err["d
 # token reads the whole row, as in a BERT batch row without padding.)
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(14, 6.2), sharey=True, layout="constrained")
+fig, axes = P.new_figure(1, 2, figsize=(14, 6.2), layout="constrained")  # separate y-axes: different quantities
 colors = [P.ON_COLOR, P.PARTIAL_COLOR, "#d62728"]
-for ax, (title, errs, unit) in zip(axes, [
-        ("SmolLM2 (RoPE)", smol_err, "largest |Δ logit|"),
-        ("MiniLM (learned absolute positions)", mini_err, "largest |Δ| in the unit embedding")]):
+for ax, (title, errs, unit, top) in zip(axes, [
+        ("SmolLM2 (RoPE)", smol_err, "largest |Δ logit|", 1e3),
+        ("MiniLM (learned absolute positions)", mini_err, "largest |Δ| of a unit-embedding coordinate", 10)]):
     ax.axhspan(1e-8, 1e-4, color="#2ca02c", alpha=0.1, zorder=0, label="float32 rounding (< 1e-4)")
     bars = ax.bar(list(errs), list(errs.values()), color=colors, zorder=2)
     for bar_, e in zip(bars, errs.values()):
         ax.text(bar_.get_x() + bar_.get_width() / 2, e * 1.6, f"{e:.2g}", ha="center", fontsize=P.LABEL_SIZE)
     ax.set_yscale("log")
-    ax.set_ylim(1e-8, 1e3)
-    P.style_axes(ax, f"{title}\n{unit} vs each text alone", None, None)
-axes[0].set_ylabel("difference from running each text alone (log)", fontsize=P.LABEL_SIZE)
+    ax.set_ylim(1e-8, top)  # logits reach tens; a unit vector's coordinates stay below 1
+    P.style_axes(ax, f"{title}\nvs each text run alone", None, f"{unit} (log scale)")
 axes[0].legend(loc="upper left", fontsize=P.TICK_SIZE, frameon=False)
 fig.suptitle("A packed row must hide other documents; only absolute positions must also restart",
              fontsize=P.TITLE_SIZE + 1)
@@ -311,11 +311,12 @@ print(f"scores needed {needed:,}; scores computed: causal tiles {plain.computed(
       f"document tiles {packed_trace.computed().sum() * B * B:,}")
 assert np.abs(out_doc - ref).max() < 1e-12 and packed_trace.computed().sum() < 0.5 * plain.computed().sum()
 
-fig, axes = P.new_figure(1, 2, figsize=(17, 7.6), layout="constrained")
+fig, axes = P.new_figure(1, 2, figsize=(16, 7.6), layout="constrained")
 P.tile_schedule(plain.computed(), ax=axes[0], partial=plain.partial(), Br=B, Bc=B,
                 title=f"Causal mask only: {plain.computed().sum()} tiles\n(most of them read other documents)")
 P.tile_schedule(packed_trace.computed(), ax=axes[1], partial=packed_trace.partial(), Br=B, Bc=B,
-                title=f"Causal + document: {packed_trace.computed().sum()} tiles")
+                title=f"Causal + document: {packed_trace.computed().sum()} tiles\n(only tiles holding a same-document pair)")
+axes[0].get_legend().remove()  # one legend (right panel) serves both
 for r, start, n in one_row.spans[1:]:  # document boundaries, in tile units
     for ax in axes:
         ax.axvline(start / B - 0.5, color="#d62728", lw=1.2), ax.axhline(start / B - 0.5, color="#d62728", lw=1.2)
