@@ -190,13 +190,13 @@ def strided_pairs(n, l):  # closed form, n ≥ l
 formulas = {
     "full  n²": ns.astype(float) ** 2,
     "causal  n(n+1)/2": ns * (ns + 1) / 2.0,
-    f"strided ℓ=√n  ~ n√n": np.array([strided_pairs(n_, int(np.sqrt(n_))) for n_ in ns], float),
+    "strided ℓ=√n  ~ n√n": np.array([strided_pairs(n_, int(np.sqrt(n_))) for n_ in ns], float),
     f"window w={w_cost}  ~ n·w": ns * w_cost - w_cost * (w_cost - 1) / 2.0,
 }
 measured = {
     "full  n²": [T.attended_pairs(T.bidirectional_mask(n_)) for n_ in ns],
     "causal  n(n+1)/2": [T.attended_pairs(T.causal_mask(n_)) for n_ in ns],
-    f"strided ℓ=√n  ~ n√n": [T.attended_pairs(T.strided_mask(n_, int(np.sqrt(n_)))) for n_ in ns],
+    "strided ℓ=√n  ~ n√n": [T.attended_pairs(T.strided_mask(n_, int(np.sqrt(n_)))) for n_ in ns],
     f"window w={w_cost}  ~ n·w": [T.attended_pairs(T.sliding_window_mask(n_, w_cost)) for n_ in ns],
 }
 for name in formulas:

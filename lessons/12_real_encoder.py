@@ -208,7 +208,7 @@ P.attention_heatmap(W[layer, head], toks, toks, ax=axes[0], vmax=1.0, colorbar=F
 P.attention_heatmap(Wc[layer, head], toks, toks, ax=axes[1], vmax=1.0, colorbar=False, annotate=False,
                     title="causal mask, same weights\nnothing to the right of the diagonal", ylabel=None)
 P.attention_heatmap(Wb[head], pad_toks, pad_toks, ax=axes[2], vmax=1.0, colorbar=False, annotate=False,
-                    title=f"short sentence padded in a batch\n[PAD] keys: weight exactly 0", ylabel=None)
+                    title="short sentence padded in a batch\n[PAD] keys: weight exactly 0", ylabel=None)
 axes[2].axvspan(n_real - 0.5, n_pad - 0.5, color=P.OFF_COLOR, alpha=0.6, zorder=0)
 for a in axes:
     a.tick_params(labelsize=P.LABEL_SIZE)

@@ -1,5 +1,6 @@
 """`python -m transformer embed` and `attention`: printed cosines vs sentence-transformers,
-drawn weights vs the model's own (themselves tested against BertModel in test_bert.py)."""
+drawn weights vs the model's own (MiniLM: themselves tested against BertModel in test_bert.py;
+SmolLM2: against HF's LlamaForCausalLM on the same GGUF)."""
 import os
 import re
 import types
@@ -95,7 +96,7 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     fake = types.SimpleNamespace(
         attention_weights=lambda text: maps,
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
-    monkeypatch.setattr(transformer, "load_smollm2", lambda path, backend="numpy": fake, raising=False)
+    monkeypatch.setattr(transformer.llama, "load_smollm2", lambda path, backend="numpy": fake)
     assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",
                  "-o", str(tmp_path / "s.png")]) == 0
     ax = drawn[0].axes[0]
@@ -103,21 +104,23 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["The", "␣dog", "␣ran"]
 
 
-def test_smollm2_missing_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.delattr(transformer, "load_smollm2", raising=False)
-    assert main(["attention", "--model", "smollm2", "x", "-o", str(tmp_path / "s.png")]) == 2
-    assert "load_smollm2" in capsys.readouterr().err
+@pytest.mark.parametrize("layer,head", [(-1, 0), (3, 7)])
+def test_smollm2_real_model_draws_hf_attention(tmp_path, drawn, hf_smollm2, layer, head):
+    """The drawn weights against HF transformers' LlamaForCausalLM reading the same GGUF
+    (eager attention, output_attentions=True), fed the ids of SmolLM2's tokenizer."""
+    import torch
+    from transformer.gguf_loader import open_gguf, read_tokenizer, smollm2_path
 
-
-@pytest.mark.skipif(not hasattr(transformer, "load_smollm2"), reason="the SmolLM2 decoder is not in this build")
-def test_smollm2_real_model(tmp_path, drawn):
     text = "The dog chased the squirrel because it"
-    assert main(["attention", "--model", "smollm2", text, "--layer", "-1", "--head", "0",
+    assert main(["attention", "--model", "smollm2", text, "--layer", str(layer), "--head", str(head),
                  "-o", str(tmp_path / "s.png")]) == 0
     ax = drawn[0].axes[0]
     w = np.asarray(ax.images[0].get_array())
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert "".join(labels).replace("␣", " ") == text  # the labels spell the text back
-    assert w.shape == (len(labels), len(labels))
-    assert np.all(np.triu(w, 1) == 0)  # a decoder: causal
-    np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-5)
+    ids = read_tokenizer(open_gguf(smollm2_path())).encode(text)
+    with torch.no_grad():
+        ref = hf_smollm2(torch.tensor([ids]), output_attentions=True).attentions[layer][0, head].numpy()
+    assert w.shape == ref.shape == (len(labels), len(labels))
+    np.testing.assert_allclose(w, ref, atol=1e-5)  # probabilities in float32 through up to 30 layers
+    assert np.all(np.triu(w, 1) == 0)  # a decoder: causal, exactly

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .backend import get_xp, require_float, compute_dtype
+from .backend import (broadcastable_to, compute_dtype, get_xp, require_array, require_float, require_int,
+                      require_real)
 
 __all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores",
            "additive_scores", "additive_attention", "additive_peak_bytes"]
@@ -25,24 +26,52 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     exp(x - max) never overflows (its largest value is e⁰ = 1) and gives the same
     result, because softmax(x + c) = softmax(x) for any constant c per row.
     With `mask` (True = keep), masked entries get probability exactly 0; a row
-    with nothing kept returns all zeros instead of NaN.
+    with nothing kept returns all zeros instead of NaN. A row holding NaN or +inf
+    gives NaN throughout, as torch.softmax does: never numbers that do not sum to 1.
 
     >>> import numpy as np
     >>> softmax(np.array([1000.0, 1000.0])).tolist()
     [0.5, 0.5]
     """
+    _check_softmax(x, axis, mask)
     xp = get_xp(x, mask)
     if mask is not None:
         x = xp.where(mask, x, -math.inf)
     m = xp.max(x, axis=axis, keepdims=True)  # [..., 1] row max
-    m = xp.where(xp.isfinite(m), m, 0.0)  # all-masked row: max is -inf, use 0
+    m = xp.where(m == -math.inf, 0.0, m)  # all-masked row: max is -inf, use 0 (NaN and +inf stay: NaN row)
     e = xp.exp(x - m)  # [..., n], each in [0, 1]
     z = xp.sum(e, axis=axis, keepdims=True)  # [..., 1] normaliser
-    return e / xp.where(z > 0, z, 1.0)  # all-masked row: 0 / 1 = 0
+    return e / xp.where(z == 0, 1.0, z)  # all-masked row: 0 / 1 = 0
+
+
+def _check_softmax(x, axis, mask):
+    require_array("x", x)
+    require_int(axis=axis, low=None)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis={axis} is out of range for x of shape {tuple(x.shape)}")
+    if x.shape[axis] == 0:
+        raise ValueError(f"softmax over an empty axis: x has shape {tuple(x.shape)}, axis={axis}")
+    if mask is not None:
+        _check_mask(mask, tuple(x.shape), "x's shape")
+
+
+def _check_mask(mask, target, what):
+    require_array("mask", mask)
+    xp = get_xp(mask)
+    if mask.dtype != xp.bool:
+        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    if not broadcastable_to(mask.shape, target):
+        raise ValueError(f"mask of shape {tuple(mask.shape)} is not broadcastable to {what} = {target}")
+
+
+def _check_scale(scale):
+    if scale is not None:
+        require_real(scale=scale)
 
 
 def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
     """Repeat each key/value head n_rep times so h_kv heads serve h = h_kv·n_rep queries."""
+    require_int(n_rep=n_rep, low=1)
     if n_rep == 1:
         return x
     xp = get_xp(x)
@@ -56,6 +85,10 @@ def _check_shapes(q, k, v, mask):
             raise ValueError(f"{name} must have 4 dims (b, heads, n, d_h), got shape {tuple(t.shape)}")
     b, h, n_q, d_h = q.shape
     bk, h_kv, n_k, d_k = k.shape
+    if n_k == 0:
+        raise ValueError(f"n_k = 0: no keys to attend to (k has shape {tuple(k.shape)})")
+    if d_h == 0:
+        raise ValueError(f"d_h = 0: q and k have no features to score with (q has shape {tuple(q.shape)})")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k head sizes differ: q d_h={q.shape[-1]}, k d_h={k.shape[-1]}")
     if k.shape[:3] != v.shape[:3]:
@@ -65,18 +98,18 @@ def _check_shapes(q, k, v, mask):
     if h_kv == 0 or h % h_kv != 0:
         raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     if mask is not None:
-        xp = get_xp(mask)
-        if mask.dtype != xp.bool:
-            raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-        target = (b, h, n_q, n_k)
-        ms = tuple(mask.shape)
-        ok = len(ms) <= 4 and all(m in (1, t) for m, t in zip(ms[::-1], target[::-1]))
-        if not ok:
-            raise ValueError(f"mask of shape {ms} is not broadcastable to (b, h, n_q, n_k) = {target}")
+        _check_mask(mask, (b, h, n_q, n_k), "(b, h, n_q, n_k)")
 
 
 def attention_scores(q, k, scale=None):  # [b, h, n_q, d_h], [b, h, n_k, d_h] -> [b, h, n_q, n_k]
     """S = Q Kᵀ · scale, with scale = 1/√d_h unless given."""
+    for name, t in (("q", q), ("k", k)):
+        require_float(name, t)
+        if t.ndim < 2 or t.shape[-1] == 0:
+            raise ValueError(f"{name} must be (..., n, d_h) with d_h ≥ 1, got shape {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k head sizes differ: q d_h={q.shape[-1]}, k d_h={k.shape[-1]}")
+    _check_scale(scale)
     xp = get_xp(q, k)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     return (q @ xp.matrix_transpose(k)) * scale  # [b, h, n_q, n_k]
@@ -96,6 +129,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     [[0.67, 0.33], [0.33, 0.67]]
     """
     _check_shapes(q, k, v, mask)
+    _check_scale(scale)
     xp = get_xp(q, k, v)
     in_dtype = q.dtype
     ct = compute_dtype(xp, in_dtype)
@@ -163,4 +197,5 @@ def additive_peak_bytes(n_q: int, n_k: int, d_a: int, itemsize: int = 4) -> int:
     """Extra memory of `additive_scores` at its peak: the (n_q, n_k, d_a) sum and its tanh
     are both alive while tanh runs, 2 · n_q · n_k · d_a · itemsize (per batch·head).
     Dot-product scores need n_q · n_k · itemsize."""
+    require_int(n_q=n_q, n_k=n_k, d_a=d_a, itemsize=itemsize)
     return 2 * n_q * n_k * d_a * itemsize

@@ -8,10 +8,14 @@ Functions that create arrays from nothing (masks, position tables) take `xp=`.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import array_api_compat
 
-__all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "compute_dtype", "nbytes"]
+__all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "require_array", "require_int",
+           "require_real", "broadcastable_to", "compute_dtype", "nbytes"]
 
 
 def namespace(xp=None):
@@ -75,6 +79,47 @@ def require_float(name: str, x):
         raise TypeError(f"{name} must be an array, got {type(x).__name__}")
     if not is_floating(x):
         raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+
+
+def require_array(name: str, x):
+    """Raise TypeError naming `name` unless x is an array of some backend (a list is not)."""
+    if not array_api_compat.is_array_api_obj(x):
+        raise TypeError(f"{name} must be an array (NumPy, CuPy, …), got {type(x).__name__}")
+
+
+def require_int(*, low: int | None = 0, **values):
+    """Raise a clear error naming the argument unless each value is an integer ≥ low.
+
+    Python and NumPy integers pass; a bool or a float (2.5, even 2.0) does not, so a size
+    is never truncated in silence. low=None: any integer.
+
+    >>> require_int(n=np.int64(3), block=4, low=1)
+    >>> require_int(n=2.5)
+    Traceback (most recent call last):
+    ValueError: n must be an integer ≥ 0, got n=2.5
+    """
+    for name, v in values.items():
+        if not isinstance(v, numbers.Number):
+            raise TypeError(f"{name} must be an integer, got {type(v).__name__} {name}={v!r}")
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or (low is not None and v < low):
+            bound = "" if low is None else f" ≥ {low}"
+            raise ValueError(f"{name} must be an integer{bound}, got {name}={v!r}")
+
+
+def require_real(*, positive: bool = False, **values):
+    """Raise a clear error naming the argument unless each value is a finite real number
+    (Python's or NumPy's, not a bool), > 0 if positive."""
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(v).__name__} {name}={v!r}")
+        if not math.isfinite(v) or (positive and v <= 0):
+            raise ValueError(f"{name} must be a finite{' positive' if positive else ''} number, got {name}={v!r}")
+
+
+def broadcastable_to(shape, target) -> bool:
+    """Whether an array of `shape` broadcasts to exactly `target` (it never grows target)."""
+    shape, target = tuple(shape), tuple(target)
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
 
 
 def compute_dtype(xp, dtype):

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import get_xp, namespace, to_numpy
+from .backend import get_xp, namespace, require_array, to_numpy
 from .embedding import embed, learned_positions
 from .heads import AttentionWeights, multi_head_attention
 from .layers import ffn, gelu, layer_norm, residual
@@ -63,21 +63,48 @@ class BertConfig:
     @classmethod
     def from_dir(cls, path) -> "BertConfig":
         """Read config.json (BERT's sizes) and sentence_bert_config.json (the 256 cut)."""
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            c = json.load(f)
+        file = os.path.join(path, "config.json")
+        c = _read_json(file)
         if c.get("hidden_act", "gelu") != "gelu" or c.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError(f"only BERT with exact GELU and absolute positions is supported, got "
                              f"hidden_act={c.get('hidden_act')!r}, "
                              f"position_embedding_type={c.get('position_embedding_type')!r}")
-        n_seq = c["max_position_embeddings"]
+        v, d, h, L, d_ff, n_max, n_types = (_config_int(c, k, file) for k in (
+            "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+            "max_position_embeddings", "type_vocab_size"))
+        if d % h:
+            raise ValueError(f"{file}: hidden_size={d} is not a multiple of num_attention_heads={h}")
+        eps = c.get("layer_norm_eps", 1e-12)  # BertConfig's default when the key is missing
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+            raise ValueError(f"{file}: layer_norm_eps must be a number > 0, got {eps!r}")
+        n_seq = n_max
         st = os.path.join(path, "sentence_bert_config.json")
-        if os.path.exists(st):
-            with open(st, encoding="utf-8") as f:
-                n_seq = json.load(f).get("max_seq_length", n_seq)
-        return cls(v=c["vocab_size"], d=c["hidden_size"], h=c["num_attention_heads"],
-                   L=c["num_hidden_layers"], d_ff=c["intermediate_size"],
-                   n_max=c["max_position_embeddings"], n_types=c["type_vocab_size"],
-                   eps=c["layer_norm_eps"], n_seq=min(n_seq, c["max_position_embeddings"]))
+        if os.path.exists(st) and "max_seq_length" in _read_json(st):
+            n_seq = _config_int(_read_json(st), "max_seq_length", st)
+        return cls(v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types, eps=float(eps),
+                   n_seq=min(n_seq, n_max))
+
+
+def _read_json(file) -> dict:
+    """A JSON object from a file; errors name the file."""
+    try:
+        with open(file, encoding="utf-8") as f:
+            c = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {file}: not valid UTF-8 JSON ({e})") from None
+    if not isinstance(c, dict):
+        raise ValueError(f"{file} holds a JSON {type(c).__name__}, not an object of config keys")
+    return c
+
+
+def _config_int(c: dict, key: str, file) -> int:
+    """c[key], which must be there and be an integer ≥ 1."""
+    if key not in c:
+        raise ValueError(f"{file} has no key {key!r}: it is not a BERT config")
+    val = c[key]
+    if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+        raise ValueError(f"{file}: {key} must be an integer ≥ 1, got {val!r}")
+    return val
 
 
 @dataclass
@@ -254,8 +281,12 @@ def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
 
         e_i = (1 / lengths_i) · Σ_{j < lengths_i} hidden[i, j]
     """
+    require_array("lengths", lengths)
     xp = get_xp(hidden, lengths)
-    n = hidden.shape[1]
+    b, n = hidden.shape[:2]
+    lengths_np = to_numpy(lengths)  # host copy: b numbers, checked once
+    if tuple(lengths.shape) != (b,) or ((lengths_np < 0) | (lengths_np > n)).any():
+        raise ValueError(f"lengths must be {b} numbers in [0, n={n}], got {lengths_np.tolist()}")
     real = xp.arange(n)[None, :] < lengths[:, None]  # [b, n]
     real = xp.astype(real, hidden.dtype)[:, :, None]  # [b, n, 1], 1.0 = real token
     total = xp.sum(hidden * real, axis=1)  # [b, d]

@@ -14,6 +14,7 @@ every digit alone (so numbers are read digit by digit), then the GPT-2 split pat
 from __future__ import annotations
 
 import codecs
+import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -197,7 +198,10 @@ class BPETokenizer:
 
     # --- decoding -------------------------------------------------------------------
     def _check_id(self, i) -> int:
-        i = int(i)
+        try:
+            i = operator.index(i)  # Python and NumPy integers; not 1.5
+        except TypeError:
+            raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
         if not 0 <= i < len(self.tokens):
             raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.tokens)})")
         return i

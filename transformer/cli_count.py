@@ -6,6 +6,7 @@ arithmetic intensity, KV-cache bytes and the bytes of naive attention's score ma
 from __future__ import annotations
 
 import json
+import numbers
 
 from . import counting as C
 from .configs import BUILTIN_NAMES, load_config
@@ -29,6 +30,10 @@ def register(sub):
 
 def count_report(config, n: int = 1024, batch: int = 1, dtype="float16") -> dict:
     """All the counts the `count` command prints, as one dict of plain numbers."""
+    for name, val in (("sequence length n (--seq)", n), ("batch (--batch)", batch)):
+        if isinstance(val, bool) or not isinstance(val, numbers.Integral) or val < 1:
+            raise ValueError(f"{name} must be an integer ≥ 1, got {val!r}")
+    n, batch = int(n), int(batch)  # NumPy integers too; plain ints print as JSON
     c = load_config(config)
     decoder = c.family != "encoder"
     r = {"name": c.name, "family": c.family, "n": n, "batch": batch, "dtype": dtype, "n_ctx": c.n_ctx,

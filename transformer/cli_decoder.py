@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import math
 import sys
 
 
@@ -33,29 +34,52 @@ def register(sub) -> None:
     t.set_defaults(func=_tokenize)
 
 
-def _generate(args) -> int:
-    from .llama import load_llama
+def _check_options(args) -> None:
+    """Refuse settings that mean nothing before loading the model, naming the options."""
     from .sampling import check_sampling
 
-    check_sampling(args.temperature, args.top_k, args.top_p)  # refuse bad settings before loading
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
+    check_sampling(args.temperature, args.top_k, args.top_p)
+    if args.temperature == 0:  # greedy: a sampling option would be silently ignored
+        given = [f"--{name.replace('_', '-')} {val}" for name, val in
+                 (("top_k", args.top_k), ("top_p", args.top_p), ("seed", args.seed)) if val is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: sampling options, used only with --temperature > 0 "
+                             "(the default 0 is greedy); add e.g. --temperature 0.8")
+
+
+def _rate(tok_s: float) -> str:
+    """'12.3 tok/s', or '—' when nothing was timed (no token generated, or no decode step)."""
+    return f"{tok_s:.1f} tok/s" if math.isfinite(tok_s) else "—"
+
+
+def _generate(args) -> int:
+    from .llama import load_llama
+
+    _check_options(args)
     model = load_llama(args.gguf, backend=args.backend)
     tok = model.tokenizer
     prompt = tok.apply_chat_template(args.prompt) if args.chat else args.prompt
+    ids = tok.encode(prompt)
+    if len(ids) + args.max_new_tokens > model.config.n_ctx:
+        raise ValueError(f"the prompt has {len(ids)} tokens, and with --max-new-tokens {args.max_new_tokens} "
+                         f"that makes {len(ids) + args.max_new_tokens} > the model's context n_ctx="
+                         f"{model.config.n_ctx}: lower --max-new-tokens or shorten the prompt")
+    steps = model.stream(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                         top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)  # checked here
     out = sys.stdout
     if not args.chat:
         out.write(prompt)
     text_of = tok.stream_decoder()  # holds back the bytes of characters split across tokens
-    for i in model.stream(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                          top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache):
+    for i in steps:
         if i != tok.eos_id:
             out.write(text_of(i))
             out.flush()
     s = model.last_stats
     cache = "off (--no-cache)" if args.no_cache else "on"
-    out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {s.prefill_tok_s:.1f} tok/s | "
-              f"decode {max(s.new_tokens - 1, 0)} tokens: {s.decode_tok_s:.1f} tok/s | KV cache {cache}]\n")
+    out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {_rate(s.prefill_tok_s)} | "
+              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} | KV cache {cache}]\n")
     return 0
 
 

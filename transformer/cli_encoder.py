@@ -11,7 +11,11 @@ layer as a grid when --head is left out. Models and matplotlib are imported only
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 MODELS = ("minilm", "smollm2")
+OUTPUT_FORMATS = (".png", ".jpg", ".jpeg", ".pdf", ".svg")  # suffixes of -o; matplotlib writes each
 
 
 def register(sub) -> None:
@@ -22,7 +26,8 @@ def register(sub) -> None:
     p.add_argument("texts", nargs="+", metavar="TEXT", help="sentences to compare")
     p.add_argument("--path", default=None,
                    help="model folder (model.safetensors, vocab.txt, config.json); default: the installed wheel")
-    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"))
+    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
+                   help="array library: numpy (CPU, default) or cupy (GPU)")
     p.set_defaults(func=run_embed)
 
     p = sub.add_parser("attention", help="draw a layer's attention weights over the tokens of a text",
@@ -35,9 +40,11 @@ def register(sub) -> None:
     p.add_argument("--head", type=int, default=None, help="head index, 0-based; omit to draw all heads")
     p.add_argument("--causal", action="store_true",
                    help="minilm only: run the encoder's weights under a causal mask, as a decoder would")
-    p.add_argument("-o", "--output", default="attention.png", help="PNG to write (default attention.png)")
+    p.add_argument("-o", "--output", default="attention.png",
+                   help=f"figure to write, format from the suffix: {', '.join(OUTPUT_FORMATS)} (default attention.png)")
     p.add_argument("--path", default=None, help="model folder (minilm) or GGUF file (smollm2)")
-    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"))
+    p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
+                   help="array library: numpy (CPU, default) or cupy (GPU)")
     p.set_defaults(func=run_attention)
 
 
@@ -85,17 +92,16 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         model = load_minilm(path, backend=backend)
         weights = model.attention_weights(text, causal=causal)
         labels = model.tokens(text)
+        n_text = len(model.tokenizer.tokenize(text)) + 2  # with [CLS] and [SEP], before any cut
+        if n_text > len(labels):
+            print(f"note: the text is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {len(labels)} "
+                  f"([CLS] and [SEP] included), so only its first {len(labels)} are drawn", file=sys.stderr)
         kind = "causal mask on encoder weights" if causal else "bidirectional"
         return weights, labels, f"all-MiniLM-L6-v2 ({kind})"
     if model_name == "smollm2":
         if causal:
             raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
-        import transformer
-
-        load_smollm2 = getattr(transformer, "load_smollm2", None)
-        if load_smollm2 is None:
-            raise RuntimeError("--model smollm2 needs transformer.load_smollm2 (the SmolLM2 decoder), "
-                               "which this version of the package does not provide")
+        from .llama import load_smollm2
         from .plotting import visible_token
 
         model = load_smollm2(path, backend=backend)
@@ -105,12 +111,43 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     raise ValueError(f"unknown model {model_name!r}: choose one of {', '.join(MODELS)}")
 
 
+def check_output(path) -> Path:
+    """The figure's path, refused before any work when no figure can be written there."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"cannot write {path}: it is a directory; give a file name such as {out / 'attention.png'}")
+    if out.suffix.lower() not in OUTPUT_FORMATS:
+        raise ValueError(f"cannot write {path}: the suffix {out.suffix or '(none)'!r} is not a figure format "
+                         f"this command writes; use one of {', '.join(OUTPUT_FORMATS)}")
+    folder = next(p for p in out.parents if p.exists())  # the nearest folder that already exists
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {path}: {folder} is a file, not a folder")
+    return out
+
+
+def save_figure(fig, out: Path) -> Path:
+    """A PNG through plotting.save (reproducible bytes); another suffix in its own format."""
+    import matplotlib.pyplot as plt
+    from .plotting import DPI, save
+
+    try:
+        if out.suffix.lower() == ".png":
+            return save(fig, out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=DPI, bbox_inches="tight")  # the format is the suffix's
+        plt.close(fig)
+        return out
+    except OSError as e:
+        raise OSError(f"cannot write {out}: {e.strerror or e}") from None
+
+
 def run_attention(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no window
-    from .plotting import attention_heatmap, head_grid, save
+    from .plotting import attention_heatmap, head_grid
 
+    out = check_output(args.output)
     weights, labels, name = attention_maps(args.model, args.text, args.path, args.backend, args.causal)
     layer = _pick(args.layer, len(weights), "layer")
     w = weights[layer]  # [h, n, n]
@@ -123,7 +160,7 @@ def run_attention(args) -> int:
         head = _pick(args.head, w.shape[0], "head")
         fig, _ = attention_heatmap(w[head], labels, labels, title=f"{name}: layer {layer}, head {head}")
         what = f"head {head}"
-    out = save(fig, args.output)
+    out = save_figure(fig, out)
     print(f"wrote {out}: layer {layer}, {what}, {len(labels)} tokens")
     return 0
 

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config"]
 
@@ -52,8 +55,9 @@ class ModelConfig:
     def __post_init__(self):
         for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx"):
             val = getattr(self, f)
-            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+            if not isinstance(val, numbers.Integral) or isinstance(val, (bool, np.bool_)) or val < 1:
                 raise ValueError(f"config {self.name!r}: {f} must be a positive integer, got {val!r}")
+            object.__setattr__(self, f, int(val))  # NumPy integers become plain ints
         if self.h % self.h_kv:
             raise ValueError(f"config {self.name!r}: h={self.h} must be a multiple of h_kv={self.h_kv}")
         if self.family not in ("decoder", "encoder", "encoder-decoder"):
@@ -127,11 +131,43 @@ def hf_config(name: str) -> dict:
     return dict(HF_CONFIGS[name])
 
 
-def _need(cfg: dict, keys, model_type: str):
+def _need(cfg: dict, keys, model_type: str) -> list[int]:
+    """The sizes a family cannot do without, each a checked integer ≥ 1."""
     missing = [k for k in keys if cfg.get(k) is None]
     if missing:
         raise ValueError(f"config of model_type {model_type!r} is missing key(s) {missing}")
-    return [cfg[k] for k in keys]
+    return [_int(cfg, k) for k in keys]
+
+
+def _int(cfg: dict, key: str, default: int | None = None, least: int = 1) -> int:
+    """cfg[key] as an integer ≥ least. Only a missing key (or null) takes the default:
+    a value that is present but wrong is an error, never silently replaced."""
+    val = cfg.get(key)
+    if val is None:
+        return default
+    if isinstance(val, bool) or not isinstance(val, numbers.Integral):
+        raise TypeError(f"config key {key!r} must be an integer, got {val!r} ({type(val).__name__})")
+    if val < least:
+        raise ValueError(f"config key {key!r} must be ≥ {least}, got {val}")
+    return int(val)
+
+
+def _flag(cfg: dict, key: str, default: bool) -> bool:
+    """cfg[key] as a bool (JSON true/false); a missing key takes the default."""
+    val = cfg.get(key)
+    if val is None:
+        return default
+    if not isinstance(val, bool):
+        raise TypeError(f"config key {key!r} must be true or false, got {val!r} ({type(val).__name__})")
+    return val
+
+
+def _head_size(d: int, h: int, width_key: str, heads_key: str) -> int:
+    """d_h = d / h, which must be a whole number: h heads split the width d between them."""
+    if d % h:
+        raise ValueError(f"config key {width_key!r}={d} is not a multiple of {heads_key!r}={h}: "
+                         f"the head size d / h = {d / h:g} must be a whole number")
+    return d // h
 
 
 def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
@@ -147,43 +183,67 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
     if mt in _LLAMA_TYPES:
         d, d_ff, L, h, v = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                        "num_attention_heads", "vocab_size"], mt)
-        h_kv = cfg.get("num_key_value_heads") or h  # absent means plain multi-head attention
-        d_h = cfg.get("head_dim") or d // h
-        bias = bool(cfg.get("attention_bias", False))  # Llama's switch: q, k, v and o
+        h_kv = _int(cfg, "num_key_value_heads", default=h)  # absent means plain multi-head attention
+        if h % h_kv:
+            raise ValueError(f"config key 'num_attention_heads'={h} is not a multiple of 'num_key_value_heads'="
+                             f"{h_kv}: each key/value head serves a whole group of queries (h={h}, h_kv={h_kv})")
+        # head_dim, when given, may differ from d / h (Mistral-Nemo: 32 heads of 128 in a width of 5120)
+        d_h = _int(cfg, "head_dim") or _head_size(d, h, "hidden_size", "num_attention_heads")
+        bias = _flag(cfg, "attention_bias", False)  # Llama's switch: q, k, v and o
         return ModelConfig(
             name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_h=d_h, d_ff=d_ff, v=v,
-            n_ctx=cfg.get("max_position_embeddings") or 2048,
-            tied=bool(cfg.get("tie_word_embeddings", False)),
+            n_ctx=_int(cfg, "max_position_embeddings", default=2048),
+            tied=_flag(cfg, "tie_word_embeddings", False),
             qkv_bias=bias or mt == "qwen2",  # Qwen2 always has q/k/v biases, never an o bias
-            o_bias=bias and mt != "qwen2", ffn_bias=bool(cfg.get("mlp_bias", False)),
+            o_bias=bias and mt != "qwen2", ffn_bias=_flag(cfg, "mlp_bias", False),
             gated_ffn=True, norm="rms", positions="rope")
     if mt == "gpt2":
         d, L, h, v, n_ctx = _need(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
         return ModelConfig(
-            name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=d // h,
-            d_ff=cfg.get("n_inner") or 4 * d, v=v, n_ctx=n_ctx,
-            tied=bool(cfg.get("tie_word_embeddings", True)), qkv_bias=True, o_bias=True,
+            name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=_head_size(d, h, "n_embd", "n_head"),
+            d_ff=_int(cfg, "n_inner", default=4 * d), v=v, n_ctx=n_ctx,
+            tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="learned")
     if mt == "bert":
         d, d_ff, L, h, v, n_ctx = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                               "num_attention_heads", "vocab_size",
                                               "max_position_embeddings"], mt)
         return ModelConfig(
-            name=name, family="encoder", L=L, d=d, h=h, h_kv=h, d_h=d // h, d_ff=d_ff, v=v,
+            name=name, family="encoder", L=L, d=d, h=h, h_kv=h,
+            d_h=_head_size(d, h, "hidden_size", "num_attention_heads"), d_ff=d_ff, v=v,
             n_ctx=n_ctx, tied=True, qkv_bias=True, o_bias=True, ffn_bias=True, gated_ffn=False,
-            norm="layer", positions="learned", type_vocab=cfg.get("type_vocab_size", 2),
+            norm="layer", positions="learned", type_vocab=_int(cfg, "type_vocab_size", default=2, least=0),
             lm_head=False, pooler=True, final_norm=False, embed_norm=True)
     if mt == "transformer":
         d, L_enc, L, h, d_ff, v = _need(cfg, ["d_model", "encoder_layers", "decoder_layers",
                                               "attention_heads", "ffn_dim", "vocab_size"], mt)
         return ModelConfig(
-            name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h, d_h=d // h,
-            d_ff=d_ff, v=v, n_ctx=cfg.get("max_position_embeddings") or 512,
-            tied=bool(cfg.get("tie_word_embeddings", True)), qkv_bias=True, o_bias=True,
+            name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h,
+            d_h=_head_size(d, h, "d_model", "attention_heads"), d_ff=d_ff, v=v,
+            n_ctx=_int(cfg, "max_position_embeddings", default=512),
+            tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="sinusoidal",
             final_norm=False)  # post-norm: each sub-layer already ends in a LayerNorm
     supported = ", ".join(_LLAMA_TYPES + ("gpt2", "bert", "transformer"))
     raise ValueError(f"unsupported model_type {mt!r}: supported are {supported}")
+
+
+def _read_config_file(path: str) -> ModelConfig:
+    """A config.json -> ModelConfig; every error names the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"cannot read {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} "
+                         f"at offset {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"cannot read {path}: not valid JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path} holds a JSON {type(cfg).__name__}, not an object of config keys")
+    try:
+        return from_hf(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))))
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{path}: {e}") from None
 
 
 def load_config(config) -> ModelConfig:
@@ -200,8 +260,7 @@ def load_config(config) -> ModelConfig:
         if s.endswith(".json") or os.path.sep in s:
             if not os.path.exists(s):
                 raise FileNotFoundError(f"config file {s!r} not found")
-            with open(s, encoding="utf-8") as f:
-                return from_hf(json.load(f), name=os.path.basename(os.path.dirname(os.path.abspath(s))))
+            return _read_config_file(s)
         raise ValueError(f"unknown model name {s!r}: built-in names are {', '.join(BUILTIN_NAMES)}, "
                          "or give a path to a config.json")
     if isinstance(config, dict):

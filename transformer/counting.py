@@ -19,6 +19,7 @@ KV cache (note 001):  bytes per token = 2 (K and V) · L · h_kv · d_h · bytes
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 
 import numpy as np
@@ -36,25 +37,31 @@ DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8"
 
 
 def dtype_bytes(dtype) -> int:
-    """Bytes per element: a name from DTYPE_BYTES, or a NumPy-like dtype (anything with itemsize)."""
-    if isinstance(dtype, str):
-        if dtype not in DTYPE_BYTES:
-            raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
+    """Bytes per element: a name from DTYPE_BYTES, or a NumPy dtype, its type or its string
+    ("f2", "<f4", np.float16, np.dtype("int8")).
+
+    >>> dtype_bytes("bfloat16"), dtype_bytes("f4"), dtype_bytes(np.float64)
+    (2, 4, 8)
+    """
+    if isinstance(dtype, str) and dtype in DTYPE_BYTES:
         return DTYPE_BYTES[dtype]
-    try:  # NumPy/CuPy dtypes and scalar types (np.float16, "f4", …)
-        return int(np.dtype(dtype).itemsize)
-    except TypeError:
+    try:  # NumPy/CuPy dtypes, scalar types and dtype strings: numbers only ("U", "O" are not)
+        np_dtype = np.dtype(dtype)
+        if np_dtype.kind in "biufc":
+            return int(np_dtype.itemsize)
+    except (TypeError, ValueError):
         pass
     name = str(getattr(dtype, "name", None) or dtype).rsplit(".", 1)[-1]  # other Array-API dtypes
     if name in DTYPE_BYTES:
         return DTYPE_BYTES[name]
-    raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
+    raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)} or a NumPy number "
+                     "dtype such as 'f2'")
 
 
-def _count(name: str, n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+def _count(name: str, n) -> int:  # Python or NumPy integer -> int
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or n < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
-    return n
+    return int(n)
 
 
 # ---------------------------------------------------------------- parameters

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import _check_shapes as _check_sdpa_shapes, softmax
-from .backend import compute_dtype, get_xp, require_float, to_numpy
+from .attention import _check_scale, _check_shapes as _check_sdpa_shapes, softmax
+from .backend import compute_dtype, get_xp, require_array, require_float, require_int, to_numpy
 from .io_count import IOCounter
-from .masks import same_document
+from .masks import _same_document
 
 __all__ = [
     "online_softmax_stats", "merge_softmax_stats", "online_softmax", "online_softmax_history",
@@ -97,9 +97,11 @@ def online_softmax_stats(x, block: int = 1, history: list | None = None):  # [..
     >>> round(float(np.exp(m[0]) * l[0]), 12)  # Σ e^x = 1 + 2 + 3
     6.0
     """
+    require_float("x", x)
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least one axis (..., n), got shape {tuple(x.shape)}")
+    require_int(block=block, low=1)
     xp = get_xp(x)
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be a positive int, got block={block!r}")
     n = x.shape[-1]
     m = xp.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype)  # [..., 1] max so far
     l = xp.zeros(x.shape[:-1] + (1,), dtype=x.dtype)  # [..., 1] Σ e^(x - m) so far
@@ -118,6 +120,9 @@ def online_softmax_history(x, block: int = 1):  # [..., n] -> [T, ...], [T, ...]
 
     The last step's values are the full row's max and Σ e^(x - max).
     """
+    require_float("x", x)
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x has no entries to take a softmax over: shape {tuple(x.shape)}")
     history = []
     online_softmax_stats(x, block, history)
     return np.stack([m for m, _ in history]), np.stack([l for _, l in history])
@@ -156,7 +161,7 @@ def _tile_mask(xp, r0, r1, c0, c1, offset):  # -> [Br, Bc], True = may attend
 
 def _doc_tile_mask(xp, doc, r0, r1, c0, c1, causal):  # [b, n] -> [b, Br, Bc], True = may attend
     """`masks.document_mask`'s tile: same document, not padding, and j ≤ i when causal."""
-    keep = same_document(doc[:, r0:r1], doc[:, c0:c1])  # [b, Br, Bc]
+    keep = _same_document(doc[:, r0:r1], doc[:, c0:c1])  # [b, Br, Bc]
     return keep & _tile_mask(xp, r0, r1, c0, c1, 0)[None, :, :] if causal else keep
 
 
@@ -277,8 +282,7 @@ def _check_options(causal, block_q, block_k, n_q, n_k):  # -> (Br, Bc)
     for name, bsz, n in (("block_q", block_q, n_q), ("block_k", block_k, n_k)):
         if bsz is None:
             bsz = DEFAULT_BLOCK
-        if isinstance(bsz, bool) or not isinstance(bsz, int) or bsz < 1:
-            raise ValueError(f"{name} must be a positive int or None, got {name}={bsz!r}")
+        require_int(**{name: bsz}, low=1)
         sizes.append(max(1, min(bsz, n)))  # a block never exceeds the sequence
     return tuple(sizes)
 
@@ -286,6 +290,7 @@ def _check_options(causal, block_q, block_k, n_q, n_k):  # -> (Br, Bc)
 def _check_doc(doc, b, n_q, n_k):  # -> None or (host NumPy [b, n], device [b, n])
     if doc is None:
         return None
+    require_array("doc", doc)
     xp = get_xp(doc)
     if n_q != n_k:
         raise ValueError(f"doc needs self-attention over one packed row, n_q = n_k, got n_q={n_q}, n_k={n_k}")
@@ -317,6 +322,7 @@ def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, i
     """
     _check_shapes(q, k, v)
     _check_options(causal, 1, 1, q.shape[2], k.shape[2])
+    _check_scale(scale)
     io = IOCounter() if io is None else io
     xp = get_xp(q, k, v)
     in_dtype = q.dtype
@@ -380,6 +386,7 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
     b, h, n_q, d_h = q.shape
     n_k = k.shape[2]
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)
+    _check_scale(scale)
     if version not in (1, 2):
         raise ValueError(f"version must be 1 (FlashAttention-1 loop order) or 2, got version={version!r}")
     docs = _check_doc(doc, b, n_q, n_k)
@@ -507,14 +514,15 @@ def _record(trace, step, i, j, kind, rows, cols, m_i, l_i, io, before, g):
 
 # --- 4. backward --------------------------------------------------------------------------------------
 
-def _check_backward(dout, q, k, v, out, lse):
+def _check_backward(q, k, v, causal, scale, **given):  # given: dout, and out, lse for the tiled backward
     _check_shapes(q, k, v)
-    for name, t, shape in (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, q.shape[:3])):
-        if t is None:
-            continue
-        require_float(name, t)
-        if tuple(t.shape) != tuple(shape):
-            raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+    _check_options(causal, 1, 1, q.shape[2], k.shape[2])
+    _check_scale(scale)
+    shapes = {"dout": q.shape, "out": q.shape, "lse": q.shape[:3]}
+    for name, t in given.items():
+        require_float(name, t)  # out=None or lse=None: "must be an array, got NoneType"
+        if tuple(t.shape) != tuple(shapes[name]):
+            raise ValueError(f"{name} must have shape {tuple(shapes[name])}, got {tuple(t.shape)}")
 
 
 def attention_backward_naive(dout, q, k, v, *, causal=False, scale=None):
@@ -524,7 +532,7 @@ def attention_backward_naive(dout, q, k, v, *, causal=False, scale=None):
         dV = Pᵀ dO,   dP = dO Vᵀ,   dS = P ∘ (dP - rowsum(P ∘ dP)),   dQ = dS K·scale,   dK = dSᵀ Q·scale
     (the softmax Jacobian applied to dP). Key/value heads shared by g query heads sum their g gradients.
     """
-    _check_backward(dout, q, k, v, None, None)
+    _check_backward(q, k, v, causal, scale, dout=dout)
     xp = get_xp(dout, q, k, v)
     in_dtype = q.dtype
     ct = compute_dtype(xp, in_dtype)
@@ -559,7 +567,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
     Memory beyond the inputs and gradients is O(Br·Bc) per head, never O(n_q·n_k).
     doc: the packed rows' document indices given to the forward pass (see `flash_attention`).
     """
-    _check_backward(dout, q, k, v, out, lse)
+    _check_backward(q, k, v, causal, scale, dout=dout, out=out, lse=lse)
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)

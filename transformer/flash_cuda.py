@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .attention import _check_scale
 from .backend import _cupy
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
@@ -228,6 +229,15 @@ def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_hea
     return "mma" if cc >= KERNELS["mma"].min_compute_capability else "simt"
 
 
+def _check_plan_options(causal, scale, kernel):
+    """The host-side options, as the CPU `flash_attention` checks them."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    _check_scale(scale)
+    if kernel != "auto" and kernel not in KERNELS:
+        raise ValueError(f"kernel={kernel!r}: use 'auto', {', '.join(repr(k) for k in KERNELS)}")
+
+
 def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
                 kernel: str = "auto", compute_capability: int | None = None,
                 wmma_headers: bool = True) -> LaunchPlan:
@@ -235,6 +245,7 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
     (kernel "auto": `auto_kernel` for that GPU and those headers)."""
     import numpy as np
 
+    _check_plan_options(causal, scale, kernel)
     b, h, n_q, d_h = q_shape
     h_kv, n_k = k_shape[1], k_shape[2]
     if kernel == "auto":

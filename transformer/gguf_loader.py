@@ -53,13 +53,18 @@ def open_gguf(path):
     import gguf
 
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory, not a GGUF file: give the path of the .gguf file in it")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"GGUF file not found: {path}")
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
-    return gguf.GGUFReader(path)
+    try:
+        return gguf.GGUFReader(path)
+    except (ValueError, IndexError, KeyError, OverflowError) as e:  # the parser runs off the end of the data
+        raise ValueError(f"cannot read GGUF file {path}: truncated or corrupt ({type(e).__name__}: {e})") from None
 
 
 def _field(reader, key, default=None, required=True):

@@ -12,16 +12,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from .attention import scaled_dot_product_attention
-from .backend import get_xp, require_float
+from .backend import get_xp, require_array, require_float, require_int
 
 __all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
 
 
 def split_heads(x, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
     """Cut the last axis into h heads of d_h = d / h and move heads before positions."""
+    require_array("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"split_heads needs x of shape (b, n, h·d_h), got shape {tuple(x.shape)}")
+    require_int(h=h, low=1)
     xp = get_xp(x)
     b, n, d = x.shape
-    if h < 1 or d % h:
+    if d % h:
         raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
     x = xp.reshape(x, (b, n, h, d // h))  # [b, n, h, d_h]
     return xp.permute_dims(x, (0, 2, 1, 3))  # [b, h, n, d_h]
@@ -29,6 +33,9 @@ def split_heads(x, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
 
 def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
     """Inverse of split_heads: concat(head_1, …, head_h) along the feature axis."""
+    require_array("x", x)
+    if x.ndim != 4:
+        raise ValueError(f"merge_heads needs x of shape (b, h, n, d_h), got shape {tuple(x.shape)}")
     xp = get_xp(x)
     b, h, n, d_h = x.shape
     x = xp.permute_dims(x, (0, 2, 1, 3))  # [b, n, h, d_h]
@@ -53,8 +60,56 @@ def _linear(x, W, b=None):  # [..., d_in], [d_in, d_out] -> [..., d_out]
     return y if b is None else y + b
 
 
+def _check_projections(x, w, h, h_kv, context):  # -> d_h
+    """Shapes of x, context and the q/k/v projections, each named, before any matmul."""
+    require_float("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"x must be (b, n, d), got shape {tuple(x.shape)}")
+    require_int(h=h, h_kv=h_kv, low=1)
+    b, d = x.shape[0], x.shape[-1]
+    if d % h:
+        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
+    if h % h_kv:
+        raise ValueError(f"h={h} must be divisible by the number of key/value heads h_kv={h_kv}")
+    d_c = d
+    if context is not None:
+        require_float("context", context)
+        if context.ndim != 3 or context.shape[0] != b:
+            raise ValueError(f"context must be (b, n_k, d_c) with b={b}, got shape {tuple(context.shape)}")
+        d_c = context.shape[-1]
+    for name in ("W_q", "W_k", "W_v"):
+        require_float(name, getattr(w, name))
+        if getattr(w, name).ndim != 2:
+            raise ValueError(f"{name} must be a matrix, got shape {tuple(getattr(w, name).shape)}")
+    if w.W_q.shape[0] != d:
+        raise ValueError(f"W_q has {w.W_q.shape[0]} input rows but x has d={d}")
+    if w.W_q.shape[1] % h or w.W_q.shape[1] == 0:
+        raise ValueError(f"W_q's {w.W_q.shape[1]} columns do not split into h={h} heads")
+    d_h = w.W_q.shape[1] // h
+    if w.W_k.shape[1] != h_kv * d_h or w.W_v.shape[1] != h_kv * d_h:
+        raise ValueError(f"W_k/W_v need h_kv·d_h = {h_kv}·{d_h} = {h_kv * d_h} columns, "
+                         f"got {w.W_k.shape[1]} and {w.W_v.shape[1]}")
+    if w.W_k.shape[0] != d_c or w.W_v.shape[0] != d_c:
+        src = "x" if context is None else "context"
+        raise ValueError(f"W_k/W_v need {src}'s {d_c} input rows, got shapes {tuple(w.W_k.shape)} and "
+                         f"{tuple(w.W_v.shape)}")
+    _check_bias(w, "b_q", h * d_h)
+    _check_bias(w, "b_k", h_kv * d_h)
+    _check_bias(w, "b_v", h_kv * d_h)
+    return d_h
+
+
+def _check_bias(w, name, size):
+    bias = getattr(w, name)
+    if bias is not None:
+        require_float(name, bias)
+        if tuple(bias.shape) != (size,):
+            raise ValueError(f"{name} must have shape ({size},), got {tuple(bias.shape)}")
+
+
 def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
     """Project and split: q (b, h, n, d_h), k and v (b, h_kv, n_k, d_h)."""
+    _check_projections(x, w, h, h_kv, context)
     c = x if context is None else context
     q = split_heads(_linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
     k = split_heads(_linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
@@ -71,22 +126,11 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
     (b, h, n, n_k), True = may attend. With return_weights, also the (b, h, n, n_k) weights.
     """
     h_kv = h if h_kv is None else h_kv
-    require_float("x", x)
-    if x.ndim != 3:
-        raise ValueError(f"x must be (b, n, d), got shape {tuple(x.shape)}")
-    d = x.shape[-1]
-    if h < 1 or d % h:
-        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
-    if h_kv < 1 or h % h_kv:
-        raise ValueError(f"h={h} must be divisible by the number of key/value heads h_kv={h_kv}")
-    if w.W_q.shape[0] != d:
-        raise ValueError(f"W_q has {w.W_q.shape[0]} input rows but x has d={d}")
-    if w.W_q.shape[1] % h:
-        raise ValueError(f"W_q's {w.W_q.shape[1]} columns do not split into h={h} heads")
-    d_h = w.W_q.shape[1] // h
-    if w.W_k.shape[1] != h_kv * d_h or w.W_v.shape[1] != h_kv * d_h:
-        raise ValueError(f"W_k/W_v need h_kv·d_h = {h_kv}·{d_h} = {h_kv * d_h} columns, "
-                         f"got {w.W_k.shape[1]} and {w.W_v.shape[1]}")
+    d_h = _check_projections(x, w, h, h_kv, context)
+    require_float("W_o", w.W_o)
+    if w.W_o.ndim != 2 or w.W_o.shape[0] != h * d_h:
+        raise ValueError(f"W_o must be (h·d_h, d) with h·d_h = {h * d_h} rows, got shape {tuple(w.W_o.shape)}")
+    _check_bias(w, "b_o", w.W_o.shape[1])
     q, k, v = qkv_heads(x, w, h, h_kv, context)
     res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]

@@ -24,6 +24,8 @@ import math
 import tracemalloc
 from dataclasses import dataclass, field
 
+from .backend import require_int
+
 __all__ = [
     "IOCounter", "paper_block_sizes", "standard_attention_io", "flash1_io", "flash2_io",
     "naive_io_bound", "flash_io_bound", "visible_key_tiles",
@@ -72,6 +74,7 @@ def paper_block_sizes(M: int, d_h: int) -> tuple[int, int]:  # -> (Br, Bc)
     >>> paper_block_sizes(100_000 // 4, 64)  # ~100 KB of float32
     (64, 98)
     """
+    require_int(M=M, d_h=d_h)
     if M < 1 or d_h < 1:
         raise ValueError(f"need M ≥ 1 and d_h ≥ 1, got M={M}, d_h={d_h}")
     Bc = math.ceil(M / (4 * d_h))
@@ -87,6 +90,7 @@ def standard_attention_io(n_q: int, n_k: int, d_h: int, heads: int = 1) -> dict:
         read S         → write P = softmax(S)    n_q·n_k        |  n_q·n_k
         read P, V      → write O = P V           n_q·n_k + n_k·d|  n_q·d
     """
+    require_int(n_q=n_q, n_k=n_k, d_h=d_h, heads=heads)
     loads = n_q * d_h + 2 * n_k * d_h + 2 * n_q * n_k
     stores = 2 * n_q * n_k + n_q * d_h
     return {"loads": heads * loads, "stores": heads * stores, "total": heads * (loads + stores)}
@@ -99,6 +103,10 @@ def visible_key_tiles(n_q: int, n_k: int, block_q: int, block_k: int, causal: bo
     Query block i ends at position p_i = r1 - 1 + n_k - n_q; key block j starts at
     j·Bc, so blocks j = 0 … ⌊p_i / Bc⌋ are needed: ⌊p_i / Bc⌋ + 1 of them (none if p_i < 0).
     """
+    require_int(n_q=n_q, n_k=n_k)
+    require_int(block_q=block_q, block_k=block_k, low=1)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got causal={causal!r}")
     Tr, Tc = math.ceil(n_q / block_q), math.ceil(n_k / block_k)
     if not causal:
         return [Tc] * Tr
@@ -122,6 +130,7 @@ def flash1_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
                                                         loads  Br_i·(2d + 2), stores Br_i·(d + 2)
     Non-causal: Tc tiles per query block, so Tc·n_q·(3d + 4) ≈ n²d²/M for Bc ≈ M/4d.
     """
+    require_int(d_h=d_h, heads=heads)
     tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)
     rows_x_tiles = sum(r * t for r, t in zip(_rows(n_q, block_q), tiles))  # Σ_i Br_i · (tiles of i)
     loads = 2 * n_k * d_h + rows_x_tiles * (2 * d_h + 2)
@@ -136,6 +145,7 @@ def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
         query block i streams the first t_i key blocks: K and V      2·d·min(n_k, t_i·Bc)
     Non-causal: Tr·2·n_k·d ≈ 2n²d/Br, again Θ(n²d²/M) for Br ≈ M/4d.
     """
+    require_int(d_h=d_h, heads=heads)
     tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)
     keys = sum(min(n_k, t * block_k) for t in tiles)  # Σ_i keys streamed by query block i
     loads = n_q * d_h + 2 * d_h * keys
@@ -145,11 +155,14 @@ def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
 
 def naive_io_bound(n: int, d_h: int) -> int:
     """The order of standard attention's HBM traffic: n·d + n² (Theorem 2 of the paper)."""
+    require_int(n=n, d_h=d_h)
     return n * d_h + n * n
 
 
 def flash_io_bound(n: int, d_h: int, M: int) -> float:
     """The order of FlashAttention's HBM traffic: n²·d² / M (Theorem 2 of the paper)."""
+    require_int(n=n, d_h=d_h)
+    require_int(M=M, low=1)
     return n * n * d_h * d_h / M
 
 
@@ -162,29 +175,36 @@ def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal=False) -
     moment), with the row max m (heads·n_q). A causal mask adds one n_q × n_k boolean
     (1 byte, shared by all heads). The output, O(n·d), is made after S is freed.
     """
+    require_int(b=b, h=h, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
     heads = b * h
     scores = 2 * heads * n_q * n_k * itemsize  # S and P
     mask = n_q * n_k if causal else 0  # True = may attend, one byte per pair
     return scores + mask + heads * n_q * itemsize  # + m
 
 
-def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize=None) -> int:
+def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize=None,
+                               h_kv=None) -> int:
     """Peak extra bytes of the tiled forward (FA2 order): no n × n term at all.
 
         output O and log-sum-exp L (written in place, tile by tile)    heads·n_q·(d + 1)
         four Br × Bc tiles at once: S_ij, S_ij - m, the new P̃_ij,
         and the previous step's P̃_ij, still bound until replaced       4·heads·Br·Bc
         (three when a single key block covers n_k: there is no previous step)
-        Q_i·scale, O_i, α·O_i, P̃_ij V_j                                4·heads·Br·d
+        Q_i·scale, O_i                                                 2·heads·Br·d
+        K_j, V_j (only the h_kv key/value heads: GQA shares them)      2·b·h_kv·Bc·d
     in the compute dtype's item size `itemsize` (4 for float16 inputs, accumulated in
     float32). out_itemsize (the input's, if smaller): the output is cast back at the end,
     after the last tile is freed, so the copy competes with the tiles instead of adding to them.
+    h_kv defaults to h (multi-head attention).
     """
+    h_kv = h if h_kv is None else h_kv
+    require_int(b=b, h=h, h_kv=h_kv, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
+    require_int(block_q=block_q, block_k=block_k, low=1)
     heads = b * h
     Br, Bc = min(block_q, n_q), min(block_k, n_k)
     out = heads * n_q * (d_h + 1)
     live_tiles = 4 if n_k > Bc else 3
-    tiles = live_tiles * heads * Br * Bc + 4 * heads * Br * d_h
+    tiles = live_tiles * heads * Br * Bc + 2 * heads * Br * d_h + 2 * b * h_kv * Bc * d_h
     cast = heads * n_q * d_h * out_itemsize if out_itemsize and out_itemsize != itemsize else 0
     return out * itemsize + max(tiles * itemsize, cast)
 

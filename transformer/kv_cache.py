@@ -8,7 +8,7 @@ stored (GQA/MQA shrink the cache); heads are repeated for the queries after read
 """
 from __future__ import annotations
 
-from .backend import namespace, nbytes
+from .backend import namespace, nbytes, require_float, require_int
 
 __all__ = ["KVCache"]
 
@@ -29,12 +29,14 @@ class KVCache:
             if int(val) < 1:
                 raise ValueError(f"KVCache needs {name} ≥ 1, got {name}={val}")
         self.n_max, self.length = n_max, 0
+        self.written = [0] * n_layers  # per layer: positions [0, written) hold keys/values
         shape = (b, h_kv, n_max, d_h)
         self.k = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]  # L × [b, h_kv, n_max, d_h]
         self.v = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]  # L × [b, h_kv, n_max, d_h]
 
     def update(self, layer: int, k_new, v_new):  # [b, h_kv, t, d_h] -> 2 × [b, h_kv, length + t, d_h]
         """Write the t new positions of `layer` at [length, length + t) and return K, V up to there."""
+        self._check_new(layer, k_new, v_new)
         t = k_new.shape[2]
         end = self.length + t
         if end > self.n_max:
@@ -42,11 +44,31 @@ class KVCache:
                              "allocate a larger cache (n_max) or generate fewer tokens")
         self.k[layer][:, :, self.length:end, :] = k_new
         self.v[layer][:, :, self.length:end, :] = v_new
+        self.written[layer] = end
         return self.k[layer][:, :, :end, :], self.v[layer][:, :, :end, :]  # views, no copy
 
     def advance(self, t: int):
         """All layers hold the t new positions: move the write position on."""
+        require_int(t=t)
+        short = [i for i, w in enumerate(self.written) if w < self.length + t]
+        if short:
+            raise ValueError(f"advance(t={t}) past what was written: the cache holds {self.length} positions, "
+                             f"layer {short[0]} has only {self.written[short[0]]} written; call update(layer, k, v) "
+                             "on every layer with the new positions first")
         self.length += t
+
+    def _check_new(self, layer, k_new, v_new):
+        require_int(layer=layer)
+        if layer >= len(self.k):
+            raise ValueError(f"layer={layer} is out of range: the cache holds {len(self.k)} layers")
+        b, h_kv, _, d_h = self.k[0].shape
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            require_float(name, t)
+            if t.ndim != 4 or (t.shape[0], t.shape[1], t.shape[3]) != (b, h_kv, d_h):
+                raise ValueError(f"{name} must be (b, h_kv, t, d_h) = ({b}, {h_kv}, t, {d_h}), "
+                                 f"got shape {tuple(t.shape)}")
+        if tuple(k_new.shape) != tuple(v_new.shape):
+            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
 
     @property
     def nbytes(self) -> int:

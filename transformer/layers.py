@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .backend import get_xp, compute_dtype
+from .backend import compute_dtype, get_xp, require_float, require_real
 
 __all__ = [
     "layer_norm", "rms_norm", "relu", "gelu", "erf", "silu", "sigmoid",
@@ -17,6 +17,7 @@ __all__ = [
 
 def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] -> [..., d]
     """LayerNorm(x) = (x - mean) / √(var + eps) · γ + β, over the last axis (biased variance)."""
+    _check_norm(x, eps, gamma=gamma, beta=beta)
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
     xc = xp.astype(x, ct, copy=False)
@@ -30,11 +31,28 @@ def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] ->
 
 def rms_norm(x, gamma, eps: float = 1e-6):  # [..., d], [d] -> [..., d]
     """RMSNorm(x) = x / √(mean(x²) + eps) · γ: LayerNorm without centring or bias (Llama)."""
+    _check_norm(x, eps, gamma=gamma)
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
     xc = xp.astype(x, ct, copy=False)
     ms = xp.mean(xc * xc, axis=-1, keepdims=True)  # [..., 1]
     return xp.astype(xc / xp.sqrt(ms + eps) * gamma, x.dtype, copy=False)
+
+
+def _check_norm(x, eps, **params):
+    """x floating-point (an integer x would come back rounded to integers), γ and β of shape (d,)."""
+    require_float("x", x)
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x must be (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
+    for name, p in params.items():
+        if p is None:
+            continue
+        require_float(name, p)
+        if tuple(p.shape) != (x.shape[-1],):
+            raise ValueError(f"{name} must have shape (d,) = ({x.shape[-1]},), got {tuple(p.shape)}")
+    require_real(eps=eps)
+    if eps < 0:
+        raise ValueError(f"eps must be ≥ 0, got eps={eps}")
 
 
 def relu(x):
@@ -87,6 +105,7 @@ def gelu(x, approximate: str = "none"):
 
 def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [d_ff, d] -> [..., d]
     """Position-wise feed-forward: g(x W₁ + b₁) W₂ + b₂ (note 000: channel mixing)."""
+    _check_ffn(x, ("W2", W2), b1, b2, W1=W1)
     hdn = x @ W1  # [..., d_ff]
     if b1 is not None:
         hdn = hdn + b1
@@ -94,8 +113,31 @@ def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [
     return out if b2 is None else out + b2
 
 
+def _check_ffn(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out) matrix)
+    """Shapes named before any matmul: each W_in (d, d_ff), the down projection (d_ff, d_out)."""
+    require_float("x", x)
+    for name, W in W_in.items():
+        require_float(name, W)
+    d = x.shape[-1] if x.ndim else 0
+    d_ff = next(iter(W_in.values())).shape[-1]
+    for name, W in W_in.items():
+        if tuple(W.shape) != (d, d_ff):
+            raise ValueError(f"{name} must be (d, d_ff) = ({d}, {d_ff}) for x of shape {tuple(x.shape)}, "
+                             f"got {tuple(W.shape)}")
+    name, W = down
+    require_float(name, W)
+    if W.ndim != 2 or W.shape[0] != d_ff:
+        raise ValueError(f"{name} must be (d_ff, d) with d_ff = {d_ff}, got shape {tuple(W.shape)}")
+    for b_name, b, size in (("b1", b1, d_ff), ("b2", b2, W.shape[1])):
+        if b is not None:
+            require_float(b_name, b)
+            if tuple(b.shape) != (size,):
+                raise ValueError(f"{b_name} must have shape ({size},), got {tuple(b.shape)}")
+
+
 def glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d]
     """Gated linear unit FFN: (g(x W_gate) ∘ x W_up) W_down. With g = σ this is GLU."""
+    _check_ffn(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
     return (activation(x @ W_gate) * (x @ W_up)) @ W_down  # [..., d_ff] ∘ [..., d_ff] @ [d_ff, d]
 
 

@@ -11,6 +11,7 @@ feeds one token (decode), reading the keys and values of earlier positions from 
 """
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,17 @@ class Llama:
         if n > self.config.n_ctx:
             raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
 
+    def _check_request(self, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
+        """Refuse a generation request before any work, naming the bad setting."""
+        if (isinstance(max_new_tokens, (bool, np.bool_)) or not isinstance(max_new_tokens, numbers.Integral)
+                or max_new_tokens < 0):
+            raise ValueError(f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}")
+        check_sampling(temperature, top_k, top_p)
+        if n_prompt + max_new_tokens > self.config.n_ctx:
+            raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
+                             f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
+                             f"n_ctx={self.config.n_ctx}")
+
     # --- full forward passes (no cache) ---------------------------------------------
     def logits(self, ids):  # [n] -> [n, v]
         """Next-token logits at every position of one sequence (text or ids), no cache."""
@@ -239,6 +251,9 @@ class Llama:
         if isinstance(docs, str) or not docs:
             raise ValueError("docs must be a non-empty list of texts or id sequences")
         docs = [self.encode(d) for d in docs]
+        empty = [i for i, d in enumerate(docs) if not d]
+        if empty:
+            raise ValueError(f"documents {empty} have no tokens: every packed document needs at least one")
         n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
         self._check_length(n_ctx)
         p = pack_documents(docs, n_ctx)
@@ -295,24 +310,28 @@ class Llama:
 
     def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True):
-        """Yield new token ids one at a time (see `generate`)."""
+        """An iterator of the new token ids, one at a time (see `generate`).
+
+        The request is checked here, before the first token is asked for.
+        """
         ids = self.encode(prompt)
         if not ids:
             raise ValueError("the prompt is empty: give at least one token")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}")
-        check_sampling(temperature, top_k, top_p)
-        self._check_length(len(ids) + max_new_tokens)
+        self._check_request(len(ids), max_new_tokens, temperature, top_k, top_p)
+        if use_cache and cache is not None and cache.length != 0:
+            raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+        self.last_stats = GenerationStats(prompt_tokens=len(ids))
+        return self._steps(ids, int(max_new_tokens), temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos)
+
+    def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
+        """The generation loop of `stream`, on a checked request."""
         rng = np.random.default_rng(seed)
         stop = self._stop_ids() if stop_at_eos else set()
-        stats = self.last_stats = GenerationStats(prompt_tokens=len(ids))
+        stats = self.last_stats
         if max_new_tokens == 0:
             return
-        if use_cache:
-            if cache is None:
-                cache = self.new_cache(1, len(ids) + max_new_tokens)
-            elif cache.length != 0:
-                raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+        if use_cache and cache is None:
+            cache = self.new_cache(1, len(ids) + max_new_tokens)
         w, cfg = self.weights, self.config
         seq = list(ids)
         t0 = time.perf_counter()
@@ -359,12 +378,15 @@ class Llama:
         column; padded keys are masked out and each row's positions start at 0 on its
         first real token, so each row gets the same tokens as when generated alone.
         """
+        if isinstance(prompts, str):
+            raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
+                            "pass [text], or use generate(text)")
         rows = [self.encode(p) for p in prompts]
         if not rows or any(len(r) == 0 for r in rows):
             raise ValueError("generate_batch needs at least one prompt and no empty prompt")
-        check_sampling(temperature, top_k, top_p)
         b, n_p = len(rows), max(len(r) for r in rows)
-        self._check_length(n_p + max_new_tokens)
+        self._check_request(n_p, max_new_tokens, temperature, top_k, top_p)
+        max_new_tokens = int(max_new_tokens)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
         xp, w, cfg = self.xp, self.weights, self.config
         n_max = n_p + max_new_tokens

@@ -6,7 +6,9 @@ noted, which broadcast against scores of shape (b, h, n_q, n_k).
 """
 from __future__ import annotations
 
-from .backend import get_xp, namespace
+import numbers
+
+from .backend import get_xp, namespace, require_array, require_int, to_numpy
 
 __all__ = [
     "causal_mask", "bidirectional_mask", "padding_mask", "sliding_window_mask",
@@ -16,12 +18,15 @@ __all__ = [
 
 def _query_key_positions(n_q, n_k, offset, xp):  # -> [n_q, 1], [1, n_k]
     """Absolute positions: query i sits at offset + i, key j at j."""
+    require_int(n_q=n_q)
     if n_k is None:
         n_k = n_q
+    require_int(n_k=n_k)
     if offset is None:
         offset = n_k - n_q  # queries are the last n_q positions (cached decoding)
-    if n_q < 0 or n_k < 0 or offset < 0:
-        raise ValueError(f"need n_q, n_k, offset ≥ 0, got n_q={n_q}, n_k={n_k}, offset={offset}")
+    require_int(offset=offset, low=None)
+    if offset < 0:
+        raise ValueError(f"need offset ≥ 0 (queries after no key), got n_q={n_q}, n_k={n_k}, offset={offset}")
     i = xp.arange(n_q)[:, None] + offset  # [n_q, 1]
     j = xp.arange(n_k)[None, :]  # [1, n_k]
     return i, j
@@ -40,8 +45,10 @@ def causal_mask(n_q: int, n_k: int | None = None, offset: int | None = None, *, 
 
 def bidirectional_mask(n_q: int, n_k: int | None = None, *, xp=None):  # -> [n_q, n_k]
     """Every query sees every key (encoder self-attention, BERT)."""
+    n_k = n_q if n_k is None else n_k
+    require_int(n_q=n_q, n_k=n_k)
     xp = namespace(xp)
-    return xp.ones((n_q, n_q if n_k is None else n_k), dtype=xp.bool)
+    return xp.ones((n_q, n_k), dtype=xp.bool)
 
 
 def padding_mask(lengths, n: int | None = None, *, xp=None):  # [b] -> [b, 1, 1, n]
@@ -53,6 +60,12 @@ def padding_mask(lengths, n: int | None = None, *, xp=None):  # [b] -> [b, 1, 1,
     lengths = xp.asarray(lengths)
     if lengths.ndim != 1:
         raise ValueError(f"lengths must be 1-D (one per sequence), got shape {tuple(lengths.shape)}")
+    if lengths.shape[0] == 0 and n is None:
+        raise ValueError("lengths is empty: no sequence to take the padded length n from; give n")
+    if lengths.shape[0] and not xp.isdtype(lengths.dtype, "integral"):
+        raise TypeError(f"lengths must be integer token counts, got dtype {lengths.dtype}")
+    if n is not None:
+        require_int(n=n)
     n = int(xp.max(lengths)) if n is None else n
     if lengths.shape[0] and (int(xp.min(lengths)) < 0 or int(xp.max(lengths)) > n):
         raise ValueError(f"lengths must lie in [0, {n}], got {lengths.tolist() if hasattr(lengths, 'tolist') else lengths}")
@@ -68,8 +81,7 @@ def sliding_window_mask(n_q: int, w: int, n_k: int | None = None, offset: int | 
     causal=True: i - w < j ≤ i (Mistral-style). causal=False: |i - j| < w (a band).
     With w ≥ n the causal window is the plain causal mask.
     """
-    if w < 1:
-        raise ValueError(f"window width w must be ≥ 1, got w={w}")
+    require_int(w=w, low=1)
     xp = namespace(xp)
     i, j = _query_key_positions(n_q, n_k, offset, xp)
     if causal:
@@ -80,8 +92,7 @@ def sliding_window_mask(n_q: int, w: int, n_k: int | None = None, offset: int | 
 def strided_mask(n: int, stride: int, *, xp=None):  # -> [n, n]
     """Sparse Transformer, strided pattern (causal): attend to the last `stride` tokens
     (local) and to every key whose distance is a multiple of `stride` (a column every l)."""
-    if stride < 1:
-        raise ValueError(f"stride must be ≥ 1, got stride={stride}")
+    require_int(stride=stride, low=1)
     xp = namespace(xp)
     i, j = _query_key_positions(n, n, 0, xp)
     local = (j <= i) & (i - j < stride)
@@ -92,6 +103,7 @@ def strided_mask(n: int, stride: int, *, xp=None):  # -> [n, n]
 def fixed_mask(n: int, block: int, c: int = 1, *, xp=None):  # -> [n, n]
     """Sparse Transformer, fixed pattern (causal): attend within your own block of size
     `block`, and to the last `c` positions of every earlier block ("summary" cells)."""
+    require_int(block=block, c=c, low=None)
     if block < 1 or not 1 <= c <= block:
         raise ValueError(f"need block ≥ 1 and 1 ≤ c ≤ block, got block={block}, c={c}")
     xp = namespace(xp)
@@ -103,8 +115,9 @@ def fixed_mask(n: int, block: int, c: int = 1, *, xp=None):  # -> [n, n]
 
 def global_mask(n: int, global_tokens, *, xp=None):  # -> [n, n]
     """Global tokens (Longformer/BigBird): the listed positions see all keys and are seen by all."""
+    require_int(n=n)
     xp = namespace(xp)
-    idx = [int(t) for t in global_tokens]
+    idx = _positions("global_tokens", global_tokens)
     bad = [t for t in idx if not 0 <= t < n]
     if bad:
         raise ValueError(f"global token positions must lie in [0, {n}), got {bad}")
@@ -115,6 +128,22 @@ def global_mask(n: int, global_tokens, *, xp=None):  # -> [n, n]
     return g[:, None] | g[None, :]  # [n, n]
 
 
+def _positions(name, values) -> list[int]:
+    """A 1-D array or sequence of integer positions, as Python ints (never truncated from floats)."""
+    if hasattr(values, "dtype"):
+        if values.ndim != 1 or not get_xp(values).isdtype(values.dtype, "integral"):
+            raise TypeError(f"{name} must be a 1-D integer array, got dtype {values.dtype}, "
+                            f"shape {tuple(values.shape)}")
+        return [int(v) for v in to_numpy(values).tolist()]
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list of positions, got {type(values).__name__} {values!r}")
+    values = list(values)
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+    if bad:
+        raise TypeError(f"{name} must hold integer positions, got {bad}")
+    return [int(v) for v in values]
+
+
 def random_mask(n: int, k: int, *, seed: int = 0, causal: bool = False, xp=None):  # -> [n, n]
     """BigBird-style random attention: each query sees k keys chosen at random (seeded).
 
@@ -122,8 +151,7 @@ def random_mask(n: int, k: int, *, seed: int = 0, causal: bool = False, xp=None)
     """
     import numpy as np
 
-    if k < 0:
-        raise ValueError(f"k must be ≥ 0, got k={k}")
+    require_int(n=n, k=k)
     rng = np.random.default_rng(seed)
     m = np.zeros((n, n), dtype=bool)
     for i in range(n):
@@ -135,6 +163,15 @@ def random_mask(n: int, k: int, *, seed: int = 0, causal: bool = False, xp=None)
 
 def same_document(doc_q, doc_k):  # [b, n_q], [b, n_k] -> [b, n_q, n_k]
     """True where query i and key j hold the same document and the key is not padding (doc ≥ 0)."""
+    require_array("doc_q", doc_q)
+    require_array("doc_k", doc_k)
+    if doc_q.ndim != 2 or doc_k.ndim != 2 or doc_q.shape[0] != doc_k.shape[0]:
+        raise ValueError(f"doc_q and doc_k must be (b, n_q) and (b, n_k), got shapes {tuple(doc_q.shape)} "
+                         f"and {tuple(doc_k.shape)}")
+    return _same_document(doc_q, doc_k)
+
+
+def _same_document(doc_q, doc_k):  # [b, n_q], [b, n_k] -> [b, n_q, n_k]
     return (doc_q[:, :, None] == doc_k[:, None, :]) & (doc_k[:, None, :] >= 0)  # [b, n_q, n_k]
 
 
@@ -145,6 +182,7 @@ def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
 
     A block-diagonal mask: one causal (or full) block per document, zeros between them.
     """
+    require_array("doc", doc)
     xp = get_xp(doc)
     if doc.ndim != 2 or not xp.isdtype(doc.dtype, "integral"):
         raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
@@ -158,5 +196,6 @@ def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
 
 def attended_pairs(mask) -> int:
     """How many (query, key) pairs a mask lets through: the cost of attention under it."""
+    require_array("mask", mask)
     xp = get_xp(mask)
     return int(xp.sum(xp.astype(mask, xp.int64)))

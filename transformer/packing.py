@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numbers
+
 import numpy as np
 
-from .backend import namespace
+from .backend import namespace, require_array, require_int
 from .masks import document_mask
 
 __all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]
@@ -84,6 +86,7 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0) -> Packed:
     """
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx < 1:
         raise ValueError(f"n_ctx must be an integer ≥ 1, got {n_ctx!r}")
+    require_int(pad_id=pad_id, low=None)
     docs = _as_documents(docs)
     too_long = [(i, len(d)) for i, d in enumerate(docs) if len(d) > n_ctx]
     if too_long:
@@ -111,6 +114,7 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0) -> Packed:
 
 def unpack(x, packed: Packed) -> list:  # [b, n_ctx, ...] -> per document [n_i, ...]
     """Cut a per-slot result (logits, hidden states) back into one array per document."""
+    require_array("x", x)
     if tuple(x.shape[:2]) != (packed.rows, packed.n_ctx):
         raise ValueError(f"x of shape {tuple(x.shape)} does not start with the packed rows "
                          f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")
@@ -132,10 +136,15 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     padded to n_ctx) and "pad_to_longest" (batches of `batch` documents, in order, each
     padded to its own longest; default one batch of all).
     """
-    lengths = [int(n) for n in lengths]
-    if not lengths or min(lengths) < 1:
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")
+    lengths = list(lengths)
+    if not lengths or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+                              for n in lengths):
         raise ValueError(f"lengths must be a non-empty list of positive token counts, got {lengths}")
+    lengths = [int(n) for n in lengths]
     batch = len(lengths) if batch is None else batch
+    require_int(batch=batch, low=None)
     if batch < 1:
         raise ValueError(f"batch must be ≥ 1, got {batch}")
     p = pack_documents([[0] * n for n in lengths], n_ctx)

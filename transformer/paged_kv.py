@@ -14,8 +14,10 @@ every layer's pool (one table serves all layers).
 from __future__ import annotations
 
 import math
+import numbers
 
-from .backend import compute_dtype, get_xp, namespace, nbytes
+from .attention import _check_scale
+from .backend import compute_dtype, get_xp, namespace, nbytes, require_float, require_int, to_numpy
 from .flash import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
 
 __all__ = ["PagedKVCache", "paged_attention"]
@@ -56,6 +58,7 @@ class PagedKVCache:
         self.free = list(range(n_blocks - 1, -1, -1))  # a stack: block 0 is handed out first
         self.tables: dict[int, list[int]] = {}  # sequence id -> block ids, in position order
         self.lengths: dict[int, int] = {}  # sequence id -> positions stored
+        self.written: dict[int, list[int]] = {}  # sequence id -> per layer, positions [0, written) written
         self._next_id = 0
         self.batch = [self.add_sequence() for _ in range(b)]  # the sequences update() serves
 
@@ -65,14 +68,14 @@ class PagedKVCache:
         """Open an empty sequence (no blocks yet) and return its id."""
         seq = self._next_id
         self._next_id += 1
-        self.tables[seq], self.lengths[seq] = [], 0
+        self.tables[seq], self.lengths[seq], self.written[seq] = [], 0, [0] * self.n_layers
         return seq
 
     def free_sequence(self, seq: int):
         """A finished request gives its blocks back to the free list."""
         self._check_seq(seq)
         self.free.extend(reversed(self.tables.pop(seq)))
-        del self.lengths[seq]
+        del self.lengths[seq], self.written[seq]
         if seq in self.batch:
             self.batch.remove(seq)
 
@@ -85,10 +88,11 @@ class PagedKVCache:
         if n_tokens > self.n_max:
             raise ValueError(f"KV cache overflow: sequence {seq} would hold {n_tokens} tokens > n_max={self.n_max}")
         table = self.tables[seq]
-        while len(table) * self.block_size < n_tokens:
-            if not self.free:
-                raise RuntimeError(f"KV block pool exhausted: all {self.n_blocks} blocks of {self.block_size} "
-                                   "positions are in use; free finished sequences or allocate more blocks")
+        need = math.ceil(n_tokens / self.block_size) - len(table)
+        if need > len(self.free):  # refused before taking any block, so a failed write holds none
+            raise RuntimeError(f"KV block pool exhausted: all {self.n_blocks} blocks of {self.block_size} "
+                               "positions are in use; free finished sequences or allocate more blocks")
+        for _ in range(need):
             table.append(self.free.pop())
 
     def write(self, seq: int, layer: int, k_new, v_new):  # [h_kv, t, d_h] × 2
@@ -98,6 +102,7 @@ class PagedKVCache:
         layers find them already in the table. Call `extend(seq, t)` after the last layer.
         """
         self._check_seq(seq)
+        self._check_new(layer, k_new, v_new, "(h_kv, t, d_h)")
         t = k_new.shape[1]
         start = self.lengths[seq]
         self._reserve(seq, start + t)
@@ -109,17 +114,33 @@ class PagedKVCache:
             self.k[layer][blk, :, off:off + m, :] = k_new[:, p - start:p - start + m, :]
             self.v[layer][blk, :, off:off + m, :] = v_new[:, p - start:p - start + m, :]
             p += m
+        self.written[seq][layer] = start + t
 
     def extend(self, seq: int, t: int):
         """All layers of seq hold t more positions."""
-        self._check_seq(seq)
+        self._check_extend(seq, t)
         self.lengths[seq] += t
+
+    def _check_extend(self, seq, t):
+        self._check_seq(seq)
+        require_int(t=t)
+        written = self.written[seq]
+        short = [i for i, w in enumerate(written) if w < self.lengths[seq] + t]
+        if short:
+            raise ValueError(f"extend(seq={seq}, t={t}) past what was written: sequence {seq} holds "
+                             f"{self.lengths[seq]} positions, layer {short[0]} has only {written[short[0]]} written; "
+                             "call write(seq, layer, k, v) on every layer first")
 
     def gather(self, seq: int, layer: int, n: int | None = None):  # -> 2 × [h_kv, n, d_h]
         """K and V of seq's first n positions (default: all stored), copied out block by block."""
         self._check_seq(seq)
+        self._check_layer(layer)
         xp = self.xp
         n = self.lengths[seq] if n is None else n
+        require_int(n=n)
+        if n > self.written[seq][layer]:
+            raise ValueError(f"gather(seq={seq}, layer={layer}, n={n}): only {self.written[seq][layer]} positions "
+                             f"of sequence {seq} are written in layer {layer}")
         nb = math.ceil(n / self.block_size)
         idx = xp.asarray(self.tables[seq][:nb], dtype=xp.int64)  # [nb]
         out = []
@@ -129,6 +150,23 @@ class PagedKVCache:
             flat = xp.reshape(blocks, (self.h_kv, nb * self.block_size, self.d_h))  # [h_kv, nb·bs, d_h]
             out.append(flat[:, :n, :])  # [h_kv, n, d_h]
         return out[0], out[1]
+
+    def _check_layer(self, layer):
+        require_int(layer=layer)
+        if layer >= self.n_layers:
+            raise ValueError(f"layer={layer} is out of range: the cache holds {self.n_layers} layers")
+
+    def _check_new(self, layer, k_new, v_new, dims):  # dims: "(h_kv, t, d_h)", or with b in front
+        """k_new, v_new of one shape, ending in (h_kv, t, d_h) of this cache, checked before any block is taken."""
+        self._check_layer(layer)
+        rank = dims.count(",") + 1
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            require_float(name, t)
+            if t.ndim != rank or (t.shape[-3], t.shape[-1]) != (self.h_kv, self.d_h):
+                raise ValueError(f"{name} must be {dims} with h_kv={self.h_kv}, d_h={self.d_h}, "
+                                 f"got shape {tuple(t.shape)}")
+        if tuple(k_new.shape) != tuple(v_new.shape):
+            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
 
     # ------------------------------------------------------------ KVCache interface (batch)
 
@@ -140,6 +178,7 @@ class PagedKVCache:
     def update(self, layer: int, k_new, v_new):  # [b, h_kv, t, d_h] -> 2 × [b, h_kv, length + t, d_h]
         """Write the t new positions of `layer` for each sequence of the batch and return
         K, V of all positions so far, read back through the block tables."""
+        self._check_new(layer, k_new, v_new, "(b, h_kv, t, d_h)")
         if k_new.shape[0] != len(self.batch):
             raise ValueError(f"update got {k_new.shape[0]} sequences but the cache serves b={len(self.batch)}")
         xp = self.xp
@@ -154,6 +193,8 @@ class PagedKVCache:
 
     def advance(self, t: int):
         """All layers hold the t new positions: move every batch sequence on."""
+        for seq in self.batch:  # all checked before any moves on
+            self._check_extend(seq, t)
         for seq in self.batch:
             self.extend(seq, t)
 
@@ -210,13 +251,10 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
     so K and V are never copied into one contiguous array. GQA: h_kv key/value heads are
     repeated for the h query heads after the block is read.
     """
+    table = _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale)
     xp = get_xp(q, k_pool)
     h, n_q, d_h = q.shape
     h_kv, bs = k_pool.shape[1], k_pool.shape[2]
-    if h % h_kv:
-        raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
-    if not 0 < n_q <= n_tokens <= len(block_table) * bs:
-        raise ValueError(f"need 0 < n_q={n_q} ≤ n_tokens={n_tokens} ≤ {len(block_table)} blocks · {bs}")
     ct = compute_dtype(xp, q.dtype)
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     qc = xp.astype(q, ct) * scale  # [h, n_q, d_h]
@@ -225,7 +263,7 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
     l = xp.zeros((h, n_q, 1), dtype=ct)  # running sum of exponentials
     o = xp.zeros((h, n_q, d_h), dtype=ct)  # running unnormalised output
     for j in range(math.ceil(n_tokens / bs)):
-        blk = int(block_table[j])
+        blk = table[j]
         kb = xp.repeat(xp.astype(k_pool[blk, ...], ct), h // h_kv, axis=0)  # [h, bs, d_h]
         vb = xp.repeat(xp.astype(v_pool[blk, ...], ct), h // h_kv, axis=0)  # [h, bs, d_h]
         k_pos = xp.arange(j * bs, (j + 1) * bs)[None, :]  # [1, bs]
@@ -239,3 +277,32 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
         m = m_new
     out = xp.where(l > 0, o / xp.where(l > 0, l, 1.0), 0.0)  # [h, n_q, d_h]; no key -> zeros
     return xp.astype(out, q.dtype)
+
+
+def _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale):  # -> block ids as Python ints
+    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
+        require_float(name, t)
+    if q.ndim != 3:
+        raise ValueError(f"q must be (h, n_q, d_h) for one sequence, got shape {tuple(q.shape)}")
+    if k_pool.ndim != 4 or tuple(k_pool.shape) != tuple(v_pool.shape):
+        raise ValueError(f"k_pool and v_pool must both be (n_blocks, h_kv, block_size, d_h), got shapes "
+                         f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
+    h, n_q, d_h = q.shape
+    n_blocks, h_kv, bs, d_k = k_pool.shape
+    if d_h == 0 or d_h != d_k:
+        raise ValueError(f"q's head size d_h={d_h} must be ≥ 1 and equal the pool's d_h={d_k}")
+    if h_kv == 0 or h % h_kv:
+        raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
+    require_int(n_tokens=n_tokens)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    _check_scale(scale)
+    table = to_numpy(block_table).tolist() if hasattr(block_table, "shape") else block_table
+    if isinstance(table, (str, bytes)) or not isinstance(table, (list, tuple)):
+        raise TypeError(f"block_table must be a list of block ids, got {type(block_table).__name__}")
+    bad = [b for b in table if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 0 <= b < n_blocks]
+    if bad:
+        raise ValueError(f"block_table must hold integer block ids in [0, {n_blocks}), got {bad}")
+    if not 0 < n_q <= n_tokens <= len(table) * bs:
+        raise ValueError(f"need 0 < n_q={n_q} ≤ n_tokens={n_tokens} ≤ block_table's {len(table)} blocks · {bs}")
+    return [int(b) for b in table]

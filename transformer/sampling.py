@@ -12,6 +12,7 @@ draw is made with a seeded `numpy.random.Generator` so a seed gives the same tex
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -21,14 +22,49 @@ from .backend import to_numpy
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
 
 
+def _is_real(x) -> bool:  # Python and NumPy numbers alike; a bool is not a setting
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
 def check_sampling(temperature=0.0, top_k=None, top_p=None):
     """Refuse settings that mean nothing, naming the bad value."""
-    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+    if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+    if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, (bool, np.bool_))
+                              or top_k < 1):
         raise ValueError(f"top_k must be an integer ≥ 1 or None, got {top_k!r}")
-    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+    if top_p is not None and (not _is_real(top_p) or not 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
+
+
+def _check_logits(logits):  # [..., v] -> [..., v] NumPy
+    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax."""
+    x = np.asarray(to_numpy(logits))
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"logits must have a vocabulary axis of size ≥ 1, got shape {x.shape}")
+    if np.isnan(x).any():
+        raise ValueError("logits contain NaN")
+    if np.isposinf(x).any():
+        raise ValueError("logits contain +inf")
+    if np.isneginf(x).all(axis=-1).any():
+        raise ValueError("a row of logits is all -inf: no token is possible")
+    return x
+
+
+def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
+    """x / T. If that would overflow x's dtype (T tiny, logits huge), each row is first shifted
+    so its maximum is 0, in float64: softmax, top-k and top-p ignore a constant shift, and as
+    T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
+    t = float(temperature)
+    tiny, big = float(np.finfo(x.dtype).tiny), float(np.finfo(x.dtype).max)
+    top = float(np.abs(x[np.isfinite(x)]).max(initial=0.0))  # the largest finite |logit|
+    if tiny <= t <= big and top <= big * t:
+        return x / x.dtype.type(t)  # [..., v], the plain division, stays float32
+    with np.errstate(over="ignore"):  # scores beyond the dtype's range become -inf: probability 0
+        z = (x.astype(np.float64) - x.max(axis=-1, keepdims=True)) / t  # [..., v], ≤ 0
+        return z.astype(x.dtype)  # [..., v]
 
 
 def greedy(logits):  # [..., v] -> [...] int
@@ -40,19 +76,18 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     """Scale by 1/T, then set to -inf every logit outside the top-k and outside the top-p nucleus.
 
     Ties at the k-th value are all kept (as HF does). The most likely token always survives.
+    Temperature 0 is greedy: only the argmax survives (the first one on a tie, as in argmax).
 
     >>> p = np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32)  # 0.5 + 0.3 reaches 0.75: keep two
     >>> np.isfinite(filter_logits(np.log(p), top_p=0.75)).tolist()
     [True, True, False, False]
     """
     check_sampling(temperature, top_k, top_p)
-    x = np.asarray(to_numpy(logits))
-    if not np.issubdtype(x.dtype, np.floating):
-        raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
-    if np.isnan(x).any():
-        raise ValueError("logits contain NaN")
-    if temperature > 0:
-        x = x / x.dtype.type(temperature)  # [..., v], stays float32
+    x = _check_logits(logits)  # [..., v]
+    if temperature == 0:  # greedy: every token but the argmax gets -inf
+        argmax = np.argmax(x, axis=-1)[..., None]  # [..., 1]
+        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)
+    x = _scale(x, temperature)  # [..., v]
     if top_k is not None and top_k < x.shape[-1]:
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
         x = np.where(x >= kth, x, -np.inf)
@@ -68,7 +103,13 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
 
 
 def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
-    """The distribution a sampler draws from: softmax of the filtered logits."""
+    """The distribution a sampler draws from: softmax of the filtered logits.
+
+    Temperature 0 (greedy) gives the one-hot of the argmax, what sample_next then picks.
+
+    >>> next_token_probs(np.array([1.0, 3.0, 2.0]), temperature=0).tolist()
+    [0.0, 1.0, 0.0]
+    """
     return softmax(filter_logits(logits, temperature, top_k, top_p), axis=-1)
 
 
@@ -79,7 +120,7 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
     whose cumulative probability exceeds u ~ U[0, 1).
     """
     check_sampling(temperature, top_k, top_p)
-    x = np.asarray(to_numpy(logits))
+    x = _check_logits(logits)  # [..., v]
     if temperature == 0:
         return np.argmax(x, axis=-1)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)

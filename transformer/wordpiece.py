@@ -21,6 +21,7 @@ A sequence is then framed as [CLS] pieces… [SEP] and cut to the model's positi
 """
 from __future__ import annotations
 
+import operator
 import unicodedata
 from dataclasses import dataclass
 
@@ -257,7 +258,10 @@ class WordPieceTokenizer:
     def convert_ids_to_tokens(self, ids) -> list[str]:
         out = []
         for i in ids:
-            i = int(i)
+            try:
+                i = operator.index(i)  # Python and NumPy integers; not 1.5
+            except TypeError:
+                raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
             if i not in self.inverse:
                 raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.vocab)})")
             out.append(self.inverse[i])

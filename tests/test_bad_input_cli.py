@@ -1,0 +1,316 @@
+"""Bad input at the public entry points of the models, configs, tokenizers, sampling and
+the command line: each error has a clear type and names the bad value or option, and the
+cases that used to give a silently wrong answer are checked against the right one
+(hand-worked counts, the greedy limit of sampling, file signatures)."""
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import transformer as T  # noqa: E402
+from transformer import counting as C  # noqa: E402
+from transformer import llama as llama_mod  # noqa: E402
+from transformer.bpe import BPETokenizer, bytes_to_unicode  # noqa: E402
+from transformer.cli import build_parser, main  # noqa: E402
+from transformer.configs import ModelConfig, from_hf, hf_config  # noqa: E402
+from transformer.gguf_loader import smollm2_path  # noqa: E402
+from transformer.wordpiece import WordPieceTokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A 1-layer random Llama with a byte-level tokenizer (one token per byte, no merges), n_ctx 32."""
+    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=256, n_ctx=32))
+    m.tokenizer = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
+    return m
+
+
+@pytest.fixture
+def cli_tiny(tiny, monkeypatch):
+    """`generate` runs the tiny model instead of loading SmolLM2."""
+    monkeypatch.setattr(llama_mod, "load_llama", lambda path=None, backend="numpy": tiny)
+    return tiny
+
+
+def run_cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ---------------------------------------------------------------- sampling
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-300, 5e-324])
+def test_tiny_temperature_is_greedy(temperature):
+    rng = np.random.default_rng(0)
+    logits = (rng.standard_normal((64, 50)) * 5).astype(np.float32)
+    logits[0] = [1.0, 2.0, 0.0] + [-1.0] * 47  # the audit's case: argmax 1
+    greedy = logits.argmax(axis=-1)
+    assert T.sample_next(logits, temperature=temperature, rng=0).tolist() == greedy.tolist()
+    one_hot = np.eye(50, dtype=np.float32)[greedy]  # T → 0: all the mass on the argmax
+    np.testing.assert_array_equal(T.next_token_probs(logits, temperature=temperature), one_hot)
+
+
+def test_huge_temperature_is_uniform_not_nan():
+    """T → ∞ flattens softmax(x / T) to 1/v: --temperature 1e308 samples uniformly, rightly."""
+    logits = np.array([[1.0, 2.0, -np.inf, -30.0]], dtype=np.float32)  # a token filtered out stays out
+    np.testing.assert_allclose(T.next_token_probs(logits, temperature=1e308), [[1 / 3, 1 / 3, 0, 1 / 3]], rtol=1e-6)
+
+
+def test_temperature_zero_probs_are_the_greedy_one_hot():
+    logits = np.array([[0.1, 3.0, -1.0], [5.0, 5.0, 0.0]], dtype=np.float32)  # a tie: argmax takes the first
+    p = T.next_token_probs(logits, temperature=0)
+    np.testing.assert_array_equal(p, [[0, 1, 0], [1, 0, 0]])
+    assert T.sample_next(logits, temperature=0).tolist() == p.argmax(axis=-1).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("bad,match", [([np.nan, 1.0], "NaN"), ([np.inf, 1.0], r"\+inf"),
+                                       ([-np.inf, -np.inf], "all -inf")])
+def test_bad_logits_raise_at_every_temperature(bad, match, temperature):
+    with pytest.raises(ValueError, match=match):
+        T.sample_next(np.array(bad, dtype=np.float32), temperature=temperature, rng=0)
+
+
+def test_numpy_scalars_are_accepted_as_settings():
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], dtype=np.float32))
+    plain = T.next_token_probs(logits, temperature=0.5, top_k=3, top_p=0.9)
+    numpy = T.next_token_probs(logits, temperature=np.float32(0.5), top_k=np.int64(3), top_p=np.float64(0.9))
+    np.testing.assert_array_equal(numpy, plain)
+    # hand-worked: T = 0.5 squares the odds, 0.25 : 0.09 : 0.0225 (0.685, 0.247, 0.062 of the
+    # top-3 mass); top-p 0.9 needs the first two (0.685 + 0.247 ≥ 0.9), renormalised
+    sq = np.array([0.25, 0.09]) / (0.25 + 0.09)
+    np.testing.assert_allclose(plain[0, :2], sq, rtol=1e-5)
+    with pytest.raises(ValueError, match="temperature.*True"):
+        T.sample_next(logits, temperature=True)
+
+
+# ---------------------------------------------------------------- the decoder model
+
+def test_generate_batch_refuses_a_bare_string(tiny):
+    with pytest.raises(TypeError, match=r"'Hi'.*generate\(text\)"):
+        tiny.generate_batch("Hi", max_new_tokens=1)
+    assert tiny.generate_batch(["Hi"], max_new_tokens=3) == [tiny.generate("Hi", max_new_tokens=3)]
+
+
+@pytest.mark.parametrize("call", [lambda m: m.generate_batch(["Hi"], max_new_tokens=-1),
+                                  lambda m: m.stream("Hi", max_new_tokens=-1),  # before any iteration
+                                  lambda m: m.generate("Hi", max_new_tokens=2.5)])
+def test_max_new_tokens_is_named(tiny, call):
+    with pytest.raises(ValueError, match=r"max_new_tokens must be an integer ≥ 0, got (-1|2.5)"):
+        call(tiny)
+
+
+def test_context_overflow_names_max_new_tokens(tiny):
+    with pytest.raises(ValueError, match=r"2 tokens \+ max_new_tokens=31 = 33 .*n_ctx=32"):
+        tiny.generate("Hi", max_new_tokens=31)
+
+
+# ---------------------------------------------------------------- tokenizers
+
+@pytest.mark.parametrize("bad", [1.5, np.float64(1.0), "1"])
+def test_token_ids_must_be_integers(bad):
+    bpe = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
+    with pytest.raises(TypeError, match=f"integers, got {bad!r}".replace("(", r"\(").replace(")", r"\)")):
+        bpe.decode([bad])
+    wp = WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3, "a": 4})
+    with pytest.raises(TypeError, match="integers"):
+        wp.decode([bad])
+    assert bpe.decode([np.int64(72), 105]) == "Hi" and wp.decode([np.int64(4)]) == "a"
+
+
+# ---------------------------------------------------------------- configs and counting
+
+LLAMA = {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+         "num_attention_heads": 9, "vocab_size": 49152}
+
+
+@pytest.mark.parametrize("base,key,value,error", [
+    (LLAMA, "num_key_value_heads", 0, ValueError), (LLAMA, "head_dim", 0, ValueError),
+    (LLAMA, "max_position_embeddings", 0, ValueError), (LLAMA, "num_attention_heads", 0, ValueError),
+    (LLAMA, "num_attention_heads", "9", TypeError), (LLAMA, "hidden_size", 576.0, TypeError),
+    (LLAMA, "tie_word_embeddings", "false", TypeError),
+    (hf_config("minilm-l6"), "type_vocab_size", -2, ValueError),
+    (hf_config("gpt2"), "n_head", 0, ValueError),
+    (hf_config("transformer-base"), "attention_heads", 0, ValueError),
+])
+def test_present_bad_values_are_errors_naming_key_and_value(base, key, value, error):
+    with pytest.raises(error, match=f"'{key}'.*{value!r}"):
+        from_hf(dict(base, **{key: value}))
+
+
+def test_derived_head_size_must_divide():
+    with pytest.raises(ValueError, match="'hidden_size'=576 .* 'num_attention_heads'=7"):
+        from_hf(dict(LLAMA, num_attention_heads=7))
+
+
+def test_explicit_head_dim_may_differ_from_d_over_h():
+    """Hand-worked: d = 10, h = 4 heads of head_dim = 3 (h·d_h = 12 ≠ d, legal as in Mistral-Nemo),
+    h_kv = 2, d_ff = 7, v = 11, L = 1, untied: embeddings 110, W_q 120 + W_k, W_v 2·60 + W_o 120,
+    SwiGLU 3·70 = 210, norms 3·10 = 30, LM head 110: 820."""
+    cfg = {"model_type": "llama", "hidden_size": 10, "num_attention_heads": 4, "head_dim": 3,
+           "num_key_value_heads": 2, "intermediate_size": 7, "vocab_size": 11, "num_hidden_layers": 1,
+           "tie_word_embeddings": False}
+    assert C.count_parameters(cfg) == 820
+
+
+def test_only_missing_keys_take_defaults():
+    c = from_hf(LLAMA)
+    assert (c.h_kv, c.d_h, c.n_ctx) == (9, 64, 2048)  # h_kv = h, d / h, the family's default context
+    assert from_hf(dict(LLAMA, num_key_value_heads=None)).h_kv == 9  # null reads as missing
+
+
+def test_numpy_integers_in_configs_and_counts():
+    kw = dict(name="x", family="decoder", d=8, h=2, h_kv=1, d_h=4, d_ff=8, v=10, n_ctx=8)
+    assert ModelConfig(L=np.int64(1), **kw) == ModelConfig(L=1, **kw)
+    assert C.forward_flops("gpt2", np.int64(8)) == C.forward_flops("gpt2", 8)
+
+
+def test_dtype_strings_agree_with_numpy():
+    per_token = 2 * 12 * 12 * 64 * 2  # GPT-2: 2 (K, V) · L · h_kv · d_h · 2 bytes of float16
+    for dtype in ("float16", "f2", "<f2", np.float16, np.dtype("float16")):
+        assert C.kv_cache_bytes("gpt2", 3, dtype=dtype) == 3 * per_token
+    with pytest.raises(ValueError, match="'U4'"):
+        C.dtype_bytes("U4")
+
+
+# ---------------------------------------------------------------- count
+
+@pytest.mark.parametrize("argv,match", [
+    (["--seq", "0"], "--seq.* got 0"), (["--batch", "0"], "--batch.* got 0"),
+])
+def test_count_zero_sizes(capsys, argv, match):
+    rc, out, err = run_cli(capsys, "count", "llama-3-8b", *argv)
+    assert rc == 2 and err.startswith("error: ") and re.search(match, err), err
+
+
+@pytest.mark.parametrize("content,match", [
+    (b'{"model_type": "llama", "hidden_size": 576,', "not valid JSON"),
+    (b'\xff\xfe{}', "not UTF-8.*0xff"),
+    (b'[1, 2]', "JSON list"),
+    (json.dumps(dict(LLAMA, num_attention_heads="9")).encode(), "'num_attention_heads' must be an integer, got '9'"),
+    (json.dumps(dict(LLAMA, num_attention_heads=0)).encode(), "'num_attention_heads' must be ≥ 1, got 0"),
+])
+def test_count_bad_config_files_name_the_file(tmp_path, capsys, content, match):
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    rc, out, err = run_cli(capsys, "count", str(path))
+    assert rc == 2 and str(path) in err and re.search(match, err), err
+
+
+# ---------------------------------------------------------------- generate and tokenize
+
+def test_sampling_options_without_temperature_are_refused(cli_tiny, capsys):
+    rc, out, err = run_cli(capsys, "generate", "Hi", "--top-p", "0.9", "--seed", "1")
+    assert rc == 2 and out == ""
+    assert "--top-p 0.9" in err and "--seed 1" in err and "--temperature" in err
+
+
+def test_prompt_too_long_is_refused_before_it_is_echoed(cli_tiny, capsys):
+    rc, out, err = run_cli(capsys, "generate", "x" * 30, "--max-new-tokens", "5")  # 30 + 5 > n_ctx = 32
+    assert rc == 2 and out == ""
+    assert "30 tokens" in err and "--max-new-tokens 5" in err and "n_ctx=32" in err
+
+
+@pytest.mark.parametrize("n,decoded", [("0", "decode 0 tokens"), ("1", "decode 0 tokens"), ("3", "decode 2 tokens")])
+def test_no_nan_rates(cli_tiny, capsys, n, decoded):
+    rc, out, err = run_cli(capsys, "generate", "Hi", "--max-new-tokens", n)
+    assert rc == 0 and "nan" not in out and decoded in out
+    if n != "3":
+        assert "decode 0 tokens: —" in out  # no decode step ran: no rate
+    if n == "0":
+        assert "prefill 2 tokens: —" in out
+
+
+@pytest.mark.parametrize("argv", [["tokenize", "\udcff\udcfe bad"], ["embed", "ok", "a\udcffb"],
+                                  ["generate", "\udcff"], ["attention", "\udcfe"]])
+def test_arguments_that_are_not_utf8(capsys, argv):
+    """The shell's bytes 0xff 0xfe reach Python as lone surrogates (surrogateescape)."""
+    rc, out, err = run_cli(capsys, *argv)
+    raw = [c for a in argv for c in a if "\udc80" <= c <= "\udcff"]
+    assert rc == 2 and "not valid UTF-8" in err
+    assert " ".join(f"0x{ord(c) - 0xdc00:02x}" for c in raw) in err
+
+
+def test_gguf_directory_and_truncated_file(tmp_path, capsys):
+    rc, out, err = run_cli(capsys, "generate", "hi", "--gguf", str(tmp_path))
+    assert rc == 2 and f"{tmp_path} is a directory" in err
+    truncated = tmp_path / "cut.gguf"
+    with open(smollm2_path(), "rb") as f:
+        truncated.write_bytes(f.read(3000))  # the header and part of the metadata
+    for argv in (["generate", "hi"], ["tokenize", "hi"]):
+        rc, out, err = run_cli(capsys, *argv, "--gguf", str(truncated))
+        assert rc == 2 and f"cannot read GGUF file {truncated}: truncated or corrupt" in err, err
+
+
+# ---------------------------------------------------------------- embed and attention
+
+def test_embed_config_missing_a_key(tmp_path, capsys):
+    cfg = dict(hf_config("minilm-l6"))
+    del cfg["max_position_embeddings"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "vocab.txt").write_text("")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    rc, out, err = run_cli(capsys, "embed", "x", "--path", str(tmp_path))
+    assert rc == 2 and str(tmp_path / "config.json") in err and "'max_position_embeddings'" in err
+
+
+def test_backend_has_help():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for command in ("embed", "attention", "generate"):
+        backend = next(a for a in sub.choices[command]._actions if a.dest == "backend")
+        assert backend.help and "numpy" in backend.help
+
+
+def test_output_paths_refused_before_work(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    cases = {str(tmp_path): "is a directory", str(tmp_path / "afile" / "x.png"): "afile is a file, not a folder",
+             str(tmp_path / "x.gif"): "'.gif'", str(tmp_path / "x"): "'(none)'"}
+    for path, match in cases.items():
+        rc, out, err = run_cli(capsys, "attention", "The dog", "-o", path)
+        assert rc == 2 and err.startswith(f"error: cannot write {path}: ") and match in err, err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc refuses new files on Linux")
+def test_unwritable_output_is_an_error_not_a_traceback(capsys):
+    rc, out, err = run_cli(capsys, "attention", "The dog", "-o", "/proc/x.png")
+    assert rc == 2 and err.startswith("error: cannot write /proc/x.png: ")
+
+
+def test_attention_writes_the_format_its_suffix_names(tmp_path, capsys):
+    signatures = {"x.jpg": b"\xff\xd8\xff", "x.pdf": b"%PDF", "x.svg": b"<?xml", "x.png": b"\x89PNG"}
+    for name, magic in signatures.items():
+        assert main(["attention", "The dog", "--head", "0", "-o", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_bytes().startswith(magic), name
+    capsys.readouterr()
+
+
+def test_long_text_cut_is_noted(tmp_path, capsys):
+    """"word" is one WordPiece: 300 words are 302 tokens with [CLS] and [SEP]; MiniLM reads 256."""
+    rc, out, err = run_cli(capsys, "attention", "word " * 300, "--head", "0", "-o", str(tmp_path / "a.png"))
+    assert rc == 0 and "256 tokens" in out
+    assert "302 tokens" in err and "first 256" in err
+
+
+def test_packed_logits_refuses_an_empty_document(tiny):
+    with pytest.raises(ValueError, match=r"documents \[1\] have no tokens"):
+        tiny.packed_logits(["ab", "", "cd"])
+
+
+@pytest.mark.parametrize("lengths", [[2, -1], [2, 4], [2]])
+def test_mean_pool_lengths_must_fit_the_rows(lengths):
+    from transformer.bert import mean_pool
+    h = np.ones((2, 3, 4), np.float32)  # (b, n, d)
+    with pytest.raises(ValueError, match=r"lengths must be 2 numbers in \[0, n=3\]"):
+        mean_pool(h, np.array(lengths))
+
+
+def test_mean_pool_lengths_must_be_an_array():
+    from transformer.bert import mean_pool
+    with pytest.raises(TypeError, match="lengths must be an array"):
+        mean_pool(np.ones((1, 3, 4), np.float32), [3])

@@ -1,0 +1,320 @@
+"""Bad input to the attention core gets a clear error naming the bad argument or value, never a
+wrong result or a bare traceback from inside NumPy. Where the fix changes a result (softmax of a
+row holding NaN), the result is compared with PyTorch."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import transformer as T
+from transformer import flash_cuda
+from transformer.paged_kv import PagedKVCache, paged_attention
+
+from conftest import asarray
+
+
+# --- A. results that were silently wrong -----------------------------------------------------------
+
+@pytest.mark.parametrize("norm", [T.layer_norm, T.rms_norm])
+def test_norms_refuse_integer_input_instead_of_rounding_the_result(norm):
+    # before: the normalised values were cast back to int64, i.e. rounded to -1, 0, 1
+    with pytest.raises(TypeError, match=r"x must be a floating-point array, got dtype int64"):
+        norm(np.arange(8).reshape(2, 4), np.ones(4))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # inf - inf, as intended: NaN
+@pytest.mark.parametrize("row", [[math.nan, 1.0, 2.0], [math.inf, 1.0, 2.0], [math.nan, -math.inf, 1.0],
+                                 [-math.inf, 1.0, 2.0], [1000.0, 1000.0, -5.0]])
+def test_softmax_of_a_row_with_nan_or_inf_equals_torch(xp, row):
+    ours = T.to_numpy(T.softmax(asarray(xp, [row, [0.5, 1.0, 1.5]])))
+    ref = torch.softmax(torch.tensor([row, [0.5, 1.0, 1.5]], dtype=torch.float64), dim=-1).numpy()
+    np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=0, equal_nan=True)
+
+
+def test_softmax_all_masked_row_still_gives_zeros_but_nan_row_gives_nan(xp):
+    x = asarray(xp, [[1.0, 2.0], [math.nan, 1.0]])
+    mask = asarray(xp, [[False, False], [True, True]])
+    np.testing.assert_array_equal(T.to_numpy(T.softmax(x, mask=mask)), [[0.0, 0.0], [math.nan, math.nan]])
+
+
+def _pool(n_blocks=4, h_kv=1, bs=2, d_h=4):
+    return np.random.default_rng(0).standard_normal((n_blocks, h_kv, bs, d_h))
+
+
+@pytest.mark.parametrize("table,match", [
+    ([0, -1], r"block_table must hold integer block ids in \[0, 4\), got \[-1\]"),  # was: read the last block
+    ([0, 1.9], r"block_table must hold integer block ids in \[0, 4\), got \[1.9\]"),  # was: truncated to 1
+    ([0, 7], r"block_table must hold integer block ids in \[0, 4\), got \[7\]"),  # was: a bare IndexError
+    (np.array([0.0, 1.0]), r"block_table must hold integer block ids.*\[0.0, 1.0\]"),
+    ([0], r"n_tokens=3 ≤ block_table's 1 blocks · 2"),  # 3 tokens need 2 blocks of 2
+    ("01", r"block_table must be a list of block ids, got str"),
+])
+def test_paged_attention_checks_the_block_table(table, match):
+    pool, q = _pool(), np.ones((2, 1, 4))
+    with pytest.raises((ValueError, TypeError), match=match):
+        paged_attention(q, pool, pool, table, 3)
+
+
+def test_paged_attention_with_a_good_table_equals_sdpa(xp):
+    pool = _pool()
+    q = np.random.default_rng(1).standard_normal((2, 1, 4))
+    table = asarray(xp, np.array([2, 0]))  # a device array of ids is read once on the host
+    out = paged_attention(asarray(xp, q), asarray(xp, pool), asarray(xp, pool), table, 3)
+    k = np.concatenate([pool[2], pool[0]], axis=1)[None, :, :3, :]  # [1, h_kv, 3, d_h]
+    ref = T.scaled_dot_product_attention(q[None], k, k)[0]
+    np.testing.assert_allclose(T.to_numpy(out), ref, rtol=1e-12)
+
+
+def test_paged_attention_refuses_integer_queries_like_sdpa():
+    pool, q = _pool(), np.ones((2, 1, 4), dtype=np.int64)
+    msg = r"q must be a floating-point array, got dtype int64"
+    with pytest.raises(TypeError, match=msg):  # was: int zeros
+        paged_attention(q, pool, pool, [0, 1], 3)
+    with pytest.raises(TypeError, match=msg):
+        T.scaled_dot_product_attention(q[None], pool[None, 0], pool[None, 0])
+
+
+@pytest.mark.parametrize("n,offset,err,match", [
+    (-1, 0, ValueError, r"n must be an integer ≥ 0, got n=-1"),  # was: 4 rows
+    (2, -2, ValueError, r"offset must be an integer ≥ 0, got offset=-2"),  # was: 0 rows
+    (4, 2, ValueError, r"positions 2…5 exceed the table's 5 rows"),
+    (2.5, 0, ValueError, r"n must be an integer ≥ 0, got n=2.5"),
+])
+def test_learned_positions_refuse_rows_outside_the_table(n, offset, err, match):
+    with pytest.raises(err, match=match):
+        T.learned_positions(n, np.zeros((5, 3)), offset)
+
+
+def test_kv_cache_advance_refuses_negative_steps_and_unwritten_positions():
+    cache = T.KVCache(2, 1, 1, 4, 2)
+    with pytest.raises(ValueError, match=r"t must be an integer ≥ 0, got t=-3"):
+        cache.advance(-3)
+    kv = np.ones((1, 1, 3, 2))
+    cache.update(0, kv, kv)  # layer 1 not yet written
+    with pytest.raises(ValueError, match=r"advance\(t=3\) past what was written.*layer 1 has only 0"):
+        cache.advance(3)
+    cache.update(1, kv, kv)
+    with pytest.raises(ValueError, match=r"advance\(t=4\).*layer 0 has only 3"):  # beyond what was written
+        cache.advance(4)
+    cache.advance(3)
+    assert cache.length == 3
+
+
+def test_paged_extend_refuses_negative_and_unwritten_and_waste_stays_non_negative():
+    cache = PagedKVCache(1, 0, 1, 8, 2, block_size=4, n_blocks=2)
+    seq = cache.add_sequence()
+    cache.write(seq, 0, np.ones((1, 3, 2)), np.ones((1, 3, 2)))
+    with pytest.raises(ValueError, match=r"t must be an integer ≥ 0, got t=-10"):
+        cache.extend(seq, -10)
+    with pytest.raises(ValueError, match=r"extend\(seq=0, t=5\) past what was written.*layer 0 has only 3"):
+        cache.extend(seq, 5)  # was: length 5 in one block of 4, paged_waste < 0
+    cache.extend(seq, 3)
+    report = cache.memory_report()
+    assert (report["tokens"], report["paged_waste"]) == (3, 1 * cache.bytes_per_token)  # one empty slot
+
+
+# --- D. errors that came from deep inside NumPy ------------------------------------------------
+
+def _empty_keys(xp):
+    q = asarray(xp, np.ones((1, 2, 3, 4)))
+    return q, asarray(xp, np.ones((1, 2, 0, 4)))
+
+
+@pytest.mark.parametrize("fn", [T.scaled_dot_product_attention, T.standard_attention, T.flash_attention])
+def test_no_keys_is_one_clear_error_everywhere(xp, fn):
+    q, k = _empty_keys(xp)
+    with pytest.raises(ValueError, match=r"n_k = 0: no keys to attend to"):  # flash_attention returned zeros
+        fn(q, k, k)
+
+
+def test_no_keys_in_cross_attention_and_no_lengths():
+    w = T.AttentionWeights(*(np.zeros((8, 8)) for _ in range(4)))
+    with pytest.raises(ValueError, match=r"n_k = 0: no keys to attend to"):
+        T.multi_head_attention(np.zeros((1, 3, 8)), w, 2, context=np.zeros((1, 0, 8)))
+    with pytest.raises(ValueError, match=r"lengths is empty.*give n"):
+        T.padding_mask([])
+    assert T.padding_mask([], 3).shape == (0, 1, 1, 3)  # no sequences, but n given: a valid empty batch
+
+
+@pytest.mark.parametrize("fn", [T.scaled_dot_product_attention, T.flash_attention])
+def test_zero_head_size_is_a_clear_error(fn):
+    q = np.ones((1, 1, 2, 0))
+    with pytest.raises(ValueError, match=r"d_h = 0"):  # was: ZeroDivisionError
+        fn(q, q, q)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(W_o=np.zeros((6, 8))), r"W_o must be \(h·d_h, d\) with h·d_h = 8 rows, got shape \(6, 8\)"),
+    (dict(b_q=np.zeros(3)), r"b_q must have shape \(8,\), got \(3,\)"),
+    (dict(b_v=np.zeros(8), b_k=np.zeros((8, 1))), r"b_k must have shape \(8,\), got \(8, 1\)"),
+    (dict(b_o=np.zeros(5)), r"b_o must have shape \(8,\), got \(5,\)"),
+    (dict(context=np.zeros((1, 4, 5))), r"W_k/W_v need context's 5 input rows"),
+    (dict(context=np.zeros((4, 8))), r"context must be \(b, n_k, d_c\) with b=1, got shape \(4, 8\)"),
+    (dict(W_q=[[0.0] * 8] * 8), r"W_q must be an array, got list"),
+])
+def test_multi_head_attention_names_the_bad_weight(change, match):
+    context = change.pop("context", None)
+    w = dict(zip(("W_q", "W_k", "W_v", "W_o"), (np.zeros((8, 8)) for _ in range(4))))
+    w.update(change)
+    with pytest.raises((ValueError, TypeError), match=match):
+        T.multi_head_attention(np.zeros((1, 3, 8)), T.AttentionWeights(**w), 2, context=context)
+
+
+@pytest.mark.parametrize("k_new,layer,match", [
+    (np.zeros((1, 3, 1, 4)), 0, r"k_new must be \(b, h_kv, t, d_h\) = \(1, 2, t, 4\), got shape \(1, 3, 1, 4\)"),
+    (np.zeros((1, 2, 1, 5)), 0, r"k_new must be .*got shape \(1, 2, 1, 5\)"),
+    (np.zeros((2, 1, 4)), 0, r"k_new must be .*got shape \(2, 1, 4\)"),
+    (np.zeros((2, 2, 1, 4)), 0, r"k_new must be \(b, h_kv, t, d_h\) = \(1, 2, t, 4\)"),  # batch mismatch
+    (np.zeros((1, 2, 1, 4)), 1, r"layer=1 is out of range: the cache holds 1 layers"),
+    (np.zeros((1, 2, 1, 4)), -1, r"layer must be an integer ≥ 0, got layer=-1"),
+    (np.zeros((1, 2, 1, 4), dtype=np.int64), 0, r"k_new must be a floating-point array, got dtype \S*int64"),
+])
+def test_kv_cache_update_names_the_bad_shape(xp, k_new, layer, match):
+    cache = T.KVCache(1, 1, 2, 5, 4, dtype=xp.float64, xp=xp)
+    with pytest.raises((ValueError, TypeError), match=match):
+        cache.update(layer, asarray(xp, k_new), asarray(xp, k_new))
+    assert cache.written == [0]
+
+
+@pytest.mark.parametrize("k_new,layer,match", [
+    (np.zeros((3, 1, 4)), 0, r"k_new must be \(h_kv, t, d_h\) with h_kv=2, d_h=4, got shape \(3, 1, 4\)"),
+    (np.zeros((2, 1, 3)), 0, r"got shape \(2, 1, 3\)"),
+    (np.zeros((1, 2, 1, 4)), 0, r"got shape \(1, 2, 1, 4\)"),
+    (np.zeros((2, 5, 4)), 3, r"layer=3 is out of range: the cache holds 1 layers"),
+])
+def test_paged_write_checks_before_taking_blocks(k_new, layer, match):
+    cache = PagedKVCache(1, 0, 2, 8, 4, block_size=2, n_blocks=4)
+    seq = cache.add_sequence()
+    with pytest.raises(ValueError, match=match):
+        cache.write(seq, layer, k_new, k_new)
+    assert cache.blocks_in_use == 0 and cache.tables[seq] == []  # was: the blocks stayed reserved
+
+
+def test_paged_write_that_exhausts_the_pool_takes_no_block():
+    cache = PagedKVCache(1, 0, 1, 8, 2, block_size=2, n_blocks=3)
+    seq = cache.add_sequence()
+    with pytest.raises(RuntimeError, match="exhausted"):
+        cache.write(seq, 0, np.ones((1, 7, 2)), np.ones((1, 7, 2)))  # needs 4 blocks of 2, 3 exist
+    assert cache.blocks_in_use == 0
+
+
+def test_paged_update_and_gather_name_the_bad_argument():
+    cache = PagedKVCache(1, 2, 1, 8, 2, block_size=4)
+    with pytest.raises(ValueError, match=r"k_new must be \(b, h_kv, t, d_h\) with h_kv=1, d_h=2"):
+        cache.update(0, np.ones((2, 1, 3)), np.ones((2, 1, 3)))
+    kv = np.ones((2, 1, 3, 2))
+    cache.update(0, kv, kv)
+    cache.advance(3)
+    seq = cache.batch[0]
+    with pytest.raises(ValueError, match=r"gather\(seq=0, layer=0, n=5\): only 3 positions"):
+        cache.gather(seq, 0, 5)  # was: a reshape error
+    with pytest.raises(ValueError, match=r"n must be an integer ≥ 0, got n=-1"):
+        cache.gather(seq, 0, -1)
+    assert cache.gather(seq, 0, 2)[0].shape == (1, 2, 2)
+
+
+def test_backward_and_paged_attention_name_missing_or_misshapen_arrays():
+    q = np.ones((1, 2, 3, 4))
+    with pytest.raises(TypeError, match=r"out must be an array, got NoneType"):  # was: cannot reshape
+        T.flash_attention_backward(q, q, q, q, None, np.zeros((1, 2, 3)))
+    with pytest.raises(TypeError, match=r"lse must be an array, got NoneType"):
+        T.flash_attention_backward(q, q, q, q, q, None)
+    with pytest.raises(ValueError, match=r"q must be \(h, n_q, d_h\) for one sequence, got shape \(1, 2, 1, 4\)"):
+        paged_attention(np.ones((1, 2, 1, 4)), _pool(), _pool(), [0, 1], 3)  # was: too many values to unpack
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda: T.bidirectional_mask(-2), ValueError, r"n_q must be an integer ≥ 0, got n_q=-2"),
+    (lambda: T.bidirectional_mask(2, -1), ValueError, r"n_k must be an integer ≥ 0, got n_k=-1"),
+    (lambda: T.global_mask(-1, []), ValueError, r"n must be an integer ≥ 0, got n=-1"),
+    (lambda: T.random_mask(-4, 2), ValueError, r"n must be an integer ≥ 0, got n=-4"),
+    (lambda: T.global_mask(4, 2), TypeError, r"global_tokens must be a list of positions, got int 2"),
+    (lambda: T.apply_rope_interleaved(np.ones((3, 5)), np.ones((3, 2)), np.ones((3, 2))), ValueError,
+     r"even d_h ≥ 2, got shape \(3, 5\)"),
+    (lambda: T.apply_rope_half(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2))), ValueError,
+     r"cos of shape \(4, 2\) does not broadcast to x's \(..., n, d_h/2\) = \(3, 2\)"),
+    (lambda: T.layer_norm(np.ones((2, 4)), np.ones(3)), ValueError, r"gamma must have shape \(d,\) = \(4,\), got \(3,\)"),
+    (lambda: T.layer_norm(np.ones((2, 4)), np.ones(4), np.ones(5)), ValueError, r"beta must have shape"),
+    (lambda: T.rms_norm(np.ones((2, 4)), np.ones((1, 4))), ValueError, r"gamma must have shape \(d,\) = \(4,\)"),
+    (lambda: T.lm_head(np.ones((1, 2, 4)), np.ones((5, 3))), ValueError, r"W_E must be \(v, d\) with d = x's last size 4"),
+    (lambda: T.lm_head(np.ones((1, 2, 4)), W_out=np.ones((3, 5))), ValueError, r"W_out must be \(d, v\)"),
+    (lambda: T.ffn(np.ones((2, 4)), np.ones((3, 6)), np.ones((6, 4))), ValueError, r"W1 must be \(d, d_ff\) = \(4, 6\)"),
+    (lambda: T.ffn(np.ones((2, 4)), np.ones((4, 6)), np.ones((5, 4))), ValueError, r"W2 must be \(d_ff, d\) with d_ff = 6"),
+    (lambda: T.ffn(np.ones((2, 4)), np.ones((4, 6)), np.ones((6, 4)), np.ones(4)), ValueError, r"b1 must have shape \(6,\)"),
+    (lambda: T.swiglu_ffn(np.ones((2, 4)), np.ones((4, 6)), np.ones((4, 5)), np.ones((6, 4))), ValueError,
+     r"W_up must be \(d, d_ff\) = \(4, 6\)"),
+    (lambda: T.softmax(np.ones(3), axis=5), ValueError, r"axis=5 is out of range for x of shape \(3,\)"),
+    (lambda: T.softmax(np.ones((2, 3)), mask=np.ones((3, 3), bool)), ValueError,
+     r"mask of shape \(3, 3\) is not broadcastable to x's shape = \(2, 3\)"),
+    (lambda: T.softmax(np.ones((2, 0))), ValueError, r"softmax over an empty axis"),
+    (lambda: T.online_softmax_history(np.zeros(0)), ValueError, r"x has no entries"),
+    (lambda: T.scaled_dot_product_attention(*(np.ones((1, 1, 2, 2)),) * 3, scale="x"), TypeError,
+     r"scale must be a real number, got str scale='x'"),
+    (lambda: T.flash_attention(*(np.ones((1, 1, 2, 2)),) * 3, scale=math.nan), ValueError, r"scale must be a finite"),
+    (lambda: T.flash2_io(4, 4, 4, 0, 2), ValueError, r"block_q must be an integer ≥ 1, got block_q=0"),
+    (lambda: T.flash1_io(4, 4, 4, 2, -2), ValueError, r"block_k must be an integer ≥ 1, got block_k=-2"),
+    (lambda: T.flash1_io(-4, 4, 4, 2, 2), ValueError, r"n_q must be an integer ≥ 0, got n_q=-4"),
+    (lambda: T.standard_attention_io(-1, 4, 4), ValueError, r"n_q must be an integer ≥ 0, got n_q=-1"),
+    (lambda: T.additive_peak_bytes(-1, 5, 3), ValueError, r"n_q must be an integer ≥ 0, got n_q=-1"),
+])
+def test_bad_arguments_are_named(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: T.softmax(np.ones(2), mask=[True, False]), "mask"),
+    (lambda: T.scaled_dot_product_attention(*(np.ones((1, 1, 2, 2)),) * 3, [[True] * 2] * 2), "mask"),
+    (lambda: T.document_mask([[0, 0, 1]]), "doc"),
+    (lambda: T.flash_attention(*(np.ones((1, 1, 2, 2)),) * 3, doc=[[0, 0]]), "doc"),
+    (lambda: T.rope_cos_sin([0, 1, 2], 4), "positions"),
+    (lambda: T.embed([[1, 2]], np.ones((3, 2))), "ids"),
+    (lambda: T.attended_pairs([[True]]), "mask"),
+])
+def test_a_list_where_an_array_is_expected_names_the_argument(call, name):
+    with pytest.raises(TypeError, match=rf"{name} must be an array \(NumPy, CuPy, …\), got list"):
+        call()
+
+
+# --- E. floats truncated, sizes ≤ 0, wrong blame, NumPy scalars ---------------------------------------
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: T.causal_mask(2.5), r"n_q must be an integer ≥ 0, got n_q=2.5"),
+    (lambda: T.sliding_window_mask(4, w=2.5), r"w must be an integer ≥ 1, got w=2.5"),
+    (lambda: T.fixed_mask(4, 2.0), r"block must be an integer, got block=2.0"),
+    (lambda: T.global_mask(4, [1.7]), r"global_tokens must hold integer positions, got \[1.7\]"),
+    (lambda: T.global_mask(4, np.array([1.0])), r"global_tokens must be a 1-D integer array, got dtype float64"),
+    (lambda: T.packing_report([2.7], 8), r"lengths must be a non-empty list of positive token counts, got \[2.7\]"),
+    (lambda: T.pack_documents([[1, 2]], 4, pad_id=1.5), r"pad_id must be an integer, got pad_id=1.5"),
+    (lambda: paged_attention(np.ones((2, 1, 4)), _pool(), _pool(), [0, 1], 2.5),
+     r"n_tokens must be an integer ≥ 0, got n_tokens=2.5"),
+    (lambda: T.padding_mask(np.array([1.5, 2.0])), r"lengths must be integer token counts, got dtype float64"),
+    (lambda: T.sinusoidal_positions(-1, 4), r"n must be an integer ≥ 0, got n=-1"),
+    (lambda: T.sinusoidal_positions(4, 0), r"even d ≥ 2, got d=0"),
+    (lambda: T.sinusoidal_positions(4, -2), r"d must be an integer ≥ 0, got d=-2"),
+    (lambda: T.sinusoidal_positions(4, 4, base=0), r"base must be a finite positive number, got base=0"),
+    (lambda: T.rope_angles(np.arange(3), 0), r"RoPE needs an even head size ≥ 2, got d_h=0"),
+    (lambda: T.rope_angles(np.arange(3), 4, base=-1.0), r"base must be a finite positive number"),
+    (lambda: T.padding_mask(np.array([1]), n=-1), r"n must be an integer ≥ 0, got n=-1"),  # was: blamed lengths
+    (lambda: T.layer_norm(np.ones((1, 2)), np.ones(2), eps="x"), r"eps must be a real number"),
+    (lambda: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal="yes", scale=None),
+     r"causal must be True or False, got causal='yes'"),
+    (lambda: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=False, scale="x"),
+     r"scale must be a real number"),
+])
+def test_no_silent_truncation_and_no_empty_tables(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_numpy_scalars_are_accepted_where_python_numbers_are(rng):
+    q, k, v = (rng.standard_normal((1, 2, 5, 4)) for _ in range(3))
+    i2, i3 = np.int64(2), np.int32(3)
+    np.testing.assert_array_equal(T.flash_attention(q, k, v, block_q=i2, block_k=i3, scale=np.float32(0.5)),
+                                  T.flash_attention(q, k, v, block_q=2, block_k=3, scale=0.5))
+    np.testing.assert_array_equal(T.causal_mask(i3, np.int64(5)), T.causal_mask(3, 5))
+    np.testing.assert_array_equal(T.global_mask(np.int64(4), [np.int64(1)]), T.global_mask(4, [1]))
+    assert T.flash2_io(np.int64(8), 8, 4, i2, i2) == T.flash2_io(8, 8, 4, 2, 2)
+    assert T.online_softmax_stats(np.ones(5), block=i2)[1][0] == pytest.approx(5.0)
+    assert T.sinusoidal_positions(i3, np.int64(4), base=np.float64(100.0)).shape == (3, 4)
