@@ -47,3 +47,19 @@ def asarray(xp, a, dtype=None):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """HF transformers' LlamaForCausalLM reading the SmolLM2 GGUF (float32, eager attention, so
+    output_attentions returns the probabilities). Loading dequantises the file (~15 s): shared."""
+    import os
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformer.gguf_loader import smollm2_path
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    p = smollm2_path()
+    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),
+                                             dtype=torch.float32, attn_implementation="eager")
+    return m.eval()

@@ -188,10 +188,29 @@ def test_huge_logits_give_finite_attention(dtype):
 
 
 def test_all_masked_rows_return_zeros(xp, rng):
-    q, k, v = (asarray(xp, a) for a in _qkv(rng, 1, 2, 2, 3, 4, 4))
-    mask = asarray(xp, np.array([[True, True, False, False], [False] * 4, [True] * 4]))
-    out = T.to_numpy(T.scaled_dot_product_attention(q, k, v, mask))
+    q, k, v = _qkv(rng, 1, 2, 2, 3, 4, 4)
+    mask = np.array([[True, True, False, False], [False] * 4, [True] * 4])
+    out = T.to_numpy(T.scaled_dot_product_attention(*(asarray(xp, a) for a in (q, k, v, mask))))
     assert np.isfinite(out).all() and np.all(out[:, :, 1] == 0.0)
+    # the rows that see something are ordinary attention: torch SDPA (rows 0 and 2; what torch
+    # returns for a row that sees nothing, NaN or zeros, has changed across versions)
+    ref = F.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)), attn_mask=torch.from_numpy(mask)).numpy()
+    np.testing.assert_allclose(out[:, :, [0, 2]], ref[:, :, [0, 2]], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_bfloat16_torch_tensors_match_torch_float32(h, h_kv):
+    """bfloat16 has no NumPy dtype: torch tensors go through the same code (Array API). Computed
+    in float32, then rounded once to bfloat16 (8 significant bits): within half an ulp, 2⁻⁸ relative."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, hh, 9, 16, generator=g).to(torch.bfloat16) for hh in (h, h_kv, h_kv))
+    mask = torch.rand(2, 1, 9, 9, generator=g) < 0.7
+    mask[..., 0] = True  # torch gives NaN on a row that sees nothing
+    out = T.scaled_dot_product_attention(q, k, v, mask)
+    assert out.dtype == torch.bfloat16
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=True)
+    err = (out.float() - ref).abs()  # measured max err / |ref| ≈ 3.4e-3 < 2⁻⁸ ≈ 3.9e-3
+    assert (err <= (2 ** -8 + 1e-5) * ref.abs() + 2 ** -12).all(), err.max()  # + float32 differences
 
 
 # --- bad input ---------------------------------------------------------------------------------

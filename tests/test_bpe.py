@@ -122,6 +122,29 @@ def test_merges_hand_worked():
     assert tok.bpe("cab") == ["c", "ab"]  # (a, b) outranks (c, a)
 
 
+def test_token_bytes_equal_hf_byte_level_decoding(tok, reference):
+    """Every id's raw bytes: HF's token string through transformers' own copy of GPT-2's
+    byte <-> character table; and the text HF's ByteLevel decoder makes of each id alone
+    (bytes that are not whole UTF-8 characters become U+FFFD there as here)."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode as hf_bytes_to_unicode
+    byte_to_char = hf_bytes_to_unicode()
+    char_to_byte = {c: b for b, c in byte_to_char.items()}
+    ids = range(reference.get_vocab_size())
+    assert len(ids) == len(tok.tokens) == 49152
+    texts = reference.decode_batch([[i] for i in ids], skip_special_tokens=False)
+    for i, text in zip(ids, texts):
+        piece = reference.id_to_token(i)
+        expected = piece.encode("utf-8") if i in tok.special_ids else bytes(char_to_byte[c] for c in piece)
+        assert tok.token_bytes(i) == expected, i
+        assert tok.token_bytes(i).decode("utf-8", errors="replace") == text, i
+    # hand-checked ones: 'Ġ' is the space byte; a special token is its literal text
+    im_start = reference.token_to_id("<|im_start|>")
+    assert im_start in tok.special_ids and tok.token_bytes(im_start) == b"<|im_start|>"
+    assert tok.token_bytes(reference.token_to_id("Ġthe")) == b" the"
+    lead = reference.token_to_id(byte_to_char[0xE6])  # the lead byte of 机 (E6 9C BA) alone
+    assert tok.token_bytes(lead) == b"\xe6" and texts[lead] == "\ufffd"  # raw byte kept, text replaced
+
+
 def test_stream_decoder_holds_partial_characters(tok):
     text = "😀 é 中"
     ids = tok.encode(text)

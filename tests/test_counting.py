@@ -400,6 +400,26 @@ def test_arithmetic_intensity_decode_is_memory_bound():
     assert "decode" not in C.arithmetic_intensity("minilm-l6", 128)
 
 
+def test_arithmetic_intensity_hand_worked():
+    """L = 1, d = 4, h = 2, h_kv = 1, d_h = 2, d_ff = 6 (SwiGLU), v = 5, tied; b = 2, n = 3, float16."""
+    c = ModelConfig(name="hand", family="decoder", L=1, d=4, h=2, h_kv=1, d_h=2, d_ff=6, v=5, n_ctx=8, tied=True)
+    # weights read once per pass: W_q 4·4 + W_k 4·2 + W_v 4·2 + W_o 4·4 = 48, FFN 3·4·6 = 72,
+    # the tied head 5·4 = 20 (it is read even though it is stored once): 140 numbers, 280 bytes
+    weight_bytes = (16 + 8 + 8 + 16 + 72 + 20) * 2
+    kv_per_token = 2 * 1 * 1 * 2 * 2  # K and V · L · h_kv · d_h · 2 bytes = 8
+    # prefill, per sequence: projections 2·3·(16 + 8 + 8 + 16) = 288, FFN 2·3·72 = 432,
+    # S = QKᵀ 2·h·n·n·d_h = 2·2·3·3·2 = 72 and PV 72, head on the last token only 2·4·5 = 40
+    prefill_flops = 2 * (288 + 432 + 72 + 72 + 40)  # × b = 1808
+    prefill_bytes = weight_bytes + 2 * 3 * kv_per_token  # + the cache written for b·n tokens = 328
+    # decode at position 3, per sequence: one token, projections 2·48 = 96, FFN 2·72 = 144,
+    # its query against n + 1 = 4 keys: 2·2·1·4·2 = 32 for S and 32 for PV, head 40
+    decode_flops = 2 * (96 + 144 + 32 + 32 + 40)  # = 688
+    decode_bytes = weight_bytes + 2 * 4 * kv_per_token  # reads 3 cached tokens, writes 1 = 344
+    r = C.arithmetic_intensity(c, 3, batch=2, dtype="float16")
+    assert r["prefill"] == {"flops": prefill_flops, "bytes": prefill_bytes, "intensity": 1808 / 328}
+    assert r["decode"] == {"flops": decode_flops, "bytes": decode_bytes, "intensity": 2.0}
+
+
 def test_paged_memory_report_formula():
     c = load_config("smollm2-135m")
     per_tok = 2 * 30 * 3 * 64 * 2  # 2 · L · h_kv · d_h · 2 bytes
@@ -441,10 +461,7 @@ def test_missing_file_and_bad_type():
 
 def test_count_equals_loaded_package_models():
     """The package's own loaders: the arrays they hold, and their config objects, count alike."""
-    llama = pytest.importorskip("transformer.llama")
-    if not hasattr(llama, "load_smollm2"):
-        pytest.skip("the SmolLM2 decoder is not available")
-    m = llama.load_smollm2(progress=False)
+    m = T.load_smollm2(progress=False)
     w = m.weights
     arrays = [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]
     loaded = sum(math.prod(a.shape) for a in arrays if a is not None)
@@ -492,9 +509,7 @@ def test_cli_count_as_a_module():
 def test_flops_equal_matmuls_of_the_package_decoder(rng):
     """The package's own Llama forward pass, weights wrapped to log every matmul; the prefill
     and decode steps go through the paged KV cache."""
-    llama = pytest.importorskip("transformer.llama")
-    if not hasattr(llama, "forward"):
-        pytest.skip("the decoder's forward pass is not available")
+    from transformer import llama
     from transformer.paged_kv import PagedKVCache
     cfg = llama.LlamaConfig(L=2, d=24, h=6, h_kv=2, d_h=4, d_ff=40, v=31, n_ctx=64, tied=False, name="tiny")
     c = load_config(cfg)

@@ -78,6 +78,27 @@ def test_gqa_layer_equals_torch_sdpa_with_enable_gqa(xp, rng, h, h_kv):
     np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_gqa_cross_attention_equals_torch_sdpa(xp, rng, h, h_kv):
+    """Queries from x (b, n, d), keys and values from a context of another length and width
+    (b, n_k, d_c) with h_kv heads, a padding mask on the context; biases on every projection."""
+    b, n, n_k, d, d_c, d_h = 2, 4, 7, 16, 5, 4
+    x, ctx = rng.standard_normal((b, n, d)), rng.standard_normal((b, n_k, d_c))
+    Wq, Wo = rng.standard_normal((d, h * d_h)), rng.standard_normal((h * d_h, d))
+    Wk, Wv = rng.standard_normal((2, d_c, h_kv * d_h))  # the context's width d_c, not d
+    bq, bk, bv, bo = (rng.standard_normal(m) for m in (h * d_h, h_kv * d_h, h_kv * d_h, d))
+    keep = np.arange(n_k)[None, None, None, :] < np.array([7, 3])[:, None, None, None]  # (b, 1, 1, n_k)
+    w = T.AttentionWeights(*(asarray(xp, a) for a in (Wq, Wk, Wv, Wo, bq, bk, bv, bo)))
+    ours = T.multi_head_attention(asarray(xp, x), w, h, h_kv, context=asarray(xp, ctx), mask=asarray(xp, keep))
+    t = torch.from_numpy
+    split = lambda y, k: y.reshape(b, -1, k, d_h).transpose(1, 2)  # noqa: E731
+    q = split(t(x) @ t(Wq) + t(bq), h)
+    k, v = split(t(ctx) @ t(Wk) + t(bk), h_kv), split(t(ctx) @ t(Wv) + t(bv), h_kv)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=t(keep), enable_gqa=True)
+    ref = (o.transpose(1, 2).reshape(b, n, h * d_h) @ t(Wo) + t(bo)).numpy()
+    np.testing.assert_allclose(T.to_numpy(ours), ref, rtol=1e-10, atol=1e-12)
+
+
 def test_bad_layer_shapes(rng):
     x = rng.standard_normal((1, 3, 12))
     w = T.AttentionWeights(np.zeros((12, 12)), np.zeros((12, 6)), np.zeros((12, 6)), np.zeros((12, 12)))

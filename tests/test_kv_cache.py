@@ -1,13 +1,16 @@
 """The contiguous KV cache: concatenation of past keys/values, written by slice; bytes vs formula."""
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 
 import transformer as T
 from conftest import asarray
 
 
-def test_cache_reads_back_the_concatenation_of_everything_written(xp, rng):
-    L, b, h_kv, d_h = 2, 1, 3, 4
+@pytest.mark.parametrize("h_kv", [4, 2, 1])
+def test_cache_reads_back_the_concatenation_of_everything_written(xp, rng, h_kv):
+    L, b, d_h = 2, 2, 4
     cache = T.KVCache(L, b, h_kv, 10, d_h, dtype=xp.float64, xp=xp)
     chunks = [rng.standard_normal((b, h_kv, t, d_h)) for t in (4, 1, 1, 3)]  # prefill, then decode steps
     for step, c in enumerate(chunks):
@@ -20,17 +23,21 @@ def test_cache_reads_back_the_concatenation_of_everything_written(xp, rng):
     assert cache.length == 9
 
 
-def test_cache_bytes_equal_formula(xp):
-    L, b, h_kv, n_max, d_h = 30, 2, 3, 128, 64  # SmolLM2-135M's L, h_kv, d_h
+@pytest.mark.parametrize("h_kv", [9, 3, 1])  # SmolLM2-135M has h = 9 query heads and h_kv = 3
+def test_cache_bytes_equal_formula(xp, h_kv):
+    L, b, n_max, d_h = 30, 2, 128, 64  # SmolLM2-135M's L, d_h
     cache = T.KVCache(L, b, h_kv, n_max, d_h, dtype=xp.float32, xp=xp)
     assert cache.nbytes == 2 * L * b * h_kv * n_max * d_h * 4  # K and V · layers · batch · heads · tokens · dim · fp32
 
 
-def test_cached_attention_of_last_token_equals_full_causal_attention(xp, rng):
-    """Decode reads the cache: the new token's output equals the last row of full causal attention."""
-    n, h, h_kv, d_h = 6, 4, 2, 8
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_cached_attention_of_last_token_equals_full_causal_attention(xp, rng, h, h_kv):
+    """Decode reads the cache: the new token's output equals the last row of full causal
+    attention, computed by torch SDPA (enable_gqa) on the whole sequence."""
+    n, d_h = 6, 8
     q, k, v = (rng.standard_normal((1, hh, n, d_h)) for hh in (h, h_kv, h_kv))
-    full = T.to_numpy(T.scaled_dot_product_attention(*(asarray(xp, a) for a in (q, k, v)), T.causal_mask(n, xp=xp)))
+    full = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)), is_causal=True,
+                                          enable_gqa=True).numpy()
     cache = T.KVCache(1, 1, h_kv, n, d_h, dtype=xp.float64, xp=xp)
     cache.update(0, asarray(xp, k[:, :, :-1]), asarray(xp, v[:, :, :-1]))
     cache.advance(n - 1)

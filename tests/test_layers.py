@@ -37,6 +37,24 @@ def test_norms_in_float16_and_float32(norm, rng):
     np.testing.assert_allclose(y.astype(np.float32), ref.numpy(), atol=5e-3)
 
 
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_norms_in_bfloat16_equal_torch_float32(norm):
+    """bfloat16 torch tensors (no NumPy dtype) through the Array-API path: computed in float32,
+    rounded once to bfloat16's 8 significant bits, so within 2⁻⁸ relative of torch in float32."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 7, 64, generator=g) * 50 + 3).to(torch.bfloat16)  # a mean to remove, a large scale
+    gamma, beta = (torch.randn(64, generator=g).to(torch.bfloat16) for _ in range(2))
+    if norm == "layer":
+        y = T.layer_norm(x, gamma, beta)
+        ref = F.layer_norm(x.float(), (64,), gamma.float(), beta.float(), eps=1e-5)
+    else:
+        y = T.rms_norm(x, gamma)
+        ref = F.rms_norm(x.float(), (64,), gamma.float(), eps=1e-6)
+    assert y.dtype == torch.bfloat16
+    err = (y.float() - ref).abs()  # measured max err / |ref| ≈ 3.8e-3 < 2⁻⁸ ≈ 3.9e-3
+    assert (err <= (2 ** -8 + 1e-5) * ref.abs() + 1e-6).all(), (err / ref.abs()).max()  # + float32 differences
+
+
 def test_erf_against_math_erf(xp):
     x = np.linspace(-6, 6, 2001)
     ours = T.to_numpy(T.erf(asarray(xp, x)))

@@ -14,7 +14,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
 from transformer import llama as llama_mod  # noqa: E402
-from transformer.gguf_loader import smollm2_path  # noqa: E402
 
 from conftest import BACKENDS  # noqa: E402
 
@@ -29,13 +28,8 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def hf():
-    torch = pytest.importorskip("torch")
-    from transformers import AutoModelForCausalLM
-    p = smollm2_path()
-    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),
-                                             dtype=torch.float32, attn_implementation="eager")
-    return m.eval()
+def hf(hf_smollm2):  # conftest.py: loaded once per session, shared with test_cli_encoder.py
+    return hf_smollm2
 
 
 def hf_forward(hf, ids, **kw):
@@ -205,6 +199,31 @@ def test_stream_yields_what_generate_returns(model):
     assert streamed == model.generate("The capital of France is", max_new_tokens=5)
     st = model.last_stats
     assert st.prompt_tokens == 5 and st.new_tokens == 5 and st.prefill_s > 0 and st.decode_s > 0
+
+
+def test_generation_stats_rates_hand_worked():
+    # 12 prompt tokens prefilled in 0.25 s: 12 / 0.25 = 48 tok/s. 5 new tokens: the first comes
+    # out of the prefill, so decode made 4 of them in 0.5 s: 4 / 0.5 = 8 tok/s
+    st = T.GenerationStats(prompt_tokens=12, new_tokens=5, prefill_s=0.25, decode_s=0.5)
+    assert st.prefill_tok_s == 48.0 and st.decode_tok_s == 8.0
+    # nothing measured yet, or a single new token (no decode step at all): no rate, not 0 or inf
+    assert np.isnan(T.GenerationStats().prefill_tok_s) and np.isnan(T.GenerationStats().decode_tok_s)
+    assert np.isnan(T.GenerationStats(prompt_tokens=3, new_tokens=1, prefill_s=0.1, decode_s=0.0).decode_tok_s)
+
+
+def test_generation_stats_read_the_clock(monkeypatch):
+    """A fake clock: the prefill step takes 0.5 s and each decode step 0.125 s, so 6 prompt tokens
+    give 12 tok/s and 4 new tokens (3 of them decoded in 0.375 s) give 8 tok/s."""
+    import types
+    # start, end of each step (the start of the next is read after the token is yielded), one spare
+    ticks = iter([0.0, 0.5] + [t for k in (1, 2, 3) for t in (10.0 * k, 10.0 * k + 0.125)] + [99.0])
+    monkeypatch.setattr(llama_mod, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=16), seed=0)
+    assert len(m.generate([1, 2, 3, 4, 5, 6], max_new_tokens=4, stop_at_eos=False)) == 4
+    st = m.last_stats
+    assert (st.prompt_tokens, st.new_tokens, st.prefill_s, st.decode_s) == (6, 4, 0.5, 0.375)
+    assert st.steps == [0.5, 0.125, 0.125, 0.125]
+    assert (st.prefill_tok_s, st.decode_tok_s) == (12.0, 8.0)
 
 
 def test_sampling_is_seeded(model):
@@ -417,7 +436,7 @@ def test_random_llama_has_smollm2s_shapes():
         m.generate("text")
 
 
-@pytest.mark.parametrize("h_kv,tied", [(2, True), (1, False)])
+@pytest.mark.parametrize("h_kv,tied", [(4, False), (2, True), (1, False)])  # MHA, GQA, MQA
 def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
     """random_llama's weights copied into HF's LlamaForCausalLM (rows un-permuted to rotate-half RoPE)."""
     pytest.importorskip("torch")

@@ -92,14 +92,15 @@ def test_document_mask_equals_its_loop_definition(xp, causal):
     assert ours.shape == (2, 1, 8, 8)
 
 
+@pytest.mark.parametrize("h_kv", [4, 2, 1])  # MHA, GQA, MQA
 @pytest.mark.parametrize("causal", [True, False])
-def test_packed_attention_equals_torch_on_each_document_alone(rng, causal):
-    """GQA attention over packed rows under the document mask = torch SDPA run on every
+def test_packed_attention_equals_torch_on_each_document_alone(rng, causal, h_kv):
+    """Attention over packed rows under the document mask = torch SDPA run on every
     document by itself (is_causal for the decoder case); padding queries give zeros."""
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
     p = T.pack_documents(docs_of([5, 3, 4, 7, 1]), n_ctx=10)
-    h, h_kv, d_h = 4, 2, 8
+    h, d_h = 4, 8
     q = rng.standard_normal((p.rows, h, p.n_ctx, d_h))
     k = rng.standard_normal((p.rows, h_kv, p.n_ctx, d_h))
     v = rng.standard_normal((p.rows, h_kv, p.n_ctx, d_h))
@@ -138,15 +139,17 @@ def torch_per_document(p, q, k, v, causal, dout=None):
 
 @SETTINGS
 @given(lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6), n_ctx=st.integers(9, 16),
-       block_q=st.integers(1, 7), block_k=st.integers(1, 7), causal=st.booleans(), version=st.sampled_from([1, 2]))
+       block_q=st.integers(1, 7), block_k=st.integers(1, 7), causal=st.booleans(), version=st.sampled_from([1, 2]),
+       h_kv=st.sampled_from([4, 2, 1]))
 def test_flash_attention_on_packed_rows_equals_torch_on_each_document(lengths, n_ctx, block_q, block_k, causal,
-                                                                     version):
-    """Forward (both loop orders) and log-sum-exp, any block sizes, padding rows zero."""
+                                                                     version, h_kv):
+    """Forward (both loop orders) and log-sum-exp, any block sizes, h = 4 query heads over
+    h_kv ∈ {4, 2, 1} key/value heads, padding rows zero."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(len(lengths) * 100 + n_ctx)
     p = T.pack_documents(docs_of(lengths), n_ctx)
     q = rng.standard_normal((p.rows, 4, n_ctx, 8))
-    k, v = rng.standard_normal((2, p.rows, 2, n_ctx, 8))
+    k, v = rng.standard_normal((2, p.rows, h_kv, n_ctx, 8))
     out, lse = T.flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k, version=version,
                                  doc=p.doc, return_lse=True)
     ref_out, ref_lse, _ = torch_per_document(p, q, k, v, causal)
@@ -154,13 +157,14 @@ def test_flash_attention_on_packed_rows_equals_torch_on_each_document(lengths, n
     np.testing.assert_allclose(lse, ref_lse, atol=1e-10)  # -inf on padding rows, equal as inf
 
 
+@pytest.mark.parametrize("h_kv", [4, 2, 1])
 @pytest.mark.parametrize("causal", [True, False])
-def test_flash_backward_on_packed_rows_equals_torch_autograd_per_document(causal):
+def test_flash_backward_on_packed_rows_equals_torch_autograd_per_document(causal, h_kv):
     pytest.importorskip("torch")
     rng = np.random.default_rng(5)
     p = T.pack_documents(docs_of([5, 3, 4, 7, 1, 6]), n_ctx=11)
     q = rng.standard_normal((p.rows, 4, 11, 8))
-    k, v = rng.standard_normal((2, p.rows, 2, 11, 8))
+    k, v = rng.standard_normal((2, p.rows, h_kv, 11, 8))
     dout = rng.standard_normal(q.shape)
     out, lse = T.flash_attention(q, k, v, causal=causal, block_q=3, block_k=4, doc=p.doc, return_lse=True)
     grads = T.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, block_q=3, block_k=4, doc=p.doc)

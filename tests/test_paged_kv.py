@@ -10,7 +10,7 @@ from transformer.configs import ModelConfig
 from transformer.counting import paged_memory_report
 from transformer.paged_kv import PagedKVCache, paged_attention
 
-from conftest import asarray
+from conftest import BACKENDS, asarray
 
 
 def _to_np(a):
@@ -37,14 +37,15 @@ def test_update_returns_what_the_contiguous_cache_returns(xp, rng, h_kv, block_s
     assert paged.blocks_in_use == b * math.ceil(paged.length / block_size)
 
 
-def _interleaved_cache(xp, rng, lengths, h_kv, d_h, block_size, L=1):
+def _interleaved_cache(xp, rng, lengths, h_kv, d_h, block_size, L=1, dtype=np.float32, spread=1.0):
     """Sequences written a few tokens at a time in turn, so their blocks interleave in the pool;
-    also returns each sequence's K/V as plain contiguous arrays (the reference)."""
-    cache = PagedKVCache(L, 0, h_kv, max(lengths), d_h, block_size=block_size,
+    also returns each sequence's K/V as plain contiguous arrays (the reference), holding the
+    values as stored (rounded to dtype)."""
+    cache = PagedKVCache(L, 0, h_kv, max(lengths), d_h, block_size=block_size, dtype=asarray(xp, 0, dtype).dtype,
                          n_blocks=sum(math.ceil(n / block_size) for n in lengths) + 2, xp=xp)
     seqs = [cache.add_sequence() for _ in lengths]
-    ref = {s: [[rng.standard_normal((h_kv, n, d_h)) for _ in range(2)] for _ in range(L)]
-           for s, n in zip(seqs, lengths)}
+    ref = {s: [[(rng.standard_normal((h_kv, n, d_h)) * spread).astype(dtype).astype(np.float64) for _ in range(2)]
+                for _ in range(L)] for s, n in zip(seqs, lengths)}
     pos = dict.fromkeys(seqs, 0)
     while any(pos[s] < n for s, n in zip(seqs, lengths)):
         for s, n in zip(seqs, lengths):
@@ -53,8 +54,8 @@ def _interleaved_cache(xp, rng, lengths, h_kv, d_h, block_size, L=1):
                 continue
             for layer in range(L):
                 kr, vr = ref[s][layer]
-                cache.write(s, layer, asarray(xp, kr[:, pos[s]:pos[s] + t], np.float32),
-                            asarray(xp, vr[:, pos[s]:pos[s] + t], np.float32))
+                cache.write(s, layer, asarray(xp, kr[:, pos[s]:pos[s] + t], dtype),
+                            asarray(xp, vr[:, pos[s]:pos[s] + t], dtype))
             cache.extend(s, t)
             pos[s] += t
     return cache, seqs, ref
@@ -79,6 +80,58 @@ def test_paged_attention_equals_contiguous_attention(xp, rng, h, h_kv, block_siz
         kg, vg = cache.gather(s, 0)  # reading through the table gives back the sequence
         np.testing.assert_allclose(_to_np(kg), kr, rtol=1e-6)
         np.testing.assert_allclose(_to_np(vg), vr, rtol=1e-6)
+
+
+def _torch_attention_of_last(q, k, v, causal):  # [h, n_q, d_h], [h_kv, n, d_h] ×2 -> [h, n_q, d_h]
+    """torch SDPA with the queries at the last n_q positions (torch's is_causal aligns them to
+    the first), the mask built here from that definition."""
+    import torch
+    n_q, n = q.shape[1], k.shape[1]
+    mask = torch.from_numpy(np.arange(n)[None, :] <= np.arange(n - n_q, n)[:, None]) if causal else None
+    return torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=mask, enable_gqa=True).numpy()
+
+
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_paged_attention_large_logits_equal_torch(rng, h, h_kv):
+    """Scores spread over more than 1e3 per row (e^1000 overflows even float64): each block is
+    merged with the running max subtracted, so the result is still exact."""
+    d_h, lengths = 8, [21, 9]
+    cache, seqs, ref = _interleaved_cache(T.namespace(), rng, lengths, h_kv, d_h, 4, dtype=np.float64, spread=50.0)
+    for s, n in zip(seqs, lengths):
+        kr, vr = ref[s][0]
+        q = rng.standard_normal((h, 5, d_h)) * 50.0
+        scores = q @ np.repeat(kr, h // h_kv, axis=0).swapaxes(-1, -2) / math.sqrt(d_h)  # [h, 5, n]
+        assert np.ptp(scores, axis=-1).min() > 1e3
+        for causal in (True, False):
+            got = paged_attention(q, cache.k[0], cache.v[0], cache.tables[s], n, causal=causal)
+            assert np.isfinite(got).all()
+            np.testing.assert_allclose(got, _torch_attention_of_last(q, kr, vr, causal), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "array_api_strict"])  # it has no float16
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+def test_paged_float16_cache_and_attention_equal_torch_float32(backend, rng, h, h_kv):
+    """A float16 pool: it stores the float16 values bit for bit, holds 2 bytes per element, and
+    paged_attention computes in float32 and rounds once to float16 (2⁻¹¹ relative)."""
+    xp = T.namespace(backend)
+    d_h, bs, lengths = 16, 5, [23, 11]
+    cache, seqs, ref = _interleaved_cache(xp, rng, lengths, h_kv, d_h, bs, dtype=np.float16)
+    assert cache.bytes_per_token == 2 * 1 * h_kv * d_h * 2  # K and V · L · h_kv · d_h · 2 bytes
+    assert cache.nbytes == cache.n_blocks * bs * cache.bytes_per_token
+    for s, n in zip(seqs, lengths):
+        kr, vr = ref[s][0]
+        kg, vg = cache.gather(s, 0)
+        assert kg.dtype == xp.float16
+        np.testing.assert_array_equal(_to_np(kg), kr)  # stored exactly: ref holds float16 values
+        np.testing.assert_array_equal(_to_np(vg), vr)
+        q = rng.standard_normal((h, 3, d_h)).astype(np.float16)
+        for causal in (True, False):
+            got = paged_attention(asarray(xp, q), cache.k[0], cache.v[0], cache.tables[s], n, causal=causal)
+            assert got.dtype == xp.float16
+            expect = _torch_attention_of_last(*(a.astype(np.float32) for a in (q, kr, vr)), causal)
+            # float16 has 11 significant bits: half an ulp is 2⁻¹¹ relative; + float32 differences
+            np.testing.assert_allclose(_to_np(got).astype(np.float32), expect, rtol=2 ** -11 + 1e-5, atol=1e-6)
 
 
 def test_reserved_and_used_bytes_equal_the_formula(rng):
@@ -178,10 +231,7 @@ def test_greedy_generation_paged_equals_contiguous(rng):
 
 
 def test_smollm2_generation_paged_equals_contiguous():
-    llama = pytest.importorskip("transformer.llama")
-    if not hasattr(llama, "load_smollm2"):
-        pytest.skip("the SmolLM2 decoder is not available")
-    m = llama.load_smollm2(progress=False)
+    m = T.load_smollm2(progress=False)
     prompt, n_new = "The capital of France is", 6
     contiguous = m.generate(prompt, max_new_tokens=n_new)  # default: a contiguous KVCache
     c = m.config
