@@ -185,7 +185,7 @@ def main():
     weight_bytes = 4 * T.n_params(ours.config)  # float32, every weight read once per decode step
     bw = gemv_bandwidth()
     res = {
-        "threads": args.threads, "repeats": R, "prompt_tokens": args.prompt_tokens,
+        "threads": args.threads, "repeats": R, "nocache_repeats": args.nocache_repeats, "prompt_tokens": args.prompt_tokens,
         "short_prompt_tokens": len(short_ids), "new_tokens": N,
         "prefill_tok_s": {"ours": args.prompt_tokens / med["ours prefill"],
                           "hf": args.prompt_tokens / med["hf prefill"]},
@@ -225,8 +225,10 @@ def to_markdown(r) -> str:
         "",
         f"Same GGUF weights dequantized to float32, same run, {r['threads']} thread(s) "
         f"({r['machine']['cores']} cores, {r['machine']['cpu']}; NumPy {r['machine']['numpy']}, "
-        f"torch {r['machine']['torch']}). Medians of {r['repeats']} runs after a warm-up. "
-        f"Reproduce with `python benchmarks/bench_decoder.py`.",
+        f"torch {r['machine']['torch']}). Medians of {r['repeats']} runs after a warm-up"
+        + (f" ({r['nocache_repeats']} run(s) each for the rows without the cache)" if "nocache_repeats" in r else "")
+        + ". Reproduce with `python benchmarks/bench_decoder.py"
+        + ("" if r["threads"] == 2 else f" --threads {r['threads']}") + "`.",
         "",
         f"Load average (1/5/15 min) before: {la[0][0]:.1f}/{la[0][1]:.1f}/{la[0][2]:.1f}, after: "
         f"{la[1][0]:.1f}/{la[1][1]:.1f}/{la[1][2]:.1f}. The cores may be shared with other work: "

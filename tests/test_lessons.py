@@ -48,3 +48,11 @@ def test_lesson_runs_and_writes_its_figures(lesson, tmp_path):
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, f"{name} is not a real PNG"
         assert b"Software" not in data[:4096], f"{name} carries a Software metadata chunk"
+
+
+def test_every_figure_a_lesson_writes_has_a_caption():
+    gallery = (ROOT / "figures" / "README.md").read_text(encoding="utf-8")
+    captioned = set(re.findall(r"!\[\]\(([\w.]+\.png)\)", gallery))
+    written = {name for lesson in LESSONS for name in run_all.expected_figures(lesson)}
+    assert written - captioned == set(), f"figures without a caption in figures/README.md: {sorted(written - captioned)}"
+    assert captioned - written == set(), f"captions for figures no lesson writes: {sorted(captioned - written)}"
