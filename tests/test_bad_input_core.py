@@ -2,6 +2,7 @@
 wrong result or a bare traceback from inside NumPy. Where the fix changes a result (softmax of a
 row holding NaN), the result is compared with PyTorch."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 import transformer as T
 from transformer import flash_cuda
+from transformer.backend import require_int, require_real
 from transformer.paged_kv import PagedKVCache, paged_attention
 
 from conftest import asarray
@@ -318,3 +320,243 @@ def test_numpy_scalars_are_accepted_where_python_numbers_are(rng):
     assert T.flash2_io(np.int64(8), 8, 4, i2, i2) == T.flash2_io(8, 8, 4, 2, 2)
     assert T.online_softmax_stats(np.ones(5), block=i2)[1][0] == pytest.approx(5.0)
     assert T.sinusoidal_positions(i3, np.int64(4), base=np.float64(100.0)).shape == (3, 4)
+
+
+# --- F. valid input the checks must let through --------------------------------------------------------
+
+def _torch_norm(norm, x32, g, b, eps):  # the same norm in PyTorch, float32
+    t = torch.from_numpy(x32)
+    if norm == "rms":
+        return torch.nn.functional.rms_norm(t, (t.shape[-1],), torch.from_numpy(g), eps=eps).numpy()
+    return torch.nn.functional.layer_norm(t, (t.shape[-1],), torch.from_numpy(g), torch.from_numpy(b), eps=eps).numpy()
+
+
+def _our_norm(norm, x, g, b, eps):
+    return T.rms_norm(x, g, eps) if norm == "rms" else T.layer_norm(x, g, b, eps)
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_norms_of_numpy_bfloat16_equal_torch(norm, rng):
+    """NumPy's bfloat16 (ml_dtypes) is no NumPy float dtype to the Array API namespace; the norms
+    took it before the checks came and take it again. Computed in float32 on the same bfloat16
+    values as torch, rounded once to bfloat16: within 2⁻⁸ relative."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    xb = (rng.standard_normal((3, 16)) * 4).astype(ml_dtypes.bfloat16)
+    g, b = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+    out = _our_norm(norm, xb, g, b, 1e-6)
+    assert out.dtype == xb.dtype
+    ref = _torch_norm(norm, xb.astype(np.float32), g, b, 1e-6)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2 ** -8, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_norms_of_torch_bfloat16_equal_torch(norm, rng):
+    x32 = (rng.standard_normal((3, 16)) * 4).astype(np.float32)
+    xb = torch.from_numpy(x32).to(torch.bfloat16)
+    g, b = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+    out = _our_norm(norm, xb, torch.from_numpy(g), torch.from_numpy(b), 1e-6)
+    assert out.dtype == torch.bfloat16
+    ref = _torch_norm(norm, xb.float().numpy(), g, b, 1e-6)
+    np.testing.assert_allclose(out.float().numpy(), ref, rtol=2 ** -8, atol=1e-6)
+
+
+def test_to_numpy_of_torch_bfloat16_widens_exactly_to_float32():
+    t = torch.tensor([1.0, -2.5, 3.140625, 1e30, -math.inf], dtype=torch.bfloat16)
+    a = T.to_numpy(t)  # was: TypeError "unsupported ScalarType BFloat16"
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a, t.float().numpy())
+
+
+_SAMPLING = [dict(temperature=0.0), dict(temperature=0.7), dict(temperature=1.3, top_k=5),
+             dict(temperature=0.9, top_p=0.8)]
+
+
+@pytest.mark.parametrize("settings", _SAMPLING)
+def test_sampling_numpy_bfloat16_logits_equals_their_float32_widening(settings, rng):
+    """bfloat16 logits are widened to float32 on the host (exactly: every bfloat16 is a float32),
+    so every filter and draw matches the float32 run; the probabilities match torch's softmax."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    lb = (rng.standard_normal((4, 50)) * 3).astype(ml_dtypes.bfloat16)
+    l32 = lb.astype(np.float32)
+    assert T.sample_next(lb, rng=0, **settings).tolist() == T.sample_next(l32, rng=0, **settings).tolist()
+    np.testing.assert_array_equal(T.filter_logits(lb, **settings), T.filter_logits(l32, **settings))
+    if settings == dict(temperature=0.7):
+        ref = torch.softmax(torch.from_numpy(l32) / 0.7, dim=-1).numpy()
+        np.testing.assert_allclose(T.next_token_probs(lb, **settings), ref, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("settings", _SAMPLING)
+def test_sampling_torch_bfloat16_logits_equals_their_float32_widening(settings, rng):
+    lb = torch.from_numpy((rng.standard_normal((4, 50)) * 3).astype(np.float32)).to(torch.bfloat16)
+    l32 = lb.float().numpy()
+    assert T.sample_next(lb, rng=0, **settings).tolist() == T.sample_next(l32, rng=0, **settings).tolist()
+    if settings["temperature"] == 0:
+        assert T.sample_next(lb, **settings).tolist() == torch.argmax(lb.float(), dim=-1).tolist()
+    else:
+        ref = torch.softmax(torch.from_numpy(l32) / settings["temperature"], dim=-1).numpy()
+        if len(settings) == 1:  # temperature only: the whole distribution
+            np.testing.assert_allclose(T.next_token_probs(lb, **settings), ref, rtol=1e-5, atol=1e-7)
+
+
+def test_bad_bfloat16_logits_are_still_refused():
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        T.sample_next(torch.tensor([1.0, math.nan], dtype=torch.bfloat16), temperature=0.5)
+    with pytest.raises(ValueError, match="all -inf"):
+        T.sample_next(torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]], dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("axis", [(0, 1), (1, 2), (-1, 0), (0, 1, 2), (2,)])
+def test_softmax_over_a_tuple_of_axes_equals_torch_over_the_flattened_axes(xp, axis, rng):
+    x = rng.standard_normal((2, 3, 4)) * 3
+    dest = tuple(range(-len(axis), 0))
+    moved = np.moveaxis(x, axis, dest)  # the softmax axes last, then flattened into one
+    ref = torch.softmax(torch.from_numpy(moved.reshape(*moved.shape[:3 - len(axis)], -1)), dim=-1).numpy()
+    ref = np.moveaxis(ref.reshape(moved.shape), dest, axis)
+    np.testing.assert_allclose(T.to_numpy(T.softmax(asarray(xp, x), axis=axis)), ref, rtol=1e-12, atol=1e-15)
+
+
+def test_zero_d_arrays_pass_where_numbers_do(rng):
+    """A torch scalar or a 0-d array (what a CuPy reduction returns) is a number to the checks."""
+    x = torch.from_numpy(rng.standard_normal((3, 8)))
+    g = torch.from_numpy(rng.standard_normal(8))
+    ref = torch.nn.functional.rms_norm(x, (8,), g, eps=1e-6).numpy()
+    np.testing.assert_allclose(T.rms_norm(x, g, eps=torch.tensor(1e-6)).numpy(), ref, rtol=1e-12)
+    np.testing.assert_allclose(T.rms_norm(x.numpy(), g.numpy(), eps=np.array(1e-6)), ref, rtol=1e-12)
+    np.testing.assert_allclose(T.softmax(x, axis=torch.tensor(0)).numpy(), torch.softmax(x, dim=0).numpy(),
+                               rtol=1e-12)
+    np.testing.assert_allclose(T.softmax(x.numpy(), axis=np.array(-1)), torch.softmax(x, dim=-1).numpy(),
+                               rtol=1e-12)
+    require_int(n=np.array(3), m=torch.tensor(4), low=1)
+    require_real(scale=torch.tensor(0.5), eps=np.array(2), positive=True)
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda: require_int(n=np.array(2.5)), ValueError, r"n must be an integer ≥ 0, got n=array\(2.5\)"),
+    (lambda: require_int(n=torch.tensor(True)), ValueError, r"n must be an integer ≥ 0, got n=tensor\(True\)"),
+    (lambda: require_int(n=np.array(-1), low=1), ValueError, r"n must be an integer ≥ 1"),
+    (lambda: require_int(n=np.array([1, 2])), TypeError, r"n must be an integer, got ndarray"),
+    (lambda: require_real(eps=np.array(True)), TypeError, r"eps must be a real number, got ndarray"),
+    (lambda: require_real(eps=torch.tensor(math.nan)), ValueError, r"eps must be a finite number"),
+    (lambda: require_real(scale=np.array(-1.0), positive=True), ValueError, r"scale must be a finite positive"),
+    (lambda: T.rms_norm(np.ones((1, 2)), np.ones(2), eps=np.array(-1.0)), ValueError, r"eps must be ≥ 0"),
+    (lambda: T.softmax(np.ones((2, 3)), axis=(0, 0)), ValueError, r"axis=\(0, 0\) names an axis twice"),
+    (lambda: T.softmax(np.ones((2, 3)), axis=(0, -2)), ValueError, r"axis=\(0, -2\) names an axis twice"),
+    (lambda: T.softmax(np.ones((2, 3)), axis=(0, 2)), ValueError, r"axis=\(0, 2\) is out of range"),
+    (lambda: T.softmax(np.ones((2, 3)), axis=(0, 1.0)), ValueError, r"axis must be an integer, got axis=1.0"),
+    (lambda: T.softmax(np.ones((2, 0)), axis=(0, 1)), ValueError, r"softmax over an empty axis"),
+    (lambda: T.softmax(np.ones(3), axis=np.array(0.0)), ValueError, r"axis must be an integer"),
+])
+def test_zero_d_arrays_and_axis_tuples_are_still_checked(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
+
+
+@pytest.mark.parametrize("cls", [T.KVCache, PagedKVCache])
+@pytest.mark.parametrize("size,err,match", [
+    (dict(n_max=4.7), ValueError, r"n_max must be an integer ≥ 1, got n_max=4.7"),  # was: truncated to 4
+    (dict(n_max=4.0), ValueError, r"n_max must be an integer ≥ 1, got n_max=4.0"),
+    (dict(h_kv=True), ValueError, r"h_kv must be an integer ≥ 1, got h_kv=True"),  # was: one head
+    (dict(n_layers=0), ValueError, r"n_layers must be an integer ≥ 1, got n_layers=0"),
+    (dict(d_h="8"), TypeError, r"d_h must be an integer, got str"),
+    (dict(b=-1), ValueError, r"b must be an integer ≥ \d, got b=-1"),
+])
+def test_cache_sizes_must_be_whole_numbers(cls, size, err, match):
+    sizes = dict(n_layers=2, b=1, h_kv=1, n_max=4, d_h=2)
+    sizes.update(size)
+    with pytest.raises(err, match=match):
+        cls(**sizes)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(block_size=2.5), r"block_size must be an integer ≥ 1, got block_size=2.5"),
+    (dict(block_size=True), r"block_size must be an integer ≥ 1, got block_size=True"),
+    (dict(n_blocks=3.0), r"n_blocks must be an integer ≥ 1, got n_blocks=3.0"),
+    (dict(b=0), r"n_blocks must be an integer ≥ 1, got n_blocks=0"),  # b = 0 needs n_blocks given
+])
+def test_paged_cache_block_sizes_must_be_whole_numbers(kw, match):
+    sizes = dict(n_layers=1, b=1, h_kv=1, n_max=4, d_h=2)
+    sizes.update(kw)
+    with pytest.raises(ValueError, match=match):
+        PagedKVCache(**sizes)
+
+
+@pytest.mark.parametrize("cls", [T.KVCache, PagedKVCache])
+def test_cache_sizes_as_numpy_or_0d_integers_are_plain_ints(cls):
+    cache = cls(np.int64(2), np.array(1), torch.tensor(1), np.int32(4), 2)
+    assert type(cache.n_max) is int and cache.n_max == 4
+    kv = np.ones((1, 1, 3, 2), np.float32)
+    k, _ = cache.update(1, kv, kv)
+    np.testing.assert_array_equal(k, kv)
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: T.flash_attention(*(np.ones((1, 1, 2, 2)),) * 3, causal=c),
+    lambda c: paged_attention(np.ones((2, 1, 4)), _pool(), _pool(), [0, 1], 3, causal=c),
+    lambda c: T.flash2_io(4, 4, 4, 2, 2, causal=c),
+    lambda c: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=c, scale=None),
+])
+def test_causal_must_be_a_bool_everywhere(call):
+    for bad in (1, "yes", None, np.array(True)):
+        with pytest.raises(TypeError, match=rf"causal must be True or False, got causal={re.escape(repr(bad))}"):
+            call(bad)
+    call(np.True_)  # NumPy's bool is a bool
+
+
+# --- G. every public function still checks, now that its maths sits in an unchecked core -----------------
+
+_x3 = np.ones((1, 3, 8))
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda: T.attention_scores(np.ones((2, 4)), np.ones((2, 3))), ValueError, r"q and k head sizes differ"),
+    (lambda: T.repeat_kv(np.ones((1, 2, 3, 4)), 0), ValueError, r"n_rep must be an integer ≥ 1, got n_rep=0"),
+    (lambda: T.repeat_kv([[1.0]], 2), TypeError, r"x must be an array"),
+    (lambda: T.scaled_dot_product_attention(*(np.ones((1, 2, 3, 4)),) * 3, np.ones((1, 2, 3, 3))), TypeError,
+     r"mask must be boolean"),
+    (lambda: T.split_heads(np.ones((1, 3, 8)), 3), ValueError, r"d=8 must be divisible by the number of heads h=3"),
+    (lambda: T.split_heads(np.ones((3, 8)), 2), ValueError, r"split_heads needs x of shape \(b, n, h·d_h\)"),
+    (lambda: T.merge_heads(np.ones((2, 3, 4))), ValueError, r"merge_heads needs x of shape \(b, h, n, d_h\)"),
+    (lambda: T.qkv_heads(_x3, T.AttentionWeights(*(np.ones((8, 8)),) * 4), 3, 1), ValueError,
+     r"d=8 must be divisible by the number of heads h=3"),
+    (lambda: T.multi_head_attention(_x3, T.AttentionWeights(*(np.ones((8, 8)),) * 4), 2, mask=np.ones((3, 4), bool)),
+     ValueError, r"mask of shape \(3, 4\) is not broadcastable to \(b, h, n_q, n_k\) = \(1, 2, 3, 3\)"),
+    (lambda: T.multi_head_attention(_x3, T.AttentionWeights(*(np.ones((8, 8)),) * 4), 2, mask=np.ones((3, 3))),
+     TypeError, r"mask must be boolean"),
+    (lambda: T.glu_ffn(np.ones((2, 4)), np.ones((4, 6)), np.ones((4, 6)), np.ones((5, 4))), ValueError,
+     r"W_down must be \(d_ff, d\) with d_ff = 6"),
+    (lambda: T.rms_norm(np.ones((2, 4), np.float32), np.ones(4), eps=-1e-6), ValueError, r"eps must be ≥ 0"),
+    (lambda: T.apply_rope_interleaved(np.ones((2, 4), np.int64), np.ones((2, 2)), np.ones((2, 2))), TypeError,
+     r"x must be a floating-point array"),
+    (lambda: T.embed(np.array([[0, 5]]), np.ones((5, 2))), ValueError,
+     r"token ids must lie in \[0, 5\), got min 0, max 5"),
+    (lambda: T.embed(np.array([[-1, 2]]), np.ones((5, 2))), ValueError, r"token ids must lie in \[0, 5\), got min -1"),
+    (lambda: T.filter_logits(np.array([1.0, math.nan]), temperature=0.5), ValueError, r"logits contain NaN"),
+    (lambda: T.filter_logits(np.array([1.0, math.inf]), temperature=2.0), ValueError, r"logits contain \+inf"),
+    (lambda: T.next_token_probs(np.array([[1.0, 2.0], [-math.inf, -math.inf]])), ValueError, r"all -inf"),
+    (lambda: T.next_token_probs(np.array([1, 2])), TypeError, r"logits must be floating point, got dtype int64"),
+    (lambda: T.sample_next(np.array([1.0, 2.0]), temperature=0.5, top_k=0), ValueError, r"top_k must be"),
+])
+def test_public_functions_still_check_their_input(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_embed_refuses_out_of_range_ids_on_every_backend(xp):
+    table = asarray(xp, np.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 5\)"):
+        T.embed(asarray(xp, np.array([[0, 7]])), table)
+    assert T.embed(asarray(xp, np.zeros((1, 0), np.int64)), table).shape == (1, 0, 2)  # no ids: nothing to check
+
+
+def test_llama_forward_checks_a_callers_mask_once_and_its_blocks_then_run_unchecked():
+    """forward's layers call unchecked cores; the one input they do not build, a caller's mask,
+    is checked at the entry. A good mask gives the causal run's logits (the default mask)."""
+    from transformer.llama import LlamaConfig, forward, random_llama
+    m = random_llama(LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=32, v=32, n_ctx=16))
+    ids = np.array([[1, 5, 7]])
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 2\) is not broadcastable to \(b, h, n, n_past \+ n\)"):
+        forward(ids, m.weights, m.config, m.cos, m.sin, mask=np.ones((3, 2), bool))
+    with pytest.raises(TypeError, match=r"mask must be boolean"):
+        forward(ids, m.weights, m.config, m.cos, m.sin, mask=np.ones((3, 3)))
+    np.testing.assert_array_equal(forward(ids, m.weights, m.config, m.cos, m.sin, mask=T.causal_mask(3)),
+                                  forward(ids, m.weights, m.config, m.cos, m.sin))

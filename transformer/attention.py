@@ -28,12 +28,17 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     With `mask` (True = keep), masked entries get probability exactly 0; a row
     with nothing kept returns all zeros instead of NaN. A row holding NaN or +inf
     gives NaN throughout, as torch.softmax does: never numbers that do not sum to 1.
+    axis may be a tuple of axes: one softmax over all their entries together.
 
     >>> import numpy as np
     >>> softmax(np.array([1000.0, 1000.0])).tolist()
     [0.5, 0.5]
     """
     _check_softmax(x, axis, mask)
+    return _softmax(x, axis, mask)
+
+
+def _softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n], on checked input
     xp = get_xp(x, mask)
     if mask is not None:
         x = xp.where(mask, x, -math.inf)
@@ -46,10 +51,14 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
 
 def _check_softmax(x, axis, mask):
     require_array("x", x)
-    require_int(axis=axis, low=None)
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"axis={axis} is out of range for x of shape {tuple(x.shape)}")
-    if x.shape[axis] == 0:
+    axes = axis if isinstance(axis, tuple) else (axis,)  # a tuple: one softmax over several axes at once
+    for a in axes:
+        require_int(axis=a, low=None)
+        if not -x.ndim <= a < x.ndim:
+            raise ValueError(f"axis={axis} is out of range for x of shape {tuple(x.shape)}")
+    if len({int(a) % x.ndim for a in axes}) != len(axes):
+        raise ValueError(f"axis={axis} names an axis twice")
+    if any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"softmax over an empty axis: x has shape {tuple(x.shape)}, axis={axis}")
     if mask is not None:
         _check_mask(mask, tuple(x.shape), "x's shape")
@@ -71,7 +80,12 @@ def _check_scale(scale):
 
 def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
     """Repeat each key/value head n_rep times so h_kv heads serve h = h_kv·n_rep queries."""
+    require_array("x", x)
     require_int(n_rep=n_rep, low=1)
+    return _repeat_kv(x, n_rep)
+
+
+def _repeat_kv(x, n_rep):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
     if n_rep == 1:
         return x
     xp = get_xp(x)
@@ -110,6 +124,10 @@ def attention_scores(q, k, scale=None):  # [b, h, n_q, d_h], [b, h, n_k, d_h] ->
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k head sizes differ: q d_h={q.shape[-1]}, k d_h={k.shape[-1]}")
     _check_scale(scale)
+    return _scores(q, k, scale)
+
+
+def _scores(q, k, scale=None):  # [b, h, n_q, d_h], [b, h, n_k, d_h] -> [b, h, n_q, n_k]
     xp = get_xp(q, k)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     return (q @ xp.matrix_transpose(k)) * scale  # [b, h, n_q, n_k]
@@ -130,14 +148,18 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     """
     _check_shapes(q, k, v, mask)
     _check_scale(scale)
+    return _sdpa(q, k, v, mask, scale, return_weights)
+
+
+def _sdpa(q, k, v, mask=None, scale=None, return_weights=False):  # scaled_dot_product_attention, on checked input
     xp = get_xp(q, k, v)
     in_dtype = q.dtype
     ct = compute_dtype(xp, in_dtype)
     q, k, v = (xp.astype(t, ct, copy=False) for t in (q, k, v))
     n_rep = q.shape[1] // k.shape[1]
-    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [b, h, n_k, d_h]
-    s = attention_scores(q, k, scale)  # [b, h, n_q, n_k]
-    p = softmax(s, axis=-1, mask=mask)  # [b, h, n_q, n_k], rows sum to 1 (or 0 if all masked)
+    k, v = _repeat_kv(k, n_rep), _repeat_kv(v, n_rep)  # [b, h, n_k, d_h]
+    s = _scores(q, k, scale)  # [b, h, n_q, n_k]
+    p = _softmax(s, axis=-1, mask=mask)  # [b, h, n_q, n_k], rows sum to 1 (or 0 if all masked)
     out = xp.astype(p @ v, in_dtype, copy=False)  # [b, h, n_q, d_h]
     if return_weights:
         return out, xp.astype(p, in_dtype, copy=False)

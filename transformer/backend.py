@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 
 import numpy as np
 import array_api_compat
 
 __all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "require_array", "require_int",
-           "require_real", "broadcastable_to", "compute_dtype", "nbytes"]
+           "require_real", "require_bool", "broadcastable_to", "compute_dtype", "nbytes"]
 
 
 def namespace(xp=None):
@@ -61,7 +62,10 @@ def to_numpy(x):
     if hasattr(x, "get") and type(x).__module__.startswith("cupy"):
         return x.get()
     if type(x).__module__.startswith("torch"):
-        return x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":  # NumPy has no bfloat16 of its own: widen (exactly) to float32
+            x = x.float()
+        return x.numpy()
     try:
         return np.from_dlpack(x)
     except Exception:
@@ -69,10 +73,38 @@ def to_numpy(x):
 
 
 def is_floating(x) -> bool:
+    """Whether x holds real floating-point numbers: float16/32/64 and bfloat16, on any backend."""
     if getattr(x.dtype, "kind", None) == "f":  # NumPy and CuPy float16/32/64: no namespace lookup per call
         return True
-    xp = get_xp(x)
-    return xp.isdtype(x.dtype, "real floating")
+    try:
+        return get_xp(x).isdtype(x.dtype, "real floating")
+    except (TypeError, ValueError):  # NumPy's bfloat16 (ml_dtypes) is no NumPy dtype to the namespace
+        return getattr(x.dtype, "name", "") == "bfloat16"
+
+
+def _is_scalar_array(v) -> bool:  # a 0-d array: a CuPy reduction, a torch scalar
+    return (not isinstance(v, numbers.Number) and getattr(v, "ndim", None) == 0
+            and array_api_compat.is_array_api_obj(v))
+
+
+def _as_int(v):  # -> the int v stands for, or None for a bool, a float or a 0-d array of either
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Number) or not get_xp(v).isdtype(v.dtype, "integral"):
+        return None
+    return operator.index(v)  # a 0-d integer array (on a GPU this waits for the value)
+
+
+def _as_real(v):  # -> the float v stands for, or None for a bool, a complex or a 0-d array of either
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, numbers.Real):
+        return float(v)
+    if isinstance(v, numbers.Number) or not (is_floating(v) or get_xp(v).isdtype(v.dtype, "integral")):
+        return None
+    return float(v)  # a 0-d real array (on a GPU this waits for the value)
 
 
 def require_float(name: str, x):
@@ -92,30 +124,41 @@ def require_array(name: str, x):
 def require_int(*, low: int | None = 0, **values):
     """Raise a clear error naming the argument unless each value is an integer ≥ low.
 
-    Python and NumPy integers pass; a bool or a float (2.5, even 2.0) does not, so a size
-    is never truncated in silence. low=None: any integer.
+    Python and NumPy integers and 0-d integer arrays (a CuPy reduction, a torch scalar) pass;
+    a bool or a float (2.5, even 2.0) does not, so a size is never truncated in silence.
+    low=None: any integer.
 
-    >>> require_int(n=np.int64(3), block=4, low=1)
+    >>> require_int(n=np.int64(3), block=np.array(4), low=1)
     >>> require_int(n=2.5)
     Traceback (most recent call last):
     ValueError: n must be an integer ≥ 0, got n=2.5
     """
     for name, v in values.items():
-        if not isinstance(v, numbers.Number):
+        if not isinstance(v, numbers.Number) and not _is_scalar_array(v):
             raise TypeError(f"{name} must be an integer, got {type(v).__name__} {name}={v!r}")
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or (low is not None and v < low):
+        i = _as_int(v)
+        if i is None or (low is not None and i < low):
             bound = "" if low is None else f" ≥ {low}"
             raise ValueError(f"{name} must be an integer{bound}, got {name}={v!r}")
 
 
 def require_real(*, positive: bool = False, **values):
     """Raise a clear error naming the argument unless each value is a finite real number
-    (Python's or NumPy's, not a bool), > 0 if positive."""
+    (Python's or NumPy's, or a 0-d real array; not a bool), > 0 if positive."""
     for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        r = _as_real(v) if isinstance(v, numbers.Number) or _is_scalar_array(v) else None
+        if r is None:
             raise TypeError(f"{name} must be a real number, got {type(v).__name__} {name}={v!r}")
-        if not math.isfinite(v) or (positive and v <= 0):
+        if not math.isfinite(r) or (positive and r <= 0):
             raise ValueError(f"{name} must be a finite{' positive' if positive else ''} number, got {name}={v!r}")
+
+
+def require_bool(**values):
+    """Raise TypeError naming the argument unless each value is True or False (a NumPy bool too;
+    not 0 or 1, which would read as a count)."""
+    for name, v in values.items():
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {name}={v!r}")
 
 
 def broadcastable_to(shape, target) -> bool:

@@ -31,7 +31,7 @@ import numpy as np
 from .backend import get_xp, namespace, require_array, to_numpy
 from .embedding import embed, learned_positions
 from .heads import AttentionWeights, multi_head_attention
-from .layers import ffn, gelu, layer_norm, residual
+from .layers import _ffn, _layer_norm, gelu, residual
 from .masks import causal_mask, padding_mask
 from .packing import pack_documents, unpack
 from .wordpiece import WordPieceTokenizer, check_texts
@@ -211,7 +211,7 @@ def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
     else:
         x = x + embed(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
     x = x + embed(token_types, w.W_type)  # + [b, n, d]
-    return layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
+    return _layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]; weights checked at load
 
 
 def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] or [b, 1, n, n]
@@ -228,13 +228,16 @@ def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] 
 
 
 def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, n, d], [b, h, n, n]
-    """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN."""
+    """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN.
+
+    multi_head_attention checks x and the mask; the norms and the FFN, whose weights were checked
+    at load, run unchecked (_layer_norm, _ffn)."""
     # Multi-head self-attention; kept apart from residual() because we also want its weights
     a, p = multi_head_attention(x, lw.attn, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
-    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
+    x = _layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
     # Position-wise GELU feed-forward: d -> d_ff -> d
-    x = residual(x, lambda t: ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
-                 lambda t: layer_norm(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
+    x = residual(x, lambda t: _ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
+                 lambda t: _layer_norm(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
     return x, p
 
 

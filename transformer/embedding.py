@@ -24,8 +24,13 @@ def embed(ids, W_E):  # [b, n] int, [v, d] -> [b, n, d]
     if W_E.ndim != 2:
         raise ValueError(f"W_E must be a (v, d) table, got shape {tuple(W_E.shape)}")
     v = W_E.shape[0]
-    if ids.size and (int(xp.min(ids)) < 0 or int(xp.max(ids)) >= v):
+    if bool(xp.any((ids < 0) | (ids >= v))):  # one device -> host transfer (a GPU would wrap a bad id silently)
         raise ValueError(f"token ids must lie in [0, {v}), got min {int(xp.min(ids))}, max {int(xp.max(ids))}")
+    return _embed(ids, W_E)
+
+
+def _embed(ids, W_E):  # [b, n] int, [v, d] -> [b, n, d], on checked input
+    xp = get_xp(ids, W_E)
     flat = xp.take(W_E, xp.reshape(ids, (-1,)), axis=0)  # [b·n, d]
     return xp.reshape(flat, (*ids.shape, W_E.shape[1]))  # [b, n, d]
 
@@ -119,6 +124,10 @@ def apply_rope_interleaved(x, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n
         out_{2i+1} = x_{2i}·sin θ + x_{2i+1}·cos θ
     """
     _check_rope_input(x, cos, sin)
+    return _rope(x, cos, sin)
+
+
+def _rope(x, cos, sin):  # apply_rope_interleaved on checked input: [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
     xp = get_xp(x)
     pairs = xp.reshape(x, (*x.shape[:-1], x.shape[-1] // 2, 2))  # [..., n, d_h/2, 2]
     x_re, x_im = pairs[..., 0], pairs[..., 1]  # [..., n, d_h/2] each

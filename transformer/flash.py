@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .attention import _check_scale, _check_shapes as _check_sdpa_shapes, softmax
-from .backend import compute_dtype, get_xp, require_array, require_float, require_int, to_numpy
+from .backend import compute_dtype, get_xp, require_array, require_bool, require_float, require_int, to_numpy
 from .io_count import IOCounter
 from .masks import _same_document
 
@@ -276,8 +276,7 @@ def _watch(trace, x, g):  # [b, h_kv, g, Br, 1] -> [Br] as NumPy, for the watche
 # --- checks shared by the public entry points ---------------------------------------------------------
 
 def _check_options(causal, block_q, block_k, n_q, n_k):  # -> (Br, Bc)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    require_bool(causal=causal)
     sizes = []
     for name, bsz, n in (("block_q", block_q, n_q), ("block_k", block_k, n_k)):
         if bsz is None:

@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .attention import _check_scale
-from .backend import _cupy
+from .backend import _cupy, require_bool
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
@@ -231,8 +231,7 @@ def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_hea
 
 def _check_plan_options(causal, scale, kernel):
     """The host-side options, as the CPU `flash_attention` checks them."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    require_bool(causal=causal)
     _check_scale(scale)
     if kernel != "auto" and kernel not in KERNELS:
         raise ValueError(f"kernel={kernel!r}: use 'auto', {', '.join(repr(k) for k in KERNELS)}")

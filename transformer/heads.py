@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .attention import scaled_dot_product_attention
+from .attention import _check_mask, _sdpa
 from .backend import get_xp, require_array, require_float, require_int
 
 __all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
@@ -23,10 +23,14 @@ def split_heads(x, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
     if x.ndim != 3:
         raise ValueError(f"split_heads needs x of shape (b, n, h·d_h), got shape {tuple(x.shape)}")
     require_int(h=h, low=1)
+    if x.shape[-1] % h:
+        raise ValueError(f"d={x.shape[-1]} must be divisible by the number of heads h={h}")
+    return _split_heads(x, h)
+
+
+def _split_heads(x, h):  # [b, n, h·d_h] -> [b, h, n, d_h], on checked input
     xp = get_xp(x)
     b, n, d = x.shape
-    if d % h:
-        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
     x = xp.reshape(x, (b, n, h, d // h))  # [b, n, h, d_h]
     return xp.permute_dims(x, (0, 2, 1, 3))  # [b, h, n, d_h]
 
@@ -36,6 +40,10 @@ def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
     require_array("x", x)
     if x.ndim != 4:
         raise ValueError(f"merge_heads needs x of shape (b, h, n, d_h), got shape {tuple(x.shape)}")
+    return _merge_heads(x)
+
+
+def _merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h], on checked input
     xp = get_xp(x)
     b, h, n, d_h = x.shape
     x = xp.permute_dims(x, (0, 2, 1, 3))  # [b, n, h, d_h]
@@ -110,10 +118,14 @@ def _check_bias(w, name, size):
 def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
     """Project and split: q (b, h, n, d_h), k and v (b, h_kv, n_k, d_h)."""
     _check_projections(x, w, h, h_kv, context)
+    return _qkv_heads(x, w, h, h_kv, context)
+
+
+def _qkv_heads(x, w, h, h_kv, context=None):  # qkv_heads on checked input
     c = x if context is None else context
-    q = split_heads(_linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
-    k = split_heads(_linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
-    v = split_heads(_linear(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
+    q = _split_heads(_linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
+    k = _split_heads(_linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
+    v = _split_heads(_linear(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
     return q, k, v
 
 
@@ -131,8 +143,13 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
     if w.W_o.ndim != 2 or w.W_o.shape[0] != h * d_h:
         raise ValueError(f"W_o must be (h·d_h, d) with h·d_h = {h * d_h} rows, got shape {tuple(w.W_o.shape)}")
     _check_bias(w, "b_o", w.W_o.shape[1])
-    q, k, v = qkv_heads(x, w, h, h_kv, context)
-    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    n_k = x.shape[1] if context is None else context.shape[1]  # keys and values come from x or context
+    if n_k == 0:
+        raise ValueError(f"n_k = 0: no keys to attend to ({'x' if context is None else 'context'} has no positions)")
+    if mask is not None:
+        _check_mask(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
+    q, k, v = _qkv_heads(x, w, h, h_kv, context)
+    res = _sdpa(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = _linear(merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = _linear(_merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return (out, p) if return_weights else out

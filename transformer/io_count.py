@@ -24,7 +24,7 @@ import math
 import tracemalloc
 from dataclasses import dataclass, field
 
-from .backend import require_int
+from .backend import require_bool, require_int
 
 __all__ = [
     "IOCounter", "paper_block_sizes", "standard_attention_io", "flash1_io", "flash2_io",
@@ -105,8 +105,7 @@ def visible_key_tiles(n_q: int, n_k: int, block_q: int, block_k: int, causal: bo
     """
     require_int(n_q=n_q, n_k=n_k)
     require_int(block_q=block_q, block_k=block_k, low=1)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    require_bool(causal=causal)
     Tr, Tc = math.ceil(n_q / block_q), math.ceil(n_k / block_k)
     if not causal:
         return [Tc] * Tr

@@ -25,9 +25,8 @@ class KVCache:
     def __init__(self, n_layers: int, b: int, h_kv: int, n_max: int, d_h: int, *, dtype=None, xp=None):
         xp = namespace(xp)
         dtype = xp.float32 if dtype is None else dtype
-        for name, val in (("n_layers", n_layers), ("b", b), ("h_kv", h_kv), ("n_max", n_max), ("d_h", d_h)):
-            if int(val) < 1:
-                raise ValueError(f"KVCache needs {name} ≥ 1, got {name}={val}")
+        require_int(n_layers=n_layers, b=b, h_kv=h_kv, n_max=n_max, d_h=d_h, low=1)  # 4.7 or True is no size
+        n_layers, b, h_kv, n_max, d_h = (int(s) for s in (n_layers, b, h_kv, n_max, d_h))
         self.n_max, self.length = n_max, 0
         self.written = [0] * n_layers  # per layer: positions [0, written) hold keys/values
         shape = (b, h_kv, n_max, d_h)

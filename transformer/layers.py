@@ -18,6 +18,10 @@ __all__ = [
 def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] -> [..., d]
     """LayerNorm(x) = (x - mean) / √(var + eps) · γ + β, over the last axis (biased variance)."""
     _check_norm(x, eps, gamma=gamma, beta=beta)
+    return _layer_norm(x, gamma, beta, eps)
+
+
+def _layer_norm(x, gamma, beta=None, eps=1e-5):  # [..., d], [d], [d] -> [..., d], on checked input
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
     xc = xp.astype(x, ct, copy=False)
@@ -32,6 +36,10 @@ def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] ->
 def rms_norm(x, gamma, eps: float = 1e-6):  # [..., d], [d] -> [..., d]
     """RMSNorm(x) = x / √(mean(x²) + eps) · γ: LayerNorm without centring or bias (Llama)."""
     _check_norm(x, eps, gamma=gamma)
+    return _rms_norm(x, gamma, eps)
+
+
+def _rms_norm(x, gamma, eps=1e-6):  # [..., d], [d] -> [..., d], on checked input
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
     xc = xp.astype(x, ct, copy=False)
@@ -106,6 +114,10 @@ def gelu(x, approximate: str = "none"):
 def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [d_ff, d] -> [..., d]
     """Position-wise feed-forward: g(x W₁ + b₁) W₂ + b₂ (note 000: channel mixing)."""
     _check_ffn(x, ("W2", W2), b1, b2, W1=W1)
+    return _ffn(x, W1, W2, b1, b2, activation)
+
+
+def _ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d] -> [..., d], on checked input
     hdn = x @ W1  # [..., d_ff]
     if b1 is not None:
         hdn = hdn + b1
@@ -138,12 +150,20 @@ def _check_ffn(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out)
 def glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d]
     """Gated linear unit FFN: (g(x W_gate) ∘ x W_up) W_down. With g = σ this is GLU."""
     _check_ffn(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
+    return _glu_ffn(x, W_gate, W_up, W_down, activation)
+
+
+def _glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d], on checked input
     return (activation(x @ W_gate) * (x @ W_up)) @ W_down  # [..., d_ff] ∘ [..., d_ff] @ [d_ff, d]
 
 
 def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     """SwiGLU (Llama): (SiLU(x W_gate) ∘ x W_up) W_down."""
     return glu_ffn(x, W_gate, W_up, W_down, activation=silu)
+
+
+def _swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d], on checked input
+    return _glu_ffn(x, W_gate, W_up, W_down, activation=silu)
 
 
 def residual(x, sublayer, norm, *, pre_norm: bool = True):  # [..., d] -> [..., d]

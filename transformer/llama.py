@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention, softmax
+from .attention import _check_mask, _sdpa, softmax
 from . import counting
 from .backend import get_xp, namespace, to_numpy
-from .embedding import embed, lm_head, rope_cos_sin, apply_rope_interleaved
-from .heads import split_heads, merge_heads
+from .embedding import _embed, _rope, lm_head, rope_cos_sin
+from .heads import _merge_heads, _split_heads
 from .kv_cache import KVCache
-from .layers import rms_norm, swiglu_ffn
+from .layers import _rms_norm, _swiglu_ffn
 from .masks import causal_mask
 from .packing import pack_documents, unpack
 from .sampling import check_sampling, sample_next
@@ -77,34 +77,38 @@ class LlamaWeights:
 
 
 # --- the forward pass, top-down from small parts ----------------------------------------
+# The weights were checked when loaded, and forward() builds q, k, v and the mask itself (or checks
+# a caller's mask once), so the blocks call the unchecked cores (_rms_norm, _rope, …) of the public
+# functions: a decode step runs ~10 of them per layer, and checking each again cost ~20 % of a small
+# model's step.
 def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                     return_weights: bool = False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k])
     """Self-attention of one block: project, RoPE, cache, GQA attention, output projection."""
-    q = split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
-    k = split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
-    v = split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
+    q = _split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
+    k = _split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
+    v = _split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
     # RoPE: rotate q and k by their positions, so q·k depends on the distance between them
-    q = apply_rope_interleaved(q, cos, sin)  # [b, h, n, d_h]
-    k = apply_rope_interleaved(k, cos, sin)  # [b, h_kv, n, d_h]
+    q = _rope(q, cos, sin)  # [b, h, n, d_h]
+    k = _rope(k, cos, sin)  # [b, h_kv, n, d_h]
     # KV cache: store the new positions, read back all of them (only the h_kv heads are kept)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
     # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
-    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    res = _sdpa(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = _merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return out, p
 
 
 def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                   attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
     """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
-    a, p = attention_block(rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
+    a, p = attention_block(_rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
                            return_weights=attn_out is not None)
     if attn_out is not None:
         attn_out.append(p)
     x = x + a  # [b, n, d] residual
-    return x + swiglu_ffn(rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
+    return x + _swiglu_ffn(_rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
 
 
 def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
@@ -123,6 +127,9 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
             key_valid=None, mask=None, last_only: bool = False, attn_out: list | None = None,
             hidden_out: list | None = None):  # [b, n] int -> [b, n, v] (or [b, 1, v] if last_only)
     """The whole model on ids (b, n); with a cache, the ids come after cache.length cached ones.
+
+    ids must lie in [0, v): they are not checked here, once per step on the device, but by
+    Llama's methods on the host (`Llama.encode`).
 
     positions: (n,) or (b, n) token positions for RoPE (default n_past … n_past + n - 1).
     key_valid: (b, n_past + n) bool, False where a key is left padding.
@@ -147,7 +154,9 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
         mask = decoder_mask(n, n_past, key_valid, xp=xp)
     elif key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
-    x = embed(ids, w.W_E)  # [b, n, d]
+    else:  # a caller's mask: checked here once, not in every layer
+        _check_mask(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
+    x = _embed(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
     if hidden_out is not None:
         hidden_out.append(x)
     for layer, lw in enumerate(w.layers):
@@ -158,7 +167,7 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
         cache.advance(n)  # every layer holds the n new positions
     if last_only:
         x = x[:, -1:, :]  # [b, 1, d]
-    x = rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
+    x = _rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
     return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 
 from .attention import _check_scale
-from .backend import compute_dtype, get_xp, namespace, nbytes, require_float, require_int, to_numpy
+from .backend import compute_dtype, get_xp, namespace, nbytes, require_bool, require_float, require_int, to_numpy
 from .flash import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
 
 __all__ = ["PagedKVCache", "paged_attention"]
@@ -39,16 +40,13 @@ class PagedKVCache:
                  block_size: int = 16, n_blocks: int | None = None, dtype=None, xp=None):
         xp = namespace(xp)
         dtype = xp.float32 if dtype is None else dtype
-        for name, val in (("n_layers", n_layers), ("h_kv", h_kv), ("n_max", n_max), ("d_h", d_h),
-                          ("block_size", block_size)):
-            if int(val) < 1:
-                raise ValueError(f"PagedKVCache needs {name} ≥ 1, got {name}={val}")
-        if int(b) < 0:
-            raise ValueError(f"PagedKVCache needs b ≥ 0, got b={b}")
+        require_int(n_layers=n_layers, h_kv=h_kv, n_max=n_max, d_h=d_h, block_size=block_size, low=1)
+        require_int(b=b)  # b = 0: sequences come one by one through add_sequence
+        n_layers, b, h_kv, n_max, d_h, block_size = (int(s) for s in (n_layers, b, h_kv, n_max, d_h, block_size))
         if n_blocks is None:
-            n_blocks = b * math.ceil(n_max / block_size)
-        if int(n_blocks) < 1:
-            raise ValueError(f"PagedKVCache needs n_blocks ≥ 1, got n_blocks={n_blocks} (give n_blocks when b=0)")
+            n_blocks = b * math.ceil(n_max / block_size)  # 0 when b = 0: then n_blocks must be given
+        require_int(n_blocks=n_blocks, low=1)
+        n_blocks = int(n_blocks)
         self.xp, self.dtype = xp, dtype
         self.n_layers, self.h_kv, self.d_h = n_layers, h_kv, d_h
         self.n_max, self.block_size, self.n_blocks = n_max, block_size, n_blocks
@@ -103,6 +101,9 @@ class PagedKVCache:
         """
         self._check_seq(seq)
         self._check_new(layer, k_new, v_new, "(h_kv, t, d_h)")
+        self._write(seq, layer, k_new, v_new)
+
+    def _write(self, seq, layer, k_new, v_new):  # write() on checked input: [h_kv, t, d_h] × 2
         t = k_new.shape[1]
         start = self.lengths[seq]
         self._reserve(seq, start + t)
@@ -135,12 +136,15 @@ class PagedKVCache:
         """K and V of seq's first n positions (default: all stored), copied out block by block."""
         self._check_seq(seq)
         self._check_layer(layer)
-        xp = self.xp
         n = self.lengths[seq] if n is None else n
         require_int(n=n)
         if n > self.written[seq][layer]:
             raise ValueError(f"gather(seq={seq}, layer={layer}, n={n}): only {self.written[seq][layer]} positions "
                              f"of sequence {seq} are written in layer {layer}")
+        return self._gather(seq, layer, n)
+
+    def _gather(self, seq, layer, n):  # gather() on checked input: -> 2 × [h_kv, n, d_h]
+        xp = self.xp
         nb = math.ceil(n / self.block_size)
         idx = xp.asarray(self.tables[seq][:nb], dtype=xp.int64)  # [nb]
         out = []
@@ -178,15 +182,15 @@ class PagedKVCache:
     def update(self, layer: int, k_new, v_new):  # [b, h_kv, t, d_h] -> 2 × [b, h_kv, length + t, d_h]
         """Write the t new positions of `layer` for each sequence of the batch and return
         K, V of all positions so far, read back through the block tables."""
-        self._check_new(layer, k_new, v_new, "(b, h_kv, t, d_h)")
+        self._check_new(layer, k_new, v_new, "(b, h_kv, t, d_h)")  # the whole batch, once
         if k_new.shape[0] != len(self.batch):
             raise ValueError(f"update got {k_new.shape[0]} sequences but the cache serves b={len(self.batch)}")
         xp = self.xp
         n = self.length + k_new.shape[2]
         ks, vs = [], []
         for i, seq in enumerate(self.batch):
-            self.write(seq, layer, k_new[i, ...], v_new[i, ...])
-            k, v = self.gather(seq, layer, n)  # [h_kv, n, d_h] each
+            self._write(seq, layer, k_new[i, ...], v_new[i, ...])
+            k, v = self._gather(seq, layer, n)  # [h_kv, n, d_h] each
             ks.append(k)
             vs.append(v)
         return xp.stack(ks, axis=0), xp.stack(vs, axis=0)  # [b, h_kv, n, d_h]
@@ -250,6 +254,10 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
 
     so K and V are never copied into one contiguous array. GQA: h_kv key/value heads are
     repeated for the h query heads after the block is read.
+
+    block_table: the sequence's block ids in position order, a host list of ints (as
+    `PagedKVCache.tables[seq]`): a handful of numbers, read on the host to pick each block.
+    An array is accepted but copied to a list on every call (on a GPU, a wait for the device).
     """
     table = _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale)
     xp = get_xp(q, k_pool)
@@ -294,15 +302,15 @@ def _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale):  # ->
     if h_kv == 0 or h % h_kv:
         raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     require_int(n_tokens=n_tokens)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got causal={causal!r}")
+    require_bool(causal=causal)
     _check_scale(scale)
+    # the table is a host list (one per sequence, a few ids): an array is copied to one, which on a GPU waits
     table = to_numpy(block_table).tolist() if hasattr(block_table, "shape") else block_table
-    if isinstance(table, (str, bytes)) or not isinstance(table, (list, tuple)):
+    if isinstance(table, (str, bytes)) or not isinstance(table, Sequence):
         raise TypeError(f"block_table must be a list of block ids, got {type(block_table).__name__}")
     bad = [b for b in table if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 0 <= b < n_blocks]
     if bad:
         raise ValueError(f"block_table must hold integer block ids in [0, {n_blocks}), got {bad}")
     if not 0 < n_q <= n_tokens <= len(table) * bs:
         raise ValueError(f"need 0 < n_q={n_q} ≤ n_tokens={n_tokens} ≤ block_table's {len(table)} blocks · {bs}")
-    return [int(b) for b in table]
+    return table if all(type(b) is int for b in table) else [int(b) for b in table]  # NumPy ints -> Python ints

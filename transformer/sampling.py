@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from .attention import softmax
+from .attention import _softmax
 from .backend import to_numpy
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
@@ -38,17 +38,24 @@ def check_sampling(temperature=0.0, top_k=None, top_p=None):
 
 
 def _check_logits(logits):  # [..., v] -> [..., v] NumPy
-    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax."""
+    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax.
+
+    float16 and bfloat16 logits are widened to float32 here, on the host: NumPy's bfloat16
+    (ml_dtypes) is no np.floating, and the filters' arithmetic wants a full-size float.
+    """
     x = np.asarray(to_numpy(logits))
+    if x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
+        x = x.astype(np.float32)  # exact: float32 holds every float16 and bfloat16 value
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError(f"logits must have a vocabulary axis of size ≥ 1, got shape {x.shape}")
-    if np.isnan(x).any():
-        raise ValueError("logits contain NaN")
-    if np.isposinf(x).any():
-        raise ValueError("logits contain +inf")
-    if np.isneginf(x).all(axis=-1).any():
+    # one pass: a finite row max means no NaN (max propagates it), no +inf, and not all -inf
+    if not np.isfinite(x.max(axis=-1)).all():
+        if np.isnan(x).any():
+            raise ValueError("logits contain NaN")
+        if np.isposinf(x).any():
+            raise ValueError("logits contain +inf")
         raise ValueError("a row of logits is all -inf: no token is possible")
     return x
 
@@ -59,8 +66,13 @@ def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
     T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
     t = float(temperature)
     tiny, big = float(np.finfo(x.dtype).tiny), float(np.finfo(x.dtype).max)
-    top = float(np.abs(x[np.isfinite(x)]).max(initial=0.0))  # the largest finite |logit|
-    if tiny <= t <= big and top <= big * t:
+    if t >= 1.0:  # |x / T| ≤ |x|: nothing can overflow, no need to look at the logits
+        fits = t <= big
+    else:  # each row's maximum must stay finite. A smaller logit that overflows to -inf then sat
+        # ≥ one float step, 2⁻²⁴·big ≈ 2e31 (float32), under it once scaled: its probability was 0 already
+        with np.errstate(over="ignore"):
+            fits = tiny <= t and bool(np.isfinite(x.max(axis=-1) / x.dtype.type(t)).all())
+    if fits:
         return x / x.dtype.type(t)  # [..., v], the plain division, stays float32
     with np.errstate(over="ignore"):  # scores beyond the dtype's range become -inf: probability 0
         z = (x.astype(np.float64) - x.max(axis=-1, keepdims=True)) / t  # [..., v], ≤ 0
@@ -83,7 +95,10 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     [True, True, False, False]
     """
     check_sampling(temperature, top_k, top_p)
-    x = _check_logits(logits)  # [..., v]
+    return _filter(_check_logits(logits), temperature, top_k, top_p)
+
+
+def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy logits: [..., v] -> [..., v]
     if temperature == 0:  # greedy: every token but the argmax gets -inf
         argmax = np.argmax(x, axis=-1)[..., None]  # [..., 1]
         return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)
@@ -93,7 +108,7 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
         x = np.where(x >= kth, x, -np.inf)
     if top_p is not None and top_p < 1.0:
         order = np.argsort(-x, axis=-1, kind="stable")  # [..., v], most likely first
-        p_sorted = np.take_along_axis(softmax(x), order, axis=-1)  # [..., v]
+        p_sorted = np.take_along_axis(_softmax(x), order, axis=-1)  # [..., v]
         mass_before = np.cumsum(p_sorted, axis=-1) - p_sorted  # mass of the strictly more likely tokens
         keep_sorted = mass_before < top_p  # the first token has mass_before = 0: always kept
         keep = np.empty_like(keep_sorted)
@@ -110,7 +125,7 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     >>> next_token_probs(np.array([1.0, 3.0, 2.0]), temperature=0).tolist()
     [0.0, 1.0, 0.0]
     """
-    return softmax(filter_logits(logits, temperature, top_k, top_p), axis=-1)
+    return _softmax(filter_logits(logits, temperature, top_k, top_p), axis=-1)
 
 
 def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
@@ -124,7 +139,7 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
     if temperature == 0:
         return np.argmax(x, axis=-1)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    p = next_token_probs(x, temperature, top_k, top_p)  # [..., v]
+    p = _softmax(_filter(x, temperature, top_k, top_p), axis=-1)  # [..., v], next_token_probs on checked input
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
     idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen
