@@ -62,7 +62,10 @@ rng = np.random.default_rng(0)
 # - **pad to longest** — batches of 32 documents, each padded to its own longest (what a
 #   data loader does without packing);
 # - **packed** — documents back to back, each placed in the first row that still has room
-#   for it (*first fit*, `T.pack_documents`); a document is never split.
+#   for it (*first fit*, `T.pack_documents`); a document is never split. Placing the longest
+#   documents first (`longest_first=True`, *first fit decreasing*) leaves the short ones to
+#   fill the gaps at the end, at the price of a row no longer holding its documents in
+#   their original order.
 
 # %%
 n_ctx_corpus = 2048
@@ -75,8 +78,11 @@ for name in ("one_per_row", "pad_to_longest", "packed"):
     r = report[name]
     print(f"  {name:15s} {r['rows']:5d} rows, {r['slots']:>10,} slots, {r['fill']:6.1%} hold a real token")
 lower = -(-report["tokens"] // n_ctx_corpus)  # no layout needs fewer rows than ⌈tokens / n_ctx⌉
-print(f"packed rows: {report['packed']['rows']} (at least {lower} are needed)")
+print(f"packed rows: {report['packed']['rows']} in input order, {report['packed_longest_first']['rows']} "
+      f"longest first (at least {lower} are needed)")
+assert report["rows_needed"] == lower
 assert report["packed"]["fill"] > 0.95 and report["one_per_row"]["fill"] < 0.2
+assert lower <= report["packed_longest_first"]["rows"] <= report["packed"]["rows"]
 
 # %% [markdown]
 # A small example we can draw: 14 documents of 3 to 24 tokens in rows of 32.

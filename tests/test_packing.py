@@ -44,9 +44,20 @@ def test_a_later_short_document_fills_an_earlier_row():
     assert p.spans == ((0, 0, 6), (1, 0, 6), (0, 6, 2))
 
 
+def test_longest_first_worked_example():
+    """[4, 5, 3, 4] in rows of 8. In order: 4 | 5 | 3 joins the 4 | the last 4 needs a third row.
+    Longest first (5, 4, 4, 3): 5 | 4 | 4 joins the 4 | 3 joins the 5: two rows, none wasted."""
+    assert T.pack_documents(docs_of([4, 5, 3, 4]), n_ctx=8).rows == 3
+    p = T.pack_documents(docs_of([4, 5, 3, 4]), n_ctx=8, longest_first=True)
+    assert p.spans == ((1, 0, 4), (0, 0, 5), (0, 5, 3), (1, 4, 4))  # still in input order
+    assert p.doc.tolist() == [[1, 1, 1, 1, 1, 2, 2, 2], [0, 0, 0, 0, 3, 3, 3, 3]]
+    assert T.packing_report([4, 5, 3, 4], 8)["packed_longest_first"] == {"rows": 2, "slots": 16, "fill": 1.0}
+
+
 def test_packing_report_worked_example():
     r = T.packing_report([5, 3, 4, 2, 6], 8)
-    assert r == {"tokens": 20, "packed": {"rows": 3, "slots": 24, "fill": 20 / 24},
+    assert r == {"tokens": 20, "rows_needed": 3, "packed": {"rows": 3, "slots": 24, "fill": 20 / 24},
+                 "packed_longest_first": {"rows": 3, "slots": 24, "fill": 20 / 24},
                  "one_per_row": {"rows": 5, "slots": 40, "fill": 0.5},
                  "pad_to_longest": {"rows": 5, "slots": 30, "fill": 20 / 30}}
     # batches of two, each padded to its own longest: [5, 3] -> 2·5, [4, 2] -> 2·4, [6] -> 6
@@ -54,9 +65,10 @@ def test_packing_report_worked_example():
 
 
 @SETTINGS
-@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=15), n_ctx=st.integers(12, 30))
-def test_every_document_lands_once_whole_and_in_the_first_row_with_room(lengths, n_ctx):
-    p = T.pack_documents(docs_of(lengths), n_ctx)
+@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=15), n_ctx=st.integers(12, 30),
+       longest_first=st.booleans())
+def test_every_document_lands_once_whole_and_in_the_first_row_with_room(lengths, n_ctx, longest_first):
+    p = T.pack_documents(docs_of(lengths), n_ctx, longest_first=longest_first)
     free = [(p.doc[r] < 0).sum() for r in range(p.rows)]  # slots left in each row at the end
     assert p.ids.shape == p.doc.shape == p.positions.shape == (p.rows, n_ctx)
     assert (p.doc >= 0).sum() == sum(lengths)  # every token placed, none twice
@@ -238,6 +250,13 @@ def test_packed_llama_on_each_backend_equals_numpy(other_xp):
 def test_bad_packing_input_is_named(docs, n_ctx, err, match):
     with pytest.raises(err, match=match):
         T.pack_documents(docs, n_ctx)
+    with pytest.raises(err, match=match):
+        T.pack_documents(docs, n_ctx, longest_first=True)  # the same checks either way
+
+
+def test_longest_first_must_be_a_bool():
+    with pytest.raises((TypeError, ValueError), match="longest_first"):
+        T.pack_documents([[1, 2]], 8, longest_first="yes")
 
 
 def test_bad_doc_for_flash_attention():

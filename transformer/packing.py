@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from .backend import namespace, require_array, require_int
+from .backend import namespace, require_array, require_bool, require_int
 from .masks import document_mask
 
 __all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]
@@ -74,11 +74,14 @@ def _as_documents(docs) -> list[list[int]]:
     return out
 
 
-def pack_documents(docs, n_ctx: int, *, pad_id: int = 0) -> Packed:
+def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = False) -> Packed:
     """Place each document, in order, in the first row that still has room for it (first fit).
 
     A document is never split: one longer than n_ctx is refused. A row that cannot take the
     next document stays open for later, shorter ones, so little is left as padding.
+    longest_first=True places the documents from the longest down (first fit decreasing):
+    the short ones come last and fill the gaps, at the price of a row no longer holding its
+    documents in their input order. Either way doc numbers and spans follow the input order.
 
     >>> p = pack_documents([[7, 7, 7], [8, 8], [9, 9, 9, 9]], n_ctx=5)
     >>> p.ids.tolist(), p.doc.tolist(), p.positions.tolist()
@@ -87,20 +90,23 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0) -> Packed:
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx < 1:
         raise ValueError(f"n_ctx must be an integer ≥ 1, got {n_ctx!r}")
     require_int(pad_id=pad_id, low=None)
+    require_bool(longest_first=longest_first)
     docs = _as_documents(docs)
     too_long = [(i, len(d)) for i, d in enumerate(docs) if len(d) > n_ctx]
     if too_long:
         i, n = too_long[0]
         raise ValueError(f"document {i} has {n} tokens, more than a row of n_ctx={n_ctx}; "
                          "split it or raise n_ctx")
+    order = sorted(range(len(docs)), key=lambda i: -len(docs[i])) if longest_first else range(len(docs))
     used: list[int] = []  # tokens already placed in each row
-    spans = []
-    for d in docs:
-        row = next((r for r, u in enumerate(used) if u + len(d) <= n_ctx), len(used))  # first fit
+    spans = [None] * len(docs)  # (row, start, length) of document i
+    for i in order:
+        n = len(docs[i])
+        row = next((r for r, u in enumerate(used) if u + n <= n_ctx), len(used))  # first fit
         if row == len(used):
             used.append(0)  # open a new row
-        spans.append((row, used[row], len(d)))
-        used[row] += len(d)
+        spans[i] = (row, used[row], n)
+        used[row] += n
     b = len(used)
     ids = np.full((b, n_ctx), pad_id, dtype=np.int64)  # [b, n_ctx]
     doc = np.full((b, n_ctx), -1, dtype=np.int64)  # [b, n_ctx]
@@ -131,8 +137,9 @@ def continued_positions(packed: Packed, *, xp=None):  # -> [b, n_ctx]
 def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     """Rows and padding for documents of these lengths: packed, one per row, padded to the longest.
 
-    Returns tokens (real), and for each layout its rows, slots (row lengths summed) and fill
-    (tokens / slots): "packed" (first fit into n_ctx rows), "one_per_row" (each document
+    Returns tokens (real), the lower bound rows_needed = ⌈tokens / n_ctx⌉, and for each layout
+    its rows, slots (row lengths summed) and fill (tokens / slots): "packed" (first fit into
+    n_ctx rows), "packed_longest_first" (first fit decreasing), "one_per_row" (each document
     padded to n_ctx) and "pad_to_longest" (batches of `batch` documents, in order, each
     padded to its own longest; default one batch of all).
     """
@@ -148,11 +155,13 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     if batch < 1:
         raise ValueError(f"batch must be ≥ 1, got {batch}")
     p = pack_documents([[0] * n for n in lengths], n_ctx)
+    p_desc = pack_documents([[0] * n for n in lengths], n_ctx, longest_first=True)
     tokens = sum(lengths)
     batches = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
-    layouts = {"packed": (p.rows, p.rows * n_ctx), "one_per_row": (len(lengths), len(lengths) * n_ctx),
+    layouts = {"packed": (p.rows, p.rows * n_ctx), "packed_longest_first": (p_desc.rows, p_desc.rows * n_ctx),
+               "one_per_row": (len(lengths), len(lengths) * n_ctx),
                "pad_to_longest": (len(lengths), sum(len(b) * max(b) for b in batches))}
-    report = {"tokens": tokens}
+    report = {"tokens": tokens, "rows_needed": -(-tokens // n_ctx)}
     for name, (rows, slots) in layouts.items():
         report[name] = {"rows": rows, "slots": slots, "fill": tokens / slots}
     return report
