@@ -102,7 +102,7 @@ def test_generate_batch_refuses_a_bare_string(tiny):
                                   lambda m: m.stream("Hi", max_new_tokens=-1),  # before any iteration
                                   lambda m: m.generate("Hi", max_new_tokens=2.5)])
 def test_max_new_tokens_is_named(tiny, call):
-    with pytest.raises(ValueError, match=r"max_new_tokens must be an integer ≥ 0, got (-1|2.5)"):
+    with pytest.raises(ValueError, match=r"max_new_tokens must be an integer ≥ 0, got max_new_tokens=(-1|2.5)"):
         call(tiny)
 
 
@@ -182,7 +182,7 @@ def test_dtype_strings_agree_with_numpy():
 # ---------------------------------------------------------------- count
 
 @pytest.mark.parametrize("argv,match", [
-    (["--seq", "0"], "--seq.* got 0"), (["--batch", "0"], "--batch.* got 0"),
+    (["--seq", "0"], r"--seq\).* got n \(--seq\)=0"), (["--batch", "0"], r"--batch\).* got batch \(--batch\)=0"),
 ])
 def test_count_zero_sizes(capsys, argv, match):
     rc, out, err = run_cli(capsys, "count", "llama-3-8b", *argv)

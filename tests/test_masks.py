@@ -58,7 +58,7 @@ def test_strided_sparse_transformer(xp, n, stride):
 @given(n=st.integers(1, 20), block=st.integers(1, 6), c=st.integers(1, 6))
 def test_fixed_sparse_transformer(xp, n, block, c):
     if c > block:
-        with pytest.raises(ValueError, match=f"block={block}, c={c}"):
+        with pytest.raises(ValueError, match=f"c must be ≤ block={block}.*got c={c}"):
             T.fixed_mask(n, block, c, xp=xp)
         return
     # A1 = {j : ⌊j/l⌋ = ⌊i/l⌋}, A2 = {j : j mod l ∈ {l-c, …, l-1}}, both causal.

@@ -244,8 +244,8 @@ def test_packed_llama_on_each_backend_equals_numpy(other_xp):
     ([[1, 2], [1.5, 2.0]], 8, TypeError, "document 1 must be a 1-D sequence of integer ids"),
     ([[[1, 2]]], 8, TypeError, "document 0 must be a 1-D"),
     ("some text", 8, TypeError, "docs must be a list of token-id sequences, got str"),
-    ([[1, 2]], 0, ValueError, "n_ctx must be an integer ≥ 1, got 0"),
-    ([[1, 2]], 2.5, ValueError, "n_ctx must be an integer ≥ 1, got 2.5"),
+    ([[1, 2]], 0, ValueError, "n_ctx must be an integer ≥ 1, got n_ctx=0"),
+    ([[1, 2]], 2.5, ValueError, "n_ctx must be an integer ≥ 1, got n_ctx=2.5"),
 ])
 def test_bad_packing_input_is_named(docs, n_ctx, err, match):
     with pytest.raises(err, match=match):
@@ -275,9 +275,9 @@ def test_bad_input_at_the_other_entry_points():
         T.unpack(np.zeros((2, 5, 3)), p)
     with pytest.raises(TypeError, match=r"doc must be a \(b, n\) integer array.*float64"):
         T.document_mask(np.zeros((1, 4)))
-    with pytest.raises(ValueError, match="lengths must be a non-empty list of positive token counts"):
+    with pytest.raises(ValueError, match=r"lengths\[1\] must be an integer ≥ 1, got lengths\[1\]=0"):
         T.packing_report([3, 0], 8)
-    with pytest.raises(ValueError, match="batch must be ≥ 1, got 0"):
+    with pytest.raises(ValueError, match="batch must be an integer ≥ 1, got batch=0"):
         T.packing_report([3], 8, batch=0)
     m = llama_mod.random_llama(SMALL, seed=3)
     with pytest.raises(ValueError, match="exceed the model's context of n_ctx=64"):

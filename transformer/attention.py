@@ -100,9 +100,10 @@ def _check_shapes(q, k, v, mask):
     b, h, n_q, d_h = q.shape
     bk, h_kv, n_k, d_k = k.shape
     if n_k == 0:
-        raise ValueError(f"n_k = 0: no keys to attend to (k has shape {tuple(k.shape)})")
+        raise ValueError(f"n_k must be ≥ 1 (no keys to attend to), got n_k=0: k has shape {tuple(k.shape)}")
     if d_h == 0:
-        raise ValueError(f"d_h = 0: q and k have no features to score with (q has shape {tuple(q.shape)})")
+        raise ValueError(f"d_h must be ≥ 1 (q and k have no features to score with), got d_h=0: "
+                         f"q has shape {tuple(q.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k head sizes differ: q d_h={q.shape[-1]}, k d_h={k.shape[-1]}")
     if k.shape[:3] != v.shape[:3]:

@@ -115,6 +115,15 @@ def require_float(name: str, x):
         raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
 
 
+def _require_vector(name: str, p, size: int, dim: str | None = None):
+    """Raise naming `name` unless p is a floating-point vector of shape (size,): a bias, a gain.
+    dim names the size in the message, as in "(d,) = (4,)"."""
+    require_float(name, p)
+    if tuple(p.shape) != (size,):
+        want = f"({size},)" if dim is None else f"({dim},) = ({size},)"
+        raise ValueError(f"{name} must have shape {want}, got {tuple(p.shape)}")
+
+
 def require_array(name: str, x):
     """Raise TypeError naming `name` unless x is an array of some backend (a list is not)."""
     if not array_api_compat.is_array_api_obj(x):

@@ -6,9 +6,9 @@ arithmetic intensity, KV-cache bytes and the bytes of naive attention's score ma
 from __future__ import annotations
 
 import json
-import numbers
 
 from . import counting as C
+from .backend import require_int
 from .configs import BUILTIN_NAMES, load_config
 
 __all__ = ["register", "count_report", "format_report"]
@@ -30,9 +30,7 @@ def register(sub):
 
 def count_report(config, n: int = 1024, batch: int = 1, dtype="float16") -> dict:
     """All the counts the `count` command prints, as one dict of plain numbers."""
-    for name, val in (("sequence length n (--seq)", n), ("batch (--batch)", batch)):
-        if isinstance(val, bool) or not isinstance(val, numbers.Integral) or val < 1:
-            raise ValueError(f"{name} must be an integer ≥ 1, got {val!r}")
+    require_int(**{"n (--seq)": n, "batch (--batch)": batch}, low=1)  # named by the CLI flag too
     n, batch = int(n), int(batch)  # NumPy integers too; plain ints print as JSON
     c = load_config(config)
     decoder = c.family != "encoder"

@@ -20,7 +20,7 @@ import numbers
 import os
 from dataclasses import dataclass
 
-import numpy as np
+from .backend import require_int
 
 __all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config"]
 
@@ -53,13 +53,16 @@ class ModelConfig:
     embed_norm: bool = False   # a LayerNorm right after the embeddings (BERT)
 
     def __post_init__(self):
-        for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx"):
-            val = getattr(self, f)
-            if not isinstance(val, numbers.Integral) or isinstance(val, (bool, np.bool_)) or val < 1:
-                raise ValueError(f"config {self.name!r}: {f} must be a positive integer, got {val!r}")
+        sizes = {f: getattr(self, f) for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx")}
+        try:
+            require_int(**sizes, low=1)
+        except (TypeError, ValueError) as e:  # the same error, saying which config it is in
+            raise type(e)(f"config {self.name!r}: {e}") from None
+        for f, val in sizes.items():
             object.__setattr__(self, f, int(val))  # NumPy integers become plain ints
         if self.h % self.h_kv:
-            raise ValueError(f"config {self.name!r}: h={self.h} must be a multiple of h_kv={self.h_kv}")
+            raise ValueError(f"config {self.name!r}: query heads h={self.h} must be a multiple of key/value heads "
+                             f"h_kv={self.h_kv}")
         if self.family not in ("decoder", "encoder", "encoder-decoder"):
             raise ValueError(f"config {self.name!r}: family must be decoder, encoder or encoder-decoder, "
                              f"got {self.family!r}")

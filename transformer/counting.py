@@ -19,11 +19,11 @@ KV cache (note 001):  bytes per token = 2 (K and V) · L · h_kv · d_h · bytes
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 
 import numpy as np
 
+from .backend import require_int
 from .configs import ModelConfig, load_config
 
 __all__ = [
@@ -59,8 +59,7 @@ def dtype_bytes(dtype) -> int:
 
 
 def _count(name: str, n) -> int:  # Python or NumPy integer -> int
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+    require_int(**{name: n})
     return int(n)
 
 

@@ -67,8 +67,7 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, xp=None, dtyp
         PE[pos, 2i+1] = cos(pos / base^(2i/d))
     """
     require_int(n=n, d=d)
-    if d < 2 or d % 2:
-        raise ValueError(f"sinusoidal positions need an even d ≥ 2, got d={d}")
+    _check_pairs("d", d)
     require_real(base=base, positive=True)
     xp = namespace(xp)
     dtype = xp.float32 if dtype is None else dtype
@@ -90,13 +89,18 @@ def learned_positions(n: int, W_pos, offset: int = 0):  # -> [n, d]
     return W_pos[offset:offset + n, :]  # [n, d]
 
 
+def _check_pairs(name: str, size: int, where: str = ""):
+    """Sinusoidal positions and RoPE work on (sin, cos) pairs of features: size even, ≥ 2."""
+    if size < 2 or size % 2:
+        raise ValueError(f"{name} must be even and ≥ 2 (features come in sin/cos pairs), got {name}={size}{where}")
+
+
 def _check_rope_sizes(positions, d_h, base):
     require_array("positions", positions)
     if positions.ndim != 1:
         raise ValueError(f"positions must be 1-D (one per token), got shape {tuple(positions.shape)}")
     require_int(d_h=d_h)
-    if d_h < 2 or d_h % 2:
-        raise ValueError(f"RoPE needs an even head size ≥ 2, got d_h={d_h}")
+    _check_pairs("d_h", d_h)
     require_real(base=base, positive=True)
 
 
@@ -149,9 +153,10 @@ def apply_rope_half(x, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
 
 def _check_rope_input(x, cos, sin):
     require_float("x", x)
-    d_h = x.shape[-1] if x.ndim >= 2 else 0
-    if d_h < 2 or d_h % 2:
-        raise ValueError(f"RoPE needs x of shape (..., n, d_h) with an even d_h ≥ 2, got shape {tuple(x.shape)}")
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., n, d_h), got shape {tuple(x.shape)}")
+    d_h = x.shape[-1]
+    _check_pairs("d_h", d_h, f" in x of shape {tuple(x.shape)}")
     target = (*x.shape[:-1], d_h // 2)
     for name, t in (("cos", cos), ("sin", sin)):
         require_float(name, t)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .attention import _check_mask, _sdpa
-from .backend import get_xp, require_array, require_float, require_int
+from .backend import _require_vector, get_xp, require_array, require_float, require_int
 
 __all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
 
@@ -78,7 +78,7 @@ def _check_projections(x, w, h, h_kv, context):  # -> d_h
     if d % h:
         raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
     if h % h_kv:
-        raise ValueError(f"h={h} must be divisible by the number of key/value heads h_kv={h_kv}")
+        raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     d_c = d
     if context is not None:
         require_float("context", context)
@@ -110,9 +110,7 @@ def _check_projections(x, w, h, h_kv, context):  # -> d_h
 def _check_bias(w, name, size):
     bias = getattr(w, name)
     if bias is not None:
-        require_float(name, bias)
-        if tuple(bias.shape) != (size,):
-            raise ValueError(f"{name} must have shape ({size},), got {tuple(bias.shape)}")
+        _require_vector(name, bias, size)
 
 
 def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
@@ -145,7 +143,8 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
     _check_bias(w, "b_o", w.W_o.shape[1])
     n_k = x.shape[1] if context is None else context.shape[1]  # keys and values come from x or context
     if n_k == 0:
-        raise ValueError(f"n_k = 0: no keys to attend to ({'x' if context is None else 'context'} has no positions)")
+        raise ValueError(f"n_k must be ≥ 1 (no keys to attend to), got n_k=0: "
+                         f"{'x' if context is None else 'context'} has no positions")
     if mask is not None:
         _check_mask(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
     q, k, v = _qkv_heads(x, w, h, h_kv, context)

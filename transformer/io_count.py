@@ -74,9 +74,7 @@ def paper_block_sizes(M: int, d_h: int) -> tuple[int, int]:  # -> (Br, Bc)
     >>> paper_block_sizes(100_000 // 4, 64)  # ~100 KB of float32
     (64, 98)
     """
-    require_int(M=M, d_h=d_h)
-    if M < 1 or d_h < 1:
-        raise ValueError(f"need M ≥ 1 and d_h ≥ 1, got M={M}, d_h={d_h}")
+    require_int(M=M, d_h=d_h, low=1)
     Bc = math.ceil(M / (4 * d_h))
     return min(Bc, d_h), Bc
 

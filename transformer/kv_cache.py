@@ -48,28 +48,45 @@ class KVCache:
 
     def advance(self, t: int):
         """All layers hold the t new positions: move the write position on."""
-        require_int(t=t)
-        short = [i for i, w in enumerate(self.written) if w < self.length + t]
-        if short:
-            raise ValueError(f"advance(t={t}) past what was written: the cache holds {self.length} positions, "
-                             f"layer {short[0]} has only {self.written[short[0]]} written; call update(layer, k, v) "
-                             "on every layer with the new positions first")
+        _check_written(f"advance(t={t})", t, self.length, self.written, "the cache", "update(layer, k, v)")
         self.length += t
 
     def _check_new(self, layer, k_new, v_new):
-        require_int(layer=layer)
-        if layer >= len(self.k):
-            raise ValueError(f"layer={layer} is out of range: the cache holds {len(self.k)} layers")
+        _check_layer(layer, len(self.k))
         b, h_kv, _, d_h = self.k[0].shape
-        for name, t in (("k_new", k_new), ("v_new", v_new)):
-            require_float(name, t)
-            if t.ndim != 4 or (t.shape[0], t.shape[1], t.shape[3]) != (b, h_kv, d_h):
-                raise ValueError(f"{name} must be (b, h_kv, t, d_h) = ({b}, {h_kv}, t, {d_h}), "
-                                 f"got shape {tuple(t.shape)}")
-        if tuple(k_new.shape) != tuple(v_new.shape):
-            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
+        _check_new_kv(k_new, v_new, b=b, h_kv=h_kv, t=None, d_h=d_h)
 
     @property
     def nbytes(self) -> int:
         """Real bytes held by the cache arrays (the whole preallocation, used or not)."""
         return sum(nbytes(a) for a in self.k + self.v)
+
+
+# Checks shared with the paged cache (paged_kv.py), which has the same update/advance interface.
+
+def _check_layer(layer, n_layers: int):
+    """layer must index one of the cache's n_layers layers."""
+    require_int(layer=layer)
+    if layer >= n_layers:
+        raise ValueError(f"layer={layer} is out of range: the cache holds {n_layers} layers")
+
+
+def _check_new_kv(k_new, v_new, **dims):  # dims: name -> size in order, None for any (t, or b)
+    """k_new and v_new float arrays of one shape, of rank len(dims), matching every size given."""
+    names, sizes = ", ".join(dims), ", ".join(name if s is None else str(s) for name, s in dims.items())
+    for name, x in (("k_new", k_new), ("v_new", v_new)):
+        require_float(name, x)
+        if x.ndim != len(dims) or any(s is not None and n != s for n, s in zip(x.shape, dims.values())):
+            raise ValueError(f"{name} must be ({names}) = ({sizes}), got shape {tuple(x.shape)}")
+    if tuple(k_new.shape) != tuple(v_new.shape):
+        raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
+
+
+def _check_written(call: str, t, length: int, written: list[int], holder: str, fill: str):
+    """Moving on by t positions needs every layer written up to length + t."""
+    require_int(t=t)
+    short = [i for i, w in enumerate(written) if w < length + t]
+    if short:
+        i = short[0]
+        raise ValueError(f"{call} past what was written: {holder} holds {length} positions, layer {i} has only "
+                         f"{written[i]} written; call {fill} on every layer with the new positions first")

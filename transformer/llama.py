@@ -11,7 +11,6 @@ feeds one token (decode), reading the keys and values of earlier positions from 
 """
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ import numpy as np
 
 from .attention import _check_mask, _sdpa, softmax
 from . import counting
-from .backend import get_xp, namespace, to_numpy
+from .backend import get_xp, namespace, require_int, to_numpy
 from .embedding import _embed, _rope, lm_head, rope_cos_sin
 from .heads import _merge_heads, _split_heads
 from .kv_cache import KVCache
@@ -230,9 +229,7 @@ class Llama:
 
     def _check_request(self, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
         """Refuse a generation request before any work, naming the bad setting."""
-        if (isinstance(max_new_tokens, (bool, np.bool_)) or not isinstance(max_new_tokens, numbers.Integral)
-                or max_new_tokens < 0):
-            raise ValueError(f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}")
+        require_int(max_new_tokens=max_new_tokens)
         check_sampling(temperature, top_k, top_p)
         if n_prompt + max_new_tokens > self.config.n_ctx:
             raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
@@ -292,8 +289,7 @@ class Llama:
 
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
         """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
-        if k < 1:
-            raise ValueError(f"k must be ≥ 1, got k={k}")
+        require_int(k=k, low=1)
         p = to_numpy(softmax(self.logits(prompt)[-1, :]))  # [v]
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]

@@ -26,7 +26,7 @@ def _query_key_positions(n_q, n_k, offset, xp):  # -> [n_q, 1], [1, n_k]
         offset = n_k - n_q  # queries are the last n_q positions (cached decoding)
     require_int(offset=offset, low=None)
     if offset < 0:
-        raise ValueError(f"need offset ≥ 0 (queries after no key), got n_q={n_q}, n_k={n_k}, offset={offset}")
+        raise ValueError(f"offset must be ≥ 0 (queries after no key), got offset={offset} with n_q={n_q}, n_k={n_k}")
     i = xp.arange(n_q)[:, None] + offset  # [n_q, 1]
     j = xp.arange(n_k)[None, :]  # [1, n_k]
     return i, j
@@ -103,9 +103,9 @@ def strided_mask(n: int, stride: int, *, xp=None):  # -> [n, n]
 def fixed_mask(n: int, block: int, c: int = 1, *, xp=None):  # -> [n, n]
     """Sparse Transformer, fixed pattern (causal): attend within your own block of size
     `block`, and to the last `c` positions of every earlier block ("summary" cells)."""
-    require_int(block=block, c=c, low=None)
-    if block < 1 or not 1 <= c <= block:
-        raise ValueError(f"need block ≥ 1 and 1 ≤ c ≤ block, got block={block}, c={c}")
+    require_int(block=block, c=c, low=1)
+    if c > block:
+        raise ValueError(f"c must be ≤ block={block} (summary cells of a block), got c={c}")
     xp = namespace(xp)
     i, j = _query_key_positions(n, n, 0, xp)
     same_block = (i // block) == (j // block)

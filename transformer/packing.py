@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numbers
-
 import numpy as np
 
 from .backend import namespace, require_array, require_bool, require_int
@@ -87,8 +85,7 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = F
     >>> p.ids.tolist(), p.doc.tolist(), p.positions.tolist()
     ([[7, 7, 7, 8, 8], [9, 9, 9, 9, 0]], [[0, 0, 0, 1, 1], [2, 2, 2, 2, -1]], [[0, 1, 2, 0, 1], [0, 1, 2, 3, 0]])
     """
-    if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx < 1:
-        raise ValueError(f"n_ctx must be an integer ≥ 1, got {n_ctx!r}")
+    require_int(n_ctx=n_ctx, low=1)
     require_int(pad_id=pad_id, low=None)
     require_bool(longest_first=longest_first)
     docs = _as_documents(docs)
@@ -146,14 +143,12 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
         raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")
     lengths = list(lengths)
-    if not lengths or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
-                              for n in lengths):
-        raise ValueError(f"lengths must be a non-empty list of positive token counts, got {lengths}")
+    if not lengths:
+        raise ValueError("lengths must be a non-empty list of token counts, got lengths=[]")
+    require_int(**{f"lengths[{i}]": n for i, n in enumerate(lengths)}, low=1)  # every document has a token
     lengths = [int(n) for n in lengths]
     batch = len(lengths) if batch is None else batch
-    require_int(batch=batch, low=None)
-    if batch < 1:
-        raise ValueError(f"batch must be ≥ 1, got {batch}")
+    require_int(batch=batch, low=1)
     p = pack_documents([[0] * n for n in lengths], n_ctx)
     p_desc = pack_documents([[0] * n for n in lengths], n_ctx, longest_first=True)
     tokens = sum(lengths)

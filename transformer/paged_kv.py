@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from .attention import _check_scale
 from .backend import compute_dtype, get_xp, namespace, nbytes, require_bool, require_float, require_int, to_numpy
 from .flash import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
+from .kv_cache import _check_layer, _check_new_kv, _check_written
 
 __all__ = ["PagedKVCache", "paged_attention"]
 
@@ -100,7 +101,7 @@ class PagedKVCache:
         layers find them already in the table. Call `extend(seq, t)` after the last layer.
         """
         self._check_seq(seq)
-        self._check_new(layer, k_new, v_new, "(h_kv, t, d_h)")
+        self._check_new(layer, k_new, v_new)
         self._write(seq, layer, k_new, v_new)
 
     def _write(self, seq, layer, k_new, v_new):  # write() on checked input: [h_kv, t, d_h] × 2
@@ -124,18 +125,13 @@ class PagedKVCache:
 
     def _check_extend(self, seq, t):
         self._check_seq(seq)
-        require_int(t=t)
-        written = self.written[seq]
-        short = [i for i, w in enumerate(written) if w < self.lengths[seq] + t]
-        if short:
-            raise ValueError(f"extend(seq={seq}, t={t}) past what was written: sequence {seq} holds "
-                             f"{self.lengths[seq]} positions, layer {short[0]} has only {written[short[0]]} written; "
-                             "call write(seq, layer, k, v) on every layer first")
+        _check_written(f"extend(seq={seq}, t={t})", t, self.lengths[seq], self.written[seq], f"sequence {seq}",
+                       "write(seq, layer, k, v)")
 
     def gather(self, seq: int, layer: int, n: int | None = None):  # -> 2 × [h_kv, n, d_h]
         """K and V of seq's first n positions (default: all stored), copied out block by block."""
         self._check_seq(seq)
-        self._check_layer(layer)
+        _check_layer(layer, self.n_layers)
         n = self.lengths[seq] if n is None else n
         require_int(n=n)
         if n > self.written[seq][layer]:
@@ -155,22 +151,10 @@ class PagedKVCache:
             out.append(flat[:, :n, :])  # [h_kv, n, d_h]
         return out[0], out[1]
 
-    def _check_layer(self, layer):
-        require_int(layer=layer)
-        if layer >= self.n_layers:
-            raise ValueError(f"layer={layer} is out of range: the cache holds {self.n_layers} layers")
-
-    def _check_new(self, layer, k_new, v_new, dims):  # dims: "(h_kv, t, d_h)", or with b in front
+    def _check_new(self, layer, k_new, v_new, **lead):  # lead: b=… for the batch interface
         """k_new, v_new of one shape, ending in (h_kv, t, d_h) of this cache, checked before any block is taken."""
-        self._check_layer(layer)
-        rank = dims.count(",") + 1
-        for name, t in (("k_new", k_new), ("v_new", v_new)):
-            require_float(name, t)
-            if t.ndim != rank or (t.shape[-3], t.shape[-1]) != (self.h_kv, self.d_h):
-                raise ValueError(f"{name} must be {dims} with h_kv={self.h_kv}, d_h={self.d_h}, "
-                                 f"got shape {tuple(t.shape)}")
-        if tuple(k_new.shape) != tuple(v_new.shape):
-            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
+        _check_layer(layer, self.n_layers)
+        _check_new_kv(k_new, v_new, **lead, h_kv=self.h_kv, t=None, d_h=self.d_h)
 
     # ------------------------------------------------------------ KVCache interface (batch)
 
@@ -182,9 +166,7 @@ class PagedKVCache:
     def update(self, layer: int, k_new, v_new):  # [b, h_kv, t, d_h] -> 2 × [b, h_kv, length + t, d_h]
         """Write the t new positions of `layer` for each sequence of the batch and return
         K, V of all positions so far, read back through the block tables."""
-        self._check_new(layer, k_new, v_new, "(b, h_kv, t, d_h)")  # the whole batch, once
-        if k_new.shape[0] != len(self.batch):
-            raise ValueError(f"update got {k_new.shape[0]} sequences but the cache serves b={len(self.batch)}")
+        self._check_new(layer, k_new, v_new, b=len(self.batch))  # the whole batch, once
         xp = self.xp
         n = self.length + k_new.shape[2]
         ks, vs = [], []
@@ -311,6 +293,9 @@ def _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale):  # ->
     bad = [b for b in table if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 0 <= b < n_blocks]
     if bad:
         raise ValueError(f"block_table must hold integer block ids in [0, {n_blocks}), got {bad}")
-    if not 0 < n_q <= n_tokens <= len(table) * bs:
-        raise ValueError(f"need 0 < n_q={n_q} ≤ n_tokens={n_tokens} ≤ block_table's {len(table)} blocks · {bs}")
+    if n_q == 0:
+        raise ValueError(f"q's query count n_q must be ≥ 1, got n_q={n_q}")
+    if not n_q <= n_tokens <= len(table) * bs:  # the queries are the last n_q of the positions the table holds
+        raise ValueError(f"n_tokens must lie in [n_q, blocks · block_size] = [{n_q}, {len(table)} · {bs}], "
+                         f"got n_tokens={n_tokens}")
     return table if all(type(b) is int for b in table) else [int(b) for b in table]  # NumPy ints -> Python ints

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from .attention import _softmax
-from .backend import to_numpy
+from .backend import require_int, to_numpy
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
 
@@ -29,12 +29,11 @@ def _is_real(x) -> bool:  # Python and NumPy numbers alike; a bool is not a sett
 def check_sampling(temperature=0.0, top_k=None, top_p=None):
     """Refuse settings that mean nothing, naming the bad value."""
     if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, (bool, np.bool_))
-                              or top_k < 1):
-        raise ValueError(f"top_k must be an integer ≥ 1 or None, got {top_k!r}")
+        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got temperature={temperature!r}")
+    if top_k is not None:
+        require_int(top_k=top_k, low=1)
     if top_p is not None and (not _is_real(top_p) or not 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
+        raise ValueError(f"top_p must lie in (0, 1] or be None, got top_p={top_p!r}")
 
 
 def _check_logits(logits):  # [..., v] -> [..., v] NumPy
