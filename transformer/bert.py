@@ -79,8 +79,9 @@ class BertConfig:
             raise ValueError(f"{file}: layer_norm_eps must be a number > 0, got {eps!r}")
         n_seq = n_max
         st = os.path.join(path, "sentence_bert_config.json")
-        if os.path.exists(st) and "max_seq_length" in _read_json(st):
-            n_seq = _config_int(_read_json(st), "max_seq_length", st)
+        st_cfg = _read_json(st) if os.path.exists(st) else {}
+        if "max_seq_length" in st_cfg:
+            n_seq = _config_int(st_cfg, "max_seq_length", st)
         return cls(v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types, eps=float(eps),
                    n_seq=min(n_seq, n_max))
 

@@ -73,10 +73,10 @@ def _check_layer(layer, n_layers: int):
 
 def _check_new_kv(k_new, v_new, **dims):  # dims: name -> size in order, None for any (t, or b)
     """k_new and v_new float arrays of one shape, of rank len(dims), matching every size given."""
-    names, sizes = ", ".join(dims), ", ".join(name if s is None else str(s) for name, s in dims.items())
     for name, x in (("k_new", k_new), ("v_new", v_new)):
         require_float(name, x)
         if x.ndim != len(dims) or any(s is not None and n != s for n, s in zip(x.shape, dims.values())):
+            names, sizes = ", ".join(dims), ", ".join(d if s is None else str(s) for d, s in dims.items())
             raise ValueError(f"{name} must be ({names}) = ({sizes}), got shape {tuple(x.shape)}")
     if tuple(k_new.shape) != tuple(v_new.shape):
         raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")

@@ -187,7 +187,7 @@ def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
     if doc.ndim != 2 or not xp.isdtype(doc.dtype, "integral"):
         raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
                         f"shape {tuple(doc.shape)}")
-    same = same_document(doc, doc)  # [b, n, n]
+    same = _same_document(doc, doc)  # [b, n, n], doc checked above
     if causal:
         n = doc.shape[1]
         same = same & causal_mask(n, xp=xp)[None, :, :]  # [b, n, n]

@@ -182,7 +182,7 @@ class PagedKVCache:
         for seq in self.batch:  # all checked before any moves on
             self._check_extend(seq, t)
         for seq in self.batch:
-            self.extend(seq, t)
+            self.lengths[seq] += t  # extend(seq, t), already checked
 
     # ------------------------------------------------------------ memory
 
