@@ -314,3 +314,14 @@ def test_mean_pool_lengths_must_be_an_array():
     from transformer.bert import mean_pool
     with pytest.raises(TypeError, match="lengths must be an array"):
         mean_pool(np.ones((1, 3, 4), np.float32), [3])
+
+
+def test_each_stream_keeps_its_own_stats(tiny):
+    """Two streams made before either runs: each fills the stats object it was created with."""
+    s1 = tiny.stream([1, 2, 3], max_new_tokens=2, stop_at_eos=False)
+    stats1 = tiny.last_stats
+    s2 = tiny.stream([4, 5], max_new_tokens=3, stop_at_eos=False)
+    stats2 = tiny.last_stats
+    assert len(list(s1)) == 2 and len(list(s2)) == 3
+    assert (stats1.prompt_tokens, stats1.new_tokens) == (3, 2)
+    assert (stats2.prompt_tokens, stats2.new_tokens) == (2, 3)

@@ -126,17 +126,11 @@ def check_output(path) -> Path:
 
 
 def save_figure(fig, out: Path) -> Path:
-    """A PNG through plotting.save (reproducible bytes); another suffix in its own format."""
-    import matplotlib.pyplot as plt
-    from .plotting import DPI, save
+    """plotting.save (a reproducible PNG, or the suffix's own format), with errors naming the path."""
+    from .plotting import save
 
     try:
-        if out.suffix.lower() == ".png":
-            return save(fig, out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=DPI, bbox_inches="tight")  # the format is the suffix's
-        plt.close(fig)
-        return out
+        return save(fig, out)
     except OSError as e:
         raise OSError(f"cannot write {out}: {e.strerror or e}") from None
 

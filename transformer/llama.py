@@ -325,14 +325,15 @@ class Llama:
         self._check_request(len(ids), max_new_tokens, temperature, top_k, top_p)
         if use_cache and cache is not None and cache.length != 0:
             raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
-        self.last_stats = GenerationStats(prompt_tokens=len(ids))
-        return self._steps(ids, int(max_new_tokens), temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos)
+        self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
+        return self._steps(ids, int(max_new_tokens), temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos,
+                           stats)
 
-    def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
-        """The generation loop of `stream`, on a checked request."""
+    def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats):
+        """The generation loop of `stream`, on a checked request; its timings go to `stats`
+        (this stream's own, even when another stream was started since)."""
         rng = np.random.default_rng(seed)
         stop = self._stop_ids() if stop_at_eos else set()
-        stats = self.last_stats
         if max_new_tokens == 0:
             return
         if use_cache and cache is None:

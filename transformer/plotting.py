@@ -448,7 +448,8 @@ def next_token_bars(tokens, probs, ax=None, *, top_k=10, title="Next-token proba
 # ---------------------------------------------------------------- saving
 
 def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
-    """Write fig as a reproducible PNG and return its path.
+    """Write fig as a reproducible PNG and return its path (another suffix, e.g. .pdf or
+    .svg, is written in its own format by matplotlib, without the PNG-only options).
 
     The folder is created; the PNG has a fixed dpi, a tight bounding box and no
     "Software" metadata chunk (which would carry the matplotlib version), so the same
@@ -459,7 +460,9 @@ def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if colors is None:
+    if path.suffix.lower() != ".png":
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")  # the format is the suffix's
+    elif colors is None:
         fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
     else:
         from PIL import Image  # matplotlib's own dependency
