@@ -194,9 +194,8 @@ def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> Non
         raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     if d_h not in HEAD_SIZES:
         raise ValueError(f"the kernels are compiled for d_h in {HEAD_SIZES}, got d_h={d_h}")
+    _check_kernel_name(kernel)
     if kernel != "auto":
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel={kernel!r}: use 'auto', {', '.join(repr(k) for k in KERNELS)}")
         if names[0] not in KERNELS[kernel].dtypes:
             raise TypeError(f"kernel={kernel!r} takes {' or '.join(KERNELS[kernel].dtypes)}, got {names[0]}")
 
@@ -233,6 +232,10 @@ def _check_plan_options(causal, scale, kernel):
     """The host-side options, as the CPU `flash_attention` checks them."""
     require_bool(causal=causal)
     _check_scale(scale)
+    _check_kernel_name(kernel)
+
+
+def _check_kernel_name(kernel):
     if kernel != "auto" and kernel not in KERNELS:
         raise ValueError(f"kernel={kernel!r}: use 'auto', {', '.join(repr(k) for k in KERNELS)}")
 
