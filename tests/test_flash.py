@@ -103,6 +103,46 @@ def test_online_softmax_masked_block_first_gives_no_nan():
     np.testing.assert_allclose(ours, [[0, 0, e[0] / e.sum(), e[1] / e.sum()]], rtol=1e-14)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize("where", [0, 3, 5])  # in the first block, a middle one, the last
+def test_online_softmax_nan_or_inf_row_equals_torch(bad, where):
+    """A NaN or +inf score turns its whole row NaN, as torch.softmax gives, block by block too."""
+    x = np.array([[1.0, 2.0, -1.0, 3.0, 0.5, 0.2], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
+    x[0, where] = bad
+    ref = torch.softmax(torch.from_numpy(x), dim=-1).numpy()
+    for block in (1, 2, 4, 6):
+        with np.errstate(invalid="ignore"):
+            ours = online_softmax(x, block=block)
+        assert np.array_equal(np.isnan(ours), np.isnan(ref)), block
+        np.testing.assert_allclose(ours[1], ref[1], rtol=1e-14)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize("version", [1, 2])
+def test_forward_nan_or_inf_in_q_or_k_equals_torch(bad, version):
+    """A NaN or inf in q poisons its own query row; in k, every row that sees that key: the same
+    NaN cells as torch SDPA, the clean rows equal to it."""
+    rng = np.random.default_rng(7)
+    q, k, v = _qkv(rng, 1, 2, 2, 9, 11, 4)
+    for which, at in (("q", (0, 0, 4, 1)), ("k", (0, 1, 6, 2))):
+        q2, k2 = q.copy(), k.copy()
+        (q2 if which == "q" else k2)[at] = bad
+        for causal in (False, True):
+            # torch's SDPA adds its boolean mask as -inf, and NaN + -inf is NaN: a masked NaN key
+            # would still poison the row. Masked keys take no part here (nor in a tile that is
+            # skipped), so the reference is torch with the masked scores filled, as in the paper.
+            s = torch.from_numpy(q2) @ torch.from_numpy(k2).transpose(-1, -2) / math.sqrt(4)
+            if causal:
+                s = s.masked_fill(~torch.from_numpy(_causal(9, 11)), -math.inf)
+            ref = (torch.softmax(s, dim=-1) @ torch.from_numpy(v)).numpy()
+            with np.errstate(invalid="ignore", over="ignore"):
+                ours = flash_attention(q2, k2, v, causal=causal, block_q=4, block_k=3, version=version)
+            assert np.isnan(ref).any()
+            assert np.array_equal(np.isnan(ours), np.isnan(ref)), (which, causal)
+            ok = ~np.isnan(ref)
+            np.testing.assert_allclose(ours[ok], ref[ok], rtol=0, atol=1e-12)
+
+
 def test_online_softmax_bad_block():
     with pytest.raises(ValueError, match="block"):
         online_softmax_stats(np.zeros(3), block=0)

@@ -264,13 +264,14 @@ def _reference(q, k, v, causal):
     s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1])  # [b, h, n_q, n_k]
     if causal:  # query row i sits at position i + n_k - n_q
         s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + n_k - n_q, s, -np.inf)
-    m = s.max(-1, keepdims=True)  # [b, h, n_q, 1]
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - m)
-    l = e.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # a NaN or inf input: its rows turn NaN, as torch's softmax
+        m = s.max(-1, keepdims=True)  # [b, h, n_q, 1]
+        m = np.where(m == -np.inf, 0.0, m)
+        e = np.exp(s - m)
+        l = e.sum(-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(l > 0, (e @ v) / l, 0.0)
-        lse = np.where(l[..., 0] > 0, np.log(l[..., 0]) + m[..., 0], -np.inf)
+        out = np.where(l == 0, 0.0, (e @ v) / l)
+        lse = np.where(l[..., 0] == 0, -np.inf, np.log(l[..., 0]) + m[..., 0])
     return out, lse
 
 
@@ -329,6 +330,33 @@ def test_kernel_rows_that_see_no_key_and_huge_logits(run, kernel, dtype, tol):
     assert np.isfinite(out).all() and np.isfinite(lse[:, :, 65:]).all()
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
     np.testing.assert_allclose(lse, ref_lse, rtol=tol)
+
+
+@pytest.mark.parametrize("run", WHERE)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_kernel_nan_or_inf_input_gives_nan_rows(run, kernel, dtype, tol, bad):
+    """A NaN or inf in one query row, and in one key, turn NaN exactly the rows of O (and lse) that
+    torch's softmax turns NaN: never a silent 0 or a finite number. Causal, so the rows before the bad
+    key do not see it and stay equal to the reference."""
+    q, k, v = _inputs(dtype, 1, 2, 2, 80, 80, 64)
+    q[0, 0, 70, 5] = bad  # query row 70 of head 0
+    k[0, 1, 40, 3] = bad  # key 40 of head 1: rows 40..79 see it
+    with np.errstate(invalid="ignore", over="ignore"):
+        out, lse = run(q, k, v, causal=True, kernel=kernel)
+    ref, ref_lse = _reference(q, k, v, True)
+    bad_rows = np.isnan(ref).any(-1)  # [b, h, n_q]
+    assert bad_rows[0, 0, 70] and bad_rows[0, 1, 40:].any() and not bad_rows[0, 1, :40].any()
+    if np.isnan(bad):  # an inf key is only NaN for rows whose score is +inf (-inf: probability 0)
+        assert bad_rows[0, 1, 40:].all()
+    if kernel == "mma_tf32" and np.isinf(bad):
+        # 3xTF32 splits ∞ into hi = ∞ and lo = ∞ - ∞ = NaN, and its correction products multiply ∞ by
+        # small parts of either sign: every row that sees an inf input turns NaN, a superset of torch's
+        bad_rows = np.zeros_like(bad_rows)
+        bad_rows[0, 0, 70] = bad_rows[0, 1, 40:] = True
+    assert np.array_equal(np.isnan(out).all(-1), bad_rows) and np.array_equal(np.isnan(out).any(-1), bad_rows)
+    assert np.array_equal(np.isnan(lse), bad_rows)
+    np.testing.assert_allclose(out[~bad_rows].astype(np.float32), ref[~bad_rows], atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("run", WHERE)

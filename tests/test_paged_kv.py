@@ -109,6 +109,25 @@ def test_paged_attention_large_logits_equal_torch(rng, h, h_kv):
             np.testing.assert_allclose(got, _torch_attention_of_last(q, kr, vr, causal), rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_paged_attention_nan_or_inf_rows_equal_torch(rng, bad):
+    """A NaN or inf in a query row, or in one cached key, gives the same NaN cells as torch SDPA."""
+    h, h_kv, d_h, lengths = 4, 2, 8, [13, 7]
+    cache, seqs, ref = _interleaved_cache(T.namespace(), rng, lengths, h_kv, d_h, 4, dtype=np.float64)
+    s, n = seqs[0], lengths[0]
+    kr, vr = ref[s][0]
+    q = rng.standard_normal((h, 3, d_h))
+    q[1, 2, 0] = bad  # one query row of head 1
+    for causal in (True, False):
+        with np.errstate(invalid="ignore"):
+            got = paged_attention(q, cache.k[0], cache.v[0], cache.tables[s], n, causal=causal)
+        expect = _torch_attention_of_last(q, kr, vr, causal)
+        assert np.isnan(expect).any()
+        assert np.array_equal(np.isnan(got), np.isnan(expect))
+        ok = ~np.isnan(expect)
+        np.testing.assert_allclose(got[ok], expect[ok], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "array_api_strict"])  # it has no float16
 @pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
 def test_paged_float16_cache_and_attention_equal_torch_float32(backend, rng, h, h_kv):

@@ -59,9 +59,12 @@ def _check_shapes(q, k, v):
 
 
 def _exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
-    """e^(x - m), where a row whose max m is still -inf (nothing seen yet) gives 0, not NaN."""
+    """e^(x - m), where a row whose max m is still -inf (nothing seen yet) gives 0, not NaN.
+
+    A max of NaN or +inf stays: the row turns NaN throughout, as softmax and torch give.
+    """
     xp = get_xp(x, m)
-    return xp.exp(x - xp.where(xp.isfinite(m), m, 0.0))  # x is -inf there too: e^-inf = 0
+    return xp.exp(x - xp.where(m == -math.inf, 0.0, m))  # x is -inf there too: e^-inf = 0
 
 
 # --- 1. online softmax ----------------------------------------------------------------------------
@@ -338,13 +341,13 @@ def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, i
         S = xp.where(_tile_mask(xp, 0, n_q, 0, n_k, n_k - n_q), S, -math.inf)  # [..., n_q, n_k]
     # pass 2: read S; write P = softmax(S)
     m = xp.max(S, axis=-1, keepdims=True)  # [..., n_q, 1] row max
-    S = S - xp.where(xp.isfinite(m), m, 0.0)  # [..., n_q, n_k] shifted so the largest is 0
+    S = S - xp.where(m == -math.inf, 0.0, m)  # [..., n_q, n_k] shifted so the largest is 0 (NaN/+inf stay)
     P = xp.exp(S)  # [..., n_q, n_k] unnormalised probabilities
     del S
     l = xp.sum(P, axis=-1, keepdims=True)  # [..., n_q, 1] row sums
     io.load("S", heads * n_q * n_k), io.store("P", heads * n_q * n_k)
     # pass 3: read P, V; write O (the division by l is the softmax's, applied to the smaller side)
-    O = (P @ V) / xp.where(l > 0, l, 1.0)  # [..., n_q, d_h]
+    O = (P @ V) / xp.where(l == 0, 1.0, l)  # [..., n_q, d_h]
     io.load("P", heads * n_q * n_k), io.load("V", heads * n_k * d_h), io.store("O", heads * n_q * d_h)
     out = xp.astype(xp.reshape(O, (b, h, n_q, d_h)), in_dtype, copy=False)  # [b, h, n_q, d_h]
     if not return_lse:
@@ -353,9 +356,9 @@ def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, i
 
 
 def _lse(m, l):  # [..., 1], [..., 1] -> [..., 1]
-    """log Σ e^s = m + log l; -inf for a row that saw no key (l = 0)."""
+    """log Σ e^s = m + log l; -inf for a row that saw no key (l = 0), NaN for a NaN row."""
     xp = get_xp(m, l)
-    return xp.where(l > 0, m + xp.log(xp.where(l > 0, l, 1.0)), -math.inf)
+    return xp.where(l == 0, -math.inf, m + xp.log(xp.where(l == 0, 1.0, l)))
 
 
 # --- 3. the tiled forward --------------------------------------------------------------------------
@@ -448,7 +451,7 @@ def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace, docs=None):
                 _record(trace, step, i, j, kind, (r0, r1), (c0, c1), m_i, l_i, io, before, Q.shape[2])
             step += 1
         # after the last key block: normalise once, O_i = O_i / l_i, and keep L_i = m_i + log l_i
-        O[..., r0:r1, :] = O_i / xp.where(l_i > 0, l_i, 1.0)  # store O_i; a row that saw nothing stays 0
+        O[..., r0:r1, :] = O_i / xp.where(l_i == 0, 1.0, l_i)  # store O_i; a row that saw nothing stays 0
         L[..., r0:r1, :] = _lse(m_i, l_i)  # store L_i
         io.store("O", heads * (r1 - r0) * d_h), io.store("L", heads * (r1 - r0))
     return O, L
@@ -581,7 +584,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
     heads = b * h
     dO = xp.reshape(dout, Q.shape)  # [..., n_q, d_h]
     L = xp.reshape(xp.astype(lse, ct), (*lead, n_q, 1))  # [..., n_q, 1]
-    L = xp.where(xp.isfinite(L), L, math.inf)  # a row that saw nothing: e^(s - inf) = 0
+    L = xp.where(L == -math.inf, math.inf, L)  # a row that saw nothing: e^(s - inf) = 0 (NaN stays)
     D = xp.sum(xp.astype(dO, ct) * xp.astype(xp.reshape(out, Q.shape), ct), axis=-1, keepdims=True)  # [..., n_q, 1]
     io.load("dO", heads * n_q * d_h), io.load("O", heads * n_q * d_h), io.store("D", heads * n_q)
     dQ = xp.zeros((*lead, n_q, d_h), dtype=ct)  # [..., n_q, d_h] accumulated in HBM

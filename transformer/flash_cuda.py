@@ -370,7 +370,8 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     and lse (b, h, n_q) float32 = log Σ_j e^(s_ij) if return_lse. Causal uses the offset
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
     kernel: "auto", "simt", "tensor_cores", "mma" (those two float16 only) or "mma_tf32" (float32
-    only); see the module docstring.
+    only); see the module docstring. A NaN or ∞ input gives NaN in the rows torch's softmax makes
+    NaN (never a silent 0); with "mma_tf32" an ∞ input makes every row that sees it NaN.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):

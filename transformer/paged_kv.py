@@ -265,7 +265,7 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
         l = l * corr + xp.sum(p, axis=-1, keepdims=True)
         o = o * corr + p @ vb  # [h, n_q, d_h]
         m = m_new
-    out = xp.where(l > 0, o / xp.where(l > 0, l, 1.0), 0.0)  # [h, n_q, d_h]; no key -> zeros
+    out = o / xp.where(l == 0, 1.0, l)  # [h, n_q, d_h]; no key: o = 0 -> zeros (a NaN row stays NaN)
     return xp.astype(out, q.dtype)
 
 

@@ -137,9 +137,9 @@ extern "C" __global__ void flash_attention_fwd(
 
     if (!active) return;
     // One final normalisation (FlashAttention-2): O_i = acc / l, lse_i = m + log l.
-    const float inv_l = (l > 0.f) ? 1.f / l : 0.f;  // a row that saw no key: O = 0
+    const float inv_l = (l != 0.f) ? 1.f / l : 0.f;  // a row that saw no key: O = 0 (NaN stays NaN)
     const size_t o_row = q_base + (size_t)i * D_H;
 #pragma unroll
     for (int c = 0; c < D_H; ++c) from_float(acc[c] * inv_l, &O[o_row + c]);
-    LSE[(size_t)bh * n_q + i] = (l > 0.f) ? m + logf(l) : -INFINITY;
+    LSE[(size_t)bh * n_q + i] = (l != 0.f) ? m + logf(l) : -INFINITY;
 }

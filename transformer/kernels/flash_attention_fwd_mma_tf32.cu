@@ -72,7 +72,7 @@ __device__ __forceinline__ void copy_rows_async(float* dst, const float* __restr
     }
 }
 
-// x = hi + lo, both TF32.
+// x = hi + lo, both TF32. (For x = ±∞, lo = ∞ - ∞ = NaN: an infinite input turns every row that sees it NaN.)
 __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
     hi = to_tf32(x);
     lo = to_tf32(x - __uint_as_float(hi));

@@ -201,9 +201,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_tc(
 
     if (i >= n_q) return;                           // the last tile may be partial
     // One final normalisation (FlashAttention-2): O_i = O_w / l, lse_i = m + log l.
-    const float inv_l = (l > 0.f) ? 1.f / l : 0.f;  // a row that saw no key: O = 0
+    const float inv_l = (l != 0.f) ? 1.f / l : 0.f;  // a row that saw no key: O = 0 (NaN stays NaN)
     half* o_out = O + ((size_t)bh * n_q + i) * D_H;
     for (int c = half_ * (D_H / 2); c < (half_ + 1) * (D_H / 2); ++c)
         o_out[c] = __float2half(Os[r_tile * LD_O + c] * inv_l);
-    if (half_ == 0) LSE[(size_t)bh * n_q + i] = (l > 0.f) ? m + logf(l) : -INFINITY;
+    if (half_ == 0) LSE[(size_t)bh * n_q + i] = (l != 0.f) ? m + logf(l) : -INFINITY;
 }

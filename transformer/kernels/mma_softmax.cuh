@@ -69,7 +69,7 @@ __device__ __forceinline__ void finish_rows(const float m[2], float l[2], float 
     for (int r = 0; r < 2; ++r) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv_l[r] = (l[r] > 0.f) ? 1.f / l[r] : 0.f;
-        lse[r] = (l[r] > 0.f) ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+        inv_l[r] = (l[r] != 0.f) ? 1.f / l[r] : 0.f;  // NaN stays NaN
+        lse[r] = (l[r] != 0.f) ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
     }
 }
