@@ -51,6 +51,34 @@ def test_softmax_huge_logits_stay_finite(dtype):
     np.testing.assert_allclose(p.astype(np.float64), [[1, 0, 0], [1 / 3, 1 / 3, 1 / 3]], atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_softmax_low_precision_rounds_once_like_torch(dtype):
+    """float16/bfloat16 rows of 1000 logits: summed in float32 and rounded once, as torch's CPU
+    softmax: every probability within one ulp of torch's (float16 sums would drift ~6× further),
+    and the dtype kept (NumPy's bfloat16 comes from ml_dtypes)."""
+    import torch
+    if dtype == "bfloat16":
+        low = pytest.importorskip("ml_dtypes").bfloat16
+        eps = 2.0 ** -7  # one ulp relative, 8 significant bits
+    else:
+        low, eps = np.float16, 2.0 ** -10
+    x = (np.random.default_rng(3).standard_normal((50, 1000)) * 3).astype(np.float32).astype(low)
+    p = T.softmax(x)
+    assert p.dtype == low
+    ref = torch.softmax(torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype)), dim=-1).float().numpy()
+    ours = p.astype(np.float32)
+    big = ref > 1e-3  # above float16's subnormals, where one ulp is relative
+    np.testing.assert_allclose(ours[big], ref[big], rtol=eps, atol=0)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=eps * 1e-3 + 2.0 ** -24)
+
+
+def test_softmax_of_integers_is_float64():
+    p = T.softmax(np.array([0, 1, 2]))
+    e = np.exp([0.0, 1.0, 2.0])
+    assert p.dtype == np.float64
+    np.testing.assert_allclose(p, e / e.sum(), rtol=1e-15)
+
+
 def test_softmax_all_masked_row_is_zero(xp):
     x = asarray(xp, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     mask = asarray(xp, [[True, False, True], [False, False, False]])

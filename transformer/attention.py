@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .backend import (broadcastable_to, compute_dtype, get_xp, require_array, require_float, require_int,
-                      require_real)
+from .backend import (broadcastable_to, compute_dtype, get_xp, is_floating, require_array, require_float,
+                      require_int, require_real)
 
 __all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores",
            "additive_scores", "additive_attention", "additive_peak_bytes"]
@@ -29,6 +29,8 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     with nothing kept returns all zeros instead of NaN. A row holding NaN or +inf
     gives NaN throughout, as torch.softmax does: never numbers that do not sum to 1.
     axis may be a tuple of axes: one softmax over all their entries together.
+    float16 and bfloat16 are computed in float32 and rounded once to their own dtype (as torch
+    does): a float16 sum of a thousand terms would lose the small ones. Integers give float64.
 
     >>> import numpy as np
     >>> softmax(np.array([1000.0, 1000.0])).tolist()
@@ -40,13 +42,15 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
 
 def _softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n], on checked input
     xp = get_xp(x, mask)
+    out_dtype = x.dtype if is_floating(x) else xp.float64  # integers: probabilities in float64
+    x = xp.astype(x, compute_dtype(xp, out_dtype), copy=False)  # float16/bfloat16: summed in float32
     if mask is not None:
         x = xp.where(mask, x, -math.inf)
     m = xp.max(x, axis=axis, keepdims=True)  # [..., 1] row max
     m = xp.where(m == -math.inf, 0.0, m)  # all-masked row: max is -inf, use 0 (NaN and +inf stay: NaN row)
     e = xp.exp(x - m)  # [..., n], each in [0, 1]
     z = xp.sum(e, axis=axis, keepdims=True)  # [..., 1] normaliser
-    return e / xp.where(z == 0, 1.0, z)  # all-masked row: 0 / 1 = 0
+    return xp.astype(e / xp.where(z == 0, 1.0, z), out_dtype, copy=False)  # all-masked row: 0 / 1 = 0
 
 
 def _check_softmax(x, axis, mask):

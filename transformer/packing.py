@@ -72,6 +72,26 @@ def _as_documents(docs) -> list[list[int]]:
     return out
 
 
+def _first_fit(lengths: list[int], n_ctx: int, longest_first: bool):  # -> spans (row, start, n) per doc, rows
+    """Where each document goes: the first row with room for it, in input or longest-first order."""
+    too_long = [(i, n) for i, n in enumerate(lengths) if n > n_ctx]
+    if too_long:
+        i, n = too_long[0]
+        raise ValueError(f"document {i} has {n} tokens, more than a row of n_ctx={n_ctx}; "
+                         "split it or raise n_ctx")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i]) if longest_first else range(len(lengths))
+    used: list[int] = []  # tokens already placed in each row
+    spans = [None] * len(lengths)  # (row, start, length) of document i
+    for i in order:
+        n = lengths[i]
+        row = next((r for r, u in enumerate(used) if u + n <= n_ctx), len(used))  # first fit
+        if row == len(used):
+            used.append(0)  # open a new row
+        spans[i] = (row, used[row], n)
+        used[row] += n
+    return spans, len(used)
+
+
 def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = False) -> Packed:
     """Place each document, in order, in the first row that still has room for it (first fit).
 
@@ -89,22 +109,7 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = F
     require_int(pad_id=pad_id, low=None)
     require_bool(longest_first=longest_first)
     docs = _as_documents(docs)
-    too_long = [(i, len(d)) for i, d in enumerate(docs) if len(d) > n_ctx]
-    if too_long:
-        i, n = too_long[0]
-        raise ValueError(f"document {i} has {n} tokens, more than a row of n_ctx={n_ctx}; "
-                         "split it or raise n_ctx")
-    order = sorted(range(len(docs)), key=lambda i: -len(docs[i])) if longest_first else range(len(docs))
-    used: list[int] = []  # tokens already placed in each row
-    spans = [None] * len(docs)  # (row, start, length) of document i
-    for i in order:
-        n = len(docs[i])
-        row = next((r for r, u in enumerate(used) if u + n <= n_ctx), len(used))  # first fit
-        if row == len(used):
-            used.append(0)  # open a new row
-        spans[i] = (row, used[row], n)
-        used[row] += n
-    b = len(used)
+    spans, b = _first_fit([len(d) for d in docs], n_ctx, longest_first)
     ids = np.full((b, n_ctx), pad_id, dtype=np.int64)  # [b, n_ctx]
     doc = np.full((b, n_ctx), -1, dtype=np.int64)  # [b, n_ctx]
     positions = np.zeros((b, n_ctx), dtype=np.int64)  # [b, n_ctx]
@@ -149,11 +154,12 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     lengths = [int(n) for n in lengths]
     batch = len(lengths) if batch is None else batch
     require_int(batch=batch, low=1)
-    p = pack_documents([[0] * n for n in lengths], n_ctx)
-    p_desc = pack_documents([[0] * n for n in lengths], n_ctx, longest_first=True)
+    require_int(n_ctx=n_ctx, low=1)
+    rows = _first_fit(lengths, n_ctx, longest_first=False)[1]
+    rows_desc = _first_fit(lengths, n_ctx, longest_first=True)[1]
     tokens = sum(lengths)
     batches = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
-    layouts = {"packed": (p.rows, p.rows * n_ctx), "packed_longest_first": (p_desc.rows, p_desc.rows * n_ctx),
+    layouts = {"packed": (rows, rows * n_ctx), "packed_longest_first": (rows_desc, rows_desc * n_ctx),
                "one_per_row": (len(lengths), len(lengths) * n_ctx),
                "pad_to_longest": (len(lengths), sum(len(b) * max(b) for b in batches))}
     report = {"tokens": tokens, "rows_needed": -(-tokens // n_ctx)}
