@@ -6,6 +6,7 @@ model's own slow path (no cache, one token at a time) for the fast ones.
 Tolerances are stated per test; measured differences are ~1e-4 on logits of size ~40.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -333,9 +334,10 @@ def test_cli_generate_and_tokenize(model, monkeypatch, capsys):
 
 
 # --- any Llama GGUF, not just SmolLM2 --------------------------------------------------
-def write_tiny_llama_gguf(path, *, L, d, h, h_kv, d_ff, tied, seed=0):
+def write_tiny_llama_gguf(path, *, L, d, h, h_kv, d_ff, tied, seed=0, replace=None):
     """A random Llama of another size, float32 tensors, byte-level vocabulary (256 tokens + 2
-    specials, one merge) in GGUF, matrices stored as (d_out, d_in) like llama.cpp does."""
+    specials, one merge) in GGUF, matrices stored as (d_out, d_in) like llama.cpp does.
+    replace: {tensor name: array} written instead of the random tensor (a bad file)."""
     import gguf
     from transformer.bpe import bytes_to_unicode
 
@@ -352,6 +354,8 @@ def write_tiny_llama_gguf(path, *, L, d, h, h_kv, d_ff, tied, seed=0):
 
     def t(*shape, scale=0.2):
         return (rng.standard_normal(shape) * scale).astype(np.float32)
+    add_tensor = w.add_tensor
+    w.add_tensor = lambda name, a: add_tensor(name, (replace or {}).get(name, a))
     w.add_tensor("token_embd.weight", t(v, d, scale=1.0))
     for i in range(L):
         p = f"blk.{i}."
@@ -448,3 +452,156 @@ def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
     ids = [5, 17, 250, 3, 99, 42, 7]
     np.testing.assert_allclose(ours.logits(ids), hf_logits(hf, ids), atol=1e-4, rtol=1e-4)
     assert ours.generate(ids, max_new_tokens=6) == ours.generate(ids, max_new_tokens=6, use_cache=False)
+
+
+# --- bad configs and bad tensors ---------------------------------------------------------
+@pytest.mark.parametrize("field,value,err,match", [
+    ("L", 0, ValueError, r"L must be an integer ≥ 1, got L=0"),
+    ("d", -16, ValueError, r"d must be an integer ≥ 1, got d=-16"),
+    ("h_kv", 0, ValueError, r"h_kv must be an integer ≥ 1, got h_kv=0"),  # before h % h_kv divides by it
+    ("v", 2.0, ValueError, r"v must be an integer ≥ 1, got v=2.0"),  # never truncated in silence
+    ("n_ctx", True, ValueError, r"n_ctx must be an integer ≥ 1, got n_ctx=True"),
+    ("d_ff", "24", TypeError, r"d_ff must be an integer, got str d_ff='24'"),
+    ("h_kv", 3, ValueError, r"h must be a multiple of h_kv .*, got h=4, h_kv=3"),
+    ("d_h", 5, ValueError, r"d_h must be even \(RoPE rotates pairs of features\), got d_h=5"),
+    ("eps", 0.0, ValueError, r"eps must be a finite positive number, got eps=0.0"),
+    ("eps", -1e-6, ValueError, r"eps must be a finite positive number, got eps=-1e-06"),
+    ("rope_base", 0, ValueError, r"rope_base must be a finite positive number, got rope_base=0"),
+    ("rope_base", float("nan"), ValueError, r"rope_base must be a finite positive number, got rope_base=nan"),
+    ("rope_base", "1e4", TypeError, r"rope_base must be a real number, got str rope_base='1e4'"),
+    ("tied", 1, TypeError, r"tied must be True or False, got tied=1"),
+])
+def test_llama_config_refuses_bad_fields_by_name(field, value, err, match):
+    good = dict(L=1, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=16)
+    with pytest.raises(err, match=match):
+        llama_mod.LlamaConfig(**dict(good, **{field: value}))
+
+
+def test_llama_config_sizes_become_python_numbers():
+    c = llama_mod.LlamaConfig(L=np.int64(1), d=np.array(16), h=np.int32(4), h_kv=2, d_h=4, d_ff=24, v=50,
+                              n_ctx=16, eps=np.float32(0.5), rope_base=np.float64(1e4))
+    assert (c.L, c.d, c.h, c.eps, c.rope_base) == (1, 16, 4, 0.5, 1e4)
+    assert [type(getattr(c, f)) for f in ("L", "d", "h", "eps", "rope_base")] == [int, int, int, float, float]
+    assert llama_mod.LlamaConfig() == llama_mod.LlamaConfig(L=30, d=576, h=9, h_kv=3, d_h=64)  # SmolLM2's own
+
+
+def test_d_need_not_be_h_times_d_h():
+    """No d % h check: W_q is (d, h·d_h) and W_o (h·d_h, d), so d = 24 with h · d_h = 4 · 8 = 32
+    is a valid model (as Mistral-Nemo's 5120 vs 32 · 128), and it equals HF's LlamaForCausalLM
+    holding the same weights with head_dim = 8."""
+    pytest.importorskip("torch")
+    from hf_llama import hf_llama_holding, hf_logits
+
+    cfg = llama_mod.LlamaConfig(L=2, d=24, h=4, h_kv=2, d_h=8, d_ff=40, v=100, n_ctx=32)
+    ours = llama_mod.random_llama(cfg, seed=5, std=0.1)
+    assert ours.weights.layers[0].W_q.shape == (24, 32) and ours.weights.layers[0].W_o.shape == (32, 24)
+    ids = [3, 14, 15, 92, 65, 35]
+    np.testing.assert_allclose(ours.logits(ids), hf_logits(hf_llama_holding(ours), ids), atol=1e-4, rtol=1e-4)
+
+
+def test_generation_samples_like_sample_next_step_by_step():
+    """generate() samples each token with the unchecked core, its settings checked once per request:
+    the same ids as the public, checked sample_next on the uncached logits, one step at a time,
+    with the same seeded generator."""
+    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32),
+                               seed=4, std=0.5)
+    settings = dict(temperature=0.8, top_k=20, top_p=0.9)
+    seq, rng = [1, 2, 3], np.random.default_rng(7)
+    for _ in range(10):
+        seq.append(int(T.sample_next(m.logits(seq)[-1], rng=rng, **settings)))
+    assert m.generate([1, 2, 3], max_new_tokens=10, seed=7, stop_at_eos=False, **settings) == seq[3:]
+    assert m.generate_batch([[1, 2, 3]], max_new_tokens=10, seed=7, **settings) == [seq[3:]]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_generation_refuses_nan_logits_from_the_model(temperature):
+    """Weights that make NaN logits (here a NaN in the final norm's gain) stop generation with the
+    message sample_next gives for such logits, rather than a token drawn from NaN (argmax picks a
+    NaN as the largest)."""
+    cfg = llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32)
+    m = llama_mod.random_llama(cfg, seed=4)
+    m.weights.norm[3] = np.nan
+    assert np.isnan(m.logits([1, 2, 3])[-1]).all()
+    with pytest.raises(ValueError, match="^logits contain NaN$") as expected:
+        T.sample_next(m.logits([1, 2, 3])[-1], temperature=temperature)
+    for run in (lambda: m.generate([1, 2, 3], max_new_tokens=3, temperature=temperature),
+                lambda: m.generate_batch([[1, 2, 3], [4]], max_new_tokens=3, temperature=temperature)):
+        with pytest.raises(ValueError, match="^logits contain NaN$") as got:
+            run()
+        assert str(got.value) == str(expected.value)
+
+
+def _tiny_gguf(tmp_path, **replace):  # -> path of a tiny Llama GGUF (d = 64, h = 4, h_kv = 2: d_h = 16)
+    path = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(path, L=2, d=64, h=4, h_kv=2, d_ff=96, tied=True, replace=replace)
+    return path
+
+
+def test_tensor_of_the_wrong_shape_is_named(tmp_path):
+    """W_k is (d_in, d_out) = (d, h_kv · d_h) = (64, 2 · 16) = (64, 32); a file storing 48 rows
+    (GGUF's (d_out, d_in) order) gives 48 columns."""
+    rng = np.random.default_rng(0)
+    path = _tiny_gguf(tmp_path, **{"blk.1.attn_k.weight": rng.standard_normal((48, 64)).astype(np.float32)})
+    with pytest.raises(ValueError, match=r"tensor 'blk.1.attn_k.weight' has shape \(64, 48\), "
+                                         r"expected \(d_in, d_out\) = \(64, 32\)"):
+        T.load_llama(path, progress=False)
+    path = _tiny_gguf(tmp_path, **{"output_norm.weight": np.ones(63, np.float32)})
+    with pytest.raises(ValueError, match=r"tensor 'output_norm.weight' has shape \(63,\), expected \(64,\)"):
+        T.load_llama(path, progress=False)
+
+
+@pytest.mark.parametrize("name,array,gguf_type", [
+    ("blk.0.ffn_norm.weight", np.ones(64, np.float64), "F64"),
+    ("token_embd.weight", np.ones((258, 64), np.int32), "I32"),
+    ("blk.1.attn_q.weight", np.ones((64, 64), np.int8), "I8")])
+def test_tensor_of_an_unsupported_type_is_named(tmp_path, capsys, name, array, gguf_type):
+    path = _tiny_gguf(tmp_path, **{name: array})
+    dims = ", ".join(map(str, array.shape[::-1]))  # GGUF lists ne0 (the fastest axis) first
+    match = rf"tensor '{name}' \({gguf_type}, GGUF shape \({dims},?\)\) has a type this loader cannot dequantize"
+    with pytest.raises(ValueError, match=match):
+        T.load_llama(path, progress=False)
+    from transformer.cli import main
+    assert main(["generate", "hi", "--gguf", str(path)]) == 2  # the command line: one line, no traceback
+    assert re.search(match, capsys.readouterr().err)
+
+
+def test_corrupt_quantized_tensor_is_named(tmp_path, monkeypatch):
+    """A Q8_0 matrix (blocks of 32 numbers: a float16 scale + 32 int8 = 34 bytes) read back with
+    a byte cut from each row: 67 bytes is no whole number of blocks."""
+    import gguf
+    from transformer import gguf_loader
+
+    w_q = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    q8 = gguf.quants.quantize(w_q, gguf.GGMLQuantizationType.Q8_0)  # (64, 2 · 34) bytes
+    assert q8.shape == (64, 68)
+    path = tmp_path / "q8.gguf"
+    write_tiny_llama_gguf(path, L=1, d=64, h=4, h_kv=2, d_ff=96, tied=True)
+    reader = gguf_loader.open_gguf(path)
+    cfg = gguf_loader.read_config(reader)
+    fake = [t._replace(tensor_type=gguf.GGMLQuantizationType.Q8_0, data=q8[:, :-1]) if t.name == "blk.0.attn_q.weight"
+            else t for t in reader.tensors]
+    monkeypatch.setattr(reader, "tensors", fake)
+    with pytest.raises(ValueError, match=r"cannot dequantize tensor 'blk.0.attn_q.weight' \(Q8_0, GGUF shape "
+                                         r"\(64, 64\)\): corrupt data .*67"):
+        gguf_loader.read_weights(reader, cfg, progress=False)
+    fake[2] = fake[2]._replace(data=q8)  # the whole bytes: Q8_0 holds w_q to within half a step of its scale
+    assert fake[2].name == "blk.0.attn_q.weight"
+    W_q = gguf_loader.read_weights(reader, cfg, progress=False).layers[0].W_q  # (d_in, d_out) = w_qᵀ
+    np.testing.assert_allclose(W_q, w_q.T, atol=np.abs(w_q).max() / 127)
+
+
+def test_bad_metadata_is_named(tmp_path):
+    import gguf
+    from transformer import gguf_loader
+
+    path = tmp_path / "kv3.gguf"  # 4 query heads cannot share 3 key/value heads
+    write_tiny_llama_gguf(path, L=1, d=64, h=4, h_kv=3, d_ff=96, tied=True)
+    with pytest.raises(ValueError, match=r"metadata gives a bad Llama config: h must be a multiple of h_kv .*"
+                                         r"got h=4, h_kv=3"):
+        T.load_llama(path, progress=False)
+    path = tmp_path / "h0.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_embedding_length(64); w.add_head_count(0)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(ValueError, match=r"llama.attention.head_count must be ≥ 1, got 0"):
+        gguf_loader.read_config(gguf_loader.open_gguf(path))

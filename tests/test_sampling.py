@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.sampling import filter_logits, next_token_probs, sample_next, greedy
+from transformer import sampling
+from transformer.sampling import check_sampling, filter_logits, next_token_probs, sample_next, greedy
 
 
 def hf_filter(logits, temperature, top_k, top_p):
@@ -97,3 +98,85 @@ def test_bad_logits():
         filter_logits(np.array([0.0, np.nan], dtype=np.float32))
     with pytest.raises(TypeError, match="int64"):
         filter_logits(np.array([1, 2]))
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [
+    (1.0, None, None), (0.7, None, None), (0.7, 50, 0.9), (1.3, 5, None), (1.0, None, 0.05), (2.0, 1000, 0.5)])
+def test_probabilities_equal_torch_softmax_of_hf_warpers(temperature, top_k, top_p):
+    """next_token_probs takes the row max once and reuses it through the filters: the
+    distribution is still torch's softmax of HF's filtered logits."""
+    rng = np.random.default_rng(2)
+    logits = (rng.standard_normal((3, 1000)) * 3).astype(np.float32)
+    ref = torch.softmax(torch.from_numpy(hf_filter(logits, temperature, top_k, top_p)), dim=-1).numpy()
+    np.testing.assert_allclose(next_token_probs(logits, temperature, top_k, top_p), ref, rtol=1e-5, atol=1e-8)
+
+
+def test_greedy_equals_torch_argmax():
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((6, 500)) * 4).astype(np.float32)
+    logits[1, 7] = logits[1, 300] = 50.0  # a tie: the first one, as torch.argmax
+    logits[2, :250] = -np.inf  # filtered tokens are never the argmax
+    assert greedy(logits).tolist() == torch.argmax(torch.from_numpy(logits), dim=-1).tolist()
+    assert greedy(logits[1]) == 7  # one row: a scalar id
+    assert greedy([0.1, 3.0, -1.0]) == sample_next([0.1, 3.0, -1.0]) == 1  # a list, as sample_next takes it
+
+
+_BAD_LOGITS = {  # input -> (error, what the message must say)
+    "None": (None, TypeError, r"logits must be floating point, got dtype object"),
+    "str": ("abc", TypeError, r"logits must be floating point, got dtype <U3"),
+    "int": (np.array([1, 2]), TypeError, r"logits must be floating point, got dtype int64"),
+    "bool": (np.array([True, False]), TypeError, r"got dtype bool"),
+    "0-d": (np.float32(1.0), ValueError, r"vocabulary axis of size ≥ 1, got shape \(\)"),
+    "empty vocab": (np.zeros((2, 0), np.float32), ValueError, r"vocabulary axis of size ≥ 1, got shape \(2, 0\)"),
+    "NaN": (np.array([[0.0, 1.0], [np.nan, 1.0]], np.float32), ValueError, r"logits contain NaN"),
+    "+inf": (np.array([np.inf, 1.0], np.float32), ValueError, r"logits contain \+inf"),
+    "all -inf": (np.array([[0.0, 1.0], [-np.inf, -np.inf]]), ValueError, r"a row of logits is all -inf"),
+}
+
+
+@pytest.mark.parametrize("case", _BAD_LOGITS)
+def test_greedy_refuses_what_sample_next_at_temperature_zero_refuses(case):
+    """greedy is what temperature 0 means, bad input included: the same error, the same words."""
+    logits, err, match = _BAD_LOGITS[case]
+    with pytest.raises(err, match=match) as ref:
+        sample_next(logits, temperature=0)
+    with pytest.raises(err, match=match) as got:
+        greedy(logits)
+    assert str(got.value) == str(ref.value)
+
+
+def test_settings_as_numpy_scalars_and_0d_arrays_become_python_numbers():
+    """backend.require_real takes a torch scalar or a 0-d array as a number: so do the settings."""
+    assert check_sampling(np.float32(0.5), np.int64(40), np.float64(0.9)) == (0.5, 40, 0.9)
+    got = check_sampling(torch.tensor(0.25), np.array(3), np.array(0.5))
+    assert got == (0.25, 3, 0.5) and [type(v) for v in got] == [float, int, float]
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], dtype=np.float32))
+    # hand-worked: top-k 3 keeps 0.5, 0.3, 0.15; top-p 0.5 then keeps 0.5 alone (it reaches 0.5)
+    np.testing.assert_array_equal(next_token_probs(logits, torch.tensor(1.0), np.array(3), np.array(0.5)),
+                                  [[1, 0, 0, 0]])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(temperature=True), r"temperature must be a finite number ≥ 0 \(0 = greedy\), got temperature=True"),
+    (dict(temperature="0.7"), r"temperature must be .*, got temperature='0.7'"),
+    (dict(temperature=np.array([0.7])), r"temperature must be .*, got temperature=array\(\[0.7\]\)"),
+    (dict(temperature=float("inf")), r"temperature must be .*, got temperature=inf"),
+    (dict(top_p=np.bool_(True)), r"top_p must lie in \(0, 1\] or be None, got top_p=np.True_"),
+    (dict(top_p=float("nan")), r"top_p must lie in \(0, 1\] or be None, got top_p=nan"),
+    (dict(top_p=-0.5), r"top_p must lie in \(0, 1\] or be None, got top_p=-0.5")])
+def test_bad_settings_are_value_errors_naming_the_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        check_sampling(**kwargs)
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=0.0), dict(temperature=0.7, top_k=50, top_p=0.9),
+                                      dict(temperature=1e-30), dict(temperature=1.0, top_p=0.3)])
+def test_unchecked_core_draws_what_sample_next_draws(settings):
+    """The per-token core a model calls (settings checked once per request, host logits, no row
+    max handed in) draws the same ids as the checked entry point from the same seed."""
+    rng = np.random.default_rng(4)
+    logits = (rng.standard_normal((8, 300)) * 3).astype(np.float16)
+    settings = dict(dict(top_k=None, top_p=None), **settings)
+    ref = sample_next(logits, rng=np.random.default_rng(9), **settings)
+    core = sampling._sample_next(sampling._to_host(logits), *check_sampling(**settings), np.random.default_rng(9))
+    assert core.tolist() == ref.tolist()

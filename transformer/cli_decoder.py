@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 
@@ -49,6 +50,15 @@ def _check_options(args) -> None:
                              "(the default 0 is greedy); add e.g. --temperature 0.8")
 
 
+def _as_options(message: str) -> str:
+    """The model's message with its keyword argument named as this command's option.
+
+    >>> _as_options("a prompt of 30 tokens + max_new_tokens=5 = 35 tokens: lower max_new_tokens")
+    'a prompt of 30 tokens + --max-new-tokens 5 = 35 tokens: lower --max-new-tokens'
+    """
+    return re.sub(r"\bmax_new_tokens(=?)", lambda m: "--max-new-tokens" + (" " if m[1] else ""), message)
+
+
 def _rate(tok_s: float) -> str:
     """'12.3 tok/s', or '—' when nothing was timed (no token generated, or no decode step)."""
     return f"{tok_s:.1f} tok/s" if math.isfinite(tok_s) else "—"
@@ -62,12 +72,11 @@ def _generate(args) -> int:
     tok = model.tokenizer
     prompt = tok.apply_chat_template(args.prompt) if args.chat else args.prompt
     ids = tok.encode(prompt)
-    if len(ids) + args.max_new_tokens > model.config.n_ctx:
-        raise ValueError(f"the prompt has {len(ids)} tokens, and with --max-new-tokens {args.max_new_tokens} "
-                         f"that makes {len(ids) + args.max_new_tokens} > the model's context n_ctx="
-                         f"{model.config.n_ctx}: lower --max-new-tokens or shorten the prompt")
-    steps = model.stream(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)  # checked here
+    try:  # the model checks the request here, before any output: prompt + new tokens must fit in n_ctx
+        steps = model.stream(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                             top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)
+    except ValueError as e:  # main() prints it as "error: …", with the option as typed on the command line
+        raise ValueError(_as_options(str(e))) from None
     out = sys.stdout
     if not args.chat:
         out.write(prompt)

@@ -85,6 +85,8 @@ def read_config(reader):
         raise ValueError(f"only Llama-architecture GGUF files are supported, this one is {arch!r}")
     d = int(_field(reader, "llama.embedding_length"))
     h = int(_field(reader, "llama.attention.head_count"))
+    if h < 1:  # before d // h below; LlamaConfig checks every other size
+        raise ValueError(f"GGUF metadata llama.attention.head_count must be ≥ 1, got {h}")
     h_kv = int(_field(reader, "llama.attention.head_count_kv", default=h))
     d_h = int(_field(reader, "llama.attention.key_length", default=d // h))
     rope_dim = int(_field(reader, "llama.rope.dimension_count", default=d_h))
@@ -92,7 +94,7 @@ def read_config(reader):
         raise ValueError(f"partial RoPE (rope.dimension_count={rope_dim} < d_h={d_h}) is not supported")
     names = {t.name for t in reader.tensors}
     tokens = _field(reader, "tokenizer.ggml.tokens")
-    return LlamaConfig(
+    fields = dict(
         L=int(_field(reader, "llama.block_count")),
         d=d, h=h, h_kv=h_kv, d_h=d_h,
         d_ff=int(_field(reader, "llama.feed_forward_length")),
@@ -103,6 +105,10 @@ def read_config(reader):
         tied="output.weight" not in names,
         name=str(_field(reader, "general.name", default="", required=False)),
     )
+    try:
+        return LlamaConfig(**fields)
+    except (TypeError, ValueError) as e:  # LlamaConfig names the field; say where its value came from
+        raise type(e)(f"the GGUF file's metadata gives a bad Llama config: {e}") from None
 
 
 def read_tokenizer(reader) -> BPETokenizer:
@@ -131,9 +137,18 @@ def read_tokenizer(reader) -> BPETokenizer:
 
 
 def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_out, d_in)
+    """The tensor's numbers in float32, or a ValueError naming the tensor and its type."""
     import gguf
 
-    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    kind = f"{t.tensor_type.name}, GGUF shape {tuple(int(n) for n in t.shape)}"  # (ne0, ne1): d_in first
+    try:
+        w = gguf.quants.dequantize(t.data, t.tensor_type)
+    except NotImplementedError:  # F64, the integer types I8 … I64, and the few quantized ones gguf lacks (Q8_1)
+        raise ValueError(f"tensor {t.name!r} ({kind}) has a type this loader cannot dequantize: "
+                         f"expected F32, F16, BF16 or a quantized type (Q4_0, Q4_1, Q8_0, Q4_K, …)") from None
+    except (ValueError, IndexError, AssertionError) as e:  # data that does not fit its type's block layout
+        raise ValueError(f"cannot dequantize tensor {t.name!r} ({kind}): corrupt data "
+                         f"({type(e).__name__}: {e})") from None
     return np.asarray(w, dtype=np.float32)
 
 

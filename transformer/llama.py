@@ -19,14 +19,14 @@ import numpy as np
 
 from .attention import _check_mask, _sdpa, softmax
 from . import counting
-from .backend import get_xp, namespace, require_int, to_numpy
+from .backend import get_xp, namespace, require_bool, require_int, require_real, to_numpy
 from .embedding import _embed, _rope, lm_head, rope_cos_sin
 from .heads import _merge_heads, _split_heads
 from .kv_cache import KVCache
 from .layers import _rms_norm, _swiglu_ffn
 from .masks import causal_mask
 from .packing import pack_documents, unpack
-from .sampling import check_sampling, sample_next
+from .sampling import _sample_next, _to_host, check_sampling
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
            "forward", "decoder_block", "attention_block",
@@ -51,6 +51,25 @@ class LlamaConfig:
     rope_base: float = 100000.0  # RoPE θ base: pair i turns by m · base^(-2i/d_h)
     tied: bool = True  # LM head = embedding table transposed
     name: str = ""
+
+    def __post_init__(self):
+        """Refuse a config no model can have, naming the field: sizes are whole numbers ≥ 1, each
+        key/value head serves a whole group of query heads, RoPE turns pairs of features, and
+        eps and the RoPE base are positive. d need not equal h · d_h: W_q is (d, h·d_h) and W_o
+        (h·d_h, d), so no shape divides d by h (Mistral-Nemo has d = 5120, h · d_h = 4096)."""
+        sizes = {f: getattr(self, f) for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx")}
+        require_int(**sizes, low=1)
+        require_real(eps=self.eps, rope_base=self.rope_base, positive=True)
+        require_bool(tied=self.tied)
+        for f, val in sizes.items():
+            object.__setattr__(self, f, int(val))  # NumPy integers and 0-d arrays become plain numbers
+        object.__setattr__(self, "eps", float(self.eps))
+        object.__setattr__(self, "rope_base", float(self.rope_base))
+        if self.h % self.h_kv:
+            raise ValueError(f"h must be a multiple of h_kv (each key/value head serves h / h_kv query heads), "
+                             f"got h={self.h}, h_kv={self.h_kv}")
+        if self.d_h % 2:
+            raise ValueError(f"d_h must be even (RoPE rotates pairs of features), got d_h={self.d_h}")
 
 
 @dataclass
@@ -228,13 +247,16 @@ class Llama:
             raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
 
     def _check_request(self, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
-        """Refuse a generation request before any work, naming the bad setting."""
+        """Refuse a generation request before any work, naming the bad setting; return
+        (max_new_tokens, temperature, top_k, top_p) as Python numbers, for the unchecked
+        per-token path (`_sample_next`)."""
         require_int(max_new_tokens=max_new_tokens)
-        check_sampling(temperature, top_k, top_p)
+        settings = check_sampling(temperature, top_k, top_p)
         if n_prompt + max_new_tokens > self.config.n_ctx:
             raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
                              f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
-                             f"n_ctx={self.config.n_ctx}")
+                             f"n_ctx={self.config.n_ctx}: shorten the prompt or lower max_new_tokens")
+        return (int(max_new_tokens), *settings)
 
     # --- full forward passes (no cache) ---------------------------------------------
     def logits(self, ids):  # [n] -> [n, v]
@@ -322,16 +344,17 @@ class Llama:
         ids = self.encode(prompt)
         if not ids:
             raise ValueError("the prompt is empty: give at least one token")
-        self._check_request(len(ids), max_new_tokens, temperature, top_k, top_p)
+        max_new_tokens, temperature, top_k, top_p = self._check_request(len(ids), max_new_tokens, temperature,
+                                                                        top_k, top_p)
         if use_cache and cache is not None and cache.length != 0:
             raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
         self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
-        return self._steps(ids, int(max_new_tokens), temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos,
-                           stats)
+        return self._steps(ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats)
 
     def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats):
-        """The generation loop of `stream`, on a checked request; its timings go to `stats`
-        (this stream's own, even when another stream was started since)."""
+        """The generation loop of `stream`, on a checked request (settings as `_check_request` returns
+        them), so each token is sampled by the unchecked core; its timings go to `stats` (this
+        stream's own, even when another stream was started since)."""
         rng = np.random.default_rng(seed)
         stop = self._stop_ids() if stop_at_eos else set()
         if max_new_tokens == 0:
@@ -348,7 +371,8 @@ class Llama:
                 logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
             else:  # decode: one new token, the rest is read from the cache
                 logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
-            nxt = int(sample_next(logits[0, -1, :], temperature, top_k, top_p, rng))  # [v] -> id (syncs the device)
+            x = _to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
+            nxt = int(_sample_next(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
             t1 = time.perf_counter()
             if step == 0:
                 stats.prefill_s = t1 - t0
@@ -391,8 +415,7 @@ class Llama:
         if not rows or any(len(r) == 0 for r in rows):
             raise ValueError("generate_batch needs at least one prompt and no empty prompt")
         b, n_p = len(rows), max(len(r) for r in rows)
-        self._check_request(n_p, max_new_tokens, temperature, top_k, top_p)
-        max_new_tokens = int(max_new_tokens)
+        max_new_tokens, temperature, top_k, top_p = self._check_request(n_p, max_new_tokens, temperature, top_k, top_p)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
         xp, w, cfg = self.xp, self.weights, self.config
         n_max = n_p + max_new_tokens
@@ -414,7 +437,7 @@ class Llama:
             logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
                              positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
                              last_only=True)  # [b, 1, v]
-            nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, rng)  # [b]
+            nxt = _sample_next(_to_host(logits[:, -1, :]), temperature, top_k, top_p, rng)  # [b], settings checked once
             for i in range(b):
                 if not done[i]:
                     out[i].append(int(nxt[i]))

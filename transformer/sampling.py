@@ -11,58 +11,82 @@ draw is made with a seeded `numpy.random.Generator` so a seed gives the same tex
 """
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 
-from .attention import _softmax
-from .backend import require_int, to_numpy
+from .backend import require_int, require_real, to_numpy
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
 
 
-def _is_real(x) -> bool:  # Python and NumPy numbers alike; a bool is not a setting
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+def _require_setting(name, value, inside, want):
+    """Raise ValueError "NAME must WANT, got NAME=VALUE" unless value is a real number in range.
+    A real number is what backend.require_real takes (Python's, NumPy's, a 0-d array; finite,
+    not a bool); its TypeError becomes a ValueError here, the one error type of a bad setting."""
+    try:
+        require_real(**{name: value})
+        ok = inside(float(value))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must {want}, got {name}={value!r}")
 
 
-def check_sampling(temperature=0.0, top_k=None, top_p=None):
-    """Refuse settings that mean nothing, naming the bad value."""
-    if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got temperature={temperature!r}")
+def check_sampling(temperature=0.0, top_k=None, top_p=None):  # -> (float, int | None, float | None)
+    """Refuse settings that mean nothing, naming the bad value; return them as Python numbers
+    (a NumPy scalar or a 0-d array becomes a float or an int), the form the cores take.
+
+    >>> check_sampling(np.float32(0.5), np.int64(40), None)
+    (0.5, 40, None)
+    """
+    _require_setting("temperature", temperature, lambda t: t >= 0, "be a finite number ≥ 0 (0 = greedy)")
     if top_k is not None:
         require_int(top_k=top_k, low=1)
-    if top_p is not None and (not _is_real(top_p) or not 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must lie in (0, 1] or be None, got top_p={top_p!r}")
+    if top_p is not None:
+        _require_setting("top_p", top_p, lambda p: 0.0 < p <= 1.0, "lie in (0, 1] or be None")
+    return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
 
 
-def _check_logits(logits):  # [..., v] -> [..., v] NumPy
-    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax.
-
-    float16 and bfloat16 logits are widened to float32 here, on the host: NumPy's bfloat16
-    (ml_dtypes) is no np.floating, and the filters' arithmetic wants a full-size float.
-    """
+def _to_host(logits):  # [..., v] any backend -> [..., v] NumPy
+    """The logits as a NumPy array; float16 and bfloat16 are widened to float32 here, on the host:
+    NumPy's bfloat16 (ml_dtypes) is no np.floating, and the filters' arithmetic wants a full-size float."""
     x = np.asarray(to_numpy(logits))
     if x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
         x = x.astype(np.float32)  # exact: float32 holds every float16 and bfloat16 value
+    return x
+
+
+def _check_logits(logits):  # [..., v] -> [..., v] NumPy, [..., 1] row max
+    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax.
+
+    Returns the host logits and their row max m, which the filters and the softmax reuse.
+    """
+    x = _to_host(logits)
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError(f"logits must have a vocabulary axis of size ≥ 1, got shape {x.shape}")
+    m = x.max(axis=-1, keepdims=True)  # [..., 1]
     # one pass: a finite row max means no NaN (max propagates it), no +inf, and not all -inf
-    if not np.isfinite(x.max(axis=-1)).all():
+    if not np.isfinite(m).all():
         if np.isnan(x).any():
             raise ValueError("logits contain NaN")
         if np.isposinf(x).any():
             raise ValueError("logits contain +inf")
         raise ValueError("a row of logits is all -inf: no token is possible")
-    return x
+    return x, m
 
 
-def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
-    """x / T. If that would overflow x's dtype (T tiny, logits huge), each row is first shifted
-    so its maximum is 0, in float64: softmax, top-k and top-p ignore a constant shift, and as
-    T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
+def _softmax_rows(x, m):  # [..., v], [..., 1] its finite row max -> [..., v]
+    """p = exp(x - m) / Σ exp(x - m): softmax with the row max already known. The max itself
+    gives exp(0) = 1, so the sum is ≥ 1 and the steps are attention._softmax's on such rows."""
+    e = np.exp(x - m)  # [..., v], in [0, 1]
+    return e / e.sum(axis=-1, keepdims=True)  # [..., v]
+
+
+def _scale(x, m, temperature):  # [..., v], [..., 1] -> [..., v], [..., 1], same dtype
+    """x / T and its row max. If x / T would overflow x's dtype (T tiny, logits huge), each row
+    is first shifted so its maximum is 0, in float64: softmax, top-k and top-p ignore a constant
+    shift, and as T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
     t = float(temperature)
     tiny, big = float(np.finfo(x.dtype).tiny), float(np.finfo(x.dtype).max)
     if t >= 1.0:  # |x / T| ≤ |x|: nothing can overflow, no need to look at the logits
@@ -70,17 +94,28 @@ def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
     else:  # each row's maximum must stay finite. A smaller logit that overflows to -inf then sat
         # ≥ one float step, 2⁻²⁴·big ≈ 2e31 (float32), under it once scaled: its probability was 0 already
         with np.errstate(over="ignore"):
-            fits = tiny <= t and bool(np.isfinite(x.max(axis=-1) / x.dtype.type(t)).all())
-    if fits:
-        return x / x.dtype.type(t)  # [..., v], the plain division, stays float32
+            fits = tiny <= t and bool(np.isfinite(m / x.dtype.type(t)).all())
+    if fits:  # the plain division, stays float32. Rounding keeps order (a ≤ b => a/T ≤ b/T for T > 0),
+        # so the largest quotient is the quotient of the largest: max(x / T) = max(x) / T exactly
+        return x / x.dtype.type(t), m / x.dtype.type(t)  # [..., v], [..., 1]
     with np.errstate(over="ignore"):  # scores beyond the dtype's range become -inf: probability 0
-        z = (x.astype(np.float64) - x.max(axis=-1, keepdims=True)) / t  # [..., v], ≤ 0
-        return z.astype(x.dtype)  # [..., v]
+        z = (x.astype(np.float64) - m) / t  # [..., v], ≤ 0
+        return z.astype(x.dtype), np.zeros_like(m)  # [..., v], [..., 1]: the max was shifted to 0
+
+
+def _greedy(x):  # [..., v] -> [...] int, on checked logits
+    return np.argmax(x, axis=-1)  # the first one on a tie
 
 
 def greedy(logits):  # [..., v] -> [...] int
-    """The most likely token: what temperature 0 means."""
-    return np.argmax(to_numpy(logits), axis=-1)
+    """The most likely token: what temperature 0 means (the first one on a tie, as argmax).
+    The logits are checked as sample_next checks them: greedy(x) == sample_next(x, temperature=0).
+
+    >>> greedy(np.array([[0.1, 3.0, -1.0], [5.0, 5.0, 0.0]])).tolist()
+    [1, 0]
+    """
+    x, _ = _check_logits(logits)  # [..., v]
+    return _greedy(x)
 
 
 def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
@@ -93,27 +128,30 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     >>> np.isfinite(filter_logits(np.log(p), top_p=0.75)).tolist()
     [True, True, False, False]
     """
-    check_sampling(temperature, top_k, top_p)
-    return _filter(_check_logits(logits), temperature, top_k, top_p)
+    settings = check_sampling(temperature, top_k, top_p)
+    x, m = _check_logits(logits)
+    return _filter(x, m, *settings)[0]
 
 
-def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy logits: [..., v] -> [..., v]
+def _filter(x, m, temperature, top_k, top_p):  # filter_logits on checked NumPy logits and their row max
+    """[..., v], [..., 1] -> [..., v], [..., 1]. Each filter keeps the most likely token, so the row
+    max of what it returns is the one it was given (scaled by 1/T): no filter takes it again."""
     if temperature == 0:  # greedy: every token but the argmax gets -inf
-        argmax = np.argmax(x, axis=-1)[..., None]  # [..., 1]
-        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)
-    x = _scale(x, temperature)  # [..., v]
+        argmax = _greedy(x)[..., None]  # [..., 1]
+        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype), m
+    x, m = _scale(x, m, temperature)  # [..., v], [..., 1]
     if top_k is not None and top_k < x.shape[-1]:
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
         x = np.where(x >= kth, x, -np.inf)
     if top_p is not None and top_p < 1.0:
         order = np.argsort(-x, axis=-1, kind="stable")  # [..., v], most likely first
-        p_sorted = np.take_along_axis(_softmax(x), order, axis=-1)  # [..., v]
+        p_sorted = np.take_along_axis(_softmax_rows(x, m), order, axis=-1)  # [..., v]
         mass_before = np.cumsum(p_sorted, axis=-1) - p_sorted  # mass of the strictly more likely tokens
         keep_sorted = mass_before < top_p  # the first token has mass_before = 0: always kept
         keep = np.empty_like(keep_sorted)
         np.put_along_axis(keep, order, keep_sorted, axis=-1)  # back to vocabulary order
         x = np.where(keep, x, -np.inf)
-    return x
+    return x, m
 
 
 def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
@@ -124,7 +162,9 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     >>> next_token_probs(np.array([1.0, 3.0, 2.0]), temperature=0).tolist()
     [0.0, 1.0, 0.0]
     """
-    return _softmax(filter_logits(logits, temperature, top_k, top_p), axis=-1)
+    settings = check_sampling(temperature, top_k, top_p)
+    x, m = _check_logits(logits)
+    return _softmax_rows(*_filter(x, m, *settings))  # [..., v]
 
 
 def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
@@ -133,12 +173,23 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
     rng: a numpy.random.Generator (or a seed); the draw is inverse-CDF: the first token
     whose cumulative probability exceeds u ~ U[0, 1).
     """
-    check_sampling(temperature, top_k, top_p)
-    x = _check_logits(logits)  # [..., v]
+    settings = check_sampling(temperature, top_k, top_p)
+    x, m = _check_logits(logits)  # [..., v], [..., 1]
+    return _sample_next(x, *settings, rng, m)
+
+
+def _sample_next(x, temperature, top_k, top_p, rng, m=None):  # [..., v] -> [...] int
+    """sample_next on checked NumPy logits (`_to_host`) and settings as check_sampling returns them:
+    what a model calls at each new token once its request was checked.
+    m: x's row max [..., 1] when the caller has it already (taken here otherwise). A model's logits
+    holding NaN or +inf (broken weights, a float16 overflow) still raise, naming which."""
+    m = x.max(axis=-1, keepdims=True) if m is None else m  # [..., 1]
+    if not np.isfinite(m).all():  # one look at the row max: NaN propagates into it, so does +inf
+        _check_logits(x)  # raises, saying what is wrong
     if temperature == 0:
-        return np.argmax(x, axis=-1)
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    p = _softmax(_filter(x, temperature, top_k, top_p), axis=-1)  # [..., v], next_token_probs on checked input
+        return _greedy(x)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # greedy needs none
+    p = _softmax_rows(*_filter(x, m, temperature, top_k, top_p))  # [..., v], next_token_probs
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
     idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen
