@@ -113,14 +113,17 @@ def test_context_overflow_names_max_new_tokens(tiny):
 
 # ---------------------------------------------------------------- tokenizers
 
-@pytest.mark.parametrize("bad", [1.5, np.float64(1.0), "1"])
-def test_token_ids_must_be_integers(bad):
+@pytest.mark.parametrize("bad,error", [(1.5, ValueError), (np.float64(1.0), ValueError), (True, ValueError),
+                                       ("1", TypeError)])
+def test_token_ids_must_be_integers(bad, error):
+    """As every integer argument (backend.require_int): a float is never truncated, a bool is no id."""
+    match = r"ids\[1\] must be an integer, got .*" + re.escape(f"ids[1]={bad!r}")
     bpe = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
-    with pytest.raises(TypeError, match=f"integers, got {bad!r}".replace("(", r"\(").replace(")", r"\)")):
-        bpe.decode([bad])
+    with pytest.raises(error, match=match):
+        bpe.decode([72, bad])
     wp = WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3, "a": 4})
-    with pytest.raises(TypeError, match="integers"):
-        wp.decode([bad])
+    with pytest.raises(error, match=match):
+        wp.decode([4, bad])
     assert bpe.decode([np.int64(72), 105]) == "Hi" and wp.decode([np.int64(4)]) == "a"
 
 
@@ -147,6 +150,14 @@ def test_present_bad_values_are_errors_naming_key_and_value(base, key, value, er
 def test_derived_head_size_must_divide():
     with pytest.raises(ValueError, match="'hidden_size'=576 .* 'num_attention_heads'=7"):
         from_hf(dict(LLAMA, num_attention_heads=7))
+
+
+def test_heads_that_do_not_group_name_the_config_keys():
+    """h = 9 query heads cannot share h_kv = 4 key/value heads (9 / 4 is not whole): the message
+    names the fields and the config.json keys they came from."""
+    with pytest.raises(ValueError, match=r"h=9 must be a multiple of key/value heads h_kv=4.*"
+                                         r"'num_attention_heads'=9 for h, 'num_key_value_heads'=4 for h_kv"):
+        from_hf(dict(LLAMA, num_attention_heads=9, num_key_value_heads=4, hidden_size=576))
 
 
 def test_explicit_head_dim_may_differ_from_d_over_h():

@@ -5,6 +5,7 @@ sentence embeddings differ from sentence-transformers by at most ~2e-7 per coord
 attention weights from BertModel's by ~1e-6, hidden states by ~4e-6.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -269,3 +270,179 @@ def test_missing_files_are_named(tmp_path):
         load_minilm(tmp_path)
     with pytest.raises(ValueError, match="backend"):
         load_minilm(backend="tpu")
+
+
+# ---------------------------------------------------------------- the checked entry points, alone
+
+def test_encoder_layer_alone_equals_bertmodel_layer(model, hf_ref):
+    """The public encoder_layer (checked, then the core bert_encode runs L times) on BertModel's own
+    hidden states gives BertModel's next hidden states and attention weights."""
+    import torch
+    ids = model.tokenizer.encode(TEXTS[0])
+    with torch.no_grad():
+        ref = hf_ref[False](torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    for layer in (0, 3, 5):
+        x = ref.hidden_states[layer].numpy()  # (1, n, d)
+        out, p = T.bert.encoder_layer(x, model.weights.layers[layer], model.config, mask=None)
+        np.testing.assert_allclose(out, ref.hidden_states[layer + 1].numpy(), rtol=0, atol=ATOL_HIDDEN)
+        np.testing.assert_allclose(p, ref.attentions[layer].numpy(), rtol=0, atol=ATOL_ATTN)
+
+
+def test_bert_encode_on_a_padded_batch_equals_bertmodel(model, hf_ref):
+    import torch
+    batch = model.tokenizer.encode_batch(TEXTS[:3])
+    out = T.bert_encode(batch.ids, batch.lengths, model.weights, model.config, keep=False)
+    with torch.no_grad():
+        ref = hf_ref[False](torch.tensor(batch.ids), attention_mask=torch.tensor(batch.attention_mask))
+    for i, n in enumerate(batch.lengths):  # BertModel's [PAD] rows are not defined to agree: compare real tokens
+        np.testing.assert_allclose(out.hidden[i, :n], ref.last_hidden_state[i, :n].numpy(), rtol=0, atol=ATOL_HIDDEN)
+
+
+@pytest.mark.parametrize("fields, err, match", [
+    (dict(d=0), ValueError, r"^d must be an integer ≥ 1, got d=0$"),
+    (dict(L=2.0), ValueError, r"^L must be an integer ≥ 1, got L=2.0$"),  # never truncated in silence
+    (dict(h=True), ValueError, r"^h must be an integer ≥ 1, got h=True$"),
+    (dict(v="30522"), TypeError, r"^v must be an integer, got str v='30522'$"),
+    (dict(h=5), ValueError, r"^d=384 is not a multiple of h=5: the head size d / h = 76.8 must be a whole number$"),
+    (dict(eps=0.0), ValueError, r"^eps must be a finite positive number, got eps=0.0$"),
+    (dict(eps=float("nan")), ValueError, r"^eps must be a finite positive number, got eps=nan$"),
+    (dict(eps="1e-12"), TypeError, r"^eps must be a real number, got str eps='1e-12'$"),
+    (dict(n_max=128), ValueError, r"^n_seq must lie in \[2, n_max=128\] .*got n_seq=256$"),
+    (dict(n_seq=1), ValueError, r"^n_seq must lie in \[2, n_max=512\] .*got n_seq=1$"),
+])
+def test_hand_built_config_is_checked(fields, err, match):
+    """A BertConfig built in Python is checked as one read from config.json, each error naming the field."""
+    with pytest.raises(err, match=match):
+        BertConfig(**fields)
+
+
+def test_hand_built_config_rules_are_bertmodels():
+    """The rule d % h == 0 is BertModel's own (it refuses to build such a model), and NumPy numbers
+    are read as the plain numbers they hold."""
+    from transformers import BertConfig as HFConfig, BertModel
+    with pytest.raises(ValueError, match="not a multiple"):
+        BertModel(HFConfig(vocab_size=8, hidden_size=10, num_attention_heads=4, num_hidden_layers=1,
+                           intermediate_size=8))
+    with pytest.raises(ValueError, match="not a multiple"):
+        BertConfig(v=8, d=10, h=4, L=1, d_ff=8)
+    c = BertConfig(d=np.int64(384), h=np.array(12), eps=np.float64(1e-12))
+    assert c == BertConfig() and type(c.d) is int and type(c.h) is int and type(c.eps) is float
+
+
+def _config_dir(tmp_path, st=None, **changes):
+    """A folder holding minilm-l6's config.json with some keys changed (None: removed), and
+    sentence_bert_config.json when st is given (a dict, or raw text)."""
+    import json
+    from transformer.configs import hf_config
+    cfg = dict(hf_config("minilm-l6"), **changes)
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if v is not None}))
+    if st is not None:
+        (tmp_path / "sentence_bert_config.json").write_text(st if isinstance(st, str) else json.dumps(st))
+    return tmp_path
+
+
+@pytest.mark.parametrize("changes, err, match", [
+    (dict(hidden_size="384"), TypeError, r"config key 'hidden_size' must be an integer, got '384' \(str\)"),
+    (dict(num_hidden_layers=0), ValueError, r"config key 'num_hidden_layers' must be ≥ 1, got 0"),
+    (dict(type_vocab_size=None), ValueError, r"missing key\(s\) \['type_vocab_size'\]"),
+    (dict(num_attention_heads=7), ValueError,
+     r"d=384 is not a multiple of h=7: .* \(config keys 'hidden_size'=384 for d, 'num_attention_heads'=7 for h, "),
+    (dict(max_position_embeddings=1), ValueError,
+     r"n_seq must lie in \[2, n_max=1\].* 'max_position_embeddings'=1 for n_max"),
+    (dict(layer_norm_eps=0), ValueError, r"config key 'layer_norm_eps' must be a finite number > 0, got 0"),
+    (dict(layer_norm_eps=True), TypeError, r"config key 'layer_norm_eps' must be a number, got True \(bool\)"),
+    (dict(hidden_act="relu"), ValueError, r"only BERT with exact GELU .* hidden_act='relu'"),
+])
+def test_config_file_errors_name_file_and_key(tmp_path, changes, err, match):
+    folder = _config_dir(tmp_path, **changes)
+    with pytest.raises(err, match=re.escape(str(folder / "config.json")) + ": .*" + match):
+        BertConfig.from_dir(folder)
+
+
+def test_sentence_bert_config(tmp_path):
+    """max_seq_length cuts n_seq, at most the n_max positions; the file's errors name it."""
+    assert BertConfig.from_dir(_config_dir(tmp_path)).n_seq == 512  # no file: every learned position
+    assert BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 128})).n_seq == 128
+    assert BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 4096})).n_seq == 512
+    st = re.escape(str(tmp_path / "sentence_bert_config.json"))
+    with pytest.raises(ValueError, match=st + r": config key 'max_seq_length' must be ≥ 2, got 1"):
+        BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 1}))
+    with pytest.raises(ValueError, match=f"cannot read {st}: not valid JSON"):
+        BertConfig.from_dir(_config_dir(tmp_path, st='{"max_seq_length": '))
+
+
+def _bad(a, **changes):
+    import dataclasses
+    return dataclasses.replace(a, **changes)
+
+
+def test_bert_encode_names_bad_inputs(model):
+    w, cfg = model.weights, model.config
+    ids, lengths = np.array([[101, 2023, 102]]), np.array([3])
+    cut_W_1 = _bad(w.layers[2], W_1=w.layers[2].W_1[:, :100])
+    cases = [
+        (lambda: T.bert_encode(np.array([[101, 30522]]), np.array([2]), w, cfg), ValueError,
+         r"ids must lie in \[0, v=30522\), got min 101, max 30522"),
+        (lambda: T.bert_encode(np.zeros((1, 0), np.int64), np.array([0]), w, cfg), ValueError,
+         r"at least one token per row, got shape \(1, 0\)"),
+        (lambda: T.bert_encode(np.zeros((1, 513), np.int64), np.array([513]), w, cfg), ValueError,
+         "n=513 tokens exceeds the 512 learned positions"),
+        (lambda: T.bert_encode(ids, lengths, w, cfg, token_types=np.full((1, 3), 2)), ValueError,
+         r"token_types must lie in \[0, n_types=2\)"),
+        (lambda: T.bert_encode(ids, None, w, cfg, positions=np.array([[0, 1, 512]]), mask=np.ones((1, 1, 3, 3), bool)),
+         ValueError, r"positions must lie in \[0, n_max=512\), got min 0, max 512"),
+        (lambda: T.bert_encode(ids, np.array([3, 3]), w, cfg), ValueError,
+         r"lengths must have shape \(b,\) = \(1,\), one per row of ids, got \(2,\)"),
+        (lambda: T.bert_encode(ids, None, w, cfg), ValueError, "needs lengths .* or a mask"),
+        (lambda: T.bert_encode(ids, lengths, w, cfg, mask=np.ones((1, 1, 2, 3), bool)), ValueError,
+         r"mask of shape \(1, 1, 2, 3\) is not broadcastable to \(b, h, n, n\) = \(1, 12, 3, 3\)"),
+        (lambda: T.bert_encode(ids, lengths, w, cfg, mask=np.ones((1, 1, 3, 3))), TypeError, "mask must be boolean"),
+        (lambda: T.bert_encode(ids, lengths, w, cfg, causal="yes"), TypeError,
+         "causal must be True or False, got causal='yes'"),
+        (lambda: T.bert_encode(ids, lengths, _bad(w, layers=w.layers[:5]), cfg), ValueError,
+         "w holds 5 layers, but the config says L=6"),
+        (lambda: T.bert_encode(ids, lengths, _bad(w, layers=[*w.layers[:2], cut_W_1, *w.layers[3:]]), cfg), ValueError,
+         r"w\.layers\[2\]\.W_1 must have shape \(d, d_ff\) = \(384, 1536\), got \(384, 100\)"),
+        (lambda: T.bert_encode(ids, lengths, _bad(w, ln_g=w.ln_g[:5]), cfg), ValueError,
+         r"w\.ln_g must have shape \(d,\) = \(384,\), got \(5,\)"),
+    ]
+    for call, err, match in cases:
+        with pytest.raises(err, match=match):
+            call()
+
+
+def test_encoder_layer_names_bad_inputs(model):
+    lw, cfg = model.weights.layers[0], model.config
+    x = np.zeros((1, 3, 384), np.float32)
+    with pytest.raises(ValueError, match=r"x must be \(b, n, d\) with n ≥ 1 and d=384, got shape \(1, 3, 383\)"):
+        T.bert.encoder_layer(x[..., 1:], lw, cfg, mask=None)
+    with pytest.raises(TypeError, match="x must be a floating-point array, got dtype int64"):
+        T.bert.encoder_layer(np.zeros((1, 3, 384), np.int64), lw, cfg, mask=None)
+    bad_attn = _bad(lw, attn=_bad(lw.attn, W_q=lw.attn.W_q[:, :48]))
+    with pytest.raises(ValueError, match=r"lw\.attn\.W_q must have shape \(d, d\) = \(384, 384\), got \(384, 48\)"):
+        T.bert.encoder_layer(x, bad_attn, cfg, mask=None)
+    with pytest.raises(ValueError, match=r"lw\.b_1 must have shape \(d_ff,\) = \(1536,\), got \(384,\)"):
+        T.bert.encoder_layer(x, _bad(lw, b_1=lw.b_2), cfg, mask=None)
+    with pytest.raises(ValueError, match=r"not broadcastable to \(b, h, n, n\) = \(1, 12, 3, 3\)"):
+        T.bert.encoder_layer(x, lw, cfg, mask=np.ones((2, 1, 1, 3), bool))
+
+
+def test_minilm_checks_its_parts_once(model):
+    """MiniLM checks weights and tokenizer when built, then runs the unchecked forward pass."""
+    w, cfg, tok = model.weights, model.config, model.tokenizer
+    with pytest.raises(ValueError, match=r"w\.layers\[1\]\.ln2_g must have shape \(d,\) = \(384,\), got \(3,\)"):
+        T.MiniLM(_bad(w, layers=[w.layers[0], _bad(w.layers[1], ln2_g=w.layers[1].ln2_g[:3]), *w.layers[2:]]),
+                 cfg, tok, model.xp)
+    small = BertConfig(v=1000)
+    with pytest.raises(ValueError, match=r"the tokenizer's ids reach 30521, beyond the v=1000 rows"):
+        T.MiniLM(_bad(w, W_E=w.W_E[:1000]), small, tok, model.xp)
+    with pytest.raises(ValueError, match="max_length must be an integer ≥ 0, got max_length=8.0"):
+        model.forward(["a"], max_length=8.0)
+    with pytest.raises(TypeError, match="keep must be True or False, got keep=1"):
+        model.forward(["a"], keep=1)
+    with pytest.raises(ValueError, match="batch_size must be an integer ≥ 1, got batch_size=2.5"):
+        model.embed(["a"], batch_size=2.5)
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode: a lone surrogate U\+DCFF at position 1"):
+        model.embed(["ok", "a\udcffb"])
+    with pytest.raises(TypeError, match="hidden must be an array"):
+        mean_pool([[[1.0]]], np.array([1]))

@@ -184,6 +184,17 @@ def test_bad_inputs(tok):
         BPETokenizer(tokens=["a"], merges=[], special=["<missing>"])
 
 
+@pytest.mark.parametrize("text,cp,pos", [("ok \ud800 no", "D800", 3), ("\udcff", "DCFF", 0),
+                                         ("a\ud83d\ude00b", "D83D", 1)])  # a UTF-16 pair written as two code points
+def test_lone_surrogates_are_refused_as_by_the_reference(tok, reference, text, cp, pos):
+    """A lone surrogate has no UTF-8 form (the definition), so no byte to tokenize: the reference
+    refuses the str outright (a TypeError from its Rust binding); we name the code point and where it is."""
+    with pytest.raises(Exception):
+        reference.encode(text)
+    with pytest.raises(ValueError, match=rf"surrogate U\+{cp} at position {pos}\b"):
+        tok.encode(text)
+
+
 def test_unencodable_bytes(tok, reference):
     # SmolLM2's vocabulary has no token for byte 0xF1 (the UTF-8 lead byte of U+40000…U+7FFFF):
     # the reference tokenizer silently drops such characters; we refuse, naming the character.

@@ -191,3 +191,27 @@ def test_bad_max_length_and_ids(tok):
         tok.decode([101, 40000])
     with pytest.raises(ValueError, match=r"\[CLS\]"):
         WordPieceTokenizer({"[UNK]": 0, "[SEP]": 1, "[PAD]": 2})
+
+
+@pytest.mark.parametrize("text,cp,pos", [("a\ud800b", "D800", 1), ("x \udfff y", "DFFF", 2),
+                                         ("\ud83d\ude00", "D83D", 0)])  # a UTF-16 pair written as two code points
+def test_lone_surrogates_are_refused_as_by_the_reference(tok, ref_wp, text, cp, pos):
+    """A lone surrogate has no UTF-8 form (the definition): the reference refuses the str
+    (a TypeError from its Rust binding). Ours used to drop it in silence, as a control
+    character; it now names the code point and where it is, before any work."""
+    with pytest.raises(Exception):
+        ref_wp.encode(text)
+    where = rf"U\+{cp} at position {pos}\b"
+    for call in (tok.tokenize, tok.encode, basic_tokenize):
+        with pytest.raises(ValueError, match=rf"^text is not valid Unicode: a lone surrogate {where}"):
+            call(text)
+    with pytest.raises(ValueError, match=rf"^texts\[1\] is not valid Unicode: a lone surrogate {where}"):
+        tok.encode_batch(["fine", text])
+
+
+def test_integer_arguments_are_checked(tok):
+    with pytest.raises(ValueError, match=r"max_length must be an integer ≥ 0, got max_length=8.0"):
+        tok.encode("hi", max_length=8.0)  # never truncated in silence
+    with pytest.raises(ValueError, match=r"ids\[2\]=-1 is outside the vocabulary \[0, 30522\)"):
+        tok.decode([101, 102, -1])
+    assert tok.decode([np.int64(2023), np.array(2003)]) == "this is"  # NumPy integers and 0-d arrays are ids

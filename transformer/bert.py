@@ -21,16 +21,18 @@ scaled to length 1, so the cosine similarity of two sentences is a dot product.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .backend import get_xp, namespace, require_array, to_numpy
-from .embedding import embed, learned_positions
-from .heads import AttentionWeights, multi_head_attention
+from .attention import _check_mask
+from .backend import (_require_vector, broadcastable_to, get_xp, namespace, require_array, require_bool,
+                      require_float, require_int, require_real, to_numpy)
+from .configs import _int, _need, _read_json, _real, _with_keys
+from .embedding import _embed
+from .heads import AttentionWeights, _multi_head_attention
 from .layers import _ffn, _layer_norm, gelu, residual
 from .masks import causal_mask, padding_mask
 from .packing import pack_documents, unpack
@@ -56,56 +58,52 @@ class BertConfig:
     eps: float = 1e-12  # LayerNorm epsilon (BERT's; Llama-era models use 1e-5 or 1e-6)
     n_seq: int = 256  # sentence-transformers cuts inputs to this many tokens
 
+    def __post_init__(self):
+        """A config built by hand is checked as one read from a file is; errors name the field."""
+        sizes = {f: getattr(self, f) for f in ("v", "d", "h", "L", "d_ff", "n_max", "n_types", "n_seq")}
+        require_int(**sizes, low=1)
+        require_real(eps=self.eps, positive=True)  # LayerNorm divides by √(var + eps)
+        for f, val in sizes.items():
+            object.__setattr__(self, f, int(val))  # NumPy integers become plain ints
+        object.__setattr__(self, "eps", float(self.eps))
+        if self.d % self.h:
+            raise ValueError(f"d={self.d} is not a multiple of h={self.h}: the head size d / h = {self.d / self.h:g} "
+                             "must be a whole number")
+        if not 2 <= self.n_seq <= self.n_max:
+            raise ValueError(f"n_seq must lie in [2, n_max={self.n_max}] (room for [CLS] and [SEP], within the "
+                             f"learned positions), got n_seq={self.n_seq}")
+
     @property
     def d_h(self) -> int:  # head size d / h = 32
         return self.d // self.h
 
     @classmethod
     def from_dir(cls, path) -> "BertConfig":
-        """Read config.json (BERT's sizes) and sentence_bert_config.json (the 256 cut)."""
+        """Read config.json (BERT's sizes) and sentence_bert_config.json (the 256 cut);
+        errors name the file and the key, as configs.load_config's do."""
         file = os.path.join(path, "config.json")
         c = _read_json(file)
-        if c.get("hidden_act", "gelu") != "gelu" or c.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"only BERT with exact GELU and absolute positions is supported, got "
-                             f"hidden_act={c.get('hidden_act')!r}, "
-                             f"position_embedding_type={c.get('position_embedding_type')!r}")
-        v, d, h, L, d_ff, n_max, n_types = (_config_int(c, k, file) for k in (
-            "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
-            "max_position_embeddings", "type_vocab_size"))
-        if d % h:
-            raise ValueError(f"{file}: hidden_size={d} is not a multiple of num_attention_heads={h}")
-        eps = c.get("layer_norm_eps", 1e-12)  # BertConfig's default when the key is missing
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-            raise ValueError(f"{file}: layer_norm_eps must be a number > 0, got {eps!r}")
-        n_seq = n_max
+        n_seq = None  # the model's n_max, unless sentence-transformers cuts shorter
         st = os.path.join(path, "sentence_bert_config.json")
-        st_cfg = _read_json(st) if os.path.exists(st) else {}
-        if "max_seq_length" in st_cfg:
-            n_seq = _config_int(st_cfg, "max_seq_length", st)
-        return cls(v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types, eps=float(eps),
-                   n_seq=min(n_seq, n_max))
-
-
-def _read_json(file) -> dict:
-    """A JSON object from a file; errors name the file."""
-    try:
-        with open(file, encoding="utf-8") as f:
-            c = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read {file}: not valid UTF-8 JSON ({e})") from None
-    if not isinstance(c, dict):
-        raise ValueError(f"{file} holds a JSON {type(c).__name__}, not an object of config keys")
-    return c
-
-
-def _config_int(c: dict, key: str, file) -> int:
-    """c[key], which must be there and be an integer ≥ 1."""
-    if key not in c:
-        raise ValueError(f"{file} has no key {key!r}: it is not a BERT config")
-    val = c[key]
-    if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-        raise ValueError(f"{file}: {key} must be an integer ≥ 1, got {val!r}")
-    return val
+        if os.path.exists(st):
+            try:
+                n_seq = _int(_read_json(st), "max_seq_length", least=2)  # [CLS] and [SEP]
+            except (ValueError, TypeError) as e:
+                raise type(e)(f"{st}: {e}") from None
+        try:
+            if c.get("hidden_act", "gelu") != "gelu" or c.get("position_embedding_type", "absolute") != "absolute":
+                raise ValueError(f"only BERT with exact GELU and absolute positions is supported, got "
+                                 f"hidden_act={c.get('hidden_act')!r}, "
+                                 f"position_embedding_type={c.get('position_embedding_type')!r}")
+            v, d, h, L, d_ff, n_max, n_types = _need(c, [
+                "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size"], "bert")
+            keys = {"d": "hidden_size", "h": "num_attention_heads", "n_max": "max_position_embeddings"}
+            return _with_keys(cls, keys, v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types,
+                              eps=_real(c, "layer_norm_eps", 1e-12),  # BertConfig's default when the key is missing
+                              n_seq=min(n_seq or n_max, n_max))
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{file}: {e}") from None
 
 
 @dataclass
@@ -196,23 +194,102 @@ def load_bert_weights(path, cfg: BertConfig, xp=None) -> BertWeights:
     return w
 
 
+# ---------------------------------------------------------------- checks, once per call
+# The public functions below check their input here, once; the forward pass then runs the
+# unchecked cores (_bert_encode, _encoder_layer, _multi_head_attention, _layer_norm, _ffn),
+# as the decoder does (llama.forward), so the L layers do not re-check the same shapes.
+
+def _require_matrix(name: str, W, shape: tuple, dims: str):
+    """W floating-point with shape `shape`; dims names it, as in "(d, d_ff) = (384, 1536)"."""
+    require_float(name, W)
+    if tuple(W.shape) != shape:
+        raise ValueError(f"{name} must have shape {dims} = {shape}, got {tuple(W.shape)}")
+
+
+def _check_layer(lw: BertLayer, cfg: BertConfig, where: str = "lw."):
+    """One layer's arrays against cfg: matrices and LayerNorm gains required, biases and β may be None."""
+    d, f = cfg.d, cfg.d_ff
+    for name in ("W_q", "W_k", "W_v", "W_o"):  # h heads of d_h = d / h: h·d_h = d columns
+        _require_matrix(f"{where}attn.{name}", getattr(lw.attn, name), (d, d), "(d, d)")
+    _require_matrix(f"{where}W_1", lw.W_1, (d, f), "(d, d_ff)")
+    _require_matrix(f"{where}W_2", lw.W_2, (f, d), "(d_ff, d)")
+    gains = {"ln1_g": lw.ln1_g, "ln2_g": lw.ln2_g}  # LayerNorm γ (d,)
+    biases = {"attn.b_q": lw.attn.b_q, "attn.b_k": lw.attn.b_k, "attn.b_v": lw.attn.b_v, "attn.b_o": lw.attn.b_o,
+              "ln1_b": lw.ln1_b, "b_2": lw.b_2, "ln2_b": lw.ln2_b}  # (d,), or None: no bias, no β
+    for name, p in [*gains.items(), *((k, p) for k, p in biases.items() if p is not None)]:
+        _require_vector(where + name, p, d, "d")
+    if lw.b_1 is not None:
+        _require_vector(where + "b_1", lw.b_1, f, "d_ff")
+
+
+def _check_embedding_weights(w: BertWeights, cfg: BertConfig):
+    d = cfg.d
+    _require_matrix("w.W_E", w.W_E, (cfg.v, d), "(v, d)")
+    _require_matrix("w.W_pos", w.W_pos, (cfg.n_max, d), "(n_max, d)")
+    _require_matrix("w.W_type", w.W_type, (cfg.n_types, d), "(n_types, d)")
+    _require_vector("w.ln_g", w.ln_g, d, "d")
+    if w.ln_b is not None:
+        _require_vector("w.ln_b", w.ln_b, d, "d")
+
+
+def _check_weights(w: BertWeights, cfg: BertConfig):
+    """Every array of w floating-point with the shape cfg gives it, named by its place in w."""
+    _check_embedding_weights(w, cfg)
+    if len(w.layers) != cfg.L:
+        raise ValueError(f"w holds {len(w.layers)} layers, but the config says L={cfg.L}")
+    for i, lw in enumerate(w.layers):
+        _check_layer(lw, cfg, f"w.layers[{i}].")
+
+
+def _check_indices(name: str, a, size: int, dim: str, shape=None):
+    """a an integer array, (b, n) or broadcastable to shape, with values in [0, size)."""
+    require_array(name, a)
+    xp = get_xp(a)
+    fits = a.ndim == 2 if shape is None else broadcastable_to(a.shape, shape)
+    if not xp.isdtype(a.dtype, "integral") or not fits:
+        want = "(b, n)" if shape is None else f"broadcastable to (b, n) = {shape}"
+        raise TypeError(f"{name} must be a {want} integer array, got dtype {a.dtype}, shape {tuple(a.shape)}")
+    if a.size and bool(xp.any((a < 0) | (a >= size))):  # one device -> host transfer (a GPU would wrap a bad index)
+        raise ValueError(f"{name} must lie in [0, {dim}={size}), got min {int(xp.min(a))}, max {int(xp.max(a))}")
+
+
+def _check_tokens(ids, cfg: BertConfig, token_types=None, positions=None):
+    """ids (b, n) in [0, v) with 1 ≤ n ≤ n_max; token_types in [0, n_types), positions in [0, n_max)."""
+    _check_indices("ids", ids, cfg.v, "v")
+    b, n = ids.shape
+    if n == 0:
+        raise ValueError(f"ids must hold at least one token per row, got shape {tuple(ids.shape)}")
+    if n > cfg.n_max:
+        raise ValueError(f"sequence of n={n} tokens exceeds the {cfg.n_max} learned positions")
+    if token_types is not None:
+        _check_indices("token_types", token_types, cfg.n_types, "n_types", (b, n))
+    if positions is not None:
+        _check_indices("positions", positions, cfg.n_max, "n_max", (b, n))
+
+
 # ---------------------------------------------------------------- the forward pass
 
 def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
                     positions=None):  # [b, n] -> [b, n, d]
     """x = LayerNorm(W_E[ids] + W_pos[positions] + W_type[types]); positions default to
     0 … n-1 in every row, types to 0 (sentence A)."""
+    _check_tokens(ids, cfg, token_types, positions)
+    _check_embedding_weights(w, cfg)
+    return _bert_embeddings(ids, w, cfg, token_types, positions)
+
+
+def _bert_embeddings(ids, w, cfg, token_types=None, positions=None):  # [b, n] -> [b, n, d], on checked input
     xp = get_xp(ids)
     n = ids.shape[1]
     if token_types is None:
         token_types = xp.zeros_like(ids)
-    x = embed(ids, w.W_E)  # [b, n, d]
+    x = _embed(ids, w.W_E)  # [b, n, d]
     if positions is None:
-        x = x + learned_positions(n, w.W_pos)[None, :, :]  # + [1, n, d]: position j gets row j
+        x = x + w.W_pos[None, :n, :]  # + [1, n, d]: position j gets row j
     else:
-        x = x + embed(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
-    x = x + embed(token_types, w.W_type)  # + [b, n, d]
-    return _layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]; weights checked at load
+        x = x + _embed(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
+    x = x + _embed(token_types, w.W_type)  # + [b, n, d]
+    return _layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
 
 
 def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] or [b, 1, n, n]
@@ -231,10 +308,21 @@ def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] 
 def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, n, d], [b, h, n, n]
     """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN.
 
-    multi_head_attention checks x and the mask; the norms and the FFN, whose weights were checked
-    at load, run unchecked (_layer_norm, _ffn)."""
+    Checks x, the layer's weights against cfg and the mask (None: every key), then runs the
+    unchecked core that bert_encode calls L times."""
+    require_float("x", x)
+    if x.ndim != 3 or x.shape[1] == 0 or x.shape[2] != cfg.d:
+        raise ValueError(f"x must be (b, n, d) with n ≥ 1 and d={cfg.d}, got shape {tuple(x.shape)}")
+    _check_layer(lw, cfg)
+    if mask is not None:
+        b, n = x.shape[:2]
+        _check_mask(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+    return _encoder_layer(x, lw, cfg, mask)
+
+
+def _encoder_layer(x, lw, cfg, mask):  # [b, n, d] -> [b, n, d], [b, h, n, n], on checked input
     # Multi-head self-attention; kept apart from residual() because we also want its weights
-    a, p = multi_head_attention(x, lw.attn, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
+    a, p = _multi_head_attention(x, lw.attn, cfg.h, cfg.h, mask, return_weights=True)  # [b, n, d], [b, h, n, n]
     x = _layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
     # Position-wise GELU feed-forward: d -> d_ff -> d
     x = residual(x, lambda t: _ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
@@ -262,18 +350,30 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
     padding mask, and (b, n) learned-position indices; both for packed rows, where
     `lengths` may be None (`MiniLM.embed_packed`).
     """
-    xp = get_xp(ids)
-    if not xp.isdtype(ids.dtype, "integral") or ids.ndim != 2:
-        raise TypeError(f"ids must be a (b, n) integer array, got dtype {ids.dtype}, shape {tuple(ids.shape)}")
+    _check_tokens(ids, cfg, token_types, positions)
+    require_bool(causal=causal, keep=keep)
+    _check_weights(w, cfg)
     b, n = ids.shape
-    if n > cfg.n_max:
-        raise ValueError(f"sequence of n={n} tokens exceeds the {cfg.n_max} learned positions")
+    if mask is not None:
+        _check_mask(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+    elif lengths is None:
+        raise ValueError("bert_encode needs lengths (real tokens per row) or a mask")
+    else:  # the padding mask is built from lengths, which padding_mask checks for type and range
+        require_array("lengths", lengths)
+        if tuple(lengths.shape) != (b,):
+            raise ValueError(f"lengths must have shape (b,) = ({b},), one per row of ids, got {tuple(lengths.shape)}")
+    return _bert_encode(ids, lengths, w, cfg, token_types, causal, keep, mask, positions)
+
+
+def _bert_encode(ids, lengths, w, cfg, token_types=None, causal=False, keep=True, mask=None,
+                 positions=None) -> EncoderOutput:  # [b, n], [b] -> EncoderOutput, on checked input
+    n = ids.shape[1]
     if mask is None:
         mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]
-    x = bert_embeddings(ids, w, cfg, token_types, positions)  # [b, n, d]
+    x = _bert_embeddings(ids, w, cfg, token_types, positions)  # [b, n, d]
     states, weights = [x], []
     for lw in w.layers:
-        x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
+        x, p = _encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
         if keep:
             states.append(x)
             weights.append(p)
@@ -285,12 +385,20 @@ def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
 
         e_i = (1 / lengths_i) · Σ_{j < lengths_i} hidden[i, j]
     """
+    require_float("hidden", hidden)
+    if hidden.ndim != 3:
+        raise ValueError(f"hidden must be (b, n, d), got shape {tuple(hidden.shape)}")
     require_array("lengths", lengths)
-    xp = get_xp(hidden, lengths)
     b, n = hidden.shape[:2]
     lengths_np = to_numpy(lengths)  # host copy: b numbers, checked once
     if tuple(lengths.shape) != (b,) or ((lengths_np < 0) | (lengths_np > n)).any():
         raise ValueError(f"lengths must be {b} numbers in [0, n={n}], got {lengths_np.tolist()}")
+    return _mean_pool(hidden, lengths)
+
+
+def _mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d], on checked input
+    xp = get_xp(hidden, lengths)
+    n = hidden.shape[1]
     real = xp.arange(n)[None, :] < lengths[:, None]  # [b, n]
     real = xp.astype(real, hidden.dtype)[:, :, None]  # [b, n, 1], 1.0 = real token
     total = xp.sum(hidden * real, axis=1)  # [b, d]
@@ -316,6 +424,11 @@ class MiniLM:
     """
 
     def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
+        # Checked once here: every method then runs the unchecked forward pass (_bert_encode)
+        _check_weights(weights, config)
+        top = max(tokenizer.vocab.values())
+        if top >= config.v:  # the embedding lookup would fail (NumPy) or wrap silently (a GPU)
+            raise ValueError(f"the tokenizer's ids reach {top}, beyond the v={config.v} rows of the embedding table")
         self.weights, self.config, self.tokenizer, self.xp = weights, config, tokenizer, xp
 
     def forward(self, texts, *, causal: bool = False, max_length: int | None = None,
@@ -326,27 +439,31 @@ class MiniLM:
         config.n_seq (256, as sentence-transformers), at most config.n_max (512 positions).
         """
         max_length = self.config.n_seq if max_length is None else max_length
+        require_int(max_length=max_length)
         if not 2 <= max_length <= self.config.n_max:
             raise ValueError(f"max_length must lie in [2, {self.config.n_max}] (the learned positions), "
                              f"got {max_length}")
-        batch = self.tokenizer.encode_batch(check_texts(texts), max_length)
+        require_bool(causal=causal, keep=keep)
+        return self._encode(check_texts(texts), max_length, causal, keep)
+
+    def _encode(self, texts, max_length, causal, keep) -> EncoderOutput:  # forward on checked input
+        batch = self.tokenizer.encode_batch(texts, max_length)  # ids in [0, v): checked in __init__
         ids = self.xp.asarray(batch.ids)  # [b, n], moved to the backend once
         lengths = self.xp.asarray(batch.lengths)  # [b]
-        return bert_encode(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
+        return _bert_encode(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
 
     def embed(self, texts, *, batch_size: int = 32):  # list of b str -> [b, d]
         """Sentence embeddings as sentence-transformers computes them: mean pooling, then L2 norm."""
         texts = check_texts(texts)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        require_int(batch_size=batch_size, low=1)
         # Longest first, so each batch pads to about its own length instead of the longest
         # text's (sentence-transformers does the same). The padding mask makes every row
         # independent of its batch-mates, so sorting changes no value; the order is undone below.
         order = sorted(range(len(texts)), key=lambda i: -len(self.tokenizer.tokenize(texts[i])))
         parts = []
         for i in range(0, len(texts), batch_size):  # bounded memory: (batch, h, n, n) weights
-            out = self.forward([texts[j] for j in order[i:i + batch_size]], keep=False)
-            parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
+            out = self._encode([texts[j] for j in order[i:i + batch_size]], self.config.n_seq, False, False)
+            parts.append(l2_normalize(_mean_pool(out.hidden, out.lengths)))  # [batch, d]
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
         return self.xp.take(e, where, axis=0)  # [b, d], rows in input order
@@ -364,11 +481,13 @@ class MiniLM:
         texts = check_texts(texts)
         docs = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # ids with [CLS] … [SEP]
         n_ctx = min(sum(map(len, docs)), self.config.n_max) if n_ctx is None else n_ctx
+        require_int(n_ctx=n_ctx)
+        require_bool(restart_positions=restart_positions)
         if not 2 <= n_ctx <= self.config.n_max:
             raise ValueError(f"n_ctx must lie in [2, {self.config.n_max}] (the learned positions), got {n_ctx}")
         p = pack_documents(docs, n_ctx, pad_id=self.tokenizer.pad_id)
         ids, positions, mask = p.model_inputs(self.xp, causal=False, restart_positions=restart_positions)
-        out = bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
+        out = _bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
         rows = unpack(out.hidden, p)  # per text [n_i, d]
         return l2_normalize(self.xp.stack([self.xp.mean(r, axis=0) for r in rows]))  # [b, d]
 

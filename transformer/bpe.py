@@ -14,11 +14,12 @@ every digit alone (so numbers are read digit by digit), then the GPT-2 split pat
 from __future__ import annotations
 
 import codecs
-import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import regex
+
+from .backend import require_int
 
 __all__ = ["bytes_to_unicode", "pre_tokenize", "BPETokenizer", "CHATML_SYSTEM"]
 
@@ -72,14 +73,19 @@ def pre_tokenize(text: str, pre: str = "smollm") -> list[str]:
     return words
 
 
-def _check_text(text) -> str:
+def _check_text(text, name: str = "text") -> str:
+    """text must be a str that UTF-8 can encode (the WordPiece tokenizer checks its texts here too).
+
+    A lone surrogate (U+D800–U+DFFF, half of a UTF-16 pair; what Python's surrogateescape
+    makes of undecodable bytes) is no character: it has no UTF-8 form, so no byte-level
+    token, and HF tokenizers refuse such a str. It is refused here, by its position."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}: {text!r:.60}")
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError as e:  # lone surrogates have no UTF-8 form
-        raise ValueError(f"text is not valid Unicode: {text[e.start:e.end]!r} at position {e.start} "
-                         "(a lone surrogate) cannot be encoded as UTF-8") from None
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
+                         f"{e.start} has no UTF-8 form") from None
     return text
 
 
@@ -194,21 +200,22 @@ class BPETokenizer:
 
     def pieces(self, ids) -> list[str]:
         """The vocabulary strings of the ids, as stored (bytes shown through GPT-2's table)."""
-        return [self.tokens[self._check_id(i)] for i in ids]
+        return [self.tokens[self._check_id(i, f"ids[{k}]")] for k, i in enumerate(ids)]
 
     # --- decoding -------------------------------------------------------------------
-    def _check_id(self, i) -> int:
-        try:
-            i = operator.index(i)  # Python and NumPy integers; not 1.5
-        except TypeError:
-            raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
+    def _check_id(self, i, name: str = "token id") -> int:
+        require_int(**{name: i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5, not True
+        i = int(i)
         if not 0 <= i < len(self.tokens):
-            raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.tokens)})")
+            raise ValueError(f"{name}={i} is outside the vocabulary [0, {len(self.tokens)})")
         return i
 
     def token_bytes(self, i: int) -> bytes:
         """The raw bytes one token stands for (a special token: its literal text)."""
-        t = self.tokens[self._check_id(i)]
+        return self._token_bytes(self._check_id(i))
+
+    def _token_bytes(self, i: int) -> bytes:  # token_bytes of a checked id
+        t = self.tokens[i]
         if i in self.special_ids:
             return t.encode("utf-8")
         return bytes(self.char_to_byte[c] for c in t)
@@ -216,7 +223,8 @@ class BPETokenizer:
     def decode(self, ids) -> str:
         """Ids -> text. Bytes that are not valid UTF-8 (a token sequence cut inside a
         character) become U+FFFD, as in every byte-level tokenizer."""
-        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
+        raw = b"".join(self._token_bytes(self._check_id(i, f"ids[{k}]")) for k, i in enumerate(ids))
+        return raw.decode("utf-8", errors="replace")
 
     def stream_decoder(self):
         """A function id -> text that holds back the bytes of a character split across

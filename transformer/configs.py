@@ -34,7 +34,7 @@ class ModelConfig:
     d: int             # model width d_model
     h: int             # query heads
     h_kv: int          # key/value heads: h = MHA, a divisor of h = GQA, 1 = MQA
-    d_h: int           # head size (h·d_h = d for every model here except when head_dim is set)
+    d_h: int | None    # head size; None: d / h, which must be whole (h·d_h = d except when head_dim is set)
     d_ff: int          # FFN hidden width
     v: int             # vocabulary
     n_ctx: int         # context length (rows of a learned position table)
@@ -54,15 +54,23 @@ class ModelConfig:
 
     def __post_init__(self):
         sizes = {f: getattr(self, f) for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx")}
+        if self.d_h is None:  # derived below, once h is known to be an integer
+            del sizes["d_h"]
         try:
             require_int(**sizes, low=1)
         except (TypeError, ValueError) as e:  # the same error, saying which config it is in
             raise type(e)(f"config {self.name!r}: {e}") from None
         for f, val in sizes.items():
             object.__setattr__(self, f, int(val))  # NumPy integers become plain ints
+        # The checks of how h, h_kv and d fit together, for every config; from_hf adds the config.json keys
         if self.h % self.h_kv:
             raise ValueError(f"config {self.name!r}: query heads h={self.h} must be a multiple of key/value heads "
-                             f"h_kv={self.h_kv}")
+                             f"h_kv={self.h_kv}: each key/value head serves a whole group of h / h_kv query heads")
+        if self.d_h is None:
+            if self.d % self.h:
+                raise ValueError(f"config {self.name!r}: d={self.d} is not a multiple of h={self.h}: the head size "
+                                 f"d / h = {self.d / self.h:g} must be a whole number")
+            object.__setattr__(self, "d_h", self.d // self.h)
         if self.family not in ("decoder", "encoder", "encoder-decoder"):
             raise ValueError(f"config {self.name!r}: family must be decoder, encoder or encoder-decoder, "
                              f"got {self.family!r}")
@@ -155,6 +163,18 @@ def _int(cfg: dict, key: str, default: int | None = None, least: int = 1) -> int
     return int(val)
 
 
+def _real(cfg: dict, key: str, default: float) -> float:
+    """cfg[key] as a number > 0 (an epsilon); a missing key (or null) takes the default."""
+    val = cfg.get(key)
+    if val is None:
+        return default
+    if isinstance(val, bool) or not isinstance(val, numbers.Real):
+        raise TypeError(f"config key {key!r} must be a number, got {val!r} ({type(val).__name__})")
+    if not 0 < val < float("inf"):
+        raise ValueError(f"config key {key!r} must be a finite number > 0, got {val}")
+    return float(val)
+
+
 def _flag(cfg: dict, key: str, default: bool) -> bool:
     """cfg[key] as a bool (JSON true/false); a missing key takes the default."""
     val = cfg.get(key)
@@ -165,12 +185,14 @@ def _flag(cfg: dict, key: str, default: bool) -> bool:
     return val
 
 
-def _head_size(d: int, h: int, width_key: str, heads_key: str) -> int:
-    """d_h = d / h, which must be a whole number: h heads split the width d between them."""
-    if d % h:
-        raise ValueError(f"config key {width_key!r}={d} is not a multiple of {heads_key!r}={h}: "
-                         f"the head size d / h = {d / h:g} must be a whole number")
-    return d // h
+def _with_keys(make, keys: dict, **fields):
+    """make(**fields) (ModelConfig, bert.BertConfig): their checks name fields (d, h, …); an error
+    here also names the config.json keys those fields were read from, keys = {field: key}."""
+    try:
+        return make(**fields)
+    except ValueError as e:  # each key was read and checked alone: what is left is how they fit together
+        said = ", ".join(f"{k!r}={fields[f]} for {f}" for f, k in keys.items())
+        raise ValueError(f"{e} (config keys {said})") from None
 
 
 def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
@@ -187,14 +209,11 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
         d, d_ff, L, h, v = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                        "num_attention_heads", "vocab_size"], mt)
         h_kv = _int(cfg, "num_key_value_heads", default=h)  # absent means plain multi-head attention
-        if h % h_kv:
-            raise ValueError(f"config key 'num_attention_heads'={h} is not a multiple of 'num_key_value_heads'="
-                             f"{h_kv}: each key/value head serves a whole group of queries (h={h}, h_kv={h_kv})")
-        # head_dim, when given, may differ from d / h (Mistral-Nemo: 32 heads of 128 in a width of 5120)
-        d_h = _int(cfg, "head_dim") or _head_size(d, h, "hidden_size", "num_attention_heads")
         bias = _flag(cfg, "attention_bias", False)  # Llama's switch: q, k, v and o
-        return ModelConfig(
-            name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_h=d_h, d_ff=d_ff, v=v,
+        return _with_keys(
+            ModelConfig, {"d": "hidden_size", "h": "num_attention_heads", "h_kv": "num_key_value_heads"},
+            name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_ff=d_ff, v=v,
+            d_h=_int(cfg, "head_dim"),  # None: d / h; head_dim may differ (Mistral-Nemo: 32 heads of 128 in 5120)
             n_ctx=_int(cfg, "max_position_embeddings", default=2048),
             tied=_flag(cfg, "tie_word_embeddings", False),
             qkv_bias=bias or mt == "qwen2",  # Qwen2 always has q/k/v biases, never an o bias
@@ -202,8 +221,9 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
             gated_ffn=True, norm="rms", positions="rope")
     if mt == "gpt2":
         d, L, h, v, n_ctx = _need(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
-        return ModelConfig(
-            name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=_head_size(d, h, "n_embd", "n_head"),
+        return _with_keys(
+            ModelConfig, {"d": "n_embd", "h": "n_head"},
+            name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=None,
             d_ff=_int(cfg, "n_inner", default=4 * d), v=v, n_ctx=n_ctx,
             tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="learned")
@@ -211,18 +231,18 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
         d, d_ff, L, h, v, n_ctx = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                               "num_attention_heads", "vocab_size",
                                               "max_position_embeddings"], mt)
-        return ModelConfig(
-            name=name, family="encoder", L=L, d=d, h=h, h_kv=h,
-            d_h=_head_size(d, h, "hidden_size", "num_attention_heads"), d_ff=d_ff, v=v,
+        return _with_keys(
+            ModelConfig, {"d": "hidden_size", "h": "num_attention_heads"},
+            name=name, family="encoder", L=L, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
             n_ctx=n_ctx, tied=True, qkv_bias=True, o_bias=True, ffn_bias=True, gated_ffn=False,
             norm="layer", positions="learned", type_vocab=_int(cfg, "type_vocab_size", default=2, least=0),
             lm_head=False, pooler=True, final_norm=False, embed_norm=True)
     if mt == "transformer":
         d, L_enc, L, h, d_ff, v = _need(cfg, ["d_model", "encoder_layers", "decoder_layers",
                                               "attention_heads", "ffn_dim", "vocab_size"], mt)
-        return ModelConfig(
-            name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h,
-            d_h=_head_size(d, h, "d_model", "attention_heads"), d_ff=d_ff, v=v,
+        return _with_keys(
+            ModelConfig, {"d": "d_model", "h": "attention_heads"},
+            name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
             n_ctx=_int(cfg, "max_position_embeddings", default=512),
             tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="sinusoidal",
@@ -231,8 +251,9 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
     raise ValueError(f"unsupported model_type {mt!r}: supported are {supported}")
 
 
-def _read_config_file(path: str) -> ModelConfig:
-    """A config.json -> ModelConfig; every error names the file."""
+def _read_json(path) -> dict:
+    """A JSON file holding one object of config keys (config.json, sentence_bert_config.json);
+    every error names the file."""
     try:
         with open(path, encoding="utf-8") as f:
             cfg = json.load(f)
@@ -243,6 +264,12 @@ def _read_config_file(path: str) -> ModelConfig:
         raise ValueError(f"cannot read {path}: not valid JSON ({e})") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path} holds a JSON {type(cfg).__name__}, not an object of config keys")
+    return cfg
+
+
+def _read_config_file(path: str) -> ModelConfig:
+    """A config.json -> ModelConfig; every error names the file."""
+    cfg = _read_json(path)
     try:
         return from_hf(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))))
     except (ValueError, TypeError) as e:

@@ -147,7 +147,12 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
                          f"{'x' if context is None else 'context'} has no positions")
     if mask is not None:
         _check_mask(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
-    q, k, v = _qkv_heads(x, w, h, h_kv, context)
+    return _multi_head_attention(x, w, h, h_kv, mask, context, return_weights)
+
+
+def _multi_head_attention(x, w, h, h_kv, mask=None, context=None,
+                          return_weights=False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k]), on checked input
+    q, k, v = _qkv_heads(x, w, h, h_kv, context)  # [b, h, n, d_h], k and v [b, h_kv, n_k, d_h]
     res = _sdpa(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
     out = _linear(_merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]

@@ -21,11 +21,13 @@ A sequence is then framed as [CLS] pieces… [SEP] and cut to the model's positi
 """
 from __future__ import annotations
 
-import operator
 import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
+
+from .backend import require_int
+from .bpe import _check_text  # one check of a text for both tokenizers: a str, with a UTF-8 form
 
 __all__ = [
     "load_vocab", "clean_text", "is_whitespace", "is_control", "is_punctuation",
@@ -129,6 +131,10 @@ def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     >>> basic_tokenize("Héllo, 世界!")
     ['hello', ',', '世', '界', '!']
     """
+    return _basic_tokenize(_check_text(text), lower)
+
+
+def _basic_tokenize(text: str, lower: bool = True) -> list[str]:  # basic_tokenize of a checked text
     text = clean_text(text)
     text = "".join(f" {ch} " if is_cjk(ch) else ch for ch in text)  # one word per CJK character
     words = []
@@ -194,12 +200,10 @@ class WordPieceTokenizer:
         missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
         if missing:
             raise ValueError(f"vocabulary lacks the special tokens {missing}")
-        if max_length < 2:
-            raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
+        self.max_length = _check_max_length(max_length)
         self.vocab = vocab
         self.inverse = {i: t for t, i in vocab.items()}
         self.lower = lower
-        self.max_length = max_length
         self.specials = [t for t in SPECIAL_TOKENS if t in vocab]
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
         self.pad_id, self.unk_id = vocab["[PAD]"], vocab["[UNK]"]
@@ -221,22 +225,25 @@ class WordPieceTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """Text -> WordPiece strings, without [CLS]/[SEP]."""
-        _check_text(text)
+        return self._tokenize(_check_text(text))
+
+    def _tokenize(self, text: str) -> list[str]:  # tokenize a checked text
         pieces = []
         for part in self._split_specials(text):
             if part in self.specials:
                 pieces.append(part)
                 continue
-            for word in basic_tokenize(part, self.lower):
+            for word in _basic_tokenize(part, self.lower):
                 pieces.extend(wordpiece(word, self.vocab))
         return pieces
 
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
         """Text -> [CLS] ids… [SEP], cut so the whole fits in max_length (default self.max_length)."""
-        max_length = self.max_length if max_length is None else max_length
-        if max_length < 2:
-            raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
-        ids = [self.vocab[p] for p in self.tokenize(text)][: max_length - 2]
+        max_length = _check_max_length(self.max_length if max_length is None else max_length)
+        return self._encode(_check_text(text), max_length)
+
+    def _encode(self, text: str, max_length: int) -> list[int]:  # encode on checked input
+        ids = [self.vocab[p] for p in self._tokenize(text)][: max_length - 2]
         return [self.cls_id, *ids, self.sep_id]
 
     def decode(self, ids, cleanup: bool = True) -> str:
@@ -257,20 +264,19 @@ class WordPieceTokenizer:
 
     def convert_ids_to_tokens(self, ids) -> list[str]:
         out = []
-        for i in ids:
-            try:
-                i = operator.index(i)  # Python and NumPy integers; not 1.5
-            except TypeError:
-                raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
-            if i not in self.inverse:
-                raise ValueError(f"token id {i} is outside the vocabulary [0, {len(self.vocab)})")
-            out.append(self.inverse[i])
+        for k, i in enumerate(ids):
+            require_int(**{f"ids[{k}]": i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5
+            piece = self.inverse.get(int(i))
+            if piece is None:
+                raise ValueError(f"ids[{k}]={int(i)} is outside the vocabulary [0, {len(self.vocab)})")
+            out.append(piece)
         return out
 
     def encode_batch(self, texts, max_length: int | None = None) -> Batch:
         """Several texts -> one right-padded (b, n) id array and the real lengths."""
         texts = check_texts(texts)
-        rows = [self.encode(t, max_length) for t in texts]
+        max_length = _check_max_length(self.max_length if max_length is None else max_length)
+        rows = [self._encode(t, max_length) for t in texts]
         lengths = np.array([len(r) for r in rows], dtype=np.int64)  # [b]
         ids = np.full((len(rows), int(lengths.max())), self.pad_id, dtype=np.int64)  # [b, n]
         for i, r in enumerate(rows):
@@ -289,9 +295,11 @@ def _interleave(parts: list[str], sep: str) -> list[str]:
     return out
 
 
-def _check_text(text) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}: {text!r:.60}")
+def _check_max_length(max_length) -> int:
+    require_int(max_length=max_length)
+    if max_length < 2:
+        raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
+    return int(max_length)
 
 
 def check_texts(texts) -> list[str]:
@@ -306,4 +314,6 @@ def check_texts(texts) -> list[str]:
     if bad:
         i, name = bad[0]
         raise TypeError(f"every text must be a str, but texts[{i}] is a {name}: {texts[i]!r:.60}")
+    for i, t in enumerate(texts):
+        _check_text(t, f"texts[{i}]")  # a lone surrogate, named by its text and position
     return list(texts)
