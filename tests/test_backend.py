@@ -42,3 +42,20 @@ def test_torch_tensors_run_through_the_same_code(rng):
     y = T.rms_norm(torch.from_numpy(q), torch.ones(4))
     np.testing.assert_allclose(y.numpy(), torch.nn.functional.rms_norm(torch.from_numpy(q), (4,), eps=1e-6).numpy(),
                                rtol=1e-5)
+
+
+def test_get_xp_remembers_what_array_api_compat_answers():
+    """get_xp keeps one namespace per set of array types: each answer is array_api_compat's own,
+    None entries are ignored, and a mix of backends still raises (every time: nothing is stored)."""
+    import array_api_compat
+    import array_api_strict
+    import torch
+    from transformer.backend import get_xp
+    cases = [(np.zeros(2),), (np.zeros(2, np.float32), np.zeros(3, np.int64)), (array_api_strict.zeros(2),),
+             (torch.zeros(2),), (np.float32(1.0), np.zeros(2))]
+    for arrays in cases:
+        for _ in range(2):  # the first call looks it up, the second reads it back
+            assert get_xp(None, *arrays) is array_api_compat.array_namespace(*arrays)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="[Mm]ultiple namespaces"):
+            get_xp(np.zeros(2), array_api_strict.zeros(2))

@@ -50,9 +50,22 @@ def _cupy():
     return cupy
 
 
+_NAMESPACE_OF: dict = {}  # frozenset of array types -> their namespace (it depends on the types alone)
+
+
 def get_xp(*arrays):
-    """The Array-API namespace of the given arrays (None entries are ignored)."""
-    return array_api_compat.array_namespace(*[a for a in arrays if a is not None])
+    """The Array-API namespace of the given arrays (None entries are ignored).
+
+    The answer depends only on the arrays' types, so it is remembered per set of types: a
+    decode step asks a few hundred times, and array_api_compat's lookup costs ~1–2 µs each.
+    """
+    arrays = [a for a in arrays if a is not None]
+    types = frozenset(map(type, arrays))
+    xp = _NAMESPACE_OF.get(types)
+    if xp is None:
+        xp = array_api_compat.array_namespace(*arrays)  # raises for mixed or unknown types: never stored
+        _NAMESPACE_OF[types] = xp
+    return xp
 
 
 def to_numpy(x):
