@@ -548,6 +548,9 @@ def test_tensor_of_the_wrong_shape_is_named(tmp_path):
     path = _tiny_gguf(tmp_path, **{"output_norm.weight": np.ones(63, np.float32)})
     with pytest.raises(ValueError, match=r"tensor 'output_norm.weight' has shape \(63,\), expected \(64,\)"):
         T.load_llama(path, progress=False)
+    path = _tiny_gguf(tmp_path, **{"blk.0.ffn_norm.weight": np.ones((2, 32), np.float32)})  # 64 numbers, 2-D
+    with pytest.raises(ValueError, match=r"tensor 'blk.0.ffn_norm.weight' has shape \(2, 32\), expected \(64,\)"):
+        T.load_llama(path, progress=False)
 
 
 @pytest.mark.parametrize("name,array,gguf_type", [

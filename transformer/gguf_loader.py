@@ -180,7 +180,7 @@ def read_weights(reader, cfg, *, xp=None, progress: bool = True):
     def vector(name, n):  # -> [n]
         if name not in by_name:
             raise ValueError(f"tensor {name!r} is missing from the GGUF file")
-        w = _dequantize(by_name[name]).reshape(-1)
+        w = _dequantize(by_name[name])  # 1-D as stored: a (1, n) or (n, 1) table is no gain vector
         if w.shape != (n,):
             raise ValueError(f"tensor {name!r} has shape {w.shape}, expected ({n},)")
         return xp.asarray(w)
