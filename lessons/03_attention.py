@@ -346,6 +346,28 @@ P.style_axes(ax, "softmax([c, c+1, c+2]): weight of the largest logit (exact: 0.
 P.save(fig, P.figure_path("03_overflow.png"))
 
 # %% [markdown]
+# Subtracting the max removes overflow; a long row in float16 has one more trap: the *sum*.
+# Adding a thousand terms in float16 (11 significant bits) rounds after every addition, and
+# the small terms stop counting. So the package computes a float16 (or bfloat16) softmax in
+# float32 and rounds once at the end, as torch does — the same reason FlashAttention keeps
+# its running sum $\ell$ and output $O$ in float32 while Q, K, V are float16 (lesson 09).
+
+# %%
+row = (np.random.default_rng(3).standard_normal(1000) * 3).astype(np.float16)  # one row of 1000 logits
+exact = T.softmax(row.astype(np.float64))  # float64: the reference
+e16 = np.exp(row - row.max())  # float16 all the way, the max subtracted
+sum16 = np.cumsum(e16, dtype=np.float16)[-1]  # one float16 addition after another
+p_sum16 = e16 / sum16
+p_pkg = T.softmax(row)  # float16 in, float16 out, float32 inside
+big = exact > 1e-3  # the weights that matter (smaller ones are below float16's resolution anyway)
+err16 = float(np.max(np.abs(p_sum16[big] - exact[big]) / exact[big]))
+err_pkg = float(np.max(np.abs(p_pkg[big] - exact[big]) / exact[big]))
+print(f"float16 sum of 1000 terms: {float(sum16):.1f} (exact {float(np.exp(row.astype(np.float64) - float(row.max())).sum()):.1f})")
+print(f"largest relative error of a weight > 1e-3: summed in float16 {err16:.1e}, "
+      f"package (float32 inside) {err_pkg:.1e}; float16's own half-ulp is {2.0 ** -11:.1e}")
+assert p_pkg.dtype == np.float16 and err_pkg <= 2.0 ** -10 < err16
+
+# %% [markdown]
 # **Takeaways.** Attention is three projections, one matrix of scores, a row-wise softmax and a
 # weighted sum. The $1/\sqrt{d_k}$ keeps scores at unit scale whatever the head size — what
 # additive scoring gets from its bounded tanh, at d_a times the memory and many times the
