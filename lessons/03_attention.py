@@ -347,25 +347,28 @@ P.save(fig, P.figure_path("03_overflow.png"))
 
 # %% [markdown]
 # Subtracting the max removes overflow; a long row in float16 has one more trap: the *sum*.
-# Adding a thousand terms in float16 (11 significant bits) rounds after every addition, and
-# the small terms stop counting. So the package computes a float16 (or bfloat16) softmax in
-# float32 and rounds once at the end, as torch does — the same reason FlashAttention keeps
-# its running sum $\ell$ and output $O$ in float32 while Q, K, V are float16 (lesson 09).
+# float16 keeps 11 significant bits, and every addition rounds. A loop that adds one term at a
+# time (a GPU thread accumulating in half precision) lets the small terms stop counting; NumPy's
+# float16 `sum` adds in pairs and does much better, yet still rounds every partial sum. So the
+# package computes a float16 (or bfloat16) softmax in float32 and rounds once at the end, as
+# torch does — the reason FlashAttention keeps its running sum $\ell$ and output $O$ in float32
+# while Q, K, V are float16 (lesson 09).
 
 # %%
-row = (np.random.default_rng(3).standard_normal(1000) * 3).astype(np.float16)  # one row of 1000 logits
-exact = T.softmax(row.astype(np.float64))  # float64: the reference
-e16 = np.exp(row - row.max())  # float16 all the way, the max subtracted
-sum16 = np.cumsum(e16, dtype=np.float16)[-1]  # one float16 addition after another
-p_sum16 = e16 / sum16
-p_pkg = T.softmax(row)  # float16 in, float16 out, float32 inside
+rows16 = (np.random.default_rng(3).standard_normal((200, 1000)) * 3).astype(np.float16)  # 200 rows of 1000 logits
+exact = T.softmax(rows16.astype(np.float64))  # float64: the reference
+e16 = np.exp(rows16 - rows16.max(axis=-1, keepdims=True))  # float16, the max subtracted
+sums16 = {"one at a time": np.cumsum(e16, axis=-1, dtype=np.float16)[:, -1:],  # each addition rounded
+          "pairwise (np.sum)": e16.sum(axis=-1, keepdims=True, dtype=np.float16)}
+ways = {f"float16 sum, {name}": e16 / z for name, z in sums16.items()}
+ways["package: float32 inside, rounded once"] = T.softmax(rows16)  # float16 in, float16 out
 big = exact > 1e-3  # the weights that matter (smaller ones are below float16's resolution anyway)
-err16 = float(np.max(np.abs(p_sum16[big] - exact[big]) / exact[big]))
-err_pkg = float(np.max(np.abs(p_pkg[big] - exact[big]) / exact[big]))
-print(f"float16 sum of 1000 terms: {float(sum16):.1f} (exact {float(np.exp(row.astype(np.float64) - float(row.max())).sum()):.1f})")
-print(f"largest relative error of a weight > 1e-3: summed in float16 {err16:.1e}, "
-      f"package (float32 inside) {err_pkg:.1e}; float16's own half-ulp is {2.0 ** -11:.1e}")
-assert p_pkg.dtype == np.float16 and err_pkg <= 2.0 ** -10 < err16
+errors = {name: float(np.max(np.abs(p[big] - exact[big]) / exact[big])) for name, p in ways.items()}
+for name, err in errors.items():
+    print(f"{name:40s} largest relative error of a weight > 1e-3: {err:.1e}")
+print(f"float16's own half-ulp (the best any float16 result can do): {2.0 ** -11:.1e}")
+assert ways["package: float32 inside, rounded once"].dtype == np.float16
+assert errors["package: float32 inside, rounded once"] <= 2.0 ** -10 < min(errors[n] for n in list(errors)[:2])
 
 # %% [markdown]
 # **Takeaways.** Attention is three projections, one matrix of scores, a row-wise softmax and a

@@ -160,6 +160,13 @@ def test_heads_that_do_not_group_name_the_config_keys():
         from_hf(dict(LLAMA, num_attention_heads=9, num_key_value_heads=4, hidden_size=576))
 
 
+def test_a_key_the_file_lacks_is_not_named():
+    """Without num_key_value_heads, h_kv = h: the message names the keys the file holds, not that one."""
+    cfg = {k: v for k, v in LLAMA.items() if k != "num_key_value_heads"}
+    with pytest.raises(ValueError, match=r"\(config keys 'hidden_size'=576 for d, 'num_attention_heads'=7 for h\)$"):
+        from_hf(dict(cfg, num_attention_heads=7))
+
+
 def test_explicit_head_dim_may_differ_from_d_over_h():
     """Hand-worked: d = 10, h = 4 heads of head_dim = 3 (h·d_h = 12 ≠ d, legal as in Mistral-Nemo),
     h_kv = 2, d_ff = 7, v = 11, L = 1, untied: embeddings 110, W_q 120 + W_k, W_v 2·60 + W_o 120,

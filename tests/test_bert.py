@@ -307,7 +307,7 @@ def test_bert_encode_on_a_padded_batch_equals_bertmodel(model, hf_ref):
     (dict(eps=0.0), ValueError, r"^eps must be a finite positive number, got eps=0.0$"),
     (dict(eps=float("nan")), ValueError, r"^eps must be a finite positive number, got eps=nan$"),
     (dict(eps="1e-12"), TypeError, r"^eps must be a real number, got str eps='1e-12'$"),
-    (dict(n_max=128), ValueError, r"^n_seq must lie in \[2, n_max=128\] .*got n_seq=256$"),
+    (dict(n_max=128, n_seq=256), ValueError, r"^n_seq must lie in \[2, n_max=128\] .*got n_seq=256$"),
     (dict(n_seq=1), ValueError, r"^n_seq must lie in \[2, n_max=512\] .*got n_seq=1$"),
 ])
 def test_hand_built_config_is_checked(fields, err, match):
@@ -436,7 +436,7 @@ def test_minilm_checks_its_parts_once(model):
     small = BertConfig(v=1000)
     with pytest.raises(ValueError, match=r"the tokenizer's ids reach 30521, beyond the v=1000 rows"):
         T.MiniLM(_bad(w, W_E=w.W_E[:1000]), small, tok, model.xp)
-    with pytest.raises(ValueError, match="max_length must be an integer ≥ 0, got max_length=8.0"):
+    with pytest.raises(ValueError, match="max_length must be an integer, got max_length=8.0"):
         model.forward(["a"], max_length=8.0)
     with pytest.raises(TypeError, match="keep must be True or False, got keep=1"):
         model.forward(["a"], keep=1)

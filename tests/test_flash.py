@@ -119,11 +119,13 @@ def test_online_softmax_nan_or_inf_row_equals_torch(bad, where):
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 @pytest.mark.parametrize("version", [1, 2])
-def test_forward_nan_or_inf_in_q_or_k_equals_torch(bad, version):
+def test_nan_or_inf_in_q_or_k_equals_torch(bad, version):
     """A NaN or inf in q poisons its own query row; in k, every row that sees that key: the same
-    NaN cells as torch SDPA, the clean rows equal to it."""
+    NaN cells as torch in the output, the log-sum-exp (FlashAttention and the standard way) and
+    the gradients of the tiled backward, the clean cells equal to torch."""
     rng = np.random.default_rng(7)
     q, k, v = _qkv(rng, 1, 2, 2, 9, 11, 4)
+    dout = rng.standard_normal(q.shape)
     for which, at in (("q", (0, 0, 4, 1)), ("k", (0, 1, 6, 2))):
         q2, k2 = q.copy(), k.copy()
         (q2 if which == "q" else k2)[at] = bad
@@ -131,16 +133,65 @@ def test_forward_nan_or_inf_in_q_or_k_equals_torch(bad, version):
             # torch's SDPA adds its boolean mask as -inf, and NaN + -inf is NaN: a masked NaN key
             # would still poison the row. Masked keys take no part here (nor in a tile that is
             # skipped), so the reference is torch with the masked scores filled, as in the paper.
-            s = torch.from_numpy(q2) @ torch.from_numpy(k2).transpose(-1, -2) / math.sqrt(4)
+            tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q2, k2, v))
+            s = tq @ tk.transpose(-1, -2) / math.sqrt(4)
             if causal:
                 s = s.masked_fill(~torch.from_numpy(_causal(9, 11)), -math.inf)
-            ref = (torch.softmax(s, dim=-1) @ torch.from_numpy(v)).numpy()
+            ref = torch.softmax(s, dim=-1) @ tv
+            ref.backward(torch.from_numpy(dout))
+            ref = ref.detach().numpy()
+            # torch's logsumexp of a row holding +inf is +inf; the saved lse of a row whose output
+            # is NaN is NaN too (the backward then gives that row NaN gradients, as torch's does)
+            ref_lse = np.where(np.isnan(ref).any(-1), np.nan, torch.logsumexp(s, dim=-1).detach().numpy())
             with np.errstate(invalid="ignore", over="ignore"):
-                ours = flash_attention(q2, k2, v, causal=causal, block_q=4, block_k=3, version=version)
+                ours, lse = flash_attention(q2, k2, v, causal=causal, block_q=4, block_k=3, version=version,
+                                            return_lse=True)
+                std, std_lse = standard_attention(q2, k2, v, causal=causal, return_lse=True)
+                grads = flash_attention_backward(dout, q2, k2, v, ours, lse, causal=causal, block_q=4, block_k=3)
             assert np.isnan(ref).any()
-            assert np.array_equal(np.isnan(ours), np.isnan(ref)), (which, causal)
-            ok = ~np.isnan(ref)
-            np.testing.assert_allclose(ours[ok], ref[ok], rtol=0, atol=1e-12)
+            pairs = [(ours, ref), (std, ref), (lse, ref_lse), (std_lse, ref_lse)]
+            if not causal:  # masked pairs meet 0·NaN in a dense backward, not in a skipped tile: compare unmasked
+                pairs += zip(grads, (tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()))
+            for got, expect in pairs:
+                assert np.array_equal(np.isnan(got), np.isnan(expect)), (which, causal)
+                ok = ~np.isnan(expect)
+                np.testing.assert_allclose(got[ok], expect[ok], rtol=1e-9, atol=1e-11)
+
+
+def test_backward_nan_query_leaves_keys_it_cannot_see_alone():
+    """Causal, a NaN in feature 1 of query row 4 (position 6): keys 7..10 are masked for it, so its
+    weights there are exactly 0, not e^(-inf - NaN): their dV stays finite (P_ijᵀ dO with P = 0),
+    and their dK meets the NaN row only as 0·q (NaN in feature 1 at most). Rows 0..3 and the
+    other head, which never see the bad query, keep torch's gradients."""
+    rng = np.random.default_rng(7)
+    q, k, v = _qkv(rng, 1, 2, 2, 9, 11, 4)
+    dout = rng.standard_normal(q.shape)
+    q[0, 0, 4, 1] = math.nan
+    with np.errstate(invalid="ignore"):
+        out, lse = flash_attention(q, k, v, causal=True, block_q=4, block_k=3, return_lse=True)
+        dq, dk, dv = flash_attention_backward(dout, q, k, v, out, lse, causal=True, block_q=4, block_k=3)
+    assert np.isnan(dv[0, 0, :7]).all() and np.isfinite(dv[0, 0, 7:]).all()
+    assert np.isfinite(np.delete(dk[0, 0, 7:], 1, axis=-1)).all()
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (np.nan_to_num(q), k, v))  # head 1 never reads head 0
+    F.scaled_dot_product_attention(tq, tk, tv, is_causal=False,
+                                   attn_mask=torch.from_numpy(_causal(9, 11))).backward(torch.from_numpy(dout))
+    np.testing.assert_allclose(dq[0, 1], tq.grad[0, 1].numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(dk[0, 1], tk.grad[0, 1].numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(dv[0, 1], tv.grad[0, 1].numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(dq[0, 0, :4], tq.grad[0, 0, :4].numpy(), rtol=1e-9, atol=1e-11)  # rows before it
+
+
+def test_scores_all_minus_inf_count_as_a_row_that_sees_no_key():
+    """An inf in q can send every score of its row to -inf (each key's feature negative). Such a row
+    is taken as fully masked — zeros and lse = -inf, as softmax's all-masked rows — where torch's
+    softmax gives NaN: the one place the package departs from torch on purpose."""
+    q = np.array([[[[math.inf, 0.0]]]])  # (1, 1, 1, 2)
+    k = np.array([[[[-1.0, 0.5], [-2.0, 0.3]]]])  # every key's first feature < 0: scores -inf
+    v = np.ones_like(k)
+    for run in (lambda: flash_attention(q, k, v, block_q=1, block_k=1, return_lse=True),
+                lambda: standard_attention(q, k, v, return_lse=True)):
+        out, lse = run()
+        assert np.all(out == 0) and np.all(lse == -math.inf)
 
 
 def test_online_softmax_bad_block():

@@ -361,6 +361,29 @@ def test_kernel_nan_or_inf_input_gives_nan_rows(run, kernel, dtype, tol, bad):
 
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+def test_kernel_row_of_all_minus_inf_scores_sees_no_key(run, kernel, dtype, tol):
+    """An inf in q whose every score is -inf (each key's feature negative): the row counts as one that
+    saw no key, O = 0 and lse = -inf, as the NumPy paths and softmax's all-masked rows; other rows
+    as the reference. mma_tf32 splits ∞ into ∞ + NaN, so there the row is NaN."""
+    q, k, v = _inputs(dtype, 1, 2, 1, 40, 70, 64)
+    k[..., 0] = -np.abs(k[..., 0]) - 0.5  # every key's feature 0 negative
+    q[0, 1, 7, 0] = np.inf  # query row 7 of head 1: every score -inf
+    with np.errstate(invalid="ignore", over="ignore"):
+        out, lse = run(q, k, v, causal=False, kernel=kernel)
+    ref, ref_lse = _reference(q, k, v, False)
+    assert np.all(ref[0, 1, 7] == 0) and ref_lse[0, 1, 7] == -np.inf
+    if kernel == "mma_tf32":
+        assert np.isnan(out[0, 1, 7]).all() and np.isnan(lse[0, 1, 7])
+    else:
+        assert np.all(out[0, 1, 7] == 0) and lse[0, 1, 7] == -np.inf
+    rest = np.ones(q.shape[:3], bool)
+    rest[0, 1, 7] = False
+    np.testing.assert_allclose(out[rest].astype(np.float32), ref[rest], atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse[rest], ref_lse[rest], atol=tol * 10, rtol=tol)
+
+
+@pytest.mark.parametrize("run", WHERE)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
 def test_kernel_honours_scale(run, kernel, dtype, tol):
     q, k, v = _inputs(dtype, 1, 2, 1, 40, 40, 64)
     out, _ = run(q, k, v, causal=False, scale=0.5, kernel=kernel)

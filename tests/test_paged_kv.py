@@ -109,19 +109,36 @@ def test_paged_attention_large_logits_equal_torch(rng, h, h_kv):
             np.testing.assert_allclose(got, _torch_attention_of_last(q, kr, vr, causal), rtol=0, atol=1e-10)
 
 
+def _torch_masked_fill_attention(q, k, v, causal):  # [h, n_q, d_h], [h_kv, n, d_h] ×2 -> [h, n_q, d_h]
+    """As _torch_attention_of_last, with the masked scores filled by -inf (torch's SDPA adds its mask,
+    and NaN + -inf is NaN: a masked NaN key would poison rows that never see it)."""
+    import torch
+    n_q, n = q.shape[1], k.shape[1]
+    k, v = (torch.from_numpy(np.repeat(a, q.shape[0] // a.shape[0], axis=0)) for a in (k, v))
+    s = torch.from_numpy(q) @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # [h, n_q, n]
+    if causal:
+        s = s.masked_fill(~torch.from_numpy(np.arange(n)[None, :] <= np.arange(n - n_q, n)[:, None]), -math.inf)
+    return (torch.softmax(s, dim=-1) @ v).numpy()
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_paged_attention_nan_or_inf_rows_equal_torch(rng, bad):
     """A NaN or inf in a query row, or in one cached key, gives the same NaN cells as torch SDPA."""
     h, h_kv, d_h, lengths = 4, 2, 8, [13, 7]
     cache, seqs, ref = _interleaved_cache(T.namespace(), rng, lengths, h_kv, d_h, 4, dtype=np.float64)
     s, n = seqs[0], lengths[0]
-    kr, vr = ref[s][0]
+    kr, vr = (a.copy() for a in ref[s][0])
     q = rng.standard_normal((h, 3, d_h))
     q[1, 2, 0] = bad  # one query row of head 1
+    pos = n - 2  # one cached key, seen by the last two queries only when causal
+    block, slot = cache.tables[s][pos // 4], pos % 4
+    cache.k[0][block, 0, slot, 3] = kr[0, pos, 3] = bad  # key/value head 0: query heads 0 and 1
     for causal in (True, False):
         with np.errstate(invalid="ignore"):
             got = paged_attention(q, cache.k[0], cache.v[0], cache.tables[s], n, causal=causal)
-        expect = _torch_attention_of_last(q, kr, vr, causal)
+        expect = _torch_masked_fill_attention(q, kr, vr, causal)
+        if causal and np.isnan(bad):  # the key at n - 2 is seen by the last two queries, not the first
+            assert np.isnan(expect[0, 1:]).all() and not np.isnan(expect[0, 0]).any()
         assert np.isnan(expect).any()
         assert np.array_equal(np.isnan(got), np.isnan(expect))
         ok = ~np.isnan(expect)

@@ -87,7 +87,8 @@ def test_extreme_logits_stay_finite():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(temperature=-1.0), "temperature.*-1.0"), (dict(temperature=float("nan")), "temperature.*nan"),
     (dict(top_k=0), "top_k.*0"), (dict(top_k=2.5), "top_k.*2.5"), (dict(top_p=0.0), "top_p.*0.0"),
-    (dict(top_p=1.5), "top_p.*1.5")])
+    (dict(top_p=1.5), "top_p.*1.5"), (dict(temperature=10 ** 400), "temperature must be a finite number"),
+    (dict(top_p=-10 ** 400), "top_p must lie in")])
 def test_bad_settings_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sample_next(np.zeros(3, dtype=np.float32), **kwargs)

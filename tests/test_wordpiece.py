@@ -210,7 +210,7 @@ def test_lone_surrogates_are_refused_as_by_the_reference(tok, ref_wp, text, cp, 
 
 
 def test_integer_arguments_are_checked(tok):
-    with pytest.raises(ValueError, match=r"max_length must be an integer ≥ 0, got max_length=8.0"):
+    with pytest.raises(ValueError, match=r"max_length must be an integer, got max_length=8.0"):
         tok.encode("hi", max_length=8.0)  # never truncated in silence
     with pytest.raises(ValueError, match=r"ids\[2\]=-1 is outside the vocabulary \[0, 30522\)"):
         tok.decode([101, 102, -1])

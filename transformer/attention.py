@@ -55,6 +55,8 @@ def _softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n], on checked input
 
 def _check_softmax(x, axis, mask):
     require_array("x", x)
+    if not (is_floating(x) or get_xp(x).isdtype(x.dtype, "integral")):
+        raise TypeError(f"x must hold real numbers (floating point or integers), got dtype {x.dtype}")
     axes = axis if isinstance(axis, tuple) else (axis,)  # a tuple: one softmax over several axes at once
     for a in axes:
         require_int(axis=a, low=None)

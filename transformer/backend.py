@@ -114,7 +114,10 @@ def _as_real(v):  # -> the float v stands for, or None for a bool, a complex or 
     if isinstance(v, (bool, np.bool_)):
         return None
     if isinstance(v, numbers.Real):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int beyond float's range, 10**400: no finite number
+            return math.inf
     if isinstance(v, numbers.Number) or not (is_floating(v) or get_xp(v).isdtype(v.dtype, "integral")):
         return None
     return float(v)  # a 0-d real array (on a GPU this waits for the value)

@@ -56,10 +56,13 @@ class BertConfig:
     n_max: int = 512  # rows of the learned position table: the longest input
     n_types: int = 2  # token types: sentence A / sentence B
     eps: float = 1e-12  # LayerNorm epsilon (BERT's; Llama-era models use 1e-5 or 1e-6)
-    n_seq: int = 256  # sentence-transformers cuts inputs to this many tokens
+    n_seq: int | None = None  # sentence-transformers cuts inputs to this many tokens; None: min(256, n_max)
 
     def __post_init__(self):
         """A config built by hand is checked as one read from a file is; errors name the field."""
+        if self.n_seq is None:  # sentence-transformers' cut, within the learned positions
+            require_int(n_max=self.n_max, low=1)
+            object.__setattr__(self, "n_seq", min(256, int(self.n_max)))
         sizes = {f: getattr(self, f) for f in ("v", "d", "h", "L", "d_ff", "n_max", "n_types", "n_seq")}
         require_int(**sizes, low=1)
         require_real(eps=self.eps, positive=True)  # LayerNorm divides by √(var + eps)
@@ -99,7 +102,7 @@ class BertConfig:
                 "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size"], "bert")
             keys = {"d": "hidden_size", "h": "num_attention_heads", "n_max": "max_position_embeddings"}
-            return _with_keys(cls, keys, v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types,
+            return _with_keys(cls, c, keys, v=v, d=d, h=h, L=L, d_ff=d_ff, n_max=n_max, n_types=n_types,
                               eps=_real(c, "layer_norm_eps", 1e-12),  # BertConfig's default when the key is missing
                               n_seq=min(n_seq or n_max, n_max))
         except (ValueError, TypeError) as e:
@@ -439,7 +442,7 @@ class MiniLM:
         config.n_seq (256, as sentence-transformers), at most config.n_max (512 positions).
         """
         max_length = self.config.n_seq if max_length is None else max_length
-        require_int(max_length=max_length)
+        require_int(max_length=max_length, low=None)  # its range is checked next
         if not 2 <= max_length <= self.config.n_max:
             raise ValueError(f"max_length must lie in [2, {self.config.n_max}] (the learned positions), "
                              f"got {max_length}")

@@ -185,14 +185,15 @@ def _flag(cfg: dict, key: str, default: bool) -> bool:
     return val
 
 
-def _with_keys(make, keys: dict, **fields):
+def _with_keys(make, cfg: dict, keys: dict, **fields):
     """make(**fields) (ModelConfig, bert.BertConfig): their checks name fields (d, h, …); an error
-    here also names the config.json keys those fields were read from, keys = {field: key}."""
+    here also names the config.json keys those fields were read from, keys = {field: key} (those
+    the file holds: a missing key took its default)."""
     try:
         return make(**fields)
     except ValueError as e:  # each key was read and checked alone: what is left is how they fit together
-        said = ", ".join(f"{k!r}={fields[f]} for {f}" for f, k in keys.items())
-        raise ValueError(f"{e} (config keys {said})") from None
+        said = ", ".join(f"{k!r}={fields[f]} for {f}" for f, k in keys.items() if k in cfg)
+        raise ValueError(f"{e} (config keys {said})" if said else str(e)) from None
 
 
 def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
@@ -211,7 +212,7 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
         h_kv = _int(cfg, "num_key_value_heads", default=h)  # absent means plain multi-head attention
         bias = _flag(cfg, "attention_bias", False)  # Llama's switch: q, k, v and o
         return _with_keys(
-            ModelConfig, {"d": "hidden_size", "h": "num_attention_heads", "h_kv": "num_key_value_heads"},
+            ModelConfig, cfg, {"d": "hidden_size", "h": "num_attention_heads", "h_kv": "num_key_value_heads"},
             name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_ff=d_ff, v=v,
             d_h=_int(cfg, "head_dim"),  # None: d / h; head_dim may differ (Mistral-Nemo: 32 heads of 128 in 5120)
             n_ctx=_int(cfg, "max_position_embeddings", default=2048),
@@ -222,7 +223,7 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
     if mt == "gpt2":
         d, L, h, v, n_ctx = _need(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
         return _with_keys(
-            ModelConfig, {"d": "n_embd", "h": "n_head"},
+            ModelConfig, cfg, {"d": "n_embd", "h": "n_head"},
             name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=None,
             d_ff=_int(cfg, "n_inner", default=4 * d), v=v, n_ctx=n_ctx,
             tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
@@ -232,7 +233,7 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
                                               "num_attention_heads", "vocab_size",
                                               "max_position_embeddings"], mt)
         return _with_keys(
-            ModelConfig, {"d": "hidden_size", "h": "num_attention_heads"},
+            ModelConfig, cfg, {"d": "hidden_size", "h": "num_attention_heads"},
             name=name, family="encoder", L=L, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
             n_ctx=n_ctx, tied=True, qkv_bias=True, o_bias=True, ffn_bias=True, gated_ffn=False,
             norm="layer", positions="learned", type_vocab=_int(cfg, "type_vocab_size", default=2, least=0),
@@ -241,7 +242,7 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
         d, L_enc, L, h, d_ff, v = _need(cfg, ["d_model", "encoder_layers", "decoder_layers",
                                               "attention_heads", "ffn_dim", "vocab_size"], mt)
         return _with_keys(
-            ModelConfig, {"d": "d_model", "h": "attention_heads"},
+            ModelConfig, cfg, {"d": "d_model", "h": "attention_heads"},
             name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
             n_ctx=_int(cfg, "max_position_embeddings", default=512),
             tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,

@@ -613,9 +613,13 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
             if mask is not None:
                 S_ij = xp.where(mask, S_ij, -math.inf)
             P_ij = xp.exp(S_ij - L_i)  # [..., Br, Bc] P_ij = e^(S_ij - L_i), already normalised
+            if mask is not None:  # masked: exactly 0, also where L_i is NaN (e^(-inf - NaN) would be NaN)
+                P_ij = xp.where(mask, P_ij, 0.0)
             dV_j = dV_j + xp.sum(xp.matrix_transpose(P_ij) @ dO_i, axis=2, keepdims=True)  # dV_j += P_ijᵀ dO_i
             dP_ij = dO_i @ xp.matrix_transpose(V_j)  # [..., Br, Bc] dP_ij = dO_i V_jᵀ
             dS_ij = P_ij * (dP_ij - D_i)  # [..., Br, Bc] dS_ij = P_ij ∘ (dP_ij - D_i)
+            if mask is not None:  # masked: no gradient, also from a NaN row (0 · NaN would be NaN)
+                dS_ij = xp.where(mask, dS_ij, 0.0)
             dQ[..., r0:r1, :] = dQ[..., r0:r1, :] + (dS_ij @ K_j) * scale  # read-modify-write dQ_i
             io.load("dQ", heads * (r1 - r0) * d_h), io.store("dQ", heads * (r1 - r0) * d_h)
             dK_j = dK_j + xp.sum(xp.matrix_transpose(dS_ij) @ Q_i, axis=2, keepdims=True) * scale

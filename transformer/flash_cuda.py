@@ -371,7 +371,8 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
     kernel: "auto", "simt", "tensor_cores", "mma" (those two float16 only) or "mma_tf32" (float32
     only); see the module docstring. A NaN or ∞ input gives NaN in the rows torch's softmax makes
-    NaN (never a silent 0); with "mma_tf32" an ∞ input makes every row that sees it NaN.
+    NaN (never a silent 0); a row whose scores are all -∞ counts as one that saw no key (O = 0,
+    lse = -∞). With "mma_tf32" an ∞ input makes every row that sees it NaN.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):

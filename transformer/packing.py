@@ -155,6 +155,7 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     batch = len(lengths) if batch is None else batch
     require_int(batch=batch, low=1)
     require_int(n_ctx=n_ctx, low=1)
+    n_ctx = int(n_ctx)  # a NumPy integer would make every count below a NumPy number
     rows = _first_fit(lengths, n_ctx, longest_first=False)[1]
     rows_desc = _first_fit(lengths, n_ctx, longest_first=True)[1]
     tokens = sum(lengths)

@@ -296,7 +296,7 @@ def _interleave(parts: list[str], sep: str) -> list[str]:
 
 
 def _check_max_length(max_length) -> int:
-    require_int(max_length=max_length)
+    require_int(max_length=max_length, low=None)
     if max_length < 2:
         raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
     return int(max_length)

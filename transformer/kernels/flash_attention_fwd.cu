@@ -121,13 +121,14 @@ extern "C" __global__ void flash_attention_fwd(
 
         // Online softmax: rescale what we had by e^(m - m_new), add this tile's terms.
         const float m_new = fmaxf(m, m_tile);
-        const float correction = __expf(m - m_new);  // e^(-inf) = 0 on the first visible tile
+        const float m_ref = (m_new == -INFINITY) ? 0.f : m_new;  // every score -inf so far: P = 0, not NaN
+        const float correction = __expf(m - m_ref);  // e^(-inf) = 0 on the first visible tile
         l *= correction;
 #pragma unroll
         for (int c = 0; c < D_H; ++c) acc[c] *= correction;
 #pragma unroll
         for (int j = 0; j < BC; ++j) {
-            const float p = __expf(s[j] - m_new);  // masked keys: e^(-inf) = 0
+            const float p = __expf(s[j] - m_ref);  // masked keys: e^(-inf) = 0
             l += p;
 #pragma unroll
             for (int c = 0; c < D_H; ++c) acc[c] += p * Vs[j][c];
