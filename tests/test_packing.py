@@ -62,6 +62,9 @@ def test_packing_report_worked_example():
                  "pad_to_longest": {"rows": 5, "slots": 30, "fill": 20 / 30}}
     # batches of two, each padded to its own longest: [5, 3] -> 2·5, [4, 2] -> 2·4, [6] -> 6
     assert T.packing_report([5, 3, 4, 2, 6], 8, batch=2)["pad_to_longest"] == {"rows": 5, "slots": 24, "fill": 20 / 24}
+    # NumPy sizes give the same report in plain Python numbers (JSON-ready)
+    r64 = T.packing_report(np.array([5, 3, 4, 2, 6]), np.int64(8))
+    assert r64 == r and all(type(r64[k]["slots"]) is int for k in ("packed", "one_per_row", "pad_to_longest"))
 
 
 @SETTINGS
