@@ -101,6 +101,49 @@ def test_bad_logits():
         filter_logits(np.array([1, 2]))
 
 
+@pytest.mark.parametrize("spread,top_p", [(30.0, 0.9), (3.0, 0.9), (1.0, 0.99), (0.3, 0.999)])
+def test_top_p_over_a_large_vocabulary_equals_torch_float64(spread, top_p):
+    """49 152 logits (SmolLM2's vocabulary), from peaked (a handful kept) to flat (most kept): only
+    the head of the order is sorted when it holds the mass top_p, the whole row otherwise. Against
+    the definition in torch float64 (stable descending sort, cumulative mass before each token):
+    every token clearly under top_p is kept, every one clearly over it dropped; only tokens within
+    float32 rounding (1e-5) of the cut may go either way (HF's warper, summing from the other end
+    in float32, disagrees with both there by a few of 40 000)."""
+    rng = np.random.default_rng(4)
+    logits = (rng.standard_normal((2, 49152)) * spread).astype(np.float32)
+    kept = np.isfinite(filter_logits(logits, 1.0, None, top_p))
+    t = torch.from_numpy(logits.astype(np.float64))
+    p_sorted, order = torch.sort(torch.softmax(t, dim=-1), dim=-1, descending=True, stable=True)
+    before = torch.zeros_like(t).scatter(-1, order, torch.cumsum(p_sorted, dim=-1) - p_sorted).numpy()
+    assert kept[before < top_p - 1e-5].all() and not kept[before > top_p + 1e-5].any()
+    assert (np.abs(before - top_p) <= 1e-5).sum() <= 100
+
+
+@pytest.mark.parametrize("v,scale,top_k,top_p", [(5000, 1.0, None, 0.9), (5000, 0.2, None, 0.95),
+                                                 (5000, 4.0, None, 0.5), (5000, 1.0, 300, 0.9),
+                                                 (5000, 1.0, 100, 0.99), (300, 1.0, None, 0.9)])
+def test_top_p_with_ties_keeps_the_stable_order(v, scale, top_k, top_p):
+    """Rounded logits tie by the hundreds, also where the head of the order is cut. top-p is defined
+    on the stable order (ties in vocabulary order): written out here as one full sort in float64
+    cumulative mass would round differently, so the reference sums float32 probabilities in the
+    same order, one after another, as the definition does."""
+    rng = np.random.default_rng(5)
+    logits = np.round(rng.standard_normal((3, v)) * 4 * scale).astype(np.float32) / np.float32(scale)
+    x = filter_logits(logits, 1.0, top_k, None)  # top-k alone (checked against HF above)
+    for row in range(3):
+        xr = x[row]
+        order = sorted(range(v), key=lambda i: (-xr[i], i))  # most likely first, ties by id
+        p = next_token_probs(xr, 1.0)  # [v] float32, the filtered row's softmax
+        kept, mass = set(), np.float32(0)
+        for i in order:
+            if mass >= np.float32(top_p) or not np.isfinite(xr[i]):
+                break
+            kept.add(i)
+            mass = np.float32(mass + p[i])
+        ours = filter_logits(logits[row], 1.0, top_k, top_p)
+        assert set(np.flatnonzero(np.isfinite(ours))) == kept
+
+
 @pytest.mark.parametrize("temperature,top_k,top_p", [
     (1.0, None, None), (0.7, None, None), (0.7, 50, 0.9), (1.3, 5, None), (1.0, None, 0.05), (2.0, 1000, 0.5)])
 def test_probabilities_equal_torch_softmax_of_hf_warpers(temperature, top_k, top_p):
