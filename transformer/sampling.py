@@ -147,9 +147,8 @@ def _filter(x, m, temperature, top_k, top_p):  # filter_logits on checked NumPy 
         probs = _softmax_rows(x, m)  # [..., v]
         keep = np.zeros(x.shape, dtype=bool)  # [..., v]; tokens past the head of the order stay False
         for row in np.ndindex(x.shape[:-1]):  # one row at a time: generation samples a few rows
-            order = _head_of_order(x[row], probs[row], top_p)  # [c] token ids, most likely first
-            p_sorted = probs[row][order]  # [c]
-            mass_before = np.cumsum(p_sorted) - p_sorted  # mass of the strictly more likely tokens
+            order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
+            mass_before = mass - probs[row][order]  # [c] mass of the strictly more likely tokens
             keep[row][order] = mass_before < top_p  # the first token has mass_before = 0: always kept
         x = np.where(keep, x, -np.inf)
     return x, m
@@ -158,7 +157,7 @@ def _filter(x, m, temperature, top_k, top_p):  # filter_logits on checked NumPy 
 _HEAD_MARGIN = 1e-5  # ≫ the few float32 roundings between a prefix sum and a later token's mass_before
 
 
-def _head_of_order(x, p, top_p: float, first: int = 256):  # [v], [v] -> [c] token ids, c ≤ v
+def _head_of_order(x, p, top_p: float, first: int = 256):  # [v], [v] -> [c] token ids, [c] mass, c ≤ v
     """The first c token ids of the full order by falling logit (ties in vocabulary order, a stable
     sort of -x), for a c that is sure to hold every token top-p keeps: sorting those few instead of
     all v (49 152 for SmolLM2) is what makes a top-p step cheap.
@@ -167,20 +166,24 @@ def _head_of_order(x, p, top_p: float, first: int = 256):  # [v], [v] -> [c] tok
     every other in the full order, so the head's order and cumulative sums are the full sort's, bit
     for bit. Once the head's mass reaches top_p (plus a margin for rounding), each later token has
     at least that much before it and is dropped; otherwise the head grows sixteenfold. After top-k the
-    other tokens are -inf with probability 0: the finite ones are the whole head."""
+    other tokens are -inf with probability 0: the finite ones are the whole head. Returns the ids and
+    the cumulative mass along them."""
     v = x.shape[-1]
     finite = np.flatnonzero(np.isfinite(x))  # [f] in vocabulary order
     if finite.size <= first:  # after top-k: the kept tokens are the whole head
-        return finite[np.argsort(-x[finite], kind="stable")]
+        order = finite[np.argsort(-x[finite], kind="stable")]  # [f]
+        return order, np.cumsum(p[order])
     c = first
     while c < v:
         b = np.partition(x, v - c)[v - c]  # the c-th largest logit (finite: more than c are)
         head = np.flatnonzero(x >= b)  # [c'] c' ≥ c with the ties, in vocabulary order
         order = head[np.argsort(-x[head], kind="stable")]  # [c'] most likely first
-        if np.cumsum(p[order])[-1] >= top_p + _HEAD_MARGIN:
-            return order
+        mass = np.cumsum(p[order])  # [c']
+        if mass[-1] >= top_p + _HEAD_MARGIN:
+            return order, mass
         c *= 16  # a broad distribution: 256, 4096, then the whole row
-    return np.argsort(-x, kind="stable")  # [v]
+    order = np.argsort(-x, kind="stable")  # [v]
+    return order, np.cumsum(p[order])
 
 
 def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
