@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attention import _softmax
 from .backend import require_int, require_real, to_numpy
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
@@ -55,38 +56,31 @@ def _to_host(logits):  # [..., v] any backend -> [..., v] NumPy
     return x
 
 
-def _check_logits(logits):  # [..., v] -> [..., v] NumPy, [..., 1] row max
-    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax.
-
-    Returns the host logits and their row max m, which the filters and the softmax reuse.
-    """
+def _check_logits(logits):  # [..., v] -> [..., v] NumPy
+    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax."""
     x = _to_host(logits)
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError(f"logits must have a vocabulary axis of size ≥ 1, got shape {x.shape}")
-    m = x.max(axis=-1, keepdims=True)  # [..., 1]
+    _check_row_max(x)
+    return x
+
+
+def _check_row_max(x):  # [..., v] NumPy, floating, non-empty
     # one pass: a finite row max means no NaN (max propagates it), no +inf, and not all -inf
-    if not np.isfinite(m).all():
+    if not np.isfinite(x.max(axis=-1)).all():
         if np.isnan(x).any():
             raise ValueError("logits contain NaN")
         if np.isposinf(x).any():
             raise ValueError("logits contain +inf")
         raise ValueError("a row of logits is all -inf: no token is possible")
-    return x, m
 
 
-def _softmax_rows(x, m):  # [..., v], [..., 1] its finite row max -> [..., v]
-    """p = exp(x - m) / Σ exp(x - m): softmax with the row max already known. The max itself
-    gives exp(0) = 1, so the sum is ≥ 1 and the steps are attention._softmax's on such rows."""
-    e = np.exp(x - m)  # [..., v], in [0, 1]
-    return e / e.sum(axis=-1, keepdims=True)  # [..., v]
-
-
-def _scale(x, m, temperature):  # [..., v], [..., 1] -> [..., v], [..., 1], same dtype
-    """x / T and its row max. If x / T would overflow x's dtype (T tiny, logits huge), each row
-    is first shifted so its maximum is 0, in float64: softmax, top-k and top-p ignore a constant
-    shift, and as T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
+def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
+    """x / T. If that would overflow x's dtype (T tiny, logits huge), each row is first shifted
+    so its maximum is 0, in float64: softmax, top-k and top-p ignore a constant shift, and as
+    T → 0 every token but the maxima then falls to -inf (the greedy limit)."""
     t = float(temperature)
     tiny, big = float(np.finfo(x.dtype).tiny), float(np.finfo(x.dtype).max)
     if t >= 1.0:  # |x / T| ≤ |x|: nothing can overflow, no need to look at the logits
@@ -94,13 +88,12 @@ def _scale(x, m, temperature):  # [..., v], [..., 1] -> [..., v], [..., 1], same
     else:  # each row's maximum must stay finite. A smaller logit that overflows to -inf then sat
         # ≥ one float step, 2⁻²⁴·big ≈ 2e31 (float32), under it once scaled: its probability was 0 already
         with np.errstate(over="ignore"):
-            fits = tiny <= t and bool(np.isfinite(m / x.dtype.type(t)).all())
-    if fits:  # the plain division, stays float32. Rounding keeps order (a ≤ b => a/T ≤ b/T for T > 0),
-        # so the largest quotient is the quotient of the largest: max(x / T) = max(x) / T exactly
-        return x / x.dtype.type(t), m / x.dtype.type(t)  # [..., v], [..., 1]
+            fits = tiny <= t and bool(np.isfinite(x.max(axis=-1) / x.dtype.type(t)).all())
+    if fits:
+        return x / x.dtype.type(t)  # [..., v], the plain division, stays float32
     with np.errstate(over="ignore"):  # scores beyond the dtype's range become -inf: probability 0
-        z = (x.astype(np.float64) - m) / t  # [..., v], ≤ 0
-        return z.astype(x.dtype), np.zeros_like(m)  # [..., v], [..., 1]: the max was shifted to 0
+        z = (x.astype(np.float64) - x.max(axis=-1, keepdims=True)) / t  # [..., v], ≤ 0
+        return z.astype(x.dtype)  # [..., v]
 
 
 def _greedy(x):  # [..., v] -> [...] int, on checked logits
@@ -114,8 +107,7 @@ def greedy(logits):  # [..., v] -> [...] int
     >>> greedy(np.array([[0.1, 3.0, -1.0], [5.0, 5.0, 0.0]])).tolist()
     [1, 0]
     """
-    x, _ = _check_logits(logits)  # [..., v]
-    return _greedy(x)
+    return _greedy(_check_logits(logits))
 
 
 def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
@@ -129,29 +121,26 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     [True, True, False, False]
     """
     settings = check_sampling(temperature, top_k, top_p)
-    x, m = _check_logits(logits)
-    return _filter(x, m, *settings)[0]
+    return _filter(_check_logits(logits), *settings)
 
 
-def _filter(x, m, temperature, top_k, top_p):  # filter_logits on checked NumPy logits and their row max
-    """[..., v], [..., 1] -> [..., v], [..., 1]. Each filter keeps the most likely token, so the row
-    max of what it returns is the one it was given (scaled by 1/T): no filter takes it again."""
+def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy logits: [..., v] -> [..., v]
     if temperature == 0:  # greedy: every token but the argmax gets -inf
         argmax = _greedy(x)[..., None]  # [..., 1]
-        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype), m
-    x, m = _scale(x, m, temperature)  # [..., v], [..., 1]
+        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)
+    x = _scale(x, temperature)  # [..., v]
     if top_k is not None and top_k < x.shape[-1]:
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
         x = np.where(x >= kth, x, -np.inf)
     if top_p is not None and top_p < 1.0:
-        probs = _softmax_rows(x, m)  # [..., v]
+        probs = _softmax(x)  # [..., v]
         keep = np.zeros(x.shape, dtype=bool)  # [..., v]; tokens past the head of the order stay False
         for row in np.ndindex(x.shape[:-1]):  # one row at a time: generation samples a few rows
             order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
             mass_before = mass - probs[row][order]  # [c] mass of the strictly more likely tokens
             keep[row][order] = mass_before < top_p  # the first token has mass_before = 0: always kept
         x = np.where(keep, x, -np.inf)
-    return x, m
+    return x
 
 
 _HEAD_MARGIN = 1e-5  # ≫ the few float32 roundings between a prefix sum and a later token's mass_before
@@ -195,8 +184,7 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     [0.0, 1.0, 0.0]
     """
     settings = check_sampling(temperature, top_k, top_p)
-    x, m = _check_logits(logits)
-    return _softmax_rows(*_filter(x, m, *settings))  # [..., v]
+    return _softmax(_filter(_check_logits(logits), *settings))  # [..., v]
 
 
 def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
@@ -206,22 +194,22 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
     whose cumulative probability exceeds u ~ U[0, 1).
     """
     settings = check_sampling(temperature, top_k, top_p)
-    x, m = _check_logits(logits)  # [..., v], [..., 1]
-    return _sample_next(x, *settings, rng, m)
+    return _draw(_check_logits(logits), *settings, rng)
 
 
-def _sample_next(x, temperature, top_k, top_p, rng, m=None):  # [..., v] -> [...] int
-    """sample_next on checked NumPy logits (`_to_host`) and settings as check_sampling returns them:
-    what a model calls at each new token once its request was checked.
-    m: x's row max [..., 1] when the caller has it already (taken here otherwise). A model's logits
-    holding NaN or +inf (broken weights, a float16 overflow) still raise, naming which."""
-    m = x.max(axis=-1, keepdims=True) if m is None else m  # [..., 1]
-    if not np.isfinite(m).all():  # one look at the row max: NaN propagates into it, so does +inf
-        _check_logits(x)  # raises, saying what is wrong
+def _sample_next(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int
+    """sample_next on NumPy logits (`_to_host`) and settings as check_sampling returns them: what a
+    model calls at each new token once its request was checked. A model's logits holding NaN or
+    +inf (broken weights, a float16 overflow) still raise, naming which: one look at the row max."""
+    _check_row_max(x)
+    return _draw(x, temperature, top_k, top_p, rng)
+
+
+def _draw(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int, on checked logits and settings
     if temperature == 0:
         return _greedy(x)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # greedy needs none
-    p = _softmax_rows(*_filter(x, m, temperature, top_k, top_p))  # [..., v], next_token_probs
+    p = _softmax(_filter(x, temperature, top_k, top_p))  # [..., v], next_token_probs
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
     idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen
