@@ -450,8 +450,10 @@ class MiniLM:
         return self._encode(check_texts(texts), max_length, causal, keep)
 
     def _encode(self, texts, max_length, causal, keep) -> EncoderOutput:  # forward on checked input
-        batch = self.tokenizer.encode_batch(texts, max_length)  # ids in [0, v): checked in __init__
-        ids = self.xp.asarray(batch.ids)  # [b, n], moved to the backend once
+        return self._run(self.tokenizer.encode_batch(texts, max_length), causal, keep)
+
+    def _run(self, batch, causal, keep) -> EncoderOutput:  # forward of a tokenized batch
+        ids = self.xp.asarray(batch.ids)  # [b, n], ids in [0, v): checked in __init__; moved to the backend once
         lengths = self.xp.asarray(batch.lengths)  # [b]
         return _bert_encode(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
 
@@ -462,10 +464,11 @@ class MiniLM:
         # Longest first, so each batch pads to about its own length instead of the longest
         # text's (sentence-transformers does the same). The padding mask makes every row
         # independent of its batch-mates, so sorting changes no value; the order is undone below.
-        order = sorted(range(len(texts)), key=lambda i: -len(self.tokenizer.tokenize(texts[i])))
+        rows = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # [CLS] ids… [SEP], each cut to n_seq
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         parts = []
-        for i in range(0, len(texts), batch_size):  # bounded memory: (batch, h, n, n) weights
-            out = self._encode([texts[j] for j in order[i:i + batch_size]], self.config.n_seq, False, False)
+        for i in range(0, len(rows), batch_size):  # bounded memory: (batch, h, n, n) weights
+            out = self._run(self.tokenizer._pad([rows[j] for j in order[i:i + batch_size]]), False, False)
             parts.append(l2_normalize(_mean_pool(out.hidden, out.lengths)))  # [batch, d]
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order

@@ -141,11 +141,13 @@ def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_ou
     import gguf
 
     kind = f"{t.tensor_type.name}, GGUF shape {tuple(int(n) for n in t.shape)}"  # (ne0, ne1): d_in first
+    if t.tensor_type == gguf.GGMLQuantizationType.F64:  # gguf's dequantize lacks it; the reader gives float64
+        return np.asarray(t.data, dtype=np.float32)
     try:
         w = gguf.quants.dequantize(t.data, t.tensor_type)
-    except NotImplementedError:  # F64, the integer types I8 … I64, and the few quantized ones gguf lacks (Q8_1)
+    except NotImplementedError:  # the integer types I8 … I64, and the few quantized ones gguf lacks (Q8_1)
         raise ValueError(f"tensor {t.name!r} ({kind}) has a type this loader cannot dequantize: "
-                         f"expected F32, F16, BF16 or a quantized type (Q4_0, Q4_1, Q8_0, Q4_K, …)") from None
+                         f"expected F32, F16, BF16, F64 or a quantized type (Q4_0, Q4_1, Q8_0, Q4_K, …)") from None
     except (ValueError, IndexError, AssertionError) as e:  # data that does not fit its type's block layout
         raise ValueError(f"cannot dequantize tensor {t.name!r} ({kind}): corrupt data "
                          f"({type(e).__name__}: {e})") from None

@@ -276,7 +276,10 @@ class WordPieceTokenizer:
         """Several texts -> one right-padded (b, n) id array and the real lengths."""
         texts = check_texts(texts)
         max_length = _check_max_length(self.max_length if max_length is None else max_length)
-        rows = [self._encode(t, max_length) for t in texts]
+        return self._pad([self._encode(t, max_length) for t in texts])
+
+    def _pad(self, rows: list[list[int]]) -> Batch:  # encoded rows, at least one
+        """Encoded texts (lists of ids) -> one right-padded (b, n) id array and the real lengths."""
         lengths = np.array([len(r) for r in rows], dtype=np.int64)  # [b]
         ids = np.full((len(rows), int(lengths.max())), self.pad_id, dtype=np.int64)  # [b, n]
         for i, r in enumerate(rows):
