@@ -331,6 +331,30 @@ fig.suptitle(f"One packed row of {n_row} slots, {len(row_lengths)} documents (re
 P.save(fig, P.figure_path("16_packed_tiles.png"))
 
 # %% [markdown]
+# The CUDA kernels of lesson 09 take the same `doc=`:
+# `T.flash_attention_cuda(q, k, v, causal=True, doc=packed.doc)`. A thread block owns 64 query
+# rows and cannot consult a table of tiles; instead the host gives each block the keys its
+# documents span, `[first, end)` (`flash_cuda.packed_row_args`), and the block walks only the
+# key tiles inside it, masking each score whose key lies in another document. For the row
+# above, in blocks of 64 queries and key tiles of 64:
+
+# %%
+from transformer import flash_cuda as FC  # noqa: E402
+
+Bq = FC.KERNELS["mma"].block_q  # 64 query rows a block, and 64 keys a tile
+_, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
+visited_causal = visited_doc = 0
+for t, (first, end) in enumerate(spans[0]):
+    causal_end = min(n_row, (t + 1) * Bq)  # the block's last row sees keys up to (t + 1)·64 − 1
+    tiles_causal = -(-causal_end // Bq)
+    tiles_doc = max(0, -(-min(end, causal_end) // Bq) - first // Bq)
+    visited_causal, visited_doc = visited_causal + tiles_causal, visited_doc + tiles_doc
+    print(f"queries {t * Bq:3d}–{t * Bq + Bq - 1:3d}: documents span keys [{first:3d}, {end:3d}) -> "
+          f"key tiles {first // Bq}…{first // Bq + tiles_doc - 1}: {tiles_doc} of the {tiles_causal} causal ones")
+print(f"key tiles the {len(spans[0])} blocks read: {visited_doc} with the documents, {visited_causal} with the causal mask alone")
+assert visited_doc < visited_causal
+
+# %% [markdown]
 # **Takeaways.** Packing turns padding into useful tokens (here from under a fifth of the
 # slots to nearly all of them). It needs a block-diagonal document mask in every model —
 # without it the documents read each other and the outputs change. Positions must restart

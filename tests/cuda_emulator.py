@@ -4,7 +4,8 @@
     kernel(grid=(2, 3), block=(64,), args=(q, k, v, out, lse, np.int32(n), ...))
 
 NumPy arrays become device pointers (they must be C-contiguous: the kernel writes into them),
-np.int32 / np.float32 scalars become int / float arguments. One CUDA thread is one std::thread,
+np.uint64(0) a null pointer (as CuPy passes it: 8 bytes of zeros), np.int32 / np.float32
+scalars int / float arguments. One CUDA thread is one std::thread,
 so this is for small shapes: it checks a kernel's results, not its speed.
 """
 from __future__ import annotations
@@ -26,13 +27,13 @@ CACHE = Path(tempfile.gettempdir()) / "transformer-cuda-cpu"
 
 
 def _arg_type(a) -> str:
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) or (isinstance(a, np.uint64) and a == 0):
         return "ptr"
     if isinstance(a, np.int32):
         return "int"
     if isinstance(a, np.float32):
         return "float"
-    raise TypeError(f"kernel arguments are NumPy arrays, np.int32 or np.float32, got {type(a).__name__}")
+    raise TypeError(f"kernel arguments are NumPy arrays, np.uint64(0), np.int32 or np.float32, got {a!r}")
 
 
 def _wrapper(source: str, name: str, types: tuple[str, ...]) -> str:
@@ -95,7 +96,7 @@ class Kernel:
         addresses = []
         for a, t in zip(args, types):
             if t == "ptr":
-                addresses.append(a.ctypes.data)
+                addresses.append(a.ctypes.data if isinstance(a, np.ndarray) else None)  # None: NULL
             else:
                 scalars.append(ctypes.c_int(int(a)) if t == "int" else ctypes.c_float(float(a)))
                 addresses.append(ctypes.addressof(scalars[-1]))

@@ -256,14 +256,17 @@ def _inputs(dtype, b, h, h_kv, n_q, n_k, d_h):
                  for s in ((b, h, n_q, d_h), (b, h_kv, n_k, d_h), (b, h_kv, n_k, d_h)))
 
 
-def _reference(q, k, v, causal):
-    """Naive attention and log Σ_j e^(s_ij), in float64 on the host (rows that see nothing: 0, -inf)."""
+def _reference(q, k, v, causal, keep=None):
+    """Naive attention and log Σ_j e^(s_ij), in float64 on the host (rows that see nothing: 0, -inf).
+    keep: (b, n_q, n_k), False where a query may not see a key."""
     h, h_kv, n_q, n_k = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
     q, k, v = (t.astype(np.float64) for t in (q, k, v))
     k, v = (np.repeat(t, h // h_kv, axis=1) for t in (k, v))
     s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1])  # [b, h, n_q, n_k]
     if causal:  # query row i sits at position i + n_k - n_q
         s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + n_k - n_q, s, -np.inf)
+    if keep is not None:
+        s = np.where(keep[:, None], s, -np.inf)
     with np.errstate(invalid="ignore"):  # a NaN or inf input: its rows turn NaN, as torch's softmax
         m = s.max(-1, keepdims=True)  # [b, h, n_q, 1]
         m = np.where(m == -np.inf, 0.0, m)
@@ -275,7 +278,7 @@ def _reference(q, k, v, causal):
     return out, lse
 
 
-def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto", defines=()):
+def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto", defines=(), doc=None):
     """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays
     (`defines`: extra -D options, to build a variant of the kernel)."""
     flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
@@ -283,7 +286,8 @@ def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto", defines=()):
     fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options + tuple(defines))
     out = np.full_like(q, np.nan)  # NaN: a row the kernel forgets to write fails the test
     lse = np.full(q.shape[:3], np.nan, np.float32)
-    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_bytes=plan.shared_bytes)
+    packed = (flash_cuda.NULL,) * 2 if doc is None else flash_cuda.packed_row_args(doc, plan.kernel.block_q)
+    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, *packed), shared_bytes=plan.shared_bytes)
     return out, lse
 
 
@@ -292,11 +296,12 @@ KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 2e-3), ("tensor_
                  ("mma", "float16", 2e-3), ("mma_tf32", "float32", 2e-5)]
 
 
-def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto"):
+def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto", doc=None):
     """flash_attention_cuda on the device, results back as NumPy arrays."""
     import cupy
+    doc = None if doc is None else cupy.asarray(doc)
     out, lse = flash_cuda.flash_attention_cuda(*(cupy.asarray(t) for t in (q, k, v)), causal=causal, scale=scale,
-                                               return_lse=True, kernel=kernel)
+                                               return_lse=True, kernel=kernel, doc=doc)
     return T.to_numpy(out), T.to_numpy(lse)
 
 
@@ -391,6 +396,86 @@ def test_kernel_honours_scale(run, kernel, dtype, tol):
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
 
 
+def _packed_doc(lengths, n):  # document lengths -> (n,) index of each slot's document, -1 after them
+    return np.array([i for i, size in enumerate(lengths) for _ in range(size)] + [-1] * (n - sum(lengths)))
+
+
+def _same_document(doc):  # (b, n) -> (b, n, n): query i may see key j, written out pair by pair
+    b, n = doc.shape
+    return np.array([[[doc[r, i] == doc[r, j] and doc[r, i] >= 0 for j in range(n)] for i in range(n)]
+                     for r in range(b)])
+
+
+def test_packed_row_args_spans_are_the_keys_a_query_tile_may_see():
+    """DOC_KEYS[r, t] = [first, end) is the first and one past the last key that any query of tile t
+    may see (from the pairwise document mask); [n, 0) where it sees none. DOC keeps the same-document
+    relation and the padding, whatever the indices (here up to 10^12, beyond int32)."""
+    rng = np.random.default_rng(7)
+    docs = [np.stack([_packed_doc([50, 30, 60], 150), _packed_doc([7, 100, 43], 150)]),  # packed, padding
+            rng.integers(-1, 4, (3, 150)),  # documents scattered over the row
+            np.where(rng.random((2, 150)) < 0.5, -1, rng.integers(0, 10**12, (2, 150))),
+            np.full((1, 150), -1)]  # a row of padding only
+    for doc in docs:
+        for block_q in (16, 64):
+            dense, spans = flash_cuda.packed_row_args(doc, block_q)
+            assert dense.dtype == spans.dtype == np.int32
+            assert np.array_equal(_same_document(dense), _same_document(doc)) and np.array_equal(dense < 0, doc < 0)
+            seen = _same_document(doc)  # [b, n, n]
+            for r in range(doc.shape[0]):
+                for t in range(-(-150 // block_q)):
+                    keys = np.flatnonzero(seen[r, t * block_q:(t + 1) * block_q].any(axis=0))
+                    expected = [keys[0], keys[-1] + 1] if keys.size else [150, 0]
+                    assert spans[r, t].tolist() == expected, (r, t)
+    # by hand: documents of 50, 30 and 60 slots, then 10 of padding, in tiles of 64 queries
+    assert flash_cuda.packed_row_args(docs[0][:1], 64)[1].tolist() == [[[0, 80], [50, 140], [80, 140]]]
+
+
+@pytest.mark.parametrize("run", WHERE)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel, dtype, tol, causal):
+    """doc=: each query reads only its own document (and the keys before it, when causal); padding
+    rows get O = 0 and lse = -inf. Row 1's documents cross the tiles of 64 queries; GQA."""
+    doc = np.stack([_packed_doc([50, 30, 60], 150), _packed_doc([7, 100, 43], 150)])  # [2, 150]
+    q, k, v = _inputs(dtype, 2, 4, 2, 150, 150, 64)
+    out, lse = run(q, k, v, causal=causal, kernel=kernel, doc=doc)
+    ref, ref_lse = _reference(q, k, v, causal, keep=_same_document(doc))
+    assert np.all(out[0, :, 140:] == 0) and np.all(lse[0, :, 140:] == -np.inf)  # the padding rows
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
+
+
+@pytest.mark.parametrize("run", WHERE)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+def test_kernel_skips_key_tiles_outside_the_documents(run, kernel, dtype, tol):
+    """A NaN value at key 250 (document 2 of three of 100 slots): a query that reads the tile holding
+    it turns NaN even where the key is masked, since 0 · NaN = NaN; that is what torch's dense masked
+    attention gives every row. Queries 0 … 63 (document 0) stay exact only if the kernel never reads
+    that tile: their documents span keys 0 … 99, and tiles from 128 on are skipped."""
+    doc = _packed_doc([100, 100, 100], 300)[None]  # [1, 300]
+    q, k, v = _inputs(dtype, 1, 2, 2, 300, 300, 32)
+    ref, _ = _reference(q, k, v, False, keep=_same_document(doc))  # before the NaN
+    v[0, :, 250] = np.nan
+    with np.errstate(invalid="ignore"):
+        out, _ = run(q, k, v, causal=False, kernel=kernel, doc=doc)
+        dense, _ = _reference(q, k, v, False, keep=_same_document(doc))
+    assert np.isnan(dense).all()  # the dense product reads every key
+    np.testing.assert_allclose(out[0, :, :64].astype(np.float32), ref[0, :, :64], atol=tol, rtol=tol)
+    assert np.isnan(out[0, :, 200:]).all()
+
+
+@needs_gpu
+def test_bad_doc_is_named_on_gpu():
+    import cupy
+
+    q = cupy.zeros((1, 1, 8, 64), cupy.float32)
+    with pytest.raises(ValueError, match=r"doc must be a \(b, n\) = \(1, 8\) integer array"):
+        flash_cuda.flash_attention_cuda(q, q, q, doc=cupy.zeros((1, 7), cupy.int64))
+    with pytest.raises(ValueError, match=r"doc needs self-attention over one packed row, n_q = n_k, got n_q=8, n_k=9"):
+        k = cupy.zeros((1, 1, 9, 64), cupy.float32)
+        flash_cuda.flash_attention_cuda(q, k, k, doc=cupy.zeros((1, 8), cupy.int64))
+
+
 @needs_gxx
 def test_tf32_kernel_needs_its_three_products():
     """One TF32 product (10 mantissa bits) puts the float32 kernel at float16's error; the split
@@ -463,11 +548,13 @@ def test_kernel_source_pastes_the_local_headers():
     text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
     assert '#include "' not in text and "mma.sync.aligned.m16n8k16" in text and "#include <cuda_fp16.h>" in text
     assert "#pragma once" not in text
-    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma_tf32"].source)  # two headers, each pasted once
+    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma_tf32"].source)  # three headers, each pasted once
     assert '#include "' not in text and text.count("void online_softmax(") == 1
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text and "cvt.rna.tf32.f32" in text
-    plain = flash_cuda.KERNELS["simt"].source
-    assert flash_cuda.kernel_source(plain) == plain.read_text()
+    # packed_rows.cuh is included by the kernel and again inside mma_softmax.cuh: pasted once, first
+    assert text.count("bool in_document(") == 1 < text.index("void scale_and_mask(") - text.index("bool in_document(")
+    simt = flash_cuda.kernel_source(flash_cuda.KERNELS["simt"].source)
+    assert '#include "' not in simt and simt.count("bool in_document(") == 1 and "#pragma once" not in simt
 
 
 def test_too_old_a_gpu_gets_a_clear_error():

@@ -25,7 +25,8 @@ one of four CUDA kernels, all FlashAttention-2's loop order as in `transformer.f
 (compute capability 7.0 or later) and the CUDA headers allow it, else "mma" (8.0 or later),
 else "simt" (`auto_kernel` is the rule as a pure function). All
 accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
-GQA/MQA. `launch_plan` is the host side as a pure function (what to compile, how many blocks,
+GQA/MQA, and take packed rows (doc=, kernels/packed_rows.cuh: `packed_row_args` gives each
+block the keys its documents span, and only key tiles inside it are read). `launch_plan` is the host side as a pure function (what to compile, how many blocks,
 how much shared memory), so it is tested without a GPU; the kernels themselves are tested on
 the CPU by running their CUDA C on threads (tests/cuda_emulator.py) and on a GPU where there is one.
 
@@ -40,15 +41,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from .attention import _check_scale
 from .backend import _cupy, require_bool
+from .flash import _check_doc
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "block_k", "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
+           "block_k", "shared_memory_buffers", "packed_row_args", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
            "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs", "auto_kernel",
            "wmma_include"]
 
 _DIR = Path(__file__).with_name("kernels")
+NULL = np.uint64(0)  # a null pointer as a kernel argument: DOC and DOC_KEYS without packed rows
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
 
 
@@ -119,7 +124,6 @@ def mma_fragment_layout(operand: str, shape: str = "m16n8k16"):
     >>> int(lane[9, 3]), int(reg[9, 3])    # row 9 = g + 8 with g = 1; column 3 = 2t + 1 with t = 1
     (5, 3)
     """
-    import numpy as np
 
     if shape not in ("m16n8k16", "m16n8k8"):
         raise ValueError(f"shape must be 'm16n8k16' (float16) or 'm16n8k8' (TF32), got {shape!r}")
@@ -148,7 +152,6 @@ def tf32_round(x):
     >>> float(tf32_round(1 + 2**-11))   # half-way between 1 and 1 + 2^-10: away from zero
     1.0009765625
     """
-    import numpy as np
 
     bits = np.asarray(x, dtype=np.float32).view(np.uint32)
     finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)  # inf and NaN pass through
@@ -159,7 +162,6 @@ def tf32_round(x):
 def split_tf32(x):
     """x = hi + lo with hi, lo both TF32 (hi = tf32(x), lo = tf32(x - hi)): 21 of float32's 24 bits,
     so hi·hi' + hi·lo' + lo·hi' on tensor cores is nearly a float32 product ("3xTF32")."""
-    import numpy as np
 
     x = np.asarray(x, dtype=np.float32)
     hi = tf32_round(x)
@@ -245,7 +247,6 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
                 wmma_headers: bool = True) -> LaunchPlan:
     """How to launch attention for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) of dtype_name
     (kernel "auto": `auto_kernel` for that GPU and those headers)."""
-    import numpy as np
 
     _check_plan_options(causal, scale, kernel)
     b, h, n_q, d_h = q_shape
@@ -271,15 +272,60 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
                                np.float32(scale), np.int32(bool(causal))))
 
 
+def packed_row_args(doc, block_q: int):  # [b, n] -> DOC [b, n], DOC_KEYS [b, Tr, 2], both int32
+    """The kernels' DOC and DOC_KEYS (kernels/packed_rows.cuh) for packed rows, on the host.
+
+    doc (b, n): the document index of each position, -1 for padding (`packing.pack_documents`).
+    DOC numbers the documents of all rows 0, 1, … in order of their indices, so that any integer
+    indices fit int32; padding stays -1. DOC_KEYS[r, t] = [first, end): the keys that the
+    documents of query tile t (rows t·block_q … t·block_q + block_q − 1) span in batch row r,
+    from the first position of any of them to one past the last; [n, 0), no key, for a tile of
+    padding only.
+
+    >>> doc = np.array([[0, 0, 0, 1, 1, 2, -1, -1]])       # three documents, two padding slots
+    >>> packed_row_args(doc, 4)[1].tolist()                # tile 0: docs 0, 1; tile 1: docs 1, 2
+    [[[0, 5], [3, 6]]]
+    """
+
+    doc = np.asarray(doc)
+    b, n = doc.shape
+    n_tiles = -(-n // block_q)  # Tr = ⌈n / Br⌉
+    real = doc >= 0  # [b, n]
+    ids, ranks = np.unique(doc[real], return_inverse=True)  # the documents' indices, sorted; each real slot's rank
+    dense = np.full((b, n), -1, dtype=np.int32)  # [b, n]
+    dense[real] = ranks
+    spans = np.empty((b, n_tiles, 2), dtype=np.int32)  # [b, Tr, 2]
+    for r in range(b):
+        at = np.flatnonzero(real[r])  # the real slots of row r
+        d = dense[r, at]  # and their documents
+        first = np.full(len(ids), n)
+        last = np.full(len(ids), -1)
+        np.minimum.at(first, d, at)  # each document's first and last slot in this row
+        np.maximum.at(last, d, at)
+        lo = np.full(n_tiles * block_q, n)  # [Tr·Br]: where each query's document starts (n: padding)
+        hi = np.zeros(n_tiles * block_q, dtype=np.int64)  # [Tr·Br]: one past where it ends (0: padding)
+        lo[at], hi[at] = first[d], last[d] + 1
+        spans[r, :, 0] = lo.reshape(n_tiles, block_q).min(axis=1)  # [Tr]
+        spans[r, :, 1] = hi.reshape(n_tiles, block_q).max(axis=1)  # [Tr]
+    return dense, spans
+
+
 def kernel_source(source: Path, headers: Path | None = None) -> str:
     """A kernel's CUDA C with its local headers (`#include "x.cuh"`, from the folder `headers`,
     by default the source's own) pasted in, so the text handed to the compiler, and so CuPy's
     cache key, changes whenever a header does."""
     folder = source.parent if headers is None else headers
+    pasted = set()
 
-    def header(match):  # its text, less `#pragma once` (pasted once, and a warning in a main file)
-        return re.sub(r"^#pragma once\n", "", (folder / match.group(1)).read_text(), flags=re.M)
-    return re.sub(r'^#include "([\w.]+)"$', header, source.read_text(), flags=re.M)
+    def paste(text):  # text with its local headers' texts in place of their #include lines
+        return re.sub(r'^#include "([\w.]+)"$', header, text, flags=re.M)
+
+    def header(match):  # its text with its own headers, once (`#pragma once`, which is dropped)
+        if match.group(1) in pasted:
+            return ""
+        pasted.add(match.group(1))
+        return paste(re.sub(r"^#pragma once\n", "", (folder / match.group(1)).read_text(), flags=re.M))
+    return paste(source.read_text())
 
 
 def check_device(kernel: Kernel, compute_capability: int) -> None:
@@ -363,7 +409,7 @@ def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, devic
 
 
 def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None = None,
-                         return_lse: bool = False, kernel: str = "auto"):
+                         return_lse: bool = False, kernel: str = "auto", doc=None):
     """softmax(Q Kᵀ/√d_h [+ causal mask]) V on the GPU without forming the n×n matrix.
 
     q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays -> out (b, h, n_q, d_h) in q's dtype,
@@ -373,6 +419,9 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     only); see the module docstring. A NaN or ∞ input gives NaN in the rows torch's softmax makes
     NaN (never a silent 0); a row whose scores are all -∞ counts as one that saw no key (O = 0,
     lse = -∞). With "mma_tf32" an ∞ input makes every row that sees it NaN.
+    doc: packed rows, as in `flash_attention`: (b, n) document index of each position (-1 =
+    padding, n = n_q = n_k); a query reads only keys of its own document, key tiles outside its
+    tile's documents are skipped (`packed_row_args`), and padding rows get zeros, lse = -∞.
     """
     cupy = _cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -380,6 +429,7 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
             raise TypeError(f"{name} must be a CuPy array on the GPU, got {type(t).__name__}")
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     b, h, n_q, d_h = q.shape
+    docs = _check_doc(doc, b, n_q, k.shape[2])  # None or (on the host, as given)
     # contiguous, and 16-byte aligned for the tensor-core kernel's 16-byte loads
     q, k, v = (t if t.flags.c_contiguous and t.data.ptr % 16 == 0 else t.copy() for t in (q, k, v))
     out = cupy.empty_like(q)  # [b, h, n_q, d_h]
@@ -391,5 +441,6 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel,
                        compute_capability=compute_capability, wmma_headers=wmma_headers)
     fn = _compiled(plan.kernel, plan.options, plan.shared_bytes, device_id)
-    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars), shared_mem=plan.shared_bytes)
+    packed = (NULL, NULL) if docs is None else tuple(cupy.asarray(a) for a in packed_row_args(docs[0], plan.kernel.block_q))
+    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, *packed), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out

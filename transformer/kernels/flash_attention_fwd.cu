@@ -31,8 +31,10 @@
 // causal: query row i sits at absolute position i + (n_k - n_q) and sees keys j ≤ that position
 // (the convention of transformer.causal_mask); whole key tiles past the tile's last visible key
 // are skipped. A row that sees no key gets O = 0 and lse = -inf (as scaled_dot_product_attention).
+// Packed rows (DOC, DOC_KEYS; null for one sequence a row): packed_rows.cuh.
 
 #include <cuda_fp16.h>
+#include "packed_rows.cuh"
 #ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -58,7 +60,8 @@ __device__ __forceinline__ void from_float(float x, __half* out) { *out = __floa
 extern "C" __global__ void flash_attention_fwd(
     const SCALAR_T* __restrict__ Q, const SCALAR_T* __restrict__ K, const SCALAR_T* __restrict__ V,
     SCALAR_T* __restrict__ O, float* __restrict__ LSE,
-    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     // Q tile stored transposed, Qs[c][r] = q_r[c]: when every thread t reads its own row's
     // element c, the 32 threads of a warp touch 32 consecutive words, one per bank.
@@ -76,6 +79,8 @@ extern "C" __global__ void flash_attention_fwd(
 
     const size_t q_base = (size_t)bh * n_q * D_H;
     const size_t kv_base = ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
+    const int my_doc = doc_of_row(doc, i, n_q);
 
     // Load the Q tile (Br × d_h) from HBM once, folding in the 1/√d_h scale.
     for (int e = threadIdx.x; e < BR * D_H; e += BR) {
@@ -88,13 +93,15 @@ extern "C" __global__ void flash_attention_fwd(
 #pragma unroll
     for (int c = 0; c < D_H; ++c) acc[c] = 0.f;
 
-    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
-    int key_end = n_k;
-    if (causal) key_end = min(n_k, row0 + BR + offset);
+    // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
+    // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
+    int key_first, key_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_k, key_first, key_end);
+    if (causal) key_end = min(key_end, row0 + BR + offset);
     // This row's own limit: keys j < my_end are visible.
     const int my_end = causal ? min(n_k, i + offset + 1) : n_k;
 
-    for (int j0 = 0; j0 < key_end; j0 += BC) {
+    for (int j0 = key_first / BC * BC; j0 < key_end; j0 += BC) {
         __syncthreads();  // everyone is done with the previous K/V tile (and Qs is written)
         for (int e = threadIdx.x; e < BC * D_H; e += BR) {  // stage K_j, V_j: HBM -> SRAM
             const int r = e / D_H, c = e % D_H;
@@ -115,7 +122,7 @@ extern "C" __global__ void flash_attention_fwd(
             float dot = 0.f;
 #pragma unroll
             for (int c = 0; c < D_H; ++c) dot += Qs[c][threadIdx.x] * Ks[j][c];
-            s[j] = (j < n_here) ? dot : -INFINITY;
+            s[j] = (j < n_here && in_document(doc, j0 + j, my_doc)) ? dot : -INFINITY;
             m_tile = fmaxf(m_tile, s[j]);
         }
 

@@ -25,7 +25,8 @@
 // base 2 (e^x = 2^(x·log2 e), one ex2 instruction), so m here is in units of log2. As in the
 // other kernels: causal rows sit at position i + n_k - n_q, key tiles wholly past the block's
 // last visible key are skipped, a row that sees no key gets O = 0 and lse = -∞, and query
-// head `head` reads key/value head head / (h / h_kv) (GQA/MQA).
+// head `head` reads key/value head head / (h / h_kv) (GQA/MQA). Packed rows (DOC, DOC_KEYS;
+// null for one sequence a row): packed_rows.cuh, every tile then masked.
 //
 // Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the
 // dynamic shared memory the host gives each block (checked below).
@@ -73,7 +74,8 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
 extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma(
     const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
     half* __restrict__ O, float* __restrict__ LSE,
-    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     half* Qs = reinterpret_cast<half*>(smem);   // [64][LD]
@@ -92,17 +94,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     const half* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const half* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
+    const int my_doc[2] = {doc_of_row(doc, rows[0], n_q), doc_of_row(doc, rows[1], n_q)};
 
-    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
-    const int key_end = causal ? min(n_k, row0 + BR + offset) : n_k;
-    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;  // key tiles to visit
+    // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
+    // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
+    int key_first, key_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_k, key_first, key_end);
+    if (causal) key_end = min(key_end, row0 + BR + offset);
+    const int j_first = key_first / BC;                        // key tiles j_first … Tc-1 to visit
+    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;
 
-    // The Q tile and K_0, V_0: HBM -> SRAM; then this warp's 16 rows of Q into registers as
+    // The Q tile and the first K_j, V_j: HBM -> SRAM; then this warp's 16 rows of Q into registers as
     // A operands, d_h / 16 of them, kept for the whole loop.
     copy_tile_async(Qs, Qg, row0, n_q);
-    if (Tc > 0) {
-        copy_tile_async(Ks, Kg, 0, n_k);
-        copy_tile_async(Vs, Vg, 0, n_k);
+    if (j_first < Tc) {
+        copy_tile_async(Ks + (j_first % 2) * TILE, Kg, j_first * BC, n_k);
+        copy_tile_async(Vs + (j_first % 2) * TILE, Vg, j_first * BC, n_k);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -116,11 +124,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     float m[2] = {-INFINITY, -INFINITY};        // running max of each of the lane's rows (log2 units)
     float l[2] = {0.f, 0.f};                    // running sum, over this lane's columns only
 
-    for (int j = 0; j < Tc; ++j) {
+    for (int j = j_first; j < Tc; ++j) {
         const int j0 = j * BC;
         const half* Kj = Ks + (j % 2) * TILE;
         const half* Vj = Vs + (j % 2) * TILE;
-        if (j > 0) {
+        if (j > j_first) {
             cp_async_wait_all();                // this thread's part of tile j has landed
             __syncthreads();                    // everyone's has; every warp is done with tile j-1
         }
@@ -148,8 +156,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
 
         // Scale, mask only where this tile holds a key some row of the block cannot see, and
         // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
-        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset);
-        scale_and_mask(s, rows, t, j0, n_k, causal, offset, edge, scale_log2);
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || doc;
+        scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
         online_softmax(s, o, m, l);
 
         // O_w += P V_j, 16 keys at a time. P's A operand is two neighbouring S tiles: the

@@ -91,7 +91,8 @@ __device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], c
 extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma_tf32(
     const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
     float* __restrict__ O, float* __restrict__ LSE,
-    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     float* Qs = reinterpret_cast<float*>(smem);  // [64][LD]
@@ -110,18 +111,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     const float* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const float* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
+    const int my_doc[2] = {doc_of_row(doc, rows[0], n_q), doc_of_row(doc, rows[1], n_q)};
     const float* Qw = Qs + 16 * warp * LD;       // this warp's 16 rows of the Q tile
 
-    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
-    const int key_end = causal ? min(n_k, row0 + BR + offset) : n_k;
-    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;  // key tiles to visit
+    // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
+    // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
+    int key_first, key_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_k, key_first, key_end);
+    if (causal) key_end = min(key_end, row0 + BR + offset);
+    const int j_first = key_first / BC;                        // key tiles j_first … Tc-1 to visit
+    const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;
 
-    // The Q tile and K_0, V_0: HBM -> SRAM. Q stays in shared memory (its TF32 pairs would
+    // The Q tile and the first K_j, V_j: HBM -> SRAM. Q stays in shared memory (its TF32 pairs would
     // take 2·d_h registers), read again for every key tile.
-    if (Tc > 0) {
+    if (j_first < Tc) {
         copy_rows_async<BR>(Qs, Qg, row0, n_q);
-        copy_rows_async<BC>(Ks, Kg, 0, n_k);
-        copy_rows_async<BC>(Vs, Vg, 0, n_k);
+        copy_rows_async<BC>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
+        copy_rows_async<BC>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
     }
     cp_async_commit();
 
@@ -129,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     float m[2] = {-INFINITY, -INFINITY};         // running max of each of the lane's rows (log2 units)
     float l[2] = {0.f, 0.f};                     // running sum, over this lane's columns only
 
-    for (int j = 0; j < Tc; ++j) {
+    for (int j = j_first; j < Tc; ++j) {
         const int j0 = j * BC;
         const float* Kj = Ks + (j % 2) * KV_TILE;
         const float* Vj = Vs + (j % 2) * KV_TILE;
@@ -165,8 +172,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
 
         // Scale, mask only where this tile holds a key some row of the block cannot see, and
         // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
-        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset);
-        scale_and_mask(s, rows, t, j0, n_k, causal, offset, edge, scale_log2);
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || doc;
+        scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
         online_softmax(s, o, m, l);
 
         // O_w += P V_j, 8 keys at a time, in the order 0, 2, 4, 6, 1, 3, 5, 7 (see the top).

@@ -24,13 +24,15 @@
 // and at the end writes O = O_w / l (float16) and lse = m + log l (float32). As in the
 // other kernel: causal rows sit at position i + n_k - n_q, key tiles wholly past the
 // block's last visible key are skipped, a row that sees no key gets O = 0 and lse = -∞,
-// and query head `head` reads key/value head head / (h / h_kv) (GQA/MQA).
+// and query head `head` reads key/value head head / (h / h_kv) (GQA/MQA). Packed rows (DOC,
+// DOC_KEYS; null for one sequence a row): packed_rows.cuh.
 //
 // Compile-time constants (CuPy passes -D options): D_H head size (a multiple of 16),
 // SMEM_BYTES the dynamic shared memory the host gives each block (checked below).
 
 #include <cuda_fp16.h>
 #include <mma.h>
+#include "packed_rows.cuh"
 #ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -87,7 +89,8 @@ __device__ __forceinline__ void load_rows(half* dst, int ld, const half* __restr
 extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_tc(
     const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
     half* __restrict__ O, float* __restrict__ LSE,
-    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     half* Ks = reinterpret_cast<half*>(smem + OFF_K);
@@ -107,12 +110,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_tc(
     const half* Qg = Q + (size_t)bh * n_q * D_H;
     const half* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const half* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
 
     // Two lanes per row: lane 2r + half_ owns row r of the warp's 16 and half the columns.
     const int r_tile = warp * T16 + lane / 2;       // row within the block's tile
     const int i = row0 + r_tile;                    // query row
     const int half_ = lane % 2;
-    auto visible = [&](int j) { return j < n_k && (!causal || j <= i + offset); };
+    const int my_doc = doc_of_row(doc, i, n_q);
+    auto visible = [&](int j) { return j < n_k && (!causal || j <= i + offset) && in_document(doc, j, my_doc); };
 
     // Q tile: HBM -> shared memory once, then this warp's rows into registers as WMMA operands.
     load_rows<BR>(Qs, LD_Q, Qg, row0, n_q);
@@ -124,10 +129,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_tc(
         wmma::load_matrix_sync(q_frag[kk], Qs + warp * T16 * LD_Q + kk * T16, LD_Q);
 
     float m = -INFINITY, l = 0.f;                   // this row's running max and sum (both lanes)
-    // Causal tile skipping: the tile's last row sees keys up to row0 + BR - 1 + offset.
-    const int key_end = causal ? min(n_k, row0 + BR + offset) : n_k;
+    // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
+    // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
+    int key_first, key_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_k, key_first, key_end);
+    if (causal) key_end = min(key_end, row0 + BR + offset);
 
-    for (int j0 = 0; j0 < key_end; j0 += BC) {
+    for (int j0 = key_first / BC * BC; j0 < key_end; j0 += BC) {
         __syncthreads();                            // every warp is done with the last K_j, V_j (and Qs)
         load_rows<BC>(Ks, LD_KV, Kg, j0, n_k);      // stage K_j, V_j: HBM -> SRAM
         load_rows<BC>(Vs, LD_KV, Vg, j0, n_k);

@@ -8,22 +8,25 @@
 // Scores are kept in units of log2 (scale · log2 e is folded into the scale), so e^x is one
 // ex2 instruction: 2^(x · log2 e).
 #pragma once
+#include "packed_rows.cuh"
 #ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
 // S · scale (in log2 units); where the tile holds a key some row of the block cannot see
 // (edge), the keys this lane's rows cannot see become -∞. Query row i sits at position
-// i + offset; key tile j starts at key j0.
+// i + offset; key tile j starts at key j0. Packed rows: doc is this batch row's documents
+// and my_doc those of the lane's two rows (packed_rows.cuh); null and unused otherwise.
 template <int NB>
 __device__ __forceinline__ void scale_and_mask(float (&s)[NB][4], const int rows[2], int t, int j0, int n_k,
-                                               int causal, int offset, bool edge, float scale_log2) {
+                                               int causal, int offset, const int* doc, const int my_doc[2],
+                                               bool edge, float scale_log2) {
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int key = j0 + 8 * nb + 2 * t + e % 2, row = rows[e / 2];
-            const bool visible = key < n_k && (!causal || key <= row + offset);
+            const bool visible = key < n_k && (!causal || key <= row + offset) && in_document(doc, key, my_doc[e / 2]);
             s[nb][e] = (!edge || visible) ? s[nb][e] * scale_log2 : -INFINITY;
         }
 }
