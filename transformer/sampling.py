@@ -171,6 +171,10 @@ def _head_of_order(x, p, top_p: float, first: int = 256):  # [v], [v] -> [c] tok
         if mass[-1] >= top_p + _HEAD_MARGIN:
             return order, mass
         c *= 16  # a broad distribution: 256, 4096, then the whole row
+        # No token outside the head is likelier than its last one, so a head of c tokens holds at
+        # most mass[-1] + (c - c')·p_last: a size that bound rules out is not tried.
+        while c < v and mass[-1] + (c - order.size) * p[order[-1]] < top_p:
+            c *= 16
     order = np.argsort(-x, kind="stable")  # [v]
     return order, np.cumsum(p[order])
 
