@@ -343,16 +343,20 @@ from transformer import flash_cuda as FC  # noqa: E402
 
 Bq = FC.KERNELS["mma"].block_q  # 64 query rows a block, and 64 keys a tile
 _, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
-visited_causal = visited_doc = 0
+Tr = len(spans[0])
+reads = np.zeros((Tr, Tr), dtype=bool)  # [query block, key tile]: the tiles each block reads
 for t, (first, end) in enumerate(spans[0]):
-    causal_end = min(n_row, (t + 1) * Bq)  # the block's last row sees keys up to (t + 1)·64 − 1
-    tiles_causal = -(-causal_end // Bq)
-    tiles_doc = max(0, -(-min(end, causal_end) // Bq) - first // Bq)
-    visited_causal, visited_doc = visited_causal + tiles_causal, visited_doc + tiles_doc
+    causal_end = min(end, (t + 1) * Bq)  # and, causal, no key past the block's last row
+    reads[t, first // Bq: -(-causal_end // Bq)] = True
     print(f"queries {t * Bq:3d}–{t * Bq + Bq - 1:3d}: documents span keys [{first:3d}, {end:3d}) -> "
-          f"key tiles {first // Bq}…{first // Bq + tiles_doc - 1}: {tiles_doc} of the {tiles_causal} causal ones")
-print(f"key tiles the {len(spans[0])} blocks read: {visited_doc} with the documents, {visited_causal} with the causal mask alone")
-assert visited_doc < visited_causal
+          f"key tiles {first // Bq}…{-(-causal_end // Bq) - 1}: {reads[t].sum()} of the {t + 1} causal ones")
+n_causal = Tr * (Tr + 1) // 2  # causal alone: block t reads tiles 0 … t
+print(f"key tiles the {Tr} blocks read: {reads.sum()} with the documents, {n_causal} with the causal mask alone")
+trace64 = T.FlashTrace()  # the NumPy loop above, in tiles of 64 × 64
+T.flash_attention(*x, causal=True, block_q=Bq, block_k=Bq, doc=one_row.doc, trace=trace64)
+print(f"the NumPy loop in tiles of {Bq} × {Bq} computes the same {trace64.computed().sum()} tiles: the documents "
+      "are contiguous, so each key tile inside a block's span meets one of the block's documents")
+assert np.array_equal(reads, trace64.computed()) and reads.sum() < n_causal
 
 # %% [markdown]
 # **Takeaways.** Packing turns padding into useful tokens (here from under a fifth of the
