@@ -430,6 +430,17 @@ def test_packed_row_args_spans_are_the_keys_a_query_tile_may_see():
     assert flash_cuda.packed_row_args(docs[0][:1], 64)[1].tolist() == [[[0, 80], [50, 140], [80, 140]]]
 
 
+def test_packed_row_args_refuses_what_is_no_doc_array():
+    with pytest.raises(TypeError, match="doc must be an array"):
+        flash_cuda.packed_row_args([[0, 0, 1]], 64)
+    with pytest.raises(ValueError, match=r"doc must be a \(b, n\) integer array .* got dtype float64, shape \(1, 3\)"):
+        flash_cuda.packed_row_args(np.array([[0.0, 0.0, 1.0]]), 64)
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        flash_cuda.packed_row_args(np.array([0, 0, 1]), 64)
+    with pytest.raises(ValueError, match="block_q"):
+        flash_cuda.packed_row_args(np.array([[0, 0, 1]]), 0)
+
+
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
 @pytest.mark.parametrize("causal", [False, True])

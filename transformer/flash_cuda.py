@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from .attention import _check_scale
-from .backend import _cupy, require_bool
+from .backend import _cupy, require_array, require_bool, require_int, to_numpy
 from .flash import _check_doc
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
@@ -287,7 +287,12 @@ def packed_row_args(doc, block_q: int):  # [b, n] -> DOC [b, n], DOC_KEYS [b, Tr
     [[[0, 5], [3, 6]]]
     """
 
-    doc = np.asarray(doc)
+    require_array("doc", doc)
+    require_int(block_q=block_q, low=1)
+    doc = np.asarray(to_numpy(doc))  # a CuPy doc comes to the host: the spans are worked out there
+    if doc.ndim != 2 or not np.issubdtype(doc.dtype, np.integer):
+        raise ValueError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
+                         f"shape {doc.shape}")
     b, n = doc.shape
     n_tiles = -(-n // block_q)  # Tr = ⌈n / Br⌉
     real = doc >= 0  # [b, n]
