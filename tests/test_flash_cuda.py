@@ -443,12 +443,13 @@ def test_packed_row_args_refuses_what_is_no_doc_array():
 
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-@pytest.mark.parametrize("causal", [False, True])
-def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel, dtype, tol, causal):
+@pytest.mark.parametrize("causal,d_h", [(False, 64), (True, 64), (True, 128)])
+def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel, dtype, tol, causal, d_h):
     """doc=: each query reads only its own document (and the keys before it, when causal); padding
-    rows get O = 0 and lse = -inf. Row 1's documents cross the tiles of 64 queries; GQA."""
+    rows get O = 0 and lse = -inf. Row 1's documents cross the tiles of 64 queries, and blocks
+    start at key tiles other than the first (of 16, 32 or 64 keys: d_h = 128 halves them); GQA."""
     doc = np.stack([_packed_doc([50, 30, 60], 150), _packed_doc([7, 100, 43], 150)])  # [2, 150]
-    q, k, v = _inputs(dtype, 2, 4, 2, 150, 150, 64)
+    q, k, v = _inputs(dtype, 2, 4, 2, 150, 150, d_h)
     out, lse = run(q, k, v, causal=causal, kernel=kernel, doc=doc)
     ref, ref_lse = _reference(q, k, v, causal, keep=_same_document(doc))
     assert np.all(out[0, :, 140:] == 0) and np.all(lse[0, :, 140:] == -np.inf)  # the padding rows
