@@ -343,14 +343,13 @@ from transformer import flash_cuda as FC  # noqa: E402
 
 Bq = FC.KERNELS["mma"].block_q  # 64 query rows a block, and 64 keys a tile
 _, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
+reads = FC.key_tiles_read(n_row, Bq, Bq, causal=True, doc=one_row.doc)[0]  # [Tr, Tc]: the tiles each block reads
 Tr = len(spans[0])
-reads = np.zeros((Tr, Tr), dtype=bool)  # [query block, key tile]: the tiles each block reads
 for t, (first, end) in enumerate(spans[0]):
-    causal_end = min(end, (t + 1) * Bq)  # and, causal, no key past the block's last row
-    reads[t, first // Bq: -(-causal_end // Bq)] = True
+    tiles = np.flatnonzero(reads[t])
     print(f"queries {t * Bq:3d}–{t * Bq + Bq - 1:3d}: documents span keys [{first:3d}, {end:3d}) -> "
-          f"key tiles {first // Bq}…{-(-causal_end // Bq) - 1}: {reads[t].sum()} of the {t + 1} causal ones")
-n_causal = Tr * (Tr + 1) // 2  # causal alone: block t reads tiles 0 … t
+          f"key tiles {tiles[0]}…{tiles[-1]}: {tiles.size} of the {t + 1} causal ones")
+n_causal = FC.key_tiles_read(n_row, Bq, Bq, causal=True).sum()  # causal alone: block t reads tiles 0 … t
 print(f"key tiles the {Tr} blocks read: {reads.sum()} with the documents, {n_causal} with the causal mask alone")
 trace64 = T.FlashTrace()  # the NumPy loop above, in tiles of 64 × 64
 T.flash_attention(*x, causal=True, block_q=Bq, block_k=Bq, doc=one_row.doc, trace=trace64)

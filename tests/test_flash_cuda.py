@@ -430,6 +430,37 @@ def test_packed_row_args_spans_are_the_keys_a_query_tile_may_see():
     assert flash_cuda.packed_row_args(docs[0][:1], 64)[1].tolist() == [[[0, 80], [50, 140], [80, 140]]]
 
 
+@pytest.mark.parametrize("block_q,block_k", [(64, 64), (64, 32), (64, 16), (16, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_tiles_read_are_the_tiles_the_numpy_loop_computes(block_q, block_k, causal):
+    """The kernels read, for each block, a run of key tiles bounded by its documents' span and the
+    causal edge. On packed rows (each document contiguous) that run is exactly the set of tiles
+    that hold a pair the mask lets through, which the NumPy loop finds tile by tile from the mask
+    itself (`FlashTrace.computed`); so too without documents."""
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        n = int(rng.integers(100, 400))
+        lengths, doc = [], None
+        if trial:  # trial 0: one sequence a row
+            while sum(lengths) < n - 30:
+                lengths.append(int(min(rng.integers(5, 120), n - sum(lengths))))
+            doc = np.stack([_packed_doc(lengths[:len(lengths) - r], n) for r in range(2)])  # [2, n], padding at the end
+        trace = T.FlashTrace()
+        x = rng.standard_normal((3, 1 if doc is None else 2, 1, n, 4))
+        T.flash_attention(*x, causal=causal, block_q=block_q, block_k=block_k, doc=doc, trace=trace)
+        reads = flash_cuda.key_tiles_read(n, block_q, block_k, causal=causal, doc=doc)  # [b, Tr, Tc]
+        assert np.array_equal(reads.any(axis=0), trace.computed()), (trial, lengths)  # the trace: over the batch
+
+
+def test_key_tiles_read_checks_its_input():
+    with pytest.raises(ValueError, match=r"doc must hold n=8 positions a row, got shape \(1, 6\)"):
+        flash_cuda.key_tiles_read(8, 4, 4, causal=True, doc=np.zeros((1, 6), np.int64))
+    with pytest.raises(ValueError, match="block_k"):
+        flash_cuda.key_tiles_read(8, 4, 0, causal=True)
+    with pytest.raises(TypeError, match="causal"):
+        flash_cuda.key_tiles_read(8, 4, 4, causal=1)
+
+
 def test_packed_row_args_refuses_what_is_no_doc_array():
     with pytest.raises(TypeError, match="doc must be an array"):
         flash_cuda.packed_row_args([[0, 0, 1]], 64)

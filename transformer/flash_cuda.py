@@ -48,7 +48,7 @@ from .backend import _cupy, require_array, require_bool, require_int, to_numpy
 from .flash import _check_doc
 
 __all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
-           "block_k", "shared_memory_buffers", "packed_row_args", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
+           "block_k", "shared_memory_buffers", "packed_row_args", "key_tiles_read", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
            "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs", "auto_kernel",
            "wmma_include"]
 
@@ -286,7 +286,6 @@ def packed_row_args(doc, block_q: int):  # [b, n] -> DOC [b, n], DOC_KEYS [b, Tr
     >>> packed_row_args(doc, 4)[1].tolist()                # tile 0: docs 0, 1; tile 1: docs 1, 2
     [[[0, 5], [3, 6]]]
     """
-
     require_array("doc", doc)
     require_int(block_q=block_q, low=1)
     doc = np.asarray(to_numpy(doc))  # a CuPy doc comes to the host: the spans are worked out there
@@ -295,24 +294,67 @@ def packed_row_args(doc, block_q: int):  # [b, n] -> DOC [b, n], DOC_KEYS [b, Tr
                          f"shape {doc.shape}")
     b, n = doc.shape
     n_tiles = -(-n // block_q)  # Tr = ⌈n / Br⌉
-    real = doc >= 0  # [b, n]
-    ids, ranks = np.unique(doc[real], return_inverse=True)  # the documents' indices, sorted; each real slot's rank
-    dense = np.full((b, n), -1, dtype=np.int32)  # [b, n]
-    dense[real] = ranks
-    spans = np.empty((b, n_tiles, 2), dtype=np.int32)  # [b, Tr, 2]
-    for r in range(b):
-        at = np.flatnonzero(real[r])  # the real slots of row r
-        d = dense[r, at]  # and their documents
-        first = np.full(len(ids), n)
-        last = np.full(len(ids), -1)
-        np.minimum.at(first, d, at)  # each document's first and last slot in this row
-        np.maximum.at(last, d, at)
-        lo = np.full(n_tiles * block_q, n)  # [Tr·Br]: where each query's document starts (n: padding)
-        hi = np.zeros(n_tiles * block_q, dtype=np.int64)  # [Tr·Br]: one past where it ends (0: padding)
-        lo[at], hi[at] = first[d], last[d] + 1
-        spans[r, :, 0] = lo.reshape(n_tiles, block_q).min(axis=1)  # [Tr]
-        spans[r, :, 1] = hi.reshape(n_tiles, block_q).max(axis=1)  # [Tr]
+    # Runs: stretches of slots of one document (or of padding). Packing makes one run a document,
+    # so the work below is on a few runs, not on every slot.
+    starts = np.ones((b, n), dtype=bool)  # [b, n]: a run begins here
+    starts[:, 1:] = doc[:, 1:] != doc[:, :-1]
+    begin = np.flatnonzero(starts)  # [R] each run's first slot, as a flat index
+    stop = np.append(begin[1:], b * n)  # [R] one past each run's last slot
+    run = np.repeat(np.arange(len(begin)), stop - begin).reshape(b, n)  # [b, n]: the run of each slot
+    row, run_doc = begin // n, doc.reshape(-1)[begin]  # [R], [R]
+    lo, hi = begin % n, stop - row * n  # [R]: the run is slots [lo, hi) of its row
+    # Documents numbered 0, 1, … in order of their indices (any integer fits int32 then); padding -1.
+    ids, rank = np.unique(run_doc, return_inverse=True)  # [U], [R]
+    rank = np.where(run_doc >= 0, rank - np.count_nonzero(ids < 0), -1)  # [R]
+    dense = rank[run].astype(np.int32)  # [b, n]
+    # A document's span in its row: from its first run's start to its last run's end (one run when
+    # packed). Group the runs by (row, document) and take the least lo and the greatest hi.
+    order = np.lexsort((rank, row))  # [R] runs by row, then document
+    new = np.ones(len(order), dtype=bool)  # [R] in that order: a (row, document) group begins
+    new[1:] = (row[order][1:] != row[order][:-1]) | (rank[order][1:] != rank[order][:-1])
+    group = np.empty(len(order), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1  # [R]: the group of each run
+    heads = np.flatnonzero(new)
+    first = np.minimum.reduceat(lo[order], heads)[group]  # [R]: the span of each run's document
+    end = np.maximum.reduceat(hi[order], heads)[group]
+    first = np.where(rank >= 0, first, n).astype(np.int32)  # [R] padding: no key, [n, 0)
+    end = np.where(rank >= 0, end, 0).astype(np.int32)
+    lo_q = np.full((b, n_tiles * block_q), n, dtype=np.int32)  # [b, Tr·Br]: where each query's document starts,
+    hi_q = np.zeros((b, n_tiles * block_q), dtype=np.int32)  # and one past where it ends; rows past n: padding
+    lo_q[:, :n], hi_q[:, :n] = first[run], end[run]
+    spans = np.stack([lo_q.reshape(b, n_tiles, block_q).min(axis=2),  # [b, Tr, 2]
+                      hi_q.reshape(b, n_tiles, block_q).max(axis=2)], axis=-1)
     return dense, spans
+
+
+def key_tiles_read(n: int, block_q: int, block_k: int, *, causal: bool, doc=None):  # -> [b, Tr, Tc] bool
+    """Which key tiles the kernels read, as their loops bound them: [r, t, j] is True where the
+    block of queries t·block_q … t·block_q + block_q − 1 in batch row r reads keys j·block_k …
+    j·block_k + block_k − 1 (self-attention over n positions; b = 1 without doc). A block reads
+    the key tiles from the one holding its documents' first key (`packed_row_args`; key 0
+    without doc) up to the one holding its last visible key, which, causal, is no later than
+    its own last row.
+
+    >>> key_tiles_read(4, 2, 2, causal=True)[0].astype(int).tolist()     # the causal staircase
+    [[1, 0], [1, 1]]
+    >>> doc = np.array([[0, 0, 1, 1]])                                    # two documents of 2
+    >>> key_tiles_read(4, 2, 2, causal=True, doc=doc)[0].astype(int).tolist()
+    [[1, 0], [0, 1]]
+    """
+    require_int(n=n, block_q=block_q, block_k=block_k, low=1)
+    require_bool(causal=causal)
+    n_q_tiles, n_k_tiles = -(-n // block_q), -(-n // block_k)  # Tr, Tc
+    if doc is None:
+        spans = np.tile([0, n], (1, n_q_tiles, 1))  # [1, Tr, 2]: every key a candidate
+    else:
+        dense, spans = packed_row_args(doc, block_q)  # [b, n], [b, Tr, 2]
+        if dense.shape[1] != n:
+            raise ValueError(f"doc must hold n={n} positions a row, got shape {dense.shape}")
+    first, end = spans[..., 0], spans[..., 1]  # [b, Tr]
+    if causal:  # no key past the block's last row
+        end = np.minimum(end, np.minimum(n, block_q * (np.arange(n_q_tiles) + 1)))  # [b, Tr]
+    j = np.arange(n_k_tiles)  # [Tc]
+    return ((j >= (first // block_k)[..., None]) & (j * block_k < end[..., None]))  # [b, Tr, Tc]
 
 
 def kernel_source(source: Path, headers: Path | None = None) -> str:
