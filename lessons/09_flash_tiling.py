@@ -629,9 +629,25 @@ P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); st
 P.save(fig, P.figure_path("09_gpu_shared_memory.png"))
 
 # %% [markdown]
-# All four kernels are checked against standard attention: on any machine by running their
-# CUDA C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly. With a GPU and CuPy
-# here, this cell runs them and compares with the NumPy tiles of this lesson:
+# The backward of §7 is a kernel too, `FC.flash_attention_backward_cuda(dout, q, k, v, out, lse)`
+# (`transformer/kernels/flash_attention_bwd.cu`), in FlashAttention-2's loop order for the
+# backward: the outer loop over key tiles, so that a thread block owns $dK_j$ and $dV_j$ (a thread
+# per key, its two rows in registers) and writes them once; the inner loop over query tiles,
+# staging $Q_i$, $dO_i$, $L_i$ and $D_i$ in shared memory. Each thread recomputes
+# $P_{ij} = e^{S_{ij} - L_i}$ for its key and adds to its rows of $dV_j$ and $dK_j$; $dQ_i$ needs
+# every key of the tile, so the block writes $dS_{ij}$ to shared memory, each thread then takes
+# one query row of $dS_{ij} K_j$, and adds it to $dQ$ in HBM with `atomicAdd`: the blocks of the
+# other key tiles add to the same rows.
+
+# %%
+for d_h_b in (64, 128):
+    print(f"backward kernel, d_h = {d_h_b}: tiles of {FC.backward_block(d_h_b)} keys and {FC.backward_block(d_h_b)} "
+          f"query rows, {FC.backward_shared_bytes(d_h_b) / 1024:.1f} KiB of shared memory a block")
+
+# %% [markdown]
+# All the kernels are checked against standard attention and torch's autograd: on any machine
+# by running their CUDA C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly.
+# With a GPU and CuPy here, this cell runs them and compares with the NumPy tiles of this lesson:
 
 # %%
 try:
@@ -647,6 +663,14 @@ else:
         diff = float(np.abs(T.to_numpy(out).astype(np.float32) - ref).max())
         print(f"{kern:12s}: max |GPU kernel - NumPy tiles| = {diff:.1e}")
         assert diff < tol
+    dout = rng.standard_normal(q.shape).astype(np.float32)
+    out_np, lse_np = T.flash_attention(q, k, v, causal=True, return_lse=True)
+    ref_grads = T.flash_attention_backward(dout, q, k, v, out_np, lse_np, causal=True)
+    grads = FC.flash_attention_backward_cuda(*(cp.asarray(t) for t in (dout, q, k, v, out_np, lse_np)), causal=True)
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+        diff = float(np.abs(T.to_numpy(g) - r).max() / max(1.0, np.abs(r).max()))
+        print(f"backward {name}: max |GPU kernel - NumPy tiles| = {diff:.1e} of its largest entry")
+        assert diff < 1e-4
 
 # %% [markdown]
 # The project's benchmark (`benchmarks/bench_flash.py`) repeats these measurements at larger

@@ -74,6 +74,29 @@ def test_kernel_compiles_as_cupy_compiles_it(kernel):
         assert ok and "warning" not in log, f"sm_{arch}:\n{log}"
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("d_h,dtype", [(32, "float32"), (128, "float32"), (128, "float16")])
+def test_backward_kernel_compiles_for_h100(d_h, dtype, tmp_path):
+    """The backward kernel builds for an H100; ptxas's count of its static shared memory equals the
+    formula and stays within 48 KiB."""
+    plan = flash_cuda.backward_launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None)
+    res = _ptxas(plan, tmp_path)
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+    assert f"Compiling entry function '{plan.kernel.name}'" in res.stderr
+    assert f"{flash_cuda.backward_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
+    assert flash_cuda.backward_shared_bytes(d_h) <= 48 * 1024
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_backward_kernel_compiles_as_cupy_compiles_it(dtype):
+    plan = flash_cuda.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None)
+    for arch in (75, 90):
+        ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(plan.kernel.source), (*plan.options, f"-arch=sm_{arch}"),
+                                     plan.kernel.source.name)
+        assert ok and "warning" not in log, f"sm_{arch}:\n{log}"
+
+
 def _headers_without_crt(tmp_path):
     """The CUDA include folder as `pip install cupy-cuda13x[ctk]` leaves it: the wheels' headers
     less crt/, which only `nvidia-cuda-crt` brings (links to the real files, crt/ left out)."""
@@ -242,6 +265,8 @@ def test_without_gpu_the_error_is_clear():
     q = np.zeros((1, 1, 4, 64), np.float32)
     with pytest.raises(RuntimeError, match="backend 'cupy'"):
         flash_cuda.flash_attention_cuda(q, q, q)
+    with pytest.raises(RuntimeError, match="backend 'cupy'"):
+        flash_cuda.flash_attention_backward_cuda(q, q, q, q, q, q[..., 0])
 
 
 CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of Br = 64 or Bc = 32, n_q ≠ n_k
@@ -517,6 +542,109 @@ def test_bad_doc_is_named_on_gpu():
     with pytest.raises(ValueError, match=r"doc needs self-attention over one packed row, n_q = n_k, got n_q=8, n_k=9"):
         k = cupy.zeros((1, 1, 9, 64), cupy.float32)
         flash_cuda.flash_attention_cuda(q, k, k, doc=cupy.zeros((1, 8), cupy.int64))
+
+
+def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None):
+    """flash_attention_backward_cuda's host side, with the kernel run by the CPU emulator."""
+    plan = flash_cuda.backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
+    fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
+    b, h, n_q, d_h = q.shape
+    h_kv, n_k = k.shape[1], k.shape[2]
+    L, D = flash_cuda._backward_rows(dout, out, lse)
+    dq = np.zeros((b, h, n_q, d_h), np.float32)
+    dk = np.full((b, h, n_k, d_h), np.nan, np.float32)  # NaN: a row the kernel forgets to write fails the test
+    dv = np.full((b, h, n_k, d_h), np.nan, np.float32)
+    fn(plan.grid, plan.block, (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv,
+                               *plan.scalars))
+    return (dq.astype(q.dtype), flash_cuda._sum_query_groups(dk, h_kv).astype(k.dtype),
+            flash_cuda._sum_query_groups(dv, h_kv).astype(v.dtype))
+
+
+def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None):
+    import cupy
+    grads = flash_cuda.flash_attention_backward_cuda(*(cupy.asarray(t) for t in (dout, q, k, v, out, lse)),
+                                                     causal=causal, scale=scale)
+    return tuple(T.to_numpy(g) for g in grads)
+
+
+BACKWARD_WHERE = [pytest.param(run_backward_on_cpu, id="cpu", marks=needs_gxx),
+                  pytest.param(run_backward_on_gpu, id="gpu", marks=needs_gpu)]
+
+
+def _torch_gradients(dout, q, k, v, causal, scale=None):
+    """dq, dk, dv of softmax(Q Kᵀ·scale + causal mask) V by torch's autograd in float64 (GQA by
+    repeat_interleave, causal rows at position i + n_k - n_q; a row that sees no key has O = 0)."""
+    torch = pytest.importorskip("torch")
+    n_q, n_k, d_h = q.shape[2], k.shape[2], q.shape[3]
+    tq, tk, tv = (torch.tensor(t.astype(np.float64), requires_grad=True) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    s = tq @ tk.repeat_interleave(group, dim=1).transpose(-1, -2) * (scale or 1 / np.sqrt(d_h))
+    keep = torch.ones(n_q, n_k, dtype=torch.bool)
+    if causal:
+        keep = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] + n_k - n_q
+    p = torch.softmax(s.masked_fill(~keep, -torch.inf), dim=-1)
+    p = torch.where(keep.any(-1, keepdim=True), p, 0.0)  # rows that see nothing: 0, not NaN
+    o = p @ tv.repeat_interleave(group, dim=1)
+    o.backward(torch.tensor(dout.astype(np.float64)))
+    return tuple(t.grad.numpy() for t in (tq, tk, tv))
+
+
+BACKWARD_CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of the 32- or 16-key tiles
+    (1, 1, 1, 1, 1, 64), (2, 2, 2, 70, 70, 64), (1, 4, 2, 100, 45, 32), (1, 3, 1, 37, 90, 128),
+    (1, 2, 1, 70, 5, 32)]  # causal: the first 65 rows see no key
+
+
+@pytest.mark.parametrize("run", BACKWARD_WHERE)
+@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 3e-3)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,h_kv,n_q,n_k,d_h", BACKWARD_CASES)
+def test_backward_kernel_equals_torch_autograd(run, dtype, tol, causal, b, h, h_kv, n_q, n_k, d_h):
+    """dQ, dK, dV from the kernel against torch's autograd in float64 on the same (rounded) inputs;
+    O and lse come from the float64 reference, as the forward would save them."""
+    q, k, v = _inputs(dtype, b, h, h_kv, n_q, n_k, d_h)
+    dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
+    out, lse = _reference(q, k, v, causal)
+    grads = run(dout, q, k, v, out.astype(dtype), lse.astype(np.float32), causal=causal)
+    for name, ours, ref in zip(("dq", "dk", "dv"), grads, _torch_gradients(dout, q, k, v, causal)):
+        assert ours.dtype == q.dtype and ours.shape == ref.shape, name
+        scale = max(1.0, np.abs(ref).max())
+        np.testing.assert_allclose(ours.astype(np.float64), ref, atol=tol * scale, rtol=tol, err_msg=name)
+
+
+def test_backward_launch_plan_tiles_the_keys():
+    """One block of Bc threads per (key tile, batch·head); Bc halves at d_h = 128."""
+    plan = flash_cuda.backward_launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
+    assert plan.grid == (10, 16) and plan.block == (32,) and plan.shared_bytes == 0  # ⌈300 / 32⌉ key tiles
+    assert {"-DD_H=64", "-DBC=32", "-DSCALAR_T=__half"} <= set(plan.options)
+    assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
+    plan = flash_cuda.backward_launch_plan((1, 1, 5, 128), (1, 1, 40, 128), "float32", causal=False, scale=0.5)
+    assert plan.grid == (3, 1) and plan.block == (16,) and float(plan.scalars[4]) == 0.5
+    with pytest.raises(TypeError, match="causal"):
+        flash_cuda.backward_launch_plan((1, 1, 5, 64), (1, 1, 5, 64), "float32", causal="yes", scale=None)
+
+
+@needs_gpu
+def test_backward_bad_input_is_named_on_gpu():
+    import cupy
+
+    q = cupy.zeros((1, 2, 8, 64), cupy.float32)
+    lse = cupy.zeros((1, 2, 8), cupy.float32)
+    with pytest.raises(ValueError, match=r"lse must have shape \(1, 2, 8\), got \(1, 2, 7\)"):
+        flash_cuda.flash_attention_backward_cuda(q, q, q, q, q, lse[:, :, :7])
+    with pytest.raises(TypeError, match="dout must have q's dtype float32, got float16"):
+        flash_cuda.flash_attention_backward_cuda(q.astype(cupy.float16), q, q, q, q, lse)
+    with pytest.raises(TypeError, match="lse must be a CuPy array"):
+        flash_cuda.flash_attention_backward_cuda(q, q, q, q, q, np.zeros((1, 2, 8), np.float32))
+
+
+@needs_gxx
+def test_backward_kernel_honours_scale():
+    q, k, v = _inputs("float32", 1, 2, 1, 40, 40, 64)
+    dout = np.random.default_rng(1).standard_normal(q.shape).astype(np.float32)
+    out, lse = _reference(q.astype(np.float64) * (0.5 * np.sqrt(64)), k, v, False)  # scale 0.5 = (0.5·√d_h) / √d_h
+    grads = run_backward_on_cpu(dout, q, k, v, out.astype(np.float32), lse.astype(np.float32), causal=False, scale=0.5)
+    for ours, ref in zip(grads, _torch_gradients(dout, q, k, v, False, scale=0.5)):
+        np.testing.assert_allclose(ours, ref, atol=2e-5 * max(1.0, np.abs(ref).max()), rtol=2e-5)
 
 
 @needs_gxx

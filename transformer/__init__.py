@@ -19,14 +19,14 @@ from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, 
                      swiglu_ffn, residual)
 from .kv_cache import KVCache
 
-# FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernel
+# FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernels
 from .flash import (flash_attention, flash_attention_backward, attention_backward_naive,
                     standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
                     merge_softmax_stats, FlashTrace, TileStep)
 from .io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
                        flash1_io, flash2_io, paper_block_sizes, standard_attention_peak_bytes,
                        flash_attention_peak_bytes)
-from .flash_cuda import flash_attention_cuda
+from .flash_cuda import flash_attention_cuda, flash_attention_backward_cuda
 
 # a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
 from .bpe import BPETokenizer

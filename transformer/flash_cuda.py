@@ -44,10 +44,11 @@ from pathlib import Path
 import numpy as np
 
 from .attention import _check_scale
-from .backend import _cupy, require_array, require_bool, require_int, to_numpy
-from .flash import _check_doc
+from .backend import _cupy, get_xp, require_array, require_bool, require_int, to_numpy
+from .flash import _check_backward, _check_doc
 
-__all__ = ["flash_attention_cuda", "KERNELS", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
+__all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "KERNELS", "BACKWARD", "backward_block",
+           "backward_shared_bytes", "backward_launch_plan", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "block_k", "shared_memory_buffers", "packed_row_args", "key_tiles_read", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
            "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs", "auto_kernel",
            "wmma_include"]
@@ -75,6 +76,10 @@ KERNELS = {
     "mma_tf32": Kernel(_DIR / "flash_attention_fwd_mma_tf32.cu", "flash_attention_fwd_mma_tf32", 64, 64, 128,
                        ("float32",), 80),
 }
+
+
+# The backward pass (one kernel, SIMT): one block per key tile, a thread per key row.
+BACKWARD = Kernel(_DIR / "flash_attention_bwd.cu", "flash_attention_bwd", 32, 32, 32, ("float32", "float16"), 50)
 
 
 def block_k(kernel: str, d_h: int) -> int:
@@ -357,6 +362,53 @@ def key_tiles_read(n: int, block_q: int, block_k: int, *, causal: bool, doc=None
     return ((j >= (first // block_k)[..., None]) & (j * block_k < end[..., None]))  # [b, Tr, Tc]
 
 
+def backward_block(d_h: int) -> int:
+    """Bc = Br of the backward kernel: 32 keys (and query rows) a tile; 16 at d_h = 128, so that
+    its tiles fit the 48 KiB of static shared memory a block has."""
+    return BACKWARD.block_k // 2 if d_h > 64 else BACKWARD.block_k
+
+
+def backward_shared_bytes(d_h: int) -> int:
+    """Static shared memory per block of the backward kernel: K_j, V_j, Q_i, dO_i (Bc × d_h
+    float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i."""
+    bc = backward_block(d_h)
+    return 4 * (4 * bc * d_h + bc * (bc + 1) + 2 * bc)
+
+
+def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None) -> LaunchPlan:
+    """How to launch the backward kernel for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h): one
+    block of Bc threads per (key tile, batch·head)."""
+    _check_plan_options(causal, scale, "auto")
+    b, h, n_q, d_h = q_shape
+    h_kv, n_k = k_shape[1], k_shape[2]
+    bc = backward_block(d_h)
+    scalar = {"float32": "float", "float16": "__half"}[dtype_name]
+    scale = 1.0 / math.sqrt(d_h) if scale is None else scale
+    return LaunchPlan(kernel=BACKWARD, options=(f"-DD_H={d_h}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14"),
+                      grid=(math.ceil(n_k / bc), b * h),  # Tc = ⌈n_k / Bc⌉
+                      block=(bc,), shared_bytes=0,
+                      scalars=(np.int32(n_q), np.int32(n_k), np.int32(h), np.int32(h_kv),
+                               np.float32(scale), np.int32(bool(causal))))
+
+
+def _backward_rows(dout, out, lse):  # [b, h, n_q, d_h] ×2, [b, h, n_q] -> L, D [b, h, n_q] float32
+    """What the backward kernel reads per query row besides Q, K, V, dO: L = lse with -∞ (a row
+    that saw no key) as +∞, so that its P = e^(s - L) is 0, and D = rowsum(dO ∘ O). Any backend."""
+    xp = get_xp(dout, out, lse)
+    L = xp.astype(lse, xp.float32)
+    L = xp.where(L == -math.inf, math.inf, L)  # [b, h, n_q]
+    D = xp.sum(xp.astype(dout, xp.float32) * xp.astype(out, xp.float32), axis=-1)  # [b, h, n_q]
+    return L, D
+
+
+def _sum_query_groups(g, h_kv: int):  # [b, h, n_k, d_h] -> [b, h_kv, n_k, d_h]
+    """dK or dV per query head -> per key/value head: the h / h_kv query heads that read one
+    key/value head (GQA/MQA) each add their part."""
+    xp = get_xp(g)
+    b, h, n_k, d_h = g.shape
+    return xp.sum(xp.reshape(g, (b, h_kv, h // h_kv, n_k, d_h)), axis=2)
+
+
 def kernel_source(source: Path, headers: Path | None = None) -> str:
     """A kernel's CUDA C with its local headers (`#include "x.cuh"`, from the folder `headers`,
     by default the source's own) pasted in, so the text handed to the compiler, and so CuPy's
@@ -491,3 +543,36 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     packed = (NULL, NULL) if docs is None else tuple(cupy.asarray(a) for a in packed_row_args(docs[0], plan.kernel.block_q))
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, *packed), shared_mem=plan.shared_bytes)
     return (out, lse) if return_lse else out
+
+
+def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = False, scale: float | None = None):
+    """The gradients of `flash_attention_cuda` on the GPU, by recomputation (kernels/flash_attention_bwd.cu).
+
+    dout, q, out (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays, float32 or float16, and
+    lse (b, h, n_q) float32 from `flash_attention_cuda(..., return_lse=True)` -> dq (b, h, n_q, d_h),
+    dk, dv (b, h_kv, n_k, d_h) in q's dtype. The same formulas as `flash_attention_backward`: P is
+    rebuilt tile by tile from the saved lse, never whole; accumulation in float32.
+    """
+    cupy = _cupy()
+    for name, t in (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
+        if not isinstance(t, cupy.ndarray):
+            raise TypeError(f"{name} must be a CuPy array on the GPU, got {type(t).__name__}")
+    check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), "simt")
+    _check_backward(q, k, v, causal, scale, dout=dout, out=out, lse=lse)
+    if dout.dtype != q.dtype:
+        raise TypeError(f"dout must have q's dtype {q.dtype}, got {dout.dtype}")
+    b, h, n_q, d_h = q.shape
+    h_kv, n_k = k.shape[1], k.shape[2]
+    q, k, v, dout = (t if t.flags.c_contiguous else cupy.ascontiguousarray(t) for t in (q, k, v, dout))
+    L, D = _backward_rows(dout, out, lse)  # [b, h, n_q] float32 each
+    dq = cupy.zeros((b, h, n_q, d_h), dtype=cupy.float32)  # [b, h, n_q, d_h] the blocks add to it
+    dk = cupy.zeros((b, h, n_k, d_h), dtype=cupy.float32)  # [b, h, n_k, d_h] per query head
+    dv = cupy.zeros((b, h, n_k, d_h), dtype=cupy.float32)
+    if n_q and n_k and b * h:
+        plan = backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
+        device_id = cupy.cuda.get_device_id()
+        fn = _compiled(plan.kernel, plan.options, 0, device_id)
+        fn(plan.grid, plan.block, (q, k, v, dout, cupy.ascontiguousarray(L), cupy.ascontiguousarray(D),
+                                   dq, dk, dv, *plan.scalars))
+    return (dq.astype(q.dtype), _sum_query_groups(dk, h_kv).astype(k.dtype),  # [b, h_kv, n_k, d_h]
+            _sum_query_groups(dv, h_kv).astype(v.dtype))

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
@@ -75,6 +76,8 @@ inline T __shfl_xor_sync(unsigned, T value, int lane_mask, int = 32) {
 }
 
 inline float __expf(float x) { return std::exp(x); }
+// atomicAdd: the threads of a block run as std::threads, so two may add to one address at once.
+inline float atomicAdd(float* address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, sizeof f); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, sizeof u); return u; }
 using std::max;
