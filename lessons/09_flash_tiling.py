@@ -580,7 +580,8 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 
 # %% [markdown]
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
-# the kernels at $d_h = 64$ and $128$, against an H100's limits: 48 KiB per block unless the
+# the four forward kernels and the backward one (below) at $d_h = 64$ and $128$, against an
+# H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 # (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
 # into registers, then it holds the scores of every tile.)
@@ -600,12 +601,15 @@ print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB pe
 buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.LINE_COLORS[2],
                   "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
-                  "e^(m - m_new)": P.LINE_COLORS[7]}
+                  "e^(m - m_new)": P.LINE_COLORS[7],
+                  "dO_i": P.LINE_COLORS[6], "dS_ij": "#7f7f7f", "L_i, D_i": "#bcbd22"}  # the backward's own
 legend_names = {"S (Q tile first)": "S (holds the Q tile first)",
-                "e^(m - m_new)": "e^(m - m_new): B_r floats, a sliver"}
-fig, ax = P.new_figure(figsize=(13, 7.4))
+                "e^(m - m_new)": "e^(m - m_new): B_r floats, a sliver",
+                "dS_ij": "dS_ij (backward)", "dO_i": "dO_i (backward)", "L_i, D_i": "L_i, D_i (backward): a sliver"}
+fig, ax = P.new_figure(figsize=(13, 8.4))
 bars = [(f"{name}, d_h = {d_g}", FC.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
-        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"))]
+        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"),
+                           ("backward (SIMT)", "backward"))]
 seen = set()
 for y, (label, parts) in enumerate(reversed(bars)):
     left = 0.0
@@ -623,7 +627,10 @@ for x, text, side in ((48, "48 KiB: a block's static limit ", "left"),
             va="top", ha=side)
 ax.set_yticks(range(len(bars)), [label for label, _ in reversed(bars)])
 ax.set_xlim(0, 235)
-ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=P.TICK_SIZE, title="buffer")
+handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label -> handle
+names = [legend_names.get(buf, buf) for buf in buffer_colours]  # the legend in the order of the colour table
+ax.legend([handles[name] for name in names], names, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+          fontsize=P.TICK_SIZE, title="buffer")
 P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); standard attention's S at "
                        f"n = {n_g}: {naive_S / 2**20:.0f} MiB per head", xlabel="KiB")
 P.save(fig, P.figure_path("09_gpu_shared_memory.png"))

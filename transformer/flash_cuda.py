@@ -98,8 +98,13 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     bank conflicts; the Q tile passes once through S's space on its way into registers.
     mma: the Q tile and two buffers each of K_j and V_j (the next tile lands while this one is
     used), float16, rows padded by 8 halves; S, P and O live in registers. mma_tf32: the same
-    buffers in float32, rows padded by 4 floats.
+    buffers in float32, rows padded by 4 floats. "backward" (the backward kernel, float32 tiles
+    of Bc rows): K_j, V_j, the Q tile Q_i, dO_i, dS_ij (rows padded by one float), L_i and D_i.
     """
+    if kernel == "backward":
+        bc = backward_block(d_h)
+        tile = 4 * bc * d_h
+        return {"K_j": tile, "V_j": tile, "Q tile": tile, "dO_i": tile, "dS_ij": 4 * bc * (bc + 1), "L_i, D_i": 8 * bc}
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, block_k("simt", d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
@@ -371,8 +376,7 @@ def backward_block(d_h: int) -> int:
 def backward_shared_bytes(d_h: int) -> int:
     """Static shared memory per block of the backward kernel: K_j, V_j, Q_i, dO_i (Bc × d_h
     float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i."""
-    bc = backward_block(d_h)
-    return 4 * (4 * bc * d_h + bc * (bc + 1) + 2 * bc)
+    return sum(shared_memory_buffers("backward", d_h).values())
 
 
 def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None) -> LaunchPlan:
