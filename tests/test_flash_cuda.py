@@ -544,7 +544,7 @@ def test_bad_doc_is_named_on_gpu():
         flash_cuda.flash_attention_cuda(q, k, k, doc=cupy.zeros((1, 8), cupy.int64))
 
 
-def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None):
+def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None):
     """flash_attention_backward_cuda's host side, with the kernel run by the CPU emulator."""
     plan = flash_cuda.backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
     fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
@@ -554,16 +554,18 @@ def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None):
     dq = np.zeros((b, h, n_q, d_h), np.float32)
     dk = np.full((b, h, n_k, d_h), np.nan, np.float32)  # NaN: a row the kernel forgets to write fails the test
     dv = np.full((b, h, n_k, d_h), np.nan, np.float32)
+    packed = (flash_cuda.NULL,) * 2 if doc is None else flash_cuda.packed_row_args(doc, plan.block[0])
     fn(plan.grid, plan.block, (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv,
-                               *plan.scalars))
+                               *plan.scalars, *packed))
     return (dq.astype(q.dtype), flash_cuda._sum_query_groups(dk, h_kv).astype(k.dtype),
             flash_cuda._sum_query_groups(dv, h_kv).astype(v.dtype))
 
 
-def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None):
+def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None):
     import cupy
     grads = flash_cuda.flash_attention_backward_cuda(*(cupy.asarray(t) for t in (dout, q, k, v, out, lse)),
-                                                     causal=causal, scale=scale)
+                                                     causal=causal, scale=scale,
+                                                     doc=None if doc is None else cupy.asarray(doc))
     return tuple(T.to_numpy(g) for g in grads)
 
 
@@ -571,19 +573,22 @@ BACKWARD_WHERE = [pytest.param(run_backward_on_cpu, id="cpu", marks=needs_gxx),
                   pytest.param(run_backward_on_gpu, id="gpu", marks=needs_gpu)]
 
 
-def _torch_gradients(dout, q, k, v, causal, scale=None):
+def _torch_gradients(dout, q, k, v, causal, scale=None, keep=None):
     """dq, dk, dv of softmax(Q Kᵀ·scale + causal mask) V by torch's autograd in float64 (GQA by
-    repeat_interleave, causal rows at position i + n_k - n_q; a row that sees no key has O = 0)."""
+    repeat_interleave, causal rows at position i + n_k - n_q; a row that sees no key has O = 0).
+    keep: (b, n_q, n_k), False where a query may not see a key."""
     torch = pytest.importorskip("torch")
     n_q, n_k, d_h = q.shape[2], k.shape[2], q.shape[3]
     tq, tk, tv = (torch.tensor(t.astype(np.float64), requires_grad=True) for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     s = tq @ tk.repeat_interleave(group, dim=1).transpose(-1, -2) * (scale or 1 / np.sqrt(d_h))
-    keep = torch.ones(n_q, n_k, dtype=torch.bool)
+    mask = torch.ones(n_q, n_k, dtype=torch.bool)
     if causal:
-        keep = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] + n_k - n_q
-    p = torch.softmax(s.masked_fill(~keep, -torch.inf), dim=-1)
-    p = torch.where(keep.any(-1, keepdim=True), p, 0.0)  # rows that see nothing: 0, not NaN
+        mask = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] + n_k - n_q
+    if keep is not None:
+        mask = mask & torch.from_numpy(keep)[:, None]  # [b, 1, n_q, n_k]
+    p = torch.softmax(s.masked_fill(~mask, -torch.inf), dim=-1)
+    p = torch.where(mask.any(-1, keepdim=True), p, 0.0)  # rows that see nothing: 0, not NaN
     o = p @ tv.repeat_interleave(group, dim=1)
     o.backward(torch.tensor(dout.astype(np.float64)))
     return tuple(t.grad.numpy() for t in (tq, tk, tv))
@@ -635,6 +640,47 @@ def test_backward_bad_input_is_named_on_gpu():
         flash_cuda.flash_attention_backward_cuda(q.astype(cupy.float16), q, q, q, q, lse)
     with pytest.raises(TypeError, match="lse must be a CuPy array"):
         flash_cuda.flash_attention_backward_cuda(q, q, q, q, q, np.zeros((1, 2, 8), np.float32))
+
+
+@pytest.mark.parametrize("run", BACKWARD_WHERE)
+@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 3e-3)])
+@pytest.mark.parametrize("causal,d_h", [(False, 64), (True, 64), (True, 128)])
+def test_backward_kernel_packed_rows_equal_torch_autograd(run, dtype, tol, causal, d_h):
+    """doc=: the gradients of attention under the document mask (torch's autograd through the mask
+    written out pair by pair); padding gets zero gradients. Key tiles visit only the query tiles of
+    their documents (of 32 or 16 positions)."""
+    doc = np.stack([_packed_doc([50, 30, 60], 150), _packed_doc([7, 100, 43], 150)])  # [2, 150]
+    keep = _same_document(doc)  # [2, 150, 150]
+    q, k, v = _inputs(dtype, 2, 2, 1, 150, 150, d_h)
+    dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
+    out, lse = _reference(q, k, v, causal, keep=keep)
+    grads = run(dout, q, k, v, out.astype(dtype), lse.astype(np.float32), causal=causal, doc=doc)
+    refs = _torch_gradients(dout, q, k, v, causal, keep=keep)
+    for name, ours, ref in zip(("dq", "dk", "dv"), grads, refs):
+        np.testing.assert_allclose(ours.astype(np.float64), ref, atol=tol * max(1.0, np.abs(ref).max()), rtol=tol,
+                                   err_msg=name)
+    assert all(np.all(g[0, :, 140:] == 0) for g in grads)  # the padding slots of row 0
+
+
+@pytest.mark.parametrize("run", BACKWARD_WHERE)
+@pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 3e-3)])
+def test_backward_kernel_skips_query_tiles_outside_the_documents(run, dtype, tol):
+    """A NaN in dO at query 250 (document 2 of three of 100 slots). A key tile that visited the query
+    tile holding it would turn NaN (0 · NaN in dV_j += P_ijᵀ dO_i). Keys 0 … 31 (document 0) keep
+    exact gradients only if their block never visits it: their documents span queries 0 … 99."""
+    doc = _packed_doc([100, 100, 100], 300)[None]  # [1, 300]
+    keep = _same_document(doc)
+    q, k, v = _inputs(dtype, 1, 2, 2, 300, 300, 64)
+    dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
+    out, lse = _reference(q, k, v, False, keep=keep)
+    refs = _torch_gradients(dout, q, k, v, False, keep=keep)  # before the NaN
+    dout[0, :, 250] = np.nan
+    with np.errstate(invalid="ignore"):
+        _, dk, dv = run(dout, q, k, v, out.astype(dtype), lse.astype(np.float32), causal=False, doc=doc)
+    for ours, ref in ((dk, refs[1]), (dv, refs[2])):
+        np.testing.assert_allclose(ours[0, :, :32].astype(np.float64), ref[0, :, :32],
+                                   atol=tol * max(1.0, np.abs(ref).max()), rtol=tol)
+    assert np.isnan(dv[0, :, 200:]).all()  # document 2's keys are seen by query 250
 
 
 @needs_gxx

@@ -549,13 +549,16 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     return (out, lse) if return_lse else out
 
 
-def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = False, scale: float | None = None):
+def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = False, scale: float | None = None,
+                                  doc=None):
     """The gradients of `flash_attention_cuda` on the GPU, by recomputation (kernels/flash_attention_bwd.cu).
 
     dout, q, out (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays, float32 or float16, and
     lse (b, h, n_q) float32 from `flash_attention_cuda(..., return_lse=True)` -> dq (b, h, n_q, d_h),
     dk, dv (b, h_kv, n_k, d_h) in q's dtype. The same formulas as `flash_attention_backward`: P is
     rebuilt tile by tile from the saved lse, never whole; accumulation in float32.
+    doc: the packed rows' document indices given to the forward pass (see `flash_attention_cuda`);
+    a key tile then visits only the query tiles of its documents.
     """
     cupy = _cupy()
     for name, t in (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
@@ -567,6 +570,7 @@ def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = Fal
         raise TypeError(f"dout must have q's dtype {q.dtype}, got {dout.dtype}")
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
+    docs = _check_doc(doc, b, n_q, n_k)  # None or (on the host, as given)
     q, k, v, dout = (t if t.flags.c_contiguous else cupy.ascontiguousarray(t) for t in (q, k, v, dout))
     L, D = _backward_rows(dout, out, lse)  # [b, h, n_q] float32 each
     dq = cupy.zeros((b, h, n_q, d_h), dtype=cupy.float32)  # [b, h, n_q, d_h] the blocks add to it
@@ -576,7 +580,8 @@ def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = Fal
         plan = backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
         device_id = cupy.cuda.get_device_id()
         fn = _compiled(plan.kernel, plan.options, 0, device_id)
+        packed = (NULL, NULL) if docs is None else tuple(cupy.asarray(a) for a in packed_row_args(docs[0], plan.block[0]))
         fn(plan.grid, plan.block, (q, k, v, dout, cupy.ascontiguousarray(L), cupy.ascontiguousarray(D),
-                                   dq, dk, dv, *plan.scalars))
+                                   dq, dk, dv, *plan.scalars, *packed))
     return (dq.astype(q.dtype), _sum_query_groups(dk, h_kv).astype(k.dtype),  # [b, h_kv, n_k, d_h]
             _sum_query_groups(dv, h_kv).astype(v.dtype))

@@ -27,8 +27,11 @@
 // h / h_kv query heads that share a key/value head. dQ is float32, zero on entry. L arrives
 // with -∞ (a row that saw no key) replaced by +∞, so that its P = e^(s - ∞) = 0; NaN stays NaN.
 // causal: query row i sits at position i + n_k - n_q and sees keys j ≤ that position; a block
-// starts at the first query tile holding a row that sees one of its keys. A masked pair gets
-// P = dS = 0 exactly.
+// starts at the first query tile holding a row that sees one of its keys. Packed rows (DOC,
+// DOC_KEYS; null for one sequence a row, packed_rows.cuh): the same-document relation is
+// symmetric, so the span the host computes for a tile of BC positions is both the keys its
+// queries may see and the queries that may see its keys; the block visits only the query tiles
+// inside it. A masked pair gets P = dS = 0 exactly.
 //
 // Compile-time constants (CuPy passes -D options): D_H head size, BC keys per tile (and query
 // rows per tile), SCALAR_T the element type of Q, K, V, dO (float or __half). Shared memory is
@@ -36,6 +39,7 @@
 // halves BC for d_h = 128.
 
 #include <cuda_fp16.h>
+#include "packed_rows.cuh"
 #ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -58,7 +62,8 @@ extern "C" __global__ void flash_attention_bwd(
     const SCALAR_T* __restrict__ Q, const SCALAR_T* __restrict__ K, const SCALAR_T* __restrict__ V,
     const SCALAR_T* __restrict__ dO, const float* __restrict__ L, const float* __restrict__ D,
     float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV,
-    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal)
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     // K_j and V_j stored transposed, Ks[c][j] = k_j[c]: thread j reads its own key's element c,
     // 32 threads 32 consecutive words. Q_i and dO_i row by row: all threads read the same element.
@@ -78,6 +83,8 @@ extern "C" __global__ void flash_attention_bwd(
     const int offset = n_k - n_q;                 // absolute position of query row r is r + offset
     const size_t q_base = (size_t)bh * n_q * D_H;
     const size_t kv_base = ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
+    const int my_doc = doc_of_row(doc, j, n_k);  // this key's document
 
     // K_j, V_j: HBM -> SRAM once.
     for (int e = tid; e < BC * D_H; e += BC) {
@@ -90,9 +97,12 @@ extern "C" __global__ void flash_attention_bwd(
 #pragma unroll
     for (int c = 0; c < D_H; ++c) dk[c] = dv[c] = 0.f;
 
-    // Causal: key j0 is seen first by query row j0 - offset; the tiles before it see none of ours.
-    const int i_first = causal ? max(0, j0 - offset) / BR : 0;
-    for (int r0 = i_first * BR; r0 < n_q; r0 += BR) {
+    // The query rows that may see our keys: those of our keys' documents (all n_q without
+    // documents), and, causal, none before j0 - offset, the first row that sees key j0.
+    int row_first, row_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_q, row_first, row_end);
+    if (causal) row_first = max(row_first, j0 - offset);
+    for (int r0 = max(0, row_first) / BR * BR; r0 < row_end; r0 += BR) {
         __syncthreads();  // everyone is done with the previous Q_i, dO_i, dS_ij (and K_j, V_j are in)
         for (int e = tid; e < BR * D_H; e += BC) {  // stage Q_i, dO_i: HBM -> SRAM
             const int r = e / D_H, c = e % D_H;
@@ -106,7 +116,8 @@ extern "C" __global__ void flash_attention_bwd(
         __syncthreads();
 
         for (int r = 0; r < BR; ++r) {  // the pairs (r0 + r, j), one query row at a time
-            const bool visible = j < n_k && r0 + r < n_q && (!causal || j <= r0 + r + offset);
+            const bool visible = j < n_k && r0 + r < n_q && (!causal || j <= r0 + r + offset)
+                                 && in_document(doc, r0 + r, my_doc);
             float s = 0.f, dp = 0.f;
 #pragma unroll
             for (int c = 0; c < D_H; ++c) {
