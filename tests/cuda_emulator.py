@@ -47,9 +47,16 @@ def _wrapper(source: str, name: str, types: tuple[str, ...]) -> str:
 
 
 def _dynamic_shared(source: str, shared_bytes: int) -> str:
-    """`extern __shared__ T name[];` (sized at launch on a GPU) becomes a static of that size."""
-    return re.sub(r"extern\s+__shared__\s+(.*?)(\w+)\[\]\s*;",
-                  lambda m: f"static {m.group(1)}{m.group(2)}[{max(shared_bytes, 16)}];", source)
+    """`extern __shared__ T name[];` (sized at launch on a GPU) becomes a reference to an array of
+    that size in cuda_cpu::dynamic_shared, which the shim fills with NaN before every block."""
+    if shared_bytes > 256 * 1024:
+        raise ValueError(f"the emulator gives a block 256 KiB of dynamic shared memory, asked for {shared_bytes}")
+
+    def array(m):
+        element = re.sub(r"__align__\(\d+\)", "", m.group(1)).strip()  # "unsigned char"
+        size = f"{max(shared_bytes, 16)} / sizeof({element})"
+        return f"auto& {m.group(2)} = *reinterpret_cast<{element}(*)[{size}]>(cuda_cpu::dynamic_shared);"
+    return re.sub(r"extern\s+__shared__\s+(.*?)(\w+)\[\]\s*;", array, source)
 
 
 class Kernel:

@@ -515,21 +515,24 @@ def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel,
 
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-def test_kernel_skips_key_tiles_outside_the_documents(run, kernel, dtype, tol):
-    """A NaN value at key 250 (document 2 of three of 100 slots): a query that reads the tile holding
-    it turns NaN even where the key is masked, since 0 · NaN = NaN; that is what torch's dense masked
-    attention gives every row. Queries 0 … 63 (document 0) stay exact only if the kernel never reads
-    that tile: their documents span keys 0 … 99, and tiles from 128 on are skipped."""
+@pytest.mark.parametrize("bad_key,exact", [(250, slice(0, 64)), (10, slice(128, 192))])
+def test_kernel_skips_key_tiles_outside_the_documents(run, kernel, dtype, tol, bad_key, exact):
+    """A NaN value at one key, in documents of 100 slots: a query that reads the tile holding it turns
+    NaN even where the key is masked, since 0 · NaN = NaN; that is what torch's dense masked attention
+    gives every row. Key 250 (document 2): queries 0 … 63 (document 0, keys 0 … 99) stay exact only if
+    their block stops before its tile. Key 10 (document 0): queries 128 … 191 (document 1, keys
+    100 … 199) only if their block starts after it."""
     doc = _packed_doc([100, 100, 100], 300)[None]  # [1, 300]
     q, k, v = _inputs(dtype, 1, 2, 2, 300, 300, 32)
     ref, _ = _reference(q, k, v, False, keep=_same_document(doc))  # before the NaN
-    v[0, :, 250] = np.nan
+    v[0, :, bad_key] = np.nan
     with np.errstate(invalid="ignore"):
         out, _ = run(q, k, v, causal=False, kernel=kernel, doc=doc)
         dense, _ = _reference(q, k, v, False, keep=_same_document(doc))
     assert np.isnan(dense).all()  # the dense product reads every key
-    np.testing.assert_allclose(out[0, :, :64].astype(np.float32), ref[0, :, :64], atol=tol, rtol=tol)
-    assert np.isnan(out[0, :, 200:]).all()
+    np.testing.assert_allclose(out[0, :, exact].astype(np.float32), ref[0, :, exact], atol=tol, rtol=tol)
+    seen_by = slice(bad_key // 100 * 100, bad_key // 100 * 100 + 100)  # the queries of the key's document
+    assert np.isnan(out[0, :, seen_by]).all()
 
 
 @needs_gpu
@@ -664,23 +667,26 @@ def test_backward_kernel_packed_rows_equal_torch_autograd(run, dtype, tol, causa
 
 @pytest.mark.parametrize("run", BACKWARD_WHERE)
 @pytest.mark.parametrize("dtype,tol", [("float32", 2e-5), ("float16", 3e-3)])
-def test_backward_kernel_skips_query_tiles_outside_the_documents(run, dtype, tol):
-    """A NaN in dO at query 250 (document 2 of three of 100 slots). A key tile that visited the query
-    tile holding it would turn NaN (0 · NaN in dV_j += P_ijᵀ dO_i). Keys 0 … 31 (document 0) keep
-    exact gradients only if their block never visits it: their documents span queries 0 … 99."""
+@pytest.mark.parametrize("bad_query,exact", [(250, slice(0, 32)), (10, slice(128, 192))])
+def test_backward_kernel_skips_query_tiles_outside_the_documents(run, dtype, tol, bad_query, exact):
+    """A NaN in dO at one query, in documents of 100 slots. A key tile that visited the query tile
+    holding it would turn NaN (0 · NaN in dV_j += P_ijᵀ dO_i). Query 250 (document 2): keys 0 … 31
+    (document 0, queries 0 … 99) keep exact gradients only if their block stops before it. Query 10
+    (document 0): keys 128 … 191 (document 1, queries 100 … 199) only if their blocks start after it."""
     doc = _packed_doc([100, 100, 100], 300)[None]  # [1, 300]
     keep = _same_document(doc)
     q, k, v = _inputs(dtype, 1, 2, 2, 300, 300, 64)
     dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
     out, lse = _reference(q, k, v, False, keep=keep)
     refs = _torch_gradients(dout, q, k, v, False, keep=keep)  # before the NaN
-    dout[0, :, 250] = np.nan
+    dout[0, :, bad_query] = np.nan
     with np.errstate(invalid="ignore"):
         _, dk, dv = run(dout, q, k, v, out.astype(dtype), lse.astype(np.float32), causal=False, doc=doc)
     for ours, ref in ((dk, refs[1]), (dv, refs[2])):
-        np.testing.assert_allclose(ours[0, :, :32].astype(np.float64), ref[0, :, :32],
+        np.testing.assert_allclose(ours[0, :, exact].astype(np.float64), ref[0, :, exact],
                                    atol=tol * max(1.0, np.abs(ref).max()), rtol=tol)
-    assert np.isnan(dv[0, :, 200:]).all()  # document 2's keys are seen by query 250
+    seen_by = slice(bad_query // 100 * 100, bad_query // 100 * 100 + 100)  # the keys the query sees
+    assert np.isnan(dv[0, :, seen_by]).all()
 
 
 @needs_gxx

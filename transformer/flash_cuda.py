@@ -519,9 +519,11 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     and lse (b, h, n_q) float32 = log Σ_j e^(s_ij) if return_lse. Causal uses the offset
     n_k - n_q (queries are the last positions), as `transformer.causal_mask` does.
     kernel: "auto", "simt", "tensor_cores", "mma" (those two float16 only) or "mma_tf32" (float32
-    only); see the module docstring. A NaN or ∞ input gives NaN in the rows torch's softmax makes
-    NaN (never a silent 0); a row whose scores are all -∞ counts as one that saw no key (O = 0,
-    lse = -∞). With "mma_tf32" an ∞ input makes every row that sees it NaN.
+    only); see the module docstring. A NaN or ∞ in q or k gives NaN in the rows torch's softmax
+    makes NaN (never a silent 0); a NaN in v reaches the rows whose blocks read its key tile, also
+    where a mask hides the key (0 · NaN; torch's dense P V: every row). A row whose scores are all
+    -∞ counts as one that saw no key (O = 0, lse = -∞). With "mma_tf32" an ∞ input makes every row
+    that sees it NaN.
     doc: packed rows, as in `flash_attention`: (b, n) document index of each position (-1 =
     padding, n = n_q = n_k); a query reads only keys of its own document, key tiles outside its
     tile's documents are skipped (`packed_row_args`), and padding rows get zeros, lse = -∞.

@@ -85,6 +85,13 @@ using std::min;
 
 namespace cuda_cpu {
 
+// A kernel's dynamic shared memory (`extern __shared__`, sized at launch on a GPU): one buffer,
+// filled with 0xFF bytes (NaN as float and as half) before every block. A GPU leaves a block's
+// shared memory holding whatever was there, so a kernel that reads what this block did not write
+// gets NaN here, never a tile an earlier block left behind.
+constexpr std::size_t DYNAMIC_SHARED_BYTES = 256 * 1024;
+alignas(128) inline unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES];
+
 // Launch kernel() on grid × block threads. Blocks run in order; the threads of one block
 // run concurrently so that barriers inside the kernel work.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
@@ -93,6 +100,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
+                std::memset(dynamic_shared, 0xFF, sizeof dynamic_shared);
                 Barrier block_bar(n_threads);
                 std::vector<std::unique_ptr<Barrier>> warp_bars;
                 for (unsigned w = 0; w < n_warps; ++w)

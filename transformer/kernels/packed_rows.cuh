@@ -5,7 +5,7 @@
 //             Query i sees key j only if DOC[j] = DOC[i] >= 0 (and, when causal, j <= i): the
 //             block-diagonal mask of transformer.document_mask.
 //   DOC_KEYS  (b, Tr, 2) int32: for each query tile, the keys [first, end) that its documents
-//             span (computed on the host, flash_cuda.doc_key_spans). Key tiles outside it hold
+//             span (computed on the host, flash_cuda.packed_row_args). Key tiles outside it hold
 //             no key the tile may see and are skipped, as causal tiles above the diagonal are.
 //
 // Both null: one sequence a row, every key a candidate.
