@@ -38,11 +38,8 @@
 // (4·BC·D_H + BC·(BC + 1) + 2·BC) floats, within the 48 KiB a block has statically: the host
 // halves BC for d_h = 128.
 
-#include <cuda_fp16.h>
+#include "scalars.cuh"
 #include "packed_rows.cuh"
-#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
-#define INFINITY __int_as_float(0x7f800000)
-#endif
 
 #ifndef D_H
 #define D_H 64
@@ -55,8 +52,6 @@
 #endif
 #define BR BC  // query rows per tile: thread t also owns query row t of the tile for dQ
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
 extern "C" __global__ void flash_attention_bwd(
     const SCALAR_T* __restrict__ Q, const SCALAR_T* __restrict__ K, const SCALAR_T* __restrict__ V,

@@ -33,11 +33,8 @@
 // are skipped. A row that sees no key gets O = 0 and lse = -inf (as scaled_dot_product_attention).
 // Packed rows (DOC, DOC_KEYS; null for one sequence a row): packed_rows.cuh.
 
-#include <cuda_fp16.h>
+#include "scalars.cuh"
 #include "packed_rows.cuh"
-#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
-#define INFINITY __int_as_float(0x7f800000)
-#endif
 
 #ifndef D_H
 #define D_H 64
@@ -52,8 +49,6 @@
 #define SCALAR_T float
 #endif
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ void from_float(float x, float* out) { *out = x; }
 __device__ __forceinline__ void from_float(float x, __half* out) { *out = __float2half(x); }
 

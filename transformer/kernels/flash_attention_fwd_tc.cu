@@ -30,12 +30,9 @@
 // Compile-time constants (CuPy passes -D options): D_H head size (a multiple of 16),
 // SMEM_BYTES the dynamic shared memory the host gives each block (checked below).
 
-#include <cuda_fp16.h>
+#include "scalars.cuh"
 #include <mma.h>
 #include "packed_rows.cuh"
-#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
-#define INFINITY __int_as_float(0x7f800000)
-#endif
 
 using namespace nvcuda;
 
