@@ -52,7 +52,6 @@
 #endif
 #define BR BC  // query rows per tile: thread t also owns query row t of the tile for dQ
 
-
 extern "C" __global__ void flash_attention_bwd(
     const SCALAR_T* __restrict__ Q, const SCALAR_T* __restrict__ K, const SCALAR_T* __restrict__ V,
     const SCALAR_T* __restrict__ dO, const float* __restrict__ L, const float* __restrict__ D,
