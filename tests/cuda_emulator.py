@@ -7,6 +7,16 @@ NumPy arrays become device pointers (they must be C-contiguous: the kernel write
 np.uint64(0) a null pointer (as CuPy passes it: 8 bytes of zeros), np.int32 / np.float32
 scalars int / float arguments. One CUDA thread is one std::thread,
 so this is for small shapes: it checks a kernel's results, not its speed.
+
+Sanitizers (`sanitizer=`, or the environment variable CUDA_CPU_SANITIZER) build the kernel with
+g++'s checkers of what a GPU would do wrong without saying so:
+    "thread"   ThreadSanitizer: two threads of a block touch one address, one of them writing,
+               with no barrier between them: a missing __syncthreads() or __syncwarp(), a race.
+    "address"  AddressSanitizer and UndefinedBehaviorSanitizer: a read or write outside an input
+               array, outside the shared memory the launch asked for, or outside a __shared__ array;
+               signed overflow and other undefined arithmetic.
+Their runtime must be in the process before Python starts: run such a kernel in a subprocess with
+`sanitizer_env(name)` (tests/test_kernel_sanitizers.py does).
 """
 from __future__ import annotations
 
@@ -24,6 +34,34 @@ import numpy as np
 SHIM = Path(__file__).with_name("cuda_cpu")
 CXX = shutil.which("g++")
 CACHE = Path(tempfile.gettempdir()) / "transformer-cuda-cpu"
+SANITIZER_FLAGS = {
+    "thread": ("-fsanitize=thread",),
+    "address": ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"),
+}
+SANITIZER_RUNTIME = {"thread": "libtsan.so", "address": "libasan.so"}
+SANITIZER_EXIT = 66  # the exit status of a process whose kernel a sanitizer caught
+
+
+def sanitizer_runtime(sanitizer: str) -> Path | None:
+    """The sanitizer's runtime library that g++ links against, or None where it is not installed."""
+    if CXX is None:
+        return None
+    name = SANITIZER_RUNTIME[sanitizer]
+    found = subprocess.run([CXX, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+    return Path(found) if os.path.isabs(found) and os.path.exists(found) else None  # else g++ echoes the name
+
+
+def sanitizer_env(sanitizer: str) -> dict[str, str]:
+    """Environment for a subprocess whose kernels run under `sanitizer`: its runtime preloaded,
+    the first report ends the process with SANITIZER_EXIT."""
+    runtime = sanitizer_runtime(sanitizer)
+    if runtime is None:
+        raise RuntimeError(f"g++'s {SANITIZER_RUNTIME[sanitizer]} is not installed")
+    stop = f"halt_on_error=1 exitcode={SANITIZER_EXIT}"
+    return {**os.environ, "LD_PRELOAD": str(runtime), "CUDA_CPU_SANITIZER": sanitizer, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+            "TSAN_OPTIONS": f"{stop} report_signal_unsafe=0",
+            "ASAN_OPTIONS": f"{stop} detect_leaks=0",  # Python's own allocations are not the kernel's
+            "UBSAN_OPTIONS": f"{stop} print_stacktrace=1"}
 
 
 def _arg_type(a) -> str:
@@ -36,19 +74,19 @@ def _arg_type(a) -> str:
     raise TypeError(f"kernel arguments are NumPy arrays, np.uint64(0), np.int32 or np.float32, got {a!r}")
 
 
-def _wrapper(source: str, name: str, types: tuple[str, ...]) -> str:
+def _wrapper(source: str, name: str, types: tuple[str, ...], shared_bytes: int) -> str:
     cast = {"ptr": "cuda_cpu::AnyPtr{{args[{i}]}}", "int": "*static_cast<int*>(args[{i}])",
             "float": "*static_cast<float*>(args[{i}])"}
     call = ", ".join(cast[t].format(i=i) for i, t in enumerate(types))
     return (f'#include "cuda_cpu.h"\n{source}\n'
             'extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz,'
             ' unsigned bx, unsigned by, unsigned bz, void** args) {\n'
-            f'    cuda_cpu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), [&] {{ {name}({call}); }});\n}}\n')
+            f'    cuda_cpu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), {shared_bytes}, [&] {{ {name}({call}); }});\n}}\n')
 
 
 def _dynamic_shared(source: str, shared_bytes: int) -> str:
     """`extern __shared__ T name[];` (sized at launch on a GPU) becomes a reference to an array of
-    that size in cuda_cpu::dynamic_shared, which the shim fills with NaN before every block."""
+    that size at cuda_cpu::dynamic_shared, a buffer of that size the shim fills with NaN before every block."""
     if shared_bytes > 256 * 1024:
         raise ValueError(f"the emulator gives a block 256 KiB of dynamic shared memory, asked for {shared_bytes}")
 
@@ -60,21 +98,24 @@ def _dynamic_shared(source: str, shared_bytes: int) -> str:
 
 
 class Kernel:
-    def __init__(self, source: Path, name: str, options: tuple[str, ...]):
-        self.source, self.name = Path(source), name
+    def __init__(self, source: Path, name: str, options: tuple[str, ...], sanitizer: str | None = None):
+        if sanitizer not in (None, *SANITIZER_FLAGS):
+            raise ValueError(f"sanitizer must be one of {sorted(SANITIZER_FLAGS)} or None, got {sanitizer!r}")
+        self.source, self.name, self.sanitizer = Path(source), name, sanitizer
         self.defines = tuple(o for o in options if o.startswith("-D"))
+        self.flags = ("-g", *SANITIZER_FLAGS[sanitizer]) if sanitizer else ()
         self._libs: dict = {}
 
     def _lib(self, types: tuple[str, ...], shared_bytes: int):
         key = (types, shared_bytes)
         if key not in self._libs:
             src = _dynamic_shared(self.source.read_text(), shared_bytes)
-            text = _wrapper(src, self.name, types)
+            text = _wrapper(src, self.name, types, max(shared_bytes, 16))
             # headers: the shim's, then the kernel's own folder (its pure-C++ headers; the shim's
             # stand-ins for PTX headers of the same name are found first)
             folders = (SHIM, SHIM / "include", self.source.parent)
             shim = "".join(p.read_text() for f in folders for p in sorted(f.glob("*")) if p.suffix in (".h", ".cuh"))
-            digest = hashlib.sha1("\0".join((text, shim, *self.defines)).encode()).hexdigest()[:16]
+            digest = hashlib.sha1("\0".join((text, shim, *self.defines, *self.flags)).encode()).hexdigest()[:16]
             so = CACHE / f"{self.name}-{digest}.so"
             if not so.exists():
                 CACHE.mkdir(parents=True, exist_ok=True)
@@ -82,7 +123,7 @@ class Kernel:
                 cpp.write_text(text)
                 tmp = so.with_suffix(f".{os.getpid()}.tmp")
                 cmd = [CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
-                       "-Wno-unknown-pragmas", *(f"-I{f}" for f in folders), *self.defines,
+                       "-Wno-unknown-pragmas", *(f"-I{f}" for f in folders), *self.defines, *self.flags,
                        "-o", str(tmp), str(cpp)]
                 res = subprocess.run(cmd, capture_output=True, text=True)
                 cpp.unlink()
@@ -113,7 +154,7 @@ class Kernel:
         self._lib(types, shared_bytes).emu_launch(*g, *b, argv)
 
 
-def load(source, name: str, options=()) -> Kernel:
+def load(source, name: str, options=(), sanitizer: str | None = None) -> Kernel:
     if CXX is None:
         raise RuntimeError("running CUDA kernels on the CPU needs g++")
-    return Kernel(source, name, tuple(options))
+    return Kernel(source, name, tuple(options), sanitizer or os.environ.get("CUDA_CPU_SANITIZER") or None)

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -85,22 +86,32 @@ using std::min;
 
 namespace cuda_cpu {
 
-// A kernel's dynamic shared memory (`extern __shared__`, sized at launch on a GPU): one buffer,
-// filled with 0xFF bytes (NaN as float and as half) before every block. A GPU leaves a block's
-// shared memory holding whatever was there, so a kernel that reads what this block did not write
-// gets NaN here, never a tile an earlier block left behind.
-constexpr std::size_t DYNAMIC_SHARED_BYTES = 256 * 1024;
-alignas(128) inline unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES];
+// A kernel's dynamic shared memory (`extern __shared__`, sized at launch on a GPU): a buffer of
+// exactly the launch's size, filled with 0xFF bytes (NaN as float and as half) before every block.
+// A GPU leaves a block's shared memory holding whatever was there, so a kernel that reads what
+// this block did not write gets NaN here, never a tile an earlier block left behind; and a kernel
+// that reaches past the size the host asked for leaves the buffer (AddressSanitizer builds say so).
+inline unsigned char* dynamic_shared = nullptr;
 
-// Launch kernel() on grid × block threads. Blocks run in order; the threads of one block
-// run concurrently so that barriers inside the kernel work.
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+struct SharedBuffer {  // 128-byte aligned, as a GPU aligns a block's shared memory at least
+    std::size_t bytes;
+    unsigned char* p;
+    explicit SharedBuffer(std::size_t n) : bytes(n), p(static_cast<unsigned char*>(
+        ::operator new[](n, std::align_val_t(128)))) {}
+    ~SharedBuffer() { ::operator delete[](p, std::align_val_t(128)); }
+};
+
+// Launch kernel() on grid × block threads with `shared_bytes` of dynamic shared memory. Blocks
+// run in order; the threads of one block run concurrently so that barriers inside the kernel work.
+inline void launch(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& kernel) {
     const unsigned n_threads = block.x * block.y * block.z;
     const unsigned n_warps = (n_threads + 31) / 32;
+    SharedBuffer shared(std::max<std::size_t>(shared_bytes, 16));
+    dynamic_shared = shared.p;
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
-                std::memset(dynamic_shared, 0xFF, sizeof dynamic_shared);
+                std::memset(shared.p, 0xFF, shared.bytes);
                 Barrier block_bar(n_threads);
                 std::vector<std::unique_ptr<Barrier>> warp_bars;
                 for (unsigned w = 0; w < n_warps; ++w)
@@ -124,6 +135,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                     });
                 for (auto& th : threads) th.join();
             }
+    dynamic_shared = nullptr;
 }
 
 // Converts a void* argument to whatever pointer type the kernel's parameter has.

@@ -2,7 +2,8 @@
 //
 // On a GPU a fragment is spread over the 32 lanes of a warp in an unspecified layout. Here
 // every lane loads whole A and B tiles, but owns only the accumulator elements e with
-// e % 32 == its lane: mma_sync computes those, store_matrix_sync writes those. So, as on a
+// e % 32 == its lane: load_matrix_sync reads those, mma_sync computes those, store_matrix_sync
+// writes those. So, as on a
 // GPU, a tile stored by a warp is complete only after every lane has stored its part (and a
 // __syncwarp), and code may touch fragment elements x[k] only uniformly (the same operation
 // on each), never by position.
@@ -43,10 +44,14 @@ inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const T* p
         for (int c = 0; c < 16; ++c) f.x[16 * r + c] = p[c * ldm + r];
 }
 
+// An accumulator is loaded, like it is stored, by each lane for its own elements only: a warp that
+// loads a tile, adds to it and stores it back never has one lane read what another one writes.
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm,
                              layout_t layout) {
-    for (int r = 0; r < 16; ++r)
-        for (int c = 0; c < 16; ++c) f.x[16 * r + c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
+    for (int e = int(cuda_cpu::lane_id); e < 256; e += 32) {  // this lane's part only
+        const int r = e / 16, c = e % 16;
+        f.x[e] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
+    }
 }
 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,

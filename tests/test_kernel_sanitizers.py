@@ -1,0 +1,186 @@
+"""The CUDA kernels under g++'s sanitizers, on the CPU emulator: no race, no access out of bounds.
+
+A GPU does not report a missing __syncthreads(): one warp reads a tile another is still writing,
+and the output is wrong only on some runs, on some GPUs. Nor does it report a read one row past
+the end of K: it returns whatever lies there. The emulator's tests (test_flash_cuda.py) compare
+results, so they catch such a bug only when the timing or the memory happens to make it visible.
+Here the same tests run with the kernel built by g++ with
+
+  ThreadSanitizer    any two accesses of one address by two threads of a block, one a write, with
+                     no barrier ordering them: a race, whether or not the threads' timing made
+                     them collide in this run;
+  AddressSanitizer   any read or write outside an input array, outside a __shared__ array, or
+  (+ UndefinedBehaviorSanitizer)  outside the dynamic shared memory the launch asked for; signed
+                     overflow and other undefined arithmetic.
+
+Each sanitizer's runtime must be loaded before Python starts, so each kernel's cases run in a
+subprocess (pytest on the chosen cases of test_flash_cuda.py); the first report ends it. Then
+kernels broken on purpose show that each check catches what it is for.
+"""
+import functools
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer import flash_cuda
+
+import cuda_emulator
+
+TESTS = Path(__file__).parent
+KERNELS = flash_cuda.KERNELS["simt"].source.parent
+
+
+def _needs(sanitizer):
+    return pytest.mark.skipif(cuda_emulator.sanitizer_runtime(sanitizer) is None,
+                              reason=f"needs g++ and its {sanitizer} sanitizer")
+
+
+def _available(sanitizer):
+    return pytest.param(sanitizer, marks=_needs(sanitizer))
+
+
+SANITIZERS = [_available("thread"), _available("address")]
+
+# The cases each kernel runs under the sanitizers (test ids of test_flash_cuda.py): tails of
+# query and key tiles, b = 2, GQA, MQA, a causal edge inside a key tile (n_q < n_k), d_h = 64 and
+# 128 (so key tiles of 64, 32 and 16), packed rows with padding.
+FORWARD_CASES = ["test_kernel_equals_naive_attention[2-3-3-70-133-64-True-{kernel}-{dtype}-",
+                 "test_kernel_equals_naive_attention[1-6-1-1-300-128-False-{kernel}-{dtype}-",
+                 "test_kernel_packed_rows_equal_attention_under_the_document_mask[True-128-{kernel}-{dtype}-"]
+BACKWARD_CASES = ["test_backward_kernel_equals_torch_autograd[1-4-2-100-45-32-True-{dtype}-",
+                  "test_backward_kernel_equals_torch_autograd[1-3-1-37-90-128-False-{dtype}-",
+                  "test_backward_kernel_packed_rows_equal_torch_autograd[True-64-{dtype}-"]
+KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{kernel}-{dtype}") for kernel, dtype, cases in [
+    ("simt", "float32", FORWARD_CASES), ("simt", "float16", FORWARD_CASES), ("tensor_cores", "float16", FORWARD_CASES),
+    ("mma", "float16", FORWARD_CASES), ("mma_tf32", "float32", FORWARD_CASES),
+    ("backward", "float32", BACKWARD_CASES), ("backward", "float16", BACKWARD_CASES)]]
+
+
+def _report(stderr: str, lines: int = 40) -> str:
+    """The sanitizer's report without the C++ standard library's frames."""
+    keep = [line for line in stderr.splitlines() if not re.search(r"std::|__invoke|_M_invoke|<null>", line)]
+    return "\n".join(keep[:lines])
+
+
+def _run(sanitizer, args, timeout=600):
+    return subprocess.run([sys.executable, *args], env=cuda_emulator.sanitizer_env(sanitizer), cwd=TESTS.parent,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@functools.cache
+def _emulator_test_ids():
+    """The ids of test_flash_cuda.py's emulator tests, from pytest's own collection."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_flash_cuda.py"], capture_output=True, text=True, cwd=TESTS.parent)
+    return [line for line in res.stdout.splitlines() if line.endswith("-cpu]")]
+
+
+def _selected(cases, kernel, dtype):
+    """The node ids of test_flash_cuda.py that start with one of `cases`."""
+    chosen = [i for i in _emulator_test_ids()
+              if any(i.split("::")[1].startswith(c.format(kernel=kernel, dtype=dtype)) for c in cases)]
+    assert len(chosen) == len(cases), (cases, chosen)  # each case names exactly one test
+    return chosen
+
+
+@pytest.mark.parametrize("sanitizer", SANITIZERS)
+@pytest.mark.parametrize("kernel,dtype,cases", KERNEL_CASES)
+def test_kernel_runs_clean_under_the_sanitizer(sanitizer, kernel, dtype, cases):
+    """The kernel's emulator tests pass with the kernel built under the sanitizer, and it reports nothing."""
+    chosen = _selected(cases, kernel, dtype)
+    res = _run(sanitizer, ["-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", *chosen])
+    assert res.returncode != cuda_emulator.SANITIZER_EXIT, _report(res.stderr)
+    assert res.returncode == 0 and f"{len(chosen)} passed" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+# Kernels broken on purpose: each must be caught by its sanitizer, and only by the sanitizer (their
+# results can still be right on a CPU, where one thread often finishes before another starts).
+MUTANTS = {
+    # the barrier that makes every thread wait until the K_j, V_j tile is staged
+    "simt, no __syncthreads after staging K_j, V_j": (
+        "thread", "simt", "float32", "flash_attention_fwd.cu",
+        "        }\n        __syncthreads();\n        if (!active) continue;", "        }\n        if (!active) continue;"),
+    # the barrier between a warp's lanes storing S and reading each other's parts of it
+    "tensor_cores, no __syncwarp after storing S": (
+        "thread", "tensor_cores", "float16", "flash_attention_fwd_tc.cu",
+        "        __syncwarp();                               // the warp's S rows are complete\n", ""),
+    # the double buffer: tile j+1 is copied into the buffer of tile j-1 while other warps still read it
+    "mma, no __syncthreads before starting tile j+1": (
+        "thread", "mma", "float16", "flash_attention_fwd_mma.cu",
+        "            __syncthreads();                    // everyone's has; every warp is done with tile j-1\n", ""),
+    # the bound on the last key tile: a tail of n_k past the end of K and V
+    "simt, key tile read past n_k": (
+        "address", "simt", "float32", "flash_attention_fwd.cu",
+        "const bool in = j0 + r < n_k;", "const bool in = true;"),
+}
+
+
+def _mutant(tmp_path, file, old, new):
+    """A copy of the kernels' folder with one kernel changed (its headers beside it, as the emulator reads them)."""
+    folder = tmp_path / "kernels"
+    shutil.copytree(KERNELS, folder)
+    text = (folder / file).read_text()
+    assert text.count(old) == 1, f"{file} no longer holds the line this mutant removes"
+    (folder / file).write_text(text.replace(old, new))
+    return folder / file
+
+
+def run_forward(source, kernel, dtype, shared_scale=1.0):
+    """Run one forward case (b = 2, GQA, n = 133: a partial last key tile) of `kernel` built from
+    `source`, with `shared_scale` times the dynamic shared memory of its launch plan; print the
+    largest error against float64 attention. Called in the sanitizer's subprocess."""
+    import test_flash_cuda as tf
+    q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
+    plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
+    fn = cuda_emulator.load(Path(source), plan.kernel.name, plan.options)
+    out = np.full_like(q, np.nan)
+    lse = np.full(q.shape[:3], np.nan, np.float32)
+    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, flash_cuda.NULL, flash_cuda.NULL),
+       shared_bytes=int(plan.shared_bytes * shared_scale))
+    ref, _ = tf._reference(q, k, v, True)
+    print(json.dumps({"error": float(np.nanmax(np.abs(out.astype(np.float64) - ref)))}))
+
+
+def _forward_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_kernel_sanitizers as t; "
+            f"t.run_forward({str(source)!r}, {kernel!r}, {dtype!r}, {shared_scale!r})")
+    return _run(sanitizer, ["-c", code])
+
+
+@pytest.mark.parametrize("sanitizer,kernel,dtype,file,old,new",
+                         [pytest.param(*m, marks=_needs(m[0]), id=name) for name, m in MUTANTS.items()])
+def test_sanitizer_catches_a_broken_kernel(sanitizer, kernel, dtype, file, old, new, tmp_path):
+    if sanitizer == "thread":  # the unbroken kernel runs clean in the same harness
+        clean = _forward_in_subprocess(sanitizer, flash_cuda.KERNELS[kernel].source, kernel, dtype)
+        assert clean.returncode == 0, _report(clean.stderr)
+        assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
+    res = _forward_in_subprocess(sanitizer, _mutant(tmp_path, file, old, new), kernel, dtype)
+    assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
+    expected = {"thread": "ThreadSanitizer: data race", "address": "AddressSanitizer: heap-buffer-overflow"}[sanitizer]
+    assert expected in res.stderr, _report(res.stderr)
+    assert file in res.stderr or "flash_attention" in res.stderr  # the report points into the kernel
+
+
+@pytest.mark.parametrize("sanitizer", [_available("address")])
+def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
+    """The mma kernel launched with 3/4 of the dynamic shared memory its tiles need: on a GPU it
+    would read and write past its block's allocation; the emulator's buffer is exactly the launch's
+    size, so AddressSanitizer stops it. With the full size it runs clean."""
+    source = flash_cuda.KERNELS["mma"].source
+    clean = _forward_in_subprocess(sanitizer, source, "mma", "float16")
+    assert clean.returncode == 0, _report(clean.stderr)
+    assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
+    res = _forward_in_subprocess(sanitizer, source, "mma", "float16", shared_scale=0.75)
+    assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "AddressSanitizer: heap-buffer-overflow" in res.stderr and "SharedBuffer" in res.stderr, _report(res.stderr)
+
+
+def test_sanitizer_name_is_checked():
+    with pytest.raises(ValueError, match="sanitizer must be one of .*'thread'.*got 'memory'"):
+        cuda_emulator.load(KERNELS / "flash_attention_fwd.cu", "flash_attention_fwd", sanitizer="memory")
