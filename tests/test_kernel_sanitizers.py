@@ -99,8 +99,10 @@ def test_kernel_runs_clean_under_the_sanitizer(sanitizer, kernel, dtype, cases):
     assert res.returncode == 0 and f"{len(chosen)} passed" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
 
 
-# Kernels broken on purpose: each must be caught by its sanitizer, and only by the sanitizer (their
-# results can still be right on a CPU, where one thread often finishes before another starts).
+# Kernels broken on purpose: each must be caught by its sanitizer (their results can still be right
+# on a CPU, where one thread often finishes before another starts). Blocks run one after another in
+# the emulator, so only races inside a block are seen; the one write that blocks share, the
+# backward's dQ, is an atomicAdd.
 MUTANTS = {
     # the barrier that makes every thread wait until the K_j, V_j tile is staged
     "simt, no __syncthreads after staging K_j, V_j": (
@@ -114,6 +116,10 @@ MUTANTS = {
     "mma, no __syncthreads before starting tile j+1": (
         "thread", "mma", "float16", "flash_attention_fwd_mma.cu",
         "            __syncthreads();                    // everyone's has; every warp is done with tile j-1\n", ""),
+    # the barrier between the threads writing dS_ij (a column each) and reading it (a row each)
+    "backward, no __syncthreads before dQ += dS K": (
+        "thread", "backward", "float32", "flash_attention_bwd.cu",
+        "        __syncthreads();  // dS_ij is complete\n", ""),
     # the bound on the last key tile: a tail of n_k past the end of K and V
     "simt, key tile read past n_k": (
         "address", "simt", "float32", "flash_attention_fwd.cu",
@@ -131,36 +137,50 @@ def _mutant(tmp_path, file, old, new):
     return folder / file
 
 
-def run_forward(source, kernel, dtype, shared_scale=1.0):
-    """Run one forward case (b = 2, GQA, n = 133: a partial last key tile) of `kernel` built from
-    `source`, with `shared_scale` times the dynamic shared memory of its launch plan; print the
-    largest error against float64 attention. Called in the sanitizer's subprocess."""
+def run_case(source, kernel, dtype, shared_scale=1.0):
+    """Run one case (b = 2, GQA, causal, n = 133: partial last query and key tiles) of `kernel`
+    (a forward kernel's name, or "backward") built from `source`, with `shared_scale` times the
+    dynamic shared memory of its launch plan; print the largest error against float64 attention
+    (the forward's output, the backward's dQ). Called in the sanitizer's subprocess."""
     import test_flash_cuda as tf
     q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
-    plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
+    ref, ref_lse = tf._reference(q, k, v, True)
+    if kernel == "backward":
+        plan = flash_cuda.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
+        dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
+        L, D = flash_cuda._backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
+        out = np.zeros(q.shape, np.float32)  # dQ, added to
+        dk, dv = (np.zeros(q.shape[:2] + k.shape[2:], np.float32) for _ in range(2))
+        args = (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), out, dk, dv)
+        ref = tf._torch_gradients(dout, q, k, v, True)[0]
+    else:
+        plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
+        out = np.full_like(q, np.nan)
+        args = (q, k, v, out, np.full(q.shape[:3], np.nan, np.float32))
     fn = cuda_emulator.load(Path(source), plan.kernel.name, plan.options)
-    out = np.full_like(q, np.nan)
-    lse = np.full(q.shape[:3], np.nan, np.float32)
-    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, flash_cuda.NULL, flash_cuda.NULL),
+    fn(plan.grid, plan.block, (*args, *plan.scalars, flash_cuda.NULL, flash_cuda.NULL),
        shared_bytes=int(plan.shared_bytes * shared_scale))
-    ref, _ = tf._reference(q, k, v, True)
     print(json.dumps({"error": float(np.nanmax(np.abs(out.astype(np.float64) - ref)))}))
 
 
-def _forward_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
+def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_kernel_sanitizers as t; "
-            f"t.run_forward({str(source)!r}, {kernel!r}, {dtype!r}, {shared_scale!r})")
+            f"t.run_case({str(source)!r}, {kernel!r}, {dtype!r}, {shared_scale!r})")
     return _run(sanitizer, ["-c", code])
+
+
+def _source(kernel):
+    return (flash_cuda.BACKWARD if kernel == "backward" else flash_cuda.KERNELS[kernel]).source
 
 
 @pytest.mark.parametrize("sanitizer,kernel,dtype,file,old,new",
                          [pytest.param(*m, marks=_needs(m[0]), id=name) for name, m in MUTANTS.items()])
 def test_sanitizer_catches_a_broken_kernel(sanitizer, kernel, dtype, file, old, new, tmp_path):
     if sanitizer == "thread":  # the unbroken kernel runs clean in the same harness
-        clean = _forward_in_subprocess(sanitizer, flash_cuda.KERNELS[kernel].source, kernel, dtype)
+        clean = _case_in_subprocess(sanitizer, _source(kernel), kernel, dtype)
         assert clean.returncode == 0, _report(clean.stderr)
         assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
-    res = _forward_in_subprocess(sanitizer, _mutant(tmp_path, file, old, new), kernel, dtype)
+    res = _case_in_subprocess(sanitizer, _mutant(tmp_path, file, old, new), kernel, dtype)
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
     expected = {"thread": "ThreadSanitizer: data race", "address": "AddressSanitizer: heap-buffer-overflow"}[sanitizer]
     assert expected in res.stderr, _report(res.stderr)
@@ -173,10 +193,10 @@ def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
     would read and write past its block's allocation; the emulator's buffer is exactly the launch's
     size, so AddressSanitizer stops it. With the full size it runs clean."""
     source = flash_cuda.KERNELS["mma"].source
-    clean = _forward_in_subprocess(sanitizer, source, "mma", "float16")
+    clean = _case_in_subprocess(sanitizer, source, "mma", "float16")
     assert clean.returncode == 0, _report(clean.stderr)
     assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
-    res = _forward_in_subprocess(sanitizer, source, "mma", "float16", shared_scale=0.75)
+    res = _case_in_subprocess(sanitizer, source, "mma", "float16", shared_scale=0.75)
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
     assert "AddressSanitizer: heap-buffer-overflow" in res.stderr and "SharedBuffer" in res.stderr, _report(res.stderr)
 
