@@ -653,7 +653,7 @@ for d_h_b in (64, 128):
 
 # %% [markdown]
 # All the kernels are checked against standard attention and torch's autograd: on any machine
-# by running their CUDA C on CPU threads (`tests/test_flash_cuda.py`), and on a GPU directly.
+# by running their CUDA C on the CPU (`tests/test_flash_cuda.py`), and on a GPU directly.
 # With a GPU and CuPy here, this cell runs them and compares with the NumPy tiles of this lesson:
 
 # %%

@@ -5,7 +5,7 @@
 
 NumPy arrays become device pointers (they must be C-contiguous: the kernel writes into them),
 np.uint64(0) a null pointer (as CuPy passes it: 8 bytes of zeros), np.int32 / np.float32
-scalars int / float arguments. One CUDA thread is one std::thread,
+scalars int / float arguments. One CUDA thread is one fiber on one CPU thread (cuda_cpu/cuda_cpu.h),
 so this is for small shapes: it checks a kernel's results, not its speed.
 
 Sanitizers (`sanitizer=`, or the environment variable CUDA_CPU_SANITIZER) build the kernel with
@@ -79,9 +79,9 @@ def _wrapper(source: str, name: str, types: tuple[str, ...], shared_bytes: int) 
             "float": "*static_cast<float*>(args[{i}])"}
     call = ", ".join(cast[t].format(i=i) for i, t in enumerate(types))
     return (f'#include "cuda_cpu.h"\n{source}\n'
-            'extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz,'
+            'extern "C" int emu_launch(unsigned gx, unsigned gy, unsigned gz,'
             ' unsigned bx, unsigned by, unsigned bz, void** args) {\n'
-            f'    cuda_cpu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), {shared_bytes}, [&] {{ {name}({call}); }});\n}}\n')
+            f'    return cuda_cpu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), {shared_bytes}, [&] {{ {name}({call}); }});\n}}\n')
 
 
 def _dynamic_shared(source: str, shared_bytes: int) -> str:
@@ -132,6 +132,7 @@ class Kernel:
                 os.replace(tmp, so)  # atomic: parallel test workers may build the same file
             lib = ctypes.CDLL(str(so))
             lib.emu_launch.argtypes = [ctypes.c_uint] * 6 + [ctypes.POINTER(ctypes.c_void_p)]
+            lib.emu_launch.restype = ctypes.c_int
             self._libs[key] = lib
         return self._libs[key]
 
@@ -151,7 +152,9 @@ class Kernel:
         argv = (ctypes.c_void_p * len(args))(*addresses)
         g = tuple(grid) + (1,) * (3 - len(grid))
         b = tuple(block) + (1,) * (3 - len(block))
-        self._lib(types, shared_bytes).emu_launch(*g, *b, argv)
+        if self._lib(types, shared_bytes).emu_launch(*g, *b, argv):
+            raise RuntimeError(f"{self.name}: a block got stuck at __syncthreads/__syncwarp that not all of its "
+                               "threads reach (a barrier inside a branch some threads skip)")
 
 
 def load(source, name: str, options=(), sanitizer: str | None = None) -> Kernel:

@@ -1,8 +1,8 @@
 """The CUDA FlashAttention kernel equals naive attention: on the CPU always, on a GPU when there is one.
 
 CI has no GPU. There the kernel's own CUDA C source still runs: `cuda_emulator` compiles it with
-g++ against a small CUDA-on-threads shim (one std::thread per CUDA thread, barriers for
-__syncthreads), with the launch plan of `flash_cuda.launch_plan`, and the results are compared with
+g++ against a small CUDA-on-the-CPU shim (one fiber per CUDA thread, switched at __syncthreads
+and __syncwarp), with the launch plan of `flash_cuda.launch_plan`, and the results are compared with
 naive attention and a float64 log-sum-exp. The nvcc compile check runs wherever nvcc is installed;
 the CuPy comparisons skip unless CuPy and a device are present.
 """
@@ -331,7 +331,7 @@ def run_on_gpu(q, k, v, *, causal, scale=None, kernel="auto", doc=None):
 
 
 needs_gxx = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
-# where the kernels run: their CUDA C on CPU threads (any machine with g++), and a GPU (where present)
+# where the kernels run: their CUDA C on the CPU (any machine with g++), and a GPU (where present)
 WHERE = [pytest.param(run_on_cpu, id="cpu", marks=needs_gxx), pytest.param(run_on_gpu, id="gpu", marks=needs_gpu)]
 
 

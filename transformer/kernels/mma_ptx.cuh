@@ -16,7 +16,7 @@
 //   A, 16×8 (row-major):   a[0] = A[g][t]    a[1] = A[g+8][t]    a[2] = A[g][t+4]    a[3] = A[g+8][t+4]
 //   B, 8×8 (k × n):        b[0] = B[t][g]    b[1] = B[t+4][g]
 //
-// tests/cuda_cpu/include/mma_ptx.cuh computes the same functions on CPU threads from this
+// tests/cuda_cpu/include/mma_ptx.cuh computes the same functions on the CPU from this
 // description, so the kernel's tests run without a GPU.
 #pragma once
 #include <cuda_fp16.h>

@@ -90,21 +90,16 @@ inline void ldmatrix_x4_trans(unsigned r[4], const half* row) {
     for (int j = 0; j < 4; ++j) r[j] = cuda_cpu::pack_halves(rows[8 * j + 2 * t][g], rows[8 * j + 2 * t + 1][g]);
 }
 
-namespace cuda_cpu {
-struct PendingCopy { void* dst; const void* src; bool inside; };
-inline thread_local std::vector<PendingCopy> pending_copies;
-}  // namespace cuda_cpu
-
-inline void cp_async_16(void* dst, const void* src, bool inside) {
-    cuda_cpu::pending_copies.push_back({dst, src, inside});
+inline void cp_async_16(void* dst, const void* src, bool inside) {  // this CUDA thread's copy, landed at its wait
+    cuda_cpu::self->pending_copies.push_back({dst, src, inside});
 }
 
 inline void cp_async_commit() {}
 
 inline void cp_async_wait_all() {
-    for (const auto& c : cuda_cpu::pending_copies) {
+    for (const auto& c : cuda_cpu::self->pending_copies) {
         if (c.inside) std::memcpy(c.dst, c.src, 16);
         else std::memset(c.dst, 0, 16);
     }
-    cuda_cpu::pending_copies.clear();
+    cuda_cpu::self->pending_copies.clear();
 }
