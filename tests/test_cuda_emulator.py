@@ -1,37 +1,22 @@
 """The CPU emulator of CUDA kernels (cuda_emulator.py, cuda_cpu/cuda_cpu.h) itself: its two ways of
 running a block's threads agree, and a kernel whose barriers are wrong goes wrong in it."""
-import shutil
-
 import numpy as np
 import pytest
 
-from transformer import flash_cuda
-
 import cuda_emulator
-import test_flash_cuda as tf
+from test_kernel_sanitizers import MUTANTS, mutant, one_case, source_of
 
 pytestmark = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
 
 
-def _forward(kernel, dtype, options=(), source=None):
-    """One causal forward case (b = 2, GQA, n = 133) of `kernel`; returns (out, reference)."""
-    q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
-    plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
-    fn = cuda_emulator.load(source or plan.kernel.source, plan.kernel.name, plan.options + tuple(options))
-    out = np.full_like(q, np.nan)
-    lse = np.full(q.shape[:3], np.nan, np.float32)
-    fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, flash_cuda.NULL, flash_cuda.NULL),
-       shared_bytes=plan.shared_bytes)
-    return out, tf._reference(q, k, v, True)[0]
-
-
 @pytest.mark.parametrize("kernel,dtype", [("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"),
-                                          ("mma_tf32", "float32")])
+                                          ("backward", "float32")])
 def test_fibers_and_threads_give_the_same_numbers(kernel, dtype):
     """Each CUDA thread as a fiber (the default) or as a std::thread (-DCUDA_CPU_THREADS, the
-    sanitizers' way): the same arithmetic in the same order, so the same bits, and both right."""
-    fibers, ref = _forward(kernel, dtype)
-    threads, _ = _forward(kernel, dtype, options=("-DCUDA_CPU_THREADS",))
+    sanitizers' way): the same arithmetic in the same order, so the same bits, and both right.
+    The kernels cover __syncthreads, __syncwarp, shuffles, WMMA and mma tiles, cp.async and atomicAdd."""
+    fibers, ref = one_case(source_of(kernel), kernel, dtype)
+    threads, _ = one_case(source_of(kernel), kernel, dtype, options=("-DCUDA_CPU_THREADS",))
     assert np.array_equal(fibers, threads)
     np.testing.assert_allclose(fibers.astype(np.float64), ref, atol=2e-3, rtol=2e-3)
 
@@ -40,15 +25,9 @@ def test_a_kernel_without_its_barrier_goes_wrong_on_fibers(tmp_path):
     """The SIMT kernel without the __syncthreads after staging K_j, V_j. Each fiber runs until a
     barrier, so thread 0 computes its scores when only its own share of the tile is staged: the
     output is wrong every time (ThreadSanitizer names the race: test_kernel_sanitizers.py)."""
-    folder = tmp_path / "kernels"
-    shutil.copytree(flash_cuda.KERNELS["simt"].source.parent, folder)
-    source = folder / "flash_attention_fwd.cu"
-    text = source.read_text()
-    old = "        }\n        __syncthreads();\n        if (!active) continue;"
-    assert text.count(old) == 1
-    source.write_text(text.replace(old, "        }\n        if (!active) continue;"))
-    good, ref = _forward("simt", "float32")
-    bad, _ = _forward("simt", "float32", source=source)
+    _, kernel, dtype, file, old, new = MUTANTS["simt, no __syncthreads after staging K_j, V_j"]
+    good, ref = one_case(source_of(kernel), kernel, dtype)
+    bad, _ = one_case(mutant(tmp_path, file, old, new), kernel, dtype)
     assert np.abs(good - ref).max() < 2e-5
     assert not np.abs(bad - ref).max() < 1e-2  # NaN (shared memory not yet written) or far off
 
