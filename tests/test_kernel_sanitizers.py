@@ -209,3 +209,27 @@ def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
 def test_sanitizer_name_is_checked():
     with pytest.raises(ValueError, match="sanitizer must be one of .*'thread'.*got 'memory'"):
         cuda_emulator.load(KERNELS / "flash_attention_fwd.cu", "flash_attention_fwd", sanitizer="memory")
+
+
+OVERFLOW = r"""
+extern "C" __global__ void row_offset(float* out, int n) {
+    const int row = threadIdx.x;
+    const int offset = row * n;  // int × int: past 2^31 for the later rows when n is large
+    out[threadIdx.x] = float(offset);
+}
+"""
+
+
+@pytest.mark.parametrize("sanitizer", [_available("address")])
+def test_undefined_behaviour_sanitizer_catches_an_index_that_overflows_int(sanitizer, tmp_path):
+    """The offset of a row computed in int, as `(size_t)` before the product avoids in the kernels:
+    fine for n = 2^20, undefined (and on a GPU silently negative) for n = 2^30."""
+    source = tmp_path / "row_offset.cu"
+    source.write_text(OVERFLOW)
+    code = ("import sys, numpy as np; sys.path.insert(0, {tests!r}); import cuda_emulator; "
+            "cuda_emulator.load({source!r}, 'row_offset')((1,), (4,), (np.zeros(4, np.float32), np.int32({n})))")
+    small = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), n=2 ** 20)])
+    assert small.returncode == 0, _report(small.stderr)
+    res = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), n=2 ** 30)])
+    assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stderr[-2000:]
+    assert "signed integer overflow" in res.stderr, _report(res.stderr)
