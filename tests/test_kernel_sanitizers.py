@@ -233,3 +233,32 @@ def test_undefined_behaviour_sanitizer_catches_an_index_that_overflows_int(sanit
     res = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), n=2 ** 30)])
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stderr[-2000:]
     assert "signed integer overflow" in res.stderr, _report(res.stderr)
+
+
+PUBLISH = r"""
+extern "C" __global__ void publish(float* out) {
+    __shared__ float x[32];
+    x[threadIdx.x] = threadIdx.x;  // each lane its own slot
+    const float token = __shfl_xor_sync(0xffffffffu, float(threadIdx.x), 1);  // swaps registers only
+#ifdef WITH_SYNCWARP
+    __syncwarp();                  // this is what makes the slots visible to the other lanes
+#endif
+    out[threadIdx.x] = x[31 - threadIdx.x] + 0.f * token;  // another lane's slot
+}
+"""
+
+
+@pytest.mark.parametrize("sanitizer", [_available("thread")])
+def test_a_shuffle_is_not_taken_for_a_memory_barrier(sanitizer, tmp_path):
+    """A lane reads another lane's shared-memory write with only a shuffle between them: a race on
+    a GPU, where a shuffle orders no memory. The emulator's shuffle goes through barriers, which
+    ThreadSanitizer is told to ignore, so the race is reported; with __syncwarp it is not."""
+    source = tmp_path / "publish.cu"
+    source.write_text(PUBLISH)
+    code = ("import sys, numpy as np; sys.path.insert(0, {tests!r}); import cuda_emulator; "
+            "cuda_emulator.load({source!r}, 'publish', {options!r})((1,), (32,), (np.zeros(32, np.float32),))")
+    fenced = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), options=("-DWITH_SYNCWARP",))])
+    assert fenced.returncode == 0, _report(fenced.stderr)
+    res = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), options=())])
+    assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stderr[-2000:]
+    assert "ThreadSanitizer: data race" in res.stderr and "publish" in res.stderr, _report(res.stderr)
