@@ -21,6 +21,7 @@ Their runtime must be in the process before Python starts: run such a kernel in 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
@@ -49,6 +50,28 @@ def sanitizer_runtime(sanitizer: str) -> Path | None:
     name = SANITIZER_RUNTIME[sanitizer]
     found = subprocess.run([CXX, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
     return Path(found) if os.path.isabs(found) and os.path.exists(found) else None  # else g++ echoes the name
+
+
+PROBE = """#include <thread>
+int main() { int x = 0; std::thread t([&] { x = 1; }); t.join(); return x - 1; }
+"""
+
+
+@functools.cache
+def sanitizer_works(sanitizer: str) -> bool:
+    """Whether g++ builds and runs a small threaded program under `sanitizer` on this machine (its
+    runtime libraries installed, and able to start here)."""
+    if sanitizer_runtime(sanitizer) is None:
+        return False
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as folder:
+        cpp, exe = Path(folder) / "probe.cpp", Path(folder) / "probe"
+        cpp.write_text(PROBE)
+        built = subprocess.run([CXX, "-std=c++20", "-pthread", *SANITIZER_FLAGS[sanitizer], "-o", str(exe), str(cpp)],
+                               capture_output=True, text=True)
+        if built.returncode:
+            return False
+        return subprocess.run([str(exe)], capture_output=True, env=sanitizer_env(sanitizer)).returncode == 0
 
 
 def sanitizer_env(sanitizer: str) -> dict[str, str]:
@@ -122,7 +145,9 @@ class Kernel:
                 cpp = CACHE / f"{self.name}-{digest}-{os.getpid()}.cpp"
                 cpp.write_text(text)
                 tmp = so.with_suffix(f".{os.getpid()}.tmp")
-                cmd = [CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
+                # -U_FORTIFY_SOURCE: where g++ fortifies by default (Ubuntu), glibc's checked longjmp
+                # refuses the jump from one fiber's stack to another's
+                cmd = [CXX, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
                        "-Wno-unknown-pragmas", *(f"-I{f}" for f in folders), *self.defines, *self.flags,
                        "-o", str(tmp), str(cpp)]
                 res = subprocess.run(cmd, capture_output=True, text=True)

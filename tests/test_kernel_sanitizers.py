@@ -37,8 +37,8 @@ KERNELS = flash_cuda.KERNELS["simt"].source.parent
 
 
 def _needs(sanitizer):
-    return pytest.mark.skipif(cuda_emulator.sanitizer_runtime(sanitizer) is None,
-                              reason=f"needs g++ and its {sanitizer} sanitizer")
+    return pytest.mark.skipif(not cuda_emulator.sanitizer_works(sanitizer),
+                              reason=f"needs g++ and its {sanitizer} sanitizer, working on this machine")
 
 
 def _available(sanitizer):
@@ -139,8 +139,8 @@ def mutant(tmp_path, file, old, new):
 def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
     """One case (b = 2, GQA, causal, n = 133: partial last query and key tiles) of `kernel` (a
     forward kernel's name, or "backward") built from `source` with extra `options`, launched with
-    `shared_scale` times the dynamic shared memory of its launch plan. Returns the forward's output,
-    or the backward's dQ, and its float64 reference."""
+    `shared_scale` times the dynamic shared memory of its launch plan. Returns everything the kernel
+    wrote (O, lse; or dQ, dK, dV) and the float64 reference of the first."""
     import test_flash_cuda as tf
     q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
     ref, ref_lse = tf._reference(q, k, v, True)
@@ -148,23 +148,23 @@ def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
         plan = flash_cuda.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
         dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
         L, D = flash_cuda._backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
-        out = np.zeros(q.shape, np.float32)  # dQ, added to
-        dk, dv = (np.zeros(q.shape[:2] + k.shape[2:], np.float32) for _ in range(2))
-        args = (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), out, dk, dv)
+        dq = np.zeros(q.shape, np.float32)  # added to
+        dk, dv = (np.full(q.shape[:2] + k.shape[2:], np.nan, np.float32) for _ in range(2))
+        args, outputs = (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv), (dq, dk, dv)
         ref = tf._torch_gradients(dout, q, k, v, True)[0]
     else:
         plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
-        out = np.full_like(q, np.nan)
-        args = (q, k, v, out, np.full(q.shape[:3], np.nan, np.float32))
+        outputs = (np.full_like(q, np.nan), np.full(q.shape[:3], np.nan, np.float32))  # O, lse
+        args = (q, k, v, *outputs)
     fn = cuda_emulator.load(Path(source), plan.kernel.name, plan.options + tuple(options))
     fn(plan.grid, plan.block, (*args, *plan.scalars, flash_cuda.NULL, flash_cuda.NULL),
        shared_bytes=int(plan.shared_bytes * shared_scale))
-    return out, ref
+    return outputs, ref
 
 
 def run_case(source, kernel, dtype, shared_scale=1.0):
     """one_case in the sanitizer's subprocess: prints the largest error against the reference."""
-    out, ref = one_case(source, kernel, dtype, shared_scale)
+    (out, *_), ref = one_case(source, kernel, dtype, shared_scale)
     print(json.dumps({"error": float(np.nanmax(np.abs(out.astype(np.float64) - ref)))}))
 
 
@@ -206,6 +206,7 @@ def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
     assert "AddressSanitizer: heap-buffer-overflow" in res.stderr and "SharedBuffer" in res.stderr, _report(res.stderr)
 
 
+@pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
 def test_sanitizer_name_is_checked():
     with pytest.raises(ValueError, match="sanitizer must be one of .*'thread'.*got 'memory'"):
         cuda_emulator.load(KERNELS / "flash_attention_fwd.cu", "flash_attention_fwd", sanitizer="memory")

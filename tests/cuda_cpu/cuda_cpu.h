@@ -4,8 +4,9 @@
 //
 //   fibers (the default)  every CUDA thread is a fiber (its own stack, switched in user space) on
 //                         one CPU thread. A fiber runs until it waits at a barrier or returns; then
-//                         the next one runs. A barrier lets its fibers go on once every thread that
-//                         has not returned has reached it. Deterministic, and ~10× faster than threads.
+//                         the lowest-numbered thread that may go on runs. A barrier lets its fibers
+//                         go on once every thread that has not returned has reached it.
+//                         Deterministic, and ~10× faster than threads.
 //   threads               (-DCUDA_CPU_THREADS; the sanitizer builds) every CUDA thread is a
 //                         std::thread and a barrier a std::barrier, so ThreadSanitizer sees which
 //                         accesses a barrier orders and reports those that nothing orders.
@@ -275,18 +276,24 @@ inline void fiber_main() {  // runs on the fiber's stack; never returns, it jump
     _longjmp(run.scheduler, 1);
 }
 
-struct Stacks {  // one per thread of a block, with a guard page below each: an overflow faults
-    static constexpr std::size_t BYTES = 256 * 1024;
-    std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+struct Stacks {  // one per thread of a block, with 64 KiB of guard pages below each: an overflow faults
+    static constexpr std::size_t BYTES = 256 * 1024, GUARD = 64 * 1024;
     unsigned char* base = nullptr;
     std::size_t total = 0;
-    explicit Stacks(unsigned n) : total(n * (BYTES + page)) {
+    explicit Stacks(unsigned n) : total(n * (BYTES + GUARD)) {
         void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) std::abort();
+        if (p == MAP_FAILED) {
+            std::perror("cuda_cpu: mmap of the fiber stacks");
+            std::abort();
+        }
         base = static_cast<unsigned char*>(p);
-        for (unsigned i = 0; i < n; ++i) mprotect(base + i * (BYTES + page), page, PROT_NONE);
+        for (unsigned i = 0; i < n; ++i)
+            if (mprotect(base + i * (BYTES + GUARD), GUARD, PROT_NONE) != 0) {
+                std::perror("cuda_cpu: mprotect of a guard page");
+                std::abort();
+            }
     }
-    unsigned char* stack(unsigned i) const { return base + i * (BYTES + page) + page; }
+    unsigned char* stack(unsigned i) const { return base + i * (BYTES + GUARD) + GUARD; }
     ~Stacks() { munmap(base, total); }
 };
 
@@ -316,38 +323,41 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
         makecontext(&f.start, fiber_main, 0);
     }
     block_run = &run;
-    for (unsigned remaining = n_threads; remaining;) {
-        bool ran = false;
-        for (Fiber& f : run.fibers) {  // one pass: every fiber that may go on runs to its next wait
-            if (!can_run(f, run)) continue;
-            ran = true;
-            f.waits_at = 0;
-            run.current = &f;
-            self = &f.state;
-            threadIdx = f.state.idx;
-            lane_id = f.state.lane;
-            if (_setjmp(run.scheduler) == 0) {
-                if (!f.started) {
-                    f.started = true;
-                    ucontext_t here;
-                    swapcontext(&here, &f.start);
-                } else {
-                    _longjmp(f.resume, 1);
-                }
+    // Always the lowest-numbered thread that may go on: warp 0 runs ahead of the others up to the
+    // next __syncthreads (a warp of a GPU may run ahead as far), so a kernel that reads what another
+    // warp writes without a barrier between them reads it unwritten and goes wrong.
+    for (;;) {
+        Fiber* next = nullptr;
+        for (Fiber& f : run.fibers)
+            if (can_run(f, run)) {
+                next = &f;
+                break;
             }
-            if (f.done) --remaining;
-        }
-        if (!ran && remaining) {  // the stuck fibers are left as they are: their stacks go with the launch
-            std::fprintf(stderr, "cuda_cpu: block (%u, %u, %u) is stuck: %u threads wait at barriers the others "
-                         "never reach (a __syncthreads or __syncwarp that only some threads run)\n",
-                         blockIdx.x, blockIdx.y, blockIdx.z, remaining);
-            break;
+        if (next == nullptr) break;
+        Fiber& f = *next;
+        f.waits_at = 0;
+        run.current = &f;
+        self = &f.state;
+        threadIdx = f.state.idx;
+        lane_id = f.state.lane;
+        if (_setjmp(run.scheduler) == 0) {
+            if (!f.started) {
+                f.started = true;
+                ucontext_t here;
+                swapcontext(&here, &f.start);
+            } else {
+                _longjmp(f.resume, 1);
+            }
         }
     }
+    const auto stuck = std::count_if(run.fibers.begin(), run.fibers.end(), [](const Fiber& f) { return !f.done; });
+    if (stuck)  // the stuck fibers are left as they are: their stacks go with the launch
+        std::fprintf(stderr, "cuda_cpu: block (%u, %u, %u) is stuck: %ld threads wait at barriers the others "
+                     "never reach (a __syncthreads or __syncwarp that only some threads run)\n",
+                     blockIdx.x, blockIdx.y, blockIdx.z, long(stuck));
     block_run = nullptr;
     self = nullptr;
-    return run.fibers.size() == 0 || std::all_of(run.fibers.begin(), run.fibers.end(),
-                                                 [](const Fiber& f) { return f.done; });
+    return stuck == 0;
 }
 
 #endif
