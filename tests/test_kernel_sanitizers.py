@@ -212,6 +212,14 @@ def test_sanitizer_name_is_checked():
         cuda_emulator.load(KERNELS / "flash_attention_fwd.cu", "flash_attention_fwd", sanitizer="memory")
 
 
+def _small_kernel(sanitizer, source, name, threads, args, options=()):
+    """Launch kernel `name` of the file `source` on one block of `threads` threads, in the
+    sanitizer's subprocess. args: the Python text of its argument tuple."""
+    code = (f"import sys, numpy as np; sys.path.insert(0, {str(TESTS)!r}); import cuda_emulator; "
+            f"cuda_emulator.load({str(source)!r}, {name!r}, {tuple(options)!r})((1,), ({threads},), {args})")
+    return _run(sanitizer, ["-c", code])
+
+
 OVERFLOW = r"""
 extern "C" __global__ void row_offset(float* out, int n) {
     const int row = threadIdx.x;
@@ -227,11 +235,9 @@ def test_undefined_behaviour_sanitizer_catches_an_index_that_overflows_int(sanit
     fine for n = 2^20, undefined (and on a GPU silently negative) for n = 2^30."""
     source = tmp_path / "row_offset.cu"
     source.write_text(OVERFLOW)
-    code = ("import sys, numpy as np; sys.path.insert(0, {tests!r}); import cuda_emulator; "
-            "cuda_emulator.load({source!r}, 'row_offset')((1,), (4,), (np.zeros(4, np.float32), np.int32({n})))")
-    small = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), n=2 ** 20)])
+    small = _small_kernel(sanitizer, source, "row_offset", 4, f"(np.zeros(4, np.float32), np.int32({2 ** 20}))")
     assert small.returncode == 0, _report(small.stderr)
-    res = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), n=2 ** 30)])
+    res = _small_kernel(sanitizer, source, "row_offset", 4, f"(np.zeros(4, np.float32), np.int32({2 ** 30}))")
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stderr[-2000:]
     assert "signed integer overflow" in res.stderr, _report(res.stderr)
 
@@ -256,10 +262,9 @@ def test_a_shuffle_is_not_taken_for_a_memory_barrier(sanitizer, tmp_path):
     ThreadSanitizer is told to ignore, so the race is reported; with __syncwarp it is not."""
     source = tmp_path / "publish.cu"
     source.write_text(PUBLISH)
-    code = ("import sys, numpy as np; sys.path.insert(0, {tests!r}); import cuda_emulator; "
-            "cuda_emulator.load({source!r}, 'publish', {options!r})((1,), (32,), (np.zeros(32, np.float32),))")
-    fenced = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), options=("-DWITH_SYNCWARP",))])
+    out = "(np.zeros(32, np.float32),)"
+    fenced = _small_kernel(sanitizer, source, "publish", 32, out, options=("-DWITH_SYNCWARP",))
     assert fenced.returncode == 0, _report(fenced.stderr)
-    res = _run(sanitizer, ["-c", code.format(tests=str(TESTS), source=str(source), options=())])
+    res = _small_kernel(sanitizer, source, "publish", 32, out)
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stderr[-2000:]
     assert "ThreadSanitizer: data race" in res.stderr and "publish" in res.stderr, _report(res.stderr)

@@ -227,7 +227,7 @@ struct Fiber {
 struct Barrier {  // counts the threads (not returned) that have arrived in the current phase
     unsigned members = 0, arrived = 0;
     unsigned long phase = 0;
-    void arrive_or_drop() {  // a member left: the others may now be complete
+    void release_if_complete() {  // after an arrival or a member leaving: all there, so the phase ends
         if (members && arrived == members) {
             arrived = 0;
             ++phase;
@@ -253,7 +253,7 @@ inline void wait_at(Barrier& bar, int which) {
     Fiber& me = *block_run->current;
     const unsigned long phase = bar.phase;
     ++bar.arrived;
-    bar.arrive_or_drop();
+    bar.release_if_complete();
     if (bar.phase != phase) return;  // the last to arrive goes straight on
     me.waits_at = which;
     me.phase = phase;
@@ -269,10 +269,10 @@ inline void fiber_main() {  // runs on the fiber's stack; never returns, it jump
     Fiber& me = *run.current;
     me.done = true;
     --run.block.members;
-    run.block.arrive_or_drop();
+    run.block.release_if_complete();
     Barrier& warp = run.warps[me.state.warp];
     --warp.members;
-    warp.arrive_or_drop();
+    warp.release_if_complete();
     _longjmp(run.scheduler, 1);
 }
 
