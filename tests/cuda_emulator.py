@@ -43,6 +43,7 @@ SANITIZER_RUNTIME = {"thread": "libtsan.so", "address": "libasan.so"}
 SANITIZER_EXIT = 66  # the exit status of a process whose kernel a sanitizer caught
 
 
+@functools.cache
 def sanitizer_runtime(sanitizer: str) -> Path | None:
     """The sanitizer's runtime library that g++ links against, or None where it is not installed."""
     if CXX is None:
@@ -81,7 +82,8 @@ def sanitizer_env(sanitizer: str) -> dict[str, str]:
     if runtime is None:
         raise RuntimeError(f"g++'s {SANITIZER_RUNTIME[sanitizer]} is not installed")
     stop = f"halt_on_error=1 exitcode={SANITIZER_EXIT}"
-    return {**os.environ, "LD_PRELOAD": str(runtime), "CUDA_CPU_SANITIZER": sanitizer, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+    return {**os.environ, "LD_PRELOAD": str(runtime), "CUDA_CPU_SANITIZER": sanitizer,
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",  # no thread pools TSan cannot see into
             "TSAN_OPTIONS": f"{stop} report_signal_unsafe=0",
             "ASAN_OPTIONS": f"{stop} detect_leaks=0",  # Python's own allocations are not the kernel's
             "UBSAN_OPTIONS": f"{stop} print_stacktrace=1"}
@@ -124,7 +126,7 @@ class Kernel:
     def __init__(self, source: Path, name: str, options: tuple[str, ...], sanitizer: str | None = None):
         if sanitizer not in (None, *SANITIZER_FLAGS):
             raise ValueError(f"sanitizer must be one of {sorted(SANITIZER_FLAGS)} or None, got {sanitizer!r}")
-        self.source, self.name, self.sanitizer = Path(source), name, sanitizer
+        self.source, self.name = Path(source), name
         self.defines = tuple(o for o in options if o.startswith("-D"))
         self.flags = ("-g", *SANITIZER_FLAGS[sanitizer]) if sanitizer else ()
         self._libs: dict = {}
@@ -133,7 +135,7 @@ class Kernel:
         key = (types, shared_bytes)
         if key not in self._libs:
             src = _dynamic_shared(self.source.read_text(), shared_bytes)
-            text = _wrapper(src, self.name, types, max(shared_bytes, 16))
+            text = _wrapper(src, self.name, types, shared_bytes)
             # headers: the shim's, then the kernel's own folder (its pure-C++ headers; the shim's
             # stand-ins for PTX headers of the same name are found first)
             folders = (SHIM, SHIM / "include", self.source.parent)

@@ -87,7 +87,14 @@ struct ThreadState {
     std::vector<PendingCopy> pending_copies;
 };
 inline thread_local ThreadState* self = nullptr;
-inline thread_local unsigned lane_id = 0;
+inline unsigned lane_id() { return self->lane; }
+
+inline void enter(ThreadState& state) {  // from here on the running CUDA thread is this one
+    self = &state;
+    threadIdx = state.idx;
+}
+
+inline unsigned warp_members(unsigned n_threads, unsigned warp) { return std::min(32u, n_threads - 32 * warp); }
 
 void sync_block();
 void sync_warp();
@@ -125,7 +132,7 @@ inline std::array<T, 32> warp_gather(const T& value) {
     static_assert(sizeof(T) <= SLOT, "one slot per lane");
     NotAMemoryBarrier swap_only;
     sync_warp();  // the last exchange's reads are done
-    std::memcpy(self->warp_exchange + SLOT * lane_id, &value, sizeof(T));
+    std::memcpy(self->warp_exchange + SLOT * lane_id(), &value, sizeof(T));
     sync_warp();
     std::array<T, 32> all;
     for (unsigned l = 0; l < 32; ++l) std::memcpy(&all[l], self->warp_exchange + SLOT * l, sizeof(T));
@@ -139,7 +146,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) { cuda_cpu::sync_warp(); }
 // __shfl_xor_sync: every lane of the warp posts its value, then reads lane (lane ^ lane_mask)'s.
 template <class T>
 inline T __shfl_xor_sync(unsigned, T value, int lane_mask, int = 32) {
-    return cuda_cpu::warp_gather(value)[cuda_cpu::lane_id ^ unsigned(lane_mask)];
+    return cuda_cpu::warp_gather(value)[cuda_cpu::lane_id() ^ unsigned(lane_mask)];
 }
 
 inline float __expf(float x) { return std::exp(x); }
@@ -188,7 +195,7 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
     const unsigned n_warps = (n_threads + 31) / 32;
     Barrier block_bar(n_threads);
     std::vector<std::unique_ptr<Barrier>> warp_bars;
-    for (unsigned w = 0; w < n_warps; ++w) warp_bars.emplace_back(new Barrier(std::min(32u, n_threads - 32 * w)));
+    for (unsigned w = 0; w < n_warps; ++w) warp_bars.emplace_back(new Barrier(warp_members(n_threads, w)));
     std::vector<unsigned char> exchange(32 * SLOT * n_warps);
     const dim3 b_idx = blockIdx, b_dim = blockDim, g_dim = gridDim;
     std::vector<std::thread> threads;
@@ -196,9 +203,7 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
     for (unsigned t = 0; t < n_threads; ++t)
         threads.emplace_back([&, t] {
             ThreadState state = thread_state(t, block, exchange);
-            self = &state;
-            threadIdx = state.idx;
-            lane_id = state.lane;
+            enter(state);
             blockIdx = b_idx, blockDim = b_dim, gridDim = g_dim;
             block_barrier = &block_bar;
             warp_barrier = warp_bars[state.warp].get();
@@ -312,7 +317,7 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
     run.fibers.resize(n_threads);
     run.block.members = n_threads;
     run.warps.resize(n_warps);
-    for (unsigned w = 0; w < n_warps; ++w) run.warps[w].members = std::min(32u, n_threads - 32 * w);
+    for (unsigned w = 0; w < n_warps; ++w) run.warps[w].members = warp_members(n_threads, w);
     for (unsigned t = 0; t < n_threads; ++t) {
         Fiber& f = run.fibers[t];
         f.state = thread_state(t, block, exchange);
@@ -337,9 +342,7 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
         Fiber& f = *next;
         f.waits_at = 0;
         run.current = &f;
-        self = &f.state;
-        threadIdx = f.state.idx;
-        lane_id = f.state.lane;
+        enter(f.state);
         if (_setjmp(run.scheduler) == 0) {
             if (!f.started) {
                 f.started = true;

@@ -48,7 +48,7 @@ inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const T* p
 // loads a tile, adds to it and stores it back never has one lane read what another one writes.
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm,
                              layout_t layout) {
-    for (int e = int(cuda_cpu::lane_id); e < 256; e += 32) {  // this lane's part only
+    for (int e = int(cuda_cpu::lane_id()); e < 256; e += 32) {  // this lane's part only
         const int r = e / 16, c = e % 16;
         f.x[e] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
     }
@@ -56,7 +56,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
                               layout_t layout) {
-    for (int e = int(cuda_cpu::lane_id); e < 256; e += 32) {  // this lane's part only
+    for (int e = int(cuda_cpu::lane_id()); e < 256; e += 32) {  // this lane's part only
         const int r = e / 16, c = e % 16;
         (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[e];
     }
@@ -67,7 +67,7 @@ template <class LA, class LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, __half, LA>& a,
                      const fragment<matrix_b, 16, 16, 16, __half, LB>& b,
                      const fragment<accumulator, 16, 16, 16, float>& c) {
-    for (int e = int(cuda_cpu::lane_id); e < 256; e += 32) {
+    for (int e = int(cuda_cpu::lane_id()); e < 256; e += 32) {
         const int r = e / 16, col = e % 16;
         float sum = c.x[e];
         for (int k = 0; k < 16; ++k) sum += float(a.x[16 * r + k]) * float(b.x[16 * k + col]);

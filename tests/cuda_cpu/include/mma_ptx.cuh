@@ -36,7 +36,7 @@ inline std::array<MmaOperands, 32> gather_operands(const unsigned a[4], const un
 // A(row, k) and B(k, col) read out of the gathered registers.
 template <int K, class ElementA, class ElementB>
 inline void accumulate(float d[4], ElementA A, ElementB B) {
-    const int g = int(lane_id) / 4, t = int(lane_id) % 4;
+    const int g = int(lane_id()) / 4, t = int(lane_id()) % 4;
     for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
         float sum = d[i];
@@ -80,13 +80,13 @@ inline unsigned to_tf32(float x) {
 
 inline void ldmatrix_x4(unsigned r[4], const half* row) {
     const auto rows = cuda_cpu::warp_gather(row);  // rows[8j + i]: row i of matrix j
-    const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;
+    const int g = int(cuda_cpu::lane_id()) / 4, t = int(cuda_cpu::lane_id()) % 4;
     for (int j = 0; j < 4; ++j) r[j] = cuda_cpu::pack_halves(rows[8 * j + g][2 * t], rows[8 * j + g][2 * t + 1]);
 }
 
 inline void ldmatrix_x4_trans(unsigned r[4], const half* row) {
     const auto rows = cuda_cpu::warp_gather(row);
-    const int g = int(cuda_cpu::lane_id) / 4, t = int(cuda_cpu::lane_id) % 4;
+    const int g = int(cuda_cpu::lane_id()) / 4, t = int(cuda_cpu::lane_id()) % 4;
     for (int j = 0; j < 4; ++j) r[j] = cuda_cpu::pack_halves(rows[8 * j + 2 * t][g], rows[8 * j + 2 * t + 1][g]);
 }
 
