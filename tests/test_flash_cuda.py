@@ -199,9 +199,10 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_pat
 
 
 @pytest.mark.parametrize("dtype,cc,headers,expected", [
-    ("float32", 90, True, "simt"), ("float32", 60, False, "simt"),
-    ("float16", 90, True, "tensor_cores"),  # H100 with a full toolkit: WMMA
-    ("float16", 90, False, "mma"),          # H100 with pip's CUDA wheels less crt/: the kernel without <mma.h>
+    ("float32", 90, True, "mma_tf32"), ("float32", 80, False, "mma_tf32"),  # H100, A100: 3xTF32 on tensor cores
+    ("float32", 75, True, "simt"), ("float32", 60, False, "simt"),
+    ("float16", 90, True, "mma"),           # H100: the register kernel, the fastest there
+    ("float16", 90, False, "mma"),          # H100 with pip's CUDA wheels less crt/: mma needs no <mma.h>
     ("float16", 80, False, "mma"),          # A100
     ("float16", 75, True, "tensor_cores"),  # T4: WMMA, too old for mma.sync.m16n8k16 with cp.async
     ("float16", 75, False, "simt"),         # T4 without the headers
@@ -213,7 +214,7 @@ def test_auto_kernel_follows_the_gpu_and_the_headers(dtype, cc, headers, expecte
 
 
 @pytest.mark.parametrize("cc,crt_somewhere,expected", [
-    (90, False, "flash_attention_fwd_mma"), (90, True, "flash_attention_fwd_tc"), (75, False, "flash_attention_fwd")])
+    (90, False, "flash_attention_fwd_mma"), (75, True, "flash_attention_fwd_tc"), (75, False, "flash_attention_fwd")])
 def test_auto_runs_a_kernel_that_compiles_on_this_gpu(stand_in_cupy, tmp_path, cc, crt_somewhere, expected):
     """flash_attention_cuda's host side with CuPy stood in for: where CuPy's CUDA folder lacks
     crt/mma.h and no other folder has it, float16 "auto" builds and launches a kernel that does
@@ -236,7 +237,8 @@ def test_auto_runs_a_kernel_that_compiles_on_this_gpu(stand_in_cupy, tmp_path, c
     q, kv = _FakeArray((1, 4, 100, 64), "float16"), _FakeArray((1, 2, 100, 64), "float16")
     out = flash_cuda.flash_attention_cuda(q, kv, kv, causal=True)
     assert out.shape == q.shape and out.dtype == np.float16
-    assert launched["name"] == expected and launched["grid"] == (2, 4)  # ⌈100 / 64⌉ query tiles, b·h = 4
+    br = {"flash_attention_fwd_mma": 128}.get(expected, 64)  # query rows per block: mma takes 32 a warp
+    assert launched["name"] == expected and launched["grid"] == (-(-100 // br), 4)  # ⌈100 / Br⌉ query tiles, b·h = 4
 
 
 def test_toolkit_include_dirs_come_from_the_environment(monkeypatch, tmp_path):
@@ -515,13 +517,14 @@ def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel,
 
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-@pytest.mark.parametrize("bad_key,exact", [(250, slice(0, 64)), (10, slice(128, 192))])
+@pytest.mark.parametrize("bad_key,exact", [(290, slice(0, 128)), (10, slice(128, 300))])
 def test_kernel_skips_key_tiles_outside_the_documents(run, kernel, dtype, tol, bad_key, exact):
     """A NaN value at one key, in documents of 100 slots: a query that reads the tile holding it turns
     NaN even where the key is masked, since 0 · NaN = NaN; that is what torch's dense masked attention
-    gives every row. Key 250 (document 2): queries 0 … 63 (document 0, keys 0 … 99) stay exact only if
-    their block stops before its tile. Key 10 (document 0): queries 128 … 191 (document 1, keys
-    100 … 199) only if their block starts after it."""
+    gives every row. Key 290 (document 2): queries 0 … 127 (documents 0 and 1, keys 0 … 199) stay
+    exact only if their blocks (of 64 or 128 queries) stop before its tile (keys 256 … 319, or
+    288 … 319). Key 10 (document 0): queries 128 … 299 (documents 1 and 2, keys 100 … 299) only if
+    their blocks start after it."""
     doc = _packed_doc([100, 100, 100], 300)[None]  # [1, 300]
     q, k, v = _inputs(dtype, 1, 2, 2, 300, 300, 32)
     ref, _ = _reference(q, k, v, False, keep=_same_document(doc))  # before the NaN
@@ -746,13 +749,14 @@ def test_tensor_core_shared_memory(d_h, expected):
     assert expected <= 227 * 1024  # an H100 block may opt in to 227 KiB
 
 
-@pytest.mark.parametrize("d_h,expected", [  # hand count: Q tile + 2 K_j + 2 V_j buffers of 64 × (d_h + 8) halves
-    (32, 5 * 64 * 40 * 2), (64, 5 * 64 * 72 * 2), (128, 5 * 64 * 136 * 2)])
-def test_mma_kernel_shared_memory(d_h, expected):
+@pytest.mark.parametrize("d_h,expected,threads", [  # hand count: a Q tile of 128 rows + 2 K_j + 2 V_j buffers
+    (32, (128 + 4 * 64) * 40 * 2, 128), (64, (128 + 4 * 64) * 72 * 2, 128),  # of 64, (d_h + 8) halves a row;
+    (128, (128 + 4 * 64) * 136 * 2, 256)])  # 4 warps of 32 query rows, 8 of 16 at d_h = 128
+def test_mma_kernel_shared_memory(d_h, expected, threads):
     assert flash_cuda.dynamic_shared_bytes("mma", d_h) == expected
-    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), "float16", causal=False, scale=None, kernel="mma")
+    plan = flash_cuda.launch_plan((1, 1, 300, d_h), (1, 1, 300, d_h), "float16", causal=False, scale=None, kernel="mma")
     assert plan.shared_bytes == expected and f"-DSMEM_BYTES={expected}" in plan.options
-    assert plan.block == (128,) and plan.grid == (1, 1)
+    assert plan.block == (threads,) == (flash_cuda.block_threads("mma", d_h),) and plan.grid == (3, 1)  # ⌈300 / 128⌉
 
 
 @pytest.mark.parametrize("d_h,bc", [(32, 64), (64, 64), (128, 32)])

@@ -14,16 +14,18 @@ one of four CUDA kernels, all FlashAttention-2's loop order as in `transformer.f
                   since a WMMA fragment's layout is unspecified. float16 only.
   "mma"           `kernels/flash_attention_fwd_mma.cu`, built as FlashAttention-2 is: the PTX
                   instruction mma.sync.m16n8k16, whose fragment layout is documented, so S, P
-                  and O stay in registers; K/V tiles double-buffered with cp.async. float16,
-                  GPUs of compute capability 8.0 (A100) or later.
+                  and O stay in registers; Br = 128 rows a block, 32 a warp (16 at d_h = 128);
+                  K/V tiles double-buffered with cp.async. float16, GPUs of compute
+                  capability 8.0 (A100) or later.
   "mma_tf32"      `kernels/flash_attention_fwd_mma_tf32.cu`: the same for float32, on tensor
                   cores in TF32 (mma.sync.m16n8k8) with each number split into two TF32 parts
                   and three products per product ("3xTF32"), which keeps float32's accuracy.
                   Bc = 64 keys (32 for d_h = 128). Compute capability 8.0 or later.
 
-"auto" (the default) takes "simt" for float32 and, for float16, "tensor_cores" where the GPU
-(compute capability 7.0 or later) and the CUDA headers allow it, else "mma" (8.0 or later),
-else "simt" (`auto_kernel` is the rule as a pure function). All
+"auto" (the default) takes the fastest kernel the GPU runs, as measured on an H100: "mma" for
+float16 and "mma_tf32" for float32 from compute capability 8.0; before that, for float16,
+"tensor_cores" where the GPU (7.0 or later) and the CUDA headers allow it; else "simt"
+(`auto_kernel` is the rule as a pure function). All
 accumulate in float32, skip causal tiles above the diagonal, handle any n, n_q ≠ n_k and
 GQA/MQA, and take packed rows (doc=, kernels/packed_rows.cuh: `packed_row_args` gives each
 block the keys its documents span, and only key tiles inside it are read). `launch_plan` is the host side as a pure function (what to compile, how many blocks,
@@ -47,7 +49,7 @@ from .attention import _check_scale
 from .backend import _cupy, get_xp, require_array, require_bool, require_int, to_numpy
 from .flash import _check_backward, _check_doc
 
-__all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "KERNELS", "BACKWARD", "backward_block",
+__all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "KERNELS", "BACKWARD", "backward_block", "block_threads",
            "backward_shared_bytes", "backward_launch_plan", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
            "block_k", "shared_memory_buffers", "packed_row_args", "key_tiles_read", "simt_shared_bytes", "dynamic_shared_bytes", "kernel_source", "check_device", "mma_fragment_layout",
            "tf32_round", "split_tf32", "header_options", "toolkit_include_dirs", "auto_kernel",
@@ -72,7 +74,7 @@ class Kernel:
 KERNELS = {
     "simt": Kernel(_DIR / "flash_attention_fwd.cu", "flash_attention_fwd", 64, 32, 64, ("float32", "float16"), 50),
     "tensor_cores": Kernel(_DIR / "flash_attention_fwd_tc.cu", "flash_attention_fwd_tc", 64, 64, 128, ("float16",), 70),
-    "mma": Kernel(_DIR / "flash_attention_fwd_mma.cu", "flash_attention_fwd_mma", 64, 64, 128, ("float16",), 80),
+    "mma": Kernel(_DIR / "flash_attention_fwd_mma.cu", "flash_attention_fwd_mma", 128, 64, 128, ("float16",), 80),
     "mma_tf32": Kernel(_DIR / "flash_attention_fwd_mma_tf32.cu", "flash_attention_fwd_mma_tf32", 64, 64, 128,
                        ("float32",), 80),
 }
@@ -88,6 +90,12 @@ def block_k(kernel: str, d_h: int) -> int:
     than an A100 gives a block)."""
     halve = d_h > 64 and kernel in ("simt", "mma_tf32")
     return KERNELS[kernel].block_k // 2 if halve else KERNELS[kernel].block_k
+
+
+def block_threads(kernel: str, d_h: int) -> int:
+    """Threads per block. "mma" gives a warp two 16-row tiles of queries where the registers hold
+    them (d_h ≤ 64: 4 warps of 32 rows) and one at d_h = 128 (8 warps of 16 rows)."""
+    return 256 if kernel == "mma" and d_h > 64 else KERNELS[kernel].threads
 
 
 def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
@@ -224,20 +232,22 @@ class LaunchPlan:
 
 
 def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_headers: bool = True) -> str:
-    """The kernel `kernel="auto"` stands for: "simt" for float32; for float16 the WMMA kernel
-    where the GPU has tensor cores (compute capability ≥ 7.0, as 70) and CUDA's <mma.h> can be
-    compiled (`wmma_headers`), else "mma" where the GPU is 8.0 or later, else "simt".
+    """The kernel `kernel="auto"` stands for: the fastest one the GPU takes, as measured on an H100
+    (benchmarks/results/gpu.md). From compute capability 8.0 (A100, H100), the register kernels:
+    "mma" for float16, "mma_tf32" for float32. Before that, for float16 the WMMA kernel where the
+    GPU has tensor cores (7.0) and CUDA's <mma.h> can be compiled (`wmma_headers`); else "simt".
     compute_capability None: a GPU new enough for every kernel.
 
-    >>> auto_kernel("float16", 90), auto_kernel("float16", 90, wmma_headers=False), auto_kernel("float16", 60)
-    ('tensor_cores', 'mma', 'simt')
+    >>> auto_kernel("float16", 90), auto_kernel("float32", 90), auto_kernel("float16", 75), auto_kernel("float16", 60)
+    ('mma', 'mma_tf32', 'tensor_cores', 'simt')
     """
     cc = 1000 if compute_capability is None else compute_capability
-    if dtype_name != "float16":
-        return "simt"
-    if cc >= KERNELS["tensor_cores"].min_compute_capability and wmma_headers:
+    register_kernel = {"float16": "mma", "float32": "mma_tf32"}.get(dtype_name)
+    if register_kernel and cc >= KERNELS[register_kernel].min_compute_capability:
+        return register_kernel
+    if dtype_name == "float16" and cc >= KERNELS["tensor_cores"].min_compute_capability and wmma_headers:
         return "tensor_cores"
-    return "mma" if cc >= KERNELS["mma"].min_compute_capability else "simt"
+    return "simt"
 
 
 def _check_plan_options(causal, scale, kernel):
@@ -277,7 +287,7 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     return LaunchPlan(kernel=kern, options=options,
                       grid=(math.ceil(n_q / kern.block_q), b * h),  # Tr = ⌈n_q / Br⌉
-                      block=(kern.threads,), shared_bytes=shared,
+                      block=(block_threads(kernel, d_h),), shared_bytes=shared,
                       scalars=(np.int32(n_q), np.int32(n_k), np.int32(h), np.int32(h_kv),
                                np.float32(scale), np.int32(bool(causal))))
 

@@ -9,11 +9,15 @@
 //   - the accumulator of S = Q Kᵀ, rounded to float16 pairs, already is the A operand of P V:
 //     S and P never leave registers, and O stays in registers until it is written out.
 //
-//   grid  = (Tr, b·h)   one block per (batch·head, tile of Br = 64 query rows)
-//   block = 4 warps     warp w owns query rows 16w … 16w+15 of the tile
+//   grid  = (Tr, b·h)   one block per (batch·head, tile of Br = 128 query rows), the tiles
+//                       furthest down first: with causal, they have the most keys to read
+//   block = 4 warps     warp w owns query rows 32w … 32w+31 of the tile: two 16-row mma tiles
+//                       (as FlashAttention-2), so each K_j, V_j fragment read from shared
+//                       memory feeds two products (d_h = 128: 8 warps of one tile each)
 //
 // K_j, V_j (Bc = 64 keys) are double-buffered in shared memory: cp.async copies tile j+1
-// HBM -> SRAM while the tensor cores work on tile j. Per warp and tile:
+// HBM -> SRAM while the tensor cores work on tile j. Per warp and tile, for each of its two
+// 16-row tiles Q_w:
 //
 //   S     = Q_w K_jᵀ                       mma.sync; 16×Bc float32 in registers
 //   m_new = max(m, rowmax(S · scale))       masked keys count as -∞
@@ -42,154 +46,191 @@
 #define SMEM_BYTES 0
 #endif
 
-constexpr int BR = 64;                  // query rows per block
+constexpr int BR = 128;                 // query rows per block
 constexpr int BC = 64;                  // keys per K/V tile
-constexpr int WARPS = BR / 16;          // one warp per 16 query rows
+// 16-row mma tiles per warp: two where the registers hold them (d_h ≤ 64), so that each K_j, V_j
+// fragment read from shared memory feeds two products; at d_h = 128, O alone would take 128
+// registers a lane for two, and a warp takes one (8 warps a block).
+constexpr int MT = D_H <= 64 ? 2 : 1;
+constexpr int WARPS = BR / (16 * MT);   // 4 warps of 32 query rows, or 8 of 16
 constexpr int THREADS = 32 * WARPS;
 // A shared row is padded by 8 halves (16 bytes): the 8 rows one ldmatrix matrix reads then
 // start 4 banks apart and cover all 32 banks once.
 constexpr int LD = D_H + 8;
-constexpr int TILE = 64 * LD;           // halves in the Q tile or one K_j or V_j buffer (Br = Bc = 64)
-constexpr int LAYOUT_BYTES = 5 * TILE * 2;  // Q, then K_j and V_j twice each
-static_assert(BR == 64 && BC == 64, "one tile size for Q, K_j and V_j");
+constexpr int Q_TILE = BR * LD;         // halves in the Q tile
+constexpr int KV_TILE = BC * LD;        // halves in one K_j or V_j buffer
+constexpr int LAYOUT_BYTES = (Q_TILE + 4 * KV_TILE) * 2;  // Q, then K_j and V_j twice each
 static_assert(D_H % 16 == 0, "mma.m16n8k16 takes d_h in steps of 16");
 static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
 
-// Rows first … first+63 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
+// Rows first … first+ROWS-1 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
 // rows past n become zeros.
+template <int ROWS>
 __device__ __forceinline__ void copy_tile_async(half* dst, const half* __restrict__ src, int first, int n) {
     constexpr int CHUNKS = D_H / 8;
-    for (int e = threadIdx.x; e < 64 * CHUNKS; e += THREADS) {
+    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
         const int r = e / CHUNKS, c = (e % CHUNKS) * 8;
         const bool inside = first + r < n;
         cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
     }
 }
 
-// Two floats -> one register of two halves, the first in the low 16 bits.
+// Two floats -> one register of two halves, the first in the low 16 bits (one cvt.rn.f16x2.f32).
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-    return unsigned(__half_as_ushort(__float2half_rn(lo))) | (unsigned(__half_as_ushort(__float2half_rn(hi))) << 16);
+    const __half2 h2 = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h2);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma(
+extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_attention_fwd_mma(
     const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
     half* __restrict__ O, float* __restrict__ LSE,
     const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
     const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     extern __shared__ __align__(128) unsigned char smem[];
-    half* Qs = reinterpret_cast<half*>(smem);   // [64][LD]
-    half* Ks = Qs + TILE;                       // K_j at Ks + (j % 2)·TILE
-    half* Vs = Ks + 2 * TILE;                   // V_j at Vs + (j % 2)·TILE
+    half* Qs = reinterpret_cast<half*>(smem);   // [BR][LD]
+    half* Ks = Qs + Q_TILE;                     // K_j at Ks + (j % 2)·KV_TILE
+    half* Vs = Ks + 2 * KV_TILE;                // V_j at Vs + (j % 2)·KV_TILE
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;       // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
     const int bh = blockIdx.y;                  // which (batch, query head)
     const int b = bh / h, head = bh % h;
     const int kv_head = head / (h / h_kv);      // GQA: the key/value head this query head reads
-    const int row0 = blockIdx.x * BR;           // first query row of this tile
+    const int tile = gridDim.x - 1 - blockIdx.x;  // the query tile: the last one first
+    const int row0 = tile * BR;                 // first query row of this tile
     const int offset = n_k - n_q;               // absolute position of query row r is r + offset
-    const int rows[2] = {row0 + 16 * warp + g, row0 + 16 * warp + g + 8};  // this lane's query rows
+    int rows[MT][2];                            // this lane's query rows: g and g + 8 of each mma tile
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) rows[mt][0] = row0 + 16 * (MT * warp + mt) + g, rows[mt][1] = rows[mt][0] + 8;
     const half* Qg = Q + (size_t)bh * n_q * D_H;
     const half* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const half* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
     const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
-    const int my_doc[2] = {doc_of_row(doc, rows[0], n_q), doc_of_row(doc, rows[1], n_q)};
+    int my_doc[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        my_doc[mt][0] = doc_of_row(doc, rows[mt][0], n_q), my_doc[mt][1] = doc_of_row(doc, rows[mt][1], n_q);
 
     // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
     // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
     int key_first, key_end;
-    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_k, key_first, key_end);
+    doc_key_span(DOC_KEYS, b, tile, gridDim.x, n_k, key_first, key_end);
     if (causal) key_end = min(key_end, row0 + BR + offset);
     const int j_first = key_first / BC;                        // key tiles j_first … Tc-1 to visit
     const int Tc = key_end > 0 ? (key_end + BC - 1) / BC : 0;
 
-    // The Q tile and the first K_j, V_j: HBM -> SRAM; then this warp's 16 rows of Q into registers as
-    // A operands, d_h / 16 of them, kept for the whole loop.
-    copy_tile_async(Qs, Qg, row0, n_q);
+    // The Q tile and the first K_j, V_j: HBM -> SRAM; then this warp's rows of Q into registers as
+    // A operands, d_h / 16 of them per mma tile, kept for the whole loop.
+    copy_tile_async<BR>(Qs, Qg, row0, n_q);
     if (j_first < Tc) {
-        copy_tile_async(Ks + (j_first % 2) * TILE, Kg, j_first * BC, n_k);
-        copy_tile_async(Vs + (j_first % 2) * TILE, Vg, j_first * BC, n_k);
+        copy_tile_async<BC>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
+        copy_tile_async<BC>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
     }
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
-    unsigned q_frag[D_H / 16][4];
+    unsigned q_frag[MT][D_H / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < D_H / 16; ++kk)      // matrices: rows +0/+8 (lane / 8 odd), columns +0/+8 (lane ≥ 16)
-        ldmatrix_x4(q_frag[kk], Qs + (16 * warp + lane % 8 + 8 * (lane / 8 % 2)) * LD + 16 * kk + 8 * (lane / 16));
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < D_H / 16; ++kk)  // matrices: rows +0/+8 (lane / 8 odd), columns +0/+8 (lane ≥ 16)
+            ldmatrix_x4(q_frag[mt][kk],
+                        Qs + (16 * (MT * warp + mt) + lane % 8 + 8 * (lane / 8 % 2)) * LD + 16 * kk + 8 * (lane / 16));
 
-    float o[D_H / 8][4] = {};                   // O_w: 2 rows × 2 columns of each 8-column block
-    float m[2] = {-INFINITY, -INFINITY};        // running max of each of the lane's rows (log2 units)
-    float l[2] = {0.f, 0.f};                    // running sum, over this lane's columns only
+    float o[MT][D_H / 8][4] = {};               // O_w: 2 rows × 2 columns of each 8-column block
+    float m[MT][2], l[MT][2];                   // running max (log2 units) and sum (this lane's columns)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
 
     for (int j = j_first; j < Tc; ++j) {
         const int j0 = j * BC;
-        const half* Kj = Ks + (j % 2) * TILE;
-        const half* Vj = Vs + (j % 2) * TILE;
+        const half* Kj = Ks + (j % 2) * KV_TILE;
+        const half* Vj = Vs + (j % 2) * KV_TILE;
         if (j > j_first) {
             cp_async_wait_all();                // this thread's part of tile j has landed
             __syncthreads();                    // everyone's has; every warp is done with tile j-1
         }
         if (j + 1 < Tc) {                       // start tile j+1 into the buffer tile j-1 used
-            copy_tile_async(Ks + ((j + 1) % 2) * TILE, Kg, j0 + BC, n_k);
-            copy_tile_async(Vs + ((j + 1) % 2) * TILE, Vg, j0 + BC, n_k);
+            copy_tile_async<BC>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
+            copy_tile_async<BC>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
             cp_async_commit();
         }
 
         // S = Q_w K_jᵀ. Kᵀ as the B operand is K read row by row: ldmatrix without transpose
-        // gives b for two 8-key blocks at once (matrices: keys +0/+8 (lane ≥ 16), d +0/+8).
-        float s[BC / 8][4];
+        // gives b for two 8-key blocks at once (matrices: keys +0/+8 (lane ≥ 16), d +0/+8),
+        // used by both mma tiles.
+        float s[MT][BC / 8][4];
 #pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) s[mt][nb][0] = s[mt][nb][1] = s[mt][nb][2] = s[mt][nb][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < D_H / 16; ++kk) {
 #pragma unroll
             for (int nb = 0; nb < BC / 8; nb += 2) {
                 unsigned k_frag[4];
                 ldmatrix_x4(k_frag, Kj + (8 * nb + lane % 8 + 8 * (lane / 16)) * LD + 16 * kk + 8 * (lane / 8 % 2));
-                mma_16x8x16(s[nb], q_frag[kk], k_frag);
-                mma_16x8x16(s[nb + 1], q_frag[kk], k_frag + 2);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16x8x16(s[mt][nb], q_frag[mt][kk], k_frag);
+                    mma_16x8x16(s[mt][nb + 1], q_frag[mt][kk], k_frag + 2);
+                }
             }
         }
 
         // Scale, mask only where this tile holds a key some row of the block cannot see, and
-        // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
+        // take the online softmax of the lane's rows (mma_softmax.cuh): P replaces S in s.
         const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || doc;
-        scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
-        online_softmax(s, o, m, l);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            scale_and_mask(s[mt], rows[mt], t, j0, n_k, causal, offset, doc, my_doc[mt], edge, scale_log2);
+            online_softmax(s[mt], o[mt], m[mt], l[mt]);
+        }
 
         // O_w += P V_j, 16 keys at a time. P's A operand is two neighbouring S tiles: the
         // accumulator layout of an 8-key block is the A layout of half a 16-key step. V as
         // the B operand is V read down its columns: ldmatrix with transpose (matrices:
-        // keys +0/+8 (lane / 8 odd), d +0/+8 (lane ≥ 16)).
+        // keys +0/+8 (lane / 8 odd), d +0/+8 (lane ≥ 16)), used by both mma tiles.
 #pragma unroll
         for (int kk = 0; kk < BC / 16; ++kk) {
-            const unsigned p_frag[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            unsigned p_frag[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                p_frag[mt][0] = pack_half2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                p_frag[mt][1] = pack_half2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                p_frag[mt][2] = pack_half2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                p_frag[mt][3] = pack_half2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int db = 0; db < D_H / 8; db += 2) {
                 unsigned v_frag[4];
                 ldmatrix_x4_trans(v_frag, Vj + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * db + 8 * (lane / 16));
-                mma_16x8x16(o[db], p_frag, v_frag);
-                mma_16x8x16(o[db + 1], p_frag, v_frag + 2);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16x8x16(o[mt][db], p_frag[mt], v_frag);
+                    mma_16x8x16(o[mt][db + 1], p_frag[mt], v_frag + 2);
+                }
             }
         }
     }
 
     // One final normalisation (FlashAttention-2): O = O_w / l, lse = m + log l.
-    float inv_l[2], lse[2];
-    finish_rows(m, l, inv_l, lse);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int i = rows[r];
-        if (i >= n_q) continue;                 // the last tile may be partial
-        half* o_out = O + ((size_t)bh * n_q + i) * D_H;
+    for (int mt = 0; mt < MT; ++mt) {
+        float inv_l[2], lse[2];
+        finish_rows(m[mt], l[mt], inv_l, lse);
 #pragma unroll
-        for (int db = 0; db < D_H / 8; ++db)
-            *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) = pack_half2(o[db][2 * r] * inv_l[r], o[db][2 * r + 1] * inv_l[r]);
-        if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
+        for (int r = 0; r < 2; ++r) {
+            const int i = rows[mt][r];
+            if (i >= n_q) continue;             // the last tile may be partial
+            half* o_out = O + ((size_t)bh * n_q + i) * D_H;
+#pragma unroll
+            for (int db = 0; db < D_H / 8; ++db)
+                *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) =
+                    pack_half2(o[mt][db][2 * r] * inv_l[r], o[mt][db][2 * r + 1] * inv_l[r]);
+            if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
+        }
     }
 }

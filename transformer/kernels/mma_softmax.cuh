@@ -17,17 +17,26 @@
 // (edge), the keys this lane's rows cannot see become -∞. Query row i sits at position
 // i + offset; key tile j starts at key j0. Packed rows: doc is this batch row's documents
 // and my_doc those of the lane's two rows (packed_rows.cuh); null and unused otherwise.
+// Most tiles are not edges, and the whole block takes the same branch: there the mask's
+// index arithmetic is not done at all (it cost as much time as the exponentials).
 template <int NB>
 __device__ __forceinline__ void scale_and_mask(float (&s)[NB][4], const int rows[2], int t, int j0, int n_k,
                                                int causal, int offset, const int* doc, const int my_doc[2],
                                                bool edge, float scale_log2) {
+    if (!edge) {
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[nb][e] *= scale_log2;
+        return;
+    }
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int key = j0 + 8 * nb + 2 * t + e % 2, row = rows[e / 2];
             const bool visible = key < n_k && (!causal || key <= row + offset) && in_document(doc, key, my_doc[e / 2]);
-            s[nb][e] = (!edge || visible) ? s[nb][e] * scale_log2 : -INFINITY;
+            s[nb][e] = visible ? s[nb][e] * scale_log2 : -INFINITY;
         }
 }
 

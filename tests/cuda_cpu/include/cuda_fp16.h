@@ -12,3 +12,9 @@ inline unsigned short __half_as_ushort(__half h) {
     std::memcpy(&bits, &h, sizeof bits);
     return bits;
 }
+
+// Two halves in one 32-bit register, the first (x) in the low 16 bits.
+struct __half2 {
+    __half x, y;
+};
+inline __half2 __floats2half2_rn(float lo, float hi) { return {static_cast<__half>(lo), static_cast<__half>(hi)}; }
