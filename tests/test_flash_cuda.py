@@ -416,11 +416,15 @@ def test_kernel_row_of_all_minus_inf_scores_sees_no_key(run, kernel, dtype, tol)
 
 @pytest.mark.parametrize("run", WHERE)
 @pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
-def test_kernel_honours_scale(run, kernel, dtype, tol):
+@pytest.mark.parametrize("scale", [0.5, -0.3, 0.0])
+def test_kernel_honours_scale(run, kernel, dtype, tol, scale):
+    """Any real scale, causal: a negative one reverses which key gets the most weight, and 0 gives
+    each row the mean of the values it sees."""
     q, k, v = _inputs(dtype, 1, 2, 1, 40, 40, 64)
-    out, _ = run(q, k, v, causal=False, scale=0.5, kernel=kernel)
-    ref, _ = _reference(q.astype(np.float64) * (0.5 * np.sqrt(64)), k, v, False)  # 0.5 = (0.5·√d_h) / √d_h
+    out, lse = run(q, k, v, causal=True, scale=scale, kernel=kernel)
+    ref, ref_lse = _reference(q.astype(np.float64) * (scale * np.sqrt(64)), k, v, True)  # scale = (scale·√d_h) / √d_h
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
 
 
 def _packed_doc(lengths, n):  # document lengths -> (n,) index of each slot's document, -1 after them
@@ -511,6 +515,25 @@ def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel,
     out, lse = run(q, k, v, causal=causal, kernel=kernel, doc=doc)
     ref, ref_lse = _reference(q, k, v, causal, keep=_same_document(doc))
     assert np.all(out[0, :, 140:] == 0) and np.all(lse[0, :, 140:] == -np.inf)  # the padding rows
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
+
+
+@pytest.mark.parametrize("run", WHERE)
+@pytest.mark.parametrize("kernel,dtype,tol", KERNEL_DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lengths", [(300, 200), (200, 300)])
+def test_kernel_packed_rows_of_long_documents(run, kernel, dtype, tol, causal, lengths):
+    """Documents longer than a block (then 12 slots of padding): most blocks hold rows of one
+    document only, and most of their key tiles keys of that document only, which the register
+    kernels then leave unmasked. A tile at a document's border must still be masked: with 300 + 200
+    the one after document 0's end (keys 256 … 319) for the rows of block 0; with 200 + 300 the one
+    before document 1's start (keys 192 … 255) for the rows of 256 … 383, causal or not."""
+    doc = _packed_doc(list(lengths), 512)[None]  # [1, 512]
+    q, k, v = _inputs(dtype, 1, 2, 1, 512, 512, 64)
+    out, lse = run(q, k, v, causal=causal, kernel=kernel, doc=doc)
+    ref, ref_lse = _reference(q, k, v, causal, keep=_same_document(doc))
+    assert np.all(out[0, :, 500:] == 0) and np.all(lse[0, :, 500:] == -np.inf)  # the padding rows
     np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol, rtol=tol)
     np.testing.assert_allclose(lse, ref_lse, atol=tol * 10, rtol=tol)
 

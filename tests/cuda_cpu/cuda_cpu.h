@@ -149,6 +149,14 @@ inline T __shfl_xor_sync(unsigned, T value, int lane_mask, int = 32) {
     return cuda_cpu::warp_gather(value)[cuda_cpu::lane_id() ^ unsigned(lane_mask)];
 }
 
+// __all_sync: whether `predicate` holds on every lane of the warp (a vote, no memory ordering).
+inline bool __all_sync(unsigned, bool predicate) {
+    const auto votes = cuda_cpu::warp_gather(int(predicate));
+    for (int v : votes)
+        if (!v) return false;
+    return true;
+}
+
 inline float __expf(float x) { return std::exp(x); }
 // atomicAdd: with the threads engine two threads of a block may add to one address at once.
 inline float atomicAdd(float* address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }

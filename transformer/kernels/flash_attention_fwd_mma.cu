@@ -30,7 +30,8 @@
 // other kernels: causal rows sit at position i + n_k - n_q, key tiles wholly past the block's
 // last visible key are skipped, a row that sees no key gets O = 0 and lse = -∞, and query
 // head `head` reads key/value head head / (h / h_kv) (GQA/MQA). Packed rows (DOC, DOC_KEYS;
-// null for one sequence a row): packed_rows.cuh, every tile then masked.
+// null for one sequence a row): packed_rows.cuh; a tile is masked unless the block's rows
+// and its keys all belong to one document.
 //
 // Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the
 // dynamic shared memory the host gives each block (checked below).
@@ -112,6 +113,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
         my_doc[mt][0] = doc_of_row(doc, rows[mt][0], n_q), my_doc[mt][1] = doc_of_row(doc, rows[mt][1], n_q);
+    const int block_doc = block_document(doc, row0, BR, n_q, lane);  // the one document of all the block's rows, or -1
 
     // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
     // when causal, none past the tile's last row, which sees keys up to row0 + BR - 1 + offset.
@@ -182,7 +184,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
 
         // Scale, mask only where this tile holds a key some row of the block cannot see, and
         // take the online softmax of the lane's rows (mma_softmax.cuh): P replaces S in s.
-        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || doc;
+        const bool other_docs = doc && !tile_in_document(doc, j0, BC, n_k, block_doc, lane);  // packed rows
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || other_docs;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             scale_and_mask(s[mt], rows[mt], t, j0, n_k, causal, offset, doc, my_doc[mt], edge, scale_log2);

@@ -113,6 +113,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
     const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
     const int my_doc[2] = {doc_of_row(doc, rows[0], n_q), doc_of_row(doc, rows[1], n_q)};
+    const int block_doc = block_document(doc, row0, BR, n_q, lane);  // the one document of all the block's rows, or -1
     const float* Qw = Qs + 16 * warp * LD;       // this warp's 16 rows of the Q tile
 
     // Tile skipping: the keys the tile's documents span (all n_k without documents), and,
@@ -172,7 +173,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
 
         // Scale, mask only where this tile holds a key some row of the block cannot see, and
         // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
-        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || doc;
+        const bool other_docs = doc && !tile_in_document(doc, j0, BC, n_k, block_doc, lane);  // packed rows
+        const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || other_docs;
         scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
         online_softmax(s, o, m, l);
 
