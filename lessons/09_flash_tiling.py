@@ -680,6 +680,64 @@ else:
         assert diff < 1e-4
 
 # %% [markdown]
+# What the kernels do on a real GPU: `benchmarks/bench_gpu.py` times them against torch's
+# `scaled_dot_product_attention` and standard attention on CuPy arrays, and measures the memory
+# each call takes from the GPU's memory pool. Its results file from an H100 is part of the
+# repository; drawn here, time (top) and extra memory, measured as dots and by formula as lines
+# (bottom), for b = 1, h = 16, d_h = 64, no mask:
+
+# %%
+gpu_json = ROOT / "benchmarks" / "results" / "gpu.json"
+if not gpu_json.is_file():
+    print("no GPU results yet: on a GPU machine, run `python benchmarks/bench_gpu.py`")
+else:
+    import json
+
+    gpu = json.loads(gpu_json.read_text(encoding="utf-8"))
+    print(f"{gpu_json.relative_to(ROOT)}: {gpu['meta']['device']}, {gpu['meta']['date']}")
+    for line in gpu["meta"]["summary"][:4]:
+        print("  ", line)
+    series = {"torch": "torch SDPA", "naive": "standard attention (CuPy)", "simt": "simt kernel",
+              "tensor_cores": "tensor_cores kernel", "mma": "mma kernel", "mma_tf32": "mma_tf32 kernel"}
+    colour = dict(zip(series, P.LINE_COLORS))
+    fig, axes = P.new_figure(2, 2, figsize=(13, 10), constrained_layout=True)
+    for col, dtype in enumerate(("float32", "float16")):
+        rows_g = [r for r in gpu["attention"] if r["dtype"] == dtype and not r["causal"]]
+        ns = np.array([r["n"] for r in rows_g])  # [N]
+        for key, label in series.items():
+            t_ms = np.array([r.get(f"{key}_s") or np.nan for r in rows_g]) * 1e3  # [N]; NaN: not run or out of memory
+            if np.isfinite(t_ms).any():
+                axes[0, col].plot(ns, t_ms, "o-", color=colour[key], label=label)
+        axes[0, col].set_xscale("log", base=2)
+        axes[0, col].set_yscale("log")
+        P.style_axes(axes[0, col], title=f"{dtype}: time of one call", xlabel="n", ylabel="ms", grid=True)
+        axes[0, col].legend(fontsize=P.TICK_SIZE)
+        mib = 2.0 ** 20
+        for key, label, formula in (("naive", "standard attention", "naive_peak_formula"),
+                                    ("mma" if dtype == "float16" else "mma_tf32", "tiled kernel (O and lse)",
+                                     "kernel_peak_formula")):
+            measured = np.array([r.get(f"{key}_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
+            axes[1, col].plot(ns, np.array([r[formula] for r in rows_g]) / mib, "-", color=colour[key],
+                              label=f"{label}: formula")
+            axes[1, col].plot(ns, measured, "o", color=colour[key], label=f"{label}: measured (CuPy pool)")
+        torch_mib = np.array([r.get("torch_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
+        axes[1, col].plot(ns, torch_mib, "s", color=colour["torch"], label="torch SDPA: measured", markersize=4)
+        axes[1, col].set_xscale("log", base=2)
+        axes[1, col].set_yscale("log")
+        naive_last = rows_g[-1]
+        if naive_last.get("naive_peak_bytes") is None:  # the largest n: standard attention did not fit
+            axes[1, col].annotate("out of memory", (naive_last["n"], naive_last["naive_peak_formula"] / mib),
+                                  xytext=(-10, 0), textcoords="offset points", ha="right", va="center",
+                                  fontsize=P.TICK_SIZE, color=colour["naive"])
+        P.style_axes(axes[1, col], title=f"{dtype}: extra GPU memory of one call", xlabel="n", ylabel="MiB", grid=True)
+        axes[1, col].set_ylim(top=300 * naive_last["naive_peak_formula"] / mib)  # room for the legend above the lines
+        axes[1, col].legend(fontsize=P.TICK_SIZE, loc="upper left")
+    fig.suptitle(f"On an {gpu['meta']['device'].split(' (')[0]}: standard attention runs out of memory at n = 32768 "
+                 "(128 GiB of scores); the tiled kernels need O(n)", fontsize=P.TICK_SIZE + 2)
+    P.save(fig, P.figure_path("09_gpu_timings.png"))
+
+
+# %% [markdown]
 # The project's benchmark (`benchmarks/bench_flash.py`) repeats these measurements at larger
 # sizes, with timings; when its results are present, their summary reads:
 
