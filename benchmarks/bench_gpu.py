@@ -470,7 +470,8 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
     if model:
         lines += ["", "## SmolLM2 generation, float32", "",
                   f"{model['model']}; prompt of {model['prompt_tokens']} tokens, {model['new_tokens']} new tokens, "
-                  f"greedy; medians of {model['repeats']} runs.", "",
+                  f"greedy; medians of {model['repeats']} runs."
+                  + (f" {meta['model_note']}" if meta.get("model_note") else ""), "",
                   "| | decode tokens/s | first token s |", "|---|---:|---:|",
                   f"| package on CuPy | {model['cupy_decode_tok_s']:.1f} | {model['cupy_first_token_s']:.3f} |",
                   (f"| HF transformers on the same GPU | {model['hf_decode_tok_s']:.1f} | {model['hf_first_token_s']:.3f} |"

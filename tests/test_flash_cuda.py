@@ -758,8 +758,9 @@ def test_launch_plan_tiles_the_queries():
     assert float(plan.scalars[4]) == pytest.approx(1 / 8)
     auto16 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
     auto32 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float32", causal=True, scale=None)
-    assert auto16.kernel.name == "flash_attention_fwd_tc" and auto16.block == (128,)  # 4 warps
-    assert auto32.kernel.name == "flash_attention_fwd"
+    assert auto16.kernel.name == "flash_attention_fwd_mma" and auto16.block == (128,)  # 4 warps of 32 rows
+    assert auto16.grid == (3, 16)  # ⌈257/128⌉ = 3 tiles
+    assert auto32.kernel.name == "flash_attention_fwd_mma_tf32" and auto32.grid == (5, 16)
 
 
 @pytest.mark.parametrize("d_h,expected", [
