@@ -332,30 +332,32 @@ P.save(fig, P.figure_path("16_packed_tiles.png"))
 
 # %% [markdown]
 # The CUDA kernels of lesson 09 take the same `doc=`:
-# `T.flash_attention_cuda(q, k, v, causal=True, doc=packed.doc)`. A thread block owns 64 query
-# rows and cannot consult a table of tiles; instead the host gives each block the keys its
+# `T.flash_attention_cuda(q, k, v, causal=True, doc=packed.doc)`. A thread block owns a tile of
+# query rows and cannot consult a table of tiles; instead the host gives each block the keys its
 # documents span, `[first, end)` (`flash_cuda.packed_row_args`), and the block walks only the
-# key tiles inside it, masking each score whose key lies in another document. For the row
-# above, in blocks of 64 queries and key tiles of 64:
+# key tiles inside it, masking each score whose key lies in another document (a key tile that
+# holds only the document of all the block's rows needs no mask). For the row above, in the
+# `mma` kernel's blocks of 128 queries and key tiles of 64:
 
 # %%
 from transformer import flash_cuda as FC  # noqa: E402
 
-Bq = FC.KERNELS["mma"].block_q  # 64 query rows a block, and 64 keys a tile
+Bq, Bk = FC.KERNELS["mma"].block_q, FC.block_k("mma", 64)  # 128 query rows a block, and 64 keys a tile
 _, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
-reads = FC.key_tiles_read(n_row, Bq, Bq, causal=True, doc=one_row.doc)[0]  # [Tr, Tc]: the tiles each block reads
+reads = FC.key_tiles_read(n_row, Bq, Bk, causal=True, doc=one_row.doc)[0]  # [Tr, Tc]: the tiles each block reads
+reads_causal = FC.key_tiles_read(n_row, Bq, Bk, causal=True)[0]  # [Tr, Tc]: with the causal mask alone
 Tr = len(spans[0])
 for t, (first, end) in enumerate(spans[0]):
     tiles = np.flatnonzero(reads[t])
     print(f"queries {t * Bq:3d}–{t * Bq + Bq - 1:3d}: documents span keys [{first:3d}, {end:3d}) -> "
-          f"key tiles {tiles[0]}…{tiles[-1]}: {tiles.size} of the {t + 1} causal ones")
-n_causal = FC.key_tiles_read(n_row, Bq, Bq, causal=True).sum()  # causal alone: block t reads tiles 0 … t
+          f"key tiles {tiles[0]}…{tiles[-1]}: {tiles.size} of the {reads_causal[t].sum()} causal ones")
+n_causal = reads_causal.sum()  # causal alone: block t reads the tiles up to its last row
 print(f"key tiles the {Tr} blocks read: {reads.sum()} with the documents, {n_causal} with the causal mask alone")
-trace64 = T.FlashTrace()  # the NumPy loop above, in tiles of 64 × 64
-T.flash_attention(*x, causal=True, block_q=Bq, block_k=Bq, doc=one_row.doc, trace=trace64)
-print(f"the NumPy loop in tiles of {Bq} × {Bq} computes the same {trace64.computed().sum()} tiles: the documents "
+trace_k = T.FlashTrace()  # the NumPy loop above, in the kernel's tiles
+T.flash_attention(*x, causal=True, block_q=Bq, block_k=Bk, doc=one_row.doc, trace=trace_k)
+print(f"the NumPy loop in tiles of {Bq} × {Bk} computes the same {trace_k.computed().sum()} tiles: the documents "
       "are contiguous, so each key tile inside a block's span meets one of the block's documents")
-assert np.array_equal(reads, trace64.computed()) and reads.sum() < n_causal
+assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 
 # %% [markdown]
 # **Takeaways.** Packing turns padding into useful tokens (here from under a fifth of the

@@ -17,7 +17,7 @@
 //                       memory feeds two products (d_h = 128: 8 warps of one tile each)
 //
 // K_j, V_j (Bc = 64 keys) are double-buffered in shared memory: cp.async copies tile j+1
-// HBM -> SRAM while the tensor cores work on tile j. Per warp and tile, for each of its two
+// HBM -> SRAM while the tensor cores work on tile j. Per warp and tile, for each of its
 // 16-row tiles Q_w:
 //
 //   S     = Q_w K_jᵀ                       mma.sync; 16×Bc float32 in registers
