@@ -3,6 +3,7 @@
     python benchmarks/bench_gpu.py             # n = 1k … 32k, then SmolLM2 generation (a few minutes)
     python benchmarks/bench_gpu.py --quick     # n = 1k … 8k, fewer repeats, 32 new tokens
     python benchmarks/bench_gpu.py --skip-model     # attention only
+    python benchmarks/bench_gpu.py --model-from earlier/gpu.json   # the SmolLM2 part of an earlier run, not run again
 
 Needs CuPy and a GPU (exits with a message otherwise); torch with CUDA for the peer rows.
 
@@ -405,7 +406,14 @@ def numpy_rows(res, ids, real, decode_rate, ours):
     return res
 
 
+def packed_speed(r) -> str:
+    """How the packed row's time compares with one sequence's, in words that stay true either way."""
+    ratio = r["one_sequence_s"] / r["packed_s"]
+    return f"runs {ratio:.1f}× faster" if ratio >= 1 else f"takes {1 / ratio:.2f}× the time"
+
+
 def markdown(rows, model, meta, packed=None, backward=None) -> str:
+    """The report. meta["model_note"], when present, says where the SmolLM2 part comes from (`--model-from`)."""
     lines = ["# GPU benchmark", "",
              f"{meta['device']}. Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}; "
              f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']}).", "",
@@ -507,8 +515,8 @@ def summarise(rows, model, packed=None, backward=None):
             r = min(ran, key=lambda r: r["packed_s"])
             out.append(f"Packed rows, {r['dtype']} ({r['documents']} documents of {r['doc_len']} in {r['n']} slots, "
                        f"causal): the {r['kernel']} kernel reads {r['tiles_one_sequence'] / r['tiles_packed']:.1f}× "
-                       f"fewer key tiles than on one sequence and runs {r['one_sequence_s'] / r['packed_s']:.1f}× "
-                       f"faster ({r['packed_s'] * 1e3:.2f} ms against {r['one_sequence_s'] * 1e3:.2f} ms).")
+                       f"fewer key tiles than on one sequence and {packed_speed(r)} ({r['packed_s'] * 1e3:.2f} ms "
+                       f"against {r['one_sequence_s'] * 1e3:.2f} ms).")
     for r in backward or ():
         if r["n"] == 8192 and r.get("kernel_s") and r.get("torch_s"):
             out.append(f"Backward at n = 8192, {r['dtype']}, causal: kernel {r['kernel_s'] * 1e3:.2f} ms = "
@@ -528,7 +536,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, help="timed runs per point (default 10, 5 for n ≥ 16k)")
     ap.add_argument("--new-tokens", type=int, default=None, help="tokens to generate (default 64; 32 with --quick)")
     ap.add_argument("--skip-model", action="store_true", help="attention only")
+    ap.add_argument("--model-from", type=Path, metavar="GPU_JSON",
+                    help="take the SmolLM2 part from an earlier gpu.json instead of running it (the report says so)")
     args = ap.parse_args(argv)
+    earlier = None
+    if args.model_from is not None:
+        earlier = earlier_model(args.model_from)
     try:
         _cupy()
     except RuntimeError as e:
@@ -550,12 +563,27 @@ def main(argv=None) -> int:
     save(rows, None, argv, t0, packed)
     backward = backward_rows([n for n in ns if n <= 8192], repeats_for)
     save(rows, None, argv, t0, packed, backward)
-    if not args.skip_model:
+    if earlier is not None:
+        save(rows, earlier[0], argv, t0, packed, backward, model_note=earlier[1])
+    elif not args.skip_model:
         save(rows, model_rows(n_new, 3, 32), argv, t0, packed, backward)
     return 0
 
 
-def save(rows, model, argv, t0, packed=None, backward=None) -> None:
+def earlier_model(path: Path):  # -> (the model part of an earlier gpu.json, a line saying where it is from)
+    """The SmolLM2 part of an earlier run's gpu.json, and the note the report prints with it."""
+    try:
+        earlier = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--model-from {path}: cannot read it as a gpu.json ({e})") from None
+    if not isinstance(earlier, dict) or not earlier.get("model"):
+        raise SystemExit(f"--model-from {path}: it holds no SmolLM2 part (run without --skip-model to get one)")
+    meta = earlier.get("meta") or {}
+    return earlier["model"], (f"This part is from the run of {meta.get('date', 'an earlier date')} "
+                              f"({meta.get('device', 'device not recorded')}).")
+
+
+def save(rows, model, argv, t0, packed=None, backward=None, model_note=None) -> None:
     """Write benchmarks/results/gpu.{json,md} and print the summary."""
     import cupy
     import torch
@@ -567,6 +595,8 @@ def save(rows, model, argv, t0, packed=None, backward=None) -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
             "cupy": cupy.__version__, "torch": torch.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+    if model_note:
+        meta["model_note"] = model_note
     meta["summary"] = summarise(rows, model, packed, backward)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed,

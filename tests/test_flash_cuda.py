@@ -6,6 +6,7 @@ and __syncwarp), with the launch plan of `flash_cuda.launch_plan`, and the resul
 naive attention and a float64 log-sum-exp. The nvcc compile check runs wherever nvcc is installed;
 the CuPy comparisons skip unless CuPy and a device are present.
 """
+import json
 import shutil
 import subprocess
 import types
@@ -45,7 +46,8 @@ def _ptxas(plan, tmp_path, options=None):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("kernel,d_h,dtype", [  # the unrolled loops compile slowly: the extremes of each kernel
     ("simt", 32, "float32"), ("simt", 128, "float32"), ("simt", 128, "float16"),
-    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16"), ("mma", 32, "float16"), ("mma", 128, "float16"),
+    ("tensor_cores", 32, "float16"), ("tensor_cores", 128, "float16"), ("mma", 32, "float16"), ("mma", 64, "float16"),
+    ("mma", 128, "float16"),
     ("mma_tf32", 32, "float32"), ("mma_tf32", 128, "float32")])
 def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernels spill nothing."""
@@ -271,7 +273,7 @@ def test_without_gpu_the_error_is_clear():
         flash_cuda.flash_attention_backward_cuda(q, q, q, q, q, q[..., 0])
 
 
-CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of Br = 64 or Bc = 32, n_q ≠ n_k
+CASES = [  # b, h, h_kv, n_q, n_k, d_h: MHA/GQA/MQA, n not a multiple of Br (64, 128) or Bc (32, 64), n_q ≠ n_k
     (1, 1, 1, 1, 1, 64), (2, 4, 4, 100, 100, 64), (1, 8, 2, 257, 257, 32),
     (1, 6, 1, 1, 300, 128), (2, 3, 3, 70, 133, 64), (1, 2, 1, 130, 64, 64),
     (1, 4, 2, 16, 128, 64)]  # 16 queries after 112 cached keys: the causal edge falls inside a key tile
@@ -508,7 +510,7 @@ def test_packed_row_args_refuses_what_is_no_doc_array():
 @pytest.mark.parametrize("causal,d_h", [(False, 64), (True, 64), (True, 128)])
 def test_kernel_packed_rows_equal_attention_under_the_document_mask(run, kernel, dtype, tol, causal, d_h):
     """doc=: each query reads only its own document (and the keys before it, when causal); padding
-    rows get O = 0 and lse = -inf. Row 1's documents cross the tiles of 64 queries, and blocks
+    rows get O = 0 and lse = -inf. Row 1's documents cross the tiles of 64 or 128 queries, and blocks
     start at key tiles other than the first (of 16, 32 or 64 keys: d_h = 128 halves them); GQA."""
     doc = np.stack([_packed_doc([50, 30, 60], 150), _packed_doc([7, 100, 43], 150)])  # [2, 150]
     q, k, v = _inputs(dtype, 2, 2, 1, 150, 150, d_h)
@@ -782,7 +784,21 @@ def test_mma_kernel_shared_memory(d_h, expected, threads):
     assert flash_cuda.dynamic_shared_bytes("mma", d_h) == expected
     plan = flash_cuda.launch_plan((1, 1, 300, d_h), (1, 1, 300, d_h), "float16", causal=False, scale=None, kernel="mma")
     assert plan.shared_bytes == expected and f"-DSMEM_BYTES={expected}" in plan.options
+    assert f"-DBLOCK_THREADS={threads}" in plan.options  # the kernel's static_assert checks its own count
     assert plan.block == (threads,) == (flash_cuda.block_threads("mma", d_h),) and plan.grid == (3, 1)  # ⌈300 / 128⌉
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+def test_mma_kernel_refuses_a_block_size_it_was_not_built_for():
+    """The host launches 256 threads at d_h = 128 and the kernel is built for that; told 128 there,
+    it does not compile (a launch with the wrong count would leave query rows unwritten)."""
+    plan = flash_cuda.launch_plan((1, 1, 1, 128), (1, 1, 1, 128), "float16", causal=False, scale=None, kernel="mma")
+    source = flash_cuda.kernel_source(plan.kernel.source)
+    ok, log = nvrtc.compile_cuda(source, (*plan.options, "-arch=sm_90"))
+    assert ok, log
+    wrong = tuple("-DBLOCK_THREADS=128" if o.startswith("-DBLOCK_THREADS=") else o for o in plan.options)
+    ok, log = nvrtc.compile_cuda(source, (*wrong, "-arch=sm_90"))
+    assert not ok and "the host must launch THREADS threads a block" in log
 
 
 @pytest.mark.parametrize("d_h,bc", [(32, 64), (64, 64), (128, 32)])
@@ -925,6 +941,40 @@ def test_bench_gpu_report_names_the_fastest_kernel():
     assert [c.strip() for c in table[0].split("|")[4:10]] == ["1.00", "OOM", "4.00", "2.00", "1.50", "–"]
     assert "| mma: 1.50× |" in table[0] and "| simt: 3.00× |" in table[1]
     assert [c.strip() for c in table[1].split("|")[6:10]] == ["3.00", "–", "–", "OOM"]
+
+
+def test_bench_gpu_packed_row_slower_than_one_sequence_is_said_so():
+    """A packed row that took longer than the sequence alone is not reported as "0.8× faster"."""
+    bench = _bench_gpu()
+    row = {"n": 8192, "documents": 8, "doc_len": 1024, "dtype": "float16", "kernel": "mma", "tiles_one_sequence": 4160,
+           "tiles_packed": 576, "one_sequence_s": 0.74e-3, "packed_s": 0.99e-3, "max_abs_diff_vs_alone": 0.0}
+    assert bench.packed_speed(row) == "takes 1.34× the time"  # 0.99 / 0.74
+    assert "and takes 1.34× the time (0.99 ms against 0.74 ms)." in bench.summarise([], None, [row])[0]
+    assert bench.packed_speed({**row, "packed_s": 0.37e-3}) == "runs 2.0× faster"
+
+
+def test_bench_gpu_model_part_from_an_earlier_run(tmp_path):
+    """--model-from: the SmolLM2 part of an earlier gpu.json, with a note in the report saying whose it is;
+    a file without one, or not JSON, is a clear error before any GPU work."""
+    bench = _bench_gpu()
+    model = {"model": "SmolLM2", "prompt_tokens": 32, "new_tokens": 64, "repeats": 3, "cupy_decode_tok_s": 14.5,
+             "cupy_first_token_s": 0.05, "hf_decode_tok_s": 36.0, "hf_first_token_s": 0.04, "cpu_count": 16,
+             "numpy_decode_tok_s": 41.9, "numpy_first_token_s": 0.05, "cupy_generate_peak_bytes": 2 ** 20,
+             "weights_bytes": 2 ** 29, "kv_cache_bytes_formula": 2 ** 22}
+    earlier = tmp_path / "gpu.json"
+    earlier.write_text(json.dumps({"meta": {"date": "2026-01-02 03:04 UTC", "device": "a GPU"}, "model": model}))
+    got, note = bench.earlier_model(earlier)
+    assert got == model and note == "This part is from the run of 2026-01-02 03:04 UTC (a GPU)."
+    meta = {"device": "a GPU", "command": "c", "wall_s": 1.0, "date": "d", "cupy": "x", "torch": "y",
+            "cuda_runtime": 0, "summary": [], "model_note": note}
+    assert "medians of 3 runs. This part is from the run of 2026-01-02 03:04 UTC (a GPU)." in bench.markdown(
+        [], model, meta)
+    (tmp_path / "none.json").write_text(json.dumps({"meta": {}, "model": None}))
+    with pytest.raises(SystemExit, match=r"none\.json: it holds no SmolLM2 part"):
+        bench.main(["--model-from", str(tmp_path / "none.json")])
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SystemExit, match=r"bad\.json: cannot read it as a gpu\.json"):
+        bench.main(["--model-from", str(tmp_path / "bad.json")])
 
 
 def test_bench_gpu_report_packed_rows():

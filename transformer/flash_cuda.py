@@ -284,6 +284,8 @@ def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float
         options = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17")
         if kernel == "mma_tf32":
             options += (f"-DBC={block_k(kernel, d_h)}",)
+        if kernel == "mma":  # its block size depends on d_h: the kernel checks it is the one launched
+            options += (f"-DBLOCK_THREADS={block_threads(kernel, d_h)}",)
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     return LaunchPlan(kernel=kern, options=options,
                       grid=(math.ceil(n_q / kern.block_q), b * h),  # Tr = ⌈n_q / Br⌉
@@ -532,8 +534,8 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     only); see the module docstring. A NaN or ∞ in q or k gives NaN in the rows torch's softmax
     makes NaN (never a silent 0); a NaN in v reaches the rows whose blocks read its key tile, also
     where a mask hides the key (0 · NaN; torch's dense P V: every row). A row whose scores are all
-    -∞ counts as one that saw no key (O = 0, lse = -∞). With "mma_tf32" an ∞ input makes every row
-    that sees it NaN.
+    -∞ counts as one that saw no key (O = 0, lse = -∞). With "mma_tf32" (float32's "auto" from
+    compute capability 8.0) an ∞ input makes every row that sees it NaN.
     doc: packed rows, as in `flash_attention`: (b, n) document index of each position (-1 =
     padding, n = n_q = n_k); a query reads only keys of its own document, key tiles outside its
     tile's documents are skipped (`packed_row_args`), and padding rows get zeros, lse = -∞.

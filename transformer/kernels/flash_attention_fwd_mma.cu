@@ -35,7 +35,8 @@
 // and its keys all belong to one document.
 //
 // Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the
-// dynamic shared memory the host gives each block (checked below).
+// dynamic shared memory the host gives each block, BLOCK_THREADS the threads it launches a
+// block with (both checked below).
 
 #include <cuda_fp16.h>
 #include "mma_ptx.cuh"
@@ -64,6 +65,9 @@ constexpr int KV_TILE = BC * LD;        // halves in one K_j or V_j buffer
 constexpr int LAYOUT_BYTES = (Q_TILE + 4 * KV_TILE) * 2;  // Q, then K_j and V_j twice each
 static_assert(D_H % 16 == 0, "mma.m16n8k16 takes d_h in steps of 16");
 static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
+#ifdef BLOCK_THREADS  // the threads the host launches a block with (flash_cuda.block_threads)
+static_assert(THREADS == BLOCK_THREADS, "the host must launch THREADS threads a block");
+#endif
 
 // Rows first … first+ROWS-1 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
 // rows past n become zeros.
@@ -98,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
     const int g = lane / 4, t = lane % 4;       // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
     // Blocks start in the order of blockIdx.x + Tr·blockIdx.y. Handing them out as the last query
     // tile of every head, then the one before, … starts the longest causal rows first, so the
-    // short ones fill the end (longest first: 16 % less time, causal, at n = 8192 on an H100).
+    // short ones fill the end.
     const int start = blockIdx.x + gridDim.x * blockIdx.y;
     const int bh = start % gridDim.y;           // which (batch, query head)
     const int b = bh / h, head = bh % h;
