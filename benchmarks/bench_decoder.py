@@ -46,7 +46,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer.gguf_loader import smollm2_path  # noqa: E402
+from transformer.models.llama_gguf import smollm2_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The prompt of note 002's KV-cache timing.
@@ -141,7 +141,7 @@ def main():
 
     def ours_prefill(ids):
         cache = ours.new_cache(1, len(ids))
-        T.llama.forward(np.asarray([ids], dtype=np.int64), ours.weights, ours.config, ours.cos, ours.sin,
+        T.models.llama.forward(np.asarray([ids], dtype=np.int64), ours.weights, ours.config, ours.cos, ours.sin,
                         cache=cache, last_only=True)
 
     def ours_generate(ids, n, use_cache=True, record=False):

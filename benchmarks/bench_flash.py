@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer.io_count import (IOCounter, flash2_io, flash_attention_peak_bytes,  # noqa: E402
+from transformer.flash.io_count import (IOCounter, flash2_io, flash_attention_peak_bytes,  # noqa: E402
                                   measure_peak_bytes, standard_attention_io,
                                   standard_attention_peak_bytes)
 
@@ -151,7 +151,7 @@ def markdown(rows, meta):
         + (f", load average {meta['load_average_at_end']} at the end" if "load_average_at_end" in meta else "") + ").",
         "Times: median of the repeats (the minimum in the JSON/CSV). Peaks: extra bytes during one call "
         "(NumPy: tracemalloc; torch: its profiler's allocation events). "
-        "`formula` columns come from `transformer/io_count.py`.", "",
+        "`formula` columns come from `transformer/flash/io_count.py`.", "",
         "| n | causal | torch SDPA ms | tiled ms (block) | naive ms | core ms | tiled / torch | "
         "torch MiB | tiled MiB (formula) | naive MiB (formula) | tiled / naive memory |",
         "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

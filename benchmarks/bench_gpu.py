@@ -57,9 +57,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer import counting, flash_cuda  # noqa: E402
-from transformer.backend import _cupy  # noqa: E402
-from transformer.io_count import standard_attention_peak_bytes  # noqa: E402
+from transformer.models import counting
+from transformer.flash import cuda as flash_cuda  # noqa: E402
+from transformer.backend import import_cupy  # noqa: E402
+from transformer.flash.io_count import standard_attention_peak_bytes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KERNELS_FOR = {dt: tuple(name for name, kern in flash_cuda.KERNELS.items() if dt in kern.dtypes)
@@ -543,7 +544,7 @@ def main(argv=None) -> int:
     if args.model_from is not None:
         earlier = earlier_model(args.model_from)
     try:
-        _cupy()
+        import_cupy()
     except RuntimeError as e:
         print(f"bench_gpu.py needs CuPy and an NVIDIA GPU: {e}", file=sys.stderr)
         return 2

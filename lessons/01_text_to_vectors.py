@@ -43,7 +43,7 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.llama import forward
+from transformer.models.llama import forward
 
 FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink here, the lesson is one forward pass
 rng = np.random.default_rng(0)

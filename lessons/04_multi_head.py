@@ -40,7 +40,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-
 rng = np.random.default_rng(0)
 
 # %% [markdown]

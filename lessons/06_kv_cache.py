@@ -42,7 +42,7 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.llama import decoder_mask, forward
+from transformer.models.llama import decoder_mask, forward
 
 FAST = P.fast()  # TRANSFORMER_FAST=1 generates only a few tokens for the timing
 rng = np.random.default_rng(0)

@@ -38,7 +38,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-
 FAST = P.fast()  # nothing here is large; the flag is read for uniformity with the other lessons
 rng = np.random.default_rng(0)
 

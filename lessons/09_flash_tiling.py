@@ -39,9 +39,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 
 import transformer as T
-from transformer import io_count as IO
+from transformer.flash import io_count as IO
 from transformer import plotting as P
-
 FAST = P.fast()  # TRANSFORMER_FAST=1 stops the memory sweeps at n = 1024 for the test suite
 rng = np.random.default_rng(0)
 
@@ -237,7 +236,7 @@ assert worst < 1e-12
 # ## 5. Slow-memory traffic against $n$
 #
 # Count elements moved between HBM and fast memory (all exact formulas in
-# `transformer/io_count.py`; the kernels count every load and store as they run):
+# `transformer/flash/io_count.py`; the kernels count every load and store as they run):
 #
 # * standard attention: $\;4nd + 4n^2$ — $S$ and $P$ written once and read once, plus $Q, K, V, O$;
 # * FlashAttention-1: $K, V$ once, then per computed tile $B_r(3d + 4)$: about $T_c \cdot n(3d + 4)$;
@@ -491,7 +490,7 @@ P.save(fig, P.figure_path("09_peak_memory.png"))
 # %%
 import matplotlib.pyplot as plt  # noqa: E402
 
-from transformer import flash_cuda as FC  # noqa: E402
+from transformer.flash import cuda as FC  # noqa: E402
 
 lane_c, reg_c, _ = FC.mma_fragment_layout("C")        # [16, 8]: S for 8 keys, float32, one per register
 lane_a, reg_a, half_a = FC.mma_fragment_layout("A")   # [16, 16]: P for 16 keys, float16, two per register

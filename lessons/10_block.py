@@ -43,7 +43,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-
 FAST = P.fast()  # TRANSFORMER_FAST=1 uses a shorter stack for the test suite
 rng = np.random.default_rng(0)
 

@@ -41,7 +41,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-
 FAST = P.fast()  # TRANSFORMER_FAST=1 generates shorter continuations
 rng = np.random.default_rng(0)
 

@@ -39,7 +39,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-
 FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink, the encoder is small
 rng = np.random.default_rng(0)
 

@@ -44,7 +44,7 @@ from matplotlib.lines import Line2D
 
 import transformer as T
 from transformer import plotting as P
-from transformer.gguf_loader import open_gguf, smollm2_path
+from transformer.models.llama_gguf import open_gguf, smollm2_path
 
 FAST = P.fast()  # TRANSFORMER_FAST=1 allocates fewer measured caches for the test suite
 rng = np.random.default_rng(0)

@@ -46,7 +46,7 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.bert import BertConfig, BertLayer, encoder_layer
+from transformer.models.bert import BertConfig, BertLayer, encoder_layer
 
 FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink, the model is tiny
 rng = np.random.default_rng(0)

@@ -42,9 +42,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
 import transformer as T
-from transformer import llama as llama_mod
+from transformer.models import llama as llama_mod
 from transformer import plotting as P
-
 FAST = P.fast()  # TRANSFORMER_FAST=1: a smaller corpus of lengths; the models run the same
 rng = np.random.default_rng(0)
 
@@ -340,7 +339,7 @@ P.save(fig, P.figure_path("16_packed_tiles.png"))
 # `mma` kernel's blocks of 128 queries and key tiles of 64:
 
 # %%
-from transformer import flash_cuda as FC  # noqa: E402
+from transformer.flash import cuda as FC  # noqa: E402
 
 Bq, Bk = FC.KERNELS["mma"].block_q, FC.block_k("mma", 64)  # 128 query rows a block, and 64 keys a tile
 _, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]

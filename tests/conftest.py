@@ -56,7 +56,7 @@ def hf_smollm2():
     import os
     import torch
     from transformers import AutoModelForCausalLM
-    from transformer.gguf_loader import smollm2_path
+    from transformer.models.llama_gguf import smollm2_path
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     p = smollm2_path()

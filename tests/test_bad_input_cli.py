@@ -13,13 +13,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
-from transformer import counting as C  # noqa: E402
-from transformer import llama as llama_mod  # noqa: E402
-from transformer.bpe import BPETokenizer, bytes_to_unicode  # noqa: E402
-from transformer.cli import build_parser, main  # noqa: E402
-from transformer.configs import ModelConfig, from_hf, hf_config  # noqa: E402
-from transformer.gguf_loader import smollm2_path  # noqa: E402
-from transformer.wordpiece import WordPieceTokenizer  # noqa: E402
+from transformer.models import counting as C  # noqa: E402
+from transformer.models import llama as llama_mod  # noqa: E402
+from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode  # noqa: E402
+from transformer.cli.main import build_parser, main  # noqa: E402
+from transformer.models.configs import ModelConfig, from_hf, hf_config  # noqa: E402
+from transformer.models.llama_gguf import smollm2_path  # noqa: E402
+from transformer.tokenizers.wordpiece import WordPieceTokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -322,14 +322,14 @@ def test_packed_logits_refuses_an_empty_document(tiny):
 
 @pytest.mark.parametrize("lengths", [[2, -1], [2, 4], [2]])
 def test_mean_pool_lengths_must_fit_the_rows(lengths):
-    from transformer.bert import mean_pool
+    from transformer.models.bert import mean_pool
     h = np.ones((2, 3, 4), np.float32)  # (b, n, d)
     with pytest.raises(ValueError, match=r"lengths must be 2 numbers in \[0, n=3\]"):
         mean_pool(h, np.array(lengths))
 
 
 def test_mean_pool_lengths_must_be_an_array():
-    from transformer.bert import mean_pool
+    from transformer.models.bert import mean_pool
     with pytest.raises(TypeError, match="lengths must be an array"):
         mean_pool(np.ones((1, 3, 4), np.float32), [3])
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import transformer as T
-from transformer import flash_cuda
-from transformer.backend import require_int, require_real
-from transformer.paged_kv import PagedKVCache, paged_attention
+from transformer.flash import cuda as flash_cuda
+from transformer.require import require_int, require_real
+from transformer.core.paged_kv import PagedKVCache, paged_attention
 
 from conftest import asarray
 
@@ -252,7 +252,7 @@ def test_backward_and_paged_attention_name_missing_or_misshapen_arrays():
     (lambda: T.softmax(np.ones((2, 0))), ValueError, r"softmax over an empty axis"),
     (lambda: T.softmax(np.array([1 + 5j, 2])), TypeError, r"x must hold real numbers .* got dtype complex128"),
     (lambda: T.softmax(np.array([True, False])), TypeError, r"x must hold real numbers .* got dtype bool"),
-    (lambda: T.sampling.check_sampling(temperature=10 ** 400), ValueError, r"temperature must be a finite number ≥ 0"),
+    (lambda: T.core.sampling.check_sampling(temperature=10 ** 400), ValueError, r"temperature must be a finite number ≥ 0"),
     (lambda: T.online_softmax_history(np.zeros(0)), ValueError, r"x has no entries"),
     (lambda: T.scaled_dot_product_attention(*(np.ones((1, 1, 2, 2)),) * 3, scale="x"), TypeError,
      r"scale must be a real number, got str scale='x'"),
@@ -554,7 +554,7 @@ def test_embed_refuses_out_of_range_ids_on_every_backend(xp):
 def test_llama_forward_checks_a_callers_mask_once_and_its_blocks_then_run_unchecked():
     """forward's layers call unchecked cores; the one input they do not build, a caller's mask,
     is checked at the entry. A good mask gives the causal run's logits (the default mask)."""
-    from transformer.llama import LlamaConfig, forward, random_llama
+    from transformer.models.llama import LlamaConfig, forward, random_llama
     m = random_llama(LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=32, v=32, n_ctx=16))
     ids = np.array([[1, 5, 7]])
     with pytest.raises(ValueError, match=r"mask of shape \(3, 2\) is not broadcastable to \(b, h, n, n_past \+ n\)"):

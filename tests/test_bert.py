@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is read from the local wheel
 
 import transformer as T  # noqa: E402
-from transformer.bert import (BertConfig, l2_normalize, load_minilm,  # noqa: E402
+from transformer.models.bert import (BertConfig, l2_normalize, load_minilm,  # noqa: E402
                               mean_pool, minilm_dir)
 
 TEXTS = [
@@ -283,7 +283,7 @@ def test_encoder_layer_alone_equals_bertmodel_layer(model, hf_ref):
         ref = hf_ref[False](torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     for layer in (0, 3, 5):
         x = ref.hidden_states[layer].numpy()  # (1, n, d)
-        out, p = T.bert.encoder_layer(x, model.weights.layers[layer], model.config, mask=None)
+        out, p = T.models.bert.encoder_layer(x, model.weights.layers[layer], model.config, mask=None)
         np.testing.assert_allclose(out, ref.hidden_states[layer + 1].numpy(), rtol=0, atol=ATOL_HIDDEN)
         np.testing.assert_allclose(p, ref.attentions[layer].numpy(), rtol=0, atol=ATOL_ATTN)
 
@@ -333,7 +333,7 @@ def _config_dir(tmp_path, st=None, **changes):
     """A folder holding minilm-l6's config.json with some keys changed (None: removed), and
     sentence_bert_config.json when st is given (a dict, or raw text)."""
     import json
-    from transformer.configs import hf_config
+    from transformer.models.configs import hf_config
     cfg = dict(hf_config("minilm-l6"), **changes)
     (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if v is not None}))
     if st is not None:
@@ -415,16 +415,16 @@ def test_encoder_layer_names_bad_inputs(model):
     lw, cfg = model.weights.layers[0], model.config
     x = np.zeros((1, 3, 384), np.float32)
     with pytest.raises(ValueError, match=r"x must be \(b, n, d\) with n ≥ 1 and d=384, got shape \(1, 3, 383\)"):
-        T.bert.encoder_layer(x[..., 1:], lw, cfg, mask=None)
+        T.models.bert.encoder_layer(x[..., 1:], lw, cfg, mask=None)
     with pytest.raises(TypeError, match="x must be a floating-point array, got dtype int64"):
-        T.bert.encoder_layer(np.zeros((1, 3, 384), np.int64), lw, cfg, mask=None)
+        T.models.bert.encoder_layer(np.zeros((1, 3, 384), np.int64), lw, cfg, mask=None)
     bad_attn = _bad(lw, attn=_bad(lw.attn, W_q=lw.attn.W_q[:, :48]))
     with pytest.raises(ValueError, match=r"lw\.attn\.W_q must have shape \(d, d\) = \(384, 384\), got \(384, 48\)"):
-        T.bert.encoder_layer(x, bad_attn, cfg, mask=None)
+        T.models.bert.encoder_layer(x, bad_attn, cfg, mask=None)
     with pytest.raises(ValueError, match=r"lw\.b_1 must have shape \(d_ff,\) = \(1536,\), got \(384,\)"):
-        T.bert.encoder_layer(x, _bad(lw, b_1=lw.b_2), cfg, mask=None)
+        T.models.bert.encoder_layer(x, _bad(lw, b_1=lw.b_2), cfg, mask=None)
     with pytest.raises(ValueError, match=r"not broadcastable to \(b, h, n, n\) = \(1, 12, 3, 3\)"):
-        T.bert.encoder_layer(x, lw, cfg, mask=np.ones((2, 1, 1, 3), bool))
+        T.models.bert.encoder_layer(x, lw, cfg, mask=np.ones((2, 1, 1, 3), bool))
 
 
 def test_minilm_checks_its_parts_once(model):

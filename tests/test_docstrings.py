@@ -14,7 +14,7 @@ def _has_examples(name: str) -> bool:
     return any(t.examples for t in doctest.DocTestFinder().find(importlib.import_module(name)))
 
 
-MODULES = [m.name for m in pkgutil.iter_modules(transformer.__path__, "transformer.")
+MODULES = [m.name for m in pkgutil.walk_packages(transformer.__path__, "transformer.")
            if m.name != "transformer.__main__" and _has_examples(m.name)]
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import transformer as T
-from transformer.flash import (FlashTrace, attention_backward_naive, flash_attention,
+from transformer.flash.tiled import (FlashTrace, attention_backward_naive, flash_attention,
                                flash_attention_backward, merge_softmax_stats, online_softmax,
                                online_softmax_history, online_softmax_stats, standard_attention,
                                tile_kind)

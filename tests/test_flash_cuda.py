@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer import flash_cuda
-
+from transformer.flash import cuda as flash_cuda
 import cuda_emulator
 import nvrtc
 
@@ -166,7 +165,7 @@ def stand_in_cupy(monkeypatch, tmp_path):
                                      get_cuda_path=lambda: str(tmp_path / "wheels"), get_device_id=lambda: 0)
         fake = types.SimpleNamespace(RawKernel=raw_kernel, cuda=cuda, ndarray=_FakeArray, float32=np.float32,
                                      empty_like=lambda a: _FakeArray(a.shape, a.dtype), empty=_FakeArray)
-        monkeypatch.setattr(flash_cuda, "_cupy", lambda: fake)
+        monkeypatch.setattr(flash_cuda, "import_cupy", lambda: fake)
         monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
 
     caches = (flash_cuda._compiled, flash_cuda._device_facts)

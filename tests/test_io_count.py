@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import transformer as T
-from transformer.io_count import (IOCounter, flash1_io, flash2_io, flash_attention_peak_bytes,
+from transformer.flash.io_count import (IOCounter, flash1_io, flash2_io, flash_attention_peak_bytes,
                                   flash_io_bound, measure_peak_bytes, naive_io_bound,
                                   paper_block_sizes, standard_attention_io,
                                   standard_attention_peak_bytes, visible_key_tiles)

@@ -28,8 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer import flash_cuda
-
+from transformer.flash import cuda as flash_cuda
 import cuda_emulator
 
 TESTS = Path(__file__).parent

@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
-from transformer import llama as llama_mod  # noqa: E402
+from transformer.models import llama as llama_mod  # noqa: E402
 
 from conftest import BACKENDS  # noqa: E402
 
@@ -293,7 +293,7 @@ def test_bad_inputs(model):
 def test_bad_files(tmp_path, monkeypatch):
     from importlib import metadata
     import gguf
-    from transformer import gguf_loader
+    from transformer.models import llama_gguf as gguf_loader
 
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         T.load_smollm2(tmp_path / "nope.gguf")
@@ -318,7 +318,7 @@ def test_bad_files(tmp_path, monkeypatch):
 
 # --- the command line -----------------------------------------------------------------
 def test_cli_generate_and_tokenize(model, monkeypatch, capsys):
-    from transformer.cli import main
+    from transformer.cli.main import main
     monkeypatch.setattr(llama_mod, "load_llama", lambda path=None, backend="numpy": model)
     assert main(["generate", "The capital of France is", "--max-new-tokens", "3"]) == 0
     out = capsys.readouterr().out
@@ -339,7 +339,7 @@ def write_tiny_llama_gguf(path, *, L, d, h, h_kv, d_ff, tied, seed=0, replace=No
     specials, one merge) in GGUF, matrices stored as (d_out, d_in) like llama.cpp does.
     replace: {tensor name: array} written instead of the random tensor (a bad file)."""
     import gguf
-    from transformer.bpe import bytes_to_unicode
+    from transformer.tokenizers.bpe import bytes_to_unicode
 
     rng = np.random.default_rng(seed)
     tokens = [bytes_to_unicode()[b] for b in range(256)] + ["ĠĠ", "<|end|>"]
@@ -575,7 +575,7 @@ def test_tensor_of_an_unsupported_type_is_named(tmp_path, capsys, name, array, g
     match = rf"tensor '{name}' \({gguf_type}, GGUF shape \({dims},?\)\) has a type this loader cannot dequantize"
     with pytest.raises(ValueError, match=match):
         T.load_llama(path, progress=False)
-    from transformer.cli import main
+    from transformer.cli.main import main
     assert main(["generate", "hi", "--gguf", str(path)]) == 2  # the command line: one line, no traceback
     assert re.search(match, capsys.readouterr().err)
 
@@ -584,7 +584,7 @@ def test_corrupt_quantized_tensor_is_named(tmp_path, monkeypatch):
     """A Q8_0 matrix (blocks of 32 numbers: a float16 scale + 32 int8 = 34 bytes) read back with
     a byte cut from each row: 67 bytes is no whole number of blocks."""
     import gguf
-    from transformer import gguf_loader
+    from transformer.models import llama_gguf as gguf_loader
 
     w_q = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
     q8 = gguf.quants.quantize(w_q, gguf.GGMLQuantizationType.Q8_0)  # (64, 2 · 34) bytes
@@ -607,7 +607,7 @@ def test_corrupt_quantized_tensor_is_named(tmp_path, monkeypatch):
 
 def test_bad_metadata_is_named(tmp_path):
     import gguf
-    from transformer import gguf_loader
+    from transformer.models import llama_gguf as gguf_loader
 
     path = tmp_path / "kv3.gguf"  # 4 query heads cannot share 3 key/value heads
     write_tiny_llama_gguf(path, L=1, d=64, h=4, h_kv=3, d_ff=96, tied=True)

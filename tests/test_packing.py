@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import transformer as T
-from transformer import llama as llama_mod
+from transformer.models import llama as llama_mod
 from conftest import asarray
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

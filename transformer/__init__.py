@@ -5,44 +5,44 @@ h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
 """
 # the attention core
 from .backend import get_xp, namespace, to_numpy
-from .attention import (softmax, scaled_dot_product_attention, repeat_kv, attention_scores, additive_scores,
-                        additive_attention, additive_peak_bytes)
-from .embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
+from .core.attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
+from .core.additive import additive_scores, additive_attention, additive_peak_bytes
+from .core.embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
                         rope_cos_sin, apply_rope_interleaved, apply_rope_half,
                         interleaved_to_half_permutation)
-from .heads import split_heads, merge_heads, AttentionWeights, multi_head_attention, qkv_heads
-from .masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
+from .core.heads import split_heads, merge_heads, AttentionWeights, multi_head_attention, qkv_heads
+from .core.masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
                     strided_mask, fixed_mask, global_mask, random_mask, same_document, document_mask,
                     attended_pairs)
-from .packing import Packed, pack_documents, unpack, continued_positions, packing_report
-from .layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
+from .core.packing import Packed, pack_documents, unpack, continued_positions, packing_report
+from .core.layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
                      swiglu_ffn, residual)
-from .kv_cache import KVCache
+from .core.kv_cache import KVCache
 
 # FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernels
-from .flash import (flash_attention, flash_attention_backward, attention_backward_naive,
+from .flash.tiled import (flash_attention, flash_attention_backward, attention_backward_naive,
                     standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
                     merge_softmax_stats, FlashTrace, TileStep)
-from .io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
+from .flash.io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
                        flash1_io, flash2_io, paper_block_sizes, standard_attention_peak_bytes,
                        flash_attention_peak_bytes)
-from .flash_cuda import flash_attention_cuda, flash_attention_backward_cuda
+from .flash.cuda import flash_attention_cuda, flash_attention_backward_cuda
 
 # a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
-from .bpe import BPETokenizer
-from .sampling import sample_next, filter_logits, next_token_probs
-from .llama import LlamaConfig, Llama, load_smollm2, load_llama, random_llama, GenerationStats
+from .tokenizers.bpe import BPETokenizer
+from .core.sampling import sample_next, filter_logits, next_token_probs
+from .models.llama import LlamaConfig, Llama, load_smollm2, load_llama, random_llama, GenerationStats
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
-from .wordpiece import WordPieceTokenizer, basic_tokenize
-from .bert import (BertConfig, MiniLM, load_minilm, bert_encode, mean_pool, l2_normalize,
+from .tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
+from .models.bert import (BertConfig, MiniLM, load_minilm, bert_encode, mean_pool, l2_normalize,
                    encoder_mask)
 
 # counting parameters, FLOPs and bytes; the paged KV cache
-from .configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
-from .counting import (count_parameters, parameter_breakdown, forward_flops, prefill_flops, decode_flops,
+from .models.configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
+from .models.counting import (count_parameters, parameter_breakdown, forward_flops, prefill_flops, decode_flops,
                        kv_cache_bytes, kv_cache_bytes_per_token, attention_score_bytes,
                        arithmetic_intensity, paged_memory_report, dtype_bytes)
-from .paged_kv import PagedKVCache, paged_attention
+from .core.paged_kv import PagedKVCache, paged_attention
 
 __version__ = "0.1.0"

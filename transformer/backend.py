@@ -8,15 +8,10 @@ Functions that create arrays from nothing (masks, position tables) take `xp=`.
 """
 from __future__ import annotations
 
-import math
-import numbers
-import operator
-
 import numpy as np
 import array_api_compat
 
-__all__ = ["get_xp", "namespace", "to_numpy", "is_floating", "require_float", "require_array", "require_int",
-           "require_real", "require_bool", "broadcastable_to", "compute_dtype", "nbytes"]
+__all__ = ["get_xp", "namespace", "import_cupy", "to_numpy", "to_host", "is_floating", "compute_dtype", "nbytes"]
 
 
 def namespace(xp=None):
@@ -28,13 +23,13 @@ def namespace(xp=None):
     if xp is None or xp is np or xp == "numpy":
         return array_api_compat.array_namespace(np.empty(0))
     if xp == "cupy" or getattr(xp, "__name__", "") == "cupy":
-        return array_api_compat.array_namespace(_cupy().empty(0))
+        return array_api_compat.array_namespace(import_cupy().empty(0))
     if isinstance(xp, str):
         raise ValueError(f"unknown backend {xp!r}: use 'numpy' or 'cupy'")
     return xp
 
 
-def _cupy():
+def import_cupy():
     """Import CuPy and check a GPU is there, with one clear error if not."""
     try:
         import cupy
@@ -85,6 +80,16 @@ def to_numpy(x):
         return np.asarray(x)
 
 
+def to_host(x):  # [...] any backend -> [...] NumPy, at least float32
+    """x as a NumPy array, float16 and bfloat16 widened to float32 on the host (exactly: float32 holds
+    every value of both). NumPy's bfloat16 (ml_dtypes) is no np.floating, and host-side arithmetic
+    such as sampling's filters wants a full-size float."""
+    x = np.asarray(to_numpy(x))
+    if x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
+        x = x.astype(np.float32)
+    return x
+
+
 def is_floating(x) -> bool:
     """Whether x holds real floating-point numbers: float16/32/64 and bfloat16, on any backend."""
     if getattr(x.dtype, "kind", None) == "f":  # NumPy and CuPy float16/32/64: no namespace lookup per call
@@ -93,103 +98,6 @@ def is_floating(x) -> bool:
         return get_xp(x).isdtype(x.dtype, "real floating")
     except (TypeError, ValueError):  # NumPy's bfloat16 (ml_dtypes) is no NumPy dtype to the namespace
         return getattr(x.dtype, "name", "") == "bfloat16"
-
-
-def _is_scalar_array(v) -> bool:  # a 0-d array: a CuPy reduction, a torch scalar
-    return (not isinstance(v, numbers.Number) and getattr(v, "ndim", None) == 0
-            and array_api_compat.is_array_api_obj(v))
-
-
-def _as_int(v):  # -> the int v stands for, or None for a bool, a float or a 0-d array of either
-    if isinstance(v, (bool, np.bool_)):
-        return None
-    if isinstance(v, numbers.Integral):
-        return int(v)
-    if isinstance(v, numbers.Number) or not get_xp(v).isdtype(v.dtype, "integral"):
-        return None
-    return operator.index(v)  # a 0-d integer array (on a GPU this waits for the value)
-
-
-def _as_real(v):  # -> the float v stands for, or None for a bool, a complex or a 0-d array of either
-    if isinstance(v, (bool, np.bool_)):
-        return None
-    if isinstance(v, numbers.Real):
-        try:
-            return float(v)
-        except OverflowError:  # an int beyond float's range, 10**400: no finite number
-            return math.inf
-    if isinstance(v, numbers.Number) or not (is_floating(v) or get_xp(v).isdtype(v.dtype, "integral")):
-        return None
-    return float(v)  # a 0-d real array (on a GPU this waits for the value)
-
-
-def require_float(name: str, x):
-    """Raise TypeError naming `name` unless x holds real floating-point numbers."""
-    if not hasattr(x, "dtype"):
-        raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-    if not is_floating(x):
-        raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
-
-
-def _require_vector(name: str, p, size: int, dim: str | None = None):
-    """Raise naming `name` unless p is a floating-point vector of shape (size,): a bias, a gain.
-    dim names the size in the message, as in "(d,) = (4,)"."""
-    require_float(name, p)
-    if tuple(p.shape) != (size,):
-        want = f"({size},)" if dim is None else f"({dim},) = ({size},)"
-        raise ValueError(f"{name} must have shape {want}, got {tuple(p.shape)}")
-
-
-def require_array(name: str, x):
-    """Raise TypeError naming `name` unless x is an array of some backend (a list is not)."""
-    if not array_api_compat.is_array_api_obj(x):
-        raise TypeError(f"{name} must be an array (NumPy, CuPy, …), got {type(x).__name__}")
-
-
-def require_int(*, low: int | None = 0, **values):
-    """Raise a clear error naming the argument unless each value is an integer ≥ low.
-
-    Python and NumPy integers and 0-d integer arrays (a CuPy reduction, a torch scalar) pass;
-    a bool or a float (2.5, even 2.0) does not, so a size is never truncated in silence.
-    low=None: any integer.
-
-    >>> require_int(n=np.int64(3), block=np.array(4), low=1)
-    >>> require_int(n=2.5)
-    Traceback (most recent call last):
-    ValueError: n must be an integer ≥ 0, got n=2.5
-    """
-    for name, v in values.items():
-        if not isinstance(v, numbers.Number) and not _is_scalar_array(v):
-            raise TypeError(f"{name} must be an integer, got {type(v).__name__} {name}={v!r}")
-        i = _as_int(v)
-        if i is None or (low is not None and i < low):
-            bound = "" if low is None else f" ≥ {low}"
-            raise ValueError(f"{name} must be an integer{bound}, got {name}={v!r}")
-
-
-def require_real(*, positive: bool = False, **values):
-    """Raise a clear error naming the argument unless each value is a finite real number
-    (Python's or NumPy's, or a 0-d real array; not a bool), > 0 if positive."""
-    for name, v in values.items():
-        r = _as_real(v) if isinstance(v, numbers.Number) or _is_scalar_array(v) else None
-        if r is None:
-            raise TypeError(f"{name} must be a real number, got {type(v).__name__} {name}={v!r}")
-        if not math.isfinite(r) or (positive and r <= 0):
-            raise ValueError(f"{name} must be a finite{' positive' if positive else ''} number, got {name}={v!r}")
-
-
-def require_bool(**values):
-    """Raise TypeError naming the argument unless each value is True or False (a NumPy bool too;
-    not 0 or 1, which would read as a count)."""
-    for name, v in values.items():
-        if not isinstance(v, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {name}={v!r}")
-
-
-def broadcastable_to(shape, target) -> bool:
-    """Whether an array of `shape` broadcasts to exactly `target` (it never grows target)."""
-    shape, target = tuple(shape), tuple(target)
-    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
 
 
 def compute_dtype(xp, dtype):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import _softmax
-from .backend import require_int, require_real, to_numpy
+from .attention import softmax
+from ..backend import to_host
+from ..require import require_int, require_real
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
 
@@ -47,18 +48,9 @@ def check_sampling(temperature=0.0, top_k=None, top_p=None):  # -> (float, int |
     return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
 
 
-def _to_host(logits):  # [..., v] any backend -> [..., v] NumPy
-    """The logits as a NumPy array; float16 and bfloat16 are widened to float32 here, on the host:
-    NumPy's bfloat16 (ml_dtypes) is no np.floating, and the filters' arithmetic wants a full-size float."""
-    x = np.asarray(to_numpy(logits))
-    if x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
-        x = x.astype(np.float32)  # exact: float32 holds every float16 and bfloat16 value
-    return x
-
-
 def _check_logits(logits):  # [..., v] -> [..., v] NumPy
     """Floating-point logits with a possible token in every row: NaN or +inf has no softmax."""
-    x = _to_host(logits)
+    x = to_host(logits)
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
     if x.ndim == 0 or x.shape[-1] == 0:
@@ -133,7 +125,7 @@ def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy log
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
         x = np.where(x >= kth, x, -np.inf)
     if top_p is not None and top_p < 1.0:
-        probs = _softmax(x)  # [..., v]
+        probs = softmax.unchecked(x)  # [..., v]
         keep = np.zeros(x.shape, dtype=bool)  # [..., v]; tokens past the head of the order stay False
         for row in np.ndindex(x.shape[:-1]):  # one row at a time: generation samples a few rows
             order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
@@ -188,7 +180,7 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     [0.0, 1.0, 0.0]
     """
     settings = check_sampling(temperature, top_k, top_p)
-    return _softmax(_filter(_check_logits(logits), *settings))  # [..., v]
+    return softmax.unchecked(_filter(_check_logits(logits), *settings))  # [..., v]
 
 
 def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
@@ -202,7 +194,7 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
 
 
 def _sample_next(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int
-    """sample_next on NumPy logits (`_to_host`) and settings as check_sampling returns them: what a
+    """sample_next on NumPy logits (`to_host`) and settings as check_sampling returns them: what a
     model calls at each new token once its request was checked. A model's logits holding NaN or
     +inf (broken weights, a float16 overflow) still raise, naming which: one look at the row max."""
     _check_row_max(x)
@@ -213,7 +205,7 @@ def _draw(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int, on check
     if temperature == 0:
         return _greedy(x)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # greedy needs none
-    p = _softmax(_filter(x, temperature, top_k, top_p))  # [..., v], next_token_probs
+    p = softmax.unchecked(_filter(x, temperature, top_k, top_p))  # [..., v], next_token_probs
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
     idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen

@@ -45,9 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .attention import _check_scale
-from .backend import _cupy, get_xp, require_array, require_bool, require_int, to_numpy
-from .flash import _check_backward, _check_doc
+from ..core import checks as core_checks
+from ..backend import import_cupy, get_xp, to_numpy
+from ..require import require_array, require_bool, require_int
+from .tiled import _check_backward, _check_doc
 
 __all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "KERNELS", "BACKWARD", "backward_block", "block_threads",
            "backward_shared_bytes", "backward_launch_plan", "HEAD_SIZES", "check_inputs", "launch_plan", "LaunchPlan",
@@ -253,7 +254,7 @@ def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_hea
 def _check_plan_options(causal, scale, kernel):
     """The host-side options, as the CPU `flash_attention` checks them."""
     require_bool(causal=causal)
-    _check_scale(scale)
+    core_checks.optional_scale(scale)
     _check_kernel_name(kernel)
 
 
@@ -505,14 +506,14 @@ def _cupy_include(cupy) -> Path | None:
 @lru_cache(maxsize=None)
 def _device_facts(device_id: int) -> tuple[int, bool]:
     """This GPU's compute capability (as 90 for 9.0) and whether <mma.h> compiles here."""
-    cupy = _cupy()
+    cupy = import_cupy()
     found = wmma_include(_cupy_include(cupy), toolkit_include_dirs())
     return int(cupy.cuda.Device(device_id).compute_capability), found is not None
 
 
 @lru_cache(maxsize=None)
 def _compiled(kernel: Kernel, options: tuple[str, ...], shared_bytes: int, device_id: int):
-    cupy = _cupy()
+    cupy = import_cupy()
     check_device(kernel, _device_facts(device_id)[0])  # once, before the first build
     source = kernel_source(kernel.source)
     options += header_options(source, _cupy_include(cupy), toolkit_include_dirs())
@@ -540,7 +541,7 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     padding, n = n_q = n_k); a query reads only keys of its own document, key tiles outside its
     tile's documents are skipped (`packed_row_args`), and padding rows get zeros, lse = -∞.
     """
-    cupy = _cupy()
+    cupy = import_cupy()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, cupy.ndarray):
             raise TypeError(f"{name} must be a CuPy array on the GPU, got {type(t).__name__}")
@@ -574,7 +575,7 @@ def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = Fal
     doc: the packed rows' document indices given to the forward pass (see `flash_attention_cuda`);
     a key tile then visits only the query tiles of its documents.
     """
-    cupy = _cupy()
+    cupy = import_cupy()
     for name, t in (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
         if not isinstance(t, cupy.ndarray):
             raise TypeError(f"{name} must be a CuPy array on the GPU, got {type(t).__name__}")

@@ -17,9 +17,10 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from .attention import _check_scale
-from .backend import compute_dtype, get_xp, namespace, nbytes, require_bool, require_float, require_int, to_numpy
-from .flash import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
+from . import checks
+from ..backend import compute_dtype, get_xp, namespace, nbytes, to_numpy
+from ..require import require_bool, require_float, require_int
+from ..flash.tiled import _exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf
 from .kv_cache import _check_layer, _check_new_kv, _check_written
 
 __all__ = ["PagedKVCache", "paged_attention"]
@@ -285,7 +286,7 @@ def _check_paged(q, k_pool, v_pool, block_table, n_tokens, causal, scale):  # ->
         raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
     require_int(n_tokens=n_tokens)
     require_bool(causal=causal)
-    _check_scale(scale)
+    checks.optional_scale(scale)
     # the table is a host list (one per sequence, a few ids): an array is copied to one, which on a GPU waits
     table = to_numpy(block_table).tolist() if hasattr(block_table, "shape") else block_table
     if isinstance(table, (str, bytes)) or not isinstance(table, Sequence):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import require_int
+from ..require import require_int
 from .bpe import _check_text  # one check of a text for both tokenizers: a str, with a UTF-8 form
 
 __all__ = [

@@ -18,8 +18,8 @@ from importlib import metadata
 
 import numpy as np
 
-from .backend import namespace
-from .bpe import BPETokenizer
+from ..backend import namespace
+from ..tokenizers.bpe import BPETokenizer
 
 __all__ = ["SMOLLM2_INSTALL", "smollm2_path", "open_gguf", "read_config", "read_tokenizer",
            "read_weights", "load_gguf"]

@@ -8,7 +8,8 @@ stored (GQA/MQA shrink the cache); heads are repeated for the queries after read
 """
 from __future__ import annotations
 
-from .backend import namespace, nbytes, require_float, require_int
+from ..backend import namespace, nbytes
+from ..require import require_float, require_int
 
 __all__ = ["KVCache"]
 

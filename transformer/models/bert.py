@@ -27,16 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from .attention import _check_mask
-from .backend import (_require_vector, broadcastable_to, get_xp, namespace, require_array, require_bool,
-                      require_float, require_int, require_real, to_numpy)
+from ..core import checks as core_checks
+from ..backend import get_xp, namespace, to_numpy
+from ..require import broadcastable_to, require_array, require_bool, require_float, require_int, require_real, require_vector
 from .configs import _int, _need, _read_json, _real, _with_keys
-from .embedding import _embed
-from .heads import AttentionWeights, _multi_head_attention
-from .layers import _ffn, _layer_norm, gelu, residual
-from .masks import causal_mask, padding_mask
-from .packing import pack_documents, unpack
-from .wordpiece import WordPieceTokenizer, check_texts
+from ..core.embedding import _embed
+from ..core.heads import AttentionWeights, _multi_head_attention
+from ..core.layers import _ffn, _layer_norm, gelu, residual
+from ..core.masks import causal_mask, padding_mask
+from ..core.packing import pack_documents, unpack
+from ..tokenizers.wordpiece import WordPieceTokenizer, check_texts
 
 __all__ = [
     "BertConfig", "BertLayer", "BertWeights", "EncoderOutput",
@@ -220,9 +220,9 @@ def _check_layer(lw: BertLayer, cfg: BertConfig, where: str = "lw."):
     biases = {"attn.b_q": lw.attn.b_q, "attn.b_k": lw.attn.b_k, "attn.b_v": lw.attn.b_v, "attn.b_o": lw.attn.b_o,
               "ln1_b": lw.ln1_b, "b_2": lw.b_2, "ln2_b": lw.ln2_b}  # (d,), or None: no bias, no β
     for name, p in [*gains.items(), *((k, p) for k, p in biases.items() if p is not None)]:
-        _require_vector(where + name, p, d, "d")
+        require_vector(where + name, p, d, "d")
     if lw.b_1 is not None:
-        _require_vector(where + "b_1", lw.b_1, f, "d_ff")
+        require_vector(where + "b_1", lw.b_1, f, "d_ff")
 
 
 def _check_embedding_weights(w: BertWeights, cfg: BertConfig):
@@ -230,9 +230,9 @@ def _check_embedding_weights(w: BertWeights, cfg: BertConfig):
     _require_matrix("w.W_E", w.W_E, (cfg.v, d), "(v, d)")
     _require_matrix("w.W_pos", w.W_pos, (cfg.n_max, d), "(n_max, d)")
     _require_matrix("w.W_type", w.W_type, (cfg.n_types, d), "(n_types, d)")
-    _require_vector("w.ln_g", w.ln_g, d, "d")
+    require_vector("w.ln_g", w.ln_g, d, "d")
     if w.ln_b is not None:
-        _require_vector("w.ln_b", w.ln_b, d, "d")
+        require_vector("w.ln_b", w.ln_b, d, "d")
 
 
 def _check_weights(w: BertWeights, cfg: BertConfig):
@@ -319,7 +319,7 @@ def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, 
     _check_layer(lw, cfg)
     if mask is not None:
         b, n = x.shape[:2]
-        _check_mask(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+        core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
     return _encoder_layer(x, lw, cfg, mask)
 
 
@@ -358,7 +358,7 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
     _check_weights(w, cfg)
     b, n = ids.shape
     if mask is not None:
-        _check_mask(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+        core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
     elif lengths is None:
         raise ValueError("bert_encode needs lengths (real tokens per row) or a mask")
     else:  # the padding mask is built from lengths, which padding_mask checks for type and range

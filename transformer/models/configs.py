@@ -20,7 +20,7 @@ import numbers
 import os
 from dataclasses import dataclass
 
-from .backend import require_int
+from ..require import require_int
 
 __all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config"]
 

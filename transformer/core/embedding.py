@@ -4,8 +4,8 @@
 """
 from __future__ import annotations
 
-from .backend import (broadcastable_to, get_xp, namespace, require_array, require_float, require_int,
-                      require_real)
+from ..backend import get_xp, namespace
+from ..require import broadcastable_to, require_array, require_float, require_int, require_real
 
 __all__ = [
     "embed", "lm_head", "sinusoidal_positions", "learned_positions",

@@ -34,10 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import _check_scale, _check_shapes as _check_sdpa_shapes, softmax
-from .backend import compute_dtype, get_xp, require_array, require_bool, require_float, require_int, to_numpy
+from ..core import checks as core_checks
+from ..core.attention import softmax
+from ..backend import compute_dtype, get_xp, to_numpy
+from ..require import require_array, require_bool, require_float, require_int
 from .io_count import IOCounter
-from .masks import _same_document
+from ..core.masks import _same_document
 
 __all__ = [
     "online_softmax_stats", "merge_softmax_stats", "online_softmax", "online_softmax_history",
@@ -52,7 +54,7 @@ DEFAULT_BLOCK = 128
 
 def _check_shapes(q, k, v):
     """The checks of scaled_dot_product_attention, and d_v = d_h: the tiles here share one head size."""
-    _check_sdpa_shapes(q, k, v, None)
+    core_checks.attention_shapes(q, k, v, None)
     if v.shape[-1] != q.shape[-1]:
         raise ValueError(f"the tiled kernels need v's head size to equal q's: v d_h={v.shape[-1]}, "
                          f"q d_h={q.shape[-1]} (scaled_dot_product_attention accepts different sizes)")
@@ -324,7 +326,7 @@ def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, i
     """
     _check_shapes(q, k, v)
     _check_options(causal, 1, 1, q.shape[2], k.shape[2])
-    _check_scale(scale)
+    core_checks.optional_scale(scale)
     io = IOCounter() if io is None else io
     xp = get_xp(q, k, v)
     in_dtype = q.dtype
@@ -388,7 +390,7 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return
     b, h, n_q, d_h = q.shape
     n_k = k.shape[2]
     Br, Bc = _check_options(causal, block_q, block_k, n_q, n_k)
-    _check_scale(scale)
+    core_checks.optional_scale(scale)
     if version not in (1, 2):
         raise ValueError(f"version must be 1 (FlashAttention-1 loop order) or 2, got version={version!r}")
     docs = _check_doc(doc, b, n_q, n_k)
@@ -519,7 +521,7 @@ def _record(trace, step, i, j, kind, rows, cols, m_i, l_i, io, before, g):
 def _check_backward(q, k, v, causal, scale, **given):  # given: dout, and out, lse for the tiled backward
     _check_shapes(q, k, v)
     _check_options(causal, 1, 1, q.shape[2], k.shape[2])
-    _check_scale(scale)
+    core_checks.optional_scale(scale)
     shapes = {"dout": q.shape, "out": q.shape, "lse": q.shape[:3]}
     for name, t in given.items():
         require_float(name, t)  # out=None or lse=None: "must be an array, got NoneType"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from . import counting as C
-from .backend import require_int
-from .configs import BUILTIN_NAMES, load_config
+from ..models import counting as C
+from ..require import require_int
+from ..models.configs import BUILTIN_NAMES, load_config
 
 __all__ = ["register", "count_report", "format_report"]
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import namespace, require_array, require_bool, require_int
+from ..backend import namespace
+from ..require import require_array, require_bool, require_int
 from .masks import document_mask
 
 __all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numbers
 
-from .backend import get_xp, namespace, require_array, require_int, to_numpy
+from ..backend import get_xp, namespace, to_numpy
+from ..require import require_array, require_int
 
 __all__ = [
     "causal_mask", "bidirectional_mask", "padding_mask", "sliding_window_mask",

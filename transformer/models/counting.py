@@ -23,7 +23,7 @@ import operator
 
 import numpy as np
 
-from .backend import require_int
+from ..require import require_int
 from .configs import ModelConfig, load_config
 
 __all__ = [

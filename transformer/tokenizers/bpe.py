@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import regex
 
-from .backend import require_int
+from ..require import require_int
 
 __all__ = ["bytes_to_unicode", "pre_tokenize", "BPETokenizer", "CHATML_SYSTEM"]
 

@@ -37,7 +37,7 @@ def register(sub) -> None:
 
 def _check_options(args) -> None:
     """Refuse settings that mean nothing before loading the model, naming the options."""
-    from .sampling import check_sampling
+    from ..core.sampling import check_sampling
 
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
@@ -65,7 +65,7 @@ def _rate(tok_s: float) -> str:
 
 
 def _generate(args) -> int:
-    from .llama import load_llama
+    from ..models.llama import load_llama
 
     _check_options(args)
     model = load_llama(args.gguf, backend=args.backend)
@@ -93,7 +93,7 @@ def _generate(args) -> int:
 
 
 def _tokenize(args) -> int:
-    from .gguf_loader import open_gguf, read_tokenizer, smollm2_path
+    from ..models.llama_gguf import open_gguf, read_tokenizer, smollm2_path
 
     tok = read_tokenizer(open_gguf(args.gguf or smollm2_path()))
     ids = tok.encode(args.text)

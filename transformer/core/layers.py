@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from .backend import _require_vector, compute_dtype, get_xp, require_float, require_real
+from ..backend import compute_dtype, get_xp
+from ..require import require_float, require_real, require_vector
 
 __all__ = [
     "layer_norm", "rms_norm", "relu", "gelu", "erf", "silu", "sigmoid",
@@ -54,7 +55,7 @@ def _check_norm(x, eps, **params):
         raise ValueError(f"x must be (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
     for name, p in params.items():
         if p is not None:
-            _require_vector(name, p, x.shape[-1], "d")
+            require_vector(name, p, x.shape[-1], "d")
     require_real(eps=eps)
     if eps < 0:
         raise ValueError(f"eps must be ≥ 0, got eps={eps}")
@@ -139,7 +140,7 @@ def _check_ffn(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out)
         raise ValueError(f"{name} must be (d_ff, d) with d_ff = {d_ff}, got shape {tuple(W.shape)}")
     for b_name, b, size in (("b1", b1, d_ff), ("b2", b2, W.shape[1])):
         if b is not None:
-            _require_vector(b_name, b, size)
+            require_vector(b_name, b, size)
 
 
 def glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli_count, cli_decoder, cli_encoder
+from . import count as cli_count, decode as cli_decoder, encode as cli_encoder
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -63,8 +63,8 @@ def similarity_table(texts: list[str], sims) -> str:
 
 
 def run_embed(args) -> int:
-    from .backend import to_numpy
-    from .bert import load_minilm
+    from ..backend import to_numpy
+    from ..models.bert import load_minilm
 
     model = load_minilm(args.path, backend=args.backend)
     e = to_numpy(model.embed(args.texts))  # [b, d], unit rows
@@ -87,7 +87,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     if not isinstance(text, str) or not text:
         raise ValueError("attention needs a non-empty text")
     if model_name == "minilm":
-        from .bert import load_minilm
+        from ..models.bert import load_minilm
 
         model = load_minilm(path, backend=backend)
         weights = model.attention_weights(text, causal=causal)
@@ -101,8 +101,8 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     if model_name == "smollm2":
         if causal:
             raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
-        from .llama import load_smollm2
-        from .plotting import visible_token
+        from ..models.llama import load_smollm2
+        from ..plotting import visible_token
 
         model = load_smollm2(path, backend=backend)
         weights = model.attention_weights(text)
@@ -127,7 +127,7 @@ def check_output(path) -> Path:
 
 def save_figure(fig, out: Path) -> Path:
     """plotting.save (a reproducible PNG, or the suffix's own format), with errors naming the path."""
-    from .plotting import save
+    from ..plotting import save
 
     try:
         return save(fig, out)
@@ -139,7 +139,7 @@ def run_attention(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no window
-    from .plotting import attention_heatmap, head_grid
+    from ..plotting import attention_heatmap, head_grid
 
     out = check_output(args.output)
     weights, labels, name = attention_maps(args.model, args.text, args.path, args.backend, args.causal)

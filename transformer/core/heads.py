@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .attention import _check_mask, _sdpa
-from .backend import _require_vector, get_xp, require_array, require_float, require_int
+from . import checks
+from .attention import scaled_dot_product_attention
+from ..backend import get_xp
+from ..require import require_array, require_float, require_int, require_vector
 
 __all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
 
@@ -110,7 +112,7 @@ def _check_projections(x, w, h, h_kv, context):  # -> d_h
 def _check_bias(w, name, size):
     bias = getattr(w, name)
     if bias is not None:
-        _require_vector(name, bias, size)
+        require_vector(name, bias, size)
 
 
 def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
@@ -146,14 +148,14 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
         raise ValueError(f"n_k must be ≥ 1 (no keys to attend to), got n_k=0: "
                          f"{'x' if context is None else 'context'} has no positions")
     if mask is not None:
-        _check_mask(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
+        checks.mask_against(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
     return _multi_head_attention(x, w, h, h_kv, mask, context, return_weights)
 
 
 def _multi_head_attention(x, w, h, h_kv, mask=None, context=None,
                           return_weights=False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k]), on checked input
     q, k, v = _qkv_heads(x, w, h, h_kv, context)  # [b, h, n, d_h], k and v [b, h_kv, n_k, d_h]
-    res = _sdpa(q, k, v, mask, return_weights=return_weights)
+    res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
     out = _linear(_merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return (out, p) if return_weights else out

@@ -24,7 +24,7 @@ import math
 import tracemalloc
 from dataclasses import dataclass, field
 
-from .backend import require_bool, require_int
+from ..require import require_bool, require_int
 
 __all__ = [
     "IOCounter", "paper_block_sizes", "standard_attention_io", "flash1_io", "flash2_io",
@@ -236,9 +236,9 @@ def measure_peak_bytes_gpu(fn, *args, **kwargs):  # -> (fn's result, peak extra 
     its rounded size, so the running total and its peak are the device bytes the call held
     beyond what was alive before it. The GPU work is synchronised before reading the peak.
     """
-    from .backend import _cupy
+    from ..backend import import_cupy
 
-    cupy = _cupy()
+    cupy = import_cupy()
 
     class PeakHook(cupy.cuda.MemoryHook):
         name = "PeakHook"

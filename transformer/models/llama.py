@@ -17,16 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from .attention import _check_mask, _sdpa, softmax
+from ..core import checks as core_checks
+from ..core.attention import scaled_dot_product_attention, softmax
 from . import counting
-from .backend import get_xp, namespace, require_bool, require_int, require_real, to_numpy
-from .embedding import _embed, _rope, lm_head, rope_cos_sin
-from .heads import _merge_heads, _split_heads
-from .kv_cache import KVCache
-from .layers import _rms_norm, _swiglu_ffn
-from .masks import causal_mask
-from .packing import pack_documents, unpack
-from .sampling import _sample_next, _to_host, check_sampling
+from ..backend import get_xp, namespace, to_host, to_numpy
+from ..require import require_bool, require_int, require_real
+from ..core.embedding import _embed, _rope, lm_head, rope_cos_sin
+from ..core.heads import _merge_heads, _split_heads
+from ..core.kv_cache import KVCache
+from ..core.layers import _rms_norm, _swiglu_ffn
+from ..core.masks import causal_mask
+from ..core.packing import pack_documents, unpack
+from ..core.sampling import _sample_next, check_sampling
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
            "forward", "decoder_block", "attention_block",
@@ -112,7 +114,7 @@ def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
     # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
-    res = _sdpa(q, k, v, mask, return_weights=return_weights)
+    res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
     out = _merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return out, p
@@ -173,7 +175,7 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     elif key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
     else:  # a caller's mask: checked here once, not in every layer
-        _check_mask(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
+        core_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
     x = _embed(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
     if hidden_out is not None:
         hidden_out.append(x)
@@ -371,7 +373,7 @@ class Llama:
                 logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
             else:  # decode: one new token, the rest is read from the cache
                 logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
-            x = _to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
+            x = to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
             nxt = int(_sample_next(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
             t1 = time.perf_counter()
             if step == 0:
@@ -437,7 +439,7 @@ class Llama:
             logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
                              positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
                              last_only=True)  # [b, 1, v]
-            nxt = _sample_next(_to_host(logits[:, -1, :]), temperature, top_k, top_p, rng)  # [b], settings checked once
+            nxt = _sample_next(to_host(logits[:, -1, :]), temperature, top_k, top_p, rng)  # [b], settings checked once
             for i in range(b):
                 if not done[i]:
                     out[i].append(int(nxt[i]))
@@ -450,7 +452,7 @@ class Llama:
 
 def load_llama(path=None, backend="numpy", *, progress: bool = True) -> Llama:
     """A Llama model from any Llama-architecture GGUF file (default: SmolLM2-135M-Instruct)."""
-    from .gguf_loader import load_gguf
+    from .llama_gguf import load_gguf
 
     xp = namespace(backend)
     cfg, tok, weights = load_gguf(path, xp=xp, progress=progress)

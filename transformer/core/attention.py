@@ -1,0 +1,92 @@
+"""Softmax and scaled dot-product attention (notes 000 §2.1, 001, 003).
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_h) V
+
+Shapes follow the notes: q is (b, h, n_q, d_h), k and v are (b, h_kv, n_k, d_h).
+With h_kv < h (grouped-query attention) query head i reads key/value head
+i // (h // h_kv), as PyTorch's `enable_gqa=True` does.
+Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
+is the bare formula.
+"""
+from __future__ import annotations
+
+import math
+
+from . import checks
+from ..backend import compute_dtype, get_xp, is_floating
+from ..require import checked_by
+
+__all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores"]
+
+
+@checked_by(checks.softmax)
+def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
+    """Numerically stable softmax: subtract the row maximum before exp.
+
+    exp(x - max) never overflows (its largest value is e⁰ = 1) and gives the same
+    result, because softmax(x + c) = softmax(x) for any constant c per row.
+    With `mask` (True = keep), masked entries get probability exactly 0; a row
+    with nothing kept returns all zeros instead of NaN. A row holding NaN or +inf
+    gives NaN throughout, as torch.softmax does: never numbers that do not sum to 1.
+    axis may be a tuple of axes: one softmax over all their entries together.
+    float16 and bfloat16 are computed in float32 and rounded once to their own dtype (as torch
+    does): a float16 sum of a thousand terms would lose the small ones. Integers give float64.
+
+    >>> import numpy as np
+    >>> softmax(np.array([1000.0, 1000.0])).tolist()
+    [0.5, 0.5]
+    """
+    xp = get_xp(x, mask)
+    out_dtype = x.dtype if is_floating(x) else xp.float64  # integers: probabilities in float64
+    x = xp.astype(x, compute_dtype(xp, out_dtype), copy=False)  # float16/bfloat16: summed in float32
+    if mask is not None:
+        x = xp.where(mask, x, -math.inf)
+    m = xp.max(x, axis=axis, keepdims=True)  # [..., 1] row max
+    m = xp.where(m == -math.inf, 0.0, m)  # all-masked row: max is -inf, use 0 (NaN and +inf stay: NaN row)
+    e = xp.exp(x - m)  # [..., n], each in [0, 1]
+    z = xp.sum(e, axis=axis, keepdims=True)  # [..., 1] normaliser
+    return xp.astype(e / xp.where(z == 0, 1.0, z), out_dtype, copy=False)  # all-masked row: 0 / 1 = 0
+
+
+@checked_by(checks.repeat_kv)
+def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
+    """Repeat each key/value head n_rep times so h_kv heads serve h = h_kv·n_rep queries."""
+    if n_rep == 1:
+        return x
+    xp = get_xp(x)
+    return xp.repeat(x, n_rep, axis=1)  # head j becomes heads j·n_rep … j·n_rep + n_rep-1
+
+
+@checked_by(checks.attention_scores)
+def attention_scores(q, k, scale=None):  # [b, h, n_q, d_h], [b, h, n_k, d_h] -> [b, h, n_q, n_k]
+    """S = Q Kᵀ · scale, with scale = 1/√d_h unless given."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return (q @ k.mT) * scale  # [b, h, n_q, n_k]
+
+
+@checked_by(checks.scaled_dot_product_attention)
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+    """softmax(Q Kᵀ/√d_h + mask) V for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h).
+
+    mask: boolean, broadcastable to (b, h, n_q, n_k), True = may attend.
+    Rows whose mask is all False return zeros (not NaN): such a query sees nothing.
+    float16/bfloat16 inputs are computed in float32 and the output cast back.
+    Returns out (b, h, n_q, d_h), and the weights (b, h, n_q, n_k) if return_weights.
+
+    >>> import numpy as np
+    >>> q = k = v = np.eye(2).reshape(1, 1, 2, 2)
+    >>> np.round(scaled_dot_product_attention(q, k, v)[0, 0], 3).tolist()
+    [[0.67, 0.33], [0.33, 0.67]]
+    """
+    xp = get_xp(q, k, v)
+    in_dtype = q.dtype
+    ct = compute_dtype(xp, in_dtype)
+    q, k, v = (xp.astype(t, ct, copy=False) for t in (q, k, v))
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n_k, d_h]
+    s = attention_scores.unchecked(q, k, scale)  # [b, h, n_q, n_k]
+    p = softmax.unchecked(s, axis=-1, mask=mask)  # [b, h, n_q, n_k], rows sum to 1 (or 0 if all masked)
+    out = xp.astype(p @ v, in_dtype, copy=False)  # [b, h, n_q, d_h]
+    if return_weights:
+        return out, xp.astype(p, in_dtype, copy=False)
+    return out
