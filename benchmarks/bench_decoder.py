@@ -46,7 +46,6 @@ from tqdm.auto import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer.models.llama_gguf import smollm2_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The prompt of note 002's KV-cache timing.
@@ -83,7 +82,7 @@ def gemv_bandwidth(n_bytes=256 * 2**20, repeats=7):  # -> bytes/s a BLAS matrix-
 
 def load_hf(torch):
     from transformers import AutoModelForCausalLM
-    p = smollm2_path()
+    p = T.smollm2_path()
     return AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),
                                                 dtype=torch.float32).eval()
 
@@ -141,7 +140,7 @@ def main():
 
     def ours_prefill(ids):
         cache = ours.new_cache(1, len(ids))
-        T.models.llama.forward(np.asarray([ids], dtype=np.int64), ours.weights, ours.config, ours.cos, ours.sin,
+        T.llama_forward(np.asarray([ids], dtype=np.int64), ours.weights, ours.config, ours.cos, ours.sin,
                         cache=cache, last_only=True)
 
     def ours_generate(ids, n, use_cache=True, record=False):
@@ -182,7 +181,7 @@ def main():
         torch.tensor([short_ids]), attention_mask=torch.ones(1, len(short_ids), dtype=torch.long),
         max_new_tokens=20, do_sample=False, pad_token_id=2)[0, len(short_ids):].tolist()
 
-    weight_bytes = 4 * T.n_params(ours.config)  # float32, every weight read once per decode step
+    weight_bytes = 4 * T.count_parameters(ours.config)  # float32, every weight read once per decode step
     bw = gemv_bandwidth()
     res = {
         "threads": args.threads, "repeats": R, "nocache_repeats": args.nocache_repeats, "prompt_tokens": args.prompt_tokens,

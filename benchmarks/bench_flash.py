@@ -47,9 +47,6 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer.flash.io_count import (IOCounter, flash2_io, flash_attention_peak_bytes,  # noqa: E402
-                                  measure_peak_bytes, standard_attention_io,
-                                  standard_attention_peak_bytes)
 
 B, H, D_H = 1, 8, 64
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -106,26 +103,26 @@ def bench(ns, blocks, repeats_for, core_max_n):
             for blk in blocks:
                 t_med, t_min = timed(lambda: T.flash_attention(q, k, v, causal=causal, block_q=blk, block_k=blk), reps)
                 row[f"tiled_b{blk}_s"] = t_med
-                _, row[f"tiled_b{blk}_peak_bytes"] = measure_peak_bytes(
+                _, row[f"tiled_b{blk}_peak_bytes"] = T.measure_peak_bytes(
                     T.flash_attention, q, k, v, causal=causal, block_q=blk, block_k=blk)
                 if best is None or t_med < best[1]:
                     best = (blk, t_med, t_min)
             blk = best[0]
             row["tiled_block"], row["tiled_s"], row["tiled_min_s"] = best
-            io = IOCounter()
-            out_t, row["tiled_peak_bytes"] = measure_peak_bytes(
+            io = T.IOCounter()
+            out_t, row["tiled_peak_bytes"] = T.measure_peak_bytes(
                 T.flash_attention, q, k, v, causal=causal, block_q=blk, block_k=blk, io=io)
-            row["tiled_peak_formula"] = flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk)
+            row["tiled_peak_formula"] = T.flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk)
             row["tiled_io_elements"] = io.total
-            row["tiled_io_formula"] = flash2_io(n, n, D_H, blk, blk, causal, B * H)["total"]
+            row["tiled_io_formula"] = T.flash2_io(n, n, D_H, blk, blk, causal, B * H)["total"]
             # standard (naive) NumPy, S and P whole
             row["naive_s"], row["naive_min_s"] = timed(lambda: T.standard_attention(q, k, v, causal=causal), reps,
                                                        warm_up=n < 4096)
-            io = IOCounter()
-            out_n, row["naive_peak_bytes"] = measure_peak_bytes(T.standard_attention, q, k, v, causal=causal, io=io)
-            row["naive_peak_formula"] = standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
+            io = T.IOCounter()
+            out_n, row["naive_peak_bytes"] = T.measure_peak_bytes(T.standard_attention, q, k, v, causal=causal, io=io)
+            row["naive_peak_formula"] = T.standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
             row["naive_io_elements"] = io.total
-            row["naive_io_formula"] = standard_attention_io(n, n, D_H, B * H)["total"]
+            row["naive_io_formula"] = T.standard_attention_io(n, n, D_H, B * H)["total"]
             row["max_abs_diff_tiled_vs_naive"] = float(np.max(np.abs(out_t - out_n)))
             del out_n
             # the core's readable SDPA
@@ -133,7 +130,7 @@ def bench(ns, blocks, repeats_for, core_max_n):
                 mask = T.causal_mask(n) if causal else None
                 row["core_s"], row["core_min_s"] = timed(lambda: T.scaled_dot_product_attention(q, k, v, mask), reps,
                                                          warm_up=n < 4096)
-                _, row["core_peak_bytes"] = measure_peak_bytes(T.scaled_dot_product_attention, q, k, v, mask)
+                _, row["core_peak_bytes"] = T.measure_peak_bytes(T.scaled_dot_product_attention, q, k, v, mask)
             rows.append(row)
             print(f"n={n:5d} causal={causal!s:5} torch {row['torch_s'] * 1e3:8.1f} ms "
                   f"{row['torch_peak_bytes'] / 2**20:7.1f} MiB | tiled(B={blk}) {row['tiled_s'] * 1e3:8.1f} ms "
@@ -211,12 +208,12 @@ def formula_curves(rows):  # the formula lines for a memory-vs-n plot, at every 
     blk = max((r["tiled_block"] for r in rows if r["n"] == max(x["n"] for x in rows)), default=256)
     return {
         "n": ns, "tiled_block": blk,
-        "naive_peak_bytes": [standard_attention_peak_bytes(B, H, n, n, D_H, 4) for n in ns],
-        "naive_causal_peak_bytes": [standard_attention_peak_bytes(B, H, n, n, D_H, 4, True) for n in ns],
-        "tiled_peak_bytes": [flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk) for n in ns],
-        "naive_io_elements": [standard_attention_io(n, n, D_H, B * H)["total"] for n in ns],
-        "tiled_io_elements": [flash2_io(n, n, D_H, blk, blk, False, B * H)["total"] for n in ns],
-        "tiled_causal_io_elements": [flash2_io(n, n, D_H, blk, blk, True, B * H)["total"] for n in ns],
+        "naive_peak_bytes": [T.standard_attention_peak_bytes(B, H, n, n, D_H, 4) for n in ns],
+        "naive_causal_peak_bytes": [T.standard_attention_peak_bytes(B, H, n, n, D_H, 4, True) for n in ns],
+        "tiled_peak_bytes": [T.flash_attention_peak_bytes(B, H, n, n, D_H, 4, blk, blk) for n in ns],
+        "naive_io_elements": [T.standard_attention_io(n, n, D_H, B * H)["total"] for n in ns],
+        "tiled_io_elements": [T.flash2_io(n, n, D_H, blk, blk, False, B * H)["total"] for n in ns],
+        "tiled_causal_io_elements": [T.flash2_io(n, n, D_H, blk, blk, True, B * H)["total"] for n in ns],
     }
 
 

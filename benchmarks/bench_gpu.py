@@ -57,13 +57,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformer as T  # noqa: E402
-from transformer.models import counting
-from transformer.flash import cuda as flash_cuda  # noqa: E402
-from transformer.backend import import_cupy  # noqa: E402
-from transformer.flash.io_count import standard_attention_peak_bytes  # noqa: E402
+CK = T.cuda_kernels  # the kernels' table, tile sizes and key tiles read: host-side arithmetic
 
 RESULTS = Path(__file__).resolve().parent / "results"
-KERNELS_FOR = {dt: tuple(name for name, kern in flash_cuda.KERNELS.items() if dt in kern.dtypes)
+KERNELS_FOR = {dt: tuple(name for name, kern in CK.KERNELS.items() if dt in kern.dtypes)
                for dt in ("float32", "float16")}  # float32: simt, mma_tf32; float16: simt, tensor_cores, mma
 B, H, D_H = 1, 16, 64
 MIB = 2 ** 20
@@ -148,7 +145,7 @@ def attention_rows(ns, repeats_for):
                        "flops": attention_flops(n, causal)}
                 paths = {"naive": lambda: T.standard_attention(q, k, v, causal=causal)}
                 for kern in KERNELS_FOR[dtype]:
-                    paths[kern] = lambda kern=kern: flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=kern)
+                    paths[kern] = lambda kern=kern: T.flash_attention_cuda(q, k, v, causal=causal, kernel=kern)
                 ref = None
                 for name, fn in paths.items():
                     pool.free_all_blocks()
@@ -173,7 +170,7 @@ def attention_rows(ns, repeats_for):
                     elif ref is not None:
                         row[f"{name}_max_abs_diff_vs_naive"] = float(cupy.abs(out.astype(cupy.float32) - ref).max())
                     del out
-                row["naive_peak_formula"] = standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
+                row["naive_peak_formula"] = T.standard_attention_peak_bytes(B, H, n, n, D_H, 4, causal)
                 row["kernel_peak_formula"] = kernel_extra_bytes(n, itemsize)
                 del ref
                 pool.free_all_blocks()
@@ -184,7 +181,7 @@ def attention_rows(ns, repeats_for):
                     row["torch_kernel"] = torch_kernel(sdpa)
                     theirs = cupy.from_dlpack(sdpa()).astype(cupy.float32)
                     for kern in (name for name in KERNELS_FOR[dtype] if name not in broken):
-                        mine = flash_cuda.flash_attention_cuda(q, k, v, causal=causal, kernel=kern).astype(cupy.float32)
+                        mine = T.flash_attention_cuda(q, k, v, causal=causal, kernel=kern).astype(cupy.float32)
                         row[f"{kern}_max_abs_diff_vs_torch"] = float(cupy.abs(theirs - mine).max())
                         del mine
                     del theirs
@@ -212,19 +209,19 @@ def packed_rows(n: int, repeats: int):  # -> one dict per (dtype, kernel)
         q, k, v = (cupy.asarray(rng.standard_normal((B, H, n, D_H), dtype=np.float32).astype(dtype))
                    for _ in range(3))
         for kern in KERNELS_FOR[dtype]:
-            bq, bk = flash_cuda.KERNELS[kern].block_q, flash_cuda.block_k(kern, D_H)
+            bq, bk = CK.KERNELS[kern].block_q, CK.block_k(kern, D_H)
             row = {"n": n, "dtype": dtype, "kernel": kern, "documents": n // DOC_LEN, "doc_len": DOC_LEN,
-                   "tiles_one_sequence": int(flash_cuda.key_tiles_read(n, bq, bk, causal=True).sum()),
-                   "tiles_packed": int(flash_cuda.key_tiles_read(n, bq, bk, causal=True, doc=doc).sum())}
+                   "tiles_one_sequence": int(CK.key_tiles_read(n, bq, bk, causal=True).sum()),
+                   "tiles_packed": int(CK.key_tiles_read(n, bq, bk, causal=True, doc=doc).sum())}
 
             def run(doc=None, kern=kern):
-                return flash_cuda.flash_attention_cuda(q, k, v, causal=True, kernel=kern, doc=doc)
+                return T.flash_attention_cuda(q, k, v, causal=True, kernel=kern, doc=doc)
             try:
                 row["one_sequence_s"] = ours_time(run, repeats)
                 row["packed_s"] = ours_time(lambda: run(doc_gpu), repeats)
                 packed = run(doc_gpu).astype(cupy.float32)
                 alone = cupy.concatenate([  # each document through the same kernel, on its own
-                    flash_cuda.flash_attention_cuda(q[:, :, s:s + DOC_LEN], k[:, :, s:s + DOC_LEN],
+                    T.flash_attention_cuda(q[:, :, s:s + DOC_LEN], k[:, :, s:s + DOC_LEN],
                                                     v[:, :, s:s + DOC_LEN], causal=True, kernel=kern)
                     for s in range(0, n - n % DOC_LEN, DOC_LEN)], axis=2).astype(cupy.float32)
                 row["max_abs_diff_vs_alone"] = float(cupy.abs(packed[:, :, :alone.shape[2]] - alone).max())
@@ -260,10 +257,10 @@ def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype)
                 return torch.autograd.grad(o, (tq, tk, tv), tdo, retain_graph=True)
             row["torch_s"] = torch_time(theirs, reps)
             try:
-                out, lse = flash_cuda.flash_attention_cuda(q, k, v, causal=True, return_lse=True, kernel="simt")
+                out, lse = T.flash_attention_cuda(q, k, v, causal=True, return_lse=True, kernel="simt")
 
                 def ours():
-                    return flash_cuda.flash_attention_backward_cuda(dout, q, k, v, out, lse, causal=True)
+                    return T.flash_attention_backward_cuda(dout, q, k, v, out, lse, causal=True)
                 _, row["kernel_peak_bytes"] = T.measure_peak_bytes_gpu(ours)
                 row["kernel_s"] = ours_time(ours, reps)
                 for name, mine, ref in zip(("dq", "dk", "dv"), ours(), theirs()):
@@ -316,7 +313,7 @@ def _mib(x):
 
 def line(r) -> str:
     parts = [f"n={r['n']:6d} {r['dtype']} causal={r['causal']!s:5}"]
-    for name in ("torch", "naive", *flash_cuda.KERNELS):
+    for name in ("torch", "naive", *CK.KERNELS):
         if f"{name}_s" in r:
             parts.append(f"{name} {_cell(r, name)}" + (" ms" if r[f"{name}_s"] else ""))
     return " | ".join(parts)
@@ -364,8 +361,8 @@ def model_rows(n_new: int, repeats: int, prompt_tokens: int):
     res["cupy_decode_tok_s"], res["cupy_first_token_s"] = decode_rate(lambda n: ours(gpu, n))
     _, res["cupy_generate_peak_bytes"] = T.measure_peak_bytes_gpu(
         gpu.generate, ids, max_new_tokens=n_new, stop_at_eos=False)
-    res["kv_cache_bytes_formula"] = counting.kv_cache_bytes(cfg, prompt_tokens + n_new, dtype="float32")
-    res["weights_bytes"] = 4 * counting.count_parameters(cfg)
+    res["kv_cache_bytes_formula"] = T.kv_cache_bytes(cfg, prompt_tokens + n_new, dtype="float32")
+    res["weights_bytes"] = 4 * T.count_parameters(cfg)
     print(f"SmolLM2 on CuPy: {res['cupy_decode_tok_s']:.1f} tok/s decode", flush=True)
     del gpu
     cupy.get_default_memory_pool().free_all_blocks()
@@ -422,10 +419,10 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
              "Times in ms, medians of GPU-event timings; TFLOP/s count 4·b·h·n²·d_h (half when causal). "
              "Memory: extra MiB during one call, measured (CuPy pool / torch allocator) and, in brackets, "
              "the formula. OOM: ran out of GPU memory.", "",
-             "| n | dtype | causal | torch ms | naive ms | " + " | ".join(f"{k} ms" for k in flash_cuda.KERNELS)
+             "| n | dtype | causal | torch ms | naive ms | " + " | ".join(f"{k} ms" for k in CK.KERNELS)
              + " | best kernel / torch | best kernel TFLOP/s | torch TFLOP/s | torch MiB | naive MiB (formula) | "
              "kernel MiB (formula) |",
-             "|---:|:---:|:---:|---:|---:|" + "---:|" * len(flash_cuda.KERNELS) + "---:|---:|---:|---:|---:|---:|"]
+             "|---:|:---:|:---:|---:|---:|" + "---:|" * len(CK.KERNELS) + "---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         best = best_kernel(r)
         ratio = (f"{r[f'{best}_s'] / r['torch_s']:.2f}×" if r.get(f"{best}_s") and r.get("torch_s") else "–")
@@ -433,7 +430,7 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
         lines.append(
             f"| {r['n']} | {r['dtype']} | {'yes' if r['causal'] else 'no'} | {_ms(r.get('torch_s'))} | "
             f"{_ms(r.get('naive_s'))} | "
-            + "".join(f"{_cell(r, k)} | " for k in flash_cuda.KERNELS)
+            + "".join(f"{_cell(r, k)} | " for k in CK.KERNELS)
             + f"{best}: {ratio} | "
             f"{'–' if tf_best is None else f'{tf_best:.1f}'} | {'–' if tf_torch is None else f'{tf_torch:.1f}'} | "
             f"{_mib(r.get('torch_peak_bytes'))} | {_mib(r.get('naive_peak_bytes'))} "
@@ -448,7 +445,7 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
         lines += ["", f"## Packed rows: {r0['documents']} documents of {r0['doc_len']} tokens in one row of "
                   f"{r0['n']}, causal", "",
                   "Each kernel on the row as one causal sequence and with `doc=` (the host's `packed_row_args` "
-                  "included); key tiles read by `flash_cuda.key_tiles_read`; |Δ|: the packed output against "
+                  "included); key tiles read by `T.cuda_kernels.key_tiles_read`; |Δ|: the packed output against "
                   "each document run alone through the same kernel.", "",
                   "| dtype | kernel | one sequence ms | packed ms | speed-up | key tiles read | fewer tiles | "
                   "max |Δ| vs alone |", "|:---:|:---|---:|---:|---:|---:|---:|---:|"]
@@ -544,7 +541,7 @@ def main(argv=None) -> int:
     if args.model_from is not None:
         earlier = earlier_model(args.model_from)
     try:
-        import_cupy()
+        T.import_cupy()
     except RuntimeError as e:
         print(f"bench_gpu.py needs CuPy and an NVIDIA GPU: {e}", file=sys.stderr)
         return 2

@@ -43,7 +43,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.models.llama import forward
 
 FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink here, the lesson is one forward pass
 rng = np.random.default_rng(0)
@@ -263,7 +262,7 @@ P.save(fig, P.figure_path("01_embedding_similarity.png"))
 prompts = ["The capital of France is", "The capital of Italy is"]
 batch = np.array([tok.encode(p_) for p_ in prompts])  # (b, n)
 stream = []
-logits = forward(batch, model.weights, cfg, model.cos, model.sin, hidden_out=stream)  # (b, n, v)
+logits = T.llama_forward(batch, model.weights, cfg, model.cos, model.sin, hidden_out=stream)  # (b, n, v)
 print("ids               (b, n)   :", batch.shape)
 print("embedding         (b, n, d):", stream[0].shape)
 print(f"after block {cfg.L:2d}    (b, n, d):", stream[-1].shape, f"  ({len(stream) - 1} blocks)")

@@ -351,7 +351,7 @@ P.save(fig, P.figure_path("03_overflow.png"))
 # float16 `sum` adds in pairs and does much better, yet still rounds every partial sum. So the
 # package computes a float16 (or bfloat16) softmax in float32 and rounds once at the end, as
 # torch does — the reason FlashAttention keeps its running sum $\ell$ and output $O$ in float32
-# while Q, K, V are float16 (lesson 09).
+# while Q, K, V are float16 (lessons 09 and 17).
 
 # %%
 rows16 = (np.random.default_rng(3).standard_normal((200, 1000)) * 3).astype(np.float16)  # 200 rows of 1000 logits

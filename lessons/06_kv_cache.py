@@ -42,7 +42,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.models.llama import decoder_mask, forward
 
 FAST = P.fast()  # TRANSFORMER_FAST=1 generates only a few tokens for the timing
 rng = np.random.default_rng(0)
@@ -64,8 +63,8 @@ ids = tok.encode(prompt)
 n = len(ids)
 cache = model.new_cache(b=1, n_max=n + 1)  # room for the prompt and one decoded token
 prefill_maps = []
-logits = forward(np.array([ids]), w, cfg, model.cos, model.sin, cache=cache, last_only=True,
-                 attn_out=prefill_maps)  # (1, 1, v): the last position only
+logits = T.llama_forward(np.array([ids]), w, cfg, model.cos, model.sin, cache=cache, last_only=True,
+                         attn_out=prefill_maps)  # (1, 1, v): the last position only
 nxt = int(logits[0, -1].argmax())
 print(f"prompt: {n} tokens {tok.pieces(ids)}")
 print("prefill attention per layer (b, h, n_q, n_k):", prefill_maps[0].shape, " cache.length =", cache.length)
@@ -80,19 +79,19 @@ assert cache.length == n and prefill_maps[0].shape == (1, cfg.h, n, n)
 # the key and value are **appended** to the cache (note 004's concatenation), and the query
 # attends to all $n + 1$ keys. A causal mask for $n_q = 1$ query after $n$ cached keys is
 # $j \le n$ for every key $j$: nothing is hidden, so the model applies no mask at all
-# (`decoder_mask` returns `None`). The query row is offset by $n$; built as if it were row 0,
+# (`T.decoder_mask` returns `None`). The query row is offset by $n$; built as if it were row 0,
 # the mask would wrongly hide all keys but the first.
 
 # %%
 decode_maps = []
-logits_dec = forward(np.array([[nxt]]), w, cfg, model.cos, model.sin, cache=cache, last_only=True,
-                     attn_out=decode_maps)  # (1, 1, v)
+logits_dec = T.llama_forward(np.array([[nxt]]), w, cfg, model.cos, model.sin, cache=cache, last_only=True,
+                             attn_out=decode_maps)  # (1, 1, v)
 print("decode attention per layer (b, h, n_q, n_k):", decode_maps[0].shape, " cache.length =", cache.length)
 row_mask = T.causal_mask(1, n + 1)  # (1, n + 1): offset n_k - n_q = n by default
 print("causal_mask(1, n + 1) with the offset:", row_mask.astype(int).tolist())
 print("the same row built without the offset:  ", T.causal_mask(1, n + 1, offset=0).astype(int).tolist())
-print("decoder_mask(n_q=1, n_past=n):", decoder_mask(1, n))
-assert row_mask.all() and decoder_mask(1, n) is None and decode_maps[0].shape == (1, cfg.h, 1, n + 1)
+print("decoder_mask(n_q=1, n_past=n):", T.decoder_mask(1, n))
+assert row_mask.all() and T.decoder_mask(1, n) is None and decode_maps[0].shape == (1, cfg.h, 1, n + 1)
 
 # %% [markdown]
 # The check that matters: run the full $n + 1$ tokens **without** a cache. The decode row must

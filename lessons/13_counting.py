@@ -44,7 +44,6 @@ from matplotlib.lines import Line2D
 
 import transformer as T
 from transformer import plotting as P
-from transformer.models.llama_gguf import open_gguf, smollm2_path
 
 FAST = P.fast()  # TRANSFORMER_FAST=1 allocates fewer measured caches for the test suite
 rng = np.random.default_rng(0)
@@ -109,7 +108,7 @@ by_printout = printout["embed_tokens"] + 32 * printout["per layer"] + printout["
 print(f"Phi-3-mini from the printout's shapes: {by_printout:,}")
 assert by_printout == parts["Phi-3-mini"]["total"]
 
-reader = open_gguf(smollm2_path())
+reader = T.open_gguf(T.smollm2_path())
 
 
 def gguf_part(tensor_name):  # GGUF tensor names -> our parts

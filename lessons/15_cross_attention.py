@@ -46,7 +46,6 @@ import numpy as np
 
 import transformer as T
 from transformer import plotting as P
-from transformer.models.bert import BertConfig, BertLayer, encoder_layer
 
 FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink, the model is tiny
 rng = np.random.default_rng(0)
@@ -136,17 +135,17 @@ print("encoder output Z (b, n_enc, d):", Z.shape, "  self-attention weights (b, 
 
 # %% [markdown]
 # This block is the one MiniLM uses (lesson 12), only with ReLU where BERT has GELU. With
-# GELU and zero biases, the package's `bert.encoder_layer` on the same weights must agree:
+# GELU and zero biases, the package's `T.encoder_layer` (MiniLM's layer) on the same weights must agree:
 
 # %%
 p0 = enc_params[0]
-as_bert = BertLayer(attn=p0["self"], ln1_g=p0["ln1"][0], ln1_b=p0["ln1"][1], W_1=p0["ffn"][0], b_1=np.zeros(d_ff),
+as_bert = T.BertLayer(attn=p0["self"], ln1_g=p0["ln1"][0], ln1_b=p0["ln1"][1], W_1=p0["ffn"][0], b_1=np.zeros(d_ff),
                     W_2=p0["ffn"][1], b_2=np.zeros(d_model), ln2_g=p0["ln2"][0], ln2_b=p0["ln2"][1])
 x0 = embed_with_positions(src_ids, W_src)
 ours, _ = enc_block(x0, p0, activation=T.gelu)
-theirs, _ = encoder_layer(x0, as_bert, BertConfig(d=d_model, h=h, d_ff=d_ff, eps=1e-5), mask=None)
+theirs, _ = T.encoder_layer(x0, as_bert, T.BertConfig(d=d_model, h=h, d_ff=d_ff, eps=1e-5), mask=None)
 bert_ok = np.allclose(ours, theirs, atol=1e-12)
-print("our post-norm block (GELU) == bert.encoder_layer:", bert_ok)
+print("our post-norm block (GELU) == T.encoder_layer:", bert_ok)
 assert bert_ok
 
 # %% [markdown]

@@ -42,7 +42,6 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
 import transformer as T
-from transformer.models import llama as llama_mod
 from transformer import plotting as P
 FAST = P.fast()  # TRANSFORMER_FAST=1: a smaller corpus of lengths; the models run the same
 rng = np.random.default_rng(0)
@@ -227,8 +226,8 @@ def smol_worst(outs):  # largest |Δ logit| against each prompt alone
 
 
 p_smol = T.pack_documents([smol.encode(t) for t in prompts], sum(len(smol.encode(t)) for t in prompts))
-leaky = llama_mod.forward(p_smol.ids, smol.weights, smol.config, smol.cos, smol.sin,
-                          positions=p_smol.positions)  # plain causal mask: documents read each other
+leaky = T.llama_forward(p_smol.ids, smol.weights, smol.config, smol.cos, smol.sin,
+                        positions=p_smol.positions)  # plain causal mask: documents read each other
 smol_err = {"document mask,\npositions restart": smol_worst(smol.packed_logits(prompts)),
             "document mask,\nstraight through": smol_worst(smol.packed_logits(prompts, restart_positions=False)),
             "no document mask": smol_worst(T.unpack(leaky, p_smol))}
@@ -330,21 +329,21 @@ fig.suptitle(f"One packed row of {n_row} slots, {len(row_lengths)} documents (re
 P.save(fig, P.figure_path("16_packed_tiles.png"))
 
 # %% [markdown]
-# The CUDA kernels of lesson 09 take the same `doc=`:
+# The CUDA kernels of lesson 17 take the same `doc=`:
 # `T.flash_attention_cuda(q, k, v, causal=True, doc=packed.doc)`. A thread block owns a tile of
 # query rows and cannot consult a table of tiles; instead the host gives each block the keys its
-# documents span, `[first, end)` (`flash_cuda.packed_row_args`), and the block walks only the
+# documents span, `[first, end)` (`T.cuda_kernels.packed_row_args`), and the block walks only the
 # key tiles inside it, masking each score whose key lies in another document (a key tile that
 # holds only the document of all the block's rows needs no mask). For the row above, in the
 # `mma` kernel's blocks of 128 queries and key tiles of 64:
 
 # %%
-from transformer.flash import cuda as FC  # noqa: E402
+CK = T.cuda_kernels  # the CUDA kernels' host side: their table, tile sizes, packed-row arguments
 
-Bq, Bk = FC.KERNELS["mma"].block_q, FC.block_k("mma", 64)  # 128 query rows a block, and 64 keys a tile
-_, spans = FC.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
-reads = FC.key_tiles_read(n_row, Bq, Bk, causal=True, doc=one_row.doc)[0]  # [Tr, Tc]: the tiles each block reads
-reads_causal = FC.key_tiles_read(n_row, Bq, Bk, causal=True)[0]  # [Tr, Tc]: with the causal mask alone
+Bq, Bk = CK.KERNELS["mma"].block_q, CK.block_k("mma", 64)  # 128 query rows a block, and 64 keys a tile
+_, spans = CK.packed_row_args(one_row.doc, Bq)  # [1, Tr, 2]
+reads = CK.key_tiles_read(n_row, Bq, Bk, causal=True, doc=one_row.doc)[0]  # [Tr, Tc]: the tiles each block reads
+reads_causal = CK.key_tiles_read(n_row, Bq, Bk, causal=True)[0]  # [Tr, Tc]: with the causal mask alone
 Tr = len(spans[0])
 for t, (first, end) in enumerate(spans[0]):
     tiles = np.flatnonzero(reads[t])

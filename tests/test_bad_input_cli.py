@@ -18,6 +18,7 @@ from transformer.models import llama as llama_mod  # noqa: E402
 from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode  # noqa: E402
 from transformer.cli.main import build_parser, main  # noqa: E402
 from transformer.models.configs import ModelConfig, from_hf, hf_config  # noqa: E402
+from transformer.models import llama_gguf  # noqa: E402
 from transformer.models.llama_gguf import smollm2_path  # noqa: E402
 from transformer.tokenizers.wordpiece import WordPieceTokenizer  # noqa: E402
 
@@ -33,7 +34,7 @@ def tiny():
 @pytest.fixture
 def cli_tiny(tiny, monkeypatch):
     """`generate` runs the tiny model instead of loading SmolLM2."""
-    monkeypatch.setattr(llama_mod, "load_llama", lambda path=None, backend="numpy": tiny)
+    monkeypatch.setattr(llama_gguf, "load_llama", lambda path=None, backend="numpy": tiny)
     return tiny
 
 

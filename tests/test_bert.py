@@ -13,8 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is read from the local wheel
 
 import transformer as T  # noqa: E402
-from transformer.models.bert import (BertConfig, l2_normalize, load_minilm,  # noqa: E402
-                              mean_pool, minilm_dir)
+from transformer.models.bert import BertConfig, l2_normalize, mean_pool  # noqa: E402
+from transformer.models.bert_files import load_minilm, minilm_dir, read_config  # noqa: E402
 
 TEXTS = [
     "The dog chased the squirrel because it was fast.",
@@ -68,7 +68,7 @@ def test_config_and_param_count_match_the_file(model):
     assert parts["total"] == in_file  # the file also holds BertModel's pooler, which mean pooling never uses
     pooler = sum(a.size for k, a in tensors.items() if k.startswith("pooler."))
     assert parts["pooler"] == pooler == 384 * 384 + 384
-    assert BertConfig.from_dir(minilm_dir()) == cfg
+    assert read_config(minilm_dir()) == cfg
 
 
 def test_weights_are_transposed_once(model):
@@ -356,19 +356,19 @@ def _config_dir(tmp_path, st=None, **changes):
 def test_config_file_errors_name_file_and_key(tmp_path, changes, err, match):
     folder = _config_dir(tmp_path, **changes)
     with pytest.raises(err, match=re.escape(str(folder / "config.json")) + ": .*" + match):
-        BertConfig.from_dir(folder)
+        read_config(folder)
 
 
 def test_sentence_bert_config(tmp_path):
     """max_seq_length cuts n_seq, at most the n_max positions; the file's errors name it."""
-    assert BertConfig.from_dir(_config_dir(tmp_path)).n_seq == 512  # no file: every learned position
-    assert BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 128})).n_seq == 128
-    assert BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 4096})).n_seq == 512
+    assert read_config(_config_dir(tmp_path)).n_seq == 512  # no file: every learned position
+    assert read_config(_config_dir(tmp_path, st={"max_seq_length": 128})).n_seq == 128
+    assert read_config(_config_dir(tmp_path, st={"max_seq_length": 4096})).n_seq == 512
     st = re.escape(str(tmp_path / "sentence_bert_config.json"))
     with pytest.raises(ValueError, match=st + r": config key 'max_seq_length' must be ≥ 2, got 1"):
-        BertConfig.from_dir(_config_dir(tmp_path, st={"max_seq_length": 1}))
+        read_config(_config_dir(tmp_path, st={"max_seq_length": 1}))
     with pytest.raises(ValueError, match=f"cannot read {st}: not valid JSON"):
-        BertConfig.from_dir(_config_dir(tmp_path, st='{"max_seq_length": '))
+        read_config(_config_dir(tmp_path, st='{"max_seq_length": '))
 
 
 def _bad(a, **changes):

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer  # noqa: E402
 from transformer import plotting  # noqa: E402
-from transformer.models.bert import load_minilm, minilm_dir  # noqa: E402
+from transformer.models.bert_files import load_minilm, minilm_dir  # noqa: E402
 from transformer.cli.main import main  # noqa: E402
 
 SENTENCE = "The dog chased the squirrel because it was fast"
@@ -96,7 +96,7 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     fake = types.SimpleNamespace(
         attention_weights=lambda text: maps,
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
-    monkeypatch.setattr(transformer.models.llama, "load_smollm2", lambda path, backend="numpy": fake)
+    monkeypatch.setattr(transformer.models.llama_gguf, "load_smollm2", lambda path, backend="numpy": fake)
     assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",
                  "-o", str(tmp_path / "s.png")]) == 0
     ax = drawn[0].axes[0]

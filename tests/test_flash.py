@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import transformer as T
-from transformer.flash.tiled import (FlashTrace, attention_backward_naive, flash_attention,
-                               flash_attention_backward, merge_softmax_stats, online_softmax,
-                               online_softmax_history, online_softmax_stats, standard_attention,
-                               tile_kind)
+from transformer.core.online_softmax import (merge_softmax_stats, online_softmax, online_softmax_history,
+                                             online_softmax_stats)
+from transformer.flash.backward import attention_backward_naive, flash_attention_backward
+from transformer.flash.tiled import FlashTrace, flash_attention, standard_attention, tile_kind
 from conftest import asarray
 
 SETTINGS = settings(max_examples=30, deadline=None,

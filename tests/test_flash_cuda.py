@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer.flash import cuda as flash_cuda
+from transformer.flash import checks as flash_checks, cuda as flash_cuda
 import cuda_emulator
 import nvrtc
 
@@ -166,9 +166,10 @@ def stand_in_cupy(monkeypatch, tmp_path):
         fake = types.SimpleNamespace(RawKernel=raw_kernel, cuda=cuda, ndarray=_FakeArray, float32=np.float32,
                                      empty_like=lambda a: _FakeArray(a.shape, a.dtype), empty=_FakeArray)
         monkeypatch.setattr(flash_cuda, "import_cupy", lambda: fake)
+        monkeypatch.setattr(flash_checks, "import_cupy", lambda: fake)  # the door's "a CuPy array" check
         monkeypatch.setattr(flash_cuda, "toolkit_include_dirs", lambda: toolkits)
 
-    caches = (flash_cuda._compiled, flash_cuda._device_facts)
+    caches = (flash_cuda.compiled, flash_cuda.device_facts)
     for cache in caches:
         cache.cache_clear()
     yield install
@@ -177,7 +178,7 @@ def stand_in_cupy(monkeypatch, tmp_path):
 
 
 def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_path):
-    """The host side of `_compiled` with CuPy stood in for: the -I option reaches the compiler, the
+    """The host side of `compiled` with CuPy stood in for: the -I option reaches the compiler, the
     kernel is built before its first launch (so a compile error surfaces there), and a block past
     48 KiB of shared memory opts in to it."""
     seen = {}
@@ -193,7 +194,7 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_pat
     stand_in_cupy(RawKernel, 90, [toolkit])
     plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                   kernel="tensor_cores")
-    fn = flash_cuda._compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
+    fn = flash_cuda.compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
     assert seen == {"name": "flash_attention_fwd_tc", "options": (*plan.options, f"-I{toolkit}"),
                     "pasted": True, "compiled": True}
     assert plan.shared_bytes > 48 * 1024 and fn.max_dynamic_shared_size_bytes == plan.shared_bytes
@@ -582,15 +583,15 @@ def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None
     fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
-    L, D = flash_cuda._backward_rows(dout, out, lse)
+    L, D = flash_cuda.backward_rows(dout, out, lse)
     dq = np.zeros((b, h, n_q, d_h), np.float32)
     dk = np.full((b, h, n_k, d_h), np.nan, np.float32)  # NaN: a row the kernel forgets to write fails the test
     dv = np.full((b, h, n_k, d_h), np.nan, np.float32)
     packed = (flash_cuda.NULL,) * 2 if doc is None else flash_cuda.packed_row_args(doc, plan.block[0])
     fn(plan.grid, plan.block, (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv,
                                *plan.scalars, *packed))
-    return (dq.astype(q.dtype), flash_cuda._sum_query_groups(dk, h_kv).astype(k.dtype),
-            flash_cuda._sum_query_groups(dv, h_kv).astype(v.dtype))
+    return (dq.astype(q.dtype), flash_cuda.sum_query_groups(dk, h_kv).astype(k.dtype),
+            flash_cuda.sum_query_groups(dv, h_kv).astype(v.dtype))
 
 
 def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None):

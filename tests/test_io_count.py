@@ -1,8 +1,8 @@
 """IO and memory: the instrumented loops against hand-derived formulas, and measured peak bytes.
 
-The counters live in the loops of `flash.py`; the formulas in `io_count.py` are derived
-on paper from the algorithms (FlashAttention paper, Algorithms 0 and 1, and the FA2 loop
-order). Small cases are also worked by hand below, so the formulas themselves are checked.
+The counters live in the loops of `flash/tiled.py` and `flash/backward.py`; the formulas in
+`io_count.py` are derived on paper from the algorithms (FlashAttention paper, Algorithms 0 and
+1, and the FA2 loop order). Small cases are also worked by hand below, so the formulas themselves are checked.
 """
 import math
 

@@ -146,7 +146,7 @@ def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
     if kernel == "backward":
         plan = flash_cuda.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
         dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
-        L, D = flash_cuda._backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
+        L, D = flash_cuda.backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
         dq = np.zeros(q.shape, np.float32)  # added to
         dk, dv = (np.full(q.shape[:2] + k.shape[2:], np.nan, np.float32) for _ in range(2))
         args, outputs = (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv), (dq, dk, dv)

@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
 from transformer.models import llama as llama_mod  # noqa: E402
+from transformer.models import llama_gguf  # noqa: E402
 
 from conftest import BACKENDS  # noqa: E402
 
@@ -95,7 +96,7 @@ def test_wrong_rope_layout_is_detected(model, hf, monkeypatch):
     """Rotate-half RoPE on the file's interleaved rows is wrong, and the logits test sees it."""
     ids = model.tokenizer.encode(PROMPTS[0])
     ref = hf_forward(hf, ids).logits[0].numpy()
-    monkeypatch.setattr(llama_mod, "_rope", T.apply_rope_half)  # the blocks call the unchecked core
+    monkeypatch.setattr(llama_mod.apply_rope_interleaved, "unchecked", T.apply_rope_half.unchecked)  # the blocks call the bare formula
     wrong = model.logits(ids)
     assert np.abs(wrong - ref).max() > 100 * LOGITS_ATOL
 
@@ -319,7 +320,7 @@ def test_bad_files(tmp_path, monkeypatch):
 # --- the command line -----------------------------------------------------------------
 def test_cli_generate_and_tokenize(model, monkeypatch, capsys):
     from transformer.cli.main import main
-    monkeypatch.setattr(llama_mod, "load_llama", lambda path=None, backend="numpy": model)
+    monkeypatch.setattr(llama_gguf, "load_llama", lambda path=None, backend="numpy": model)
     assert main(["generate", "The capital of France is", "--max-new-tokens", "3"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("The capital of France is Paris") and "decode 2 tokens" in out and "tok/s" in out

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.core import sampling
 from transformer.backend import to_host
 from transformer.core.sampling import check_sampling, filter_logits, next_token_probs, sample_next, greedy
 
@@ -223,5 +222,5 @@ def test_unchecked_core_draws_what_sample_next_draws(settings):
     logits = (rng.standard_normal((8, 300)) * 3).astype(np.float16)
     settings = dict(dict(top_k=None, top_p=None), **settings)
     ref = sample_next(logits, rng=np.random.default_rng(9), **settings)
-    core = sampling._sample_next(to_host(logits), *check_sampling(**settings), np.random.default_rng(9))
+    core = sample_next.unchecked(to_host(logits), *check_sampling(**settings), np.random.default_rng(9))
     assert core.tolist() == ref.tolist()

@@ -4,12 +4,12 @@ Dimension names used everywhere: b batch, n sequence (n_q, n_k), d model width,
 h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
 """
 # the attention core
-from .backend import get_xp, namespace, to_numpy
+from .backend import get_xp, namespace, to_numpy, import_cupy
 from .core.attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
 from .core.additive import additive_scores, additive_attention, additive_peak_bytes
-from .core.embedding import (embed, lm_head, sinusoidal_positions, learned_positions, rope_angles,
-                        rope_cos_sin, apply_rope_interleaved, apply_rope_half,
-                        interleaved_to_half_permutation)
+from .core.embedding import embed, lm_head
+from .core.positions import (sinusoidal_positions, learned_positions, rope_angles, rope_cos_sin,
+                             apply_rope_interleaved, apply_rope_half, interleaved_to_half_permutation)
 from .core.heads import split_heads, merge_heads, AttentionWeights, multi_head_attention, qkv_heads
 from .core.masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
                     strided_mask, fixed_mask, global_mask, random_mask, same_document, document_mask,
@@ -20,23 +20,28 @@ from .core.layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, 
 from .core.kv_cache import KVCache
 
 # FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernels
-from .flash.tiled import (flash_attention, flash_attention_backward, attention_backward_naive,
-                    standard_attention, online_softmax, online_softmax_stats, online_softmax_history,
-                    merge_softmax_stats, FlashTrace, TileStep)
+from .core.online_softmax import (online_softmax, online_softmax_stats, online_softmax_history,
+                                  merge_softmax_stats, exp_minus)
+from .flash.tiled import flash_attention, standard_attention, FlashTrace, TileStep
+from .flash.backward import flash_attention_backward, attention_backward_naive
 from .flash.io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
                        flash1_io, flash2_io, paper_block_sizes, standard_attention_peak_bytes,
-                       flash_attention_peak_bytes)
+                       flash_attention_peak_bytes, visible_key_tiles)
 from .flash.cuda import flash_attention_cuda, flash_attention_backward_cuda
+from .flash import cuda_kernels  # the kernels' host side as pure functions: T.cuda_kernels.launch_plan
 
 # a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
 from .tokenizers.bpe import BPETokenizer
 from .core.sampling import sample_next, filter_logits, next_token_probs
-from .models.llama import LlamaConfig, Llama, load_smollm2, load_llama, random_llama, GenerationStats
+from .models.llama import LlamaConfig, Llama, random_llama, GenerationStats
+from .models.llama import decoder_mask, forward as llama_forward
+from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
 from .tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
-from .models.bert import (BertConfig, MiniLM, load_minilm, bert_encode, mean_pool, l2_normalize,
-                   encoder_mask)
+from .models.bert import BertConfig, MiniLM, bert_encode, mean_pool, l2_normalize, encoder_mask
+from .models.bert_files import load_minilm
+from .models.bert import BertLayer, encoder_layer
 
 # counting parameters, FLOPs and bytes; the paged KV cache
 from .models.configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES

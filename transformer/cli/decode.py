@@ -65,7 +65,7 @@ def _rate(tok_s: float) -> str:
 
 
 def _generate(args) -> int:
-    from ..models.llama import load_llama
+    from ..models.llama_gguf import load_llama
 
     _check_options(args)
     model = load_llama(args.gguf, backend=args.backend)

@@ -64,7 +64,7 @@ def similarity_table(texts: list[str], sims) -> str:
 
 def run_embed(args) -> int:
     from ..backend import to_numpy
-    from ..models.bert import load_minilm
+    from ..models.bert_files import load_minilm
 
     model = load_minilm(args.path, backend=args.backend)
     e = to_numpy(model.embed(args.texts))  # [b, d], unit rows
@@ -87,7 +87,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     if not isinstance(text, str) or not text:
         raise ValueError("attention needs a non-empty text")
     if model_name == "minilm":
-        from ..models.bert import load_minilm
+        from ..models.bert_files import load_minilm
 
         model = load_minilm(path, backend=backend)
         weights = model.attention_weights(text, causal=causal)
@@ -101,7 +101,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     if model_name == "smollm2":
         if causal:
             raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
-        from ..models.llama import load_smollm2
+        from ..models.llama_gguf import load_smollm2
         from ..plotting import visible_token
 
         model = load_smollm2(path, backend=backend)

@@ -2,12 +2,22 @@
 
 A formula in `core/` names its check at the door (`@checked_by(checks.softmax)`); the check
 receives the same arguments and raises a one-line error naming the bad value, or returns None.
-Checks shared by several doors (a mask's shape, a scale) are the small functions at the top.
+Checks shared by several doors (a mask's shape, a scale, a cache's layer index) are the small
+functions at the top of the file, or of the section whose doors share them.
 """
 from __future__ import annotations
 
-from ..backend import get_xp, is_floating
-from ..require import broadcastable_to, require_array, require_float, require_int, require_real
+import numbers
+
+from ..backend import get_xp, is_floating, namespace, to_numpy
+from ..require import broadcastable_to, require_array, require_float, require_int, require_real, require_vector
+# The doors of kv_cache.py, paged_kv.py, packing.py and sampling.py: checks of state and host-side lists
+from .decoding_checks import (
+    kv_cache_init, kv_cache_update, kv_cache_advance, paged_kv_cache_init,
+    paged_kv_cache_free_sequence, paged_kv_cache_write, paged_kv_cache_extend,
+    paged_kv_cache_gather, paged_kv_cache_update, paged_kv_cache_advance, paged_attention,
+    pack_documents, unpack, packing_report, check_sampling, logits_row_max, greedy, filter_logits,
+    next_token_probs, sample_next)
 
 
 # --- shared pieces --------------------------------------------------------------------------
@@ -114,3 +124,345 @@ def additive_attention(q, k, v, W_q, W_k, w, mask=None, *, return_weights=False)
 
 def additive_peak_bytes(n_q, n_k, d_a, itemsize=4):
     require_int(n_q=n_q, n_k=n_k, d_a=d_a, itemsize=itemsize)
+
+
+# --- heads.py -------------------------------------------------------------------------------
+def split_heads(x, h):
+    require_array("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"split_heads needs x of shape (b, n, h·d_h), got shape {tuple(x.shape)}")
+    require_int(h=h, low=1)
+    if x.shape[-1] % h:
+        raise ValueError(f"d={x.shape[-1]} must be divisible by the number of heads h={h}")
+
+
+def merge_heads(x):
+    require_array("x", x)
+    if x.ndim != 4:
+        raise ValueError(f"merge_heads needs x of shape (b, h, n, d_h), got shape {tuple(x.shape)}")
+
+
+def optional_bias(w, name, size):
+    """The bias `name` of the weights w: None, or a floating-point vector of `size` numbers."""
+    bias = getattr(w, name)
+    if bias is not None:
+        require_vector(name, bias, size)
+
+
+def projections(x, w, h, h_kv, context):
+    """Shapes of x, context and the q/k/v projections, each named, before any matmul."""
+    require_float("x", x)
+    if x.ndim != 3:
+        raise ValueError(f"x must be (b, n, d), got shape {tuple(x.shape)}")
+    require_int(h=h, h_kv=h_kv, low=1)
+    b, d = x.shape[0], x.shape[-1]
+    if d % h:
+        raise ValueError(f"d={d} must be divisible by the number of heads h={h}")
+    if h % h_kv:
+        raise ValueError(f"query heads h={h} must be a multiple of key/value heads h_kv={h_kv}")
+    d_c = d
+    if context is not None:
+        require_float("context", context)
+        if context.ndim != 3 or context.shape[0] != b:
+            raise ValueError(f"context must be (b, n_k, d_c) with b={b}, got shape {tuple(context.shape)}")
+        d_c = context.shape[-1]
+    for name in ("W_q", "W_k", "W_v"):
+        require_float(name, getattr(w, name))
+        if getattr(w, name).ndim != 2:
+            raise ValueError(f"{name} must be a matrix, got shape {tuple(getattr(w, name).shape)}")
+    if w.W_q.shape[0] != d:
+        raise ValueError(f"W_q has {w.W_q.shape[0]} input rows but x has d={d}")
+    if w.W_q.shape[1] % h or w.W_q.shape[1] == 0:
+        raise ValueError(f"W_q's {w.W_q.shape[1]} columns do not split into h={h} heads")
+    d_h = w.W_q.shape[1] // h
+    if w.W_k.shape[1] != h_kv * d_h or w.W_v.shape[1] != h_kv * d_h:
+        raise ValueError(f"W_k/W_v need h_kv·d_h = {h_kv}·{d_h} = {h_kv * d_h} columns, "
+                         f"got {w.W_k.shape[1]} and {w.W_v.shape[1]}")
+    if w.W_k.shape[0] != d_c or w.W_v.shape[0] != d_c:
+        src = "x" if context is None else "context"
+        raise ValueError(f"W_k/W_v need {src}'s {d_c} input rows, got shapes {tuple(w.W_k.shape)} and "
+                         f"{tuple(w.W_v.shape)}")
+    optional_bias(w, "b_q", h * d_h)
+    optional_bias(w, "b_k", h_kv * d_h)
+    optional_bias(w, "b_v", h_kv * d_h)
+
+
+def qkv_heads(x, w, h, h_kv, context=None):
+    projections(x, w, h, h_kv, context)
+
+
+def multi_head_attention(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):
+    h_kv = h if h_kv is None else h_kv
+    projections(x, w, h, h_kv, context)
+    h_d_h = w.W_q.shape[1]  # h·d_h, the columns of W_q
+    require_float("W_o", w.W_o)
+    if w.W_o.ndim != 2 or w.W_o.shape[0] != h_d_h:
+        raise ValueError(f"W_o must be (h·d_h, d) with h·d_h = {h_d_h} rows, got shape {tuple(w.W_o.shape)}")
+    optional_bias(w, "b_o", w.W_o.shape[1])
+    n_k = x.shape[1] if context is None else context.shape[1]  # keys and values come from x or context
+    if n_k == 0:
+        raise ValueError(f"n_k must be ≥ 1 (no keys to attend to), got n_k=0: "
+                         f"{'x' if context is None else 'context'} has no positions")
+    if mask is not None:
+        mask_against(mask, (x.shape[0], h, x.shape[1], n_k), "(b, h, n_q, n_k)")
+
+
+# --- masks.py -------------------------------------------------------------------------------
+def query_key_positions(n_q, n_k, offset):
+    """Sizes n_q, n_k ≥ 0 and an offset that puts no query before the first key."""
+    require_int(n_q=n_q)
+    if n_k is None:
+        n_k = n_q
+    require_int(n_k=n_k)
+    if offset is None:
+        offset = n_k - n_q  # queries are the last n_q positions (cached decoding)
+    require_int(offset=offset, low=None)
+    if offset < 0:
+        raise ValueError(f"offset must be ≥ 0 (queries after no key), got offset={offset} with n_q={n_q}, n_k={n_k}")
+
+
+def causal_mask(n_q, n_k=None, offset=None, *, xp=None):
+    query_key_positions(n_q, n_k, offset)
+
+
+def bidirectional_mask(n_q, n_k=None, *, xp=None):
+    require_int(n_q=n_q, n_k=n_q if n_k is None else n_k)
+
+
+def padding_mask(lengths, n=None, *, xp=None):
+    xp = namespace(xp) if not hasattr(lengths, "shape") else get_xp(lengths)
+    lengths = xp.asarray(lengths)
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be 1-D (one per sequence), got shape {tuple(lengths.shape)}")
+    if lengths.shape[0] == 0 and n is None:
+        raise ValueError("lengths is empty: no sequence to take the padded length n from; give n")
+    if lengths.shape[0] and not xp.isdtype(lengths.dtype, "integral"):
+        raise TypeError(f"lengths must be integer token counts, got dtype {lengths.dtype}")
+    if n is not None:
+        require_int(n=n)
+    n = int(xp.max(lengths)) if n is None else n
+    if lengths.shape[0] and (int(xp.min(lengths)) < 0 or int(xp.max(lengths)) > n):
+        raise ValueError(f"lengths must lie in [0, {n}], got {lengths.tolist() if hasattr(lengths, 'tolist') else lengths}")
+
+
+def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+    require_int(w=w, low=1)
+    query_key_positions(n_q, n_k, offset)
+
+
+def strided_mask(n, stride, *, xp=None):
+    require_int(stride=stride, low=1)
+    query_key_positions(n, n, 0)
+
+
+def fixed_mask(n, block, c=1, *, xp=None):
+    require_int(block=block, c=c, low=1)
+    if c > block:
+        raise ValueError(f"c must be ≤ block={block} (summary cells of a block), got c={c}")
+    query_key_positions(n, n, 0)
+
+
+def positions(name, values):
+    """A 1-D array or sequence of integer positions (never floats, which would be truncated)."""
+    if hasattr(values, "dtype"):
+        if values.ndim != 1 or not get_xp(values).isdtype(values.dtype, "integral"):
+            raise TypeError(f"{name} must be a 1-D integer array, got dtype {values.dtype}, "
+                            f"shape {tuple(values.shape)}")
+        return
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list of positions, got {type(values).__name__} {values!r}")
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+    if bad:
+        raise TypeError(f"{name} must hold integer positions, got {bad}")
+
+
+def global_mask(n, global_tokens, *, xp=None):
+    require_int(n=n)
+    positions("global_tokens", global_tokens)
+    values = to_numpy(global_tokens).tolist() if hasattr(global_tokens, "dtype") else global_tokens
+    bad = [int(t) for t in values if not 0 <= t < n]
+    if bad:
+        raise ValueError(f"global token positions must lie in [0, {n}), got {bad}")
+
+
+def random_mask(n, k, *, seed=0, causal=False, xp=None):
+    require_int(n=n, k=k)
+
+
+def same_document(doc_q, doc_k):
+    require_array("doc_q", doc_q)
+    require_array("doc_k", doc_k)
+    if doc_q.ndim != 2 or doc_k.ndim != 2 or doc_q.shape[0] != doc_k.shape[0]:
+        raise ValueError(f"doc_q and doc_k must be (b, n_q) and (b, n_k), got shapes {tuple(doc_q.shape)} "
+                         f"and {tuple(doc_k.shape)}")
+
+
+def document_mask(doc, *, causal=True):
+    require_array("doc", doc)
+    if doc.ndim != 2 or not get_xp(doc).isdtype(doc.dtype, "integral"):
+        raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
+                        f"shape {tuple(doc.shape)}")
+
+
+def attended_pairs(mask):
+    require_array("mask", mask)
+
+
+# --- online_softmax.py ----------------------------------------------------------------------
+def online_softmax_stats(x, block=1, history=None):
+    require_float("x", x)
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least one axis (..., n), got shape {tuple(x.shape)}")
+    require_int(block=block, low=1)
+
+
+def online_softmax_history(x, block=1):
+    require_float("x", x)
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x has no entries to take a softmax over: shape {tuple(x.shape)}")
+    require_int(block=block, low=1)
+
+
+def online_softmax(x, block=1):
+    online_softmax_stats(x, block)
+
+
+# --- embedding.py ---------------------------------------------------------------------------
+def embed(ids, W_E):
+    require_array("ids", ids)
+    require_float("W_E", W_E)
+    xp = get_xp(ids, W_E)
+    if not xp.isdtype(ids.dtype, "integral"):
+        raise TypeError(f"token ids must be integers, got dtype {ids.dtype}")
+    if W_E.ndim != 2:
+        raise ValueError(f"W_E must be a (v, d) table, got shape {tuple(W_E.shape)}")
+    v = W_E.shape[0]
+    if bool(xp.any((ids < 0) | (ids >= v))):  # one device -> host transfer (a GPU would wrap a bad id silently)
+        raise ValueError(f"token ids must lie in [0, {v}), got min {int(xp.min(ids))}, max {int(xp.max(ids))}")
+
+
+def lm_head(x, W_E=None, *, W_out=None):
+    if (W_E is None) == (W_out is None):
+        raise ValueError("lm_head needs exactly one of W_E (tied) or W_out (untied)")
+    require_float("x", x)
+    name, W, d_axis = ("W_E", W_E, 1) if W_out is None else ("W_out", W_out, 0)
+    require_float(name, W)
+    want = "(v, d)" if W_out is None else "(d, v)"
+    if W.ndim != 2 or x.ndim < 1 or W.shape[d_axis] != x.shape[-1]:
+        raise ValueError(f"{name} must be {want} with d = x's last size {x.shape[-1] if x.ndim else None}, "
+                         f"got shape {tuple(W.shape)}")
+
+
+# --- positions.py ---------------------------------------------------------------------------
+def pairs(name, size, where=""):
+    """Sinusoidal positions and RoPE work on (sin, cos) pairs of features: size even, ≥ 2."""
+    if size < 2 or size % 2:
+        raise ValueError(f"{name} must be even and ≥ 2 (features come in sin/cos pairs), got {name}={size}{where}")
+
+
+def sinusoidal_positions(n, d, *, base=10000.0, xp=None, dtype=None):
+    require_int(n=n, d=d)
+    pairs("d", d)
+    require_real(base=base, positive=True)
+
+
+def learned_positions(n, W_pos, offset=0):
+    require_int(n=n, offset=offset)
+    require_array("W_pos", W_pos)
+    if W_pos.ndim != 2:
+        raise ValueError(f"W_pos must be an (n_positions, d) table, got shape {tuple(W_pos.shape)}")
+    if offset + n > W_pos.shape[0]:
+        raise ValueError(f"positions {offset}…{offset + n - 1} exceed the table's {W_pos.shape[0]} rows")
+
+
+def rope_angles(positions, d_h, base=10000.0):
+    require_array("positions", positions)
+    if positions.ndim != 1:
+        raise ValueError(f"positions must be 1-D (one per token), got shape {tuple(positions.shape)}")
+    require_int(d_h=d_h)
+    pairs("d_h", d_h)
+    require_real(base=base, positive=True)
+
+
+def rope_cos_sin(positions, d_h, base=10000.0, dtype=None):
+    rope_angles(positions, d_h, base)
+
+
+def apply_rope_interleaved(x, cos, sin):
+    require_float("x", x)
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., n, d_h), got shape {tuple(x.shape)}")
+    d_h = x.shape[-1]
+    pairs("d_h", d_h, f" in x of shape {tuple(x.shape)}")
+    target = (*x.shape[:-1], d_h // 2)
+    for name, t in (("cos", cos), ("sin", sin)):
+        require_float(name, t)
+        if not broadcastable_to(t.shape, target):
+            raise ValueError(f"{name} of shape {tuple(t.shape)} does not broadcast to x's (..., n, d_h/2) = {target}")
+
+
+def apply_rope_half(x, cos, sin):
+    apply_rope_interleaved(x, cos, sin)  # the same pairs, laid out differently
+
+
+def interleaved_to_half_permutation(d_h):
+    require_int(d_h=d_h)
+
+
+# --- layers.py ------------------------------------------------------------------------------
+def norm_input(x, eps, **params):
+    """x floating-point (an integer x would come back rounded to integers), γ and β of shape (d,)."""
+    require_float("x", x)
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x must be (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
+    for name, p in params.items():
+        if p is not None:
+            require_vector(name, p, x.shape[-1], "d")
+    require_real(eps=eps)
+    if eps < 0:
+        raise ValueError(f"eps must be ≥ 0, got eps={eps}")
+
+
+def layer_norm(x, gamma, beta=None, eps=1e-5):
+    norm_input(x, eps, gamma=gamma, beta=beta)
+
+
+def rms_norm(x, gamma, eps=1e-6):
+    norm_input(x, eps, gamma=gamma)
+
+
+def gelu(x, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def ffn_shapes(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out) matrix)
+    """Shapes named before any matmul: each W_in (d, d_ff), the down projection (d_ff, d_out)."""
+    require_float("x", x)
+    for name, W in W_in.items():
+        require_float(name, W)
+    d = x.shape[-1] if x.ndim else 0
+    d_ff = next(iter(W_in.values())).shape[-1]
+    for name, W in W_in.items():
+        if tuple(W.shape) != (d, d_ff):
+            raise ValueError(f"{name} must be (d, d_ff) = ({d}, {d_ff}) for x of shape {tuple(x.shape)}, "
+                             f"got {tuple(W.shape)}")
+    name, W = down
+    require_float(name, W)
+    if W.ndim != 2 or W.shape[0] != d_ff:
+        raise ValueError(f"{name} must be (d_ff, d) with d_ff = {d_ff}, got shape {tuple(W.shape)}")
+    for b_name, b, size in (("b1", b1, d_ff), ("b2", b2, W.shape[1])):
+        if b is not None:
+            require_vector(b_name, b, size)
+
+
+def ffn(x, W1, W2, b1=None, b2=None, activation=None):
+    ffn_shapes(x, ("W2", W2), b1, b2, W1=W1)
+
+
+def glu_ffn(x, W_gate, W_up, W_down, activation=None):
+    ffn_shapes(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
+
+
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    glu_ffn(x, W_gate, W_up, W_down)

@@ -2,13 +2,17 @@
 
 Original Transformer (post-norm):  x = LayerNorm(x + Sublayer(x))
 Llama / GPT-2 style (pre-norm):    x = x + Sublayer(Norm(x))
+
+Each public function that can refuse its input checks it at the door (`checks.py`, same name);
+`f.unchecked` is the bare formula. The elementwise activations take any array and refuse nothing.
 """
 from __future__ import annotations
 
 import math
 
+from . import checks
 from ..backend import compute_dtype, get_xp
-from ..require import require_float, require_real, require_vector
+from ..require import checked_by
 
 __all__ = [
     "layer_norm", "rms_norm", "relu", "gelu", "erf", "silu", "sigmoid",
@@ -16,16 +20,12 @@ __all__ = [
 ]
 
 
+@checked_by(checks.layer_norm)
 def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] -> [..., d]
     """LayerNorm(x) = (x - mean) / √(var + eps) · γ + β, over the last axis (biased variance)."""
-    _check_norm(x, eps, gamma=gamma, beta=beta)
-    return _layer_norm(x, gamma, beta, eps)
-
-
-def _layer_norm(x, gamma, beta=None, eps=1e-5):  # [..., d], [d], [d] -> [..., d], on checked input
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
-    xc = xp.astype(x, ct, copy=False)
+    xc = xp.astype(x, ct, copy=False)  # float16/bfloat16: the mean and variance in float32
     mu = xp.mean(xc, axis=-1, keepdims=True)  # [..., 1]
     var = xp.mean((xc - mu) ** 2, axis=-1, keepdims=True)  # [..., 1]
     y = (xc - mu) / xp.sqrt(var + eps) * gamma  # [..., d]
@@ -34,31 +34,14 @@ def _layer_norm(x, gamma, beta=None, eps=1e-5):  # [..., d], [d], [d] -> [..., d
     return xp.astype(y, x.dtype, copy=False)
 
 
+@checked_by(checks.rms_norm)
 def rms_norm(x, gamma, eps: float = 1e-6):  # [..., d], [d] -> [..., d]
     """RMSNorm(x) = x / √(mean(x²) + eps) · γ: LayerNorm without centring or bias (Llama)."""
-    _check_norm(x, eps, gamma=gamma)
-    return _rms_norm(x, gamma, eps)
-
-
-def _rms_norm(x, gamma, eps=1e-6):  # [..., d], [d] -> [..., d], on checked input
     xp = get_xp(x)
     ct = compute_dtype(xp, x.dtype)
-    xc = xp.astype(x, ct, copy=False)
+    xc = xp.astype(x, ct, copy=False)  # float16/bfloat16: the mean square in float32
     ms = xp.mean(xc * xc, axis=-1, keepdims=True)  # [..., 1]
-    return xp.astype(xc / xp.sqrt(ms + eps) * gamma, x.dtype, copy=False)
-
-
-def _check_norm(x, eps, **params):
-    """x floating-point (an integer x would come back rounded to integers), γ and β of shape (d,)."""
-    require_float("x", x)
-    if x.ndim < 1 or x.shape[-1] == 0:
-        raise ValueError(f"x must be (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
-    for name, p in params.items():
-        if p is not None:
-            require_vector(name, p, x.shape[-1], "d")
-    require_real(eps=eps)
-    if eps < 0:
-        raise ValueError(f"eps must be ≥ 0, got eps={eps}")
+    return xp.astype(xc / xp.sqrt(ms + eps) * gamma, x.dtype, copy=False)  # [..., d]
 
 
 def relu(x):
@@ -96,26 +79,21 @@ def erf(x):
     return xp.where(x < 0, -y, y)
 
 
+@checked_by(checks.gelu)
 def gelu(x, approximate: str = "none"):
     """GELU(x) = x·Φ(x) = ½x(1 + erf(x/√2)) (BERT, GPT).
 
     approximate="tanh": ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (GPT-2's fast form).
     """
     xp = get_xp(x)
-    if approximate == "none":
-        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
     if approximate == "tanh":
         return 0.5 * x * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
+@checked_by(checks.ffn)
 def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [d_ff, d] -> [..., d]
     """Position-wise feed-forward: g(x W₁ + b₁) W₂ + b₂ (note 000: channel mixing)."""
-    _check_ffn(x, ("W2", W2), b1, b2, W1=W1)
-    return _ffn(x, W1, W2, b1, b2, activation)
-
-
-def _ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d] -> [..., d], on checked input
     hdn = x @ W1  # [..., d_ff]
     if b1 is not None:
         hdn = hdn + b1
@@ -123,43 +101,16 @@ def _ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d] -> [..., d],
     return out if b2 is None else out + b2
 
 
-def _check_ffn(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out) matrix)
-    """Shapes named before any matmul: each W_in (d, d_ff), the down projection (d_ff, d_out)."""
-    require_float("x", x)
-    for name, W in W_in.items():
-        require_float(name, W)
-    d = x.shape[-1] if x.ndim else 0
-    d_ff = next(iter(W_in.values())).shape[-1]
-    for name, W in W_in.items():
-        if tuple(W.shape) != (d, d_ff):
-            raise ValueError(f"{name} must be (d, d_ff) = ({d}, {d_ff}) for x of shape {tuple(x.shape)}, "
-                             f"got {tuple(W.shape)}")
-    name, W = down
-    require_float(name, W)
-    if W.ndim != 2 or W.shape[0] != d_ff:
-        raise ValueError(f"{name} must be (d_ff, d) with d_ff = {d_ff}, got shape {tuple(W.shape)}")
-    for b_name, b, size in (("b1", b1, d_ff), ("b2", b2, W.shape[1])):
-        if b is not None:
-            require_vector(b_name, b, size)
-
-
+@checked_by(checks.glu_ffn)
 def glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d]
     """Gated linear unit FFN: (g(x W_gate) ∘ x W_up) W_down. With g = σ this is GLU."""
-    _check_ffn(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
-    return _glu_ffn(x, W_gate, W_up, W_down, activation)
+    return (activation(x @ W_gate) * (x @ W_up)) @ W_down  # [..., d_ff] ∘ [..., d_ff] @ [d_ff, d] -> [..., d]
 
 
-def _glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d], on checked input
-    return (activation(x @ W_gate) * (x @ W_up)) @ W_down  # [..., d_ff] ∘ [..., d_ff] @ [d_ff, d]
-
-
+@checked_by(checks.swiglu_ffn)
 def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     """SwiGLU (Llama): (SiLU(x W_gate) ∘ x W_up) W_down."""
-    return glu_ffn(x, W_gate, W_up, W_down, activation=silu)
-
-
-def _swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d], on checked input
-    return _glu_ffn(x, W_gate, W_up, W_down, activation=silu)
+    return glu_ffn.unchecked(x, W_gate, W_up, W_down, activation=silu)  # [..., d], checked at this door
 
 
 def residual(x, sublayer, norm, *, pre_norm: bool = True):  # [..., d] -> [..., d]

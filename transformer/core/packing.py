@@ -12,7 +12,7 @@ to back. Two things must then change, or the documents leak into each other:
   the distance between two tokens, and the mask keeps both in one document.
 
 Packing is bookkeeping on the host: the arrays here are NumPy; a model moves them to its
-device with the ids.
+device with the ids. Each public function checks its input at the door (`checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import checks
 from ..backend import namespace
-from ..require import require_array, require_bool, require_int
+from ..require import checked_by
 from .masks import document_mask
 
 __all__ = ["Packed", "pack_documents", "unpack", "continued_positions", "packing_report"]
@@ -57,29 +58,9 @@ class Packed:
         return xp.asarray(self.ids), positions, document_mask(xp.asarray(self.doc), causal=causal)
 
 
-def _as_documents(docs) -> list[list[int]]:
-    """A list of token-id sequences, checked: integers, at least one token each."""
-    if isinstance(docs, (str, bytes)) or not hasattr(docs, "__len__"):
-        raise TypeError(f"docs must be a list of token-id sequences, got {type(docs).__name__}")
-    out = []
-    for i, d in enumerate(docs):
-        a = np.asarray(d)
-        if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
-            raise TypeError(f"document {i} must be a 1-D sequence of integer ids, got shape {a.shape}, "
-                            f"dtype {a.dtype}")
-        if a.size == 0:
-            raise ValueError(f"document {i} is empty: every document needs at least one token")
-        out.append([int(t) for t in a])
-    return out
-
-
 def _first_fit(lengths: list[int], n_ctx: int, longest_first: bool):  # -> spans (row, start, n) per doc, rows
-    """Where each document goes: the first row with room for it, in input or longest-first order."""
-    too_long = [(i, n) for i, n in enumerate(lengths) if n > n_ctx]
-    if too_long:
-        i, n = too_long[0]
-        raise ValueError(f"document {i} has {n} tokens, more than a row of n_ctx={n_ctx}; "
-                         "split it or raise n_ctx")
+    """Where each document goes: the first row with room for it, in input or longest-first order
+    (each document fits in a row: checked at the door)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i]) if longest_first else range(len(lengths))
     used: list[int] = []  # tokens already placed in each row
     spans = [None] * len(lengths)  # (row, start, length) of document i
@@ -93,6 +74,7 @@ def _first_fit(lengths: list[int], n_ctx: int, longest_first: bool):  # -> spans
     return spans, len(used)
 
 
+@checked_by(checks.pack_documents)
 def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = False) -> Packed:
     """Place each document, in order, in the first row that still has room for it (first fit).
 
@@ -106,10 +88,7 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = F
     >>> p.ids.tolist(), p.doc.tolist(), p.positions.tolist()
     ([[7, 7, 7, 8, 8], [9, 9, 9, 9, 0]], [[0, 0, 0, 1, 1], [2, 2, 2, 2, -1]], [[0, 1, 2, 0, 1], [0, 1, 2, 3, 0]])
     """
-    require_int(n_ctx=n_ctx, low=1)
-    require_int(pad_id=pad_id, low=None)
-    require_bool(longest_first=longest_first)
-    docs = _as_documents(docs)
+    docs = [[int(t) for t in np.asarray(d)] for d in docs]  # token ids as Python ints
     spans, b = _first_fit([len(d) for d in docs], n_ctx, longest_first)
     ids = np.full((b, n_ctx), pad_id, dtype=np.int64)  # [b, n_ctx]
     doc = np.full((b, n_ctx), -1, dtype=np.int64)  # [b, n_ctx]
@@ -121,12 +100,9 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = F
     return Packed(ids, doc, positions, tuple(spans))
 
 
+@checked_by(checks.unpack)
 def unpack(x, packed: Packed) -> list:  # [b, n_ctx, ...] -> per document [n_i, ...]
     """Cut a per-slot result (logits, hidden states) back into one array per document."""
-    require_array("x", x)
-    if tuple(x.shape[:2]) != (packed.rows, packed.n_ctx):
-        raise ValueError(f"x of shape {tuple(x.shape)} does not start with the packed rows "
-                         f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")
     return [x[row, start:start + n, ...] for row, start, n in packed.spans]  # [n_i, ...] each
 
 
@@ -137,6 +113,7 @@ def continued_positions(packed: Packed, *, xp=None):  # -> [b, n_ctx]
     return xp.broadcast_to(xp.arange(n, dtype=xp.int64)[None, :], (b, n))  # [b, n_ctx]
 
 
+@checked_by(checks.packing_report)
 def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     """Rows and padding for documents of these lengths: packed, one per row, padded to the longest.
 
@@ -146,16 +123,8 @@ def packing_report(lengths, n_ctx: int, *, batch: int | None = None) -> dict:
     padded to n_ctx) and "pad_to_longest" (batches of `batch` documents, in order, each
     padded to its own longest; default one batch of all).
     """
-    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
-        raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")
-    lengths = list(lengths)
-    if not lengths:
-        raise ValueError("lengths must be a non-empty list of token counts, got lengths=[]")
-    require_int(**{f"lengths[{i}]": n for i, n in enumerate(lengths)}, low=1)  # every document has a token
     lengths = [int(n) for n in lengths]
     batch = len(lengths) if batch is None else batch
-    require_int(batch=batch, low=1)
-    require_int(n_ctx=n_ctx, low=1)
     n_ctx = int(n_ctx)  # a NumPy integer would make every count below a NumPy number
     rows = _first_fit(lengths, n_ctx, longest_first=False)[1]
     rows_desc = _first_fit(lengths, n_ctx, longest_first=True)[1]

@@ -8,65 +8,30 @@
 Filters are applied in that order (temperature, top-k, top-p), as HF transformers does.
 Sampling runs on the host in NumPy: the step's logits are one (b, v) array, and the random
 draw is made with a seeded `numpy.random.Generator` so a seed gives the same text on any backend.
+Each public function checks its input at the door (`checks.py`, same name); `f.unchecked` is the
+bare formula, which a model calls per token once its request was checked.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import checks
 from .attention import softmax
 from ..backend import to_host
-from ..require import require_int, require_real
+from ..require import checked_by
 
 __all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
 
 
-def _require_setting(name, value, inside, want):
-    """Raise ValueError "NAME must WANT, got NAME=VALUE" unless value is a real number in range.
-    A real number is what backend.require_real takes (Python's, NumPy's, a 0-d array; finite,
-    not a bool); its TypeError becomes a ValueError here, the one error type of a bad setting."""
-    try:
-        require_real(**{name: value})
-        ok = inside(float(value))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must {want}, got {name}={value!r}")
-
-
+@checked_by(checks.check_sampling)
 def check_sampling(temperature=0.0, top_k=None, top_p=None):  # -> (float, int | None, float | None)
-    """Refuse settings that mean nothing, naming the bad value; return them as Python numbers
-    (a NumPy scalar or a 0-d array becomes a float or an int), the form the cores take.
+    """Refuse settings that mean nothing, naming the bad value (at the door); return them as Python
+    numbers (a NumPy scalar or a 0-d array becomes a float or an int), the form the formulas take.
 
     >>> check_sampling(np.float32(0.5), np.int64(40), None)
     (0.5, 40, None)
     """
-    _require_setting("temperature", temperature, lambda t: t >= 0, "be a finite number ≥ 0 (0 = greedy)")
-    if top_k is not None:
-        require_int(top_k=top_k, low=1)
-    if top_p is not None:
-        _require_setting("top_p", top_p, lambda p: 0.0 < p <= 1.0, "lie in (0, 1] or be None")
     return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
-
-
-def _check_logits(logits):  # [..., v] -> [..., v] NumPy
-    """Floating-point logits with a possible token in every row: NaN or +inf has no softmax."""
-    x = to_host(logits)
-    if not np.issubdtype(x.dtype, np.floating):
-        raise TypeError(f"logits must be floating point, got dtype {x.dtype}")
-    if x.ndim == 0 or x.shape[-1] == 0:
-        raise ValueError(f"logits must have a vocabulary axis of size ≥ 1, got shape {x.shape}")
-    _check_row_max(x)
-    return x
-
-
-def _check_row_max(x):  # [..., v] NumPy, floating, non-empty
-    # one pass: a finite row max means no NaN (max propagates it), no +inf, and not all -inf
-    if not np.isfinite(x.max(axis=-1)).all():
-        if np.isnan(x).any():
-            raise ValueError("logits contain NaN")
-        if np.isposinf(x).any():
-            raise ValueError("logits contain +inf")
-        raise ValueError("a row of logits is all -inf: no token is possible")
 
 
 def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
@@ -88,10 +53,7 @@ def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
         return z.astype(x.dtype)  # [..., v]
 
 
-def _greedy(x):  # [..., v] -> [...] int, on checked logits
-    return np.argmax(x, axis=-1)  # the first one on a tie
-
-
+@checked_by(checks.greedy)
 def greedy(logits):  # [..., v] -> [...] int
     """The most likely token: what temperature 0 means (the first one on a tie, as argmax).
     The logits are checked as sample_next checks them: greedy(x) == sample_next(x, temperature=0).
@@ -99,9 +61,10 @@ def greedy(logits):  # [..., v] -> [...] int
     >>> greedy(np.array([[0.1, 3.0, -1.0], [5.0, 5.0, 0.0]])).tolist()
     [1, 0]
     """
-    return _greedy(_check_logits(logits))
+    return np.argmax(to_host(logits), axis=-1)  # the first one on a tie
 
 
+@checked_by(checks.filter_logits)
 def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
     """Scale by 1/T, then set to -inf every logit outside the top-k and outside the top-p nucleus.
 
@@ -112,18 +75,15 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     >>> np.isfinite(filter_logits(np.log(p), top_p=0.75)).tolist()
     [True, True, False, False]
     """
-    settings = check_sampling(temperature, top_k, top_p)
-    return _filter(_check_logits(logits), *settings)
-
-
-def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy logits: [..., v] -> [..., v]
+    x = to_host(logits)  # [..., v] NumPy
+    temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)  # Python numbers
     if temperature == 0:  # greedy: every token but the argmax gets -inf
-        argmax = _greedy(x)[..., None]  # [..., 1]
-        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)
+        argmax = greedy.unchecked(x)[..., None]  # [..., 1]
+        return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)  # [..., v]
     x = _scale(x, temperature)  # [..., v]
     if top_k is not None and top_k < x.shape[-1]:
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
-        x = np.where(x >= kth, x, -np.inf)
+        x = np.where(x >= kth, x, -np.inf)  # [..., v]
     if top_p is not None and top_p < 1.0:
         probs = softmax.unchecked(x)  # [..., v]
         keep = np.zeros(x.shape, dtype=bool)  # [..., v]; tokens past the head of the order stay False
@@ -131,7 +91,7 @@ def _filter(x, temperature, top_k, top_p):  # filter_logits on checked NumPy log
             order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
             mass_before = mass - probs[row][order]  # [c] mass of the strictly more likely tokens
             keep[row][order] = mass_before < top_p  # the first token has mass_before = 0: always kept
-        x = np.where(keep, x, -np.inf)
+        x = np.where(keep, x, -np.inf)  # [..., v]
     return x
 
 
@@ -171,6 +131,7 @@ def _head_of_order(x, p, top_p: float, first: int = 256):  # [v], [v] -> [c] tok
     return order, np.cumsum(p[order])
 
 
+@checked_by(checks.next_token_probs)
 def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None):  # [..., v] -> [..., v]
     """The distribution a sampler draws from: softmax of the filtered logits.
 
@@ -179,35 +140,23 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     >>> next_token_probs(np.array([1.0, 3.0, 2.0]), temperature=0).tolist()
     [0.0, 1.0, 0.0]
     """
-    settings = check_sampling(temperature, top_k, top_p)
-    return softmax.unchecked(_filter(_check_logits(logits), *settings))  # [..., v]
+    return softmax.unchecked(filter_logits.unchecked(logits, temperature, top_k, top_p))  # [..., v]
 
 
+@checked_by(checks.sample_next)
 def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=None):  # [..., v] -> [...] int
     """One token id per row: argmax when temperature is 0, else a draw from next_token_probs.
 
     rng: a numpy.random.Generator (or a seed); the draw is inverse-CDF: the first token
     whose cumulative probability exceeds u ~ U[0, 1).
     """
-    settings = check_sampling(temperature, top_k, top_p)
-    return _draw(_check_logits(logits), *settings, rng)
-
-
-def _sample_next(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int
-    """sample_next on NumPy logits (`to_host`) and settings as check_sampling returns them: what a
-    model calls at each new token once its request was checked. A model's logits holding NaN or
-    +inf (broken weights, a float16 overflow) still raise, naming which: one look at the row max."""
-    _check_row_max(x)
-    return _draw(x, temperature, top_k, top_p, rng)
-
-
-def _draw(x, temperature, top_k, top_p, rng):  # [..., v] -> [...] int, on checked logits and settings
-    if temperature == 0:
-        return _greedy(x)
+    x = to_host(logits)  # [..., v] NumPy
+    if float(temperature) == 0:
+        return greedy.unchecked(x)  # [...]
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # greedy needs none
-    p = softmax.unchecked(_filter(x, temperature, top_k, top_p))  # [..., v], next_token_probs
+    p = next_token_probs.unchecked(x, temperature, top_k, top_p)  # [..., v]
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
-    idx = np.sum(c <= u, axis=-1)  # tokens with zero probability add empty intervals: never chosen
-    last_kept = c.shape[-1] - 1 - np.argmax((p > 0)[..., ::-1], axis=-1)  # guards u rounding up to 1
+    idx = np.sum(c <= u, axis=-1)  # [...]; tokens with zero probability add empty intervals: never chosen
+    last_kept = c.shape[-1] - 1 - np.argmax((p > 0)[..., ::-1], axis=-1)  # [...], guards u rounding up to 1
     return np.minimum(idx, last_kept)

@@ -9,7 +9,7 @@ that traffic as formulas, in *elements* (multiply by the item size for bytes):
     standard attention   Θ(n·d + n²)       writes S and P (n × n) to HBM and reads them back
     FlashAttention       Θ(n²·d² / M)      with a fast memory of M elements; never writes n × n
 
-The tiled kernels in `flash.py` carry an `IOCounter` that adds up every element
+The tiled loops in `tiled.py` and `backward.py` carry an `IOCounter` that adds up every element
 they load and store; the tests check it equals the exact formulas below.
 All counts are for every (batch, query head) pair, as if each ran its own kernel,
 as on a GPU: with grouped-query attention a K/V tile is loaded once per query head.
@@ -24,7 +24,8 @@ import math
 import tracemalloc
 from dataclasses import dataclass, field
 
-from ..require import require_bool, require_int
+from . import checks
+from ..require import checked_by
 
 __all__ = [
     "IOCounter", "paper_block_sizes", "standard_attention_io", "flash1_io", "flash2_io",
@@ -67,6 +68,7 @@ class IOCounter:
 
 # --- block sizes from the fast-memory size -------------------------------------------------------
 
+@checked_by(checks.paper_block_sizes)
 def paper_block_sizes(M: int, d_h: int) -> tuple[int, int]:  # -> (Br, Bc)
     """FlashAttention's choice for a fast memory of M elements: Bc = ⌈M / 4d⌉, Br = min(Bc, d).
 
@@ -74,13 +76,13 @@ def paper_block_sizes(M: int, d_h: int) -> tuple[int, int]:  # -> (Br, Bc)
     >>> paper_block_sizes(100_000 // 4, 64)  # ~100 KB of float32
     (64, 98)
     """
-    require_int(M=M, d_h=d_h, low=1)
     Bc = math.ceil(M / (4 * d_h))
     return min(Bc, d_h), Bc
 
 
 # --- IO formulas (elements, all heads) -----------------------------------------------------------
 
+@checked_by(checks.standard_attention_io)
 def standard_attention_io(n_q: int, n_k: int, d_h: int, heads: int = 1) -> dict:
     """Standard attention, three passes through HBM (FlashAttention paper, Algorithm 0):
 
@@ -88,12 +90,12 @@ def standard_attention_io(n_q: int, n_k: int, d_h: int, heads: int = 1) -> dict:
         read S         → write P = softmax(S)    n_q·n_k        |  n_q·n_k
         read P, V      → write O = P V           n_q·n_k + n_k·d|  n_q·d
     """
-    require_int(n_q=n_q, n_k=n_k, d_h=d_h, heads=heads)
     loads = n_q * d_h + 2 * n_k * d_h + 2 * n_q * n_k
     stores = 2 * n_q * n_k + n_q * d_h
     return {"loads": heads * loads, "stores": heads * stores, "total": heads * (loads + stores)}
 
 
+@checked_by(checks.visible_key_tiles)
 def visible_key_tiles(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool) -> list[int]:
     """For each query block i, how many key blocks it computes (the rest are skipped).
 
@@ -101,9 +103,6 @@ def visible_key_tiles(n_q: int, n_k: int, block_q: int, block_k: int, causal: bo
     Query block i ends at position p_i = r1 - 1 + n_k - n_q; key block j starts at
     j·Bc, so blocks j = 0 … ⌊p_i / Bc⌋ are needed: ⌊p_i / Bc⌋ + 1 of them (none if p_i < 0).
     """
-    require_int(n_q=n_q, n_k=n_k)
-    require_int(block_q=block_q, block_k=block_k, low=1)
-    require_bool(causal=causal)
     Tr, Tc = math.ceil(n_q / block_q), math.ceil(n_k / block_k)
     if not causal:
         return [Tc] * Tr
@@ -118,6 +117,7 @@ def _rows(n: int, block: int) -> list[int]:  # rows in each block: [B, B, …, r
     return [min(block, n - s) for s in range(0, n, block)]
 
 
+@checked_by(checks.flash1_io)
 def flash1_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
     """FlashAttention-1 order (outer loop over K/V blocks), paper Algorithm 1, exactly:
 
@@ -127,14 +127,14 @@ def flash1_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
                                                         loads  Br_i·(2d + 2), stores Br_i·(d + 2)
     Non-causal: Tc tiles per query block, so Tc·n_q·(3d + 4) ≈ n²d²/M for Bc ≈ M/4d.
     """
-    require_int(d_h=d_h, heads=heads)
-    tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)
+    tiles = visible_key_tiles.unchecked(n_q, n_k, block_q, block_k, causal)  # checked at this door
     rows_x_tiles = sum(r * t for r, t in zip(_rows(n_q, block_q), tiles))  # Σ_i Br_i · (tiles of i)
     loads = 2 * n_k * d_h + rows_x_tiles * (2 * d_h + 2)
     stores = n_q * (d_h + 2) + rows_x_tiles * (d_h + 2)
     return {"loads": heads * loads, "stores": heads * stores, "total": heads * (loads + stores)}
 
 
+@checked_by(checks.flash2_io)
 def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
     """FlashAttention-2 order (outer loop over Q blocks), exactly:
 
@@ -142,43 +142,42 @@ def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
         query block i streams the first t_i key blocks: K and V      2·d·min(n_k, t_i·Bc)
     Non-causal: Tr·2·n_k·d ≈ 2n²d/Br, again Θ(n²d²/M) for Br ≈ M/4d.
     """
-    require_int(d_h=d_h, heads=heads)
-    tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)
+    tiles = visible_key_tiles.unchecked(n_q, n_k, block_q, block_k, causal)  # checked at this door
     keys = sum(min(n_k, t * block_k) for t in tiles)  # Σ_i keys streamed by query block i
     loads = n_q * d_h + 2 * d_h * keys
     stores = n_q * (d_h + 1)
     return {"loads": heads * loads, "stores": heads * stores, "total": heads * (loads + stores)}
 
 
+@checked_by(checks.naive_io_bound)
 def naive_io_bound(n: int, d_h: int) -> int:
     """The order of standard attention's HBM traffic: n·d + n² (Theorem 2 of the paper)."""
-    require_int(n=n, d_h=d_h)
     return n * d_h + n * n
 
 
+@checked_by(checks.flash_io_bound)
 def flash_io_bound(n: int, d_h: int, M: int) -> float:
     """The order of FlashAttention's HBM traffic: n²·d² / M (Theorem 2 of the paper)."""
-    require_int(n=n, d_h=d_h)
-    require_int(M=M, low=1)
     return n * n * d_h * d_h / M
 
 
 # --- peak memory formulas (bytes) -----------------------------------------------------------------
 
+@checked_by(checks.standard_attention_peak_bytes)
 def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal=False) -> int:
-    """Peak extra bytes of `flash.standard_attention`: two n_q × n_k buffers per head.
+    """Peak extra bytes of `tiled.standard_attention`: two n_q × n_k buffers per head.
 
     At the peak S and exp(S - m) are alive together (and S - m needs old and new S for a
     moment), with the row max m (heads·n_q). A causal mask adds one n_q × n_k boolean
     (1 byte, shared by all heads). The output, O(n·d), is made after S is freed.
     """
-    require_int(b=b, h=h, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
     heads = b * h
     scores = 2 * heads * n_q * n_k * itemsize  # S and P
     mask = n_q * n_k if causal else 0  # True = may attend, one byte per pair
     return scores + mask + heads * n_q * itemsize  # + m
 
 
+@checked_by(checks.flash_attention_peak_bytes)
 def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize=None,
                                h_kv=None) -> int:
     """Peak extra bytes of the tiled forward (FA2 order): no n × n term at all.
@@ -195,8 +194,6 @@ def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, 
     h_kv defaults to h (multi-head attention).
     """
     h_kv = h if h_kv is None else h_kv
-    require_int(b=b, h=h, h_kv=h_kv, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
-    require_int(block_q=block_q, block_k=block_k, low=1)
     heads = b * h
     Br, Bc = min(block_q, n_q), min(block_k, n_k)
     out = heads * n_q * (d_h + 1)

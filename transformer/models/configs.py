@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from ..require import require_int
 
-__all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config"]
+__all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config",
+           "read_json", "need_keys", "key_int", "key_real", "key_flag", "with_keys"]
 
 
 @dataclass(frozen=True)
@@ -142,15 +143,15 @@ def hf_config(name: str) -> dict:
     return dict(HF_CONFIGS[name])
 
 
-def _need(cfg: dict, keys, model_type: str) -> list[int]:
+def need_keys(cfg: dict, keys, model_type: str) -> list[int]:
     """The sizes a family cannot do without, each a checked integer ≥ 1."""
     missing = [k for k in keys if cfg.get(k) is None]
     if missing:
         raise ValueError(f"config of model_type {model_type!r} is missing key(s) {missing}")
-    return [_int(cfg, k) for k in keys]
+    return [key_int(cfg, k) for k in keys]
 
 
-def _int(cfg: dict, key: str, default: int | None = None, least: int = 1) -> int:
+def key_int(cfg: dict, key: str, default: int | None = None, least: int = 1) -> int:
     """cfg[key] as an integer ≥ least. Only a missing key (or null) takes the default:
     a value that is present but wrong is an error, never silently replaced."""
     val = cfg.get(key)
@@ -163,7 +164,7 @@ def _int(cfg: dict, key: str, default: int | None = None, least: int = 1) -> int
     return int(val)
 
 
-def _real(cfg: dict, key: str, default: float) -> float:
+def key_real(cfg: dict, key: str, default: float) -> float:
     """cfg[key] as a number > 0 (an epsilon); a missing key (or null) takes the default."""
     val = cfg.get(key)
     if val is None:
@@ -175,7 +176,7 @@ def _real(cfg: dict, key: str, default: float) -> float:
     return float(val)
 
 
-def _flag(cfg: dict, key: str, default: bool) -> bool:
+def key_flag(cfg: dict, key: str, default: bool) -> bool:
     """cfg[key] as a bool (JSON true/false); a missing key takes the default."""
     val = cfg.get(key)
     if val is None:
@@ -185,7 +186,7 @@ def _flag(cfg: dict, key: str, default: bool) -> bool:
     return val
 
 
-def _with_keys(make, cfg: dict, keys: dict, **fields):
+def with_keys(make, cfg: dict, keys: dict, **fields):
     """make(**fields) (ModelConfig, bert.BertConfig): their checks name fields (d, h, …); an error
     here also names the config.json keys those fields were read from, keys = {field: key} (those
     the file holds: a missing key took its default)."""
@@ -207,52 +208,52 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
     mt = cfg.get("model_type")
     name = name or cfg.get("_name_or_path") or str(mt)
     if mt in _LLAMA_TYPES:
-        d, d_ff, L, h, v = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
+        d, d_ff, L, h, v = need_keys(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                        "num_attention_heads", "vocab_size"], mt)
-        h_kv = _int(cfg, "num_key_value_heads", default=h)  # absent means plain multi-head attention
-        bias = _flag(cfg, "attention_bias", False)  # Llama's switch: q, k, v and o
-        return _with_keys(
+        h_kv = key_int(cfg, "num_key_value_heads", default=h)  # absent means plain multi-head attention
+        bias = key_flag(cfg, "attention_bias", False)  # Llama's switch: q, k, v and o
+        return with_keys(
             ModelConfig, cfg, {"d": "hidden_size", "h": "num_attention_heads", "h_kv": "num_key_value_heads"},
             name=name, family="decoder", L=L, d=d, h=h, h_kv=h_kv, d_ff=d_ff, v=v,
-            d_h=_int(cfg, "head_dim"),  # None: d / h; head_dim may differ (Mistral-Nemo: 32 heads of 128 in 5120)
-            n_ctx=_int(cfg, "max_position_embeddings", default=2048),
-            tied=_flag(cfg, "tie_word_embeddings", False),
+            d_h=key_int(cfg, "head_dim"),  # None: d / h; head_dim may differ (Mistral-Nemo: 32 heads of 128 in 5120)
+            n_ctx=key_int(cfg, "max_position_embeddings", default=2048),
+            tied=key_flag(cfg, "tie_word_embeddings", False),
             qkv_bias=bias or mt == "qwen2",  # Qwen2 always has q/k/v biases, never an o bias
-            o_bias=bias and mt != "qwen2", ffn_bias=_flag(cfg, "mlp_bias", False),
+            o_bias=bias and mt != "qwen2", ffn_bias=key_flag(cfg, "mlp_bias", False),
             gated_ffn=True, norm="rms", positions="rope")
     if mt == "gpt2":
-        d, L, h, v, n_ctx = _need(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
-        return _with_keys(
+        d, L, h, v, n_ctx = need_keys(cfg, ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"], mt)
+        return with_keys(
             ModelConfig, cfg, {"d": "n_embd", "h": "n_head"},
             name=name, family="decoder", L=L, d=d, h=h, h_kv=h, d_h=None,
-            d_ff=_int(cfg, "n_inner", default=4 * d), v=v, n_ctx=n_ctx,
-            tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
+            d_ff=key_int(cfg, "n_inner", default=4 * d), v=v, n_ctx=n_ctx,
+            tied=key_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="learned")
     if mt == "bert":
-        d, d_ff, L, h, v, n_ctx = _need(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
+        d, d_ff, L, h, v, n_ctx = need_keys(cfg, ["hidden_size", "intermediate_size", "num_hidden_layers",
                                               "num_attention_heads", "vocab_size",
                                               "max_position_embeddings"], mt)
-        return _with_keys(
+        return with_keys(
             ModelConfig, cfg, {"d": "hidden_size", "h": "num_attention_heads"},
             name=name, family="encoder", L=L, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
             n_ctx=n_ctx, tied=True, qkv_bias=True, o_bias=True, ffn_bias=True, gated_ffn=False,
-            norm="layer", positions="learned", type_vocab=_int(cfg, "type_vocab_size", default=2, least=0),
+            norm="layer", positions="learned", type_vocab=key_int(cfg, "type_vocab_size", default=2, least=0),
             lm_head=False, pooler=True, final_norm=False, embed_norm=True)
     if mt == "transformer":
-        d, L_enc, L, h, d_ff, v = _need(cfg, ["d_model", "encoder_layers", "decoder_layers",
+        d, L_enc, L, h, d_ff, v = need_keys(cfg, ["d_model", "encoder_layers", "decoder_layers",
                                               "attention_heads", "ffn_dim", "vocab_size"], mt)
-        return _with_keys(
+        return with_keys(
             ModelConfig, cfg, {"d": "d_model", "h": "attention_heads"},
             name=name, family="encoder-decoder", L=L, L_enc=L_enc, d=d, h=h, h_kv=h, d_h=None, d_ff=d_ff, v=v,
-            n_ctx=_int(cfg, "max_position_embeddings", default=512),
-            tied=_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
+            n_ctx=key_int(cfg, "max_position_embeddings", default=512),
+            tied=key_flag(cfg, "tie_word_embeddings", True), qkv_bias=True, o_bias=True,
             ffn_bias=True, gated_ffn=False, norm="layer", positions="sinusoidal",
             final_norm=False)  # post-norm: each sub-layer already ends in a LayerNorm
     supported = ", ".join(_LLAMA_TYPES + ("gpt2", "bert", "transformer"))
     raise ValueError(f"unsupported model_type {mt!r}: supported are {supported}")
 
 
-def _read_json(path) -> dict:
+def read_json(path) -> dict:
     """A JSON file holding one object of config keys (config.json, sentence_bert_config.json);
     every error names the file."""
     try:
@@ -270,7 +271,7 @@ def _read_json(path) -> dict:
 
 def _read_config_file(path: str) -> ModelConfig:
     """A config.json -> ModelConfig; every error names the file."""
-    cfg = _read_json(path)
+    cfg = read_json(path)
     try:
         return from_hf(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))))
     except (ValueError, TypeError) as e:

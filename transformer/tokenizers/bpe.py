@@ -10,6 +10,7 @@ Byte level: every string is first turned into its UTF-8 bytes, so no text is eve
 The pre-tokenizer cuts text into words that merges never cross. SmolLM2's ("smollm"):
 every digit alone (so numbers are read digit by digit), then the GPT-2 split pattern
 (contractions, letter runs, digit runs, punctuation runs, whitespace).
+Each public function with a refusal checks its input at the door (`checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from functools import lru_cache
 
 import regex
 
-from ..require import require_int
+from . import checks
+from ..require import checked_by
 
 __all__ = ["bytes_to_unicode", "pre_tokenize", "BPETokenizer", "CHATML_SYSTEM"]
 
@@ -55,6 +57,7 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
+@checked_by(checks.pre_tokenize)
 def pre_tokenize(text: str, pre: str = "smollm") -> list[str]:
     """Cut text into the words BPE works on; merges never cross a word boundary.
 
@@ -65,28 +68,10 @@ def pre_tokenize(text: str, pre: str = "smollm") -> list[str]:
     """
     if pre == "gpt2":
         return GPT2_SPLIT.findall(text)
-    if pre != "smollm":
-        raise ValueError(f"unknown pre-tokenizer {pre!r}: use 'smollm' or 'gpt2'")
     words = []
     for chunk in DIGIT_SPLIT.findall(text):
         words.extend(GPT2_SPLIT.findall(chunk))  # a digit comes back as itself
     return words
-
-
-def _check_text(text, name: str = "text") -> str:
-    """text must be a str that UTF-8 can encode (the WordPiece tokenizer checks its texts here too).
-
-    A lone surrogate (U+D800–U+DFFF, half of a UTF-16 pair; what Python's surrogateescape
-    makes of undecodable bytes) is no character: it has no UTF-8 form, so no byte-level
-    token, and HF tokenizers refuse such a str. It is refused here, by its position."""
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}: {text!r:.60}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
-                         f"{e.start} has no UTF-8 form") from None
-    return text
 
 
 @dataclass
@@ -105,14 +90,12 @@ class BPETokenizer:
     pad_id: int | None = None
     add_bos: bool = False
 
+    @checked_by(checks.bpe_tokenizer_post_init)
     def __post_init__(self):
         self.vocab = {t: i for i, t in enumerate(self.tokens)}  # token string -> id
         self.ranks = {pair: r for r, pair in enumerate(self.merges)}  # lower rank merges first
         self.byte_to_char = bytes_to_unicode()
         self.char_to_byte = {c: b for b, c in self.byte_to_char.items()}
-        missing = [s for s in self.special if s not in self.vocab]
-        if missing:
-            raise ValueError(f"special tokens {missing} are not in the vocabulary")
         self.special_ids = {self.vocab[s] for s in self.special}
         # Longest first, so that one special token that is a prefix of another never wins.
         alts = "|".join(regex.escape(s) for s in sorted(self.special, key=len, reverse=True))
@@ -179,6 +162,7 @@ class BPETokenizer:
         """
         return [b for b, c in self.byte_to_char.items() if c not in self.vocab]
 
+    @checked_by(checks.bpe_tokenizer_encode)
     def encode(self, text: str, *, allow_special: bool = True) -> list[int]:
         """Text -> ids. Special tokens written in the text become their single id
         (unless allow_special=False, when they are tokenized as plain text).
@@ -187,7 +171,6 @@ class BPETokenizer:
         >>> tok.encode("<s>abb")
         [3, 2, 1]
         """
-        text = _check_text(text)
         ids = [self.bos_id] if self.add_bos and self.bos_id is not None else []
         segments = self._special_re.split(text) if (allow_special and self._special_re) else [text]
         for k, seg in enumerate(segments):
@@ -198,32 +181,26 @@ class BPETokenizer:
                     ids.extend(self._encode_word(word))
         return ids
 
+    @checked_by(checks.bpe_tokenizer_pieces)
     def pieces(self, ids) -> list[str]:
         """The vocabulary strings of the ids, as stored (bytes shown through GPT-2's table)."""
-        return [self.tokens[self._check_id(i, f"ids[{k}]")] for k, i in enumerate(ids)]
+        return [self.tokens[int(i)] for i in ids]
 
     # --- decoding -------------------------------------------------------------------
-    def _check_id(self, i, name: str = "token id") -> int:
-        require_int(**{name: i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5, not True
-        i = int(i)
-        if not 0 <= i < len(self.tokens):
-            raise ValueError(f"{name}={i} is outside the vocabulary [0, {len(self.tokens)})")
-        return i
-
+    @checked_by(checks.bpe_tokenizer_token_bytes)
     def token_bytes(self, i: int) -> bytes:
         """The raw bytes one token stands for (a special token: its literal text)."""
-        return self._token_bytes(self._check_id(i))
-
-    def _token_bytes(self, i: int) -> bytes:  # token_bytes of a checked id
+        i = int(i)
         t = self.tokens[i]
         if i in self.special_ids:
             return t.encode("utf-8")
         return bytes(self.char_to_byte[c] for c in t)
 
+    @checked_by(checks.bpe_tokenizer_decode)
     def decode(self, ids) -> str:
         """Ids -> text. Bytes that are not valid UTF-8 (a token sequence cut inside a
         character) become U+FFFD, as in every byte-level tokenizer."""
-        raw = b"".join(self._token_bytes(self._check_id(i, f"ids[{k}]")) for k, i in enumerate(ids))
+        raw = b"".join(self.token_bytes(i) for i in ids)
         return raw.decode("utf-8", errors="replace")
 
     def stream_decoder(self):
@@ -233,6 +210,7 @@ class BPETokenizer:
         return lambda i: dec.decode(self.token_bytes(i))
 
     # --- chat -----------------------------------------------------------------------
+    @checked_by(checks.bpe_tokenizer_apply_chat_template)
     def apply_chat_template(self, messages, add_generation_prompt: bool = True) -> str:
         """ChatML, as SmolLM2-Instruct's template writes it:
 
@@ -243,12 +221,8 @@ class BPETokenizer:
         """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        if not messages:
-            raise ValueError("apply_chat_template needs at least one message")
         out = []
         for k, m in enumerate(messages):
-            if not isinstance(m, dict) or "role" not in m or "content" not in m:
-                raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r}")
             if k == 0 and m["role"] != "system":
                 out.append(f"<|im_start|>system\n{CHATML_SYSTEM}<|im_end|>\n")
             out.append(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n")

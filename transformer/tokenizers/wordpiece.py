@@ -11,6 +11,7 @@ Two stages turn a string into ids:
    A word with no complete cover, or longer than 100 characters, becomes [UNK].
 
 A sequence is then framed as [CLS] pieces… [SEP] and cut to the model's positions.
+Each public function with a refusal checks its input at the door (`checks.py`, same name).
 
 >>> tok = WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3,
 ...                           "un": 4, "##aff": 5, "##able": 6, ",": 7})
@@ -26,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..require import require_int
-from .bpe import _check_text  # one check of a text for both tokenizers: a str, with a UTF-8 form
+from . import checks
+from ..require import checked_by
 
 __all__ = [
     "load_vocab", "clean_text", "is_whitespace", "is_control", "is_punctuation",
@@ -125,16 +126,13 @@ def _split_punctuation(word: str) -> list[str]:
     return out
 
 
+@checked_by(checks.basic_tokenize)
 def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     """Text -> words, before WordPiece.
 
     >>> basic_tokenize("Héllo, 世界!")
     ['hello', ',', '世', '界', '!']
     """
-    return _basic_tokenize(_check_text(text), lower)
-
-
-def _basic_tokenize(text: str, lower: bool = True) -> list[str]:  # basic_tokenize of a checked text
     text = clean_text(text)
     text = "".join(f" {ch} " if is_cjk(ch) else ch for ch in text)  # one word per CJK character
     words = []
@@ -196,11 +194,9 @@ class WordPieceTokenizer:
     (512 for BERT's position table; sentence-transformers cuts MiniLM at 256).
     """
 
+    @checked_by(checks.wordpiece_tokenizer_init)
     def __init__(self, vocab: dict[str, int], *, lower: bool = True, max_length: int = 512):
-        missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
-        if missing:
-            raise ValueError(f"vocabulary lacks the special tokens {missing}")
-        self.max_length = _check_max_length(max_length)
+        self.max_length = int(max_length)
         self.vocab = vocab
         self.inverse = {i: t for t, i in vocab.items()}
         self.lower = lower
@@ -223,27 +219,23 @@ class WordPieceTokenizer:
                      for p in _interleave(part.split(special), special) if p]
         return parts
 
+    @checked_by(checks.wordpiece_tokenizer_tokenize)
     def tokenize(self, text: str) -> list[str]:
         """Text -> WordPiece strings, without [CLS]/[SEP]."""
-        return self._tokenize(_check_text(text))
-
-    def _tokenize(self, text: str) -> list[str]:  # tokenize a checked text
         pieces = []
         for part in self._split_specials(text):
             if part in self.specials:
                 pieces.append(part)
                 continue
-            for word in _basic_tokenize(part, self.lower):
+            for word in basic_tokenize.unchecked(part, self.lower):  # part of the text checked at this door
                 pieces.extend(wordpiece(word, self.vocab))
         return pieces
 
+    @checked_by(checks.wordpiece_tokenizer_encode)
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
         """Text -> [CLS] ids… [SEP], cut so the whole fits in max_length (default self.max_length)."""
-        max_length = _check_max_length(self.max_length if max_length is None else max_length)
-        return self._encode(_check_text(text), max_length)
-
-    def _encode(self, text: str, max_length: int) -> list[int]:  # encode on checked input
-        ids = [self.vocab[p] for p in self._tokenize(text)][: max_length - 2]
+        max_length = self.max_length if max_length is None else int(max_length)
+        ids = [self.vocab[p] for p in self.tokenize(text)][: max_length - 2]
         return [self.cls_id, *ids, self.sep_id]
 
     def decode(self, ids, cleanup: bool = True) -> str:
@@ -262,23 +254,17 @@ class WordPieceTokenizer:
                 words.append(t)
         return " ".join(words)
 
+    @checked_by(checks.wordpiece_tokenizer_convert_ids_to_tokens)
     def convert_ids_to_tokens(self, ids) -> list[str]:
-        out = []
-        for k, i in enumerate(ids):
-            require_int(**{f"ids[{k}]": i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5
-            piece = self.inverse.get(int(i))
-            if piece is None:
-                raise ValueError(f"ids[{k}]={int(i)} is outside the vocabulary [0, {len(self.vocab)})")
-            out.append(piece)
-        return out
+        """Ids -> their WordPiece strings ("##" pieces as stored)."""
+        return [self.inverse[int(i)] for i in ids]
 
+    @checked_by(checks.wordpiece_tokenizer_encode_batch)
     def encode_batch(self, texts, max_length: int | None = None) -> Batch:
         """Several texts -> one right-padded (b, n) id array and the real lengths."""
-        texts = check_texts(texts)
-        max_length = _check_max_length(self.max_length if max_length is None else max_length)
-        return self._pad([self._encode(t, max_length) for t in texts])
+        return self.pad([self.encode(t, max_length) for t in check_texts(texts)])
 
-    def _pad(self, rows: list[list[int]]) -> Batch:  # encoded rows, at least one
+    def pad(self, rows: list[list[int]]) -> Batch:  # encoded rows, at least one
         """Encoded texts (lists of ids) -> one right-padded (b, n) id array and the real lengths."""
         lengths = np.array([len(r) for r in rows], dtype=np.int64)  # [b]
         ids = np.full((len(rows), int(lengths.max())), self.pad_id, dtype=np.int64)  # [b, n]
@@ -298,25 +284,12 @@ def _interleave(parts: list[str], sep: str) -> list[str]:
     return out
 
 
-def _check_max_length(max_length) -> int:
-    require_int(max_length=max_length, low=None)
-    if max_length < 2:
-        raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
-    return int(max_length)
-
-
+@checked_by(checks.check_texts)
 def check_texts(texts) -> list[str]:
-    """A batch must be a non-empty list/tuple of str; a single str is a batch of one."""
-    if isinstance(texts, str):
-        return [texts]
-    if not isinstance(texts, (list, tuple)):
-        raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
-    if not texts:
-        raise ValueError("texts is empty: give at least one string")
-    bad = [(i, type(t).__name__) for i, t in enumerate(texts) if not isinstance(t, str)]
-    if bad:
-        i, name = bad[0]
-        raise TypeError(f"every text must be a str, but texts[{i}] is a {name}: {texts[i]!r:.60}")
-    for i, t in enumerate(texts):
-        _check_text(t, f"texts[{i}]")  # a lone surrogate, named by its text and position
-    return list(texts)
+    """A batch of texts as a list: a single str is a batch of one. The door refuses anything but a
+    str or a non-empty list/tuple of str.
+
+    >>> check_texts("one"), check_texts(("a", "b"))
+    (['one'], ['a', 'b'])
+    """
+    return [texts] if isinstance(texts, str) else list(texts)

@@ -1,0 +1,355 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 17 · FlashAttention on the GPU: the CUDA kernels, tested without a GPU
+#
+# **What you will see.** The tiles of lesson 09 as CUDA kernels: how the NumPy loops map onto
+# thread blocks, warps and lanes; which lane of a warp holds which score in the tensor-core
+# instruction `mma.sync`, and why the scores can feed the next product without moving; how a
+# float32 kernel keeps float32's accuracy on tensor cores that round to TF32; what one thread
+# block holds in its shared memory, buffer by buffer, against an H100's limits; the backward
+# kernel; and the kernels' times and memory measured on an H100, against torch. Everything
+# but the last two cells runs without a GPU: the layouts and launch plans are pure functions,
+# and the kernels themselves are tested on the CPU by running their CUDA C.
+#
+# **Recap of lesson 09.** FlashAttention cuts $Q$ into blocks of $B_r$ rows and $K, V$ into
+# blocks of $B_c$ rows; tile $S_{ij} = Q_i K_j^\top/\sqrt{d_h}$ lives only in fast memory and is
+# folded into the running $(m, l, O_i)$ of its query rows by the online softmax of lesson 08.
+# In FlashAttention-2's loop order, query blocks outside, every query block is independent, and
+# tiles above a causal diagonal are skipped. The backward pass rebuilds each tile of
+# $P_{ij} = e^{S_{ij} - L_i}$ from the saved log-sum-exp $L$ instead of storing $P$. Lesson 09
+# counted what this saves in slow-memory traffic and in memory held; here the tiles sit in a
+# GPU's fast memory for real.
+#
+# **Follows** note 001 (attention is memory-bound; FlashAttention's 2–4× speed-ups) and note
+# 002 (HBM vs SRAM: big and slow vs small and fast), with the tiles of lesson 09.
+
+# %%
+import json
+import sys
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+
+import transformer as T
+from transformer import plotting as P
+FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink here, the lesson computes layouts and plans
+rng = np.random.default_rng(0)
+CK = T.cuda_kernels  # the kernels' table, tile sizes, register layouts and launch plans: pure functions
+
+# %% [markdown]
+# ## 1. The same tiles as a GPU kernel
+#
+# Two words first: a GPU runs its threads in groups of 32 called a
+# **warp**, which execute each instruction together, and a thread's place 0–31 in its warp
+# is its **lane**. A **thread block** is a few warps that share one multiprocessor's fast
+# memory.
+#
+# NumPy can only count what a GPU would move. `transformer/flash/kernels/` holds the forward pass
+# written once more in CUDA C, where the tiles really sit in a streaming multiprocessor's
+# shared memory (SRAM) and the running $(m, l)$ in registers; CuPy compiles and launches them
+# through `T.flash_attention_cuda`. How lesson 09's loops map onto the GPU:
+#
+# | `flash_attention` in NumPy (FA-2 order) | the CUDA kernels |
+# |---|---|
+# | a Python loop over query blocks $Q_i$ | one thread block per (batch·head, $Q_i$), all running at once |
+# | $K_j, V_j$ sliced from the arrays | copied by the block from HBM into `__shared__` arrays |
+# | $S_{ij}$ and $\tilde P_{ij}$ as small arrays | one query row per thread, in registers (**SIMT** kernel); 16×16 tiles on tensor cores, passed through shared memory (**WMMA** kernel, float16); tensor-core tiles that never leave registers (**mma** kernel, float16; **mma_tf32**, the same for float32) |
+# | $(m, l, O_i)$ carried from tile to tile | registers; the WMMA kernel keeps $O_i$ in shared memory, where it can rescale rows |
+# | the next $K_j, V_j$ sliced after this one is used | the mma kernels copy $K_{j+1}, V_{j+1}$ in (`cp.async`) while the tensor cores work on $K_j, V_j$ |
+#
+# They differ in where $S$, $P$ and $O$ live, and each trip through shared memory is time
+# the tensor cores wait. A WMMA tile's elements are spread over a warp's 32 threads in an
+# undocumented way, so that kernel stores $S$ to shared memory to find each row's max, and
+# rescales $O$ there. The PTX instruction `mma.sync.m16n8k16` documents its layout (thread
+# $4g+t$ holds rows $g$ and $g+8$, columns $2t$ and $2t+1$ of each 16×8 tile), so each thread
+# can do the softmax of the scores it holds, and the scores' tile, rounded to float16, is
+# already the input of $\tilde P V$. That is FlashAttention-2's kernel design.
+#
+# ## 2. One warp's registers
+#
+# Here is one warp's view of 16 query rows × 16 keys, lane by lane, from the PTX tables
+# (`T.cuda_kernels.mma_fragment_layout`, checked against the instruction by `tests/test_flash_cuda.py`):
+
+# %%
+lane_c, reg_c, _ = CK.mma_fragment_layout("C")        # [16, 8]: S for 8 keys, float32, one per register
+lane_a, reg_a, half_a = CK.mma_fragment_layout("A")   # [16, 16]: P for 16 keys, float16, two per register
+lane_b, reg_b, half_b = CK.mma_fragment_layout("B")   # [16, 8]: V for 16 keys × 8 columns of d_h
+lane_s = np.concatenate([lane_c, lane_c], axis=1)     # [16, 16]: two 8-key S tiles side by side
+assert (lane_s == lane_a).all()  # the lane that computed score (i, j) is the lane that feeds P[i, j] to P V
+print("lanes holding S (two accumulator tiles) == lanes holding P as the A operand:", bool((lane_s == lane_a).all()))
+print("lane 5 (g = 1, t = 1) holds rows", sorted(set(np.nonzero(lane_a == 5)[0].tolist())),
+      "and keys", sorted(set(np.nonzero(lane_a == 5)[1].tolist())))
+
+# %%
+lane_cmap = ListedColormap([c for name in ("tab20b", "tab20c") for c in plt.get_cmap(name).colors][:32])
+fig, axes = P.new_figure(1, 3, figsize=(19, 7.4), layout="constrained", gridspec_kw={"width_ratios": [16, 16, 8]})
+panels = [
+    (lane_s, [[f"c{r}" for r in row] for row in np.concatenate([reg_c, reg_c], axis=1)],
+     "S = Q K_jᵀ: two 16×8 accumulator tiles", "key j (tile 0 | tile 1)", "query row i"),
+    (lane_a, [[f"a{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_a, half_a)],
+     "P as the A operand of P V_j: the same lanes", "key j", "query row i"),
+    (lane_b, [[f"b{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_b, half_b)],
+     "V_j as the B operand: read by ldmatrix.trans", "column of d_h", "key j"),
+]
+for ax, (lanes, labels, title, xlabel, ylabel) in zip(axes, panels):
+    ax.imshow(lanes, cmap=lane_cmap, vmin=-0.5, vmax=31.5)
+    for (i, j), lane in np.ndenumerate(lanes):
+        r_, g_, b_ = lane_cmap.colors[lane][:3]
+        ink = "black" if 0.3 * r_ + 0.59 * g_ + 0.11 * b_ > 0.6 else "white"  # readable on light and dark cells
+        ax.text(j, i, f"{lane}\n{labels[i][j]}", ha="center", va="center", fontsize=7.5, color=ink)
+    if lanes.shape[1] == 16 and ax is axes[0]:
+        ax.axvline(7.5, color="black", linewidth=2.5)
+    ax.set_xticks(range(lanes.shape[1]))
+    ax.set_yticks(range(16))
+    P.style_axes(ax, title=title, xlabel=xlabel, ylabel=ylabel)
+fig.suptitle("mma.sync.m16n8k16 in one warp: the lane (top) and register (bottom) holding each element; "
+             "lane 4g + t holds rows g and g + 8", fontsize=P.TITLE_SIZE)
+fig.get_layout_engine().set(h_pad=0.12)  # room between the suptitle and the panel titles
+P.save(fig, P.figure_path("17_mma_fragments.png"), colors=64)  # flat cells and labels: a palette keeps it small
+
+# %% [markdown]
+# Left and middle have the same colours cell for cell: the lane that computed score $(i, j)$
+# holds $\tilde P_{ij}$ where the next product wants it, so rounding to float16 and packing pairs
+# (`c0, c1` → `a0`) is all that happens between the two products. Each lane's row max and sum
+# cover only its own cells; the four lanes $4g \ldots 4g+3$ share a row, so two shuffles finish
+# the max. $V_j$ (right) is wanted by column: a lane needs keys $2t, 2t+1$ of column $g$, a row
+# apart in the row-major tile, and `ldmatrix.trans` fetches them transposed in one
+# instruction. A row there is $d_h + 8$ halves, not $d_h$: shared memory is cut into 32 banks
+# of 4 bytes, and eight rows of exactly $d_h = 64$ halves (128 bytes) would all start in
+# the same bank, so a read that touches them together would be served one row at a time.
+# Eight halves (16 bytes) of padding per row put the eight row starts in different banks.
+#
+# ## 3. float32 on tensor cores
+#
+# Tensor cores take float32 only as TF32: 10 mantissa bits instead
+# of 23, the precision of float16 with float32's range. Rounding a number to TF32 moves it by up
+# to $2^{-11}$ of its size, so a product of two rounded numbers can be off by about $2^{-10}$
+# (the multiplication itself is exact; the inputs were rounded). The `mma_tf32` kernel keeps float32's accuracy by writing each
+# number as two TF32 numbers, $x = x_{hi} + x_{lo}$ with $x_{hi} = \mathrm{tf32}(x)$ and
+# $x_{lo} = \mathrm{tf32}(x - x_{hi})$, and multiplying
+# $ab \approx a_{lo} b_{hi} + a_{hi} b_{lo} + a_{hi} b_{hi}$: three tensor-core products instead
+# of one, still far more than the ordinary cores do. In NumPy, on one tile of scores, every
+# version summed in float32 as the kernels do (the $a_{lo} b_{lo}$ term, left out, is
+# below $2^{-22}$ of the product):
+
+# %%
+q_t, k_t = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+exact = q_t.astype(np.float64) @ k_t.T.astype(np.float64)        # [64, 64] S·√d_h, in float64
+one = CK.tf32_round(q_t) @ CK.tf32_round(k_t).T                  # [64, 64] one TF32 product per product
+(q_hi, q_lo), (k_hi, k_lo) = CK.split_tf32(q_t), CK.split_tf32(k_t)
+three = q_lo @ k_hi.T + q_hi @ k_lo.T + q_hi @ k_hi.T              # [64, 64] 3xTF32, float32 sums
+plain = q_t @ k_t.T                                                  # [64, 64] float32 on the ordinary cores
+for name, got in (("TF32, 1 product", one), ("3xTF32", three), ("float32", plain)):
+    print(f"{name:16s}: max |S - S_exact| / max |S| = {np.abs(got - exact).max() / np.abs(exact).max():.1e}")
+err = {name: np.abs(got - exact).max() for name, got in (("one", one), ("three", three), ("plain", plain))}
+assert err["three"] < err["one"] / 100 and err["three"] < 4 * err["plain"]  # 3xTF32 ≈ float32, far below TF32
+
+# %% [markdown]
+# The TF32 instruction (`mma.sync.m16n8k8`) has its own operand layout: lane $4g+t$ holds
+# $A[g][t]$ and $A[g][t+4]$ (and rows $g+8$), while the scores' tile leaves it keys $2t$ and $2t+1$.
+# A sum over keys does not care about their order, so the kernel feeds $\tilde P V_j$ the keys
+# of each 8 in the order 0, 2, 4, 6, 1, 3, 5, 7, and reads $V_j$'s rows in that same order: then
+# the scores sit exactly where the A operand wants them, and no value moves between lanes.
+
+# %%
+lane_a8, _, _ = CK.mma_fragment_layout("A", "m16n8k8")  # [16, 8]: P for 8 keys as TF32 A
+order = [0, 2, 4, 6, 1, 3, 5, 7]                         # position t -> key 2t, t + 4 -> key 2t + 1
+assert (lane_c[:, order] == lane_a8).all()  # S's lanes, keys reordered, are the A operand's lanes
+print("lanes of S with keys in the order", order, "== lanes of the TF32 A operand:",
+      bool((lane_c[:, order] == lane_a8).all()))
+
+# %% [markdown]
+# ## 4. What one thread block holds
+#
+# A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
+# the four forward kernels and the backward one (below) at $d_h = 64$ and $128$, against an
+# H100's limits: 48 KiB per block unless the
+# kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
+# (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
+# into registers, then it holds the scores of every tile.)
+
+# %%
+b_g, h_g, n_g = 1, 16, 8192
+for d_g in (64, 128):
+    for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"), ("mma_tf32", "float32")):
+        plan = CK.launch_plan((b_g, h_g, n_g, d_g), (b_g, h_g, n_g, d_g), dtype, causal=True, scale=None, kernel=kern)
+        smem = CK.simt_shared_bytes(d_g) if kern == "simt" else plan.shared_bytes
+        print(f"d_h = {d_g:3d}, {kern:12s} ({dtype}): grid {plan.grid} = {plan.grid[0] * plan.grid[1]:5d} blocks "
+              f"of {plan.block[0]:3d} threads, {smem / 1024:5.1f} KiB of shared memory each")
+naive_S = n_g * n_g * 4  # one head's S in float32
+print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB per head, in HBM")
+
+# %%
+buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.LINE_COLORS[2],
+                  "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
+                  "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
+                  "e^(m - m_new)": P.LINE_COLORS[7],
+                  "dO_i": P.LINE_COLORS[6], "dS_ij": "#7f7f7f", "L_i, D_i": "#bcbd22"}  # the backward's own
+legend_names = {"S (Q tile first)": "S (holds the Q tile first)",
+                "e^(m - m_new)": "e^(m - m_new): B_r floats, a sliver",
+                "dS_ij": "dS_ij (backward)", "dO_i": "dO_i (backward)", "L_i, D_i": "L_i, D_i (backward): a sliver"}
+fig, ax = P.new_figure(figsize=(13, 8.4))
+bars = [(f"{name}, d_h = {d_g}", CK.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
+        for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"),
+                           ("backward (SIMT)", "backward"))]
+seen = set()
+for y, (label, parts) in enumerate(reversed(bars)):
+    left = 0.0
+    for buf, nbytes in parts.items():
+        ax.barh(y, nbytes / 1024, left=left, color=buffer_colours[buf], edgecolor="white",
+                hatch="//" if buf.endswith("+1") else None,
+                label=None if buf in seen else legend_names.get(buf, buf))
+        seen.add(buf)
+        left += nbytes / 1024
+    ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=P.TICK_SIZE)
+for x, text, side in ((48, "48 KiB: a block's static limit ", "left"),
+                      (227, "227 KiB: the most one block\nmay opt in to ", "right")):
+    ax.axvline(x, color="grey", linestyle="--", linewidth=1)
+    ax.text(x + (2 if side == "left" else -2), len(bars) - 0.45, text, fontsize=P.TICK_SIZE, color="dimgrey",
+            va="top", ha=side)
+ax.set_yticks(range(len(bars)), [label for label, _ in reversed(bars)])
+ax.set_xlim(0, 235)
+handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label -> handle
+names = [legend_names.get(buf, buf) for buf in buffer_colours]  # the legend in the order of the colour table
+ax.legend([handles[name] for name in names], names, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+          fontsize=P.TICK_SIZE, title="buffer")
+P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); standard attention's S at "
+                       f"n = {n_g}: {naive_S / 2**20:.0f} MiB per head", xlabel="KiB")
+P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
+
+# %% [markdown]
+# ## 5. The backward kernel
+#
+# The backward of lesson 09 (§7) is a kernel too, `T.flash_attention_backward_cuda(dout, q, k, v, out, lse)`
+# (`transformer/flash/kernels/flash_attention_bwd.cu`), in FlashAttention-2's loop order for the
+# backward: the outer loop over key tiles, so that a thread block owns $dK_j$ and $dV_j$ (a thread
+# per key, its two rows in registers) and writes them once; the inner loop over query tiles,
+# staging $Q_i$, $dO_i$, $L_i$ and $D_i$ in shared memory. Each thread recomputes
+# $P_{ij} = e^{S_{ij} - L_i}$ for its key and adds to its rows of $dV_j$ and $dK_j$; $dQ_i$ needs
+# every key of the tile, so the block writes $dS_{ij}$ to shared memory, each thread then takes
+# one query row of $dS_{ij} K_j$, and adds it to $dQ$ in HBM with `atomicAdd`: the blocks of the
+# other key tiles add to the same rows.
+
+# %%
+for d_h_b in (64, 128):
+    print(f"backward kernel, d_h = {d_h_b}: tiles of {CK.backward_block(d_h_b)} keys and {CK.backward_block(d_h_b)} "
+          f"query rows, {CK.backward_shared_bytes(d_h_b) / 1024:.1f} KiB of shared memory a block")
+
+# %% [markdown]
+# ## 6. Tested without a GPU, run on one
+#
+# All the kernels are checked against standard attention and torch's autograd: on any machine
+# by running their CUDA C on the CPU (`tests/test_flash_cuda.py`), and on a GPU directly.
+# With a GPU and CuPy here, this cell runs them and compares with the NumPy tiles of lesson 09:
+
+# %%
+try:
+    cp = T.namespace("cupy")  # raises with a clear message without CuPy or a GPU
+except RuntimeError as e:
+    print(f"no GPU here ({e}); on a GPU machine, benchmarks/bench_gpu.py times the kernels against torch")
+else:
+    q, k, v = (rng.standard_normal((1, 4, 1000, 64)).astype(np.float32) for _ in range(3))
+    ref = T.flash_attention(q, k, v, causal=True)
+    for kern, dtype, tol in (("simt", np.float32, 1e-4), ("tensor_cores", np.float16, 5e-3), ("mma", np.float16, 5e-3),
+                             ("mma_tf32", np.float32, 1e-4)):
+        out = T.flash_attention_cuda(*(cp.asarray(t.astype(dtype)) for t in (q, k, v)), causal=True, kernel=kern)
+        diff = float(np.abs(T.to_numpy(out).astype(np.float32) - ref).max())
+        print(f"{kern:12s}: max |GPU kernel - NumPy tiles| = {diff:.1e}")
+        assert diff < tol
+    dout = rng.standard_normal(q.shape).astype(np.float32)
+    out_np, lse_np = T.flash_attention(q, k, v, causal=True, return_lse=True)
+    ref_grads = T.flash_attention_backward(dout, q, k, v, out_np, lse_np, causal=True)
+    grads = T.flash_attention_backward_cuda(*(cp.asarray(t) for t in (dout, q, k, v, out_np, lse_np)), causal=True)
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+        diff = float(np.abs(T.to_numpy(g) - r).max() / max(1.0, np.abs(r).max()))
+        print(f"backward {name}: max |GPU kernel - NumPy tiles| = {diff:.1e} of its largest entry")
+        assert diff < 1e-4
+
+# %% [markdown]
+# ## 7. Times and memory on an H100
+#
+# What the kernels do on a real GPU: `benchmarks/bench_gpu.py` times them against torch's
+# `scaled_dot_product_attention` and standard attention on CuPy arrays, and measures the memory
+# each call takes from the GPU's memory pool. Its results file from an H100 is part of the
+# repository; drawn here, time (top) and extra memory, measured as dots and by formula as lines
+# (bottom), for b = 1, h = 16, d_h = 64, no mask:
+
+# %%
+gpu_json = ROOT / "benchmarks" / "results" / "gpu.json"
+if not gpu_json.is_file():
+    print("no GPU results yet: on a GPU machine, run `python benchmarks/bench_gpu.py`")
+else:
+    gpu = json.loads(gpu_json.read_text(encoding="utf-8"))
+    print(f"{gpu_json.relative_to(ROOT)}: {gpu['meta']['device']}, {gpu['meta']['date']}")
+    for line in gpu["meta"]["summary"][:4]:
+        print("  ", line)
+    series = {"torch": "torch SDPA", "naive": "standard attention (CuPy)", "simt": "simt kernel",
+              "tensor_cores": "tensor_cores kernel", "mma": "mma kernel", "mma_tf32": "mma_tf32 kernel"}
+    colour = dict(zip(series, P.LINE_COLORS))
+    fig, axes = P.new_figure(2, 2, figsize=(13, 10), constrained_layout=True)
+    for col, dtype in enumerate(("float32", "float16")):
+        rows_g = [r for r in gpu["attention"] if r["dtype"] == dtype and not r["causal"]]
+        ns = np.array([r["n"] for r in rows_g])  # [N]
+        for key, label in series.items():
+            t_ms = np.array([r.get(f"{key}_s") or np.nan for r in rows_g]) * 1e3  # [N]; NaN: not run or out of memory
+            if np.isfinite(t_ms).any():
+                axes[0, col].plot(ns, t_ms, "o-", color=colour[key], label=label)
+        axes[0, col].set_xscale("log", base=2)
+        axes[0, col].set_yscale("log")
+        P.style_axes(axes[0, col], title=f"{dtype}: time of one call", xlabel="n", ylabel="ms", grid=True)
+        axes[0, col].legend(fontsize=P.TICK_SIZE)
+        mib = 2.0 ** 20
+        for key, label, formula in (("naive", "standard attention", "naive_peak_formula"),
+                                    ("mma" if dtype == "float16" else "mma_tf32", "tiled kernel (O and lse)",
+                                     "kernel_peak_formula")):
+            measured = np.array([r.get(f"{key}_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
+            axes[1, col].plot(ns, np.array([r[formula] for r in rows_g]) / mib, "-", color=colour[key],
+                              label=f"{label}: formula")
+            axes[1, col].plot(ns, measured, "o", color=colour[key], label=f"{label}: measured (CuPy pool)")
+        torch_mib = np.array([r.get("torch_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
+        axes[1, col].plot(ns, torch_mib, "s", color=colour["torch"], label="torch SDPA: measured", markersize=4)
+        axes[1, col].set_xscale("log", base=2)
+        axes[1, col].set_yscale("log")
+        naive_last = rows_g[-1]
+        if naive_last.get("naive_peak_bytes") is None:  # the largest n: standard attention did not fit
+            axes[1, col].annotate("out of memory", (naive_last["n"], naive_last["naive_peak_formula"] / mib),
+                                  xytext=(-10, 0), textcoords="offset points", ha="right", va="center",
+                                  fontsize=P.TICK_SIZE, color=colour["naive"])
+        P.style_axes(axes[1, col], title=f"{dtype}: extra GPU memory of one call", xlabel="n", ylabel="MiB", grid=True)
+        axes[1, col].set_ylim(top=300 * naive_last["naive_peak_formula"] / mib)  # room for the legend above the lines
+        axes[1, col].legend(fontsize=P.TICK_SIZE, loc="upper left")
+    fig.suptitle(f"On an {gpu['meta']['device'].split(' (')[0]}: standard attention runs out of memory at n = 32768 "
+                 "(128 GiB of scores); the tiled kernels need O(n)", fontsize=P.TICK_SIZE + 2)
+    P.save(fig, P.figure_path("17_gpu_timings.png"))
+
+
+# %% [markdown]
+# **Takeaways.** The CUDA kernels are lesson 09's FlashAttention-2 loop, one thread block per
+# query block: $K_j, V_j$ are copied into shared memory, the running $(m, l, O_i)$ stay in
+# registers, and no $n \times n$ matrix ever reaches HBM. The kernels differ in where $S$, $P$
+# and $O$ live: the `mma` kernels use an instruction whose register layout is documented, so the
+# lane that computes a score is the lane that feeds it to $\tilde P V$ and the softmax happens
+# in registers; `mma_tf32` buys back float32's accuracy on TF32 tensor cores with three products
+# per product. A block's shared memory depends on the tile sizes and $d_h$, never on $n$ — a few
+# tens of KiB, against hundreds of MiB for standard attention's $S$ — which is why the tiled
+# kernels still run where standard attention runs out of memory. The layouts, tile sizes and
+# launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
+# of this is checked on a machine without a GPU.

@@ -1,0 +1,197 @@
+"""The package's folders draw its architecture, and these rules keep the drawing true.
+
+Read from the source with `ast` (nothing is imported), so a rule broken by an import hidden
+inside a function is caught as well:
+- the core (`core/`) and the tokenizers import only the array backend (`backend`, `require`);
+- `flash/` and `models/` build on the core (models also on the tokenizers) and never on each other;
+- a model's maths (`llama.py`, `bert.py`) never imports the file format it is read from;
+- only the CLI draws (`plotting`); no import cycle; no underscore name crosses a module;
+- no module a reader cannot hold in one sitting (over 500 lines);
+- lessons and benchmarks reach the package through its public names only.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "transformer"
+MAX_LINES = 500
+
+# what each room may import, besides itself (prefixes of dotted module names under transformer)
+ALLOWED = {
+    "backend": (),
+    "require": ("backend",),
+    "plotting": ("backend",),
+    "core": ("backend", "require"),
+    "tokenizers": ("backend", "require"),
+    "flash": ("backend", "require", "core"),
+    "models": ("backend", "require", "core", "tokenizers"),
+    "cli": ("backend", "require", "core", "tokenizers", "flash", "models", "plotting"),
+}
+LOADERS = {"models.llama_gguf", "models.bert_files"}  # file formats -> weights
+MODELS = {"models.llama", "models.bert"}  # the maths, which reads no file
+
+
+def module_name(path: Path) -> str:  # transformer/core/attention.py -> "core.attention"
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def resolve(name: str, node: ast.ImportFrom | ast.Import) -> list[tuple[str, list[str]]]:
+    """The transformer modules an import statement reads, each with the names it takes from it."""
+    found = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name == "transformer" or alias.name.startswith("transformer."):
+                found.append((alias.name.removeprefix("transformer").lstrip("."), []))
+        return found
+    if node.level == 0:
+        if not (node.module == "transformer" or (node.module or "").startswith("transformer.")):
+            return []
+        base = node.module.removeprefix("transformer").lstrip(".")
+    else:
+        here = name.split(".") if is_package(name) else name.split(".")[:-1]
+        here = [p for p in here if p]
+        up = node.level - 1
+        base = ".".join(here[:len(here) - up] + ([node.module] if node.module else []))
+    names = [a.name for a in node.names]
+    submodules = [f"{base}.{n}".lstrip(".") for n in names if f"{base}.{n}".lstrip(".") in MODULES]
+    if submodules:  # `from . import checks`: the submodules themselves
+        found += [(m, []) for m in submodules]
+        rest = [n for n in names if f"{base}.{n}".lstrip(".") not in MODULES]
+        if rest:
+            found.append((base, rest))
+    else:
+        found.append((base, names))
+    return found
+
+
+def imports_of(name: str) -> list[tuple[str, list[str], int]]:  # (module, names taken, line)
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out += [(m, names, node.lineno) for m, names in resolve(name, node)]
+    return out
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def room(name: str) -> str:
+    return name.split(".")[0] if name else ""
+
+
+def test_the_rooms_exist():
+    assert {room(m) for m in MODULES} >= set(ALLOWED), sorted({room(m) for m in MODULES})
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if room(m) in ALLOWED])
+def test_each_room_imports_only_the_rooms_below_it(name):
+    allowed = set(ALLOWED[room(name)]) | {room(name)}
+    wrong = [(m or "transformer", line) for m, _, line in GRAPH[name] if room(m) not in allowed]
+    assert not wrong, f"transformer/{name.replace('.', '/')}.py may import only {sorted(allowed)}, imports {wrong}"
+
+
+def test_models_never_import_their_loaders():
+    assert LOADERS <= set(MODULES) and MODELS <= set(MODULES)
+    wrong = [(name, m, line) for name in MODELS for m, _, line in GRAPH[name] if m in LOADERS]
+    assert not wrong, f"a model imports a file format: {wrong}"
+
+
+def test_only_the_cli_draws():
+    wrong = [(name, line) for name, imps in GRAPH.items() for m, _, line in imps
+             if m == "plotting" and room(name) != "cli"]
+    assert not wrong, f"only cli/ (and lessons) may import plotting: {wrong}"
+
+
+def test_no_underscore_name_crosses_a_module():
+    wrong = [(name, m, n, line) for name, imps in GRAPH.items() for m, names, line in imps
+             for n in names if n.startswith("_") and m != name]
+    assert not wrong, f"private names imported across modules: {wrong}"
+
+
+def test_no_import_cycle():
+    edges = {name: {m for m, _, _ in imps if m in MODULES and m != name} for name, imps in GRAPH.items()}
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_over_500_lines(name):
+    n = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, f"transformer/{name.replace('.', '/')}.py has {n} lines: split it by concept"
+
+
+def is_ours(module) -> bool:  # "transformer" or one of its modules (not HF's "transformers")
+    return module == "transformer" or (module or "").startswith("transformer.")
+
+
+def outside_users():
+    return sorted((ROOT / "lessons").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", outside_users(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_lessons_and_benchmarks_use_public_names(path):
+    """`import transformer as T` (and `transformer.plotting` for figures): never an internal module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            wrong += [(a.name, node.lineno) for a in node.names
+                      if a.name.startswith("transformer.") and a.name != "transformer.plotting"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and is_ours(node.module):
+            ok = node.module == "transformer.plotting" or (
+                node.module == "transformer" and all(a.name == "plotting" or not a.name.startswith("_")
+                                                     and a.name not in {room(m) for m in MODULES}
+                                                     for a in node.names))
+            if not ok:
+                wrong.append((node.module, node.lineno))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "T":
+            if node.attr.startswith("_") and not node.attr.startswith("__") or node.attr in ALLOWED:
+                wrong.append((f"T.{node.attr}", node.lineno))
+    assert not wrong, f"{path.name} reaches into the package: {wrong}"
+
+
+def test_tests_reach_no_private_name_of_the_package():
+    """Tests may import a sub-module to test it, but never a name the package keeps private."""
+    wrong = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name.split(".")[0] for a in node.names if is_ours(a.name)}
+            elif isinstance(node, ast.ImportFrom) and is_ours(node.module):
+                wrong += [(path.name, a.name, node.lineno) for a in node.names if a.name.startswith("_")]
+                aliases |= {a.asname or a.name for a in node.names
+                            if f"{node.module.removeprefix('transformer').lstrip('.')}.{a.name}".lstrip(".") in MODULES}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                wrong.append((path.name, f"{node.value.id}.{node.attr}", node.lineno))
+    assert not wrong, f"tests reach private names: {wrong}"

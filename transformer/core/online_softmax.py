@@ -1,0 +1,99 @@
+"""The online softmax: a row's max and normaliser in one pass (notes 000 §3.2.2, 001).
+
+softmax(x)_j = e^(x_j - m) / l  with  m = max_j x_j  and  l = Σ_j e^(x_j - m).
+The two-pass way reads x once for m and again for l. The online way reads it once,
+keeping a running max m and a running sum l: when a new entry (or block) raises the
+max, the sum so far is rescaled by e^(m_old - m_new). Two parts of a row combine the
+same way (`merge_softmax_stats`), which is what lets FlashAttention work tile by tile
+and a paged KV cache block by block.
+Each public function with a refusal checks its input at the door (`checks.py`, same name).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import checks
+from ..backend import get_xp, to_numpy
+from ..require import checked_by
+
+__all__ = ["exp_minus", "merge_softmax_stats", "online_softmax_stats", "online_softmax_history",
+           "online_softmax"]
+
+
+def exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
+    """e^(x - m), where a row whose max m is still -inf (nothing seen yet) gives 0, not NaN.
+
+    A max of NaN or +inf stays: the row turns NaN throughout, as softmax and torch give.
+
+    >>> import numpy as np
+    >>> exp_minus(np.array([[-np.inf, -np.inf]]), np.array([[-np.inf]])).tolist()
+    [[0.0, 0.0]]
+    """
+    xp = get_xp(x, m)
+    return xp.exp(x - xp.where(m == -math.inf, 0.0, m))  # x is -inf there too: e^-inf = 0
+
+
+def merge_softmax_stats(m_a, l_a, m_b, l_b):  # [..., 1] × 4 -> [..., 1], [..., 1]
+    """Combine the (max, sum) of two parts of a row into those of the whole row.
+
+        m = max(m_a, m_b)
+        l = l_a·e^(m_a - m) + l_b·e^(m_b - m)      each partial sum rescaled to the common max
+
+    >>> import numpy as np
+    >>> m, l = merge_softmax_stats(np.array([0.0]), np.array([1.0]), np.array([0.0]), np.array([1.0]))
+    >>> m.tolist(), l.tolist()
+    ([0.0], [2.0])
+    """
+    xp = get_xp(m_a, l_a, m_b, l_b)
+    m = xp.maximum(m_a, m_b)
+    l = l_a * exp_minus(m_a, m) + l_b * exp_minus(m_b, m)
+    return m, l
+
+
+@checked_by(checks.online_softmax_stats)
+def online_softmax_stats(x, block: int = 1, history: list | None = None):  # [..., n] -> [..., 1], [..., 1]
+    """Row max m and normaliser l = Σ_j e^(x_j - m) in ONE pass over x, `block` entries at a time.
+
+    With block = 1 this is the recurrence of note 000 §3.2.2:
+        m_new = max(m, x_j)
+        l_new = l·e^(m - m_new) + e^(x_j - m_new)
+    With block = B each step folds in a whole block's (max, sum) with `merge_softmax_stats`.
+    If `history` is a list, (m, l) after each step are appended to it (as NumPy arrays).
+
+    >>> import numpy as np
+    >>> m, l = online_softmax_stats(np.log(np.array([1.0, 2.0, 3.0])))
+    >>> round(float(np.exp(m[0]) * l[0]), 12)  # Σ e^x = 1 + 2 + 3
+    6.0
+    """
+    xp = get_xp(x)
+    n = x.shape[-1]
+    m = xp.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype)  # [..., 1] max so far
+    l = xp.zeros(x.shape[:-1] + (1,), dtype=x.dtype)  # [..., 1] Σ e^(x - m) so far
+    for c0 in range(0, n, block):
+        x_j = x[..., c0:min(n, c0 + block)]  # [..., B] the next block (the last may be shorter)
+        m_j = xp.max(x_j, axis=-1, keepdims=True)  # [..., 1] the block's own max
+        l_j = xp.sum(exp_minus(x_j, m_j), axis=-1, keepdims=True)  # [..., 1] the block's own sum
+        m, l = merge_softmax_stats(m, l, m_j, l_j)  # rescale the old sum if the max went up
+        if history is not None:
+            history.append((to_numpy(m)[..., 0].copy(), to_numpy(l)[..., 0].copy()))
+    return m, l
+
+
+@checked_by(checks.online_softmax_history)
+def online_softmax_history(x, block: int = 1):  # [..., n] -> [T, ...], [T, ...] as NumPy
+    """The running (m, l) after each of the T = ⌈n / block⌉ steps, stacked for plotting.
+
+    The last step's values are the full row's max and Σ e^(x - max).
+    """
+    history = []
+    online_softmax_stats.unchecked(x, block, history)  # x and block were checked at this door
+    return np.stack([m for m, _ in history]), np.stack([l for _, l in history])
+
+
+@checked_by(checks.online_softmax)
+def online_softmax(x, block: int = 1):  # [..., n] -> [..., n]
+    """softmax(x) from the one-pass statistics: e^(x - m) / l."""
+    m, l = online_softmax_stats.unchecked(x, block)  # x and block were checked at this door
+    return exp_minus(x, m) / l

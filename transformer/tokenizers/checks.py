@@ -1,0 +1,131 @@
+"""Every refusal of the tokenizers' public functions, one check per function and of the same name.
+
+A function in `tokenizers/` names its check at the door (`@checked_by(checks.basic_tokenize)`);
+a method's check takes `self` first and is named after its class (`bpe_tokenizer_encode`).
+The check receives the same arguments and raises a one-line error naming the bad value, or
+returns None. Checks shared by several doors (a text, a token id) are the functions at the top.
+"""
+from __future__ import annotations
+
+from ..require import require_int
+
+
+# --- shared pieces --------------------------------------------------------------------------
+def utf8_text(text, name: str = "text"):
+    """text must be a str that UTF-8 can encode (both tokenizers check their texts here).
+
+    A lone surrogate (U+D800–U+DFFF, half of a UTF-16 pair; what Python's surrogateescape
+    makes of undecodable bytes) is no character: it has no UTF-8 form, so no byte-level
+    token, and HF tokenizers refuse such a str. It is refused here, by its position."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}: {text!r:.60}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
+                         f"{e.start} has no UTF-8 form") from None
+
+
+def token_id(i, vocab_size: int, name: str = "token id"):
+    """An integer id in [0, vocab_size): Python and NumPy integers, 0-d integer arrays; not 1.5, not True."""
+    require_int(**{name: i}, low=None)
+    if not 0 <= int(i) < vocab_size:
+        raise ValueError(f"{name}={int(i)} is outside the vocabulary [0, {vocab_size})")
+
+
+def sequence_length(max_length):
+    """The positions a sequence may fill: an integer with room for [CLS] and [SEP]."""
+    require_int(max_length=max_length, low=None)
+    if max_length < 2:
+        raise ValueError(f"max_length must leave room for [CLS] and [SEP], got {max_length}")
+
+
+# --- bpe.py ---------------------------------------------------------------------------------
+def pre_tokenize(text, pre="smollm"):
+    if pre not in ("smollm", "gpt2"):
+        raise ValueError(f"unknown pre-tokenizer {pre!r}: use 'smollm' or 'gpt2'")
+
+
+def bpe_tokenizer_post_init(self):
+    tokens = set(self.tokens)
+    missing = [s for s in self.special if s not in tokens]
+    if missing:
+        raise ValueError(f"special tokens {missing} are not in the vocabulary")
+
+
+def bpe_tokenizer_encode(self, text, *, allow_special=True):
+    utf8_text(text)
+
+
+def bpe_tokenizer_pieces(self, ids):
+    for k, i in enumerate(ids):
+        token_id(i, self.vocab_size, f"ids[{k}]")
+
+
+def bpe_tokenizer_token_bytes(self, i):
+    token_id(i, self.vocab_size)
+
+
+def bpe_tokenizer_decode(self, ids):
+    bpe_tokenizer_pieces(self, ids)
+
+
+def bpe_tokenizer_apply_chat_template(self, messages, add_generation_prompt=True):
+    if isinstance(messages, str):
+        return
+    if not messages:
+        raise ValueError("apply_chat_template needs at least one message")
+    for k, m in enumerate(messages):
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r}")
+
+
+# --- wordpiece.py ---------------------------------------------------------------------------
+def basic_tokenize(text, lower=True):
+    utf8_text(text)
+
+
+def check_texts(texts):
+    """A batch must be a non-empty list/tuple of str; a single str is a batch of one."""
+    if isinstance(texts, str):
+        return
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("texts is empty: give at least one string")
+    bad = [(i, type(t).__name__) for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        i, name = bad[0]
+        raise TypeError(f"every text must be a str, but texts[{i}] is a {name}: {texts[i]!r:.60}")
+    for i, t in enumerate(texts):
+        utf8_text(t, f"texts[{i}]")  # a lone surrogate, named by its text and position
+
+
+def wordpiece_tokenizer_init(self, vocab, *, lower=True, max_length=512):
+    missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
+    if missing:
+        raise ValueError(f"vocabulary lacks the special tokens {missing}")
+    sequence_length(max_length)
+
+
+def wordpiece_tokenizer_tokenize(self, text):
+    utf8_text(text)
+
+
+def wordpiece_tokenizer_encode(self, text, max_length=None):
+    if max_length is not None:
+        sequence_length(max_length)
+    utf8_text(text)
+
+
+def wordpiece_tokenizer_convert_ids_to_tokens(self, ids):
+    for k, i in enumerate(ids):
+        require_int(**{f"ids[{k}]": i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5
+        if int(i) not in self.inverse:
+            raise ValueError(f"ids[{k}]={int(i)} is outside the vocabulary [0, {len(self.vocab)})")
+
+
+def wordpiece_tokenizer_encode_batch(self, texts, max_length=None):
+    check_texts(texts)
+    if max_length is not None:
+        sequence_length(max_length)
