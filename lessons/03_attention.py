@@ -133,7 +133,7 @@ spread, H_raw, H_scaled, J_raw, J_scaled = [], [], [], [], []
 for dk in d_ks:
     qv = rng.normal(size=(trials, 1, dk))  # (trials, 1, d_k)
     kv = rng.normal(size=(trials, n_keys, dk))  # (trials, n_keys, d_k)
-    dots = (qv @ kv.swapaxes(-1, -2))[:, 0]  # (trials, n_keys) unscaled q·k
+    dots = (qv @ kv.mT)[:, 0]  # (trials, n_keys) unscaled q·k
     spread.append(dots.std())
     h0, j0 = row_stats(dots)
     h1, j1 = row_stats(dots / np.sqrt(dk))

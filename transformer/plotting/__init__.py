@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap, BoundaryNorm
 
-from .backend import to_numpy
+from ..backend import to_numpy
 
 __all__ = [
     "DPI", "TITLE_SIZE", "LABEL_SIZE", "TICK_SIZE", "ANNOT_SIZE", "LINE_COLORS",
@@ -39,7 +39,7 @@ OFF_COLOR = "#e6e6e6"  # hidden pair / skipped tile (light grey)
 PARTIAL_COLOR = "#7fb3d5"  # tile computed with a mask inside it (the diagonal of a causal mask)
 LINE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------- where figures go
