@@ -28,8 +28,10 @@ lessons: $(VENV)/.setup
 test: $(VENV)/.setup-dev
 	$(PY) -m pytest -n 2 -q tests
 
+# make bench                          every CPU benchmark into benchmarks/results/ (an idle machine)
+# make bench QUICK=1 OUT=/tmp/bench    the short versions, written elsewhere; GPU=1 adds bench_gpu.py
 bench: $(VENV)/.setup-dev
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py $(if $(QUICK),--quick) $(if $(OUT),--out $(OUT)) $(if $(GPU),--gpu)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,8 +1,9 @@
 """SmolLM2-135M generation speed: our NumPy decoder against HF transformers, same weights, same run.
 
     python benchmarks/bench_decoder.py               # ~5 minutes on 2 cores
-    python benchmarks/bench_decoder.py --quick       # fewer repeats, no uncached runs (~1 minute)
+    python benchmarks/bench_decoder.py --quick       # a check that it runs: short prompt, few repeats (~1 minute)
     python benchmarks/bench_decoder.py --threads 1   # BLAS and torch on one thread
+    python benchmarks/bench_decoder.py --out /tmp/b  # write the results elsewhere
 
 Both models load the same GGUF file (dequantized to float32) and run on the CPU with the
 same number of threads (OMP/OPENBLAS/MKL variables set before NumPy and torch load).
@@ -14,7 +15,10 @@ Measured, each as the median of --repeats runs after a warm-up:
             and the KV-cache speed-up T(no cache) / T(cache) (note 002: 4.45 s vs 33.4 s on a T4)
   roofline  decode cannot beat (memory bandwidth) / (bytes of float32 weights read per token);
             the bandwidth is measured here with a large matrix-vector product (BLAS gemv).
-Writes benchmarks/results/decoder.{json,md} (decoder_threads{N}.* for other thread counts).
+The load average at start and end is printed and stored; above 0.5 per core the report says
+the timings cannot be trusted.
+Writes decoder.{json,md} (decoder_threads{N}.* for other thread counts) under --out
+(default benchmarks/results/).
 """
 import argparse
 import os
@@ -45,9 +49,10 @@ import numpy as np  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine_state as M  # noqa: E402
 import transformer as T  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 # The prompt of note 002's KV-cache timing.
 SHORT_PROMPT = ("Write a very long email apologizing to Sarah for the tragic gardening mishap. "
                 "Explain how it happened.")
@@ -90,18 +95,24 @@ def load_hf(torch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median reported)")
-    ap.add_argument("--nocache-repeats", type=int, default=1, help="timed runs without the cache (slow)")
-    ap.add_argument("--prompt-tokens", type=int, default=100)
-    ap.add_argument("--new-tokens", type=int, default=100)
-    ap.add_argument("--quick", action="store_true", help="3 repeats and no uncached runs")
+    ap.add_argument("--repeats", type=int, help="timed runs per measurement, median reported (default 5; 2 quick)")
+    ap.add_argument("--nocache-repeats", type=int,
+                    help="timed runs without the cache, slow (default 1; 0 quick)")
+    ap.add_argument("--prompt-tokens", type=int, help="prompt of the prefill row (default 100; 32 quick)")
+    ap.add_argument("--new-tokens", type=int, help="tokens to generate (default 100; 8 quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a check that the benchmark runs: 2 repeats, 32-token prompt, 8 new tokens, no uncached runs")
+    M.add_out_argument(ap)
     args = ap.parse_args()
-    if args.quick:
-        args.repeats, args.nocache_repeats = 3, 0
+    for name, full, quick in (("repeats", 5, 2), ("nocache_repeats", 1, 0), ("prompt_tokens", 100, 32),
+                              ("new_tokens", 100, 8)):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
 
     import torch
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
+    load_before = M.load_average()
+    print(M.start_line(load_before), flush=True)
 
     ours = T.load_smollm2()
     hf = load_hf(torch)
@@ -182,7 +193,7 @@ def main():
         max_new_tokens=20, do_sample=False, pad_token_id=2)[0, len(short_ids):].tolist()
 
     weight_bytes = 4 * T.count_parameters(ours.config)  # float32, every weight read once per decode step
-    bw = gemv_bandwidth()
+    bw = gemv_bandwidth(64 * 2**20, 3) if args.quick else gemv_bandwidth()
     res = {
         "threads": args.threads, "repeats": R, "nocache_repeats": args.nocache_repeats, "prompt_tokens": args.prompt_tokens,
         "short_prompt_tokens": len(short_ids), "new_tokens": N,
@@ -194,7 +205,8 @@ def main():
         "roofline_decode_tok_s": bw / weight_bytes,
         "greedy_tokens_identical": same_tokens,
         "median_s": med, "all_s": times,
-        "load_average_before_after": [load_before, os.getloadavg()],
+        "load_average": M.load_record(load_before, M.load_average()),
+        "command": " ".join(["python benchmarks/bench_decoder.py"] + sys.argv[1:]),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__},
     }
@@ -209,16 +221,15 @@ def main():
         res["cache_s"] = {"ours": med["ours N new, cache"], "hf": med["hf N new, cache"]}
         res["kv_speedup"] = {k: res["no_cache_s"][k] / res["cache_s"][k] for k in ("ours", "hf")}
 
-    RESULTS.mkdir(exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     stem = "decoder" if args.threads == 2 else f"decoder_threads{args.threads}"  # the README quotes decoder.md
-    (RESULTS / f"{stem}.json").write_text(json.dumps(res, indent=2))
-    (RESULTS / f"{stem}.md").write_text(to_markdown(res))
+    (args.out / f"{stem}.json").write_text(json.dumps(res, indent=2))
+    (args.out / f"{stem}.md").write_text(to_markdown(res))
     print(to_markdown(res))
 
 
 def to_markdown(r) -> str:
     pf, dc, rt = r["prefill_tok_s"], r["decode_tok_s"], r["ratio_vs_hf"]
-    la = r["load_average_before_after"]
     lines = [
         "# SmolLM2-135M on the CPU: NumPy decoder vs HF transformers",
         "",
@@ -226,12 +237,9 @@ def to_markdown(r) -> str:
         f"({r['machine']['cores']} cores, {r['machine']['cpu']}; NumPy {r['machine']['numpy']}, "
         f"torch {r['machine']['torch']}). Medians of {r['repeats']} runs after a warm-up"
         + (f" ({r['nocache_repeats']} run(s) each for the rows without the cache)" if "nocache_repeats" in r else "")
-        + ". Reproduce with `python benchmarks/bench_decoder.py"
-        + ("" if r["threads"] == 2 else f" --threads {r['threads']}") + "`.",
+        + f". Reproduce with `{r['command']}`.",
         "",
-        f"Load average (1/5/15 min) before: {la[0][0]:.1f}/{la[0][1]:.1f}/{la[0][2]:.1f}, after: "
-        f"{la[1][0]:.1f}/{la[1][1]:.1f}/{la[1][2]:.1f}. The cores may be shared with other work: "
-        "a load above the core count means the timings are noisy; rerun on an idle machine.",
+        M.load_line(r["load_average"]),
         "",
         "| measure | ours (NumPy) | HF transformers (torch) | ours / HF |",
         "| --- | ---: | ---: | ---: |",

@@ -1,7 +1,8 @@
 """Time and peak memory of attention three ways, in one run: standard NumPy, tiled NumPy, torch SDPA.
 
     python benchmarks/bench_flash.py            # n = 256 … 8192 (a few minutes on 2 cores)
-    python benchmarks/bench_flash.py --quick    # n = 256 … 2048 (under a minute)
+    python benchmarks/bench_flash.py --quick    # n = 256 … 1024, 2 repeats: a check that it runs (under a minute)
+    python benchmarks/bench_flash.py --out /tmp/b   # write the results elsewhere
 
 b = 1, h = 8, d_h = 64, float32, causal and not. For each n:
   standard  `standard_attention`: S and P whole (two n × n buffers per head)
@@ -13,8 +14,10 @@ tracemalloc; torch's allocations are invisible to it, so its peak is the running
 allocation events its profiler records (profile_memory=True) during one call.
 Formulas for the same quantities (io_count.py) are written beside each measurement.
 --threads N (default 2) sets BLAS/OpenMP threads for NumPy and torch alike. Each run is
-stored under its --label (default "2 threads") in benchmarks/results/flash.json; flash.csv and flash.md
-are rewritten from every run stored there.
+stored under its --label (default "2 threads") in flash.json under --out (default
+benchmarks/results/); flash.csv and flash.md are rewritten from every run stored there.
+The load average at start and end is printed and stored with the run; above 0.5 per core the
+report says the timings cannot be trusted.
 """
 import os
 import sys
@@ -46,10 +49,11 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine_state as M  # noqa: E402
 import transformer as T  # noqa: E402
 
 B, H, D_H = 1, 8, 64
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def inputs(n, seed=0):  # -> q, k, v each [B, H, n, D_H] float32
@@ -145,7 +149,8 @@ def markdown(rows, meta):
         f"## {meta['label']}", "",
         f"b = {B}, h = {H}, d_h = {D_H}, float32. {meta['machine']}. Run: `{meta['command']}` "
         f"({meta['wall_s']:.0f} s, {meta['date']}"
-        + (f", load average {meta['load_average_at_end']} at the end" if "load_average_at_end" in meta else "") + ").",
+        + (f", load average {meta['load_average_at_end']} at the end" if "load_average_at_end" in meta else "") + ")."
+        + (f" {M.load_line(meta['load_average'])}" if "load_average" in meta else ""),
         "Times: median of the repeats (the minimum in the JSON/CSV). Peaks: extra bytes during one call "
         "(NumPy: tracemalloc; torch: its profiler's allocation events). "
         "`formula` columns come from `transformer/flash/io_count.py`.", "",
@@ -217,58 +222,63 @@ def formula_curves(rows):  # the formula lines for a memory-vs-n plot, at every 
     }
 
 
-def write_results(runs):  # {label: {"meta", "rows", "formula_curves"}} -> flash.json, flash.csv, flash.md
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "flash.json").write_text(json.dumps({"runs": runs}, indent=1))
+def write_results(runs, out):  # {label: {"meta", "rows", "formula_curves"}} -> out/flash.json, flash.csv, flash.md
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "flash.json").write_text(json.dumps({"runs": runs}, indent=1))
     all_rows = [r for key in runs for r in runs[key]["rows"]]
     keys = sorted({k for r in all_rows for k in r}, key=lambda k: (k not in ("run", "threads", "n", "causal"), k))
-    with open(RESULTS / "flash.csv", "w", newline="") as f:
+    with open(out / "flash.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(all_rows)
     md = [markdown(runs[key]["rows"], runs[key]["meta"]) for key in runs]
-    (RESULTS / "flash.md").write_text("# FlashAttention benchmark (CPU)\n\n" + READING + "\n".join(md))
+    (out / "flash.md").write_text("# FlashAttention benchmark (CPU)\n\n" + READING + "\n".join(md))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="n = 256 … 2048 only")
+    ap.add_argument("--quick", action="store_true", help="a check that it runs: n = 256 … 1024, 2 repeats")
     ap.add_argument("--ns", type=int, nargs="+", help="sequence lengths (default 256 … 8192)")
     ap.add_argument("--blocks", type=int, nargs="+", default=[128, 256, 512], help="tiled block sizes to try")
-    ap.add_argument("--repeats", type=int, default=None, help="timed runs per point (default 5, 3 for n ≥ 4096)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed runs per point (default 5, 3 for n ≥ 4096; 2 with --quick)")
     ap.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads for NumPy and torch")
     ap.add_argument("--label", help="name of this run in the results (default: '2 threads'); "
                     "a run with the same label is replaced")
     ap.add_argument("--core-max-n", type=int, default=4096, help="largest n for the core SDPA (memory)")
-    ap.add_argument("--note", default=f"CPU shared with other jobs during the run (load average "
-                    f"{os.getloadavg()[0]:.1f} at start): times are noisy",
-                    help="a line about the machine's state, written into the results")
+    ap.add_argument("--note", default="", help="a line about the machine's state, written into the results")
     ap.add_argument("--render", action="store_true", help="only rewrite flash.csv and flash.md from flash.json")
+    M.add_out_argument(ap)
     args = ap.parse_args()
     if args.render:
-        return write_results(json.loads((RESULTS / "flash.json").read_text())["runs"])
-    ns = args.ns or ([256, 512, 1024, 2048] if args.quick else [256, 512, 1024, 2048, 4096, 8192])
-    repeats_for = (lambda n: args.repeats) if args.repeats else (lambda n: 3 if n >= 4096 else 5)
+        return write_results(json.loads((args.out / "flash.json").read_text())["runs"], args.out)
+    ns = args.ns or ([256, 512, 1024] if args.quick else [256, 512, 1024, 2048, 4096, 8192])
+    repeats = args.repeats or (2 if args.quick else None)
+    repeats_for = (lambda n: repeats) if repeats else (lambda n: 3 if n >= 4096 else 5)
     import torch
+    load_start = M.load_average()
+    print(M.start_line(load_start), flush=True)
     t0 = time.time()
     rows = bench(ns, args.blocks, repeats_for, args.core_max_n)
+    load = M.load_record(load_start, M.load_average())
     meta = {
         "command": "python benchmarks/bench_flash.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, {THREADS} thread{'s' if THREADS > 1 else ''} "
-                   f"(NumPy {np.__version__}, torch {torch.__version__}); {args.note}",
+                   f"(NumPy {np.__version__}, torch {torch.__version__})" + (f"; {args.note}" if args.note else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "wall_s": time.time() - t0,
-        "load_average_at_end": round(os.getloadavg()[0], 1),
+        "load_average": load,
         "threads": THREADS,
     }
     meta["summary"] = summarise(rows, args.blocks)
-    path = RESULTS / "flash.json"
+    path = args.out / "flash.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else {}
     label = args.label or f"{THREADS} thread{'s' if THREADS > 1 else ''}"
     meta["label"] = label
     runs[label] = {"meta": meta, "rows": [dict(r, run=label) for r in rows], "formula_curves": formula_curves(rows)}
-    write_results(runs)
+    write_results(runs, args.out)
     print("\n".join(meta["summary"]))
+    print(M.load_line(load))
 
 
 if __name__ == "__main__":

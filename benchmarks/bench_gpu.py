@@ -4,6 +4,7 @@
     python benchmarks/bench_gpu.py --quick     # n = 1k … 8k, fewer repeats, 32 new tokens
     python benchmarks/bench_gpu.py --skip-model     # attention only
     python benchmarks/bench_gpu.py --model-from earlier/gpu.json   # the SmolLM2 part of an earlier run, not run again
+    python benchmarks/bench_gpu.py --quick --out /tmp/b   # write the results elsewhere
 
 Needs CuPy and a GPU (exits with a message otherwise); torch with CUDA for the peer rows.
 
@@ -36,7 +37,9 @@ the tokens are meaningless). Peer: HF transformers' LlamaForCausalLM of the same
 same GPU (random weights), float32. Decode tokens/s = (N - 1) / (T(N new tokens) - T(1 new token)),
 measured the same way for both. The package on NumPy on this machine's CPU is given beside it.
 
-Writes benchmarks/results/gpu.{json,md} after the attention part and again after each later part.
+Writes gpu.{json,md} under --out (default benchmarks/results/) after the attention part and again
+after each later part, with the host's load average at start and at that point (above 0.5 per
+core the report says the timings cannot be trusted: the host feeds the GPU).
 A kernel that cannot be built here (a GPU too old for it, CUDA headers missing) is reported as
 failed, with the reason, and the others go on.
 """
@@ -56,10 +59,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine_state as M  # noqa: E402
 import transformer as T  # noqa: E402
 CK = T.cuda_kernels  # the kernels' table, tile sizes and key tiles read: host-side arithmetic
 
-RESULTS = Path(__file__).resolve().parent / "results"
 KERNELS_FOR = {dt: tuple(name for name, kern in CK.KERNELS.items() if dt in kern.dtypes)
                for dt in ("float32", "float16")}  # float32: simt, mma_tf32; float16: simt, tensor_cores, mma
 B, H, D_H = 1, 16, 64
@@ -414,7 +418,8 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
     """The report. meta["model_note"], when present, says where the SmolLM2 part comes from (`--model-from`)."""
     lines = ["# GPU benchmark", "",
              f"{meta['device']}. Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}; "
-             f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']}).", "",
+             f"CuPy {meta['cupy']}, torch {meta['torch']}, CUDA runtime {meta['cuda_runtime']})."
+             + (f" {M.load_line(meta['load_average'])}" if "load_average" in meta else ""), "",
              f"## Attention: b = {B}, h = {H}, d_h = {D_H}", "",
              "Times in ms, medians of GPU-event timings; TFLOP/s count 4·b·h·n²·d_h (half when causal). "
              "Memory: extra MiB during one call, measured (CuPy pool / torch allocator) and, in brackets, "
@@ -536,6 +541,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-model", action="store_true", help="attention only")
     ap.add_argument("--model-from", type=Path, metavar="GPU_JSON",
                     help="take the SmolLM2 part from an earlier gpu.json instead of running it (the report says so)")
+    M.add_out_argument(ap)
     args = ap.parse_args(argv)
     earlier = None
     if args.model_from is not None:
@@ -554,17 +560,20 @@ def main(argv=None) -> int:
                    (lambda n: 3) if args.quick else (lambda n: 5 if n >= 16384 else 10))
     n_new = args.new_tokens or (32 if args.quick else 64)
     t0 = time.time()
+    load_start = M.load_average()
+    print(M.start_line(load_start), flush=True)
+    run = {"out": args.out, "argv": argv, "t0": t0, "load_start": load_start}  # what every save repeats
     rows = attention_rows(ns, repeats_for)
-    save(rows, None, argv, t0)  # the attention table is kept even if a later part fails
+    save(run, rows, None)  # the attention table is kept even if a later part fails
     n_packed = 8192 if 8192 in ns else max(ns)
     packed = packed_rows(n_packed, repeats_for(n_packed)) if n_packed >= 2 * DOC_LEN else None
-    save(rows, None, argv, t0, packed)
+    save(run, rows, None, packed)
     backward = backward_rows([n for n in ns if n <= 8192], repeats_for)
-    save(rows, None, argv, t0, packed, backward)
+    save(run, rows, None, packed, backward)
     if earlier is not None:
-        save(rows, earlier[0], argv, t0, packed, backward, model_note=earlier[1])
+        save(run, rows, earlier[0], packed, backward, model_note=earlier[1])
     elif not args.skip_model:
-        save(rows, model_rows(n_new, 3, 32), argv, t0, packed, backward)
+        save(run, rows, model_rows(n_new, 3, 32), packed, backward)
     return 0
 
 
@@ -581,26 +590,35 @@ def earlier_model(path: Path):  # -> (the model part of an earlier gpu.json, a l
                               f"({meta.get('device', 'device not recorded')}).")
 
 
-def save(rows, model, argv, t0, packed=None, backward=None, model_note=None) -> None:
-    """Write benchmarks/results/gpu.{json,md} and print the summary."""
+def save(run, rows, model, packed=None, backward=None, model_note=None) -> None:
+    """The device's description and the load average now, then write_report."""
     import cupy
     import torch
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
+    argv = run["argv"]
     meta = {"command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
             "device": f"{props['name'].decode()} ({props['multiProcessorCount']} SMs, "
                       f"{props['totalGlobalMem'] / 2**30:.0f} GiB), host {platform.machine()}",
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - run["t0"],
             "cupy": cupy.__version__, "torch": torch.__version__,
-            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+            "load_average": M.load_record(run["load_start"], M.load_average())}
     if model_note:
         meta["model_note"] = model_note
+    write_report(run["out"], meta, rows, model, packed, backward)
+
+
+def write_report(out: Path, meta: dict, rows, model, packed=None, backward=None) -> None:
+    """Write out/gpu.{json,md} (the summary added to meta) and print the summary."""
     meta["summary"] = summarise(rows, model, packed, backward)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed,
-                                                  "backward": backward, "model": model}, indent=1))
-    (RESULTS / "gpu.md").write_text(markdown(rows, model, meta, packed, backward))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu.json").write_text(json.dumps({"meta": meta, "attention": rows, "packed": packed,
+                                              "backward": backward, "model": model}, indent=1))
+    (out / "gpu.md").write_text(markdown(rows, model, meta, packed, backward))
     print("\n".join(meta["summary"]), flush=True)
+    if "load_average" in meta:
+        print(M.load_line(meta["load_average"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""Run every benchmark in turn (what `make bench` does); each writes its results under benchmarks/results/.
+"""Run every benchmark in turn (what `make bench` does); each writes its results under --out.
 
-    python benchmarks/run_all.py            # decoder and FlashAttention benchmarks, 2 threads
-    python benchmarks/run_all.py --quick    # shorter versions of both
+    python benchmarks/run_all.py                  # every CPU benchmark, full size, into benchmarks/results/
+    python benchmarks/run_all.py --quick          # short versions: a check that each one runs
+    python benchmarks/run_all.py --out /tmp/b     # write the results elsewhere
+    python benchmarks/run_all.py --gpu            # bench_gpu.py as well (needs CuPy and an NVIDIA GPU)
 
-Timings are medians of repeated runs with ratios against a peer measured in the same run;
-run them on an otherwise idle machine.
+The CPU benchmarks are every benchmarks/bench_*.py but bench_gpu.py. Timings are medians of
+repeated runs with ratios against a peer measured in the same run; each benchmark prints the
+load average and says when the machine was too busy for its timings to be trusted, so run them
+on an otherwise idle machine.
 """
 import argparse
 import subprocess
@@ -12,19 +16,32 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bench_decoder.py", "bench_flash.py"]
+GPU_BENCHMARKS = ("bench_gpu.py",)
+
+
+def cpu_benchmarks() -> list[str]:  # -> file names, in name order
+    return sorted(p.name for p in HERE.glob("bench_*.py") if p.name not in GPU_BENCHMARKS)
+
+
+def commands(quick: bool = False, out=None, gpu: bool = False) -> list[list[str]]:
+    """The command line of each benchmark, --quick and --out passed through."""
+    names = cpu_benchmarks() + (list(GPU_BENCHMARKS) if gpu else [])
+    flags = (["--quick"] if quick else []) + ([] if out is None else ["--out", str(out)])
+    return [[sys.executable, str(HERE / name)] + flags for name in names]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="pass --quick to each benchmark")
+    ap.add_argument("--out", type=Path, metavar="DIR",
+                    help="pass --out DIR to each benchmark (default: theirs, benchmarks/results/)")
+    ap.add_argument("--gpu", action="store_true", help="run bench_gpu.py too")
     args = ap.parse_args(argv)
-    for name in BENCHMARKS:
-        cmd = [sys.executable, str(HERE / name)] + (["--quick"] if args.quick else [])
+    for cmd in commands(args.quick, args.out, args.gpu):
         print(f"== {' '.join(cmd[1:])}", flush=True)
         rc = subprocess.call(cmd, cwd=HERE.parent)
         if rc:
-            print(f"{name} failed with exit code {rc}", file=sys.stderr)
+            print(f"{Path(cmd[1]).name} failed with exit code {rc}", file=sys.stderr)
             return rc
     return 0
 

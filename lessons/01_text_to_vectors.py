@@ -24,9 +24,8 @@
 # $$\underbrace{(b, n)}_{\text{ids}} \xrightarrow{\ \text{embedding}\ } \underbrace{(b, n, d)}_{\text{vectors}}
 #   \xrightarrow{\ L\ \text{blocks}\ } (b, n, d) \xrightarrow{\ \text{LM head}\ } \underbrace{(b, n, v)}_{\text{logits}}$$
 #
-# **Follows** note 000 (§1.1, the input and output shapes) and note 002 (part 一: §2 for the
-# tokenizer, token embeddings, the stack of blocks and the LM head; §3 for the shape
-# `[1, 6, 32064]` of the LM head's output in its Phi-3 sampling example).
+# **In one line:** a language model reads ids of shape $(b, n)$ and writes one score per
+# vocabulary entry at every position, $(b, n, v)$; everything between keeps the width $d$.
 
 # %%
 import os
@@ -163,38 +162,24 @@ print("MiniLM WordPiece:", wp_pieces, wp_ids)
 print("vocabulary sizes:", tok.vocab_size, "vs", len(minilm.tokenizer))
 assert wp_pieces[0] == "[CLS]" and wp_pieces[-1] == "[SEP]" and any(p.startswith("##") for p in wp_pieces)
 
+# %% [markdown]
+# The figure puts the two tokenizers side by side, then the word of §2 before and after its
+# merges. The third row is the raw input of byte-level BPE: each box is one UTF-8 byte, with its
+# value (0–255) below; the other rows show vocabulary ids.
+
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def piece_row(ax, y, pieces_, ids_, colour, label, bpe=True):
-    """Draw one tokenized sentence as a row of boxes: the piece on top, its id below."""
-    x = 0.0
-    for p_, i_ in zip(pieces_, ids_):
-        shown = P.visible_token(tok.decode([i_])) if bpe else p_  # BPE pieces as text, spaces as ␣
-        w = max(0.9, 0.2 * len(shown) + 0.5)  # box width in data units, from the piece's length
-        ax.add_patch(plt.Rectangle((x, y), w - 0.08, 0.8, color=colour, alpha=0.25))
-        ax.text(x + (w - 0.08) / 2, y + 0.5, shown, ha="center", va="center", fontsize=P.LABEL_SIZE + 1,
-                fontfamily="monospace")
-        ax.text(x + (w - 0.08) / 2, y + 0.15, str(i_), ha="center", va="center", fontsize=P.TICK_SIZE,
-                color="#333333")
-        x += w
-    ax.text(-0.3, y + 0.4, label, ha="right", va="center", fontsize=P.LABEL_SIZE)
-    return x
-
-
-fig, ax = P.new_figure(figsize=(17, 6.2))
-x_max = 0.0
-rows = [(bpe_pieces, bpe_ids, P.LINE_COLORS[0], f"SmolLM2 BPE\n{len(bpe_ids)} tokens"),
-        (wp_pieces, wp_ids, P.LINE_COLORS[2], f"MiniLM WordPiece\n{len(wp_ids)} tokens", False),
-        (steps[0], [tok.vocab[s] for s in steps[0]], P.LINE_COLORS[3], f"'{P.visible_token(word)}' as bytes\n{len(steps[0])} tokens"),
-        (steps[-1], [tok.vocab[s] for s in steps[-1]], P.LINE_COLORS[1], f"… after {len(steps) - 1} merges\n{len(steps[-1])} tokens")]
-for k, row in enumerate(rows):
-    x_max = max(x_max, piece_row(ax, 3.3 - 1.1 * k, *row))
-ax.set_xlim(-0.2, x_max + 0.2), ax.set_ylim(-0.1, 4.3), ax.axis("off")
-ax.set_title(f"Top two rows: \"{wp_sentence}\" — piece at the top of each box, id below\n"
-             f"Bottom two rows: the word as it appears mid-sentence, with its leading space ␣, so "
-             f"␣Token = {sp_tok[0]} ≠ Token = {bare_tok[0]}", fontsize=P.TITLE_SIZE)
+word_bytes = list(word.encode("utf-8"))  # the byte values BPE starts from
+rows = [([P.visible_token(tok.decode([i])) for i in bpe_ids], bpe_ids, P.LINE_COLORS[0],
+         f"SmolLM2 BPE\n{len(bpe_ids)} tokens (ids)"),
+        (wp_pieces, wp_ids, P.LINE_COLORS[2], f"MiniLM WordPiece\n{len(wp_ids)} tokens (ids)"),
+        ([P.visible_token(bytes([b_]).decode()) for b_ in word_bytes], word_bytes, P.LINE_COLORS[3],
+         f"'{P.visible_token(word)}' as bytes\n{len(word_bytes)} bytes (values)"),
+        ([P.visible_token(tok.decode([tok.vocab[s]])) for s in steps[-1]], [tok.vocab[s] for s in steps[-1]],
+         P.LINE_COLORS[1], f"… after {len(steps) - 1} merges\n{len(steps[-1])} tokens (ids)")]
+fig, ax = P.early.token_rows(rows, title=(
+    f"Top two rows: \"{wp_sentence}\" — piece on top of each box, id below\n"
+    f"Bottom two rows: the word as it appears mid-sentence, with its leading space ␣: its bytes, "
+    f"then its tokens (␣Token = {sp_tok[0]} ≠ Token = {bare_tok[0]})"))
 P.save(fig, P.figure_path("01_tokens.png"))
 
 # %% [markdown]
@@ -255,7 +240,7 @@ P.save(fig, P.figure_path("01_embedding_similarity.png"))
 # Two prompts of the same length make a batch ($b = 2$). The ids $(b, n)$ become vectors
 # $(b, n, d)$; each of the $L = 30$ blocks maps $(b, n, d)$ to $(b, n, d)$ — the width never
 # changes inside the stack — and the LM head turns every position's vector into $v$ scores,
-# $(b, n, v)$. The last position's scores rank the next token: note 002's
+# $(b, n, v)$. The last position's scores rank the next token:
 # "The capital of France is" gives " Paris".
 
 # %%
@@ -288,22 +273,8 @@ stages = [("text", f"{b_} prompts", None),
           ("next token", f"{answers[0]!r}\n{answers[1]!r}", "argmax, last row")]
 notes = ["tokenizer", f"rows of W_E\n{cfg.v}×{cfg.d}", "attention\n+ FFN", f"× W_Eᵀ\n{cfg.d}×{cfg.v}",
          "last\nposition"]
-fig, ax = P.new_figure(figsize=(18, 3.8))
-fig.subplots_adjust(left=0.01, right=0.99)  # the diagram uses the full width
-xs = np.arange(len(stages)) * 4.0
-for k, (name, shape, sym) in enumerate(stages):
-    colour = P.LINE_COLORS[1] if k == len(stages) - 1 else P.ON_COLOR
-    ax.add_patch(plt.Rectangle((xs[k] - 1.25, 0.0), 2.5, 1.6, color=colour, alpha=0.15))
-    ax.text(xs[k], 1.3, name, ha="center", va="center", fontsize=P.LABEL_SIZE + 1, fontweight="bold")
-    ax.text(xs[k], 0.75, shape, ha="center", va="center", fontsize=P.LABEL_SIZE, fontfamily="monospace")
-    if sym:
-        ax.text(xs[k], 0.22, sym, ha="center", va="center", fontsize=P.TICK_SIZE + 1, color="#444444")
-    if k:  # the operation between two stages, written on its arrow
-        ax.annotate("", xy=(xs[k] - 1.27, 0.8), xytext=(xs[k - 1] + 1.27, 0.8),
-                    arrowprops=dict(arrowstyle="->", linewidth=2))
-        ax.text((xs[k] + xs[k - 1]) / 2, 0.95, notes[k - 1], ha="center", va="bottom", fontsize=P.TICK_SIZE + 1)
-ax.set_xlim(xs[0] - 1.3, xs[-1] + 1.3), ax.set_ylim(-0.1, 1.75), ax.axis("off")
-ax.set_title(f"SmolLM2 on a real batch: {prompts[0]!r} and {prompts[1]!r}", fontsize=P.TITLE_SIZE)
+fig, ax = P.early.shape_pipeline(stages, notes,
+                                 title=f"SmolLM2 on a real batch: {prompts[0]!r} and {prompts[1]!r}")
 P.save(fig, P.figure_path("01_shapes.png"))
 
 # %% [markdown]
@@ -312,3 +283,16 @@ P.save(fig, P.figure_path("01_shapes.png"))
 # lookup; the stack keeps the width $d$; and the LM head scores all $v$ tokens at every
 # position. Only the last position's scores are needed to pick the next token — lesson 06
 # uses that to avoid recomputing the rest, lesson 11 looks at how the choice is made.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/01_text_to_vectors.py`.
+#
+# 1. Write the UTF-8 bytes of `" naïve"` (how many for its 6 characters?) and the symbols
+#    byte-level BPE starts from. Which one stands for the space?
+# 2. What pieces does MiniLM's WordPiece make of `"Naïve"`? (It lower-cases and strips accents
+#    first.)
+# 3. How many numbers does SmolLM2's embedding table hold, and what share of the model's
+#    134,515,008 parameters is that?

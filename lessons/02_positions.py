@@ -15,14 +15,17 @@
 # # 02 · Positions
 #
 # **What you will see.** Why attention needs position information at all; the sinusoidal
-# table of "Attention Is All You Need" as a picture; a learned position table; RoPE as a
-# rotation of 2-D pairs, drawn as arrows turning with the position at several speeds; the
-# property that makes RoPE *relative* (the score of $q$ at $m$ and $k$ at $n$ depends only on
-# $n - m$), checked to float precision and plotted; and the two memory layouts of RoPE
-# (interleaved, rotate-half) with the permutation between them.
+# table of "Attention Is All You Need" as a picture; a real learned position table (MiniLM's
+# 512 × 384) and what the similarity of its rows says about distance; RoPE as a rotation of
+# 2-D pairs, drawn as arrows turning with the position at several speeds, and written as
+# complex numbers in four lines of code; the property that makes RoPE *relative* (the score
+# of $q$ at $m$ and $k$ at $n$ depends only on $n - m$), checked to float precision and
+# plotted; its long-range decay; and the two memory layouts of RoPE (interleaved,
+# rotate-half) with the permutation between them.
 #
-# **Follows** note 000 (§2.1 positional encoding, §2.3 Llama's RoPE), note 001 (RoPE's
-# advantages and the complex-number code) and note 003 (the original Transformer).
+# **Sources.** The sinusoidal table is that of "Attention Is All You Need" (2017, §3.5); RoPE
+# is RoFormer's (Su et al., 2021), which writes it as multiplication by $e^{\mathrm{i} m\theta}$
+# and bounds the score by a quantity that decays with distance (its §3.4.3); Llama uses it.
 
 # %%
 import sys
@@ -91,31 +94,38 @@ assert pe_ok and dist_ok and sum_ok
 # ## 3. Learned positions
 #
 # GPT-2 and BERT instead *learn* a table $W_{pos}$ of shape (n_ctx, d), one row per position,
-# trained with the rest of the model. It has no built-in structure, and it stops at n_ctx
-# (1024 for GPT-2, 512 for BERT): a longer input has no row to read. Below, a
-# **random-initialised table stands in** for a trained one (what a model starts from);
-# the real MiniLM table appears in the encoder lesson.
+# trained with the rest of the model. Nothing in it is built in, and it stops at n_ctx
+# (1024 for GPT-2, 512 for BERT): a longer input has no row to read. Below is a trained one:
+# MiniLM's 512 × 384 table, read from the model's weights. Training did find distance: the
+# cosine similarity of two rows is highest near the diagonal and falls off with $|n - m|$, as
+# the sinusoidal one does by construction, and its stripes parallel to the diagonal show
+# that the model learned periodic "clocks" of its own; but the bands wander, because nothing
+# forces them to depend on $n - m$ alone.
 
 # %%
-n_ctx = 32
-W_pos = rng.normal(scale=0.02, size=(n_ctx, d_pe))  # (n_ctx, d), GPT-2's init scale
+minilm = T.load_minilm()  # all-MiniLM-L6-v2: a small trained BERT (0.5 s to load)
+W_pos = np.asarray(minilm.weights.W_pos, dtype=np.float64)  # (n_ctx, d) = (512, 384)
+n_ctx, d_pos = W_pos.shape
 rows = T.learned_positions(10, W_pos, offset=4)  # positions 4 … 13
+print("MiniLM W_pos shape (n_ctx, d):", W_pos.shape)
 print("learned_positions(10, offset=4) shape:", rows.shape, " same rows as the table:", np.array_equal(rows, W_pos[4:14]))
 try:
-    T.learned_positions(40, W_pos)
-    raise AssertionError("a 40-token input should not fit a 32-row table")
+    T.learned_positions(600, W_pos)
+    raise AssertionError("a 600-token input should not fit a 512-row table")
 except ValueError as e:
-    print("40 tokens, 32 rows ->", e)
+    print("600 tokens, 512 rows ->", e)
+unit = W_pos / np.linalg.norm(W_pos, axis=1, keepdims=True)  # (n_ctx, d) unit rows
+C = unit @ unit.T  # (n_ctx, n_ctx) cosine similarity of positions
+near, far = np.diagonal(C, 1).mean(), np.diagonal(C, 256).mean()
+print(f"mean cosine of neighbouring positions {near:.2f}, of positions 256 apart {far:.2f}")
+assert W_pos.shape == (512, 384) and near > 0.5 > far
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(17, 6.5), layout="constrained")
-P.attention_heatmap(PE, ax=axes[0], signed=True, annotate=False, title="Sinusoidal table PE (fixed)",
-                    xlabel="dimension", ylabel="position", cbar_label="value")
-P.attention_heatmap(W_pos, ax=axes[1], signed=True, annotate=False,
-                    title="Learned table W_pos (random init, stand-in)", xlabel="dimension",
-                    ylabel="position", cbar_label="value")
-for a in axes:
-    a.set_aspect("auto")
+PE_big = T.sinusoidal_positions(n_ctx, d_pos, dtype=np.float64)  # (n, d), the same size as MiniLM's
+fig, axes = P.early.position_tables(
+    {f"Sinusoidal table PE ({n_ctx} × {d_pos}, fixed)": PE_big,
+     f"Learned table W_pos (MiniLM, {n_ctx} × {d_pos}, trained)": W_pos},
+    suptitle="Position tables (top) and the similarity of their rows (bottom)")
 P.save(fig, P.figure_path("02_sinusoidal_vs_learned.png"))
 
 # %% [markdown]
@@ -129,7 +139,7 @@ P.save(fig, P.figure_path("02_sinusoidal_vs_learned.png"))
 #   \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\ \sin m\theta_i & \cos m\theta_i \end{pmatrix}
 #   \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}$$
 #
-# In complex numbers (note 001): pair $i$ is $z_i = x_{2i} + \mathrm{i}\,x_{2i+1}$ and RoPE
+# In complex numbers: pair $i$ is $z_i = x_{2i} + \mathrm{i}\,x_{2i+1}$ and RoPE
 # multiplies it by $e^{\mathrm{i} m\theta_i}$. Below, a vector whose pairs all start at $(1, 0)$
 # is rotated for positions $m = 0 … 7$: pair 0 turns one radian per token, pair 3 a
 # thousandth of one.
@@ -149,24 +159,22 @@ print("pair i at position 3 sits at angle 3·θ_i:", angle_ok, "  rotation keeps
 assert angle_ok and norm_ok
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
-
-fig, axes = P.new_figure(1, d_h // 2, figsize=(18, 5.2), layout="constrained")
-colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(pos)))
-for i, a in enumerate(axes):
-    for m in pos:
-        a.annotate("", xy=pairs[m, i], xytext=(0, 0),
-                   arrowprops=dict(arrowstyle="-|>", color=colours[m], linewidth=2.2, mutation_scale=16))
-        if i == 0:
-            a.text(*(pairs[m, i] * 1.17), str(m), ha="center", va="center", fontsize=P.TICK_SIZE,
-                   color=colours[m])
-    a.add_patch(plt.Circle((0, 0), 1, fill=False, color="grey", linestyle=":"))
-    a.set_xlim(-1.35, 1.35), a.set_ylim(-1.35, 1.35), a.set_aspect("equal")
-    a.axhline(0, color="grey", linewidth=0.5), a.axvline(0, color="grey", linewidth=0.5)
-    P.style_axes(a, f"pair {i}: θ = {theta[i]:.3g} rad/token", f"x_{2 * i}", f"x_{2 * i + 1}")
-fig.suptitle("RoPE turns each pair by m·θ_i (arrow colour = position m = 0 … 7, numbers on pair 0)",
-             fontsize=P.TITLE_SIZE)
+fig, axes = P.early.rope_rotation(pairs, theta, suptitle=(
+    "RoPE turns each pair by m·θ_i (arrow colour = position m = 0 … 7, numbers on pair 0)"))
 P.save(fig, P.figure_path("02_rope_rotation.png"))
+
+# %% [markdown]
+# The complex form is also the shortest code: view the pairs as complex numbers, multiply by
+# $e^{\mathrm{i} m\theta_i}$, read the real and imaginary parts back as pairs.
+
+# %%
+x_any = rng.normal(size=(len(pos), d_h))  # (n, d_h) any vectors, one per position
+z = x_any[:, 0::2] + 1j * x_any[:, 1::2]  # (n, d_h/2) pair i as x_2i + i·x_2i+1
+z_rot = z * np.exp(1j * pos[:, None] * theta)  # (n, d_h/2) pair i at position m times e^{i m θ_i}
+x_rot = np.stack([z_rot.real, z_rot.imag], axis=-1).reshape(len(pos), d_h)  # (n, d_h) back to pairs
+complex_ok = np.allclose(x_rot, T.apply_rope_interleaved(x_any, cos, sin), atol=1e-12)
+print("complex form == T.apply_rope_interleaved:", complex_ok)
+assert complex_ok
 
 # %% [markdown]
 # ## 5. Why the rotation gives *relative* positions
@@ -176,7 +184,7 @@ P.save(fig, P.figure_path("02_rope_rotation.png"))
 #
 # $$\langle R_m q,\; R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k,$$
 #
-# which depends on the positions only through $n - m$. Note 000 (§2.3) writes the same fact
+# which depends on the positions only through $n - m$. Some texts write the same fact
 # with row vectors, $Q_s W_s (K_t W_t)^\top = Q_s W_{s-t} K_t^\top$ for a query at $s$ and a
 # key at $t$, so its index reads "query minus key" where ours reads "key minus query". The
 # two agree: a row vector times $W_s$ is $R_s$ applied to the column vector when
@@ -222,9 +230,60 @@ P.style_axes(axes[1], "The same curve for every m", "relative position n − m",
 P.save(fig, P.figure_path("02_rope_relative.png"))
 
 # %% [markdown]
-# ## 6. Two layouts of the same rotation
+# ## 6. Far apart, less to say: the long-range decay
 #
-# Note 001's code (and Meta's Llama) pairs *neighbouring* dimensions $(x_0,x_1), (x_2,x_3), …$:
+# Why is RoPE "good for long text"? Write the score in complex numbers: with
+# $h_i = z^q_i\,\overline{z^k_i}$ the product of query pair $i$ and the conjugate of key pair
+# $i$, and $r = m - n$,
+#
+# $$\langle R_m q, R_n k\rangle = \mathrm{Re}\sum_{i=0}^{d_h/2-1} h_i\, e^{\mathrm{i} r\theta_i}.$$
+#
+# Summing by parts with $S_j = \sum_{i<j} e^{\mathrm{i} r\theta_i}$ (and $h_{d_h/2} = 0$),
+# RoFormer bounds it:
+#
+# $$\big|\langle R_m q, R_n k\rangle\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d_h/2} |S_j|.$$
+#
+# The sum depends on the distance only. At $r = 0$ every term is 1 and $|S_j| = j$; as $r$ grows
+# the fast pairs spin out of phase and the partial sums cancel, so the bound shrinks: far-apart
+# tokens *can* still score high, but only if their vectors are tuned for it. We check the
+# inequality on random $q, k$ at every distance, and draw the bound (scaled to 1 at $r = 0$)
+# beside the score of a query and key that point the same way, $q = k$.
+
+# %%
+d_h = 128  # Llama's head size, θ base 10000
+theta128 = T.rope_angles(np.array([1.0]), d_h)[0]  # (d_h/2,) θ_i
+r = np.unique(np.round(np.geomspace(1, 8192, 300)).astype(int))  # distances n − m, 1 … 8192
+S_j = np.cumsum(np.exp(1j * r[:, None] * theta128), axis=1)  # (r, d_h/2) partial sums S_1 … S_(d_h/2)
+bound_sum = np.abs(S_j).sum(1)  # (r,) Σ_j |S_j|
+
+qv, kv = rng.normal(size=(2, 50, d_h))  # 50 random (q, k) pairs, (pairs, d_h) each
+cos_r, sin_r = T.rope_cos_sin(r, d_h, dtype=np.float64)  # (r, d_h/2)
+cos_0, sin_0 = T.rope_cos_sin(np.zeros(1), d_h, dtype=np.float64)
+k_at_0 = T.apply_rope_interleaved(kv, cos_0, sin_0)  # (pairs, d_h): k at position 0
+q_at_r = T.apply_rope_interleaved(np.broadcast_to(qv[:, None], (50, len(r), d_h)), cos_r, sin_r)  # q at r
+scores = np.einsum("prd,pd->pr", q_at_r, k_at_0)  # (pairs, r) score of q at m = r, k at n = 0
+h_c = (qv[:, 0::2] + 1j * qv[:, 1::2]) * np.conj(kv[:, 0::2] + 1j * kv[:, 1::2])  # (pairs, d_h/2) h_i
+h_c = np.concatenate([h_c, np.zeros((50, 1))], axis=1)  # h_(d_h/2) = 0
+lipschitz = np.abs(np.diff(h_c, axis=1)).max(1)  # (pairs,) max_i |h_(i+1) − h_i|
+bound_ok = np.all(np.abs(scores) <= lipschitz[:, None] * bound_sum[None, :] + 1e-9)
+print("|score| ≤ max|h_(i+1) − h_i| · Σ|S_j| for 50 random q, k at all", len(r), "distances:", bound_ok)
+rel_bound = bound_sum / (d_h // 2 * (d_h // 2 + 1) / 2)  # scaled to 1 at r = 0, where |S_j| = j
+print("relative bound at r = 10, 100, 1000, 8192:",
+      [round(float(rel_bound[np.searchsorted(r, x)]), 2) for x in (10, 100, 1000, 8192)])
+assert bound_ok and rel_bound[np.searchsorted(r, 1000)] < 0.25
+
+same = np.ones(d_h)  # q = k: every pair lined up
+score_same = T.apply_rope_interleaved(np.broadcast_to(same, (len(r), d_h)), cos_r, sin_r) @ same / d_h  # (r,) 1 at r = 0
+
+# %%
+fig, ax = P.early.rope_decay(r, rel_bound, {"score of q = k = (1, …, 1)": score_same},
+                             title=f"RoPE's long-range decay (d_h = {d_h}, θ base 10000)")
+P.save(fig, P.figure_path("02_rope_decay.png"))
+
+# %% [markdown]
+# ## 7. Two layouts of the same rotation
+#
+# RoFormer's complex form (and Meta's Llama code) pairs *neighbouring* dimensions $(x_0,x_1), (x_2,x_3), …$:
 # the **interleaved** layout. Hugging Face checkpoints pair dimension $i$ with $i + d_h/2$:
 # the **rotate-half** layout. They are the same rotation on permuted dimensions: gather the
 # even dimensions first, then the odd ones ($p = [0, 2, 4, …, 1, 3, 5, …]$) and
@@ -250,28 +309,23 @@ print("rope_half(x[p]) == rope_interleaved(x)[p]:", layouts_ok)
 assert layouts_ok
 
 # %%
-pair_interleaved = np.arange(d_h) // 2  # dimension j belongs to pair j // 2
-pair_half = np.array(p) // 2  # after the permutation, slot s holds dimension p[s]
-fig, ax = P.new_figure(figsize=(13, 4.2))
-cmap = plt.get_cmap("tab10")
-for row, (pairs_of, dims, name) in enumerate(((pair_interleaved, np.arange(d_h), "interleaved"),
-                                               (pair_half, np.array(p), "rotate-half"))):
-    y = 1 - row
-    for s in range(d_h):
-        ax.add_patch(plt.Rectangle((s, y), 0.92, 0.6, color=cmap(pairs_of[s]), alpha=0.85))
-        ax.text(s + 0.46, y + 0.3, f"x{dims[s]}", ha="center", va="center", fontsize=P.LABEL_SIZE + 1,
-                color="white", fontweight="bold")
-    ax.text(-0.2, y + 0.3, name, ha="right", va="center", fontsize=P.LABEL_SIZE + 1)
-for s in range(d_h):  # arrow from a dimension's interleaved slot to its rotate-half slot
-    t = p.index(s)
-    ax.annotate("", xy=(t + 0.46, 0.62), xytext=(s + 0.46, 1.0),
-                arrowprops=dict(arrowstyle="-|>", color="grey", linewidth=1.3))
-ax.set_xlim(-2.6, d_h), ax.set_ylim(-0.1, 1.75)
-ax.axis("off")
-ax.set_title("Same colour = one rotated pair.  p = " + str(p), fontsize=P.TITLE_SIZE)
+fig, ax = P.early.rope_layouts(p)
 P.save(fig, P.figure_path("02_rope_layouts.png"))
 
 # %% [markdown]
 # **Takeaways.** Attention is blind to order until positions are mixed in: added as a fixed
 # (sinusoidal) or learned table, or — RoPE — as rotations of $q$ and $k$ whose dot product
-# sees only the distance $n - m$. Next: the attention formula itself (lesson 03).
+# sees only the distance $n - m$, and whose bound shrinks as that distance grows. Next: the
+# attention formula itself (lesson 03).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/02_positions.py`.
+#
+# 1. Write row 1 of the sinusoidal table for d = 4 by hand; check with `T.sinusoidal_positions`.
+# 2. Apply RoPE by hand, in complex numbers, to x = (1, 2, 3, 4) at position m = 2 (d_h = 4);
+#    check with `T.apply_rope_interleaved`.
+# 3. With one pair (θ = 1) and q = k = (1, 0), what is the score of q at position 5 and k at 3?
+#    Of q at 2 and k at 0? Why are they equal?

@@ -15,15 +15,16 @@
 # # 03 · Scaled dot-product attention
 #
 # **What you will see.** A seven-token sentence turned into queries, keys and values; the
-# score matrix $QK^\top/\sqrt{d_k}$ and the weights softmax makes of it; a measurement of
+# score matrix $QK^\top/\sqrt{d_k}$, the weights softmax makes of it and the weighted sum
+# $PV$ they take of the values, first by hand on three tokens; a measurement of
 # *why* the scores are divided by $\sqrt{d_k}$ (without it softmax saturates as $d_k$ grows
 # and its gradient vanishes); the additive score the dot product replaced, and what it
 # costs; and why every softmax subtracts the row maximum (without it
 # `exp` overflows, in float16 already at logits above 11).
 #
-# **Follows** note 003 (§4, scaled dot-product attention, additive vs dot-product scores and
-# the reason for $1/\sqrt{d_k}$),
-# note 000 (§2.1, the formula) and note 001 (why softmax subtracts the max).
+# **Sources.** The formula and the $1/\sqrt{d_k}$ are those of "Attention Is All You Need"
+# (Vaswani et al., 2017, §3.2.1), which also compares the dot-product score with the additive one
+# of Bahdanau et al.; the max-subtraction is how every softmax implementation avoids overflow.
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
 
@@ -35,7 +36,7 @@ from pathlib import Path
 _here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS thread gives steadier timings (§5)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS thread gives steadier timings (§6)
 
 import numpy as np
 
@@ -47,7 +48,7 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## 1. From a sentence to $X$
 #
-# Note 002's example sentence. Each word is one token here, with an id from a tiny
+# A short sentence whose last word needs context. Each word is one token here, with an id from a tiny
 # vocabulary; the embedding table $W_E$ is random (a trained one comes in the MiniLM and
 # SmolLM2 lessons) and the sinusoidal positions of lesson 02 are added.
 
@@ -76,11 +77,53 @@ print("Q, K, V shapes:", Q.shape, K.shape, V.shape)
 print("as one head (b, h, n, d_k):", q.shape)
 
 # %% [markdown]
-# ## 3. Scores, then weights
+# ## 3. One query by hand
 #
-# Entry $(i, j)$ of $S = QK^\top/\sqrt{d_k}$ is how well query $i$ matches key $j$.
-# Softmax turns each row into weights that are positive and sum to 1:
-# $P_{ij} = e^{S_{ij}} / \sum_{j'} e^{S_{ij'}}$. The output row $i$ is $\sum_j P_{ij} V_j$.
+# Three tokens, $d_k = 2$, small integers. The query $q$ is compared with each key by a dot
+# product, scaled by $1/\sqrt{d_k}$; softmax turns the three scores into weights; the output is
+# the weighted sum of the values:
+#
+# $$s_j = \frac{q \cdot k_j}{\sqrt{d_k}}, \qquad p_j = \frac{e^{s_j}}{\sum_{j'} e^{s_{j'}}}, \qquad
+#   o = \sum_j p_j\, v_j .$$
+#
+# **A soft dictionary lookup.** A Python `dict` returns the value whose key *equals* the
+# query, and nothing else. Attention compares the query with *every* key, and instead of
+# picking one it returns a blend of all the values, each weighted by how well its key
+# matched. A key that matches much better than the rest takes almost all the weight (the
+# hard lookup of a `dict`); keys that match equally share it (an average). Because the blend
+# is smooth in $q$ and $k$, the model can learn, by gradient descent, what to look for.
+
+# %%
+q1 = np.array([2.0, 1.0])  # (d_k,) the query
+K1 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (n, d_k) three keys
+V1 = np.array([[4.0, 0.0], [0.0, 4.0], [2.0, 3.0]])  # (n, d_v) three values
+# scores: q·k_j / √2 = [2, 1, 3] / 1.414
+s1 = np.array([2 * 1 + 1 * 0, 2 * 0 + 1 * 1, 2 * 1 + 1 * 1]) / np.sqrt(2)  # (n,)
+e1 = np.exp(s1 - s1.max())  # (n,) e^(s_j − max): e^-0.707, e^-1.414, e^0
+p1 = e1 / e1.sum()  # (n,) weights, sum 1
+o1 = p1[0] * V1[0] + p1[1] * V1[1] + p1[2] * V1[2]  # (d_v,) the weighted sum of the values
+print("scores  s =", np.round(s1, 3))
+print("e^(s − max) =", np.round(e1, 3), " sum =", round(float(e1.sum()), 3))
+print("weights p =", np.round(p1, 3))
+print("output  o = p0·v0 + p1·v1 + p2·v2 =", np.round(o1, 3))
+o_pkg = T.scaled_dot_product_attention(q1[None, None, None], K1[None, None], V1[None, None])[0, 0, 0]  # (d_v,)
+hand_ok = np.allclose(o1, o_pkg, atol=1e-12) and np.allclose(p1, [0.284, 0.140, 0.576], atol=5e-4)
+print("by hand == T.scaled_dot_product_attention:", hand_ok)
+assert hand_ok
+
+# %%
+fig, _ = P.early.soft_lookup(q1, K1, V1, p1, o1, names=["the", "dog", "barked"])
+fig.suptitle(f"q·k / √2 = {np.round(s1, 2).tolist()}  →  softmax  →  p = {np.round(p1, 3).tolist()}",
+             fontsize=P.TITLE_SIZE)
+P.save(fig, P.figure_path("03_soft_lookup.png"))
+
+# %% [markdown]
+# ## 4. All queries at once: $P\,V$
+#
+# With every token asking at once, the scores form a matrix: entry $(i, j)$ of
+# $S = QK^\top/\sqrt{d_k}$ is how well query $i$ matches key $j$. Softmax turns each row into
+# weights, $P_{ij} = e^{S_{ij}} / \sum_{j'} e^{S_{ij'}}$, and one matrix product takes every
+# weighted sum: row $i$ of $O = PV$ is $\sum_j P_{ij} V_j$, row $i$ of $P$ times $V$.
 
 # %%
 S = T.attention_scores(q, k)  # (b, h, n, n), already divided by √d_k
@@ -107,12 +150,21 @@ fig.suptitle("Random projections: the pattern means nothing yet, the arithmetic 
 P.save(fig, P.figure_path("03_scores_to_weights.png"))
 
 # %% [markdown]
-# ## 4. Why divide by $\sqrt{d_k}$
+# The last step, drawn: the outlined row of $P$ (the weights of "it") runs down the columns of
+# $V$, and each dimension of the output of "it" is that weighted sum.
+
+# %%
+fig, _ = P.early.weighted_sum(Pw[0, 0], v[0, 0], out[0, 0], tokens, row=len(tokens) - 1,
+                              title="O = P V: each output row is a weighted sum of the value rows")
+P.save(fig, P.figure_path("03_weighted_sum.png"))
+
+# %% [markdown]
+# ## 5. Why divide by $\sqrt{d_k}$
 #
 # If the entries of $q$ and $k$ are independent with mean 0 and variance 1, then
 # $q\cdot k = \sum_{i=1}^{d_k} q_i k_i$ has variance $d_k$: its spread grows like $\sqrt{d_k}$.
 # Large logits push softmax towards a one-hot vector, where its Jacobian
-# $J = \mathrm{diag}(p) - pp^\top$ is nearly zero and gradients stop flowing (note 003 §4.4).
+# $J = \mathrm{diag}(p) - pp^\top$ is nearly zero and gradients stop flowing.
 # Dividing by $\sqrt{d_k}$ brings the variance back to 1 for every $d_k$.
 # We measure it on random vectors: the spread of $q\cdot k$, the entropy of the weights
 # (high = spread out, 0 = one-hot) and the size $\lVert J\rVert_F$ of the softmax Jacobian.
@@ -188,9 +240,9 @@ fig.suptitle(f"One query against {n_keys} keys, d_k = {dk}", fontsize=P.TITLE_SI
 P.save(fig, P.figure_path("03_saturation_example.png"))
 
 # %% [markdown]
-# ## 5. The other score: additive attention
+# ## 6. The other score: additive attention
 #
-# Note 003 (§4.2.2) shows two ways to score how much query $q_i$ should read key $k_j$. Dot
+# The original paper weighs two ways to score how much query $q_i$ should read key $k_j$. Dot
 # product, as above, and **additive** attention (Bahdanau et al.), a small network with one
 # hidden layer of size $d_a$ per pair:
 #
@@ -213,7 +265,7 @@ P.save(fig, P.figure_path("03_saturation_example.png"))
 d_a, nets = 64, 20
 spread_add, H_add = [], []
 for dk in d_ks:
-    qv = rng.normal(size=(trials, 1, dk))  # (trials, 1, d_k), as in §4
+    qv = rng.normal(size=(trials, 1, dk))  # (trials, 1, d_k), as in §5
     kv = rng.normal(size=(trials, n_keys, dk))  # (trials, n_keys, d_k)
     e = []
     for rows in np.array_split(np.arange(trials), nets):  # one freshly drawn network per share of the rows
@@ -284,12 +336,12 @@ fig.suptitle("Additive vs dot-product scores (one head, float32; d_k = 64 for ti
 P.save(fig, P.figure_path("03_additive_vs_dot.png"))
 
 # %% [markdown]
-# ## 6. Why subtract the maximum
+# ## 7. Why subtract the maximum
 #
 # $e^x$ overflows float32 above $x \approx 88.7$ and float16 above $x \approx 11.1$ (its
 # largest number is 65504). Softmax does not change when a constant is subtracted from a
 # row, $\mathrm{softmax}(x - c) = \mathrm{softmax}(x)$, so the package subtracts the row max:
-# the largest exponent is then $e^0 = 1$ and nothing can overflow (note 001).
+# the largest exponent is then $e^0 = 1$ and nothing can overflow.
 # Below, the "naive" formula $e^{x}/\sum e^{x}$ is written out only to watch it fail: first
 # the sum overflows (the weight drops to 0), then $e^x$ itself does ($\infty/\infty$ = NaN).
 
@@ -321,27 +373,8 @@ with np.errstate(over="ignore", invalid="ignore"):
         print(f"{dt.__name__}: naive is NaN from c = {first_nan:g}; stable max error {stable_err:.1e}")
         assert np.isfinite(stable).all() and stable_err < (1e-3 if dt == np.float16 else 1e-6)
 
-fig, ax = P.new_figure(figsize=(12, 6))
-ax.plot(offsets, curves["float32"][1], color=P.LINE_COLORS[2], linewidth=7, alpha=0.5,
-        label="stable (x − max), float32")
-ax.plot(offsets, curves["float16"][1], color="black", linewidth=1.5, linestyle=(0, (4, 3)),
-        label="stable (x − max), float16: on top of float32")
-for (name, (naive, _)), col, y_nan in zip(curves.items(), (P.LINE_COLORS[1], P.LINE_COLORS[0]), (0.12, 0.05)):
-    ax.plot(offsets, naive, color=col, linewidth=2.5, label=f"naive eˣ/Σeˣ, {name}")
-    bad = np.isnan(naive)
-    ax.plot(offsets[bad][::8], np.full(bad.sum(), y_nan)[::8], "x", color=col, markersize=7)
-    lim = {"float16": np.log(65504.0), "float32": np.log(np.finfo(np.float32).max)}[name]
-    c_lim = lim - 2.0  # the largest logit, c + 2, crosses the limit here
-    ax.axvline(c_lim, color=col, linestyle="--", linewidth=1.5)
-    right = name == "float16"  # float16's notes go right of its line, float32's left
-    ax.text(c_lim + (1.5 if right else -1.5), 0.32, f"largest logit c+2 > {lim:.1f}:\neˣ overflows {name}",
-            color=col, fontsize=P.LABEL_SIZE, ha="left" if right else "right")
-    ax.text(offsets[bad][0] + (1.5 if right else -2.5), y_nan + 0.03, f"NaN ({name})", color=col,
-            fontsize=P.LABEL_SIZE, ha="left" if right else "right")
-ax.set_ylim(0, 1)
-ax.legend(fontsize=P.TICK_SIZE + 1, frameon=False, loc="upper center")
-P.style_axes(ax, "softmax([c, c+1, c+2]): weight of the largest logit (exact: 0.665)",
-             "offset c of the logits", "weight", grid=True)
+limits = {"float16": np.log(65504.0), "float32": np.log(np.finfo(np.float32).max)}  # ln of the largest number
+fig, ax = P.early.overflow(offsets, curves, p_top, limits=limits)
 P.save(fig, P.figure_path("03_overflow.png"))
 
 # %% [markdown]
@@ -375,3 +408,16 @@ assert errors["package: float32 inside, rounded once"] <= 2.0 ** -10 < min(error
 # additive scoring gets from its bounded tanh, at d_a times the memory and many times the
 # time — and the max-subtraction keeps softmax finite whatever the logits. Next: many heads
 # side by side (lesson 04).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/03_attention.py`.
+#
+# 1. Rerun the worked example of §3 with the query $q = (0, 2)$. Which keys tie? Write the three
+#    weights and the output to three decimals.
+# 2. Make all three keys equal, $k_j = (1, 1)$. What are the weights, for *any* query? What is
+#    the output?
+# 3. Work out softmax([1000, 1001, 1002]) by hand, subtracting the max first, and compare with
+#    `T.softmax` in float32.

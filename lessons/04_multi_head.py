@@ -16,14 +16,14 @@
 #
 # **What you will see.** How one projection of width $d_\text{model}$ is cut into $h$ heads
 # of width $d_k$ — the shapes $(b, n, d) \to (b, h, n, d_k)$ and back — and why
-# $d_\text{model} = h \cdot d_k$ (the original Transformer's $512 = 8 \cdot 64$: note 003 gives
-# $d_\text{model} = 512$, and $h = 8$, $d_k = 64$ are the values of the paper it follows,
-# "Attention Is All You Need"); note 004's tiny example
+# $d_\text{model} = h \cdot d_k$ (the original Transformer's $512 = 8 \cdot 64$, the values of
+# "Attention Is All You Need"); a tiny example
 # ($S = 3$, $d_\text{model} = 12$, 4 heads of 3 × 3) drawn as matrices; and one attention
 # pattern per head on a sentence.
 #
-# **Follows** note 003 (§5, multi-head attention, $W_i^Q \in \mathbb{R}^{d_\text{model}\times d_k}$),
-# note 004 (multi-head as drawn matrices, $d_\text{model} = d_k \cdot h$) and note 000 (§2.1).
+# **Source.** "Attention Is All You Need" (§3.2.2): $h$ heads, each with its own
+# $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model}\times d_k}$, their outputs concatenated and
+# projected by $W^O$; with $d_k = d_\text{model}/h$ the cost is that of one full-width head.
 #
 # $$\mathrm{MultiHead}(X) = \mathrm{Concat}(\text{head}_1, …, \text{head}_h)\,W^O,\qquad
 #   \text{head}_i = \mathrm{Attention}(XW_i^Q,\; XW_i^K,\; XW_i^V)$$
@@ -84,7 +84,7 @@ except ValueError as e:
     print("h = 6 ->", e)
 
 # %% [markdown]
-# ## 3. Note 004's example, matrix by matrix
+# ## 3. A tiny example, matrix by matrix
 #
 # $S = 3$ tokens, $d_\text{model} = 12$, $h = 4$ heads: the $3 \times 12$ query matrix is read
 # as four $3 \times 3$ matrices, one per head (each head owns 3 consecutive columns).
@@ -123,7 +123,7 @@ axd["Q"].set_ylim(2.5, -1.3)  # room above for the head names
 axd["Q"].set_xticks(range(d_small)), axd["Q"].set_yticks(range(S_tok))
 for i in range(h_small):
     axd[f"h{i}"].set_xticks(range(3)), axd[f"h{i}"].set_yticks(range(S_tok))
-fig.suptitle("split_heads: d_model = 12 = 4 heads × d_k 3 (note 004)", fontsize=P.TITLE_SIZE + 1)
+fig.suptitle("split_heads: d_model = 12 = 4 heads × d_k 3", fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("04_split_heads.png"))
 
 # %% [markdown]
@@ -174,3 +174,16 @@ P.save(fig, P.figure_path("04_head_grid.png"))
 # **Takeaways.** Multi-head attention is one wide projection viewed as $h$ narrow ones:
 # split (reshape + transpose), attend per head in one batched product, merge, project with
 # $W^O$. The heads divide $d_\text{model}$ among themselves. Next: masks (lesson 05).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/04_multi_head.py`.
+#
+# 1. GPT-2 small has d_model = 768 and h = 12. What is d_k, what shape does `T.split_heads`
+#    give for a (1, 5, 768) input, and which columns of the input make head 3?
+# 2. Count the attention parameters of the original Transformer (base, d_model = 512, with
+#    biases): how many attention blocks does it have, and how many parameters each?
+# 3. Does the number of heads change the parameter count of an attention layer? Predict, then
+#    try h = 1, 4, 9, 16 at d = 576 with `T.parameter_breakdown`.

@@ -21,9 +21,9 @@
 # and how the cost grows with the sequence length $n$ — $n^2$ for full attention, $n\cdot w$
 # for a window, $n\sqrt n$ for the strided pattern — measured and against its formula.
 #
-# **Follows** note 000 (§2.4 causal vs non-causal, §3.1 the $O(n^2)$ cost), note 002
-# (local/sliding-window attention, sparse attention: global, random, band patterns) and
-# note 004 (the decoder's mask).
+# **In one line:** a decoder may not look ahead (causal), an encoder looks both ways, and
+# full attention costs $n^2$ pairs, which sparse patterns (window, strided, global, random;
+# Longformer, Sparse Transformer, BigBird) cut to about $n$ per row.
 #
 # A mask enters attention before the softmax: hidden pairs get score $-\infty$, so
 # $e^{-\infty} = 0$ weight. In this package `True` means "may attend".
@@ -51,7 +51,7 @@ rng = np.random.default_rng(0)
 #
 # An **encoder** (BERT) lets every token see every other: bidirectional. A **decoder** (GPT,
 # Llama) must not see the future it is trained to predict: token $i$ sees keys $j \le i$,
-# the lower triangle (note 004). In a **batch**, short sequences are padded to the longest;
+# the lower triangle. In a **batch**, short sequences are padded to the longest;
 # the padding mask hides the pad keys so they receive no weight. It hides pad *keys* only:
 # the `[PAD]` query rows are still computed (in the padding panel below they attend to the
 # real tokens like any other row), and their outputs are simply thrown away afterwards.
@@ -95,12 +95,12 @@ P.save(fig, P.figure_path("05_causal_bidirectional_padding.png"))
 # %% [markdown]
 # ## 2. Local and sparse patterns
 #
-# Full attention costs $n^2$ pairs. Cheaper patterns keep a structured subset (note 002):
+# Full attention costs $n^2$ pairs. Cheaper patterns keep a structured subset:
 #
 # - **sliding window** (Longformer, Mistral): the $w$ most recent tokens, $i - w < j \le i$;
-#   as a non-causal band, $|i - j| < w$. Note 002 writes local attention as the interval
+#   as a non-causal band, $|i - j| < w$. Some texts write local attention as the interval
 #   $[i - w, i + w]$, i.e. $|i - j| \le w$: there $w$ is the reach on each side, here it
-#   counts the query itself, so the note's $w$ is our $w - 1$ (same idea, off by one);
+#   counts the query itself, so their $w$ is our $w - 1$ (same idea, off by one);
 # - **strided** (Sparse Transformer): the last $\ell$ tokens, plus the keys at distance
 #   $\ell, 2\ell, …$ before;
 # - **fixed** (Sparse Transformer): your own block, plus the last cell of each earlier block
@@ -214,3 +214,16 @@ P.save(fig, P.figure_path("05_cost_vs_n.png"))
 # attention under it. Causal halves full attention but keeps it quadratic; windows and
 # sparse patterns make it (nearly) linear in $n$, at the price of pairs that can no longer
 # talk directly. Next: prefill, decode and the KV cache (lesson 06).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/05_masks.py`.
+#
+# 1. Write out, as a 6 × 6 grid of ✓ and ·, the mask "causal window of 3, or token 0" (every
+#    query keeps reading the first token, an "attention sink"). How many pairs does it keep?
+#    Build it from `T.sliding_window_mask`, `T.global_mask` and `T.causal_mask` with `|` and `&`.
+# 2. How many pairs does a causal mask keep at n = 1000? What share of n² is that?
+# 3. A causal window of w = 128 over n = 4096 tokens: count its pairs with a formula, then with
+#    `T.attended_pairs`.

@@ -22,10 +22,10 @@
 # the arrays' real `.nbytes`), time each step with and without the cache, and check that both
 # give the same tokens.
 #
-# **Follows** note 004 (prefill vs decode, the KV cache as concatenation of past keys and
-# values), note 000 (§4.1–4.2: without a cache every step recomputes all $n$ positions, with
-# it only the new one; cache memory $O(L \cdot n \cdot h \cdot d_h)$), note 001 (bytes per
-# token) and note 002 (§5, 100 new tokens in 4.45 s with the cache vs 33.4 s without).
+# **In one line:** without a cache every generation step recomputes the keys and values of
+# all $n$ positions; with one it computes only the new token's and appends them, for memory
+# $O(L \cdot n \cdot h_{kv} \cdot d_h)$. A reference measurement to compare with: 100 new tokens
+# of a small model on a T4 GPU took 4.45 s with the cache and 33.4 s without.
 
 # %%
 import os
@@ -76,7 +76,7 @@ assert cache.length == n and prefill_maps[0].shape == (1, cfg.h, n, n)
 # ## 2. Decode: one query row, the causal offset
 #
 # The new token sits at position $n$. It brings one query, one key and one value per head;
-# the key and value are **appended** to the cache (note 004's concatenation), and the query
+# the key and value are **appended** to the cache (concatenated after the past ones), and the query
 # attends to all $n + 1$ keys. A causal mask for $n_q = 1$ query after $n$ cached keys is
 # $j \le n$ for every key $j$: nothing is hidden, so the model applies no mask at all
 # (`T.decoder_mask` returns `None`). The query row is offset by $n$; built as if it were row 0,
@@ -115,32 +115,14 @@ assert row_err < 1e-4 and block_err < 1e-4 and logit_err < 1e-3 and past_kept
 # %%
 layer, head = 12, 1  # one head to draw (any layer and head pass the check above)
 labels = [P.visible_token(tok.decode([i])) for i in full_ids]
-top = np.full((n, n + 1), np.nan)  # prefill has no key at position n yet: blank column
-top[:, :n] = prefill_maps[layer][0, head]
-fig, (a0, a1) = P.new_figure(2, 1, figsize=(10.5, 9.5), layout="constrained",
-                             gridspec_kw=dict(height_ratios=[n, 1.4]))
-vmax = float(np.nanmax(top))
-P.attention_heatmap(top, labels[:n], labels, ax=a0, vmax=vmax, colorbar=False, annotate=False,
-                    title=f"Prefill: {n} queries × {n} keys, causal (layer {layer}, head {head})", xlabel=None)
-blank = a0.images[0].get_cmap().copy()
-blank.set_bad(P.OFF_COLOR)  # the column of the key that does not exist yet: grey
-a0.images[0].set_cmap(blank)
-a0.text(n, (n - 1) / 2, "key n not\ncomputed yet", rotation=90, ha="center", va="center",
-        fontsize=P.LABEL_SIZE, color="#555555")
-P.attention_heatmap(decode_maps[layer][0, head], [labels[-1]], labels, ax=a1, vmax=vmax, colorbar=False,
-                    annotate=True, fmt=".2f", title=f"Decode: 1 query × {n + 1} keys (n cached + 1 new), no mask",
-                    ylabel="query")
-for a in (a0, a1):
-    a.tick_params(axis="y", labelsize=P.LABEL_SIZE)
-for t_ in a1.texts:
-    t_.set_fontsize(P.LABEL_SIZE)
-fig.colorbar(a0.images[0], ax=[a0, a1], fraction=0.04, pad=0.02).set_label("weight", fontsize=P.LABEL_SIZE)
+fig, _ = P.decoding.prefill_decode(prefill_maps[layer][0, head], decode_maps[layer][0, head, 0], labels,
+                                   layer=layer, head=head)
 P.save(fig, P.figure_path("06_prefill_decode.png"))
 
 # %% [markdown]
 # ## 3. What the cache costs: bytes per token
 #
-# Each token leaves one key and one value vector per KV head in every layer (note 001):
+# Each token leaves one key and one value vector per KV head in every layer:
 #
 # $$\text{bytes per token} = 2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes per number}.$$
 #
@@ -189,12 +171,12 @@ P.save(fig, P.figure_path("06_cache_bytes.png"))
 # %% [markdown]
 # ## 4. Time per token, with and without the cache
 #
-# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again: note 000
-# (§4.1–4.2) counts $O(n^2 d)$ per step without the cache and $O(nd)$ with it, where a step
-# runs one token against the cached keys. We
-# generate the same continuation both ways and time every step (`last_stats.steps`: step 0
-# is the prefill, identical work in both runs), keeping for each step the fastest of a few runs. Note 002 measured 100 new tokens on a T4 GPU:
-# 4.45 s with the cache, 33.4 s without. Our CPU, model and lengths differ, so only the ratio
+# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again: $O(n^2 d)$
+# per step without the cache, $O(nd)$ with it, where a step runs one token against the
+# cached keys. We generate the same continuation both ways and time every step
+# (`last_stats.steps`: step 0 is the prefill, identical work in both runs), keeping for each
+# step the fastest of a few runs. The reference run quoted above made 100 new tokens on a T4
+# GPU: 4.45 s with the cache, 33.4 s without. Our CPU, model and lengths differ, so only the ratio
 # is worth comparing — and even that only roughly: it grows with the prompt and with the
 # number of new tokens (we make fewer than 100), so a close match is partly luck.
 
@@ -224,28 +206,16 @@ print(f"prefill: {t_with[0]:.3f} s with the cache, {t_without[0]:.3f} s without 
 print(f"mean decode step: {dec_with * 1e3:.0f} ms with the cache, {dec_without * 1e3:.0f} ms without "
       f"({dec_without / dec_with:.1f}×)")
 print(f"whole generation: {total_with:.2f} s vs {total_without:.2f} s -> {ratio:.1f}× "
-      f"(note 002 on a T4: 33.4 s / 4.45 s = {note_ratio:.1f}×)")
+      f"(reference, a T4 GPU: 33.4 s / 4.45 s = {note_ratio:.1f}×)")
 # Each uncached step redoes at least the prefill's work, so it cannot be faster than a cached step on average
 assert dec_without > dec_with
 
 # %%
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
 pos = n_long + np.arange(len(t_with))  # the position of the token each step produces
-fig, ax = P.new_figure(figsize=(11, 6))
-ax.plot(pos[1:], t_without[1:] * 1e3, "o-", color=P.LINE_COLORS[1], linewidth=2.5,
-        label=f"no cache: all {n_long}+t tokens again   (total {total_without:.2f} s)")
-ax.plot(pos[1:], t_with[1:] * 1e3, "o-", color=P.LINE_COLORS[0], linewidth=2.5,
-        label=f"KV cache: one token per step   (total {total_with:.2f} s)")
-ax.plot([pos[0]], [t_without[0] * 1e3], "s", color=P.LINE_COLORS[1], markersize=11,
-        label=f"step 0: prefill of the {n_long}-token prompt, the same work in both runs")
-ax.plot([pos[0]], [t_with[0] * 1e3], "s", color=P.LINE_COLORS[0], markersize=11)
-ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-ax.set_ylim(0, max(t_without.max(), t_with.max()) * 1e3 * 1.4)  # headroom for the legend
-P.style_axes(ax, f"SmolLM2 on CPU: time per generated token ({ratio:.1f}× faster overall with the cache)"
-             + (f"\nfastest of {repeats} runs per step" if repeats > 1 else ""),
-             "position of the generated token", "milliseconds per step", grid=True)
-ax.legend(fontsize=P.TICK_SIZE + 1, frameon=False, loc="upper left")
+fig, ax = P.decoding.time_per_token(
+    pos, t_without, t_with, n_prompt=n_long,
+    title=f"SmolLM2 on CPU: time per generated token ({ratio:.1f}× faster overall with the cache)"
+    + (f"\nfastest of {repeats} runs per step" if repeats > 1 else ""))
 P.save(fig, P.figure_path("06_time_per_token.png"))
 
 # %% [markdown]
@@ -255,3 +225,17 @@ P.save(fig, P.figure_path("06_time_per_token.png"))
 # grows linearly, $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token — which is
 # why GQA (lesson 07) shrinks $h_{kv}$. Without the cache each step redoes the whole prefix,
 # so the gap widens as the text gets longer.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/06_kv_cache.py`.
+#
+# 1. Llama-2-7B has L = 32 layers, d = 4096 and h = 32 heads, and keeps a key and a value for
+#    every head (no GQA). How many bytes does one token add to its cache in float16? Compare
+#    with SmolLM2.
+# 2. Fill Llama-2-7B's whole context, 4096 tokens, for a batch of 8: how large is the cache?
+#    Is it larger than the float16 weights (6.74 billion parameters)?
+# 3. SmolLM2 at its full context of 8192 tokens, in float16: how many MiB of cache? Check with
+#    `T.kv_cache_bytes("smollm2-135m", 8192)`.

@@ -15,15 +15,15 @@
 # # 07 · MHA, GQA, MQA: sharing keys and values
 #
 # **What you will see.** Which query heads read which key/value heads in multi-head (MHA),
-# grouped-query (GQA) and multi-query (MQA) attention; note 004's worked example — 3
+# grouped-query (GQA) and multi-query (MQA) attention; a worked example — 3
 # tokens, $d_\text{model} = 12$, 4 query heads in 2 groups — with its actual small matrices;
 # checks that GQA with $h_{kv} = h$ *is* MHA and that GQA equals MHA with tied K/V heads;
 # and the KV-cache bytes per token, $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$, for
 # SmolLM2-135M, Llama-3-8B and Llama-2-7B: going from 32 to 8 KV heads saves 75 %.
 #
-# **Follows** note 004 (grouped-query attention and its S = 3, d_model = 12 example),
-# note 001 (the MHA/MQA/GQA table, the bytes-per-token formula, "32 → 8 KV heads saves 75 %")
-# and note 000 (§4.3, MQA and GQA shrink the cache).
+# **In one line:** the KV cache stores $2 \cdot L \cdot h_{kv} \cdot d_h$ numbers per token, so
+# letting groups of query heads share one key/value head (GQA; one for all, MQA) shrinks it
+# by $h / h_{kv}$: 32 → 8 KV heads saves 75 %.
 
 # %%
 import sys
@@ -69,30 +69,11 @@ for name, h_kv in kinds.items():
 assert reads["GQA"].tolist() == [0, 0, 1, 1] and reads["MQA"].tolist() == [0, 0, 0, 0]
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
-
-fig, axes = P.new_figure(1, 3, figsize=(17, 5), layout="constrained")
-kv_cols = plt.get_cmap("tab10")
-for a, (name, h_kv) in zip(axes, kinds.items()):
-    xq = np.arange(h) * 1.5  # query boxes, evenly spaced
-    xk = (np.arange(h_kv) + 0.5) * (h * 1.5 / h_kv) - 0.75  # KV boxes, centred under their group
-    for i in range(h):
-        j = reads[name][i]
-        a.plot([xq[i], xk[j]], [1.55, 0.45], color=kv_cols(j), linewidth=3, zorder=1)
-        a.add_patch(plt.Rectangle((xq[i] - 0.5, 1.55), 1.0, 0.7, color=kv_cols(j), alpha=0.35, zorder=2))
-        a.text(xq[i], 1.9, f"Q{i}", ha="center", va="center", fontsize=P.LABEL_SIZE + 2)
-    for j in range(h_kv):
-        a.add_patch(plt.Rectangle((xk[j] - 0.5, -0.25), 1.0, 0.7, color=kv_cols(j), zorder=2))
-        a.text(xk[j], 0.1, f"KV{j}", ha="center", va="center", fontsize=P.LABEL_SIZE + 2, color="white",
-               fontweight="bold")
-    a.set_xlim(-1, h * 1.5 - 0.5), a.set_ylim(-0.5, 2.5), a.axis("off")
-    a.set_title(f"{name}: {h} query heads, {h_kv} KV head{'s' if h_kv > 1 else ''}\n"
-                f"cache holds {h_kv}/{h} of MHA's K and V", fontsize=P.TITLE_SIZE)
-fig.suptitle("Lines: which key/value head each query head reads", fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.decoding.kv_sharing(reads, suptitle="Lines: which key/value head each query head reads")
 P.save(fig, P.figure_path("07_sharing.png"))
 
 # %% [markdown]
-# ## 2. Note 004's example, matrix by matrix
+# ## 2. A worked example, matrix by matrix
 #
 # $S = 3$ tokens, $d_\text{model} = 12$, $h = 4$ heads of $d_h = 12/4 = 3$, two groups
 # ($h_{kv} = 2$). $W_q$ keeps its $12 \times 12$ shape, but $W_k$ and $W_v$ shrink to
@@ -131,41 +112,10 @@ v_read = T.repeat_kv(v, h // h_kv)  # (1, 4, 3, 3): the values each query head r
 assert np.array_equal(v_read[0, 0], v_read[0, 1]) and np.array_equal(v_read[0, 2], v_read[0, 3])
 # Row 0: the 4 query heads. Row 1: the 2 stored K heads and 2 stored V heads, each pair
 # under the query heads of its group. Row 2: each query head's attention weights.
-fig, axd = plt.subplot_mosaic([["Q0", "Q1", "Q2", "Q3"], ["K0", "V0", "K1", "V1"], ["P0", "P1", "P2", "P3"]],
-                              figsize=(18, 12.5), layout="constrained")
-lim = float(max(np.abs(q).max(), np.abs(k).max(), np.abs(v).max()))  # one colour scale for Q, K and V
-for i in range(h):
-    j = reads["GQA"][i]
-    P.attention_heatmap(q[0, i], ax=axd[f"Q{i}"], signed=True, vmin=-lim, vmax=lim, fmt=".1f", colorbar=False,
-                        title=f"Q head {i}  (group {j})", xlabel="d_h", ylabel="token" if i == 0 else None)
-    P.attention_heatmap(weights[0, i], ax=axd[f"P{i}"], vmax=1.0, colorbar=False,
-                        title=f"weights, Q head {i} (reads K{j}, V{j})", xlabel="key",
-                        ylabel="query" if i == 0 else None)
-    for t_ in list(axd[f"P{i}"].texts):  # pairs hidden by the causal mask: grey, no number (as in lesson 05)
-        col, row = (round(c_) for c_ in t_.get_position())
-        if not mask[row, col]:
-            t_.remove()
-            axd[f"P{i}"].add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, color=P.OFF_COLOR))
-for j in range(h_kv):
-    readers = ", ".join(f"Q{i}" for i in range(h) if reads["GQA"][i] == j)
-    for name, mat in (("K", k), ("V", v)):
-        P.attention_heatmap(mat[0, j], ax=axd[f"{name}{j}"], signed=True, vmin=-lim, vmax=lim, fmt=".1f",
-                            colorbar=False, title=f"{name} head {j}  (read by {readers})", xlabel="d_h",
-                            ylabel="token" if (name, j) == ("K", 0) else None)
-for key, a in axd.items():
-    a.set_xticks(range(3)), a.set_yticks(range(3))
-    if key[0] in "QKV":  # frame in the group's colour, as in 07_sharing.png
-        j = reads["GQA"][int(key[1])] if key[0] == "Q" else int(key[1])
-        for sp in a.spines.values():
-            sp.set_edgecolor(kv_cols(j)), sp.set_linewidth(5)
-cb = fig.colorbar(axd["K0"].images[0], ax=[a for key, a in axd.items() if key[0] in "QKV"], fraction=0.03,
-                  pad=0.02, aspect=45)  # one bar the height of the Q and K/V rows
-cb.set_label("entry of Q, K or V", fontsize=P.LABEL_SIZE), cb.ax.tick_params(labelsize=P.TICK_SIZE)
-cb = fig.colorbar(axd["P0"].images[0], ax=[axd[f"P{i}"] for i in range(h)], fraction=0.03, pad=0.02, aspect=20)
-cb.set_label("attention weight", fontsize=P.LABEL_SIZE), cb.ax.tick_params(labelsize=P.TICK_SIZE)
-fig.suptitle("GQA, note 004's example: S = 3, d_model = 12, 4 query heads, 2 K/V heads (causal)\n"
-             "frame colour = group; grey = hidden by the mask; the cache stores only the middle row's 2 K and 2 V heads",
-             fontsize=P.TITLE_SIZE + 1)
+fig, axd = P.decoding.gqa_worked_example(
+    q, k, v, weights, mask, reads["GQA"], attention_heatmap=P.attention_heatmap,
+    suptitle="GQA, a worked example: S = 3, d_model = 12, 4 query heads, 2 K/V heads (causal)\n"
+             "frame colour = group; grey = hidden by the mask; the cache stores only the middle row's 2 K and 2 V heads")
 P.save(fig, P.figure_path("07_gqa_example.png"))
 
 # %% [markdown]
@@ -199,7 +149,7 @@ assert mha_ok and tied_ok
 # %% [markdown]
 # ## 4. What it buys: KV-cache bytes per token
 #
-# Each generated token stores one key and one value vector per KV head per layer (note 001):
+# Each generated token stores one key and one value vector per KV head per layer:
 #
 # $$\text{bytes per token} = 2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes per number}$$
 #
@@ -268,4 +218,16 @@ P.save(fig, P.figure_path("07_kv_bytes.png"))
 # %% [markdown]
 # **Takeaways.** GQA keeps all $h$ query heads but only $h_{kv}$ key/value heads, each read by
 # a group of $h/h_{kv}$ queries; MHA and MQA are its two ends. The cache shrinks by
-# $h/h_{kv}$ — a factor 4 for Llama-3-8B — which is why most recent LLMs use it (note 001).
+# $h/h_{kv}$ — a factor 4 for Llama-3-8B — which is why most recent LLMs use it.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/07_gqa.py`.
+#
+# 1. Qwen2.5-7B has L = 28 layers, d = 3584, h = 28 query heads and h_kv = 4 key/value heads.
+#    What are its KV bytes per token in bfloat16, and what would they be with MHA? What share
+#    does GQA save?
+# 2. Which key/value head does its query head 13 read? Check with `T.repeat_kv`.
+# 3. How much cache does a 32,768-token context of Qwen2.5-7B take?

@@ -22,9 +22,9 @@
 # $e^{m - m_\text{new}}$ whenever the maximum goes up. This is the piece that lets
 # FlashAttention (lesson 09) work on tiles without ever holding a whole row of scores.
 #
-# **Follows** note 000 (§3.2.2, the online-softmax recurrence and the rescaled output
-# $O_i^k$), note 001 (why softmax subtracts the max) and note 002 (FlashAttention keeps its
-# working set in fast memory).
+# **In one line:** softmax needs the row's maximum and sum before any weight is known, but
+# both can be carried along in one pass and corrected as they change (Milakov & Gimelshein,
+# 2018), which is what lets FlashAttention keep its working set in fast on-chip memory.
 
 # %%
 import sys
@@ -183,13 +183,11 @@ P.save(fig, P.figure_path("08_merge_blocks.png"))
 #
 # $$O_j = O_{j-1}\, e^{\,m_{j-1} - m_j} + e^{\,x_j - m_j}\, v_j, \qquad o = O_n / l_n .$$
 #
-# Note 000 (§3) writes this recurrence with different letters and one step fewer, so
-# compare carefully: its $m_{i,k}$ is the running **sum** — our $l$ — and its
-# $s_{i,k} = \exp(Q_i K_k^\top)$ subtracts **no** maximum, so it overflows exactly as the
-# naive softmax of §1 does; the running max $m$ is what §1 adds. It also folds the sum into
-# $O$, keeping $O$ normalised after every step,
-# $O^k = \tfrac{m_{k-1}}{m_k} O^{k-1} + \tfrac{s_k}{m_k} V_k$ in its letters; FlashAttention-1
-# does that, FlashAttention-2 divides once at the end. A bonus: $O_j / l_j$ is exactly attention over the first $j$ keys, so the
+# Some texts write this recurrence with different letters: their running **sum** may be
+# called $m$ (our $l$), and a version that subtracts **no** maximum overflows exactly as the
+# naive softmax of §1 does. One can also keep $O$ normalised after every step,
+# $O_j = \tfrac{l_{j-1}}{l_j} e^{m_{j-1} - m_j} O_{j-1} + \tfrac{e^{x_j - m_j}}{l_j} v_j$:
+# FlashAttention-1 does that, FlashAttention-2 divides once at the end. A bonus: $O_j / l_j$ is exactly attention over the first $j$ keys, so the
 # running output is always a valid weighted average of the values seen so far.
 #
 # Below, the scores $x$ come from one query against eight keys ($d_h = 2$, $q = (1, 0)$,
@@ -230,40 +228,7 @@ assert prefix_ok and kernel_ok
 assert np.allclose(running[-1], reference[0, 0, 0]) and np.allclose(tiled, reference)
 
 # %%
-fig, (ax_p, ax_c) = P.new_figure(1, 2, figsize=(16, 6.5), layout="constrained", width_ratios=[1, 1.15])
-weights = T.softmax(x)
-ax_p.scatter(V[:, 0], V[:, 1], s=120 + 1400 * weights, color=P.LINE_COLORS[2], alpha=0.45,
-             edgecolor="black", zorder=2, label="value v_j (area ∝ final weight)")
-top = int(np.argmax(weights))  # the heaviest value sits on the path: label it above, to the left
-for j, (vx, vy) in enumerate(V):
-    ax_p.annotate(f"v{j + 1}  (x={x[j]:g})", (vx, vy), xytext=(-16, 16) if j == top else (9, 6),
-                  textcoords="offset points", fontsize=P.TICK_SIZE, ha="right" if j == top else "left")
-ax_p.plot(running[:, 0], running[:, 1], "-o", color=P.LINE_COLORS[0], linewidth=2.5, markersize=15,
-          markeredgecolor="white", zorder=3, label="running output O_j / l_j (j inside)")
-for j in range(len(x)):  # number every point of the path: step j has seen keys 1…j
-    ax_p.text(*running[j], f"{j + 1}", fontsize=P.TICK_SIZE - 1, color="white", ha="center", va="center",
-              fontweight="bold", zorder=5)
-ax_p.plot(*reference[0, 0, 0], marker="*", markersize=22, color=P.LINE_COLORS[1], linestyle="none",
-          markeredgecolor="black", zorder=4, label="softmax(x) @ V")
-ax_p.set_aspect("equal", adjustable="datalim")
-P.style_axes(ax_p, "The running output O_j / l_j (numbered by step j) stays\namong the values: a weighted average of v_1…v_j",
-             "value dim 0", "value dim 1", grid=True)
-ax_p.legend(fontsize=P.TICK_SIZE, frameon=False, loc="upper left", markerscale=0.6)
-steps = np.arange(1, len(x) + 1)
-for c in range(2):
-    ax_c.plot(steps, running[:, c], "-o", color=P.LINE_COLORS[c], linewidth=2.5, label=f"O_j / l_j, dim {c}")
-    ax_c.axhline(reference[0, 0, 0, c], color=P.LINE_COLORS[c], linestyle="--", linewidth=1.5,
-                 label=f"softmax(x) @ V, dim {c}")
-for j in np.nonzero(np.diff(m_hist, prepend=-np.inf) > 0)[0]:
-    ax_c.axvline(j + 1, color="grey", alpha=0.35, linewidth=6, zorder=0)
-ax_c.set_xticks(steps)
-P.style_axes(ax_c, "Each component reaches the exact output at the last key", "step j (keys seen)",
-             "running output", grid=True)
-from matplotlib.patches import Patch  # noqa: E402
-handles, _ = ax_c.get_legend_handles_labels()
-handles.append(Patch(color="grey", alpha=0.35, label="the max rose: O and l rescaled"))
-ax_c.legend(handles=handles, fontsize=P.TICK_SIZE, frameon=False, loc="upper center",
-            bbox_to_anchor=(0.5, -0.13), ncols=3)
+fig, _ = P.decoding.output_rescaling(x, V, running, reference[0, 0, 0], m_hist)
 P.save(fig, P.figure_path("08_output_rescaling.png"))
 
 # %% [markdown]
@@ -272,3 +237,16 @@ P.save(fig, P.figure_path("08_output_rescaling.png"))
 # repairs every earlier term when the maximum rises. The same factor rescales the output
 # accumulator, so attention can be computed key block by key block and still equal the
 # two-pass softmax exactly. Lesson 09 runs this over tiles of $Q$ and $K$.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute; the worked answers, each checked against the package, are in
+# `lessons/solutions/08_online_softmax.py`.
+#
+# 1. Run the recurrence by hand on the scores 1, 3, 2, one at a time: write $(m, \ell)$ after
+#    each. Check with `T.online_softmax_history`.
+# 2. Merge two partial results $(m_a, \ell_a) = (3, 1.5)$ and $(m_b, \ell_b) = (5, 2)$ into one.
+# 3. Give the three scores the values 10, 20, 30 and carry the unnormalised output $O$ along,
+#    rescaled as in §3. What is $O / \ell$ at the end? Compare with `T.flash_attention` reading
+#    one key per step.

@@ -24,9 +24,10 @@
 # while never storing an $n \times n$ matrix. Lesson 17 takes the same tiles onto the GPU,
 # as CUDA kernels.
 #
-# **Follows** note 000 (§3.1 cost $O(n^2 d_h)$ time and $O(n^2)$ memory, §3.2 tiling and
-# the online softmax), note 001 (attention is memory-bound; tiling, recomputation in the
-# backward pass, 2–4× speed-ups) and note 002 (HBM vs SRAM: big and slow vs small and fast).
+# **The ideas behind it.** Standard attention costs $O(n^2 d_h)$ time and $O(n^2)$ memory; on a
+# GPU it waits on memory, not arithmetic, between a big slow memory (HBM) and a small fast
+# one (SRAM). Tiling with the online softmax, and recomputing in the backward pass, moves far
+# less and gave FlashAttention its 2–4× speed-ups.
 
 # %%
 import sys
@@ -59,9 +60,6 @@ rng = np.random.default_rng(0)
 # shorter when $B$ does not divide $n$.
 
 # %%
-from matplotlib.patches import Patch  # noqa: E402
-
-
 def tile_picture(n, Br, Bc, causal):  # -> ([n, n] element state, trace): 0 skipped, 1 full, 2 diagonal, 3 masked
     """Run the kernel once with a trace and paint each score element by the fate of its tile."""
     x = rng.standard_normal((1, 1, n, 8))  # (b, h, n, d_h): the values do not matter here
@@ -90,30 +88,11 @@ for n_, Br_, Bc_, causal_ in cases:
     pictures.append((state, tr))
 
 # %%
-from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
-
-MASKED_COLOR = "#d9e8f5"  # inside a diagonal tile: computed, then set to -inf
-cmap = ListedColormap([P.OFF_COLOR, P.ON_COLOR, P.PARTIAL_COLOR, MASKED_COLOR])
-fig, axes = P.new_figure(1, 3, figsize=(17, 6.6), layout="constrained")
-for a, (n_, Br_, Bc_, causal_), (state, tr) in zip(axes, cases, pictures):
-    a.imshow(state, cmap=cmap, norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5, 3.5], 4), interpolation="nearest")
-    for r in range(0, n_ + 1, Br_):  # tile borders at the real block boundaries
-        a.axhline(min(r, n_) - 0.5, color="white", linewidth=3)
-    for c in range(0, n_ + 1, Bc_):
-        a.axvline(min(c, n_) - 0.5, color="white", linewidth=3)
-    a.axhline(n_ - 0.5, color="white", linewidth=3), a.axvline(n_ - 0.5, color="white", linewidth=3)
-    done = int(tr.computed().sum())
-    a.set_xticks(np.arange(0, n_, Bc_)), a.set_yticks(np.arange(0, n_, Br_))
-    P.style_axes(a, f"{'causal' if causal_ else 'no mask'}, B_r = {Br_}, B_c = {Bc_}\n"
-                    f"{done} of {tr.Tr * tr.Tc} tiles computed", "key position j", "query position i")
-fig.legend(handles=[Patch(color=P.ON_COLOR, label="full tile (no mask inside)"),
-                    Patch(color=P.PARTIAL_COLOR, label="diagonal tile: computed …"),
-                    Patch(color=MASKED_COLOR, label="… and masked inside"),
-                    Patch(color=P.OFF_COLOR, label="skipped: never loaded")],
-           loc="outside lower center", ncols=4, fontsize=P.LABEL_SIZE, frameon=False)
-fig.suptitle("The n × n score matrix in tiles (n = 20): the last block is shorter when B does not divide n",
-             fontsize=P.TITLE_SIZE + 1)
-fig.get_layout_engine().set(h_pad=0.12)  # room between the suptitle and the two-line panel titles
+panels = [(state, Br_, Bc_, f"{'causal' if causal_ else 'no mask'}, B_r = {Br_}, B_c = {Bc_}\n"
+                            f"{int(tr.computed().sum())} of {tr.Tr * tr.Tc} tiles computed")
+          for (n_, Br_, Bc_, causal_), (state, tr) in zip(cases, pictures)]
+fig, axes = P.late.tile_states(panels, suptitle="The n × n score matrix in tiles (n = 20): "
+                                                "the last block is shorter when B does not divide n")
 P.save(fig, P.figure_path("09_tile_schedule.png"))
 
 # %% [markdown]
@@ -147,27 +126,11 @@ for version in (1, 2):
 assert np.array_equal(orders[1][0].computed(), orders[2][0].computed())  # same tiles, other order
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(14.5, 7), layout="constrained")
 titles = {1: "FlashAttention-1: key block j outside\nK_j, V_j stay; Q_i, O_i, l_i, m_i travel",
           2: "FlashAttention-2: query block i outside\nQ_i, O_i, l_i, m_i stay; K_j, V_j travel"}
-for a, version in zip(axes, (1, 2)):
-    tr = orders[version][0]
-    P.tile_schedule(tr.computed(), ax=a, partial=tr.partial(), Br=B_o, Bc=B_o, title=titles[version])
-    grid = tr.grid()
-    ij = sorted(zip(*np.nonzero(grid >= 0)), key=lambda t: grid[t])  # computed tiles in visit order
-    for k_, (i, j) in enumerate(ij):
-        a.text(j, i, str(k_ + 1), ha="center", va="center", fontsize=P.LABEL_SIZE + 2, fontweight="bold",
-               color="white" if not tr.partial()[i, j] else "black")
-    for (i0, j0), (i1, j1) in zip(ij[:-1], ij[1:]):  # arrows from each tile to the next one visited
-        a.annotate("", xy=(j1, i1), xytext=(j0, i0),
-                   arrowprops=dict(arrowstyle="->", color=P.LINE_COLORS[3], lw=2, shrinkA=13, shrinkB=13,
-                                   connectionstyle="arc3,rad=0.15"))
-axes[0].get_legend().remove()  # one legend, on the right, is enough
-for text in axes[1].get_legend().get_texts():  # the words of the tile-schedule figure above
-    text.set_text({"computed": "full tile (no mask inside)", "computed, masked inside": "diagonal tile: masked inside",
-                   "skipped": "skipped: never loaded"}[text.get_text()])
-fig.suptitle(f"Visit order of the computed tiles, causal, n = {n_o}, B_r = B_c = {B_o}",
-             fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.late.visit_order([(tr.computed(), tr.partial(), tr.grid(), titles[version])
+                                for version, (tr, _) in orders.items()],
+                               B=B_o, tile_schedule=P.tile_schedule, suptitle=f"Visit order of the computed tiles, causal, n = {n_o}, B_r = B_c = {B_o}")
 P.save(fig, P.figure_path("09_loop_order.png"))
 
 # %% [markdown]
@@ -252,8 +215,8 @@ assert worst < 1e-12
 # too is $\Theta(n^2 d^2 / M)$.
 #
 # $M$ is an illustration: 192 KiB of SRAM per streaming multiprocessor (SM), as on an NVIDIA
-# A100 (the hardware of the FlashAttention paper), holding 16-bit numbers. Note 002 speaks of
-# SRAM as "tens of MB": that is the whole chip — about 20 MB over the A100's 108 SMs. One tile
+# A100 (the hardware of the FlashAttention paper), holding 16-bit numbers. Overviews often speak
+# of SRAM as "tens of MB": that is the whole chip — about 20 MB over the A100's 108 SMs. One tile
 # is worked on by one SM, so it only ever sees that SM's share.
 
 # %%
@@ -392,7 +355,7 @@ print(f"formulas at n = {n_peak_line[-1]}: standard {last['standard attention']:
 #   dK_j \mathrel{+}= dS_{ij}^\top Q_i / \sqrt{d_h}.$$
 #
 # It computes $S$ twice (more FLOPs) to move and store far less: on a memory-bound GPU that
-# is a win (note 001). First, it equals the backward pass that stores $P$:
+# is a win. First, it equals the backward pass that stores $P$:
 
 # %%
 n_b, d_b = 48, 16
@@ -488,6 +451,18 @@ else:
 # $n \times n$ matrix, so its slow-memory traffic drops by a factor that grows with the tiles
 # the fast memory can hold, and its extra memory grows like $n$ instead of $n^2$; the backward pass buys the same saving with a second
 # computation of $S$. On a GPU, where attention waits on memory, that is the 2–4× speed-up
-# of note 001. This lesson measures memory moved and held, not seconds: on a CPU, in NumPy,
+# FlashAttention reports. This lesson measures memory moved and held, not seconds: on a CPU, in NumPy,
 # the time of the tiled version is set mostly by its Python loop over tiles (the benchmark
 # times both). Lesson 17 runs the same tiles as CUDA kernels and shows the seconds on a GPU.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/09_flash_tiling.py`.
+#
+# 1. **Tiles.** $n = 1000$, $B_r = B_c = 64$. Predict $T_r$, the number of tiles in the dense
+#    schedule, and the number a causal kernel computes. Check with `T.visible_key_tiles`.
+# 2. **Block sizes.** An on-chip memory of 100 KB of float32 and $d_h = 128$: which $B_c$ and $B_r$
+#    does the paper's rule $B_c = \lceil M / 4d \rceil$, $B_r = \min(B_c, d)$ pick? Check with
+#    `T.paper_block_sizes`.

@@ -20,11 +20,10 @@
 # approximation, SiLU) and the gated SwiGLU feed-forward; and, through a stack of random
 # blocks, how the size of the residual stream behaves under each wiring.
 #
-# **Follows** note 003 (§3, post-norm LayerNorm(x + Sublayer(x)), N = 6 layers of
-# d_model = 512), note 000 (§2.1 the GPT block, §2.3 Llama's pre-norm and GLU) and note 002
-# part 二 §2 (pre-norm, RMSNorm and SwiGLU in recent models). Note 000 writes its GPT block
-# post-norm, $O = \mathrm{LayerNorm}(f(X) + X)$, as GPT-1 and the original Transformer did;
-# GPT-2 is the model that moved the norm in front of each sub-block.
+# **The source says:** the original Transformer wraps each sub-layer post-norm,
+# LayerNorm(x + Sublayer(x)), in $N = 6$ layers of $d_\text{model} = 512$; GPT-1 writes its block the
+# same way, $O = \mathrm{LayerNorm}(f(X) + X)$; GPT-2 moved the norm in front of each sub-block, and
+# recent models (Llama) pair that pre-norm with RMSNorm and a gated (SwiGLU) FFN.
 #
 # $$\text{post-norm:}\; x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x))
 #   \qquad\qquad
@@ -45,6 +44,22 @@ import transformer as T
 from transformer import plotting as P
 FAST = P.fast()  # TRANSFORMER_FAST=1 uses a shorter stack for the test suite
 rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 0. The block, wired two ways
+#
+# Read each drawing bottom-up. The thick line is the **residual stream**, shape $(b, n, d)$ all
+# the way up: a sub-layer (attention, then the FFN) branches off it, computes, and is *added*
+# back at ⊕. The one difference is where the norm sits. Post-norm puts it **on the trunk**, after
+# the sum, so the stream itself is normalised after every sub-layer. Pre-norm puts it **on the
+# branch**, before the sub-layer, so the trunk is a plain running sum that no norm ever touches
+# inside the stack. Inside a branch the shapes change — heads $(b, h, n, d_h)$ in attention
+# (with $h_{kv}$ key/value heads under GQA, lesson 07), $(b, n, d_{ff})$ in the FFN — but every
+# branch returns $(b, n, d)$, or it could not be added to the stream.
+
+# %%
+fig, _ = P.late.block_wiring()
+P.save(fig, P.figure_path("10_block_wiring.png"))
 
 # %% [markdown]
 # ## 1. LayerNorm and RMSNorm on one vector
@@ -138,9 +153,9 @@ P.save(fig, P.figure_path("10_activations.png"))
 # ## 3. The feed-forward network and SwiGLU
 #
 # The original FFN is $g(xW_1)W_2$ with $W_1 \in \mathbb{R}^{d\times d_{ff}}$, $d_{ff} = 4d$.
-# A gated FFN adds a third matrix that *gates* the hidden units. Note 000 §2.3 writes the
-# gate with a sigmoid, $[(XW_1) \odot \sigma(XW_2)]\,W_3$; Llama's version, SwiGLU (named in
-# note 002 part 二 §2), puts SiLU in place of the sigmoid:
+# A gated FFN adds a third matrix that *gates* the hidden units. The GLU paper writes the
+# gate with a sigmoid, $[(XW_1) \odot \sigma(XW_2)]\,W_3$; Llama's version, SwiGLU, puts SiLU
+# in place of the sigmoid:
 #
 # $$\mathrm{SwiGLU}(x) = \big(\mathrm{SiLU}(xW_\text{gate}) \odot xW_\text{up}\big)\,W_\text{down}$$
 #
@@ -189,7 +204,7 @@ P.save(fig, P.figure_path("10_swiglu.png"))
 #
 # One block = attention sub-block + FFN sub-block, each wrapped by `residual`:
 #
-# - **post-norm** (note 003): the norm sits *on* the residual path, so after every block the
+# - **post-norm** (the original Transformer): the norm sits *on* the residual path, so after every block the
 #   stream is renormalised to size $\sqrt d$;
 # - **pre-norm** (Llama): the norm sits only on the branch; the stream itself is a running sum
 #   $x_L = x_0 + \sum_\ell \Delta_\ell$ that is never normalised (a final norm before the LM
@@ -268,3 +283,15 @@ P.save(fig, P.figure_path("10_residual_stream.png"))
 # stream every block; pre-norm leaves it as a growing sum and normalises only what enters
 # each branch. Llama pairs pre-norm with RMSNorm and a SwiGLU FFN. Next: all of it in a real
 # LLM (lesson 11).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/10_block.py`.
+#
+# 1. **Norms by hand.** LayerNorm and RMSNorm of $x = (1, 2, 3, 4)$ with $\gamma = 1$, $\beta = 0$,
+#    $\epsilon = 0$: write both vectors, then check with `T.layer_norm` and `T.rms_norm`.
+# 2. **SwiGLU's size.** SmolLM2-135M has $d = 576$, $d_{ff} = 1536$, $L = 30$. How many FFN weights
+#    in all? How many would a plain FFN of width $4d$ hold per layer? Check with
+#    `T.parameter_breakdown("smollm2-135m")`.

@@ -15,14 +15,16 @@
 # # 11 · A real LLM, end to end
 #
 # **What you will see.** SmolLM2-135M, every formula of the earlier lessons with trained
-# weights, completing note 002's prompt "The capital of France is" with " Paris"; the
+# weights, completing the prompt "The capital of France is" with " Paris"; the
 # probabilities of its top next tokens; how the next token is *chosen* — greedy, sampling at
 # temperature 0.7 and 1.5, top-p — with seeded, reproducible draws; what temperature does to
 # the distribution; and the real attention maps of a few heads on the prompt.
 #
-# **Follows** note 002 (part 一 §1–3: generation one token per forward pass, the LM head's
-# probabilities, greedy vs sampled decoding, temperature, the "Paris" example) and note 000
-# (§2.3, the Llama architecture: pre-norm, RoPE, GLU).
+# **The source says:** a decoder generates one token per forward pass, reading the LM head's
+# probabilities at the last position and choosing greedily or by sampling at a temperature;
+# Llama-style models are pre-norm, with RoPE and a gated FFN. Then, on a longer input, we find
+# where three kinds of heads live across the 30 layers, among them the *induction heads* that
+# copy what followed a token's last occurrence, and watch one at work during decoding.
 #
 # $$p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}\qquad z = \text{logits of the last position},\ T = \text{temperature}$$
 
@@ -145,27 +147,8 @@ print(f"entropy from {entropy[0]:.2f} nats at T = {t_grid[0]:.1f} to {entropy[-1
 assert np.all(np.diff(p_paris) < 0) and np.all(np.diff(entropy) > 0) and nucleus[-1] > nucleus[0]
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(18, 6.5), layout="constrained", width_ratios=[1.3, 1])
-width = 0.8 / len(temps)
-xs = np.arange(len(shown))
-for k, t_ in enumerate(temps):
-    axes[0].bar(xs + (k - (len(temps) - 1) / 2) * width, probs_T[t_][shown], width,
-                color=P.LINE_COLORS[[0, 2, 3, 1][k]], label=f"T = {t_:g}")
-axes[0].set_xticks(xs, [P.visible_token(tok.decode([i])) for i in shown], fontfamily="monospace")
-axes[0].tick_params(axis="x", labelsize=P.LABEL_SIZE)
-axes[0].legend(fontsize=P.LABEL_SIZE, frameon=False)
-P.style_axes(axes[0], "softmax(z / T) for the 8 most likely tokens", "next token", "probability", grid=True)
-axes[0].tick_params(axis="x", labelsize=P.LABEL_SIZE)
-axes[1].plot(t_grid, p_paris, color=P.LINE_COLORS[1], linewidth=2.5, label="p(␣Paris)")
-axes[1].set_ylim(0, 1.02)
-twin = axes[1].twinx()
-twin.plot(t_grid, entropy, color=P.LINE_COLORS[0], linewidth=2.5, linestyle="--", label="entropy H (nats)")
-twin.tick_params(labelsize=P.TICK_SIZE)
-twin.set_ylabel("entropy H (nats)", fontsize=P.LABEL_SIZE)
-axes[1].axvline(1.0, color="grey", linestyle=":", linewidth=1.5)
-P.style_axes(axes[1], "Sharper below T = 1, flatter above", "temperature T", "p(␣Paris)", grid=True)
-lines = axes[1].get_lines()[:1] + twin.get_lines()
-axes[1].legend(lines, [ln.get_label() for ln in lines], fontsize=P.LABEL_SIZE, frameon=False, loc="center right")
+fig, axes = P.models.temperature_effect(probs_T, shown, [P.visible_token(tok.decode([i])) for i in shown],
+                                        t_grid, p_paris, entropy)
 P.save(fig, P.figure_path("11_temperature.png"))
 
 # %% [markdown]
@@ -230,7 +213,106 @@ fig.suptitle(f"SmolLM2 attention on \"{prompt}\": top, four kinds of head; botto
 P.save(fig, P.figure_path("11_attention_maps.png"))
 
 # %% [markdown]
+# ## 5. Heads across the whole depth: previous-token, sink and induction heads
+#
+# Five tokens are too few to tell heads apart. A cleaner probe: $r$ random tokens, then the
+# same $r$ again ($n = 2r$). A random sequence has no meaning to exploit, so a head that does
+# something systematic on it shows its *mechanism*. Three scores per head, each a mean weight
+# in $[0, 1]$:
+#
+# * **previous token**: $P_{i,\,i-1}$ over every row $i \ge 1$;
+# * **first token (sink)**: $P_{i,0}$ over every row $i \ge 1$;
+# * **induction**: in the second copy, $P_{i,\,i-r+1}$: query $i$ reads the token that *followed*
+#   the previous occurrence of its own token. In the map this is a diagonal shifted $r - 1$ to
+#   the left. An induction head is how a model continues a pattern it saw earlier in the context.
+#
+# `iter_attention_weights` yields one layer's $(h, n, n)$ at a time, so memory holds one layer.
+
+# %%
+r = 16 if FAST else 60  # tokens per copy; n = 2r
+rand_ids = rng.integers(1000, cfg.v, size=r).tolist()  # random ids, clear of the special and byte tokens
+seq = rand_ids + rand_ids  # (n,)
+n_seq = len(seq)
+i_all, i_2nd = np.arange(1, n_seq), np.arange(r, n_seq)  # rows with a choice; rows of the second copy
+kinds = {"previous token  P[i, i−1]": [], "first token (sink)  P[i, 0]": [], "induction  P[i, i−r+1]": []}
+maps_seq = []
+for W_l in model.iter_attention_weights(seq):  # (h, n, n), one layer at a time
+    kinds["previous token  P[i, i−1]"].append(W_l[:, i_all, i_all - 1].mean(-1))  # (h,)
+    kinds["first token (sink)  P[i, 0]"].append(W_l[:, i_all, 0].mean(-1))
+    kinds["induction  P[i, i−r+1]"].append(W_l[:, i_2nd, i_2nd - r + 1].mean(-1))
+    maps_seq.append(W_l)
+kinds = {k: np.array(v) for k, v in kinds.items()}  # each (L, h)
+ind = kinds["induction  P[i, i−r+1]"]
+l_ind, h_ind = (int(t) for t in np.unravel_index(np.argmax(ind), ind.shape))
+for k, s_ in kinds.items():
+    l_, h_ = np.unravel_index(np.argmax(s_), s_.shape)
+    print(f"{k:30s} best: layer {l_:2d}, head {h_} ({s_[l_, h_]:.2f});  heads ≥ 0.4: {int((s_ >= 0.4).sum())}, "
+          f"in layers {sorted(set(np.nonzero(s_ >= 0.4)[0].tolist()))[:12]}")
+chance = 1 / np.arange(r, n_seq).mean()  # a uniform row gives each key about 1/i
+print(f"best induction head: layer {l_ind}, head {h_ind}, score {ind[l_ind, h_ind]:.2f} "
+      f"(a uniform row would give {chance:.3f}); first layers' best: {ind[:cfg.L // 3].max():.2f}")
+assert ind[l_ind, h_ind] > 0.5 and l_ind >= cfg.L // 3 and ind[:cfg.L // 3].max() < 0.2
+
+# %%
+fig, _ = P.late.head_kinds(kinds)
+fig.suptitle(f"SmolLM2, all {cfg.L} layers × {cfg.h} heads, on {r} random tokens repeated (n = {n_seq}): "
+             "where each kind of head lives", fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("11_head_kinds.png"))
+
+# %% [markdown]
+# **The decode row.** During generation the new token is one query against the keys in the KV
+# cache (lesson 06). We prefill the first copy and one token of the second, then feed the rest
+# of the second copy one token at a time through the cache (`T.llama_forward` with a cache and
+# `attn_out`), and keep the new token's row in the induction head found above. At step $s$ the
+# new token is `rand_ids[s]`, at position $r + s$, and an induction head should read key
+# $s + 1$, the token that came after `rand_ids[s]` the first time. It does not do so at once:
+# for the first steps, before the repetition is established, it parks on the first token (the
+# sink); once a few tokens have repeated, it reads the key after the last occurrence.
+
+# %%
+n_steps = 6 if FAST else 14
+cache = model.new_cache()
+T.llama_forward(np.array([seq[:r + 1]]), model.weights, cfg, model.cos, model.sin, cache=cache, last_only=True)
+rows, targets = [], []
+for s_ in range(1, n_steps + 1):
+    layer_maps = []  # L × (b, h, 1, n_k) from this one step
+    T.llama_forward(np.array([[seq[r + s_]]]), model.weights, cfg, model.cos, model.sin, cache=cache,
+                    last_only=True, attn_out=layer_maps)
+    rows.append(np.asarray(layer_maps[l_ind][0, h_ind, 0]))  # (n_k,) = (r + s + 1,)
+    targets.append(s_ + 1)
+on_target = np.array([float(row[t_]) for row, t_ in zip(rows, targets)])  # (n_steps,)
+on_sink = np.array([float(row[0]) for row in rows])  # (n_steps,)
+late = slice(n_steps // 2, None)  # the second half of the steps
+hits = np.mean([row[1:].argmax() + 1 == t_ for row, t_ in zip(rows[late], targets[late])])  # the sink, key 0, aside
+uniform = 1 / np.array([row.size for row in rows])  # what a row spread evenly would give
+same_as_full = np.allclose(rows[-1], maps_seq[l_ind][h_ind, r + n_steps, :r + n_steps + 1], atol=1e-4)
+print(f"weight on the key after the last occurrence, step by step: {np.round(on_target, 2).tolist()}")
+print(f"weight on the first token (the sink):                       {np.round(on_sink, 2).tolist()}")
+print(f"second half of the steps: the row (sink aside) peaks on that key {hits:.0%} of the time, "
+      f"mean weight {on_target[late].mean():.2f} (uniform: {uniform.max():.3f} or less)")
+print("the cached decode row equals the same row of the full causal map:", same_as_full)
+assert hits >= 0.6 and on_target[late].mean() > 5 * uniform.max() and same_as_full
+
+# %%
+fig, _ = P.late.induction_and_decode(maps_seq[l_ind][h_ind], r, rows, r + 1, targets,
+                                      head_name=f"induction head (layer {l_ind}, head {h_ind})")
+P.save(fig, P.figure_path("11_induction.png"))
+
+# %% [markdown]
 # **Takeaways.** A trained decoder is the same stack of formulas as before; only the weights
 # are learned. Its output is a distribution, and the decoding rule — greedy, temperature,
 # top-p — is a separate choice that trades predictability for variety. Its heads are not
-# interchangeable: some track the previous token, some park their weight on the first one.
+# interchangeable: previous-token heads sit early and mid-depth, sink heads everywhere after
+# the first layers, and induction heads only past the first third of the stack: they need the
+# previous-token information written earlier to find "the token after mine".
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/11_real_llm.py`.
+#
+# 1. **Temperature.** Logits $z = (2, 1, 0)$ at $T = 0.5$: the three probabilities by hand, then
+#    `T.next_token_probs(z, temperature=0.5)`.
+# 2. **Top-p.** $p = (0.5, 0.3, 0.15, 0.05)$, top-p $0.9$: how many tokens does the nucleus keep,
+#    and what are their renormalised probabilities? Check with `T.next_token_probs(np.log(p), top_p=0.9)`.

@@ -15,17 +15,15 @@
 # # 12 · A real encoder: MiniLM
 #
 # **What you will see.** all-MiniLM-L6-v2, a 6-layer BERT-style encoder (12 heads, $d = 384$),
-# reading "The dog chased the squirrel because it was fast". (Note 002's sentence ends at
-# "because it"; this lesson adds "was fast", so that the encoder has words on both sides of
-# "it".) We look at what the token "it" attends to, head by head; at sentence embeddings and
-# their similarity matrix; at the same weights run bidirectionally (as trained) and under a
+# reading "The dog chased the squirrel because it was fast" (the classic example ends at
+# "because it"; "was fast" gives the encoder words on both sides of "it"). We look at what
+# the token "it" attends to, head by head; at sentence embeddings and their similarity matrix; at the same weights run bidirectionally (as trained) and under a
 # causal mask; and at the padding mask of a batch, under which padded keys get a weight of
 # exactly 0.
 #
-# **Follows** note 002 (part 一 §6, attention as relevance scoring then combining, "The dog
-# chased the squirrel because it"; part 二 §1, BERT attends to both sides), note 000 (§2.4,
-# causal vs non-causal attention) and note 003 (the encoder's post-norm block,
-# LayerNorm(x + Sublayer(x))).
+# **The ideas behind it.** Attention scores every token's relevance, then mixes the tokens by
+# those scores; BERT-style encoders read both sides of a token, decoders only the left
+# (a causal mask); the encoder's block is post-norm, $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$.
 
 # %%
 import sys
@@ -82,33 +80,16 @@ assert np.allclose(W.sum(-1), 1, atol=1e-5) and to_nouns[layer, head] > uniform
 # head more than a resolver of "it" — one head's map is a clue, not an explanation.
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
-
-fig, axes = P.head_grid(W[layer], toks, ncols=4,
-                        titles=[f"head {i}" + ("  ★" if i == head else "") for i in range(cfg.h)],
-                        suptitle=f"MiniLM layer {layer}: all {cfg.h} heads on \"{sentence}\" (★: most on dog + squirrel from 'it', red frame)")
-for a in axes:
-    a.tick_params(labelsize=P.TICK_SIZE + 1)
-    a.add_patch(plt.Rectangle((-0.5, it - 0.5), len(toks), 1, fill=False, edgecolor=P.LINE_COLORS[1],
-                              linewidth=2.5))  # frame the row of "it"
-fig.supxlabel("key (the token read from)", fontsize=P.LABEL_SIZE + 2)
-fig.supylabel("query (the token reading)", fontsize=P.LABEL_SIZE + 2)
+fig, axes = P.models.heads_with_row(
+    W[layer], toks, row=it, head_grid=P.head_grid, titles=[f"head {i}" + ("  ★" if i == head else "") for i in range(cfg.h)],
+    suptitle=f"MiniLM layer {layer}: all {cfg.h} heads on \"{sentence}\" (★: most on dog + squirrel from 'it', red frame)")
 P.save(fig, P.figure_path("12_it_heads.png"))
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(17, 5.5), sharey=True, layout="constrained")
-x = np.arange(len(toks))
-for a, row, name in ((axes[0], W[layer, :, it].mean(0), f"layer {layer}, average of the {cfg.h} heads"),
-                     (axes[1], W[layer, head, it], f"layer {layer}, head {head}")):
-    colours = [P.LINE_COLORS[1] if j in (dog, squirrel) else P.ON_COLOR for j in x]
-    a.bar(x, row, color=colours)
-    for j in x:
-        a.text(j, row[j] + 0.01, f"{row[j]:.2f}", ha="center", fontsize=P.ANNOT_SIZE + 1)
-    a.set_xticks(x, toks, rotation=45, ha="right")
-    P.style_axes(a, name, None, "weight from 'it'")
-    a.tick_params(axis="x", labelsize=P.LABEL_SIZE)
-axes[0].set_ylim(0, 1.15 * max(W[layer, head, it].max(), W[layer, :, it].mean(0).max()))
-fig.suptitle("The row of 'it': how much it takes from each token (red: the two candidates)", fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.models.row_bars([(W[layer, :, it].mean(0), f"layer {layer}, average of the {cfg.h} heads"),
+                               (W[layer, head, it], f"layer {layer}, head {head}")], toks, (dog, squirrel),
+                              ylabel="weight from 'it'",
+                              suptitle="The row of 'it': how much it takes from each token (red: the two candidates)")
 P.save(fig, P.figure_path("12_it_row.png"))
 
 # %% [markdown]
@@ -140,6 +121,7 @@ assert S[3, 4] > S[0, 1]  # the prose's claim: the Paris pair scores highest
 fig, ax = P.new_figure(figsize=(12.5, 7))
 short_names = [f"S{i + 1}" for i in range(len(sentences))]
 P.attention_heatmap(S, [f"{s_}  S{i + 1}" for i, s_ in enumerate(sentences)], short_names, ax=ax, signed=True,
+                    vmin=-1, vmax=1,  # a cosine's range: not max |S|, whose last digit varies with the rounding
                     annotate=True, fmt=".2f", cbar_label="cosine similarity",
                     title="MiniLM sentence embeddings: cosine similarity", xlabel=None, ylabel=None)
 ax.set_xticklabels(short_names, rotation=0)
@@ -201,17 +183,12 @@ assert same_h < 1e-4 and same_e < 1e-5
 
 # %%
 pad_toks = model.tokens(short) + ["[PAD]"] * (n_pad - n_real)
-fig, axes = P.new_figure(1, 3, figsize=(21, 7.5), layout="constrained", width_ratios=[1, 1, 0.8])
-P.attention_heatmap(W[layer, head], toks, toks, ax=axes[0], vmax=1.0, colorbar=False, annotate=False,
-                    title=f"bidirectional (as trained)\nlayer {layer}, head {head}")
-P.attention_heatmap(Wc[layer, head], toks, toks, ax=axes[1], vmax=1.0, colorbar=False, annotate=False,
-                    title="causal mask, same weights\nnothing to the right of the diagonal", ylabel=None)
-P.attention_heatmap(Wb[head], pad_toks, pad_toks, ax=axes[2], vmax=1.0, colorbar=False, annotate=False,
-                    title="short sentence padded in a batch\n[PAD] keys: weight exactly 0", ylabel=None)
-axes[2].axvspan(n_real - 0.5, n_pad - 0.5, color=P.OFF_COLOR, alpha=0.6, zorder=0)
-for a in axes:
-    a.tick_params(labelsize=P.LABEL_SIZE)
-fig.colorbar(axes[0].images[0], ax=axes, fraction=0.02, pad=0.01).set_label("weight", fontsize=P.LABEL_SIZE)
+real_keys = np.arange(n_pad) < n_real  # (n,): the keys a padded row may read
+fig, axes = P.late.mask_panels(
+    [(W[layer, head], toks, None, f"bidirectional (as trained)\nlayer {layer}, head {head}"),
+     (Wc[layer, head], toks, ~upper, "causal mask, same weights\nnothing to the right of the diagonal"),
+     (Wb[head], pad_toks, np.broadcast_to(real_keys, (n_pad, n_pad)),
+      "short sentence padded in a batch\n[PAD] keys: weight exactly 0")])
 P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 
 # %% [markdown]
@@ -220,3 +197,15 @@ P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 # geometry: sentences on the same topic have high cosine similarity, even when they state
 # different facts. A mask is all that separates an encoder's reading from a decoder's,
 # and the padding mask makes every sentence in a batch independent of the others.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/12_real_encoder.py`.
+#
+# 1. **Mean pooling.** Hidden states $(3, 1)$, $(1, 3)$ and a [PAD] row $(100, 100)$, length 2:
+#    the sentence embedding after pooling and L2 normalisation? Check with `T.mean_pool` and
+#    `T.l2_normalize`.
+# 2. **Pairs.** One layer, $h = 12$ heads, $n = 10$ tokens: how many weights does bidirectional
+#    attention compute, and how many of them would a causal mask hide? Check with the masks.

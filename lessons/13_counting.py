@@ -23,11 +23,11 @@
 # token at a time is limited by memory bandwidth, not by arithmetic; and the KV cache
 # against the context length.
 #
-# **Follows** note 004 (the aim: count a model's parameters and a forward pass's
-# operations exactly; prefill vs decode), note 002 (the Phi-3-mini module printout: 32
-# layers, $d = 3072$, vocabulary 32064, `qkv_proj` 9216, `gate_up_proj` 16384), note 001
-# (KV bytes per token $= 2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes) and note 000
-# (§4, cost per generated token with and without a cache).
+# **The ideas behind it.** A model's parameters and a forward pass's operations can be counted
+# exactly, for prefill and for decode; Phi-3-mini's printed module list (32 layers, $d = 3072$,
+# vocabulary 32064, `qkv_proj` 9216, `gate_up_proj` 16384) is one such count to check; the
+# KV cache holds $2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes per token; and a cache turns
+# the cost of each generated token from a whole prefill into one step.
 
 # %%
 # SmolLM2's count is checked against its GGUF weights file, read with the gguf package:
@@ -40,7 +40,6 @@ ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a s
 sys.path.insert(0, str(ROOT))
 
 import numpy as np
-from matplotlib.lines import Line2D
 
 import transformer as T
 from transformer import plotting as P
@@ -82,8 +81,8 @@ for name, p in parts.items():
 # Three independent checks of the totals:
 #
 # * **Llama-3-8B**: the published count, 8,030,261,248.
-# * **Phi-3-mini**: the published count, 3,821,079,552 — and, separately, the shapes in note
-#   002's module printout, added up by hand: `qkv_proj` is one $3072 \to 9216$ matrix, i.e.
+# * **Phi-3-mini**: the published count, 3,821,079,552 — and, separately, the shapes in
+#   Phi-3-mini's printed module list, added up by hand: `qkv_proj` is one $3072 \to 9216$ matrix, i.e.
 #   $W_q, W_k, W_v$ side by side ($9216 = h d_h + 2 h_{kv} d_h$ with $h = h_{kv} = 32$,
 #   $d_h = 96$), and `gate_up_proj` is $3072 \to 16384$, gate and up side by side
 #   ($16384 = 2 d_\text{ff}$).
@@ -98,7 +97,7 @@ for name, total in PUBLISHED.items():
 
 c = cfg["Phi-3-mini"]
 assert c.h * c.d_h + 2 * c.h_kv * c.d_h == 9216 and 2 * c.d_ff == 16384
-printout = {  # (in_features, out_features) of each Linear in note 002's printout, or the size of a vector
+printout = {  # (in_features, out_features) of each Linear in Phi-3-mini's printed module list, or the size of a vector
     "embed_tokens": 32064 * 3072,
     "per layer": 3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072,  # qkv, o, gate_up, down, 2 norms
     "final norm": 3072,
@@ -129,30 +128,9 @@ assert all(on_disk[k] == parts["SmolLM2-135M"][k] for k in PART_NAMES)
 assert sum(on_disk.values()) == parts["SmolLM2-135M"]["total"]
 
 # %%
-fig, ax = P.new_figure(figsize=(15, 5.8), layout="constrained")
-part_colours = [P.LINE_COLORS[i] for i in (4, 0, 2, 5, 3)]
-names = list(parts)
-y = np.arange(len(names))[::-1]
-left = np.zeros(len(names))
-for colour, (key, label) in zip(part_colours, PART_NAMES.items()):
-    share = np.array([parts[nm][key] / parts[nm]["total"] for nm in names]) * 100
-    ax.barh(y, share, left=left, color=colour, label=label, edgecolor="white", height=0.62)
-    for yi, lo, sh, nm in zip(y, left, share, names):
-        if sh >= 15:  # name, share and count where they fit; only the share in thinner segments
-            ax.text(lo + sh / 2, yi, f"{label}\n{sh:.0f} %  ({parts[nm][key] / 1e6:,.0f} M)", ha="center",
-                    va="center", fontsize=P.TICK_SIZE, color="white", fontweight="bold")
-        elif sh >= 0.5:
-            ax.text(lo + sh / 2, yi + 0.34, f"{sh:.1f} %", ha="center", va="bottom", fontsize=P.TICK_SIZE,
-                    color=colour, fontweight="bold")
-    left += share
-ax.set_yticks(y, [f"{nm}\n{parts[nm]['total']:,} parameters" for nm in names], fontsize=P.LABEL_SIZE)
-ax.set_xlim(0, 100)
-ax.set_ylim(-0.6, len(names) - 0.2)
-ax.text(100.5, y[0], "LM head tied\nto embeddings", va="center", fontsize=P.TICK_SIZE, color=part_colours[4])
-norm_share = {nm: parts[nm]["norms"] / parts[nm]["total"] for nm in names}
-P.style_axes(ax, "Where the parameters are (norms: under 0.03 % in every model, too thin to see)",
-             "share of all parameters (%)", None)
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=5, fontsize=P.LABEL_SIZE, frameon=False)
+norm_share = {nm: parts[nm]["norms"] / parts[nm]["total"] for nm in parts}
+fig, ax = P.models.parameter_shares(parts, PART_NAMES, title="Where the parameters are "
+                                    "(norms: under 0.03 % in every model, too thin to see)")
 P.save(fig, P.figure_path("13_parameters.png"))
 print("norms' share:", {nm: f"{s:.4%}" for nm, s in norm_share.items()})
 assert max(norm_share.values()) < 3e-4
@@ -187,7 +165,7 @@ for name, p in parts.items():
 #   half, lesson 09), takes over at $n^* = N / (2 L h d_h)$;
 # * **decode** (one new token, $n$ already cached, $n_q = 1$, $n_k = n + 1$):
 #   $\;2N + 4 L h d_h (n + 1)$ — without the cache it would be a whole prefill of $n + 1$
-#   tokens for every new token (note 000 §4).
+#   tokens for every new token.
 
 # %%
 n_line = 2 ** np.arange(7, 18)  # 128 … 131072 tokens
@@ -213,24 +191,7 @@ print(f"Llama-3-8B, 1024-token prompt: prefill {T.prefill_flops('llama-3-8b', 10
       f"{T.prefill_flops('llama-3-8b', 1025, logits='last')['total'] / 1e12:.1f} TFLOP")
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(17, 6.5), layout="constrained")
-for a, phase, unit, scale in ((axes[0], "prefill", "TFLOP", 1e12), (axes[1], "decode", "GFLOP", 1e9)):
-    rows = ll[phase]
-    lines = {
-        "total": np.array([r["total"] for r in rows]) / scale,
-        "matmuls with the weights (∝ n)" if phase == "prefill" else "matmuls with the weights (constant)":
-            np.array([r["matmul"] for r in rows]) / scale,
-        "attention: QKᵀ and PV (∝ n²)" if phase == "prefill" else "attention: q·Kᵀ and p·V (∝ n)":
-            np.array([r["attention"] for r in rows]) / scale,
-    }
-    P.curves(n_line, lines, ax=a, xlabel="context length n (tokens)", ylabel=f"{unit}",
-             title=("Prefill: the whole prompt of n tokens" if phase == "prefill"
-                    else "Decode: one new token after n cached ones")
-             + ("\n(Llama-3-8B, b = 1, logits at every position)" if phase == "prefill" else "\n(Llama-3-8B, b = 1)"),
-             styles={"total": dict(color="black", linewidth=3.5, alpha=0.35)})
-    a.axvline(ll["n_star"], color="grey", linestyle=":", linewidth=2)
-    a.text(ll["n_star"] * 0.9, 0.03, f"n* = {ll['n_star']:,.0f}\nattention = weights",
-           transform=a.get_xaxis_transform(), ha="right", va="bottom", fontsize=P.TICK_SIZE, color="dimgrey")
+fig, axes = P.models.flops_by_phase(n_line, ll, curves=P.curves)
 P.save(fig, P.figure_path("13_flops.png"))
 
 # %% [markdown]
@@ -296,40 +257,15 @@ roof_points["prefill, n = 1024"] = T.arithmetic_intensity("llama-3-8b", 1024)["p
 # ridge. Only the prefill of a long enough prompt does enough arithmetic per byte.
 
 # %%
-fig, (ax_i, ax_r) = P.new_figure(1, 2, figsize=(17, 6.6), layout="constrained")
-styles = {}
-for k_, name in enumerate(MODELS):
-    styles[f"{name} prefill"] = dict(color=P.LINE_COLORS[k_], linewidth=2.5)
-    styles[f"{name} decode"] = dict(color=P.LINE_COLORS[k_], linewidth=2.5, linestyle="--")
-P.curves(n_ai, intensity, ax=ax_i, styles=styles, xlabel="context length n (tokens), b = 1",
-         ylabel="FLOPs per byte moved", title="Arithmetic intensity: prefill (solid) vs decode (dashed)")
-ax_i.axhline(ridge, color="black", linewidth=2, linestyle=":")
-ax_i.text(n_ai[-1], ridge / 1.3, f"ridge of an H100: {ridge:.0f} FLOP/B\n(above: compute-bound)", ha="right",
-          va="top", fontsize=P.TICK_SIZE + 1)
-ax_i.text(n_ai[0], 1.6, "decode: ≈ 1 FLOP per byte → memory-bound", fontsize=P.TICK_SIZE + 1,
-          color="dimgrey")
-ax_i.set_ylim(0.4, intensity["SmolLM2-135M prefill"].max() * 3)
-ax_i.legend(fontsize=P.TICK_SIZE, frameon=False, loc="upper left")
-I_line = np.logspace(-1, 4.5, 200)
-ax_r.plot(I_line, np.minimum(PEAK_FLOPS, I_line * BANDWIDTH) / 1e12, color="black", linewidth=3)
-ax_r.axvline(ridge, color="black", linewidth=1.5, linestyle=":")
-for k_, (label, I) in enumerate(roof_points.items()):
-    ax_r.plot(I, min(PEAK_FLOPS, I * BANDWIDTH) / 1e12, "o", markersize=12, markeredgecolor="black",
-              color=P.LINE_COLORS[(k_ + 1) % len(P.LINE_COLORS)], label=f"{label}: {I:,.0f} FLOP/B")
-ax_r.set_xscale("log"), ax_r.set_yscale("log")
-ax_r.text(ridge * 1.15, 1.5, f"ridge {ridge:.0f} FLOP/B", fontsize=P.TICK_SIZE + 1, rotation=90, va="bottom")
-ax_r.text(0.12, 150, "memory-bound:\nTFLOP/s = 3.35 TB/s × FLOP/B", fontsize=P.TICK_SIZE + 1, va="bottom")
-ax_r.text(ridge * 1.6, PEAK_FLOPS / 1e12 / 2.2, "compute-bound:\n989 TFLOP/s", fontsize=P.TICK_SIZE + 1, va="top")
-P.style_axes(ax_r, "Roofline of an H100 (published peaks), Llama-3-8B at n = 1024", "FLOPs per byte moved",
-             "attainable TFLOP/s", grid=True)
-ax_r.legend(fontsize=P.TICK_SIZE, frameon=False, loc="lower right")
+fig, axes = P.models.roofline(n_ai, intensity, roof_points, MODELS, peak_flops=PEAK_FLOPS, bandwidth=BANDWIDTH,
+                               curves=P.curves)
 P.save(fig, P.figure_path("13_intensity.png"))
 
 # %% [markdown]
 # ## 4. The KV cache against the context
 #
 # Each token in the context keeps a key and a value vector per KV head per layer:
-# $2 \cdot L \cdot h_{kv} \cdot d_h \cdot 2$ bytes in 16-bit (note 001). Phi-3-mini uses
+# $2 \cdot L \cdot h_{kv} \cdot d_h \cdot 2$ bytes in 16-bit. Phi-3-mini uses
 # plain multi-head attention ($h_{kv} = h = 32$), so its cache per token is the largest of
 # the three despite a smaller model than Llama-3-8B ($h_{kv} = 8$). The dashed lines mark
 # each model's own weights in 16-bit, the diamonds each model's context window. For one
@@ -359,21 +295,8 @@ for name, key in MODELS.items():
 print("KVCache.nbytes equals the formula for n in", n_kv_meas.tolist())
 
 # %%
-fig, ax = P.new_figure(figsize=(11.5, 6.8), layout="constrained")
-P.curves(n_kv, kv_line, kv_meas, x_measured=n_kv_meas, ax=ax, xlabel="context length n (tokens), b = 1",
-         ylabel="GiB (16-bit)", title="KV cache of one sequence over the context; dashed: the model's own weights",
-         measured_label="KVCache.nbytes")
-for k_, (name, key) in enumerate(MODELS.items()):
-    n_ctx = cfg[name].n_ctx
-    ax.plot([n_ctx], [T.kv_cache_bytes(key, n_ctx) / 2 ** 30], marker="D", markersize=11, color=P.LINE_COLORS[k_],
-            markeredgecolor="black", linestyle="none", label="context window" if k_ == 0 else None, zorder=5)
-    ax.axhline(weights_gib[name], color=P.LINE_COLORS[k_], linestyle="--", linewidth=1.5)
-    ax.text(n_kv[0], weights_gib[name] * 1.12, f"{name} weights {weights_gib[name]:.2f} GiB",
-            color=P.LINE_COLORS[k_], fontsize=P.TICK_SIZE)
-leg = ax.get_legend()  # keep the curves' legend (lines with their dots), move it out of the way
-window_handle = Line2D([], [], marker="D", markersize=10, color="white", markeredgecolor="black", linestyle="none")
-ax.legend(list(leg.legend_handles) + [window_handle], [t.get_text() for t in leg.get_texts()] + ["context window"],
-          fontsize=P.TICK_SIZE, frameon=False, loc="lower right")
+windows = {name: (cfg[name].n_ctx, T.kv_cache_bytes(key, cfg[name].n_ctx) / 2 ** 30) for name, key in MODELS.items()}
+fig, ax = P.models.kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib, curves=P.curves)
 P.save(fig, P.figure_path("13_kv_cache.png"))
 
 # %% [markdown]
@@ -383,3 +306,15 @@ P.save(fig, P.figure_path("13_kv_cache.png"))
 # busy; decode reuses each weight only $b$ times, does about one FLOP per byte and waits on
 # memory — which is why batching, smaller caches (GQA, lesson 07) and paged caches
 # (lesson 14) matter for serving.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/13_counting.py`.
+#
+# 1. **Crossover, causal.** The figure counts dense $n^2$ scores. A causal kernel computes about
+#    half of them. At what prompt length do Llama-3-8B's attention FLOPs then equal its weights'
+#    FLOPs? Work $N$ out from the config, then check against `T.prefill_flops("llama-3-8b", n)`.
+# 2. **Another model's KV cache.** Mistral-7B (`mistralai/Mistral-7B-v0.1`: 32 layers, 8 KV heads
+#    of $d_h = 128$): bytes per token in float16? Check with `T.kv_cache_bytes_per_token`.

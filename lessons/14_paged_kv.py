@@ -23,9 +23,9 @@
 # contiguous cache; and measure the memory a batch of requests of varied lengths reserves
 # when each is given a contiguous cache of the maximum length, against the paged cache.
 #
-# **Follows** note 003 (its pointer to PagedAttention), note 001 (KV bytes per token
-# $= 2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes) and note 000 (§4.2, the cache grows by one
-# token per generated token; its memory $O(L \cdot n \cdot d_h \cdot h)$).
+# **The ideas behind it.** PagedAttention (vLLM) stores the cache in fixed-size blocks; a
+# token's keys and values take $2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes; the cache grows by
+# one token per generated token, so its memory is $O(L \cdot n \cdot d_h \cdot h_{kv})$.
 
 # %%
 import sys
@@ -143,34 +143,7 @@ print(f"reserved {cache.reserved_bytes:,} bytes for {cache.used_bytes:,} used "
 assert cache.reserved_bytes == cache.blocks_in_use * B * cache.bytes_per_token
 
 # %%
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-
-seq_colour = {nm: P.LINE_COLORS[i] for i, nm in enumerate("ABCD")}
-fig, axes = P.new_figure(len(snaps), 1, figsize=(15, 2.55 * len(snaps) + 0.8), layout="constrained")
-for a, (title, owner, filled, tables) in zip(axes, snaps):
-    for blk in range(n_blocks):
-        x0 = blk * (B + 1)  # one column per slot, a gap between blocks
-        nm = names.get(owner[blk]) if owner[blk] >= 0 else None
-        for slot in range(B):
-            used = nm is not None and slot < filled[blk]
-            colour = seq_colour[nm] if used else ("white" if nm else P.OFF_COLOR)
-            edge = "white" if used else seq_colour.get(nm, "grey")  # white lines keep filled slots apart
-            a.add_patch(Rectangle((x0 + slot, 0), 0.92, 1, facecolor=colour, edgecolor=edge,
-                                  linewidth=1.5, hatch="//" if (nm and not used) else None))
-        a.text(x0 + B / 2, -0.3, f"block {blk}", ha="center", va="top", fontsize=P.TICK_SIZE)
-        if nm is not None:
-            a.text(x0 + B / 2, 1.15, nm, ha="center", va="bottom", fontsize=P.LABEL_SIZE, fontweight="bold",
-                   color=seq_colour[nm])
-    table_text = "   ".join(f"{nm}: {t}  ({n_} tok)" for nm, (t, n_) in tables.items())
-    a.text(0, 2.05, "block tables   " + table_text, fontsize=P.LABEL_SIZE, va="bottom", family="monospace")
-    a.set_xlim(-0.5, n_blocks * (B + 1)), a.set_ylim(-1.0, 2.9), a.axis("off")
-    a.set_title(title, fontsize=P.TITLE_SIZE, loc="left")
-fig.legend(handles=[Patch(facecolor="grey", label="slot holding a token's K and V"),
-                    Patch(facecolor="white", edgecolor="grey", hatch="//", label="reserved, not yet filled"),
-                    Patch(facecolor=P.OFF_COLOR, label="free block")],
-           loc="outside lower center", ncols=3, fontsize=P.LABEL_SIZE, frameon=False)
-fig.suptitle(f"A pool of {n_blocks} blocks × {B} positions shared by requests; each request's table lists its blocks",
-             fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.decoding.block_pool(snaps, names, n_blocks=n_blocks, B=B)
 P.save(fig, P.figure_path("14_block_tables.png"))
 
 # %% [markdown]
@@ -266,34 +239,8 @@ print("paged waste (MiB) by block size:", dict(zip(block_line.tolist(), np.round
 print(f"contiguous waste: {contig_waste:,.0f} MiB")
 
 # %%
-fig, (ax_r, ax_t, ax_b) = P.new_figure(1, 3, figsize=(18, 6.4), layout="constrained", width_ratios=[2.2, 1, 1.3])
-order = np.argsort(lengths)[::-1]
-xr = np.arange(b_req)
-gib = per_tok / 2 ** 30
-ax_r.bar(xr, np.full(b_req, n_max * gib), color=P.OFF_COLOR, width=0.85, label=f"contiguous: n_max = {n_max} each")
-ax_r.bar(xr, -(-lengths[order] // block) * block * gib, color=P.PARTIAL_COLOR, width=0.85,
-         label=f"paged: whole blocks of {block}")
-ax_r.bar(xr, lengths[order] * gib, color=P.ON_COLOR, width=0.55, label="used: the request's tokens")
-ax_r.set_xticks(xr, [str(n_) for n_ in lengths[order]], rotation=90, fontsize=P.TICK_SIZE)
-P.style_axes(ax_r, f"Per request ({model_name}, 16-bit cache), longest first", "request length (tokens)", "GiB reserved")
-ax_r.set_ylim(0, n_max * gib * 1.38)  # headroom above the grey bars for the legend
-ax_r.legend(fontsize=P.TICK_SIZE + 1, frameon=False, loc="upper right")
-totals = {"used": report["used"], "paged\nreserved": report["paged_reserved"],
-          "contiguous\nreserved": report["contiguous_reserved"]}
-bars = ax_t.bar(range(3), np.array(list(totals.values())) / 2 ** 30,
-                color=[P.ON_COLOR, P.PARTIAL_COLOR, P.OFF_COLOR], edgecolor="black", linewidth=0.8)
-for i, val in enumerate(totals.values()):
-    share = "" if i == 0 else f"\n{report['used'] / val:.0%} used"
-    ax_t.text(i, val / 2 ** 30, f"{val / 2 ** 30:.2f} GiB{share}", ha="center", va="bottom", fontsize=P.TICK_SIZE)
-ax_t.set_xticks(range(3), list(totals), fontsize=P.TICK_SIZE)
-ax_t.set_ylim(0, report["contiguous_reserved"] / 2 ** 30 * 1.2)
-P.style_axes(ax_t, f"The batch of {b_req}", None, "GiB")
-P.curves(block_line, {"paged: last-block waste": waste_line}, {"paged: last-block waste": np.array(waste_meas)},
-         x_measured=block_meas, ax=ax_b, xlabel="block size (positions)", ylabel="reserved but unused (MiB)",
-         title="Waste vs block size", measured_label="PagedKVCache", logy=True)
-ax_b.axhline(contig_waste, color=P.LINE_COLORS[1], linestyle="--", linewidth=2)
-ax_b.text(block_line[0], contig_waste * 0.8, f"contiguous: {contig_waste / 1024:.1f} GiB", va="top",
-          color=P.LINE_COLORS[1], fontsize=P.TICK_SIZE)
+fig, axes = P.decoding.fragmentation(lengths, report, (block_line, waste_line, block_meas, waste_meas),
+                                     n_max=n_max, block=block, per_tok=per_tok, model_name=model_name, curves=P.curves)
 P.save(fig, P.figure_path("14_fragmentation.png"))
 
 # %% [markdown]
@@ -303,3 +250,14 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 # once, and attention reads the blocks through the table with the online softmax, giving
 # exactly the contiguous result. Against preallocating the maximum length, the memory a
 # batch reserves falls to what it uses — and that is how many more requests fit on one GPU.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/14_paged_kv.py`.
+#
+# 1. **Blocks.** Requests of 100, 33 and 64 tokens, blocks of 16: how many blocks, and how many
+#    token slots stay unused? Check with `T.paged_memory_report`.
+# 2. **Reserved.** For SmolLM2-135M in float16, the bytes a contiguous cache reserves with
+#    $n_\text{max} = 2048$ per request, against the paged cache. Same function, `n_max=2048`.

@@ -22,10 +22,14 @@
 # changing a later target token leaves earlier decoder positions untouched, changing any
 # source token moves every decoder position.
 #
-# **Follows** note 003 (§2–3: the encoder–decoder, $N = 6$ layers of width
-# $d_\text{model} = 512$, post-norm $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$, the decoder's
-# masked self-attention and its third sub-layer over the encoder output; §5, multi-head
-# attention) and note 000 (§2.4, causal vs non-causal attention).
+# **The source says:** the original Transformer stacks $N = 6$ encoder and $N = 6$ decoder layers
+# of width $d_\text{model} = 512$, each sub-layer wrapped post-norm as
+# $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$; the decoder masks its self-attention and adds a
+# third sub-layer that attends over the encoder output; decoders attend causally, encoders do not.
+#
+# **New in the package:** the two layers are `T.seq2seq_encoder_layer` and
+# `T.seq2seq_decoder_layer` (weights in `T.Seq2SeqEncoderLayer`, `T.Seq2SeqDecoderLayer`), tested
+# against `torch.nn.TransformerEncoderLayer` and `torch.nn.TransformerDecoderLayer`.
 #
 # The weights here are **small, seeded random numbers**, not a trained translation model:
 # the patterns show the wiring (who may attend to whom), not learned meaning. The sizes are
@@ -53,8 +57,7 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## 1. The sizes and the weights
 #
-# The paper uses $N = 6$ layers on each side and $d_\text{model} = 512$ (the two sizes note
-# 003 quotes), with $h = 8$ heads of $d_k = 64$ and an FFN of width
+# The paper uses $N = 6$ layers on each side and $d_\text{model} = 512$, with $h = 8$ heads of $d_k = 64$ and an FFN of width
 # $d_{ff} = 2048 = 4\,d_\text{model}$ (from the paper itself). We shrink all of it to a
 # printable size: $N = 2$, $d_\text{model} = 32$, $h = 4$ heads of $d_k = 8$ (still
 # $d_k = d_\text{model}/h$) and $d_{ff} = 64 = 2\,d_\text{model}$, half the paper's ratio,
@@ -66,7 +69,7 @@ rng = np.random.default_rng(0)
 # "tapis" as a replacement word.
 
 # %%
-N, d_model, h, d_ff = 2, 32, 4, 64  # paper: N = 6, d_model = 512 (both in note 003), h = 8, d_ff = 2048
+N, d_model, h, d_ff = 2, 32, 4, 64  # paper: N = 6, d_model = 512, h = 8, d_ff = 2048
 d_k = d_model // h
 src = "the cat sat on the mat".split()
 tgt = "<s> le chat est assis".split()  # decoder input: a prefix of the target shifted right
@@ -88,13 +91,24 @@ def random_ffn():  # -> (W_1 (d, d_ff), W_2 (d_ff, d))
     return rng.normal(size=(d_model, d_ff)) / np.sqrt(d_model), rng.normal(size=(d_ff, d_model)) / np.sqrt(d_ff)
 
 
-def norm_params():  # LayerNorm γ = 1, β = 0, as at initialisation
-    return np.ones(d_model), np.zeros(d_model)
+ones = np.ones(d_model)  # LayerNorm γ = 1 and no β, as at initialisation
 
 
-enc_params = [dict(self=random_attention(), ffn=random_ffn(), ln1=norm_params(), ln2=norm_params()) for _ in range(N)]
-dec_params = [dict(self=random_attention(), cross=random_attention(), ffn=random_ffn(), ln1=norm_params(),
-                   ln2=norm_params(), ln3=norm_params()) for _ in range(N)]
+def random_encoder_layer():
+    self_attn = random_attention()
+    W_1, W_2 = random_ffn()
+    return T.Seq2SeqEncoderLayer(self_attn=self_attn, W_1=W_1, W_2=W_2, ln1_g=ones, ln2_g=ones)
+
+
+def random_decoder_layer():
+    self_attn, cross_attn = random_attention(), random_attention()
+    W_1, W_2 = random_ffn()
+    return T.Seq2SeqDecoderLayer(self_attn=self_attn, cross_attn=cross_attn, W_1=W_1, W_2=W_2,
+                                 ln1_g=ones, ln2_g=ones, ln3_g=ones)
+
+
+enc_params = [random_encoder_layer() for _ in range(N)]
+dec_params = [random_decoder_layer() for _ in range(N)]
 W_src = rng.normal(size=(len(src_vocab), d_model)) / np.sqrt(d_model)  # (v_src, d)
 W_tgt = rng.normal(size=(len(tgt_vocab), d_model)) / np.sqrt(d_model)  # (v_tgt, d)
 W_out = rng.normal(size=(d_model, len(tgt_vocab))) / np.sqrt(d_model)  # (d, v_tgt) output projection
@@ -105,26 +119,25 @@ W_out = rng.normal(size=(d_model, len(tgt_vocab))) / np.sqrt(d_model)  # (d, v_t
 # Input: token embeddings scaled by $\sqrt{d_\text{model}}$ plus the sinusoidal positions (the
 # paper's §3.4–3.5). Each of the $N$ layers has two sub-layers, each wrapped as
 # $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$: multi-head self-attention where every source
-# token sees every other (no mask), then the position-wise FFN $\max(0, xW_1)W_2$.
+# token sees every other (no mask), then the position-wise FFN $\max(0, xW_1)W_2$. One layer
+# is `T.seq2seq_encoder_layer`; written out, it is
+#
+# ```python
+# a, w_self = T.multi_head_attention(x, lw.self_attn, h, return_weights=True)  # no mask: bidirectional
+# x = T.layer_norm(x + a, lw.ln1_g)                                            # post-norm
+# x = T.layer_norm(x + T.ffn(x, lw.W_1, lw.W_2), lw.ln2_g)                     # LayerNorm(x + FFN(x))
+# ```
 
 # %%
 def embed_with_positions(ids, W_E):  # (b, n) -> (b, n, d)
     return T.embed(ids, W_E) * np.sqrt(d_model) + T.sinusoidal_positions(ids.shape[1], d_model, dtype=np.float64)
 
 
-def enc_block(x, p, activation=T.relu):  # (b, n_enc, d) -> (b, n_enc, d), (b, h, n_enc, n_enc)
-    a, w_self = T.multi_head_attention(x, p["self"], h, return_weights=True)  # no mask: bidirectional
-    x = T.layer_norm(x + a, *p["ln1"])  # post-norm
-    x = T.residual(x, lambda t: T.ffn(t, *p["ffn"], activation=activation),
-                   lambda t: T.layer_norm(t, *p["ln2"]), pre_norm=False)  # LayerNorm(x + FFN(x))
-    return x, w_self
-
-
 def encode(src_ids_):  # (b, n_enc) -> encoder output Z (b, n_enc, d), per-layer weights
     x = embed_with_positions(src_ids_, W_src)  # (b, n_enc, d)
     weights = []
-    for p in enc_params:
-        x, w_ = enc_block(x, p)
+    for lw in enc_params:
+        x, w_ = T.seq2seq_encoder_layer(x, lw, h)  # (b, n_enc, d), (b, h, n_enc, n_enc)
         weights.append(w_)
     return x, weights
 
@@ -139,13 +152,14 @@ print("encoder output Z (b, n_enc, d):", Z.shape, "  self-attention weights (b, 
 
 # %%
 p0 = enc_params[0]
-as_bert = T.BertLayer(attn=p0["self"], ln1_g=p0["ln1"][0], ln1_b=p0["ln1"][1], W_1=p0["ffn"][0], b_1=np.zeros(d_ff),
-                    W_2=p0["ffn"][1], b_2=np.zeros(d_model), ln2_g=p0["ln2"][0], ln2_b=p0["ln2"][1])
+zeros = np.zeros(d_model)
+as_bert = T.BertLayer(attn=p0.self_attn, ln1_g=p0.ln1_g, ln1_b=zeros, W_1=p0.W_1, b_1=np.zeros(d_ff),
+                      W_2=p0.W_2, b_2=zeros, ln2_g=p0.ln2_g, ln2_b=zeros)
 x0 = embed_with_positions(src_ids, W_src)
-ours, _ = enc_block(x0, p0, activation=T.gelu)
+ours, _ = T.seq2seq_encoder_layer(x0, p0, h, activation=T.gelu)
 theirs, _ = T.encoder_layer(x0, as_bert, T.BertConfig(d=d_model, h=h, d_ff=d_ff, eps=1e-5), mask=None)
 bert_ok = np.allclose(ours, theirs, atol=1e-12)
-print("our post-norm block (GELU) == T.encoder_layer:", bert_ok)
+print("T.seq2seq_encoder_layer (GELU) == T.encoder_layer (MiniLM's):", bert_ok)
 assert bert_ok
 
 # %% [markdown]
@@ -159,24 +173,25 @@ assert bert_ok
 #    encoder output, $K = ZW_k$, $V = ZW_v$ — `multi_head_attention(y, w, h, context=Z)`.
 #    There is no causal mask here: the whole source is known from the start;
 # 3. the FFN.
+#
+# One layer is `T.seq2seq_decoder_layer(y, Z, lw, h)`; written out, it is
+#
+# ```python
+# a = T.multi_head_attention(y, lw.self_attn, h, mask=T.causal_mask(n_dec))  # 1. masked self-attention
+# y = T.layer_norm(y + a, lw.ln1_g)
+# c = T.multi_head_attention(y, lw.cross_attn, h, context=Z)                 # 2. K, V from Z
+# y = T.layer_norm(y + c, lw.ln2_g)
+# y = T.layer_norm(y + T.ffn(y, lw.W_1, lw.W_2), lw.ln3_g)                   # 3. FFN
+# ```
 
 # %%
-def dec_block(y, Z_, p):  # (b, n_dec, d), (b, n_enc, d) -> (b, n_dec, d), weights, state before cross
-    a, w_self = T.multi_head_attention(y, p["self"], h, mask=T.causal_mask(y.shape[1]), return_weights=True)
-    y = T.layer_norm(y + a, *p["ln1"])  # (b, n_dec, d)
-    y_mid = y  # the cross-attention's queries are made from this
-    c, w_cross = T.multi_head_attention(y, p["cross"], h, context=Z_, return_weights=True)  # K, V from Z
-    y = T.layer_norm(y + c, *p["ln2"])  # (b, n_dec, d)
-    y = T.residual(y, lambda t: T.ffn(t, *p["ffn"]), lambda t: T.layer_norm(t, *p["ln3"]), pre_norm=False)
-    return y, w_self, w_cross, y_mid
-
-
 def decode(tgt_ids_, Z_):  # (b, n_dec), (b, n_enc, d) -> logits (b, n_dec, v_tgt), per-layer records
     y = embed_with_positions(tgt_ids_, W_tgt)  # (b, n_dec, d)
     records = []
-    for p in dec_params:
-        y, w_self, w_cross, y_mid = dec_block(y, Z_, p)
-        records.append(dict(self=w_self, cross=w_cross, y_mid=y_mid))
+    for lw in dec_params:
+        y_in = y  # the layer's input, kept to redo its cross-attention by hand below
+        y, w_self, w_cross = T.seq2seq_decoder_layer(y, Z_, lw, h)  # (b, n_dec, d), (b,h,n_dec,n_dec), (b,h,n_dec,n_enc)
+        records.append(dict(self=w_self, cross=w_cross, y_in=y_in))
     return T.lm_head(y, W_out=W_out), y, records  # (b, n_dec, v_tgt)
 
 
@@ -190,13 +205,14 @@ assert np.allclose(dec_rec[0]["cross"].sum(-1), 1) and np.allclose(probs.sum(-1)
 
 # %% [markdown]
 # Cross-attention by hand, to see where each matrix comes from: queries from the decoder
-# state $Y$ (b, h, $n_\text{dec}$, $d_k$), keys and values from $Z$ (b, h, $n_\text{enc}$, $d_k$);
-# the scores are $n_\text{dec} \times n_\text{enc}$.
+# state $Y$ after its first sub-layer (b, h, $n_\text{dec}$, $d_k$), keys and values from $Z$
+# (b, h, $n_\text{enc}$, $d_k$); the scores are $n_\text{dec} \times n_\text{enc}$.
 
 # %%
-rec = dec_rec[-1]
-w_cross_last = dec_params[-1]["cross"]
-q, k, v = T.qkv_heads(rec["y_mid"], w_cross_last, h, h, context=Z)  # (1, h, n_dec, d_k), (1, h, n_enc, d_k) × 2
+rec, lw_last = dec_rec[-1], dec_params[-1]
+a = T.multi_head_attention(rec["y_in"], lw_last.self_attn, h, mask=T.causal_mask(n_dec))  # sub-layer 1
+y_mid = T.layer_norm(rec["y_in"] + a, lw_last.ln1_g)  # (b, n_dec, d): the cross-attention's queries come from here
+q, k, v = T.qkv_heads(y_mid, lw_last.cross_attn, h, h, context=Z)  # (1, h, n_dec, d_k), (1, h, n_enc, d_k) × 2
 o, p_hand = T.scaled_dot_product_attention(q, k, v, return_weights=True)  # (1, h, n_dec, d_k), (1, h, n_dec, n_enc)
 print("q", q.shape, " k", k.shape, " v", v.shape, " scores/weights", p_hand.shape, " out", o.shape)
 hand_ok = np.allclose(p_hand, rec["cross"])
@@ -230,30 +246,12 @@ assert np.allclose(move_tgt[:-1], 0, atol=1e-12) and move_tgt[-1] > 1e-3
 assert np.all(move_enc > 1e-3) and np.all(move_dec > 1e-3)
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
-
 layer_shown, head_shown = 0, 0
-fig, axes = P.new_figure(1, 3, figsize=(21, 6.8), layout="constrained", width_ratios=[n_enc, n_dec, n_enc])
-P.attention_heatmap(enc_w[layer_shown][0, head_shown], src, src, ax=axes[0], vmax=1.0, colorbar=False,
-                    title=f"encoder self-attention\nbidirectional, {n_enc} × {n_enc}")
-P.attention_heatmap(dec_rec[layer_shown]["self"][0, head_shown], tgt, tgt, ax=axes[1], vmax=1.0, colorbar=False,
-                    title=f"decoder masked self-attention\ncausal, {n_dec} × {n_dec}", ylabel=None)
-P.attention_heatmap(dec_rec[layer_shown]["cross"][0, head_shown], tgt, src, ax=axes[2], vmax=1.0, colorbar=False,
-                    title=f"cross-attention: Q from decoder, K/V from encoder\n{n_dec} × {n_enc}  (n_dec × n_enc)",
-                    xlabel="encoder position (key)", ylabel="decoder position (query)")
-for t_ in list(axes[1].texts):  # the hidden (future) cells: grey, no number
-    j, i = t_.get_position()
-    if j > i:
-        t_.remove()
-        axes[1].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=P.OFF_COLOR))
-for a in axes:
-    a.tick_params(labelsize=P.LABEL_SIZE)
-    a.tick_params(axis="x", labelrotation=0)
-    for t_ in a.texts:
-        t_.set_fontsize(P.TICK_SIZE)
-fig.colorbar(axes[0].images[0], ax=axes, fraction=0.02, pad=0.01).set_label("weight", fontsize=P.LABEL_SIZE)
-fig.suptitle(f"The three attentions of an encoder–decoder (layer {layer_shown}, head {head_shown}; "
-             "random seeded weights: the shapes and masks matter, not the values)", fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.models.three_attentions(
+    enc_w[layer_shown][0, head_shown], dec_rec[layer_shown]["self"][0, head_shown],
+    dec_rec[layer_shown]["cross"][0, head_shown], src, tgt, attention_heatmap=P.attention_heatmap,
+    suptitle=f"The three attentions of an encoder–decoder (layer {layer_shown}, head {head_shown}; "
+             "random seeded weights: the shapes and masks matter, not the values)")
 P.save(fig, P.figure_path("15_three_patterns.png"))
 
 # %% [markdown]
@@ -272,43 +270,8 @@ dec_boxes = [("target ids (shifted right; a prefix)", f"(1, {n_dec})"),
              ("cross-attention (Q from here)\n+ Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              ("FFN + Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              (f"linear W_out + softmax\nover the v_tgt = {v_tgt} target words", f"(1, {n_dec}, {v_tgt})")]
-fig, ax = P.new_figure(figsize=(17, 10))
-box_w, box_h, gap = 7.4, 1.05, 0.55
-col_x = {"enc": 0.0, "dec": 10.4}
-pos = {}
-for side, boxes in (("enc", enc_boxes), ("dec", dec_boxes)):
-    for k, (label, shape) in enumerate(boxes):
-        y0 = -(k * (box_h + gap))
-        in_stack = 2 <= k <= (3 if side == "enc" else 4)
-        colour = {"enc": P.LINE_COLORS[0], "dec": P.LINE_COLORS[1]}[side] if in_stack else "#999999"
-        if side == "dec" and k == 3:
-            colour = P.LINE_COLORS[2]  # cross-attention
-        ax.add_patch(plt.Rectangle((col_x[side], y0), box_w, box_h, color=colour, alpha=0.18))
-        ax.text(col_x[side] + 0.15, y0 + box_h / 2, label, va="center", fontsize=P.LABEL_SIZE)
-        ax.text(col_x[side] + box_w - 0.15, y0 + box_h / 2, shape, va="center", ha="right",
-                fontsize=P.LABEL_SIZE, fontfamily="monospace", fontweight="bold")
-        pos[side, k] = y0
-        if k:
-            ax.annotate("", xy=(col_x[side] + box_w / 2, y0 + box_h), xytext=(col_x[side] + box_w / 2, y0 + box_h + gap),
-                        arrowprops=dict(arrowstyle="->", linewidth=1.8))
-for side, (k0, k1) in (("enc", (2, 3)), ("dec", (2, 4))):  # brace the N repeated layers
-    top_, bot_ = pos[side, k0] + box_h + 0.12, pos[side, k1] - 0.12
-    x_ = col_x[side] - 0.25 if side == "enc" else col_x[side] + box_w + 0.25
-    ax.plot([x_, x_], [bot_, top_], color="black", linewidth=2)
-    ax.text(x_ + (-0.2 if side == "enc" else 0.2), (top_ + bot_) / 2, f"× N = {N}\n(paper: 6)",
-            ha="right" if side == "enc" else "left", va="center", fontsize=P.LABEL_SIZE)
-z_y = pos["enc", 4] + box_h / 2
-cross_y = pos["dec", 3] + box_h / 2
-ax.annotate("", xy=(col_x["dec"], cross_y), xytext=(col_x["enc"] + box_w, z_y),
-            arrowprops=dict(arrowstyle="->", linewidth=2.5, color=P.LINE_COLORS[2], connectionstyle="arc3,rad=0.25"))
-ax.text(col_x["enc"] + box_w + 0.2, z_y + 1.15, "K, V from Z", ha="left",
-        fontsize=P.LABEL_SIZE + 1, color=P.LINE_COLORS[2], fontweight="bold")
-ax.text(col_x["enc"] + box_w / 2, box_h + 0.45, "ENCODER", ha="center", fontsize=P.TITLE_SIZE, fontweight="bold")
-ax.text(col_x["dec"] + box_w / 2, box_h + 0.45, "DECODER", ha="center", fontsize=P.TITLE_SIZE, fontweight="bold")
-ax.set_xlim(-2.2, col_x["dec"] + box_w + 2.2)
-ax.set_ylim(pos["dec", 5] - 0.4, box_h + 1.1)
-ax.axis("off")
-ax.set_title(f"Shapes through the encoder–decoder (b = 1, d_model = {d_model}; paper: 512)", fontsize=P.TITLE_SIZE + 1)
+fig, ax = P.models.encoder_decoder_flow(enc_boxes, dec_boxes, N=N, title="Shapes through the encoder–decoder "
+                                        f"(b = 1, d_model = {d_model}; paper: 512)")
 P.save(fig, P.figure_path("15_data_flow.png"))
 
 # %% [markdown]
@@ -318,3 +281,14 @@ P.save(fig, P.figure_path("15_data_flow.png"))
 # values from the encoder output, an $n_\text{dec} \times n_\text{enc}$ weight matrix).
 # Decoder-only LLMs such as SmolLM2 (lessons 06, 11) keep just the middle one; encoders such
 # as MiniLM (lesson 12) keep just the first.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/15_cross_attention.py`.
+#
+# 1. **Shapes.** $n_\text{dec} = 3$, $n_\text{enc} = 7$, $h = 2$, $b = 1$: the cross-attention weights'
+#    shape, and their sum. Check with `T.seq2seq_decoder_layer`.
+# 2. **Parameters.** One decoder layer of the base Transformer ($d = 512$, $d_{ff} = 2048$, with
+#    biases): how many parameters? Check with `T.parameter_breakdown("transformer-base")`.

@@ -23,10 +23,10 @@
 # absolute positions) does not. Last, FlashAttention's tiles on a packed row: those
 # between documents are skipped.
 #
-# **Follows** note 002 (part 二 §3, positions: packing short training documents into the context
-# window, the second document's first token "at position 50", and RoPE's answer to it),
-# with the masks of lesson 05, the relative-position property of lesson 02 and the tiles
-# of lesson 09.
+# **The idea behind it.** Training packs short documents into one context window, so a
+# document's first token can sit at, say, position 50; relative positions (RoPE) make that
+# harmless. Builds on the masks of lesson 05, the relative-position property of lesson 02
+# and the tiles of lesson 09.
 
 # %%
 import sys
@@ -49,7 +49,7 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## 1. Padding wastes the window
 #
-# Rows of a batch all have the context length $n_{ctx}$. Note 002's example: a 4K window
+# Rows of a batch all have the context length $n_{ctx}$. An example: a 4K window
 # given to a 10-word sentence is almost all padding, and every padded slot still costs
 # its share of the matrix products. Most documents in a real corpus are short, a few are
 # long: we draw lengths from a log-normal distribution whose median is 200 tokens (the
@@ -205,7 +205,7 @@ assert worst < 1e-12
 # position 50 if the first had 50 tokens, and the model reads it as deep inside a text.
 # So position ids restart at 0 in every document (`packed.positions` above).
 #
-# **RoPE** does not care (note 002 part 二 §3): it rotates $q_m$ by $m\theta$ and $k_n$ by $n\theta$,
+# **RoPE** does not care: it rotates $q_m$ by $m\theta$ and $k_n$ by $n\theta$,
 # so the score $q_m^\top k_n$ depends only on $n - m$ (lesson 02). Shifting every position
 # of a document by the same offset leaves all its scores, and so its whole forward pass,
 # unchanged — as long as the document mask keeps other documents out.
@@ -267,21 +267,10 @@ assert mini_err["document mask,\npositions restart"] < 1e-5 < 1e-2 < mini_err["d
 # token reads the whole row, as in a BERT batch row without padding.)
 
 # %%
-fig, axes = P.new_figure(1, 2, figsize=(14, 6.2), layout="constrained")  # separate y-axes: different quantities
-colors = [P.ON_COLOR, P.PARTIAL_COLOR, "#d62728"]
-for ax, (title, errs, unit, top) in zip(axes, [
-        ("SmolLM2 (RoPE)", smol_err, "largest |Δ logit|", 1e3),
-        ("MiniLM (learned absolute positions)", mini_err, "largest |Δ| of a unit-embedding coordinate", 10)]):
-    ax.axhspan(1e-8, 1e-4, color="#2ca02c", alpha=0.1, zorder=0, label="float32 rounding (< 1e-4)")
-    bars = ax.bar(list(errs), list(errs.values()), color=colors, zorder=2)
-    for bar_, e in zip(bars, errs.values()):
-        ax.text(bar_.get_x() + bar_.get_width() / 2, e * 1.6, f"{e:.2g}", ha="center", fontsize=P.LABEL_SIZE)
-    ax.set_yscale("log")
-    ax.set_ylim(1e-8, top)  # logits reach tens; a unit vector's coordinates stay below 1
-    P.style_axes(ax, f"{title}\nvs each text run alone", None, f"{unit} (log scale)")
-axes[0].legend(loc="upper left", fontsize=P.TICK_SIZE, frameon=False)
-fig.suptitle("A packed row must hide other documents; only absolute positions must also restart",
-             fontsize=P.TITLE_SIZE + 1)
+fig, axes = P.late.packing_errors(  # separate y-axes: different quantities; logits reach tens, a unit vector's
+    [("SmolLM2 (RoPE)", smol_err, "largest |Δ logit|", 1e3),  # coordinates stay below 1
+     ("MiniLM (learned absolute positions)", mini_err, "largest |Δ| of a unit-embedding coordinate", 10)],
+    suptitle="A packed row must hide other documents; only absolute positions must also restart")
 P.save(fig, P.figure_path("16_positions.png"))
 
 # %% [markdown]
@@ -366,3 +355,13 @@ assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 # each position never computes the tiles between documents, as it skips those above a
 # causal diagonal: packed attention then costs little more than each document alone (above,
 # under twice the scores needed, where the causal mask alone computes five times as many).
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/16_packing.py`.
+#
+# 1. **First fit.** Documents of 5, 3, 7, 2, 6 tokens into rows of $n_\text{ctx} = 8$, in input
+#    order: how many rows, and which documents share a row? Check with `T.pack_documents`.
+# 2. **Positions.** With positions restarted per document, what are the positions of the last row?

@@ -32,8 +32,9 @@
 # counted what this saves in slow-memory traffic and in memory held; here the tiles sit in a
 # GPU's fast memory for real.
 #
-# **Follows** note 001 (attention is memory-bound; FlashAttention's 2–4× speed-ups) and note
-# 002 (HBM vs SRAM: big and slow vs small and fast), with the tiles of lesson 09.
+# **The ideas behind it.** On a GPU attention waits on memory, not arithmetic: HBM is big and
+# slow, a multiprocessor's SRAM small and fast; keeping the tiles in SRAM gave FlashAttention
+# its 2–4× speed-ups. Builds on the tiles of lesson 09.
 
 # %%
 import json
@@ -44,9 +45,7 @@ _here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd
 ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
 sys.path.insert(0, str(ROOT))
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.colors import ListedColormap
 
 import transformer as T
 from transformer import plotting as P
@@ -99,35 +98,23 @@ print("lane 5 (g = 1, t = 1) holds rows", sorted(set(np.nonzero(lane_a == 5)[0].
       "and keys", sorted(set(np.nonzero(lane_a == 5)[1].tolist())))
 
 # %%
-lane_cmap = ListedColormap([c for name in ("tab20b", "tab20c") for c in plt.get_cmap(name).colors][:32])
-fig, axes = P.new_figure(1, 3, figsize=(19, 7.4), layout="constrained", gridspec_kw={"width_ratios": [16, 16, 8]})
-panels = [
-    (lane_s, [[f"c{r}" for r in row] for row in np.concatenate([reg_c, reg_c], axis=1)],
-     "S = Q K_jᵀ: two 16×8 accumulator tiles", "key j (tile 0 | tile 1)", "query row i"),
-    (lane_a, [[f"a{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_a, half_a)],
-     "P as the A operand of P V_j: the same lanes", "key j", "query row i"),
-    (lane_b, [[f"b{r}.{h}" for r, h in zip(rr, hh)] for rr, hh in zip(reg_b, half_b)],
-     "V_j as the B operand: read by ldmatrix.trans", "column of d_h", "key j"),
-]
-for ax, (lanes, labels, title, xlabel, ylabel) in zip(axes, panels):
-    ax.imshow(lanes, cmap=lane_cmap, vmin=-0.5, vmax=31.5)
-    for (i, j), lane in np.ndenumerate(lanes):
-        r_, g_, b_ = lane_cmap.colors[lane][:3]
-        ink = "black" if 0.3 * r_ + 0.59 * g_ + 0.11 * b_ > 0.6 else "white"  # readable on light and dark cells
-        ax.text(j, i, f"{lane}\n{labels[i][j]}", ha="center", va="center", fontsize=7.5, color=ink)
-    if lanes.shape[1] == 16 and ax is axes[0]:
-        ax.axvline(7.5, color="black", linewidth=2.5)
-    ax.set_xticks(range(lanes.shape[1]))
-    ax.set_yticks(range(16))
-    P.style_axes(ax, title=title, xlabel=xlabel, ylabel=ylabel)
-fig.suptitle("mma.sync.m16n8k16 in one warp: the lane (top) and register (bottom) holding each element; "
-             "lane 4g + t holds rows g and g + 8", fontsize=P.TITLE_SIZE)
-fig.get_layout_engine().set(h_pad=0.12)  # room between the suptitle and the panel titles
+reg_s = np.concatenate([reg_c, reg_c], axis=1)  # [16, 16]: S's register of each cell
+rows, keys = np.nonzero(lane_a == 5)  # lane 5 (g = 1, t = 1): its eight cells of the 16 × 16 tile
+
+
+def cells_in(reg, r):  # "(i,j) (i,j)": lane 5's cells held by register r
+    return " ".join(f"({i},{j})" for i, j in zip(rows, keys) if reg[i, j] == r)
+
+
+note = ("lane 5 (row, key):  S " + ",  ".join(f"c{r} {cells_in(reg_s, r)}" for r in range(4)) + "\n"
+        "        P̃ " + ",  ".join(f"a{r} {cells_in(reg_a, r)}" for r in range(4)) + "  (two float16 per register)")
+print(note)
+fig, axes = P.late.mma_lanes(lane_s, lane_b, lane=5, note=note)
 P.save(fig, P.figure_path("17_mma_fragments.png"), colors=64)  # flat cells and labels: a palette keeps it small
 
 # %% [markdown]
-# Left and middle have the same colours cell for cell: the lane that computed score $(i, j)$
-# holds $\tilde P_{ij}$ where the next product wants it, so rounding to float16 and packing pairs
+# One panel serves for $S$ and $\tilde P$, because their layouts are equal (asserted above): the
+# lane that computed score $(i, j)$ holds $\tilde P_{ij}$ where the next product wants it, so rounding to float16 and packing pairs
 # (`c0, c1` → `a0`) is all that happens between the two products. Each lane's row max and sum
 # cover only its own cells; the four lanes $4g \ldots 4g+3$ share a row, so two shuffles finish
 # the max. $V_j$ (right) is wanted by column: a lane needs keys $2t, 2t+1$ of column $g$, a row
@@ -184,7 +171,9 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 # H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 # (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
-# into registers, then it holds the scores of every tile.)
+# into registers, then it holds the scores of every tile. Two buffers, the mma kernels'
+# $e^{m - m_\text{new}}$ and the backward's $L_i, D_i$, are a few hundred bytes: too thin to
+# draw, the figure names them under its legend.)
 
 # %%
 b_g, h_g, n_g = 1, 16, 8192
@@ -203,36 +192,16 @@ buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7],
                   "dO_i": P.LINE_COLORS[6], "dS_ij": "#7f7f7f", "L_i, D_i": "#bcbd22"}  # the backward's own
-legend_names = {"S (Q tile first)": "S (holds the Q tile first)",
-                "e^(m - m_new)": "e^(m - m_new): B_r floats, a sliver",
-                "dS_ij": "dS_ij (backward)", "dO_i": "dO_i (backward)", "L_i, D_i": "L_i, D_i (backward): a sliver"}
-fig, ax = P.new_figure(figsize=(13, 8.4))
+legend_names = {"S (Q tile first)": "S (holds the Q tile first)", "dS_ij": "dS_ij (backward)",
+                "dO_i": "dO_i (backward)"}
 bars = [(f"{name}, d_h = {d_g}", CK.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
         for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"),
                            ("backward (SIMT)", "backward"))]
-seen = set()
-for y, (label, parts) in enumerate(reversed(bars)):
-    left = 0.0
-    for buf, nbytes in parts.items():
-        ax.barh(y, nbytes / 1024, left=left, color=buffer_colours[buf], edgecolor="white",
-                hatch="//" if buf.endswith("+1") else None,
-                label=None if buf in seen else legend_names.get(buf, buf))
-        seen.add(buf)
-        left += nbytes / 1024
-    ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=P.TICK_SIZE)
-for x, text, side in ((48, "48 KiB: a block's static limit ", "left"),
-                      (227, "227 KiB: the most one block\nmay opt in to ", "right")):
-    ax.axvline(x, color="grey", linestyle="--", linewidth=1)
-    ax.text(x + (2 if side == "left" else -2), len(bars) - 0.45, text, fontsize=P.TICK_SIZE, color="dimgrey",
-            va="top", ha=side)
-ax.set_yticks(range(len(bars)), [label for label, _ in reversed(bars)])
-ax.set_xlim(0, 235)
-handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label -> handle
-names = [legend_names.get(buf, buf) for buf in buffer_colours]  # the legend in the order of the colour table
-ax.legend([handles[name] for name in names], names, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-          fontsize=P.TICK_SIZE, title="buffer")
-P.style_axes(ax, title=f"What one thread block holds in shared memory (H100); standard attention's S at "
-                       f"n = {n_g}: {naive_S / 2**20:.0f} MiB per head", xlabel="KiB")
+fig, ax = P.late.shared_memory_bars(
+    bars, buffer_colours, legend_names,
+    [(48, "48 KiB: a block's static limit "), (227, "227 KiB: the most one block\nmay opt in to ")],
+    title=f"What one thread block holds in shared memory (H100); standard attention's S at "
+          f"n = {n_g}: {naive_S / 2**20:.0f} MiB per head")
 P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
 
 # %% [markdown]
@@ -290,7 +259,9 @@ else:
 # `scaled_dot_product_attention` and standard attention on CuPy arrays, and measures the memory
 # each call takes from the GPU's memory pool. Its results file from an H100 is part of the
 # repository; drawn here, time (top) and extra memory, measured as dots and by formula as lines
-# (bottom), for b = 1, h = 16, d_h = 64, no mask:
+# (bottom), for b = 1, h = 16, d_h = 64, no mask. One point is not a property of the kernel:
+# torch float16 at $n = 1024$ took longer than at $2048$, a warm-up left in the measurement,
+# marked on the figure; read nothing into it.
 
 # %%
 gpu_json = ROOT / "benchmarks" / "results" / "gpu.json"
@@ -303,41 +274,7 @@ else:
         print("  ", line)
     series = {"torch": "torch SDPA", "naive": "standard attention (CuPy)", "simt": "simt kernel",
               "tensor_cores": "tensor_cores kernel", "mma": "mma kernel", "mma_tf32": "mma_tf32 kernel"}
-    colour = dict(zip(series, P.LINE_COLORS))
-    fig, axes = P.new_figure(2, 2, figsize=(13, 10), constrained_layout=True)
-    for col, dtype in enumerate(("float32", "float16")):
-        rows_g = [r for r in gpu["attention"] if r["dtype"] == dtype and not r["causal"]]
-        ns = np.array([r["n"] for r in rows_g])  # [N]
-        for key, label in series.items():
-            t_ms = np.array([r.get(f"{key}_s") or np.nan for r in rows_g]) * 1e3  # [N]; NaN: not run or out of memory
-            if np.isfinite(t_ms).any():
-                axes[0, col].plot(ns, t_ms, "o-", color=colour[key], label=label)
-        axes[0, col].set_xscale("log", base=2)
-        axes[0, col].set_yscale("log")
-        P.style_axes(axes[0, col], title=f"{dtype}: time of one call", xlabel="n", ylabel="ms", grid=True)
-        axes[0, col].legend(fontsize=P.TICK_SIZE)
-        mib = 2.0 ** 20
-        for key, label, formula in (("naive", "standard attention", "naive_peak_formula"),
-                                    ("mma" if dtype == "float16" else "mma_tf32", "tiled kernel (O and lse)",
-                                     "kernel_peak_formula")):
-            measured = np.array([r.get(f"{key}_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
-            axes[1, col].plot(ns, np.array([r[formula] for r in rows_g]) / mib, "-", color=colour[key],
-                              label=f"{label}: formula")
-            axes[1, col].plot(ns, measured, "o", color=colour[key], label=f"{label}: measured (CuPy pool)")
-        torch_mib = np.array([r.get("torch_peak_bytes") or np.nan for r in rows_g]) / mib  # [N]
-        axes[1, col].plot(ns, torch_mib, "s", color=colour["torch"], label="torch SDPA: measured", markersize=4)
-        axes[1, col].set_xscale("log", base=2)
-        axes[1, col].set_yscale("log")
-        naive_last = rows_g[-1]
-        if naive_last.get("naive_peak_bytes") is None:  # the largest n: standard attention did not fit
-            axes[1, col].annotate("out of memory", (naive_last["n"], naive_last["naive_peak_formula"] / mib),
-                                  xytext=(-10, 0), textcoords="offset points", ha="right", va="center",
-                                  fontsize=P.TICK_SIZE, color=colour["naive"])
-        P.style_axes(axes[1, col], title=f"{dtype}: extra GPU memory of one call", xlabel="n", ylabel="MiB", grid=True)
-        axes[1, col].set_ylim(top=300 * naive_last["naive_peak_formula"] / mib)  # room for the legend above the lines
-        axes[1, col].legend(fontsize=P.TICK_SIZE, loc="upper left")
-    fig.suptitle(f"On an {gpu['meta']['device'].split(' (')[0]}: standard attention runs out of memory at n = 32768 "
-                 "(128 GiB of scores); the tiled kernels need O(n)", fontsize=P.TICK_SIZE + 2)
+    fig, axes = P.late.gpu_timings(gpu["attention"], series, device=gpu["meta"]["device"].split(" (")[0])
     P.save(fig, P.figure_path("17_gpu_timings.png"))
 
 
@@ -353,3 +290,14 @@ else:
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/17_flash_gpu_kernels.py`.
+#
+# 1. **Tiles read.** Causal self-attention over $n = 1000$ with blocks of 64 × 64: how many key
+#    tiles do all query blocks read, out of how many? Check with `T.cuda_kernels.key_tiles_read`.
+# 2. **Share of the work.** $n = 4096$, blocks of 64: what fraction of the dense tiles does a
+#    causal kernel compute? Check with `T.visible_key_tiles`.

@@ -344,3 +344,207 @@ def test_each_stream_keeps_its_own_stats(tiny):
     assert len(list(s1)) == 2 and len(list(s2)) == 3
     assert (stats1.prompt_tokens, stats1.new_tokens) == (3, 2)
     assert (stats2.prompt_tokens, stats2.new_tokens) == (2, 3)
+
+
+# ---------------------------------------------------------------- files with limits
+
+def test_count_refuses_devices_oversized_and_deep_json(tmp_path, capsys):
+    """/dev/zero never ends: refused before reading, as is a config.json over its 4 MiB cap."""
+    rc, out, err = run_cli(capsys, "count", "/dev/zero")
+    assert rc == 2 and err == "error: /dev/zero is not a regular file: give the path of a JSON config file\n"
+    big = tmp_path / "config.json"
+    with open(big, "wb") as f:
+        f.truncate((4 << 20) + 1)  # sparse: the size without the bytes
+    rc, out, err = run_cli(capsys, "count", str(big))
+    assert rc == 2 and f"{big} is {(4 << 20) + 1} bytes, over the {4 << 20}-byte limit" in err
+    big.write_text("[" * 100_000)  # Python's JSON parser recurses once per level
+    rc, out, err = run_cli(capsys, "count", str(big))
+    assert rc == 2 and "JSON nested too deeply" in err and err.count("\n") == 1
+
+
+def test_gguf_that_is_a_device(capsys):
+    rc, out, err = run_cli(capsys, "generate", "hi", "--gguf", "/dev/zero")
+    assert rc == 2 and "/dev/zero is not a regular file" in err
+
+
+# ---------------------------------------------------------------- argument errors before any model loads
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Loading a model fails the test: these arguments must be refused first."""
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded before the arguments were checked")
+    monkeypatch.setattr(llama_gguf, "load_llama", refuse)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--temperature", "0.8", "--seed", "-1"], r"--seed must be an integer ≥ 0, got -1"),
+    (["--max-memory", "0"], r"--max-memory must be a positive number of GB, got 0"),
+    (["--max-memory", "nan"], r"--max-memory must be a positive number of GB, got nan"),
+])
+def test_bad_options_are_refused_before_the_model_loads(no_model, capsys, argv, match):
+    rc, out, err = run_cli(capsys, "generate", "Hi", *argv)
+    assert rc == 2 and out == "" and re.fullmatch(f"error: {match}\n", err), err
+    if "--seed" in argv:  # the reference: NumPy refuses the same seed (with its own message, after loading)
+        with pytest.raises(ValueError):
+            np.random.default_rng(-1)
+
+
+def test_argparse_errors_are_one_line(capsys):
+    for argv in (["generate"], ["generate", "Hi", "--seed", "x"], ["nosuchcommand"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+
+
+def test_unexpected_errors_are_one_line(monkeypatch, capsys):
+    def broken(*a, **k):
+        raise KeyError("boom")
+    monkeypatch.setattr(llama_gguf, "load_llama", broken)
+    rc, out, err = run_cli(capsys, "generate", "Hi")
+    assert rc == 2 and err.count("\n") == 1 and "unexpected KeyError" in err and "TRANSFORMER_TRACEBACK" in err
+
+
+def test_library_seed_and_empty_ids_are_named(tiny):
+    with pytest.raises(ValueError, match=r"seed must be an integer ≥ 0, got seed=-1"):
+        tiny.generate([1, 2], max_new_tokens=2, temperature=0.8, seed=-1)
+    for call, what in ((tiny.attention_weights, "attention_weights"), (tiny.hidden_states, "hidden_states")):
+        with pytest.raises(ValueError, match=f"{what} needs at least one token, got an empty sequence"):
+            call([])
+    with pytest.raises(TypeError, match=r"prompt must be text or a 1-D sequence of integer ids.*dtype bool"):
+        tiny.generate([True, False])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, "int32", bool, np.uint8])
+def test_kv_cache_refuses_non_floating_dtypes(dtype):
+    with pytest.raises(TypeError, match=r"dtype must be a floating-point type.*got dtype="):
+        T.KVCache(1, 1, 1, 4, 2, dtype=dtype)
+    with pytest.raises(TypeError, match=r"dtype must be a floating-point type"):
+        T.PagedKVCache(1, 1, 1, 8, 2, block_size=4, dtype=dtype)
+
+
+def test_kv_cache_float16_keeps_values_int8_would_not():
+    """Why integers are refused: a key of 0.37 stored in int8 reads back 0 (the bug the issue saw)."""
+    cache = T.KVCache(1, 1, 1, 2, 2, dtype=np.float16)
+    k = np.array([[[[0.37, -1.25]]]], dtype=np.float32)
+    got, _ = cache.update(0, k, k)
+    np.testing.assert_allclose(got, k, rtol=1e-3)
+    assert k.astype(np.int8).tolist() == [[[[0, -1]]]]
+
+
+@pytest.mark.parametrize("shape,match", [((2, 1, 1, 40, 8), r"\(L, h_kv, d_h\) = \(2, 1, 8\).*\(1, 1, 8\)"),
+                                         ((1, 1, 1, 40, 4), r"\(L, h_kv, d_h\) = \(1, 1, 4\)"),
+                                         ((1, 1, 1, 3, 8), r"n_max=3 tokens.*need 4")])
+def test_a_given_cache_must_fit_the_model(tiny, shape, match):
+    L, b, h_kv, n_max, d_h = shape
+    with pytest.raises(ValueError, match=match):
+        tiny.generate([1, 2], max_new_tokens=2, cache=T.KVCache(L, b, h_kv, n_max, d_h))
+
+
+# ---------------------------------------------------------------- generate: memory checked before it starts
+
+def test_memory_over_the_limit_is_refused_before_any_output(cli_tiny, capsys):
+    rc, out, err = run_cli(capsys, "generate", "Hi there", "--max-new-tokens", "4", "--max-memory", "1e-6")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "8 tokens + --max-new-tokens 4 needs about" in err and "--max-memory 1e-06" in err
+
+
+def test_kv_cache_is_sized_for_the_request(cli_tiny, capsys):
+    """Hand-worked: 2 (K, V) · L=1 · h_kv=1 · (3 + 5 tokens) · d_h=8 · 4 bytes = 512 B, not n_ctx=32's 2048."""
+    rc, out, err = run_cli(capsys, "generate", "abc", "--max-new-tokens", "5")
+    assert rc == 0 and "KV cache on, 0.0 MB" in out
+    assert cli_tiny.kv_cache_bytes(3 + 5) == 2 * 1 * 1 * 8 * 8 * 4 == 512
+
+
+@pytest.fixture(scope="module")
+def wide():
+    """Attention-heavy random Llama (h = 8 heads of d_h = 4, d = 32): the scores dominate the memory."""
+    cfg = llama_mod.LlamaConfig(L=2, d=32, h=8, h_kv=2, d_h=4, d_ff=64, v=256, n_ctx=2048)
+    return llama_mod.random_llama(cfg, seed=1)
+
+
+def test_chunked_prefill_memory_formula_vs_tracemalloc(wide):
+    """A 1,500-token prompt is fed in passes of PREFILL_CHUNK = 512: the largest pass is 476 queries
+    over 1,500 keys. The measured peak (tracemalloc) matches generation_bytes within 15 %, and is
+    far below one pass over the whole prompt (the formula with n_q = n_k = 1500)."""
+    import tracemalloc
+    ids = list(np.random.default_rng(0).integers(0, 256, 1500))
+    wide.generate(ids[:600], max_new_tokens=1)  # warm-up: one-off buffers
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    wide.generate(ids, max_new_tokens=2, stop_at_eos=False)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    formula = wide.generation_bytes(1500, 2)
+    assert abs(peak - formula) <= 0.15 * formula, (peak, formula)
+    one_pass = wide.generation_bytes(1500, 2, use_cache=False)  # n² scores: what prefill used to hold
+    assert peak < 0.5 * one_pass
+
+
+def test_chunked_prefill_gives_the_uncached_tokens(wide):
+    """Prefill in 3 passes (1,100 tokens) picks the same greedy tokens as recomputing everything."""
+    ids = list(np.random.default_rng(2).integers(0, 256, 1100))
+    cached = wide.generate(ids, max_new_tokens=3, stop_at_eos=False)
+    assert cached == wide.generate(ids, max_new_tokens=3, stop_at_eos=False, use_cache=False)
+    assert wide.generate_batch([ids, ids[:700]], max_new_tokens=2) == [
+        wide.generate(ids, max_new_tokens=2), wide.generate(ids[:700], max_new_tokens=2)]
+
+
+# ---------------------------------------------------------------- attention weights: one layer at a time
+
+def test_attention_weights_of_one_layer_hold_one_layer(wide):
+    """layer=l computes blocks 0 … l only and keeps one (h, n, n): its tracemalloc peak stays within
+    SDPA_BUFFERS · h · n² floats (+ 10 %), where the list of all layers holds L of them at the end."""
+    import tracemalloc
+    n, h = 400, wide.config.h
+    ids = [i % 256 for i in range(n)]
+    every = wide.attention_weights(ids)  # L × [h, n, n], tested against HF in test_llama.py
+    tracemalloc.start()
+    one = wide.attention_weights(ids, layer=-1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_array_equal(one, every[-1])
+    np.testing.assert_array_equal(wide.attention_weights(ids, layer=0, head=3), every[0][3])
+    bound = llama_mod.SDPA_BUFFERS * h * n * n * 4
+    assert peak <= 1.1 * bound, (peak, bound)
+    maps = wide.iter_attention_weights(ids)
+    np.testing.assert_array_equal(next(maps), every[0])  # a generator: one layer per step
+    with pytest.raises(ValueError, match=r"layer=2 does not exist: the model has 2 layers"):
+        wide.attention_weights(ids, layer=2)
+
+
+# ---------------------------------------------------------------- -o: links, other files, control characters
+
+def test_output_refuses_a_symlink_and_a_file_that_is_not_a_figure(tmp_path, capsys):
+    source = tmp_path / "model.py"
+    source.write_text("print('keep me')\n")
+    link = tmp_path / "out.png"
+    link.symlink_to(source)
+    rc, out, err = run_cli(capsys, "attention", "The dog", "-o", str(link))
+    assert rc == 2 and "is a symbolic link" in err and source.read_text() == "print('keep me')\n"
+    rc, out, err = run_cli(capsys, "attention", "The dog", "-o", str(link), "--force")  # --force never follows
+    assert rc == 2 and source.read_text() == "print('keep me')\n"
+    other = tmp_path / "notes.png"
+    other.write_text("my notes, not a figure")
+    rc, out, err = run_cli(capsys, "attention", "The dog", "-o", str(other))
+    assert rc == 2 and "--force" in err and other.read_text() == "my notes, not a figure"
+
+
+def test_output_overwrites_a_figure_and_with_force_any_file(tmp_path, capsys):
+    png = tmp_path / "old.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 8)  # an earlier figure: replaced without --force
+    assert main(["attention", "The dog", "--head", "0", "-o", str(png)]) == 0
+    other = tmp_path / "other.png"
+    other.write_text("text")
+    assert main(["attention", "The dog", "--head", "0", "-o", str(other), "--force"]) == 0
+    for p in (png, other):
+        assert len(p.read_bytes()) > 1000 and p.read_bytes().startswith(b"\x89PNG")
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name,shown", [("a\nb.gif", r"a\nb.gif"), ("x\x1b[31m.gif", r"x\x1b[31m.gif"),
+                                        ("\udcff.gif", r"\udcff.gif")])
+def test_paths_with_control_characters_are_shown_escaped(tmp_path, capsys, name, shown):
+    rc, out, err = run_cli(capsys, "attention", "The dog", "-o", str(tmp_path / name))
+    assert rc == 2 and err.count("\n") == 1 and "\x1b" not in err and shown in err, err

@@ -204,3 +204,70 @@ def test_unencodable_bytes(tok, reference):
         tok.encode("a\U00040000b")
     with pytest.raises(ValueError, match="U\\+0004"):
         tok.encode("ctrl \x04 char")
+
+
+def long_words():
+    """Words of 10,000 characters without a space: the case a quadratic merge loop cannot take."""
+    import random
+    rng = random.Random(24)
+    letters = [chr(c) for c in range(0x20000) if chr(c).isalpha() and c not in range(0xD800, 0xE000)]
+    return {
+        "ascii letters": "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10_000)),
+        "one letter repeated": "a" * 10_000,  # every pair ties: leftmost first, then the merged pairs
+        "two letters": "".join(rng.choice("ab") for _ in range(10_000)),
+        "letters of every script": "".join(rng.choice(letters) for _ in range(10_000)),
+        "random Latin-1 characters": "".join(chr(rng.randrange(0xA0, 0x100)) for _ in range(10_000)),
+        "punctuation run": "".join(rng.choice("!#$%&()*+,-./:;<=>?@[]^_`{|}~") for _ in range(10_000)),
+    }
+
+
+@pytest.mark.parametrize("kind", list(long_words()))
+def test_long_words_equal_reference(tok, reference, kind):
+    text = long_words()[kind]
+    assert tok.encode(text) == reference.encode(text).ids
+
+
+def test_heap_merge_equals_rescanning_merge(tok):
+    """`bpe` (heap over a linked list, O(n log n)) and `bpe_quadratic` (rescan after every merge)
+    are the same rule: on the real merges they give the same pieces."""
+    import random
+    rng = random.Random(5)
+    words = [w for text in TEXTS + [long_words()["ascii letters"][:2000]] for w in tok.pre_tokenize(text)]
+    words += ["".join(rng.choice("abcdeéλ中 ") for _ in range(rng.randrange(1, 300))) for _ in range(200)]
+    for w in words:
+        if encodable(tok, w):
+            assert tok.bpe(w) == tok.bpe_quadratic(w), w
+
+
+def test_equal_ranks_merge_leftmost_first():
+    # By hand, "aaaaa": (a, a) ties four times; the leftmost merges first, so aa aa a (not a aa aa);
+    # then (aa, a), rank 1, beats (aa, aa), rank 2: aa aaa, and no pair is left.
+    from tokenizers import Tokenizer, models
+    vocab = {"a": 0, "aa": 1, "aaa": 2, "aaaa": 3}
+    merges = [("a", "a"), ("aa", "a"), ("aa", "aa")]
+    tok = BPETokenizer(tokens=list(vocab), merges=merges)
+    ref = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    for n in range(1, 12):
+        assert tok.encode("a" * n) == ref.encode("a" * n).ids, n
+    assert tok.bpe("aaaaa") == ["aa", "aaa"]
+
+
+def test_token_that_is_not_utf8_is_named_by_id():
+    # A vocabulary file's bytes that are not UTF-8 reach Python as bytes, or as lone surrogates
+    # when decoded with errors="surrogateescape": refused at load, naming the token id.
+    with pytest.raises(ValueError, match=r"^token id 1 is not valid UTF-8: .*U\+DCFF"):
+        BPETokenizer(tokens=["a", "b\udcff"], merges=[])
+    with pytest.raises(TypeError, match=r"^token id 2 must be a str, got bytes"):
+        BPETokenizer(tokens=["a", "b", b"\xff"], merges=[])
+
+
+def test_token_outside_the_byte_table_decodes_as_hf():
+    # A token written as plain text ("€x", not through GPT-2's byte table) stands for its own
+    # UTF-8 bytes in HF's ByteLevel decoder.
+    from tokenizers import Tokenizer, decoders, models
+    tokens = ["a", "\u20acx", "\u0120b", "\u20ac\u0120"]
+    ref = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=[]))
+    ref.decoder = decoders.ByteLevel()
+    tok = BPETokenizer(tokens=tokens, merges=[])
+    for ids in ([0], [1], [2], [3], [0, 1, 2, 3]):
+        assert tok.decode(ids) == ref.decode(ids)

@@ -3,6 +3,7 @@ drawn weights vs the model's own (MiniLM: themselves tested against BertModel in
 SmolLM2: against HF's LlamaForCausalLM on the same GGUF)."""
 import os
 import re
+import sys
 import types
 
 import numpy as np
@@ -94,7 +95,8 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     rng = np.random.default_rng(0)
     maps = [np.tril(rng.random((3, 3, 3))).astype(np.float32) for _ in range(2)]
     fake = types.SimpleNamespace(
-        attention_weights=lambda text: maps,
+        config=types.SimpleNamespace(L=2, h=3),
+        attention_weights=lambda ids, layer=None, head=None: maps[layer] if head is None else maps[layer][head],
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
     monkeypatch.setattr(transformer.models.llama_gguf, "load_smollm2", lambda path, backend="numpy": fake)
     assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",
@@ -124,3 +126,34 @@ def test_smollm2_real_model_draws_hf_attention(tmp_path, drawn, hf_smollm2, laye
     assert w.shape == ref.shape == (len(labels), len(labels))
     np.testing.assert_allclose(w, ref, atol=1e-5)  # probabilities in float32 through up to 30 layers
     assert np.all(np.triu(w, 1) == 0)  # a decoder: causal, exactly
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_attention_on_a_long_text_stays_bounded(tmp_path):
+    """400 tokens (a byte-level stand-in decoder, 9 heads): once, the grid of all heads needed GBs
+    (the figure grew with n² pixels). Now the PNG is at most MAX_FIGURE_INCHES · DPI pixels a side
+    (bbox_inches="tight" trims it, or widens it by the labels, within 5 %), the whole process peaks
+    under 1 GB (its VmHWM, in a process of its own so that no earlier test counts), and past
+    --max-tokens the text is refused in one line."""
+    import struct
+    import subprocess
+    script = f"""
+from transformer.models import llama as L, llama_gguf
+from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode
+m = L.random_llama(L.LlamaConfig(L=4, d=32, h=9, h_kv=3, d_h=8, d_ff=48, v=256, n_ctx=1024))
+m.tokenizer = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
+llama_gguf.load_smollm2 = lambda path=None, backend="numpy": m
+from transformer.cli.main import main
+assert main(["attention", "--model", "smollm2", "ab" * 200, "--layer", "2", "-o", {str(tmp_path / 'g.png')!r}]) == 0
+assert main(["attention", "--model", "smollm2", "ab" * 300, "-o", {str(tmp_path / 'x.png')!r}]) == 2
+print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert run.returncode == 0, run.stderr
+    assert "600 tokens, over the limit of --max-tokens 512" in run.stderr
+    assert int(run.stdout.split()[-1]) * 1024 < 1e9  # VmHWM, in kB (ru_maxrss would carry pytest's own peak
+    # across fork and exec)
+    width, height = struct.unpack(">II", (tmp_path / "g.png").read_bytes()[16:24])  # the PNG's IHDR
+    cap = plotting.MAX_FIGURE_INCHES * plotting.DPI
+    assert 1000 < width <= 1.05 * cap and 1000 < height <= 1.05 * cap, (width, height)  # 5 %: the tight box

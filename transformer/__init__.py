@@ -36,12 +36,17 @@ from .core.sampling import sample_next, filter_logits, next_token_probs
 from .models.llama import LlamaConfig, Llama, random_llama, GenerationStats
 from .models.llama import decoder_mask, forward as llama_forward
 from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
+from .models.llama_gguf import read_tokenizer as read_gguf_tokenizer  # the BPE alone, without the weights
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
 from .tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
 from .models.bert import BertConfig, MiniLM, bert_encode, mean_pool, l2_normalize, encoder_mask
 from .models.bert_files import load_minilm
 from .models.bert import BertLayer, encoder_layer
+
+# the original Transformer's post-norm encoder and decoder layers (cross-attention)
+from .models.encoder_decoder import (Seq2SeqEncoderLayer, Seq2SeqDecoderLayer, seq2seq_encoder_layer,
+                                     seq2seq_decoder_layer)
 
 # counting parameters, FLOPs and bytes; the paged KV cache
 from .models.configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES

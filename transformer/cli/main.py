@@ -6,17 +6,27 @@ function; the handlers import the heavy parts (models, plots) only when run.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import count as cli_count, decode as cli_decoder, encode as cli_encoder
+from .shown import shown
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a bad or missing argument reported as one line, "error: …", status 2
+    (argparse's own report is the usage block, then the message)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {shown(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m transformer",
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
     # sub-commands, one register() per area: generate, tokenize | count | embed, attention
     cli_decoder.register(sub)
     cli_count.register(sub)
@@ -57,5 +67,15 @@ def main(argv=None) -> int:
         sys.stderr.close()
         return 0
     except (ValueError, TypeError, OSError, RuntimeError) as e:  # OSError: files not found, not writable
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(e)}", file=sys.stderr)  # one line: a path's newline or escape code is shown escaped
+        return 2
+    except MemoryError:
+        print("error: out of memory: shorten the input (see `python -m transformer COMMAND --help` for the limits)",
+              file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug: still one line, unless TRANSFORMER_TRACEBACK=1 asks for the traceback
+        if os.environ.get("TRANSFORMER_TRACEBACK"):
+            raise
+        print(f"error: unexpected {type(e).__name__}: {shown(e)} (set TRANSFORMER_TRACEBACK=1 to see where)",
+              file=sys.stderr)
         return 2

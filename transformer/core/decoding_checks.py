@@ -52,9 +52,26 @@ def written_ahead(call, t, length, written, holder, fill):
                          f"{written[i]} written; call {fill} on every layer with the new positions first")
 
 
+def cache_dtype(dtype, xp):
+    """None (float32) or a real floating type: an integer cache would round every key and value."""
+    if dtype is None:
+        return
+    try:
+        ok = namespace(xp).isdtype(dtype, "real floating")
+    except (TypeError, ValueError, AttributeError):  # a string, a Python type, NumPy's bfloat16
+        try:
+            ok = np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
+        except TypeError:
+            ok = False
+    if not ok:
+        raise TypeError(f"dtype must be a floating-point type (float16, bfloat16, float32, float64): keys and "
+                        f"values are real numbers, got dtype={getattr(dtype, '__name__', dtype)!r}")
+
+
 def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype=None, xp=None):
     namespace(xp)  # an unknown backend name is refused first
     require_int(n_layers=n_layers, b=b, h_kv=h_kv, n_max=n_max, d_h=d_h, low=1)  # 4.7 or True is no size
+    cache_dtype(dtype, xp)
 
 
 def kv_cache_update(self, layer, k_new, v_new):
@@ -80,6 +97,7 @@ def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size=16, n
     if n_blocks is None:
         n_blocks = int(b) * math.ceil(int(n_max) / int(block_size))  # 0 when b = 0: then n_blocks must be given
     require_int(n_blocks=n_blocks, low=1)
+    cache_dtype(dtype, xp)
 
 
 def open_sequence(cache, seq):

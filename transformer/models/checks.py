@@ -15,6 +15,8 @@ from ..core import checks as core_checks
 from ..require import (broadcastable_to, require_array, require_bool, require_float, require_int, require_real,
                        require_vector)
 from ..tokenizers import checks as tokenizer_checks
+# The doors of encoder_decoder.py (the original Transformer's layers)
+from .encoder_decoder_checks import seq2seq_decoder_layer, seq2seq_encoder_layer
 
 # The config and weight classes (bert.BertConfig, …) appear in annotations only, never imported:
 # the models import this module, and the annotations are never evaluated.
@@ -198,8 +200,25 @@ def minilm_embed_packed(self: MiniLM, texts, n_ctx=None, *, restart_positions=Tr
         learned_positions_range("n_ctx", n_ctx, self.config.n_max)
 
 
-def minilm_attention_weights(self: MiniLM, text, *, causal=False):
-    one_text(text)  # causal and the text's characters: forward checks them
+def layer_and_head(L: int, h: int, layer, head):
+    """layer and head None, or Python-style indices into the L layers and h heads (−1 the last)."""
+    for name, value, count in (("layer", layer, L), ("head", head, h)):
+        if value is not None:
+            require_int(low=None, **{name: value})
+            if not -count <= value < count:
+                raise ValueError(f"{name}={value} does not exist: the model has {count} {name}s "
+                                 f"(0 … {count - 1}, or -1 for the last)")
+
+
+def minilm_iter_attention_weights(self: MiniLM, text, *, causal=False):
+    one_text(text)
+    tokenizer_checks.check_texts([text])
+    require_bool(causal=causal)
+
+
+def minilm_attention_weights(self: MiniLM, text, *, causal=False, layer=None, head=None):
+    minilm_iter_attention_weights(self, text, causal=causal)
+    layer_and_head(self.config.L, self.config.h, layer, head)
 
 
 def minilm_hidden_states(self: MiniLM, text):
@@ -279,12 +298,52 @@ def llama_packed_logits(self: Llama, docs, n_ctx=None, *, restart_positions=True
     context_length(self, min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx)
 
 
-def llama_attention_weights(self: Llama, text_or_ids):
-    context_length(self, len(self.encode(text_or_ids)))
+def some_tokens(self: Llama, text_or_ids, what: str):
+    """At least one token (an empty list has no position to read), and no more than n_ctx."""
+    n = len(self.encode(text_or_ids))
+    if not n:
+        raise ValueError(f"{what} needs at least one token, got an empty sequence")
+    context_length(self, n)
+
+
+def llama_iter_attention_weights(self: Llama, text_or_ids):
+    some_tokens(self, text_or_ids, "attention_weights")
+
+
+def llama_attention_weights(self: Llama, text_or_ids, *, layer=None, head=None):
+    layer_and_head(self.config.L, self.config.h, layer, head)
+    some_tokens(self, text_or_ids, "attention_weights")
 
 
 def llama_hidden_states(self: Llama, text_or_ids):
-    context_length(self, len(self.encode(text_or_ids)))
+    some_tokens(self, text_or_ids, "hidden_states")
+
+
+def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b=1, use_cache=True):
+    require_int(n_prompt=n_prompt, b=b, low=1)
+    require_int(max_new_tokens=max_new_tokens)
+    require_bool(use_cache=use_cache)
+
+
+def sampling_seed(seed):
+    """None, a NumPy Generator, or an integer ≥ 0: what np.random.default_rng takes as a seed."""
+    if seed is not None and not isinstance(seed, np.random.Generator):
+        require_int(seed=seed)
+
+
+def given_cache(self: Llama, cache, n_tokens: int):
+    """An empty cache with this model's L layers of h_kv heads of d_h, room for n_tokens."""
+    if cache.length != 0:
+        raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+    k, cfg = getattr(cache, "k", None), self.config
+    if isinstance(k, list) and all(hasattr(a, "shape") for a in k):  # KVCache, PagedKVCache: L × (·, h_kv, ·, d_h)
+        got = (len(k), *(k[0].shape[1::2] if k else ()))
+        if got != (cfg.L, cfg.h_kv, cfg.d_h):
+            raise ValueError(f"the cache given holds (L, h_kv, d_h) = {got}; this model needs "
+                             f"{(cfg.L, cfg.h_kv, cfg.d_h)}")
+    if getattr(cache, "n_max", n_tokens) < n_tokens:
+        raise ValueError(f"the cache given holds n_max={cache.n_max} tokens; the prompt and the new tokens "
+                         f"need {n_tokens}")
 
 
 def llama_next_token_probs(self: Llama, prompt, k=10):
@@ -297,8 +356,10 @@ def llama_stream(self: Llama, prompt, max_new_tokens=64, temperature=0.0, top_k=
     if not n:
         raise ValueError("the prompt is empty: give at least one token")
     generation_request(self, n, max_new_tokens, temperature, top_k, top_p)
-    if use_cache and cache is not None and cache.length != 0:
-        raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+    sampling_seed(seed)
+    require_bool(use_cache=use_cache, stop_at_eos=stop_at_eos)
+    if use_cache and cache is not None:
+        given_cache(self, cache, n + int(max_new_tokens))
 
 
 def llama_generate_batch(self: Llama, prompts, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None,
@@ -310,3 +371,4 @@ def llama_generate_batch(self: Llama, prompts, max_new_tokens=64, temperature=0.
     if not lengths or not all(lengths):
         raise ValueError("generate_batch needs at least one prompt and no empty prompt")
     generation_request(self, max(lengths), max_new_tokens, temperature, top_k, top_p)
+    sampling_seed(seed)

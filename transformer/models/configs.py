@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from ..require import require_int
 
 __all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config",
-           "read_json", "need_keys", "key_int", "key_real", "key_flag", "with_keys"]
+           "MAX_JSON_BYTES", "check_capped", "read_capped", "read_json", "need_keys", "key_int", "key_real", "key_flag",
+           "with_keys"]
 
 
 @dataclass(frozen=True)
@@ -253,17 +254,47 @@ def from_hf(cfg: dict, name: str | None = None) -> ModelConfig:
     raise ValueError(f"unsupported model_type {mt!r}: supported are {supported}")
 
 
+MAX_JSON_BYTES = 4 << 20  # a config.json is a few KB; one with a large label map, a few hundred KB
+
+
+def check_capped(path, limit: int, what: str) -> str:
+    """path, if it names a regular file of at most `limit` bytes; else one line naming the file
+    and the cap. Checked before anything is read: /dev/zero would never end."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} {path} not found")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} is not a regular file: give the path of a {what}")
+    size = os.path.getsize(path)
+    if size > limit:
+        raise ValueError(f"{path} is {size} bytes, over the {limit}-byte limit for a {what}")
+    return path
+
+
+def read_capped(path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, checked before reading: a device
+    (/dev/zero), a pipe or an oversized file is refused with one line naming the file and the cap."""
+    path = check_capped(path, limit, what)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)  # never more than the cap, even if the file grew since it was measured
+    if len(data) > limit:
+        raise ValueError(f"{path} grew past the {limit}-byte limit for a {what} while being read")
+    return data
+
+
 def read_json(path) -> dict:
-    """A JSON file holding one object of config keys (config.json, sentence_bert_config.json);
-    every error names the file."""
+    """A JSON file holding one object of config keys (config.json, sentence_bert_config.json),
+    of at most MAX_JSON_BYTES; every error names the file."""
+    data = read_capped(path, MAX_JSON_BYTES, "JSON config file")
     try:
-        with open(path, encoding="utf-8") as f:
-            cfg = json.load(f)
+        cfg = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ValueError(f"cannot read {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} "
                          f"at offset {e.start})") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"cannot read {path}: not valid JSON ({e})") from None
+    except RecursionError:  # "[[[[…": Python's parser recurses once per level
+        raise ValueError(f"cannot read {path}: JSON nested too deeply") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path} holds a JSON {type(cfg).__name__}, not an object of config keys")
     return cfg

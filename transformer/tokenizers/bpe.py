@@ -15,6 +15,7 @@ Each public function with a refusal checks its input at the door (`checks.py`, s
 from __future__ import annotations
 
 import codecs
+import heapq
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -23,7 +24,7 @@ import regex
 from . import checks
 from ..require import checked_by
 
-__all__ = ["bytes_to_unicode", "pre_tokenize", "BPETokenizer", "CHATML_SYSTEM"]
+__all__ = ["bytes_to_unicode", "pre_tokenize", "merge_symbols", "BPETokenizer", "CHATML_SYSTEM"]
 
 # The GPT-2 split pattern: contractions | optional space + letters | optional space + digits
 # | optional space + other symbols | whitespace not followed by text | remaining whitespace.
@@ -74,6 +75,41 @@ def pre_tokenize(text: str, pre: str = "smollm") -> list[str]:
     return words
 
 
+def merge_symbols(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
+    """BPE's merge loop in O(n log n) for n symbols: a heap of ranked pairs over a linked list.
+
+    The rule: merge the adjacent pair of lowest rank, the leftmost one among equals, until no
+    adjacent pair has a rank. Rescanning all pairs after every merge costs O(n²) (`bpe_quadratic`).
+    Instead every ranked pair waits in a heap ordered by (rank, position), so the next merge is
+    the heap's top, O(log n); the symbols form a linked list (prev/next indices), so a merge
+    only relinks two neighbours, O(1). A merge changes two pairs, the ones on either side of
+    it: those are pushed anew, and the heap entries they replace are recognised as stale when
+    popped (one of their symbols is gone or has grown), so each merge costs O(log n).
+
+    >>> merge_symbols(list("abcab"), {("a", "b"): 0, ("ab", "c"): 1, ("c", "a"): 2})
+    ['abc', 'ab']
+    """
+    n = len(symbols)
+    sym = list(symbols)  # sym[i]: the symbol that starts at i; "" once merged into its left neighbour
+    prev = list(range(-1, n - 1))  # linked list over positions: prev[i], nxt[i]; -1 / n at the ends
+    nxt = list(range(1, n + 1))
+    heap = [(ranks[pair], i, pair) for i, pair in enumerate(zip(sym, sym[1:])) if pair in ranks]
+    heapq.heapify(heap)
+    while heap:
+        rank, i, (left, right) = heapq.heappop(heap)
+        j = nxt[i]
+        if sym[i] != left or j >= n or sym[j] != right:  # stale: a symbol of this pair took part in a merge
+            continue
+        sym[i], sym[j] = left + right, ""  # merge j into i and unlink j
+        nxt[i] = nxt[j]
+        if nxt[i] < n:
+            prev[nxt[i]] = i
+        for a in (prev[i], i):  # the two new pairs: (left neighbour, merged) and (merged, right neighbour)
+            if a >= 0 and nxt[a] < n and (sym[a], sym[nxt[a]]) in ranks:
+                heapq.heappush(heap, (ranks[sym[a], sym[nxt[a]]], a, (sym[a], sym[nxt[a]])))
+    return [s for s in sym if s]
+
+
 @dataclass
 class BPETokenizer:
     """Byte-level BPE: `tokens[i]` is the string of id i, `merges` the pairs in learned order.
@@ -116,13 +152,21 @@ class BPETokenizer:
         ['abc', 'ab']
         """
         symbols = [self.byte_to_char[b] for b in word.encode("utf-8")]  # one char per byte
+        return merge_symbols(symbols, self.ranks)
+
+    def bpe_quadratic(self, word: str) -> list[str]:
+        """The same merges, written the short way: rescan every pair after each merge.
+
+        Each round looks at all n pairs to find the best one, and there can be n rounds, so a
+        word of n bytes costs O(n²): fine for ordinary words, minutes for 100,000 letters
+        without a space. Kept beside `bpe` as its readable reference (tested equal).
+        """
+        symbols = [self.byte_to_char[b] for b in word.encode("utf-8")]  # one char per byte
         while len(symbols) > 1:
-            pairs = [(self.ranks.get(p, None), i) for i, p in enumerate(zip(symbols, symbols[1:]))]
-            ranked = [(r, i) for r, i in pairs if r is not None]
+            ranked = [(self.ranks[p], i) for i, p in enumerate(zip(symbols, symbols[1:])) if p in self.ranks]
             if not ranked:
                 break
-            best = min(ranked)[0]
-            pair = self.merges[best]
+            pair = self.merges[min(ranked)[0]]
             merged, i = [], 0
             while i < len(symbols):  # merge every occurrence of the best pair, left to right
                 if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
@@ -142,7 +186,9 @@ class BPETokenizer:
             if unknown:  # only single bytes can be missing: merges only build vocabulary tokens
                 raise ValueError(self._unknown_message(word, unknown[0]))
             ids = [self.vocab[p] for p in pieces]
-            if len(self._word_cache) < 100_000:  # words repeat a lot; keep the cache bounded
+            # Words repeat a lot, so they are cached; the cache is bounded in entries and in the length
+            # of a word (HF's bound, 256): a text of long words without spaces cannot fill memory.
+            if len(word) < 256 and len(self._word_cache) < 100_000:
                 self._word_cache[word] = ids
         return ids
 
@@ -189,12 +235,19 @@ class BPETokenizer:
     # --- decoding -------------------------------------------------------------------
     @checked_by(checks.bpe_tokenizer_token_bytes)
     def token_bytes(self, i: int) -> bytes:
-        """The raw bytes one token stands for (a special token: its literal text)."""
+        """The raw bytes one token stands for (a special token: its literal text).
+
+        A token with a character outside GPT-2's byte table was written as plain text, not
+        through the table: it stands for its own UTF-8 bytes, as in HF's ByteLevel decoder.
+        """
         i = int(i)
         t = self.tokens[i]
         if i in self.special_ids:
+            return t.encode("utf-8")  # every token has a UTF-8 form: checked at __post_init__
+        try:
+            return bytes(self.char_to_byte[c] for c in t)
+        except KeyError:
             return t.encode("utf-8")
-        return bytes(self.char_to_byte[c] for c in t)
 
     @checked_by(checks.bpe_tokenizer_decode)
     def decode(self, ids) -> str:

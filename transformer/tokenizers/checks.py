@@ -46,7 +46,29 @@ def pre_tokenize(text, pre="smollm"):
         raise ValueError(f"unknown pre-tokenizer {pre!r}: use 'smollm' or 'gpt2'")
 
 
+def token_strings(tokens):
+    """Every token is a str with a UTF-8 form, named by its id if not.
+
+    A vocabulary file's token that is not valid UTF-8 reaches Python either as bytes or, decoded
+    with errors="surrogateescape", as a str holding lone surrogates (U+DC80–U+DCFF); both are
+    refused here, at load, rather than as a codec error when the token is first decoded."""
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"tokens must be a list of str, got {type(tokens).__name__}")
+    try:
+        "".join(tokens).encode("utf-8")  # one pass over the whole vocabulary when all is well
+    except (TypeError, UnicodeEncodeError):
+        for i, t in enumerate(tokens):
+            if not isinstance(t, str):
+                raise TypeError(f"token id {i} must be a str, got {type(t).__name__}: {t!r:.60}") from None
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"token id {i} is not valid UTF-8: {t!r:.60} holds the lone surrogate "
+                                 f"U+{ord(t[e.start]):04X} (an undecodable byte)") from None
+
+
 def bpe_tokenizer_post_init(self):
+    token_strings(self.tokens)
     tokens = set(self.tokens)
     missing = [s for s in self.special if s not in tokens]
     if missing:

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import checks
+from .unicode_tables import category
 from ..require import checked_by
 
 __all__ = [
-    "load_vocab", "clean_text", "is_whitespace", "is_control", "is_punctuation",
+    "MAX_VOCAB_BYTES", "load_vocab", "clean_text", "is_whitespace", "is_control", "is_punctuation",
     "is_cjk", "strip_accents", "basic_tokenize", "wordpiece", "WordPieceTokenizer",
     "Batch", "check_texts",
 ]
@@ -49,16 +50,33 @@ MAX_CHARS_PER_WORD = 100  # longer "words" (URLs, base64) become one [UNK]
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
+MAX_VOCAB_BYTES = 64 * 2**20  # BERT's vocab.txt is 226 KiB; a file 300× larger is not a vocabulary
+
+
 def load_vocab(path) -> dict[str, int]:
-    """vocab.txt -> {piece: id}: one piece per line, the id is the line number."""
-    with open(path, encoding="utf-8") as f:
-        pieces = f.read().split("\n")
-    if pieces and pieces[-1] == "":
-        pieces.pop()  # the file ends with a newline
-    return {p.rstrip("\r"): i for i, p in enumerate(pieces)}
+    """vocab.txt -> {piece: id}: one piece per line, the id is the line number (a line may end in
+    CR LF, as HF reads it). A file over MAX_VOCAB_BYTES, or a line that is not UTF-8, is refused
+    in one line naming the limit or the token id; no more than the cap is ever read."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_VOCAB_BYTES + 1)  # never more than the cap, whatever the file holds
+    if len(raw) > MAX_VOCAB_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_VOCAB_BYTES:,} bytes (MAX_VOCAB_BYTES): not a vocabulary file")
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file ends with a newline
+    vocab = {}
+    for i, line in enumerate(lines):
+        try:
+            vocab[line.decode("utf-8").removesuffix("\r")] = i
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: token id {i} (line {i + 1}) is not valid UTF-8: byte 0x{line[e.start]:02X} "
+                             f"at offset {e.start} of {line[:40]!r}") from None
+    return vocab
 
 
 # ---------------------------------------------------------------- character classes
+# Categories come from `category`, the reference's Unicode 8.0 tables (unicode_tables.py):
+# Python's newer tables would strip, drop or split a few hundred characters added since.
 
 def is_whitespace(ch: str) -> bool:
     """Space, tab, newline, carriage return and the Unicode space separators (Zs)."""
@@ -66,8 +84,12 @@ def is_whitespace(ch: str) -> bool:
 
 
 def is_control(ch: str) -> bool:
-    """Unicode "other" categories (Cc, Cf, Co, Cs, Cn), except tab/newline/CR, which are whitespace."""
-    return ch not in "\t\n\r" and unicodedata.category(ch).startswith("C")
+    """Controls, formats and private use (Cc, Cf, Co), except tab/newline/CR, which are whitespace.
+
+    Unassigned code points (Cn) are not controls: the reference keeps them, and a word
+    holding one becomes [UNK], so that unknown text still takes a position.
+    """
+    return ch not in "\t\n\r" and category(ch) in ("Cc", "Cf", "Co")
 
 
 def is_punctuation(ch: str) -> bool:
@@ -75,12 +97,12 @@ def is_punctuation(ch: str) -> bool:
     cp = ord(ch)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
-    return unicodedata.category(ch).startswith("P")
+    return category(ch).startswith("P")
 
 
 def is_cjk(ch: str) -> bool:
     cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+    return cp >= 0x3400 and any(lo <= cp <= hi for lo, hi in _CJK_RANGES)  # 0x3400: the first block
 
 
 # ---------------------------------------------------------------- basic tokenizer
@@ -97,8 +119,9 @@ def clean_text(text: str) -> str:
 
 def strip_accents(text: str) -> str:
     """Decompose (NFD: é -> e + ◌́) and drop the combining marks (category Mn)."""
-    return "".join(ch for ch in unicodedata.normalize("NFD", text)
-                   if unicodedata.category(ch) != "Mn")
+    if text.isascii():  # no accents to strip: the common case, answered at once
+        return text
+    return "".join(ch for ch in unicodedata.normalize("NFD", text) if category(ch) != "Mn")
 
 
 def _lower(word: str) -> str:

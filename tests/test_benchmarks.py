@@ -1,0 +1,210 @@
+"""Every benchmark runs: each CPU benchmark in --quick mode into a temporary folder, its files checked.
+
+A benchmark nothing runs breaks silently (an attribute renamed in the package, a key renamed in
+its results), and the README would go on quoting numbers no one can reproduce. Here each
+benchmarks/bench_*.py but bench_gpu.py runs as a subprocess with `--quick --out tmp_path`, must
+exit 0, leave the committed benchmarks/results/ untouched, and write results that parse: no NaN
+or infinity, every ratio a positive number, the load average recorded with a verdict that agrees
+with it, and the peers' answers where the benchmark compares (HF's greedy tokens, naive attention's
+output). bench_gpu.py needs a GPU: without one, its --help, its refusal and its report writer
+(on hand-made rows) are checked. The timings themselves are not judged: they depend on the machine.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+CPU_BENCHMARKS = sorted(p.name for p in BENCH.glob("bench_*.py") if p.name != "bench_gpu.py")
+# One BLAS thread in the suite: the other core runs the suite's other worker.
+EXTRA = {"bench_decoder.py": ["--threads", "1"], "bench_flash.py": ["--threads", "1"]}
+
+
+def load(name):  # a benchmark script as a module, without running its main()
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCH / name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def committed_results() -> dict:  # file name -> sha256 of the committed results
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((BENCH / "results").glob("*"))}
+
+
+def strict_json(path: Path):
+    def refuse(constant):
+        raise ValueError(f"{path.name} holds {constant}")
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+
+
+def numbers_under(value):  # every number in a JSON value, recursively
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from numbers_under(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from numbers_under(v)
+
+
+def ratio_fields(value, path=""):  # -> [(path, number)] for every number under a key that names a ratio
+    found = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if any(word in str(k).lower() for word in ("ratio", "speedup", "_over_")):
+                found += [(f"{path}/{k}", x) for x in numbers_under(v)]
+            else:
+                found += ratio_fields(v, f"{path}/{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += ratio_fields(v, f"{path}/{i}")
+    return found
+
+
+def load_records(value):  # every {"start", "end", "cores", "limit", "trusted"} in a JSON value
+    if isinstance(value, dict):
+        if {"start", "end", "cores", "limit", "trusted"} <= value.keys():
+            yield value
+        for v in value.values():
+            yield from load_records(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from load_records(v)
+
+
+def check_load_record(r):
+    """The verdict follows the numbers: trusted iff the 1-minute load stayed at most 0.5 per core."""
+    assert len(r["start"]) == len(r["end"]) == 3 and r["cores"] >= 1
+    assert r["limit"] == pytest.approx(0.5 * r["cores"])
+    assert r["trusted"] is (max(r["start"][0], r["end"][0]) <= r["limit"])
+
+
+def check_decoder(out: Path):
+    res = strict_json(out / "decoder_threads1.json")
+    assert res["greedy_tokens_identical"] is True  # the peer: HF transformers' greedy tokens on the same weights
+    for key in ("prefill_tok_s", "decode_tok_s"):
+        assert all(res[key][who] > 0 for who in ("ours", "hf")), res[key]
+    assert res["new_tokens"] == 8 and res["prompt_tokens"] == 32  # the quick sizes
+    md = (out / "decoder_threads1.md").read_text(encoding="utf-8")
+    assert "| prefill, 32-token prompt (tokens/s) |" in md and "Greedy continuations identical" in md
+
+
+def check_flash(out: Path):
+    runs = strict_json(out / "flash.json")["runs"]
+    assert list(runs) == ["1 thread"]
+    rows = runs["1 thread"]["rows"]
+    assert sorted((r["n"], r["causal"]) for r in rows) == [(n, c) for n in (256, 512, 1024) for c in (False, True)]
+    for r in rows:
+        assert r["max_abs_diff_tiled_vs_naive"] < 1e-4  # the tiled output against the naive one, float32
+        assert r["tiled_io_elements"] == r["tiled_io_formula"] and r["naive_io_elements"] == r["naive_io_formula"]
+        assert all(r[k] > 0 for k in ("torch_s", "tiled_s", "naive_s", "core_s"))
+    with open(out / "flash.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    assert "| 1024 | yes |" in (out / "flash.md").read_text(encoding="utf-8")
+
+
+def check_tokenizers(out: Path):
+    rows = strict_json(out / "tokenizers.json")["rows"]
+    assert [r["letters"] for r in rows] == [10_000]  # the quick size
+    assert all(r["same_ids"] is True and r["tokens"] > 0 for r in rows)  # the peer: HF tokenizers' ids
+
+
+SPECIFIC = {"bench_decoder.py": check_decoder, "bench_flash.py": check_flash, "bench_tokenizers.py": check_tokenizers}
+
+
+def test_there_are_cpu_benchmarks_to_run():
+    assert {"bench_decoder.py", "bench_flash.py"} <= set(CPU_BENCHMARKS)
+    assert set(SPECIFIC) <= set(CPU_BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", CPU_BENCHMARKS)
+def test_benchmark_runs_quick_into_a_folder(name, tmp_path):
+    before = committed_results()
+    out = tmp_path / "results"
+    res = subprocess.run([sys.executable, str(BENCH / name), "--quick", "--out", str(out)] + EXTRA.get(name, []),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, f"{name} --quick failed:\n{res.stderr[-3000:]}"
+    assert committed_results() == before, f"{name} --out {out} wrote into benchmarks/results/"
+    written = sorted(p.name for p in out.iterdir())
+    assert any(w.endswith(".json") for w in written) and any(w.endswith(".md") for w in written), written
+    assert "Load average" in res.stdout, f"{name} does not print the load average"
+    for path in out.glob("*.json"):
+        data = strict_json(path)
+        assert all(math.isfinite(x) for x in numbers_under(data)), path.name
+        bad = [(k, x) for k, x in ratio_fields(data) if not x > 0]
+        assert not bad, f"{path.name}: ratios that are not positive numbers: {bad}"
+        records = list(load_records(data))
+        assert records, f"{path.name} does not record the load average"
+        for r in records:
+            check_load_record(r)
+            assert r["trusted"] or "CANNOT BE TRUSTED" in res.stdout.upper(), f"{name} hides a busy machine"
+    for path in out.glob("*.md"):
+        assert "load average" in path.read_text(encoding="utf-8").lower(), f"{path.name} omits the load average"
+    if name in SPECIFIC:
+        SPECIFIC[name](out)
+
+
+def test_run_all_passes_quick_and_out_to_every_cpu_benchmark(tmp_path):
+    run_all = load("run_all.py")
+    cmds = run_all.commands(quick=True, out=tmp_path)
+    assert [Path(c[1]).name for c in cmds] == CPU_BENCHMARKS
+    assert all(c[0] == sys.executable and c[2:] == ["--quick", "--out", str(tmp_path)] for c in cmds)
+    assert [Path(c[1]).name for c in run_all.commands(gpu=True)][-1] == "bench_gpu.py"
+    assert all(len(c) == 2 for c in run_all.commands())  # the full benchmarks, their own default folder
+
+
+def test_machine_state_verdict():
+    """Hand-worked: on 2 cores the limit is 1.0; a load of 1.0 is quiet, 1.01 at either end is busy."""
+    M = load("machine_state.py")
+    quiet = M.load_record([1.0, 3.0, 3.0], [0.2, 0.1, 0.1], cores=2)
+    assert quiet["trusted"] and quiet["limit"] == 1.0 and "CANNOT" not in M.load_line(quiet)
+    for start, end in (([1.01, 0, 0], [0, 0, 0]), ([0, 0, 0], [1.01, 0, 0])):
+        busy = M.load_record(start, end, cores=2)
+        assert not busy["trusted"] and "CANNOT BE TRUSTED" in M.load_line(busy)
+    assert "busy" in M.start_line([4.0, 0, 0], cores=2) and "busy" not in M.start_line([0.5, 0, 0], cores=2)
+
+
+def test_bench_gpu_help_names_quick_and_out():
+    res = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "--quick" in res.stdout and "--out DIR" in res.stdout
+
+
+def test_bench_gpu_report_writes_into_out(tmp_path):
+    """The report writer on a hand-made row: gpu.json and gpu.md land in --out, with the load verdict."""
+    bench = load("bench_gpu.py")
+    row = {"n": 1024, "dtype": "float16", "causal": True, "flops": 1e10, "naive_peak_formula": 2 ** 26,
+           "kernel_peak_formula": 2 ** 20, "torch_s": 1e-4, "torch_peak_bytes": 2 ** 20, "naive_s": 4e-4,
+           "naive_peak_bytes": 2 ** 26, "simt_s": 3e-4, "simt_peak_bytes": 2 ** 20}
+    busy = bench.M.load_record([9.0, 9.0, 9.0], [9.0, 9.0, 9.0], cores=16)
+    meta = {"device": "a GPU", "command": "python benchmarks/bench_gpu.py --quick", "wall_s": 1.0, "date": "d",
+            "cupy": "x", "torch": "y", "cuda_runtime": 0, "load_average": busy}
+    bench.write_report(tmp_path / "out", meta, [row], None)
+    data = strict_json(tmp_path / "out" / "gpu.json")
+    assert data["attention"] == [row] and data["meta"]["load_average"] == busy
+    md = (tmp_path / "out" / "gpu.md").read_text(encoding="utf-8")
+    assert "CANNOT BE TRUSTED" in md and "| 1024 | float16 | yes | 0.10 | 0.40 |" in md
+
+
+def test_bench_gpu_without_a_gpu_writes_nothing(tmp_path):
+    bench = load("bench_gpu.py")
+    try:
+        bench.T.import_cupy()
+        pytest.skip("CuPy and a GPU are here: the benchmark would run")
+    except RuntimeError:
+        pass
+    res = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,20 @@
+"""How the command line shows a path or a text it did not write itself: control characters escaped.
+
+A file name may hold a newline, an escape sequence or bytes that are not UTF-8 (kept by Python
+as lone surrogates); printed raw, it would split an error across lines or drive the terminal.
+
+>>> shown("out\\n.png"), shown("plain/path ≥ ok.png")
+('out\\\\n.png', 'plain/path ≥ ok.png')
+"""
+from __future__ import annotations
+
+import os
+
+__all__ = ["shown"]
+
+
+def shown(text) -> str:
+    """str(text) (a path too) with each non-printable character written as repr writes it:
+    '\\n', '\\x1b', '\\udcff'; printable text, spaces and non-ASCII letters stay as they are."""
+    s = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)

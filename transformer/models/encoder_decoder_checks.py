@@ -1,0 +1,45 @@
+"""The refusals of encoder_decoder.py's doors, reached as checks.seq2seq_encoder_layer and
+checks.seq2seq_decoder_layer: each names the bad value in one line, or returns None."""
+from __future__ import annotations
+
+from ..core import checks as core_checks
+from ..core.layers import relu
+from ..require import require_bool, require_float, require_int, require_real
+
+
+def sequence(name: str, x, d: int | None = None):
+    """x floating-point (b, n, d) with n ≥ 1, and d as given."""
+    require_float(name, x)
+    if x.ndim != 3 or x.shape[1] == 0 or (d is not None and x.shape[2] != d):
+        want = "d" if d is None else f"d={d}"
+        raise ValueError(f"{name} must be (b, n, {want}) with n ≥ 1, got shape {tuple(x.shape)}")
+
+
+def sublayers(x, lw, h, activation, eps, norms):
+    """The FFN's matrices and the LayerNorms' γ, β against x's width d; h heads dividing d."""
+    require_int(h=h, low=1)
+    if x.shape[2] % h:
+        raise ValueError(f"d={x.shape[2]} must be a multiple of the heads h={h}")
+    if not callable(activation):
+        raise TypeError(f"activation must be a function such as T.relu, got {activation!r}")
+    require_real(eps=eps)
+    core_checks.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2)
+    for k in norms:
+        core_checks.layer_norm(x, getattr(lw, f"ln{k}_g"), getattr(lw, f"ln{k}_b"), eps)
+
+
+def seq2seq_encoder_layer(x, lw, h, *, mask=None, activation=relu, eps=1e-5):
+    sequence("x", x)
+    sublayers(x, lw, h, activation, eps, (1, 2))
+    core_checks.multi_head_attention(x, lw.self_attn, h, mask=mask)
+
+
+def seq2seq_decoder_layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
+    sequence("y", y)
+    sequence("z", z, y.shape[2])
+    if z.shape[0] != y.shape[0]:
+        raise ValueError(f"z (encoder output) must have the batch b={y.shape[0]} of y, got shape {tuple(z.shape)}")
+    require_bool(causal=causal)
+    sublayers(y, lw, h, activation, eps, (1, 2, 3))
+    core_checks.multi_head_attention(y, lw.self_attn, h, mask=self_mask)
+    core_checks.multi_head_attention(y, lw.cross_attn, h, mask=cross_mask, context=z)
