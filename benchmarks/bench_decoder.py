@@ -205,7 +205,7 @@ def main():
         "roofline_decode_tok_s": bw / weight_bytes,
         "greedy_tokens_identical": same_tokens,
         "median_s": med, "all_s": times,
-        "load_average": M.load_record(load_before, M.load_average()),
+        "load_average": M.load_record(load_before, M.load_average(), own=int(THREADS)),
         "command": " ".join(["python benchmarks/bench_decoder.py"] + sys.argv[1:]),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__},

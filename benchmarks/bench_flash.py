@@ -260,7 +260,7 @@ def main():
     print(M.start_line(load_start), flush=True)
     t0 = time.time()
     rows = bench(ns, args.blocks, repeats_for, args.core_max_n)
-    load = M.load_record(load_start, M.load_average())
+    load = M.load_record(load_start, M.load_average(), own=int(THREADS))
     meta = {
         "command": "python benchmarks/bench_flash.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, {THREADS} thread{'s' if THREADS > 1 else ''} "

@@ -603,7 +603,7 @@ def save(run, rows, model, packed=None, backward=None, model_note=None) -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - run["t0"],
             "cupy": cupy.__version__, "torch": torch.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
-            "load_average": M.load_record(run["load_start"], M.load_average())}
+            "load_average": M.load_record(run["load_start"], M.load_average(), own=1)}
     if model_note:
         meta["model_note"] = model_note
     write_report(run["out"], meta, rows, model, packed, backward)

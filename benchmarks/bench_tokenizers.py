@@ -119,7 +119,7 @@ def main():
     t0 = time.time()
     tok = T.read_gguf_tokenizer(T.open_gguf(T.smollm2_path()))
     rows = bench(tok, hf_reference(tok), sizes, repeats, rescan_max)
-    load = M.load_record(start, M.load_average())
+    load = M.load_record(start, M.load_average(), own=1)
     meta = {
         "command": "python benchmarks/bench_tokenizers.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, Python "

@@ -3,10 +3,12 @@
 A timing is only as good as the machine was quiet: each benchmark reads the load average
 (the number of processes running or waiting for a core, averaged over 1, 5 and 15 minutes)
 when it starts and when it ends, prints it, stores it with its results, and says plainly
-when the run cannot be trusted: a 1-minute load above BUSY_PER_CORE per core at either end
-means other work took a share of the cores while the clock was running.
+when the run cannot be trusted: a 1-minute load above BUSY_PER_CORE per core at the start, or
+at the end above that plus the benchmark's own threads (a run that kept 2 threads busy for a
+minute leaves a load of about 2 by itself), means other work took a share of the cores while
+the clock was running.
 
-    record = load_record(start, load_average())   # {"start", "end", "cores", "limit", "trusted"}
+    record = load_record(start, load_average(), own=2)   # {"start", "end", "cores", "limit", "own", "trusted"}
     print(load_line(record))
 """
 from __future__ import annotations
@@ -23,22 +25,37 @@ def load_average() -> list[float]:  # -> [1 min, 5 min, 15 min]
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def load_record(start, end, cores: int | None = None) -> dict:
-    """The load averages at both ends of a run and whether its timings can be trusted."""
+def load_record(start, end, cores: int | None = None, own: float = 0.0) -> dict:
+    """The load averages at both ends of a run and whether its timings can be trusted.
+    own: the threads the benchmark itself kept busy, which the 1-minute load at its end includes."""
     cores = cores or os.cpu_count() or 1
     limit = BUSY_PER_CORE * cores
-    return {"start": list(start), "end": list(end), "cores": cores, "limit": limit,
-            "trusted": max(start[0], end[0]) <= limit}
+    return {"start": list(start), "end": list(end), "cores": cores, "limit": limit, "own": own,
+            "trusted": start[0] <= limit and end[0] <= limit + own}
+
+
+def wait_for_quiet(cores: int | None = None, timeout_s: float = 600, poll_s: float = 10) -> list[float]:
+    """Sleep until the 1-minute load is at most the limit (an earlier run's own load decays over
+    minutes), or timeout_s passes; -> the load average then."""
+    import time
+    limit = BUSY_PER_CORE * (cores or os.cpu_count() or 1)
+    deadline = time.monotonic() + timeout_s
+    while load_average()[0] > limit and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    return load_average()
 
 
 def load_line(record: dict) -> str:
     """One sentence for the report: the load averages and, when busy, that the timings cannot be trusted."""
     s, e, cores, limit = record["start"], record["end"], record["cores"], record["limit"]
+    own = record.get("own", 0.0)
     head = (f"Load average (1/5/15 min) at start {s[0]:.2f}/{s[1]:.2f}/{s[2]:.2f}, at end "
             f"{e[0]:.2f}/{e[1]:.2f}/{e[2]:.2f}, on {cores} cores")
+    bound = f"at most {limit:.1f} ({BUSY_PER_CORE} per core) at the start and {limit + own:.1f} at the end " \
+            f"(its own {own:g} threads included)"
     if record["trusted"]:
-        return head + f": at most {limit:.1f} ({BUSY_PER_CORE} per core), a quiet machine."
-    return (head + f": above {limit:.1f} ({BUSY_PER_CORE} per core), so the machine was busy and THESE TIMINGS "
+        return head + f": {bound}, a quiet machine."
+    return (head + f": not {bound}, so the machine was busy and THESE TIMINGS "
             "CANNOT BE TRUSTED; rerun on an idle machine.")
 
 

@@ -37,7 +37,11 @@ def main(argv=None) -> int:
                     help="pass --out DIR to each benchmark (default: theirs, benchmarks/results/)")
     ap.add_argument("--gpu", action="store_true", help="run bench_gpu.py too")
     args = ap.parse_args(argv)
+    import machine_state as M
     for cmd in commands(args.quick, args.out, args.gpu):
+        if not args.quick:  # the last benchmark's own load decays over minutes: let it settle first
+            print(f"waiting for a quiet machine (load {M.load_average()[0]:.2f})", flush=True)
+            M.wait_for_quiet()
         print(f"== {' '.join(cmd[1:])}", flush=True)
         rc = subprocess.call(cmd, cwd=HERE.parent)
         if rc:
