@@ -621,3 +621,27 @@ def test_bad_metadata_is_named(tmp_path):
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     with pytest.raises(ValueError, match=r"llama.attention.head_count must be ≥ 1, got 0"):
         gguf_loader.read_config(gguf_loader.open_gguf(path))
+
+
+def test_rope_tables_grow_with_the_sequence_not_with_n_ctx():
+    """A file may declare n_ctx = 2²⁰: building its RoPE tables up front would take
+    2 · 2²⁰ · d_h/2 · 4 bytes = 256 MiB at d_h = 64 before the first token. They grow on demand
+    instead, and the tokens equal a model whose tables cover every position from the start."""
+    import tracemalloc
+    cfg = dict(L=2, d=32, h=4, h_kv=2, d_h=64, d_ff=48, v=97)
+    big = llama_mod.LlamaConfig(**cfg, n_ctx=2 ** 20)
+    tracemalloc.start()
+    m = llama_mod.random_llama(big, seed=5)
+    tokens = m.generate([3, 1, 4, 1, 5], max_new_tokens=6)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    full_tables = 2 * 2 ** 20 * (64 // 2) * 4  # bytes: cos and sin for every position, float32
+    assert peak < full_tables / 16, f"peak {peak} bytes: the tables were built for all n_ctx positions"
+    assert m.rope_rows < 2 ** 20
+    small = llama_mod.random_llama(llama_mod.LlamaConfig(**cfg, n_ctx=64), seed=5)
+    small.rope_tables(64)  # every position this model can have, built before anything runs
+    assert small.generate([3, 1, 4, 1, 5], max_new_tokens=6) == tokens
+    cos, sin = m.rope_tables(300)  # grown past the first size: positions 0 … 299 at least
+    ref_cos, ref_sin = small.cos, small.sin  # [64, d_h/2], built in one go
+    np.testing.assert_array_equal(cos[:64], ref_cos)
+    np.testing.assert_array_equal(sin[:64], ref_sin)

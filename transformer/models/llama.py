@@ -222,9 +222,22 @@ class Llama:
     def __init__(self, config: LlamaConfig, weights: LlamaWeights, tokenizer=None, *, xp=None):
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.xp = get_xp(weights.W_E) if xp is None else namespace(xp)
-        positions = self.xp.arange(config.n_ctx)  # [n_ctx]
-        self.cos, self.sin = rope_cos_sin(positions, config.d_h, config.rope_base)  # 2 × [n_ctx, d_h/2] float32
+        self.rope_rows, self.rope_cos, self.rope_sin = 0, None, None  # RoPE tables, grown on demand
         self.last_stats = GenerationStats()
+
+    # --- RoPE tables ------------------------------------------------------------------
+    def rope_tables(self, n: int):  # -> 2 × [≥ n, d_h/2] float32
+        """cos and sin of positions 0 … n − 1 (or more rows), grown on demand (doubling, capped at n_ctx):
+        built for all n_ctx up front, a file's n_ctx = 2²⁰ would cost 256 MiB before the first token."""
+        if n > self.rope_rows:
+            rows = min(max(n, 2 * self.rope_rows, 256), self.config.n_ctx)
+            positions = self.xp.arange(rows)  # [rows]
+            self.rope_cos, self.rope_sin = rope_cos_sin(positions, self.config.d_h, self.config.rope_base)
+            self.rope_rows = rows
+        return self.rope_cos, self.rope_sin  # 2 × [rows, d_h/2]
+
+    cos = property(lambda self: self.rope_tables(self.config.n_ctx)[0])  # [n_ctx, d_h/2], for forward() callers
+    sin = property(lambda self: self.rope_tables(self.config.n_ctx)[1])  # [n_ctx, d_h/2]
 
     # --- inputs ---------------------------------------------------------------------
     @checked_by(checks.llama_encode)
@@ -242,7 +255,7 @@ class Llama:
     def logits(self, ids):  # [n] -> [n, v]
         """Next-token logits at every position of one sequence (text or ids), no cache."""
         ids = self.encode(ids)
-        return forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin)[0, ...]  # [n, v]
+        return forward(self._ids_array(ids), self.weights, self.config, *self.rope_tables(len(ids)))[0, ...]  # [n, v]
 
     @checked_by(checks.llama_packed_logits)
     def packed_logits(self, docs, n_ctx: int | None = None, *, restart_positions: bool = True) -> list:
@@ -258,7 +271,7 @@ class Llama:
         n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
         p = pack_documents(docs, n_ctx)
         ids, positions, mask = p.model_inputs(self.xp, causal=True, restart_positions=restart_positions)
-        out = forward(ids, self.weights, self.config, self.cos, self.sin, positions=positions,
+        out = forward(ids, self.weights, self.config, *self.rope_tables(n_ctx), positions=positions,
                       mask=mask)  # [b, n_ctx, v]
         return unpack(out, p)  # per document [n_i, v]
 
@@ -269,7 +282,7 @@ class Llama:
         and a caller that wants layer l stops after l + 1 blocks."""
         ids = self.encode(text_or_ids)
         n, w, cfg = len(ids), self.weights, self.config
-        cos, sin = self.cos[:n, ...], self.sin[:n, ...]  # [n, d_h/2]: positions 0 … n − 1
+        cos, sin = (t[:n, ...] for t in self.rope_tables(n))  # [n, d_h/2]: positions 0 … n − 1
         mask = decoder_mask(n, 0, xp=self.xp)  # [n, n] causal (None for one token)
         x = embed.unchecked(self._ids_array(ids), w.W_E)  # [1, n, d]; ids checked by encode
         for lw in w.layers:
@@ -296,7 +309,7 @@ class Llama:
         (before the final RMSNorm)."""
         ids = self.encode(text_or_ids)
         states: list = []
-        forward(self._ids_array(ids), self.weights, self.config, self.cos, self.sin, last_only=True,
+        forward(self._ids_array(ids), self.weights, self.config, *self.rope_tables(len(ids)), last_only=True,
                 hidden_out=states)
         return [to_numpy(s[0, ...]) for s in states]  # (L + 1) × [n, d]
 
@@ -368,16 +381,17 @@ class Llama:
             cache = self.new_cache(1, len(ids) + max_new_tokens)
         w, cfg = self.weights, self.config
         seq = list(ids)
+        cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position this request reaches
         t0 = time.perf_counter()
         for step in range(max_new_tokens):
             if not use_cache:  # recompute every position, every step
-                logits = forward(self._ids_array(seq), w, cfg, self.cos, self.sin, last_only=True)
+                logits = forward(self._ids_array(seq), w, cfg, cos, sin, last_only=True)
             elif step == 0:  # prefill: the prompt in passes of PREFILL_CHUNK tokens, each reading the earlier ones from the cache
                 for c0 in range(0, len(seq), PREFILL_CHUNK):
-                    logits = forward(self._ids_array(seq[c0:c0 + PREFILL_CHUNK]), w, cfg, self.cos, self.sin, cache=cache,
+                    logits = forward(self._ids_array(seq[c0:c0 + PREFILL_CHUNK]), w, cfg, cos, sin, cache=cache,
                                      last_only=True)
             else:  # decode: one new token, the rest is read from the cache
-                logits = forward(self._ids_array(seq[-1:]), w, cfg, self.cos, self.sin, cache=cache, last_only=True)
+                logits = forward(self._ids_array(seq[-1:]), w, cfg, cos, sin, cache=cache, last_only=True)
             x = to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
             core_checks.logits_row_max(x)  # NaN or +inf from the model (broken weights, a float16 overflow) are named
             nxt = int(sample_next.unchecked(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
@@ -441,7 +455,7 @@ class Llama:
             for c0 in range(0, x.shape[1], PREFILL_CHUNK):  # prefill in passes of PREFILL_CHUNK tokens; decode: one
                 s0 = cache.length
                 s1 = s0 + x[:, c0:c0 + PREFILL_CHUNK].shape[1]
-                logits = forward(xp.asarray(x[:, c0:c0 + PREFILL_CHUNK]), w, cfg, self.cos, self.sin, cache=cache,
+                logits = forward(xp.asarray(x[:, c0:c0 + PREFILL_CHUNK]), w, cfg, *self.rope_tables(n_max), cache=cache,
                                  positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
                                  last_only=True)  # [b, 1, v]
             x_last = to_host(logits[:, -1, :])  # [b, v] on the host (syncs the device)
