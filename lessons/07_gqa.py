@@ -113,7 +113,7 @@ assert np.array_equal(v_read[0, 0], v_read[0, 1]) and np.array_equal(v_read[0, 2
 # Row 0: the 4 query heads. Row 1: the 2 stored K heads and 2 stored V heads, each pair
 # under the query heads of its group. Row 2: each query head's attention weights.
 fig, axd = P.decoding.gqa_worked_example(
-    q, k, v, weights, mask, reads["GQA"], attention_heatmap=P.attention_heatmap,
+    q, k, v, weights, mask, reads["GQA"],
     suptitle="GQA, a worked example: S = 3, d_model = 12, 4 query heads, 2 K/V heads (causal)\n"
              "frame colour = group; grey = hidden by the mask; the cache stores only the middle row's 2 K and 2 V heads")
 P.save(fig, P.figure_path("07_gqa_example.png"))

@@ -130,7 +130,7 @@ titles = {1: "FlashAttention-1: key block j outside\nK_j, V_j stay; Q_i, O_i, l_
           2: "FlashAttention-2: query block i outside\nQ_i, O_i, l_i, m_i stay; K_j, V_j travel"}
 fig, axes = P.late.visit_order([(tr.computed(), tr.partial(), tr.grid(), titles[version])
                                 for version, (tr, _) in orders.items()],
-                               B=B_o, tile_schedule=P.tile_schedule, suptitle=f"Visit order of the computed tiles, causal, n = {n_o}, B_r = B_c = {B_o}")
+                               B=B_o, suptitle=f"Visit order of the computed tiles, causal, n = {n_o}, B_r = B_c = {B_o}")
 P.save(fig, P.figure_path("09_loop_order.png"))
 
 # %% [markdown]

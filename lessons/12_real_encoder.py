@@ -81,7 +81,7 @@ assert np.allclose(W.sum(-1), 1, atol=1e-5) and to_nouns[layer, head] > uniform
 
 # %%
 fig, axes = P.models.heads_with_row(
-    W[layer], toks, row=it, head_grid=P.head_grid, titles=[f"head {i}" + ("  ★" if i == head else "") for i in range(cfg.h)],
+    W[layer], toks, row=it, titles=[f"head {i}" + ("  ★" if i == head else "") for i in range(cfg.h)],
     suptitle=f"MiniLM layer {layer}: all {cfg.h} heads on \"{sentence}\" (★: most on dog + squirrel from 'it', red frame)")
 P.save(fig, P.figure_path("12_it_heads.png"))
 

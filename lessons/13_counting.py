@@ -191,7 +191,7 @@ print(f"Llama-3-8B, 1024-token prompt: prefill {T.prefill_flops('llama-3-8b', 10
       f"{T.prefill_flops('llama-3-8b', 1025, logits='last')['total'] / 1e12:.1f} TFLOP")
 
 # %%
-fig, axes = P.models.flops_by_phase(n_line, ll, curves=P.curves)
+fig, axes = P.models.flops_by_phase(n_line, ll)
 P.save(fig, P.figure_path("13_flops.png"))
 
 # %% [markdown]
@@ -257,8 +257,7 @@ roof_points["prefill, n = 1024"] = T.arithmetic_intensity("llama-3-8b", 1024)["p
 # ridge. Only the prefill of a long enough prompt does enough arithmetic per byte.
 
 # %%
-fig, axes = P.models.roofline(n_ai, intensity, roof_points, MODELS, peak_flops=PEAK_FLOPS, bandwidth=BANDWIDTH,
-                               curves=P.curves)
+fig, axes = P.models.roofline(n_ai, intensity, roof_points, MODELS, peak_flops=PEAK_FLOPS, bandwidth=BANDWIDTH)
 P.save(fig, P.figure_path("13_intensity.png"))
 
 # %% [markdown]
@@ -296,7 +295,7 @@ print("KVCache.nbytes equals the formula for n in", n_kv_meas.tolist())
 
 # %%
 windows = {name: (cfg[name].n_ctx, T.kv_cache_bytes(key, cfg[name].n_ctx) / 2 ** 30) for name, key in MODELS.items()}
-fig, ax = P.models.kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib, curves=P.curves)
+fig, ax = P.models.kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib)
 P.save(fig, P.figure_path("13_kv_cache.png"))
 
 # %% [markdown]

@@ -240,7 +240,7 @@ print(f"contiguous waste: {contig_waste:,.0f} MiB")
 
 # %%
 fig, axes = P.decoding.fragmentation(lengths, report, (block_line, waste_line, block_meas, waste_meas),
-                                     n_max=n_max, block=block, per_tok=per_tok, model_name=model_name, curves=P.curves)
+                                     n_max=n_max, block=block, per_tok=per_tok, model_name=model_name)
 P.save(fig, P.figure_path("14_fragmentation.png"))
 
 # %% [markdown]

@@ -249,7 +249,7 @@ assert np.all(move_enc > 1e-3) and np.all(move_dec > 1e-3)
 layer_shown, head_shown = 0, 0
 fig, axes = P.models.three_attentions(
     enc_w[layer_shown][0, head_shown], dec_rec[layer_shown]["self"][0, head_shown],
-    dec_rec[layer_shown]["cross"][0, head_shown], src, tgt, attention_heatmap=P.attention_heatmap,
+    dec_rec[layer_shown]["cross"][0, head_shown], src, tgt,
     suptitle=f"The three attentions of an encoder–decoder (layer {layer_shown}, head {head_shown}; "
              "random seeded weights: the shapes and masks matter, not the values)")
 P.save(fig, P.figure_path("15_three_patterns.png"))

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch, Rectangle
 
+from .base import attention_heatmap, curves
 from .early import matrix, own_axes, style_axes
 from .style import LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, PARTIAL_COLOR, TICK_SIZE, TITLE_SIZE
 
@@ -216,11 +217,11 @@ def block_pool(snaps, names, *, n_blocks, B):
     return fig, axes
 
 
-def fragmentation(lengths, report, waste, *, n_max, block, per_tok, model_name, curves):
+def fragmentation(lengths, report, waste, *, n_max, block, per_tok, model_name):
     """Left: GiB reserved per request (longest first), contiguous (n_max each) vs paged (whole
     blocks) vs used. Middle: the batch's totals from `report`. Right: last-block waste against the
     block size, waste = (block_line, waste_line, block_meas, waste_meas) in MiB, with the
-    contiguous waste dashed. `curves`: the package's P.curves, passed in (no import cycle). -> (fig, axes)"""
+    contiguous waste dashed. -> (fig, axes)"""
     block_line, waste_line, block_meas, waste_meas = waste
     b_req = len(lengths)
     fig, (ax_r, ax_t, ax_b) = plt.subplots(1, 3, figsize=(18, 6.4), layout="constrained", width_ratios=[2.2, 1, 1.3])
@@ -257,11 +258,11 @@ def fragmentation(lengths, report, waste, *, n_max, block, per_tok, model_name, 
 
 
 # ---------------------------------------------------------------- lesson 07: GQA, matrix by matrix
-def gqa_worked_example(q, k, v, weights, mask, group, *, suptitle, attention_heatmap):
+def gqa_worked_example(q, k, v, weights, mask, group, *, suptitle):
     """Row 0: the query heads q [1, h, n, d_h]; row 1: the stored K and V heads [1, h_kv, n, d_h],
     each pair under its group; row 2: each query head's weights [1, h, n, n], pairs hidden by
     `mask` [n, n] grey. Frames in the group's colour; group[i] is query head i's KV head;
-    `attention_heatmap`: the package's P.attention_heatmap, passed in (no import cycle). -> (fig, axd)"""
+    -> (fig, axd)"""
     h, h_kv = q.shape[1], k.shape[1]
     kv_cols = plt.get_cmap("tab10")  # one colour per KV head, as in kv_sharing
     fig, axd = plt.subplot_mosaic([[f"Q{i}" for i in range(h)],

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Circle, FancyBboxPatch
 
+from .base import tile_schedule
 from .early import style_axes
 from .style import LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, PARTIAL_COLOR, TICK_SIZE, TITLE_SIZE, WEIGHTS_CMAP
 
@@ -389,11 +390,10 @@ def tile_states(panels, *, suptitle):
     return fig, axes
 
 
-def visit_order(schedules, *, B, suptitle, tile_schedule):
+def visit_order(schedules, *, B, suptitle):
     """One panel per (computed, partial, grid, title): the tile schedule with each computed tile
     numbered by the step that visited it (grid: step or -1) and arrows from tile to tile.
-    `tile_schedule` is the package's drawing function, passed in: a module of the package does
-    not import the package itself (no import cycle). -> (fig, axes)"""
+    -> (fig, axes)"""
     fig, axes = plt.subplots(1, len(schedules), figsize=(14.5, 7), layout="constrained")
     for a, (computed, partial, grid, title) in zip(axes, schedules):
         tile_schedule(computed, ax=a, partial=partial, Br=B, Bc=B, title=title)

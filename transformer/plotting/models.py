@@ -2,9 +2,8 @@
 code, so a lesson's cells show the concept.
 
 Each function takes the numbers the lesson computed, draws, returns (fig, ax) or (fig, axes)
-and never calls plt.show(); the lesson saves with plotting.save. A helper that builds on one of
-the package's own drawing functions (curves, attention_heatmap, head_grid) takes it as a keyword
-argument: a module of the package does not import the package itself (no import cycle).
+and never calls plt.show(); the lesson saves with plotting.save. The shared drawing functions
+(curves, attention_heatmap, head_grid) come from base.py.
 """
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
+from .base import attention_heatmap, curves, head_grid
 from .early import style_axes
 from .style import ANNOT_SIZE, LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, TICK_SIZE, TITLE_SIZE
 
@@ -48,7 +48,7 @@ def parameter_shares(parts, part_names, *, title):
     return fig, ax
 
 
-def flops_by_phase(n_line, ll, *, curves, model="Llama-3-8B"):
+def flops_by_phase(n_line, ll, *, model="Llama-3-8B"):
     """Prefill (TFLOP) and one decode step (GFLOP) against the context n: total, matmuls with the
     weights, attention; the crossover n* dotted. `ll`: {"prefill": rows, "decode": rows, "n_star"},
     rows of {"total", "matmul", "attention"}. -> (fig, axes)"""
@@ -74,7 +74,7 @@ def flops_by_phase(n_line, ll, *, curves, model="Llama-3-8B"):
     return fig, axes
 
 
-def roofline(n_ai, intensity, roof_points, models, *, peak_flops, bandwidth, curves):
+def roofline(n_ai, intensity, roof_points, models, *, peak_flops, bandwidth):
     """Left: FLOPs per byte against n, prefill solid and decode dashed, one colour per model, the
     ridge peak/bandwidth dotted. Right: the roofline min(peak, I · bandwidth) with `roof_points`
     {label: I} on it. -> (fig, axes)"""
@@ -111,7 +111,7 @@ def roofline(n_ai, intensity, roof_points, models, *, peak_flops, bandwidth, cur
     return fig, (ax_i, ax_r)
 
 
-def kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib, *, curves):
+def kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib):
     """The KV cache of one sequence (GiB) against the context: formula lines, measured dots, each
     model's context window as a diamond {name: (n_ctx, GiB)} and its weights dashed. -> (fig, ax)"""
     fig, ax = plt.subplots(figsize=(11.5, 6.8), layout="constrained")
@@ -132,7 +132,7 @@ def kv_cache_growth(n_kv, kv_line, kv_meas, n_kv_meas, windows, weights_gib, *, 
 
 
 # ---------------------------------------------------------------- lesson 15: encoder–decoder
-def three_attentions(enc_self, dec_self, cross, src, tgt, *, suptitle, attention_heatmap):
+def three_attentions(enc_self, dec_self, cross, src, tgt, *, suptitle):
     """The three attentions of one head side by side, one colour scale: encoder self-attention
     [n_enc, n_enc], decoder masked self-attention [n_dec, n_dec] (future cells grey) and
     cross-attention [n_dec, n_enc]. -> (fig, axes)"""
@@ -239,7 +239,7 @@ def temperature_effect(probs_T, shown, labels, t_grid, p_top, entropy, *, top_la
 
 
 # ---------------------------------------------------------------- lesson 12: the heads of "it"
-def heads_with_row(W, toks, *, row, titles, suptitle, head_grid):
+def heads_with_row(W, toks, *, row, titles, suptitle):
     """All heads of one layer, W [h, n, n], as a grid of maps with the query row `row` framed in
     red. -> (fig, axes)"""
     fig, axes = head_grid(W, toks, ncols=4, titles=titles, suptitle=suptitle)
