@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import transformer as T
-from transformer.flash import cuda as flash_cuda
+from transformer.flash import cuda_kernels as CK
 from transformer.require import require_int, require_real
 from transformer.core.paged_kv import PagedKVCache, paged_attention
 
@@ -303,9 +303,9 @@ def test_a_list_where_an_array_is_expected_names_the_argument(call, name):
     (lambda: T.rope_angles(np.arange(3), 4, base=-1.0), r"base must be a finite positive number"),
     (lambda: T.padding_mask(np.array([1]), n=-1), r"n must be an integer ≥ 0, got n=-1"),  # was: blamed lengths
     (lambda: T.layer_norm(np.ones((1, 2)), np.ones(2), eps="x"), r"eps must be a real number"),
-    (lambda: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal="yes", scale=None),
+    (lambda: CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal="yes", scale=None),
      r"causal must be True or False, got causal='yes'"),
-    (lambda: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=False, scale="x"),
+    (lambda: CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=False, scale="x"),
      r"scale must be a real number"),
 ])
 def test_no_silent_truncation_and_no_empty_tables(call, match):
@@ -496,7 +496,7 @@ def test_cache_sizes_as_numpy_or_0d_integers_are_plain_ints(cls):
     lambda c: T.flash_attention(*(np.ones((1, 1, 2, 2)),) * 3, causal=c),
     lambda c: paged_attention(np.ones((2, 1, 4)), _pool(), _pool(), [0, 1], 3, causal=c),
     lambda c: T.flash2_io(4, 4, 4, 2, 2, causal=c),
-    lambda c: flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=c, scale=None),
+    lambda c: CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=c, scale=None),
 ])
 def test_causal_must_be_a_bool_everywhere(call):
     for bad in (1, "yes", None, np.array(True)):

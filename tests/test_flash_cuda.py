@@ -2,7 +2,7 @@
 
 CI has no GPU. There the kernel's own CUDA C source still runs: `cuda_emulator` compiles it with
 g++ against a small CUDA-on-the-CPU shim (one fiber per CUDA thread, switched at __syncthreads
-and __syncwarp), with the launch plan of `flash_cuda.launch_plan`, and the results are compared with
+and __syncwarp), with the launch plan of `CK.launch_plan`, and the results are compared with
 naive attention and a float64 log-sum-exp. The nvcc compile check runs wherever nvcc is installed;
 the CuPy comparisons skip unless CuPy and a device are present.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer.flash import checks as flash_checks, cuda as flash_cuda
+from transformer.flash import checks as flash_checks, cuda as flash_cuda, cuda_kernels as CK
 import cuda_emulator
 import nvrtc
 
@@ -50,7 +50,7 @@ def _ptxas(plan, tmp_path, options=None):
     ("mma_tf32", 32, "float32"), ("mma_tf32", 128, "float32")])
 def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     """Every launch plan builds: the static shared memory fits 48 KiB, and the tensor-core kernels spill nothing."""
-    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
+    plan = CK.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
     res = _ptxas(plan, tmp_path)
     assert res.returncode == 0, res.stderr
     assert "warning" not in res.stderr, res.stderr
@@ -58,17 +58,17 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     if kernel != "simt":
         assert "0 bytes spill stores" in res.stderr, res.stderr
     else:  # the compiler's own count of the static shared memory equals the formula
-        assert f"{flash_cuda.simt_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
-        assert flash_cuda.simt_shared_bytes(d_h) <= 48 * 1024
+        assert f"{CK.simt_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
+        assert CK.simt_shared_bytes(d_h) <= 48 * 1024
 
 
 @pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
-@pytest.mark.parametrize("kernel", list(flash_cuda.KERNELS))
+@pytest.mark.parametrize("kernel", list(CK.KERNELS))
 def test_kernel_compiles_as_cupy_compiles_it(kernel):
     """CuPy compiles with NVRTC, not nvcc: no <math.h>, no host functions. Every kernel, for the oldest
     GPU it allows (CUDA 13 builds sm_75 and later) and for an H100, with CuPy's own options."""
-    kern = flash_cuda.KERNELS[kernel]
-    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), kern.dtypes[0], causal=False, scale=None, kernel=kernel)
+    kern = CK.KERNELS[kernel]
+    plan = CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), kern.dtypes[0], causal=False, scale=None, kernel=kernel)
     for arch in sorted({max(75, kern.min_compute_capability), 90}):
         ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(kern.source), (*plan.options, f"-arch=sm_{arch}"),
                                      kern.source.name)
@@ -80,18 +80,18 @@ def test_kernel_compiles_as_cupy_compiles_it(kernel):
 def test_backward_kernel_compiles_for_h100(d_h, dtype, tmp_path):
     """The backward kernel builds for an H100; ptxas's count of its static shared memory equals the
     formula and stays within 48 KiB."""
-    plan = flash_cuda.backward_launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None)
+    plan = CK.backward_launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None)
     res = _ptxas(plan, tmp_path)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
     assert f"Compiling entry function '{plan.kernel.name}'" in res.stderr
-    assert f"{flash_cuda.backward_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
-    assert flash_cuda.backward_shared_bytes(d_h) <= 48 * 1024
+    assert f"{CK.backward_shared_bytes(d_h)} bytes smem" in res.stderr, res.stderr
+    assert CK.backward_shared_bytes(d_h) <= 48 * 1024
 
 
 @pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_backward_kernel_compiles_as_cupy_compiles_it(dtype):
-    plan = flash_cuda.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None)
+    plan = CK.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None)
     for arch in (75, 90):
         ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(plan.kernel.source), (*plan.options, f"-arch=sm_{arch}"),
                                      plan.kernel.source.name)
@@ -112,9 +112,9 @@ def _headers_without_crt(tmp_path):
 @pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
 def test_wmma_kernel_finds_crt_headers_where_cupys_folder_lacks_them(tmp_path):
     """<mma.h> reads crt/mma.h; without it NVRTC stops. `header_options` adds a folder that has it."""
-    kern = flash_cuda.KERNELS["tensor_cores"]
+    kern = CK.KERNELS["tensor_cores"]
     source = flash_cuda.kernel_source(kern.source)
-    options = (*flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
+    options = (*CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                        kernel="tensor_cores").options, "-arch=sm_90")
     bare = _headers_without_crt(tmp_path)
     ok, log = nvrtc.compile_cuda(source, options, kern.source.name, includes=(bare,))
@@ -135,8 +135,8 @@ def _folder_with_crt(folder):
 def test_header_options_add_a_folder_only_where_needed(tmp_path):
     with_crt, without = _folder_with_crt(tmp_path / "toolkit" / "include"), tmp_path / "wheels" / "include"
     without.mkdir(parents=True)
-    wmma = flash_cuda.kernel_source(flash_cuda.KERNELS["tensor_cores"].source)
-    mma = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
+    wmma = flash_cuda.kernel_source(CK.KERNELS["tensor_cores"].source)
+    mma = flash_cuda.kernel_source(CK.KERNELS["mma"].source)
     assert flash_cuda.header_options(wmma, with_crt, []) == ()           # CuPy's own folder has it
     assert flash_cuda.header_options(mma, without, []) == ()             # only <cuda_fp16.h>: nothing to add
     assert flash_cuda.header_options(wmma, without, [without, with_crt]) == (f"-I{with_crt}",)
@@ -192,7 +192,7 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_pat
 
     toolkit = _folder_with_crt(tmp_path / "toolkit" / "include")
     stand_in_cupy(RawKernel, 90, [toolkit])
-    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
+    plan = CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None,
                                   kernel="tensor_cores")
     fn = flash_cuda.compiled(plan.kernel, plan.options, plan.shared_bytes, 0)
     assert seen == {"name": "flash_attention_fwd_tc", "options": (*plan.options, f"-I{toolkit}"),
@@ -210,8 +210,8 @@ def test_compiling_adds_the_crt_folder_and_builds_at_once(stand_in_cupy, tmp_pat
     ("float16", 75, False, "simt"),         # T4 without the headers
     ("float16", 60, True, "simt")])         # P100: no tensor cores
 def test_auto_kernel_follows_the_gpu_and_the_headers(dtype, cc, headers, expected):
-    assert flash_cuda.auto_kernel(dtype, cc, headers) == expected
-    chosen = flash_cuda.KERNELS[expected]
+    assert CK.auto_kernel(dtype, cc, headers) == expected
+    chosen = CK.KERNELS[expected]
     assert dtype in chosen.dtypes and cc >= chosen.min_compute_capability  # never one the GPU refuses
 
 
@@ -256,8 +256,8 @@ def test_toolkit_include_dirs_come_from_the_environment(monkeypatch, tmp_path):
 @pytest.mark.parametrize("kernel", ["tensor_cores", "mma", "mma_tf32"])
 def test_tensor_core_kernel_refuses_too_little_shared_memory(kernel, tmp_path):
     """The kernel's static_assert holds the host's byte count to its own layout."""
-    dtype = flash_cuda.KERNELS[kernel].dtypes[0]
-    plan = flash_cuda.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None, kernel=kernel)
+    dtype = CK.KERNELS[kernel].dtypes[0]
+    plan = CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None, kernel=kernel)
     small = tuple(o if not o.startswith("-DSMEM_BYTES") else f"-DSMEM_BYTES={plan.shared_bytes - 128}"
                   for o in plan.options)
     res = _ptxas(plan, tmp_path, small)
@@ -310,12 +310,12 @@ def _reference(q, k, v, causal, keep=None):
 def run_on_cpu(q, k, v, *, causal, scale=None, kernel="auto", defines=(), doc=None):
     """flash_attention_cuda's launch, with the kernel run by the CPU emulator on NumPy arrays
     (`defines`: extra -D options, to build a variant of the kernel)."""
-    flash_cuda.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
-    plan = flash_cuda.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
+    flash_checks.check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
+    plan = CK.launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel)
     fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options + tuple(defines))
     out = np.full_like(q, np.nan)  # NaN: a row the kernel forgets to write fails the test
     lse = np.full(q.shape[:3], np.nan, np.float32)
-    packed = (flash_cuda.NULL,) * 2 if doc is None else flash_cuda.packed_row_args(doc, plan.kernel.block_q)
+    packed = (flash_cuda.NULL,) * 2 if doc is None else CK.packed_row_args(doc, plan.kernel.block_q)
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, *packed), shared_bytes=plan.shared_bytes)
     return out, lse
 
@@ -450,7 +450,7 @@ def test_packed_row_args_spans_are_the_keys_a_query_tile_may_see():
             np.full((1, 150), -1)]  # a row of padding only
     for doc in docs:
         for block_q in (16, 64):
-            dense, spans = flash_cuda.packed_row_args(doc, block_q)
+            dense, spans = CK.packed_row_args(doc, block_q)
             assert dense.dtype == spans.dtype == np.int32
             assert np.array_equal(_same_document(dense), _same_document(doc)) and np.array_equal(dense < 0, doc < 0)
             seen = _same_document(doc)  # [b, n, n]
@@ -460,7 +460,7 @@ def test_packed_row_args_spans_are_the_keys_a_query_tile_may_see():
                     expected = [keys[0], keys[-1] + 1] if keys.size else [150, 0]
                     assert spans[r, t].tolist() == expected, (r, t)
     # by hand: documents of 50, 30 and 60 slots, then 10 of padding, in tiles of 64 queries
-    assert flash_cuda.packed_row_args(docs[0][:1], 64)[1].tolist() == [[[0, 80], [50, 140], [80, 140]]]
+    assert CK.packed_row_args(docs[0][:1], 64)[1].tolist() == [[[0, 80], [50, 140], [80, 140]]]
 
 
 @pytest.mark.parametrize("block_q,block_k", [(64, 64), (64, 32), (64, 16), (16, 64)])
@@ -481,28 +481,28 @@ def test_key_tiles_read_are_the_tiles_the_numpy_loop_computes(block_q, block_k, 
         trace = T.FlashTrace()
         x = rng.standard_normal((3, 1 if doc is None else 2, 1, n, 4))
         T.flash_attention(*x, causal=causal, block_q=block_q, block_k=block_k, doc=doc, trace=trace)
-        reads = flash_cuda.key_tiles_read(n, block_q, block_k, causal=causal, doc=doc)  # [b, Tr, Tc]
+        reads = CK.key_tiles_read(n, block_q, block_k, causal=causal, doc=doc)  # [b, Tr, Tc]
         assert np.array_equal(reads.any(axis=0), trace.computed()), (trial, lengths)  # the trace: over the batch
 
 
 def test_key_tiles_read_checks_its_input():
     with pytest.raises(ValueError, match=r"doc must hold n=8 positions a row, got shape \(1, 6\)"):
-        flash_cuda.key_tiles_read(8, 4, 4, causal=True, doc=np.zeros((1, 6), np.int64))
+        CK.key_tiles_read(8, 4, 4, causal=True, doc=np.zeros((1, 6), np.int64))
     with pytest.raises(ValueError, match="block_k"):
-        flash_cuda.key_tiles_read(8, 4, 0, causal=True)
+        CK.key_tiles_read(8, 4, 0, causal=True)
     with pytest.raises(TypeError, match="causal"):
-        flash_cuda.key_tiles_read(8, 4, 4, causal=1)
+        CK.key_tiles_read(8, 4, 4, causal=1)
 
 
 def test_packed_row_args_refuses_what_is_no_doc_array():
     with pytest.raises(TypeError, match="doc must be an array"):
-        flash_cuda.packed_row_args([[0, 0, 1]], 64)
+        CK.packed_row_args([[0, 0, 1]], 64)
     with pytest.raises(ValueError, match=r"doc must be a \(b, n\) integer array .* got dtype float64, shape \(1, 3\)"):
-        flash_cuda.packed_row_args(np.array([[0.0, 0.0, 1.0]]), 64)
+        CK.packed_row_args(np.array([[0.0, 0.0, 1.0]]), 64)
     with pytest.raises(ValueError, match=r"shape \(3,\)"):
-        flash_cuda.packed_row_args(np.array([0, 0, 1]), 64)
+        CK.packed_row_args(np.array([0, 0, 1]), 64)
     with pytest.raises(ValueError, match="block_q"):
-        flash_cuda.packed_row_args(np.array([[0, 0, 1]]), 0)
+        CK.packed_row_args(np.array([[0, 0, 1]]), 0)
 
 
 @pytest.mark.parametrize("run", WHERE)
@@ -579,19 +579,19 @@ def test_bad_doc_is_named_on_gpu():
 
 def run_backward_on_cpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None):
     """flash_attention_backward_cuda's host side, with the kernel run by the CPU emulator."""
-    plan = flash_cuda.backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
+    plan = CK.backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
     fn = cuda_emulator.load(plan.kernel.source, plan.kernel.name, plan.options)
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
-    L, D = flash_cuda.backward_rows(dout, out, lse)
+    L, D = CK.backward_rows(dout, out, lse)
     dq = np.zeros((b, h, n_q, d_h), np.float32)
     dk = np.full((b, h, n_k, d_h), np.nan, np.float32)  # NaN: a row the kernel forgets to write fails the test
     dv = np.full((b, h, n_k, d_h), np.nan, np.float32)
-    packed = (flash_cuda.NULL,) * 2 if doc is None else flash_cuda.packed_row_args(doc, plan.block[0])
+    packed = (flash_cuda.NULL,) * 2 if doc is None else CK.packed_row_args(doc, plan.block[0])
     fn(plan.grid, plan.block, (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv,
                                *plan.scalars, *packed))
-    return (dq.astype(q.dtype), flash_cuda.sum_query_groups(dk, h_kv).astype(k.dtype),
-            flash_cuda.sum_query_groups(dv, h_kv).astype(v.dtype))
+    return (dq.astype(q.dtype), CK.sum_query_groups(dk, h_kv).astype(k.dtype),
+            CK.sum_query_groups(dv, h_kv).astype(v.dtype))
 
 
 def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None):
@@ -651,14 +651,14 @@ def test_backward_kernel_equals_torch_autograd(run, dtype, tol, causal, b, h, h_
 
 def test_backward_launch_plan_tiles_the_keys():
     """One block of Bc threads per (key tile, batch·head); Bc halves at d_h = 128."""
-    plan = flash_cuda.backward_launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
+    plan = CK.backward_launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
     assert plan.grid == (10, 16) and plan.block == (32,) and plan.shared_bytes == 0  # ⌈300 / 32⌉ key tiles
     assert {"-DD_H=64", "-DBC=32", "-DSCALAR_T=__half"} <= set(plan.options)
     assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
-    plan = flash_cuda.backward_launch_plan((1, 1, 5, 128), (1, 1, 40, 128), "float32", causal=False, scale=0.5)
+    plan = CK.backward_launch_plan((1, 1, 5, 128), (1, 1, 40, 128), "float32", causal=False, scale=0.5)
     assert plan.grid == (3, 1) and plan.block == (16,) and float(plan.scalars[4]) == 0.5
     with pytest.raises(TypeError, match="causal"):
-        flash_cuda.backward_launch_plan((1, 1, 5, 64), (1, 1, 5, 64), "float32", causal="yes", scale=None)
+        CK.backward_launch_plan((1, 1, 5, 64), (1, 1, 5, 64), "float32", causal="yes", scale=None)
 
 
 @needs_gpu
@@ -754,14 +754,14 @@ def test_kernel_agrees_with_the_package_attention_on_gpu():
 
 
 def test_launch_plan_tiles_the_queries():
-    plan = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None,
+    plan = CK.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None,
                                   kernel="simt")
     assert plan.grid == (5, 16) and plan.block == (64,)  # ⌈257/64⌉ = 5 tiles, b·h = 16; a thread per row
     assert "-DSCALAR_T=__half" in plan.options and "-DD_H=64" in plan.options and plan.shared_bytes == 0
     assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
     assert float(plan.scalars[4]) == pytest.approx(1 / 8)
-    auto16 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
-    auto32 = flash_cuda.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float32", causal=True, scale=None)
+    auto16 = CK.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float16", causal=True, scale=None)
+    auto32 = CK.launch_plan((2, 8, 257, 64), (2, 2, 300, 64), "float32", causal=True, scale=None)
     assert auto16.kernel.name == "flash_attention_fwd_mma" and auto16.block == (128,)  # 4 warps of 32 rows
     assert auto16.grid == (3, 16)  # ⌈257/128⌉ = 3 tiles
     assert auto32.kernel.name == "flash_attention_fwd_mma_tf32" and auto32.grid == (5, 16)
@@ -773,7 +773,7 @@ def test_launch_plan_tiles_the_queries():
     (128, 2 * 17408 + 17408 + 9216 + 33792 + 256),
     (32, 2 * 5120 + 17408 + 9216 + 9216 + 256)])
 def test_tensor_core_shared_memory(d_h, expected):
-    assert flash_cuda.dynamic_shared_bytes("tensor_cores", d_h) == expected
+    assert CK.dynamic_shared_bytes("tensor_cores", d_h) == expected
     assert expected <= 227 * 1024  # an H100 block may opt in to 227 KiB
 
 
@@ -781,18 +781,18 @@ def test_tensor_core_shared_memory(d_h, expected):
     (32, (128 + 4 * 64) * 40 * 2, 128), (64, (128 + 4 * 64) * 72 * 2, 128),  # of 64, (d_h + 8) halves a row;
     (128, (128 + 4 * 64) * 136 * 2, 256)])  # 4 warps of 32 query rows, 8 of 16 at d_h = 128
 def test_mma_kernel_shared_memory(d_h, expected, threads):
-    assert flash_cuda.dynamic_shared_bytes("mma", d_h) == expected
-    plan = flash_cuda.launch_plan((1, 1, 300, d_h), (1, 1, 300, d_h), "float16", causal=False, scale=None, kernel="mma")
+    assert CK.dynamic_shared_bytes("mma", d_h) == expected
+    plan = CK.launch_plan((1, 1, 300, d_h), (1, 1, 300, d_h), "float16", causal=False, scale=None, kernel="mma")
     assert plan.shared_bytes == expected and f"-DSMEM_BYTES={expected}" in plan.options
     assert f"-DBLOCK_THREADS={threads}" in plan.options  # the kernel's static_assert checks its own count
-    assert plan.block == (threads,) == (flash_cuda.block_threads("mma", d_h),) and plan.grid == (3, 1)  # ⌈300 / 128⌉
+    assert plan.block == (threads,) == (CK.block_threads("mma", d_h),) and plan.grid == (3, 1)  # ⌈300 / 128⌉
 
 
 @pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
 def test_mma_kernel_refuses_a_block_size_it_was_not_built_for():
     """The host launches 256 threads at d_h = 128 and the kernel is built for that; told 128 there,
     it does not compile (a launch with the wrong count would leave query rows unwritten)."""
-    plan = flash_cuda.launch_plan((1, 1, 1, 128), (1, 1, 1, 128), "float16", causal=False, scale=None, kernel="mma")
+    plan = CK.launch_plan((1, 1, 1, 128), (1, 1, 1, 128), "float16", causal=False, scale=None, kernel="mma")
     source = flash_cuda.kernel_source(plan.kernel.source)
     ok, log = nvrtc.compile_cuda(source, (*plan.options, "-arch=sm_90"))
     assert ok, log
@@ -806,32 +806,32 @@ def test_mma_tf32_kernel_shared_memory(d_h, bc):
     """Hand count: a Q tile of 64 rows and 2 K_j + 2 V_j buffers of Bc rows, d_h + 4 floats a row;
     Bc halves at d_h = 128 so that a block fits the 163 KiB an A100 gives it."""
     expected = (64 + 4 * bc) * (d_h + 4) * 4
-    assert flash_cuda.block_k("mma_tf32", d_h) == bc
-    assert flash_cuda.dynamic_shared_bytes("mma_tf32", d_h) == expected <= 163 * 1024
-    plan = flash_cuda.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), "float32", causal=False, scale=None, kernel="mma_tf32")
+    assert CK.block_k("mma_tf32", d_h) == bc
+    assert CK.dynamic_shared_bytes("mma_tf32", d_h) == expected <= 163 * 1024
+    plan = CK.launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), "float32", causal=False, scale=None, kernel="mma_tf32")
     assert plan.shared_bytes == expected and f"-DBC={bc}" in plan.options and plan.block == (128,)
 
 
 def test_kernel_source_pastes_the_local_headers():
     """CuPy compiles a string: the PTX wrappers must be in it, and no include of a file beside the kernel."""
-    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma"].source)
+    text = flash_cuda.kernel_source(CK.KERNELS["mma"].source)
     assert '#include "' not in text and "mma.sync.aligned.m16n8k16" in text and "#include <cuda_fp16.h>" in text
     assert "#pragma once" not in text
-    text = flash_cuda.kernel_source(flash_cuda.KERNELS["mma_tf32"].source)  # three headers, each pasted once
+    text = flash_cuda.kernel_source(CK.KERNELS["mma_tf32"].source)  # three headers, each pasted once
     assert '#include "' not in text and text.count("void online_softmax(") == 1
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text and "cvt.rna.tf32.f32" in text
     # packed_rows.cuh is included by the kernel and again inside mma_softmax.cuh: pasted once, first
     assert text.count("bool in_document(") == 1 < text.index("void scale_and_mask(") - text.index("bool in_document(")
-    simt = flash_cuda.kernel_source(flash_cuda.KERNELS["simt"].source)
+    simt = flash_cuda.kernel_source(CK.KERNELS["simt"].source)
     assert '#include "' not in simt and simt.count("bool in_document(") == 1 and "#pragma once" not in simt
 
 
 def test_too_old_a_gpu_gets_a_clear_error():
-    flash_cuda.check_device(flash_cuda.KERNELS["mma"], 90)  # H100: fine
+    flash_checks.check_device(CK.KERNELS["mma"], 90)  # H100: fine
     with pytest.raises(RuntimeError, match=r"flash_attention_fwd_mma.cu needs .* 8\.0 or later, this one is 7\.5"):
-        flash_cuda.check_device(flash_cuda.KERNELS["mma"], 75)
+        flash_checks.check_device(CK.KERNELS["mma"], 75)
     with pytest.raises(RuntimeError, match=r"7\.0 or later, this one is 6\.1"):
-        flash_cuda.check_device(flash_cuda.KERNELS["tensor_cores"], 61)
+        flash_checks.check_device(CK.KERNELS["tensor_cores"], 61)
 
 
 @pytest.mark.parametrize("shapes,dtypes,match", [
@@ -844,17 +844,17 @@ def test_too_old_a_gpu_gets_a_clear_error():
 ])
 def test_bad_input_gets_a_clear_error(shapes, dtypes, match):
     with pytest.raises((ValueError, TypeError), match=match):
-        flash_cuda.check_inputs(*shapes, dtypes)
+        flash_checks.check_inputs(*shapes, dtypes)
 
 
 def test_bad_kernel_choice_gets_a_clear_error():
     shapes = ((1, 4, 8, 64),) * 3
     with pytest.raises(TypeError, match=r"'tensor_cores' takes float16, got float32"):
-        flash_cuda.check_inputs(*shapes, ("float32",) * 3, "tensor_cores")
+        flash_checks.check_inputs(*shapes, ("float32",) * 3, "tensor_cores")
     with pytest.raises(TypeError, match=r"'mma_tf32' takes float32, got float16"):
-        flash_cuda.check_inputs(*shapes, ("float16",) * 3, "mma_tf32")
+        flash_checks.check_inputs(*shapes, ("float16",) * 3, "mma_tf32")
     with pytest.raises(ValueError, match=r"kernel='wmma'"):
-        flash_cuda.check_inputs(*shapes, ("float16",) * 3, "wmma")
+        flash_checks.check_inputs(*shapes, ("float16",) * 3, "wmma")
 
 
 @needs_gpu
@@ -1085,8 +1085,8 @@ PROBE = cuda_emulator.SHIM / "mma_probe.cu"
 def _placements(operand, per_lane, shape="m16n8k16"):
     """[32, per_lane] int32: for lane l, register element e (= 2·register + half for float16 A and B,
     the register otherwise), the flat index of the operand element it holds, by
-    `flash_cuda.mma_fragment_layout`."""
-    lane, reg, half = flash_cuda.mma_fragment_layout(operand, shape)
+    `CK.mma_fragment_layout`."""
+    lane, reg, half = CK.mma_fragment_layout(operand, shape)
     elem = reg if operand == "C" or shape == "m16n8k8" else 2 * reg + half
     slot = lane * per_lane + elem  # [rows, cols]
     at = np.full(32 * per_lane, -1, np.int32)
@@ -1109,19 +1109,19 @@ def _tf32_nearest(x):
 
 
 def test_tf32_rounding_on_the_host_matches_nearest_ties_away():
-    """flash_cuda.tf32_round (bit arithmetic) against the float64 comparison of the two neighbours."""
+    """CK.tf32_round (bit arithmetic) against the float64 comparison of the two neighbours."""
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.standard_normal(10_000).astype(np.float32) * 10.0 ** rng.integers(-30, 30, 10_000),
                         np.array([0x3F801000, 0xBF801000, 0x3FFFF000, 0x00001000], np.uint32).view(np.float32),
                         np.array([0.0, -0.0, np.inf, -np.inf], np.float32)]).astype(np.float32)
-    np.testing.assert_array_equal(flash_cuda.tf32_round(x), _tf32_nearest(x))
-    assert np.all(flash_cuda.tf32_round(x).view(np.uint32) & 0x1FFF == 0)
+    np.testing.assert_array_equal(CK.tf32_round(x), _tf32_nearest(x))
+    assert np.all(CK.tf32_round(x).view(np.uint32) & 0x1FFF == 0)
 
 
 def test_split_tf32_keeps_21_bits():
     """hi + lo is within 2^-21 of x (one TF32 number alone: 2^-11); both halves are TF32 numbers."""
     x = np.random.default_rng(4).standard_normal(10_000).astype(np.float32)
-    hi, lo = flash_cuda.split_tf32(x)
+    hi, lo = CK.split_tf32(x)
     assert np.all(hi.view(np.uint32) & 0x1FFF == 0) and np.all(lo.view(np.uint32) & 0x1FFF == 0)
     rel = np.abs(hi.astype(np.float64) + lo - x) / np.abs(x)
     assert rel.max() <= 2.0 ** -21 < 2.0 ** -13 < (np.abs(hi.astype(np.float64) - x) / np.abs(x)).max()
@@ -1150,7 +1150,7 @@ def _probe_on_cpu(*args):
 
 def _probe_source() -> str:
     """The probe with the package's real PTX wrappers pasted in: what a GPU compiles."""
-    return flash_cuda.kernel_source(PROBE, headers=flash_cuda.KERNELS["mma"].source.parent)
+    return flash_cuda.kernel_source(PROBE, headers=CK.KERNELS["mma"].source.parent)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.flash import cuda as flash_cuda
+from transformer.flash import cuda as flash_cuda, cuda_kernels as CK
 import cuda_emulator
 
 TESTS = Path(__file__).parent
-KERNELS = flash_cuda.KERNELS["simt"].source.parent
+KERNELS = CK.KERNELS["simt"].source.parent
 
 
 def _needs(sanitizer):
@@ -144,15 +144,15 @@ def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
     q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
     ref, ref_lse = tf._reference(q, k, v, True)
     if kernel == "backward":
-        plan = flash_cuda.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
+        plan = CK.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
         dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
-        L, D = flash_cuda.backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
+        L, D = CK.backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
         dq = np.zeros(q.shape, np.float32)  # added to
         dk, dv = (np.full(q.shape[:2] + k.shape[2:], np.nan, np.float32) for _ in range(2))
         args, outputs = (q, k, v, dout, np.ascontiguousarray(L), np.ascontiguousarray(D), dq, dk, dv), (dq, dk, dv)
         ref = tf._torch_gradients(dout, q, k, v, True)[0]
     else:
-        plan = flash_cuda.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
+        plan = CK.launch_plan(q.shape, k.shape, dtype, causal=True, scale=None, kernel=kernel)
         outputs = (np.full_like(q, np.nan), np.full(q.shape[:3], np.nan, np.float32))  # O, lse
         args = (q, k, v, *outputs)
     fn = cuda_emulator.load(Path(source), plan.kernel.name, plan.options + tuple(options))
@@ -174,7 +174,7 @@ def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
 
 
 def source_of(kernel):
-    return (flash_cuda.BACKWARD if kernel == "backward" else flash_cuda.KERNELS[kernel]).source
+    return (CK.BACKWARD if kernel == "backward" else CK.KERNELS[kernel]).source
 
 
 @pytest.mark.parametrize("sanitizer,kernel,dtype,file,old,new",
@@ -196,7 +196,7 @@ def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
     """The mma kernel launched with 3/4 of the dynamic shared memory its tiles need: on a GPU it
     would read and write past its block's allocation; the emulator's buffer is exactly the launch's
     size, so AddressSanitizer stops it. With the full size it runs clean."""
-    source = flash_cuda.KERNELS["mma"].source
+    source = CK.KERNELS["mma"].source
     clean = _case_in_subprocess(sanitizer, source, "mma", "float16")
     assert clean.returncode == 0, _report(clean.stderr)
     assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3

@@ -32,7 +32,7 @@ block the keys its documents span, and only key tiles inside it are read).
 
 This module compiles and launches. The host side, as pure functions tested without a GPU (what
 to compile, how many blocks, how much shared memory: `launch_plan`), is `cuda_kernels.py`, the
-table of kernels `kernel_table.py`; their names are reachable from here too. The kernels
+table of kernels `kernel_table.py` (`T.cuda_kernels` for both). The kernels
 themselves are tested on the CPU by running their CUDA C on threads (tests/cuda_emulator.py)
 and on a GPU where there is one.
 
@@ -53,20 +53,11 @@ import numpy as np
 from . import checks
 from ..backend import import_cupy
 from ..require import checked_by
-from .checks import check_device, check_inputs
-from .cuda_kernels import (BACKWARD, HEAD_SIZES, KERNELS, Kernel, LaunchPlan, auto_kernel, backward_block,
-                           backward_launch_plan, backward_rows, backward_shared_bytes, block_k, block_threads,
-                           dynamic_shared_bytes, key_tiles_read, launch_plan, mma_fragment_layout, packed_row_args,
-                           shared_memory_buffers, simt_shared_bytes, split_tf32, sum_query_groups, tf32_round)
+from .checks import check_device
+from .cuda_kernels import Kernel, backward_launch_plan, backward_rows, launch_plan, packed_row_args, sum_query_groups
 
 __all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "kernel_source", "toolkit_include_dirs",
-           "wmma_include", "header_options", "cupy_include", "device_facts", "compiled", "NULL",
-           # the host-side arithmetic of cuda_kernels.py and the checks, reachable here too as `FC.launch_plan`
-           "KERNELS", "BACKWARD", "HEAD_SIZES", "Kernel", "LaunchPlan", "auto_kernel", "block_k", "block_threads",
-           "shared_memory_buffers", "simt_shared_bytes", "dynamic_shared_bytes", "mma_fragment_layout",
-           "tf32_round", "split_tf32", "launch_plan", "packed_row_args", "key_tiles_read", "backward_block",
-           "backward_shared_bytes", "backward_launch_plan", "backward_rows", "sum_query_groups", "check_inputs",
-           "check_device"]
+           "wmma_include", "header_options", "cupy_include", "device_facts", "compiled", "NULL"]
 
 NULL = np.uint64(0)  # a null pointer as a kernel argument: DOC and DOC_KEYS without packed rows
 
