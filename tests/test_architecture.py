@@ -29,7 +29,8 @@ ALLOWED = {
     "tokenizers": ("backend", "require"),
     "flash": ("backend", "require", "core"),
     "models": ("backend", "require", "core", "tokenizers"),
-    "cli": ("backend", "require", "core", "tokenizers", "flash", "models", "plotting"),
+    "train": ("backend", "require", "core", "flash"),
+    "cli": ("backend", "require", "core", "tokenizers", "flash", "models", "train", "plotting"),
 }
 LOADERS = {"models.llama_gguf", "models.bert_files"}  # file formats -> weights
 MODELS = {"models.llama", "models.bert"}  # the maths, which reads no file

@@ -55,4 +55,26 @@ from .models.counting import (count_parameters, parameter_breakdown, forward_flo
                        arithmetic_intensity, paged_memory_report, dtype_bytes)
 from .core.paged_kv import PagedKVCache, paged_attention
 
+# training: backward passes (each beside its forward), the loss, and a tiny trainable decoder
+from .core.layers import (linear, linear_backward, layer_norm_backward, rms_norm_backward, relu_backward,
+                          gelu_backward, silu_backward, sigmoid_backward, ffn_backward, swiglu_ffn_backward)
+from .core.embedding import embed_backward, lm_head_backward
+from .core.positions import learned_positions_backward, apply_rope_half_backward, apply_rope_interleaved_backward
+from .core.attention import softmax_backward, repeat_kv_backward, scaled_dot_product_attention_backward
+from .core.heads import split_heads_backward, merge_heads_backward
+from .core.loss import cross_entropy, cross_entropy_backward
+from .train.decoder import (DecoderConfig, init_decoder, decoder_forward, decoder_backward, decoder_loss_and_grads,
+                            activation_bytes, greedy_generate)
+
+# training: the optimizer and its schedule, seeded data, checkpoints and metrics, the loop
+from .train.optim import AdamWState, adamw_state, adamw_step, decays_by_default, lr_at, global_norm, clip_by_global_norm
+from .train.data import (IGNORE_INDEX, HELDOUT_SEED_OFFSET, is_heldout, InductionBatch, induction_batch,
+                         induction_split, induction_accuracy, induction_documents, TrainRows, padded_rows,
+                         packed_rows, next_token_targets, batches, batch_tokens)
+from .train.translation_data import (TranslationVocab, translation_vocab, TranslationBatch, translation_batch,
+                                     translation_split, reference_translation, translation_alignment, detokenize)
+from .train.checkpoint import (save_checkpoint, load_checkpoint, checkpoint_extra, check_params, write_metrics,
+                               read_metrics)
+from .train.loop import train_loop
+
 __version__ = "0.1.0"

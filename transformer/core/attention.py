@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 
-from . import checks
+from . import backward_checks, checks
 from ..backend import compute_dtype, get_xp, is_floating
 from ..require import checked_by
 
-__all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores"]
+__all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores",
+           "softmax_backward", "repeat_kv_backward", "scaled_dot_product_attention_backward"]
 
 
 @checked_by(checks.softmax)
@@ -48,6 +49,23 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     return xp.astype(e / xp.where(z == 0, 1.0, z), out_dtype, copy=False)  # all-masked row: 0 / 1 = 0
 
 
+@checked_by(backward_checks.softmax_backward)
+def softmax_backward(dP, P):  # [..., n], [..., n] -> [..., n]
+    """Gradient of P = softmax(S) along the last axis. Saved: P itself (not S).
+
+    ∂P_j/∂S_k = P_j (δ_jk − P_k), so
+        dS = P ∘ (dP − rowsum(dP ∘ P))
+    A masked entry has P = 0 and gets dS = 0; a fully masked row (all P = 0, as `softmax`
+    returns it) gets 0 throughout: the mask is inside P, no NaN can appear.
+
+    >>> import numpy as np
+    >>> softmax_backward(np.array([1.0, 0.0, 5.0]), np.array([0.5, 0.5, 0.0])).tolist()
+    [0.25, -0.25, 0.0]
+    """
+    xp = get_xp(dP, P)
+    return P * (dP - xp.sum(dP * P, axis=-1, keepdims=True))  # [..., n]
+
+
 @checked_by(checks.repeat_kv)
 def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
     """Repeat each key/value head n_rep times so h_kv heads serve h = h_kv·n_rep queries."""
@@ -55,6 +73,17 @@ def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
         return x
     xp = get_xp(x)
     return xp.repeat(x, n_rep, axis=1)  # head j becomes heads j·n_rep … j·n_rep + n_rep-1
+
+
+@checked_by(backward_checks.repeat_kv_backward)
+def repeat_kv_backward(dX, n_rep: int):  # [b, h_kv·n_rep, n, d_h] -> [b, h_kv, n, d_h]
+    """Gradient of repeat_kv: key/value head j served query heads j·n_rep … j·n_rep + n_rep − 1,
+    so it receives the sum of their gradients, dK_j = Σ_{i in group j} dK_rep_i. Saved: nothing."""
+    if n_rep == 1:
+        return dX
+    xp = get_xp(dX)
+    b, h, n, d_h = dX.shape
+    return xp.sum(xp.reshape(dX, (b, h // n_rep, n_rep, n, d_h)), axis=2)  # [b, h_kv, n, d_h]
 
 
 @checked_by(checks.attention_scores)
@@ -90,3 +119,28 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     if return_weights:
         return out, xp.astype(p, in_dtype, copy=False)
     return out
+
+
+@checked_by(backward_checks.scaled_dot_product_attention_backward)
+def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+    # [b, h, n_q, d_h], q, k/v [b, h_kv, n_k, d_h], P [b, h, n_q, n_k] -> dq, dk, dv
+    """Gradients of O = P V, P = softmax(S), S = Q Kᵀ·scale (+ mask). Saved: q, k, v (after RoPE)
+    and the weights P, whose zeros already hold the mask (return_weights=True gives them).
+
+        dV = Pᵀ dO                      [n_k, n_q] @ [n_q, d_h]
+        dP = dO Vᵀ                      [n_q, d_h] @ [d_h, n_k]
+        dS = P ∘ (dP − rowsum(dP ∘ P))  softmax_backward
+        dQ = dS K · scale,   dK = dSᵀ Q · scale
+    GQA: K and V are repeated to h heads before the products, so dK and dV are summed back
+    over each group of h / h_kv query heads (repeat_kv_backward) and have h_kv heads.
+    P is the n_q × n_k matrix per head; the tiled backward (`flash_attention_backward`)
+    rebuilds it tile by tile from the row log-sum-exp instead of keeping it.
+    """
+    n_rep = q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n_k, d_h]
+    dV = P.mT @ dO  # [b, h, n_k, d_h]
+    dS = softmax_backward.unchecked(dO @ V.mT, P)  # [b, h, n_q, n_k]
+    dq = (dS @ K) * scale  # [b, h, n_q, d_h]
+    dK = (dS.mT @ q) * scale  # [b, h, n_k, d_h]
+    return dq, repeat_kv_backward.unchecked(dK, n_rep), repeat_kv_backward.unchecked(dV, n_rep)

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import checks
+from . import backward_checks, checks
 from .attention import scaled_dot_product_attention
+from .layers import linear
 from ..backend import get_xp
 from ..require import checked_by
 
-__all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads"]
+__all__ = ["split_heads", "merge_heads", "AttentionWeights", "multi_head_attention", "qkv_heads",
+           "split_heads_backward", "merge_heads_backward"]
 
 
 @checked_by(checks.split_heads)
@@ -39,6 +41,18 @@ def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
     return xp.reshape(x, (b, n, h * d_h))  # [b, n, h·d_h]
 
 
+@checked_by(backward_checks.split_heads_backward)
+def split_heads_backward(dX):  # [b, h, n, d_h] -> [b, n, h·d_h]
+    """split_heads only moves numbers, so its gradient moves them back: dX = merge_heads(dY)."""
+    return merge_heads.unchecked(dX)
+
+
+@checked_by(backward_checks.merge_heads_backward)
+def merge_heads_backward(dY, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
+    """The gradient of a concatenation is cut where the pieces were joined: split_heads(dY, h)."""
+    return split_heads.unchecked(dY, h)
+
+
 @dataclass
 class AttentionWeights:
     """Projection matrices of one attention layer, in the notes' orientation (x @ W)."""
@@ -52,19 +66,14 @@ class AttentionWeights:
     b_o: Any = None  # (d,)
 
 
-def _linear(x, W, b=None):  # [..., d_in], [d_in, d_out] -> [..., d_out]
-    y = x @ W  # [..., d_out]
-    return y if b is None else y + b
-
-
 @checked_by(checks.qkv_heads)
 def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
     # [b, n, d] (, [b, n_k, d_c]) -> [b, h, n, d_h], 2 × [b, h_kv, n_k, d_h]
     """Project and split: q (b, h, n, d_h), k and v (b, h_kv, n_k, d_h)."""
     c = x if context is None else context  # self-attention: keys and values come from x too
-    q = split_heads.unchecked(_linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
-    k = split_heads.unchecked(_linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
-    v = split_heads.unchecked(_linear(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
+    q = split_heads.unchecked(linear.unchecked(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
+    k = split_heads.unchecked(linear.unchecked(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
+    v = split_heads.unchecked(linear.unchecked(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
     return q, k, v
 
 
@@ -83,5 +92,5 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
     q, k, v = qkv_heads.unchecked(x, w, h, h_kv, context)  # [b, h, n, d_h], k and v [b, h_kv, n_k, d_h]
     res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = _linear(merge_heads.unchecked(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = linear.unchecked(merge_heads.unchecked(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return (out, p) if return_weights else out

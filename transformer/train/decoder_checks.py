@@ -1,0 +1,127 @@
+"""The refusals of decoder.py's public functions, one check per function and of the same name.
+
+The decoder's maths runs the core's formulas unchecked, so these doors check everything once:
+the config, the weight dict against the config, the ids, positions and document ids against the
+config's sizes, and the saved activations against the weights.
+"""
+from __future__ import annotations
+
+from ..backend import get_xp
+from ..require import require_array, require_bool, require_float, require_int, require_real
+
+ATTENTION = ("plain", "tiled")
+DTYPES = ("float32", "float64")
+
+
+def decoder_config(cfg):
+    for f in ("v", "d", "h", "h_kv", "L", "d_ff", "n_max"):
+        require_int(**{f: getattr(cfg, f)}, low=1)
+    if cfg.h % cfg.h_kv:
+        raise ValueError(f"query heads h={cfg.h} must be a multiple of key/value heads h_kv={cfg.h_kv}")
+    if cfg.d % cfg.h:
+        raise ValueError(f"d={cfg.d} must be divisible by the number of heads h={cfg.h}")
+    if (cfg.d // cfg.h) % 2:
+        raise ValueError(f"d_h = d / h = {cfg.d // cfg.h} must be even: RoPE turns pairs of features")
+    require_real(rope_base=cfg.rope_base, positive=True)
+    require_real(eps=cfg.eps)
+    if cfg.eps < 0:
+        raise ValueError(f"eps must be ≥ 0, got eps={cfg.eps}")
+    require_bool(tied=cfg.tied)
+
+
+def config(cfg):  # by its fields: decoder.py imports this module, so this one cannot import DecoderConfig
+    if not all(hasattr(cfg, f) for f in ("v", "d", "h", "h_kv", "L", "d_ff", "n_max", "parameter_shapes")):
+        raise TypeError(f"cfg must be a DecoderConfig, got {type(cfg).__name__}")
+
+
+def params_of(params, cfg):
+    """params holds exactly the config's weights, each of its shape, all of one float dtype."""
+    config(cfg)
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of name -> array, got {type(params).__name__}")
+    shapes = cfg.parameter_shapes()
+    missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
+    if missing or unknown:
+        raise ValueError(f"params do not fit the config: missing {missing[:4]}, unexpected {unknown[:4]}")
+    dtype = params["W_E"].dtype
+    for name, shape in shapes.items():
+        require_float(f"params[{name!r}]", params[name])
+        if tuple(params[name].shape) != shape:
+            raise ValueError(f"params[{name!r}] must have shape {shape}, got {tuple(params[name].shape)}")
+        if params[name].dtype != dtype:
+            raise TypeError(f"params[{name!r}] has dtype {params[name].dtype}, W_E {dtype}: one dtype for all")
+
+
+def token_rows(name, t, cfg, low, high, what):
+    """A (b, n) integer array with 1 ≤ n ≤ n_max and values in [low, high)."""
+    require_array(name, t)
+    xp = get_xp(t)
+    if not xp.isdtype(t.dtype, "integral"):
+        raise TypeError(f"{name} must be integers, got dtype {t.dtype}")
+    if t.ndim != 2 or t.shape[1] == 0 or t.shape[1] > cfg.n_max:
+        raise ValueError(f"{name} must be (b, n) with 1 ≤ n ≤ n_max={cfg.n_max}, got shape {tuple(t.shape)}")
+    if t.size and bool(xp.any((t < low) | (t >= high))):  # one device -> host transfer
+        raise ValueError(f"{name} must lie in [{low}, {high}) ({what}), got min {int(xp.min(t))}, max {int(xp.max(t))}")
+
+
+def blocks(block_q, block_k):
+    for name, bsz in (("block_q", block_q), ("block_k", block_k)):
+        if bsz is not None:
+            require_int(**{name: bsz}, low=1)
+
+
+def init_decoder(cfg, seed=0, *, dtype="float32", xp=None):
+    config(cfg)
+    require_int(seed=seed)
+    if str(dtype) not in DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+
+
+def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention="plain", block_q=None, block_k=None):
+    params_of(params, cfg)
+    token_rows("ids", ids, cfg, 0, cfg.v, "token ids")
+    for name, t, low, high, what in (("positions", positions, 0, cfg.n_max, "RoPE positions below n_max"),
+                                     ("doc_ids", doc_ids, -1, 2 ** 62, "document index, −1 = padding")):
+        if t is not None:
+            token_rows(name, t, cfg, low, high, what)
+            if tuple(t.shape) != tuple(ids.shape):
+                raise ValueError(f"{name} must have the shape of ids {tuple(ids.shape)}, got {tuple(t.shape)}")
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be 'plain' or 'tiled', got {attention!r}")
+    blocks(block_q, block_k)
+
+
+def decoder_backward(d_logits, saved, params, cfg, *, block_q=None, block_k=None):
+    params_of(params, cfg)
+    blocks(block_q, block_k)
+    if not isinstance(saved, dict) or "ids" not in saved or "layers.0.x" not in saved:
+        raise TypeError("saved must be the dict decoder_forward returned beside the logits")
+    if f"layers.{cfg.L - 1}.x" not in saved or f"layers.{cfg.L}.x" in saved:
+        raise ValueError(f"saved holds another number of layers than cfg.L={cfg.L}")
+    require_float("d_logits", d_logits)
+    want = (*saved["ids"].shape, cfg.v)
+    if tuple(d_logits.shape) != want:
+        raise ValueError(f"d_logits must have shape (b, n, v) = {want}, got {tuple(d_logits.shape)}")
+
+
+def decoder_loss_and_grads(params, ids, targets, cfg, **kw):
+    decoder_forward(params, ids, cfg, **kw)
+    require_array("targets", targets)
+    if tuple(targets.shape) != tuple(ids.shape):
+        raise ValueError(f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}")
+
+
+def activation_bytes(cfg, b, n, *, attention="plain", packed=False, itemsize=4):
+    config(cfg)
+    require_int(b=b, n=n, itemsize=itemsize, low=1)
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be 'plain' or 'tiled', got {attention!r}")
+    require_bool(packed=packed)
+
+
+def greedy_generate(params, cfg, prompt_ids, max_new):
+    params_of(params, cfg)
+    token_rows("prompt_ids", prompt_ids, cfg, 0, cfg.v, "token ids")
+    require_int(max_new=max_new)
+    if prompt_ids.shape[1] + max_new > cfg.n_max:
+        raise ValueError(f"prompt of {prompt_ids.shape[1]} tokens + max_new={max_new} exceeds n_max={cfg.n_max}")
