@@ -18,9 +18,10 @@
 # package's functions: an encoder whose self-attention is bidirectional, a decoder whose
 # self-attention is masked (causal), and between them **cross-attention**, where the
 # decoder's queries read keys and values made from the encoder's output. The cross weights
-# are $n_\text{dec} \times n_\text{enc}$ — not square. We check each pattern by its effect:
-# changing a later target token leaves earlier decoder positions untouched, changing any
-# source token moves every decoder position.
+# are $n_\text{dec} \times n_\text{enc}$ — not square. We train a small model of this shape,
+# here and now, on a toy translation task whose right alignment is known exactly, and watch
+# cross-attention learn it: at initialisation its weights are a blur, after training each
+# target word looks at the source word it translates.
 #
 # **The source says:** the original Transformer stacks $N = 6$ encoder and $N = 6$ decoder layers
 # of width $d_\text{model} = 512$, each sub-layer wrapped post-norm as
@@ -29,11 +30,10 @@
 #
 # **New in the package:** the two layers are `T.seq2seq_encoder_layer` and
 # `T.seq2seq_decoder_layer` (weights in `T.Seq2SeqEncoderLayer`, `T.Seq2SeqDecoderLayer`), tested
-# against `torch.nn.TransformerEncoderLayer` and `torch.nn.TransformerDecoderLayer`.
-#
-# The weights here are **small, seeded random numbers**, not a trained translation model:
-# the patterns show the wiring (who may attend to whom), not learned meaning. The sizes are
-# shrunk from the paper's so the matrices stay printable.
+# against `torch.nn.TransformerEncoderLayer` and `torch.nn.TransformerDecoderLayer`. The trainable
+# model is `T.seq2seq_forward` / `T.seq2seq_backward` (the same layers, with their backward pass,
+# tested against torch autograd), trained by `T.train_translation`; `T.translate_greedy` decodes
+# with a KV cache.
 #
 # $$\text{CrossAttention}(Y, Z) = \mathrm{softmax}\!\left(\frac{(YW_q)(ZW_k)^\top}{\sqrt{d_k}}\right) ZW_v
 #   \qquad Y: (n_\text{dec}, d),\ Z = \text{encoder output}: (n_\text{enc}, d)$$
@@ -51,119 +51,170 @@ import numpy as np
 import transformer as T
 from transformer import plotting as P
 
-FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink, the model is tiny
-rng = np.random.default_rng(0)
+FAST = P.fast()  # TRANSFORMER_FAST=1: nothing to shrink, the full training run takes well under a minute
 
 # %% [markdown]
-# ## 1. The sizes and the weights
+# ## 1. The task: reverse the sentence and translate each word
 #
-# The paper uses $N = 6$ layers on each side and $d_\text{model} = 512$, with $h = 8$ heads of $d_k = 64$ and an FFN of width
-# $d_{ff} = 2048 = 4\,d_\text{model}$ (from the paper itself). We shrink all of it to a
-# printable size: $N = 2$, $d_\text{model} = 32$, $h = 4$ heads of $d_k = 8$ (still
-# $d_k = d_\text{model}/h$) and $d_{ff} = 64 = 2\,d_\text{model}$, half the paper's ratio,
-# to keep the FFN matrices small. The source sentence is English; the decoder input is the
-# French target "le chat est assis sur le tapis" shifted right by a start token `<s>`
-# (during training the decoder reads the answer so far and predicts the next word). We
-# feed only its first five tokens, `<s> le chat est assis`, a prefix; the rest of the target
-# ("sur", "tapis", "</s>") is in the vocabulary but not in the input, and §4 borrows
-# "tapis" as a replacement word.
+# The source language has 24 made-up words ("ka", "lu", …), the target language 24 English
+# ones, paired one to one by a fixed dictionary. A source sentence is 4–12 random words; its
+# translation is the dictionary words **in reversed order**. So the alignment is known
+# exactly: the decoder position that writes target word $i$ must read source word
+# $n - 1 - i$, an anti-diagonal, never the diagonal of a word-by-word copy. One shared
+# vocabulary serves both sides (PAD, BOS, EOS, 24 + 24 words: $v = 51$). A tenth of all
+# sentences (chosen by a hash of their words) is **held out**: training never sees them.
 
 # %%
-N, d_model, h, d_ff = 2, 32, 4, 64  # paper: N = 6, d_model = 512, h = 8, d_ff = 2048
-d_k = d_model // h
-src = "the cat sat on the mat".split()
-tgt = "<s> le chat est assis".split()  # decoder input: a prefix of the target shifted right
-src_vocab = sorted(set(src))
-tgt_vocab = sorted(set(tgt) | {"sur", "tapis", "</s>"})
-src_ids = np.array([[src_vocab.index(t) for t in src]])  # (b, n_enc) = (1, 6)
-tgt_ids = np.array([[tgt_vocab.index(t) for t in tgt]])  # (b, n_dec) = (1, 5)
-n_enc, n_dec = src_ids.shape[1], tgt_ids.shape[1]
-print(f"N = {N}, d_model = {d_model}, h = {h}, d_k = {d_k}, d_ff = {d_ff}")
-print(f"source {src} -> ids {src_ids.tolist()}   target input {tgt} -> ids {tgt_ids.tolist()}")
-
-
-def random_attention():  # -> AttentionWeights with W_q, W_k, W_v (d, h·d_k), W_o (h·d_k, d)
-    """Projections drawn N(0, 1/d_model): unit-variance inputs give unit-variance outputs."""
-    return T.AttentionWeights(*(rng.normal(size=(d_model, d_model)) / np.sqrt(d_model) for _ in range(4)))
-
-
-def random_ffn():  # -> (W_1 (d, d_ff), W_2 (d_ff, d))
-    return rng.normal(size=(d_model, d_ff)) / np.sqrt(d_model), rng.normal(size=(d_ff, d_model)) / np.sqrt(d_ff)
-
-
-ones = np.ones(d_model)  # LayerNorm γ = 1 and no β, as at initialisation
-
-
-def random_encoder_layer():
-    self_attn = random_attention()
-    W_1, W_2 = random_ffn()
-    return T.Seq2SeqEncoderLayer(self_attn=self_attn, W_1=W_1, W_2=W_2, ln1_g=ones, ln2_g=ones)
-
-
-def random_decoder_layer():
-    self_attn, cross_attn = random_attention(), random_attention()
-    W_1, W_2 = random_ffn()
-    return T.Seq2SeqDecoderLayer(self_attn=self_attn, cross_attn=cross_attn, W_1=W_1, W_2=W_2,
-                                 ln1_g=ones, ln2_g=ones, ln3_g=ones)
-
-
-enc_params = [random_encoder_layer() for _ in range(N)]
-dec_params = [random_decoder_layer() for _ in range(N)]
-W_src = rng.normal(size=(len(src_vocab), d_model)) / np.sqrt(d_model)  # (v_src, d)
-W_tgt = rng.normal(size=(len(tgt_vocab), d_model)) / np.sqrt(d_model)  # (v_tgt, d)
-W_out = rng.normal(size=(d_model, len(tgt_vocab))) / np.sqrt(d_model)  # (d, v_tgt) output projection
+vocab = T.translation_vocab()
+shown = T.translation_batch(np.random.default_rng(0), 1, n_range=(5, 5))  # src_ids, src_lengths, tgt_in, tgt_out
+print("source:", T.detokenize(shown.src_ids[0]), "  ->  target:", T.detokenize(shown.tgt_out[0]))
+print("decoder input (BOS + target, shifted right):", [vocab.tokens[t] for t in shown.tgt_in[0]])
+print("decoder targets (the target, then EOS):      ", [vocab.tokens[t] for t in shown.tgt_out[0]])
+print("dictionary:", ", ".join(f"{vocab.tokens[s]}→{vocab.tokens[vocab.translate(s)]}" for s in vocab.source_ids[:6]),
+      "…", f"   v = {vocab.v}")
 
 # %% [markdown]
-# ## 2. The encoder: bidirectional self-attention, post-norm
+# ## 2. The sizes, and training
+#
+# The paper uses $N = 6$ layers on each side and $d_\text{model} = 512$, with $h = 8$ heads of $d_k = 64$
+# and an FFN of width $d_{ff} = 2048 = 4\,d_\text{model}$. We shrink all of it: $N = 2$,
+# $d_\text{model} = 64$, $h = 4$ heads of $d_k = 16$ and $d_{ff} = 128 = 2\,d_\text{model}$. The rest is
+# the paper's: sinusoidal positions, embeddings scaled by $\sqrt{d_\text{model}}$, one embedding table
+# shared by source, target and the output projection, ReLU FFN, post-norm, Adam with
+# $\beta_2 = 0.98$ and a learning-rate warm-up. Each step is 64 sentences: forward, cross-entropy
+# on the target words (padding ignored), the backward pass through every layer, AdamW.
+#
+# `T.train_translation` runs it, seeded: the same seed gives the same weights. Its 600 steps
+# (38 400 sentences) take about 23 s of one core's time; a busy machine takes longer, and the time
+# printed below is this run's.
+
+# %%
+cfg = T.translation_config()
+n_params = sum(int(np.prod(s)) for s in cfg.parameter_shapes().values())
+print(f"N = {cfg.L_enc} + {cfg.L_dec}, d_model = {cfg.d}, h = {cfg.h}, d_k = {cfg.d_h}, d_ff = {cfg.d_ff}, "
+      f"v = {cfg.v}: {n_params:,} parameters")
+STEPS = T.DEFAULT_STEPS
+run = T.train_translation(steps=STEPS, seed=0)
+hist = run["history"]
+print(f"{STEPS} steps in {run['seconds']:.0f} s ({hist['tokens_per_s']:,.0f} tokens/s; 1-minute load "
+      f"{run['load_average'][0]:.1f} at the start); loss {hist['loss'][0]:.2f} -> {np.mean(hist['loss'][-20:]):.4f}")
+print(f"held-out exact match (greedy, every word and the EOS right): {run['heldout_exact_match']:.1%} "
+      f"of {run['heldout_sentences']} sentences never seen in training")
+assert run["heldout_exact_match"] >= 0.95
+
+# %%
+fig, ax = P.new_figure(figsize=(11, 5.2))
+steps = np.arange(1, STEPS + 1)
+ax.plot(steps, hist["loss"], color=P.LINE_COLORS[0], linewidth=1, alpha=0.45, label="loss of each batch")
+smooth = np.convolve(hist["loss"], np.ones(20) / 20, mode="valid")
+ax.plot(steps[19:], smooth, color=P.LINE_COLORS[0], linewidth=2.5, label="mean of the last 20 batches")
+ax.axhline(np.log(cfg.v), color="grey", linestyle="--", linewidth=1.2)
+ax.text(STEPS, np.log(cfg.v) * 1.12, f"ln v = {np.log(cfg.v):.2f}: a uniform guess", ha="right",
+        fontsize=P.TICK_SIZE, color="grey")
+ax.set_yscale("log")
+ax2 = ax.twinx()
+ax2.plot(steps, hist["lr"], color=P.LINE_COLORS[1], linewidth=1.5, linestyle=":")
+ax2.set_ylabel("learning rate (dotted)", fontsize=P.LABEL_SIZE, color=P.LINE_COLORS[1])
+ax2.tick_params(labelsize=P.TICK_SIZE, colors=P.LINE_COLORS[1])
+ax2.set_ylim(0, max(hist["lr"]) * 1.1)
+ax.legend(fontsize=P.TICK_SIZE, frameon=False, loc="lower left")
+P.style_axes(ax, f"Training the encoder–decoder: cross-entropy per target word (seed 0, {STEPS} steps of 64 "
+             f"sentences)", "step", "loss (log scale)", grid=True)
+P.save(fig, P.figure_path("15_training_loss.png"))
+
+# %% [markdown]
+# ## 3. The trained weights, as the layers of the original Transformer
+#
+# The trained parameters are a dict of named arrays. Cast into the package's layer records,
+# they run through `T.seq2seq_encoder_layer` and `T.seq2seq_decoder_layer`, the layers tested
+# against torch's `TransformerEncoderLayer` and `TransformerDecoderLayer`:
+
+# %%
+def as_layers(params):  # the dict of named weights -> (encoder layers, decoder layers)
+    def attn(p, pre):
+        return T.AttentionWeights(p[pre + "W_q"], p[pre + "W_k"], p[pre + "W_v"], p[pre + "W_o"])
+
+    def layer(prefix):
+        return {k[len(prefix):]: w for k, w in params.items() if k.startswith(prefix)}
+    enc = [T.Seq2SeqEncoderLayer(self_attn=attn(p, "self."), W_1=p["W_1"], W_2=p["W_2"], b_1=p["b_1"], b_2=p["b_2"],
+                                 ln1_g=p["ln1_g"], ln1_b=p["ln1_b"], ln2_g=p["ln2_g"], ln2_b=p["ln2_b"])
+           for p in (layer(f"enc.{l}.") for l in range(cfg.L_enc))]
+    dec = [T.Seq2SeqDecoderLayer(self_attn=attn(p, "self."), cross_attn=attn(p, "cross."), W_1=p["W_1"], W_2=p["W_2"],
+                                 b_1=p["b_1"], b_2=p["b_2"], ln1_g=p["ln1_g"], ln1_b=p["ln1_b"], ln2_g=p["ln2_g"],
+                                 ln2_b=p["ln2_b"], ln3_g=p["ln3_g"], ln3_b=p["ln3_b"])
+           for p in (layer(f"dec.{l}.") for l in range(cfg.L_dec))]
+    return enc, dec
+
+
+params = run["params"]
+enc_layers, dec_layers = as_layers(params)
+W_E = params["W_E"]  # (v, d): source embedding, target embedding and output projection, one table
+h, d_model = cfg.h, cfg.d
+print(f"{len(enc_layers)} encoder layers, {len(dec_layers)} decoder layers; W_q of the first cross-attention:",
+      dec_layers[0].cross_attn.W_q.shape)
+
+# %% [markdown]
+# ## 4. The encoder: bidirectional self-attention, post-norm
 #
 # Input: token embeddings scaled by $\sqrt{d_\text{model}}$ plus the sinusoidal positions (the
 # paper's §3.4–3.5). Each of the $N$ layers has two sub-layers, each wrapped as
 # $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$: multi-head self-attention where every source
-# token sees every other (no mask), then the position-wise FFN $\max(0, xW_1)W_2$. One layer
-# is `T.seq2seq_encoder_layer`; written out, it is
+# token sees every other (no mask, for one unpadded sentence), then the position-wise FFN
+# $\max(0, xW_1 + b_1)W_2 + b_2$. One layer is `T.seq2seq_encoder_layer`; written out, it is
 #
 # ```python
 # a, w_self = T.multi_head_attention(x, lw.self_attn, h, return_weights=True)  # no mask: bidirectional
-# x = T.layer_norm(x + a, lw.ln1_g)                                            # post-norm
-# x = T.layer_norm(x + T.ffn(x, lw.W_1, lw.W_2), lw.ln2_g)                     # LayerNorm(x + FFN(x))
+# x = T.layer_norm(x + a, lw.ln1_g, lw.ln1_b)                                  # post-norm
+# x = T.layer_norm(x + T.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2), lw.ln2_g, lw.ln2_b)
 # ```
+#
+# We follow one held-out sentence of nine words through the model.
 
 # %%
-def embed_with_positions(ids, W_E):  # (b, n) -> (b, n, d)
-    return T.embed(ids, W_E) * np.sqrt(d_model) + T.sinusoidal_positions(ids.shape[1], d_model, dtype=np.float64)
+ex_src = np.array([run["example"]["src"]])  # (b, n_enc) = (1, 9): a held-out sentence
+ex_ref = [t for t in run["example"]["reference"] if t != T.IGNORE_INDEX]  # its translation, then EOS
+src = [vocab.tokens[t] for t in ex_src[0]]
+tgt_ids = np.array([[vocab.bos] + ex_ref[:-1]])  # decoder input: BOS + the translation, (1, n_dec) = (1, 10)
+tgt = [vocab.tokens[t] for t in tgt_ids[0]]
+n_enc, n_dec = ex_src.shape[1], tgt_ids.shape[1]
+print("source  ", " ".join(src), "   ids", ex_src.tolist())
+print("decoder input", " ".join(tgt))
 
 
-def encode(src_ids_):  # (b, n_enc) -> encoder output Z (b, n_enc, d), per-layer weights
-    x = embed_with_positions(src_ids_, W_src)  # (b, n_enc, d)
+def embed_with_positions(ids):  # (b, n) -> (b, n, d)
+    return T.embed(ids, W_E) * d_model ** 0.5 + T.sinusoidal_positions(ids.shape[1], d_model, dtype=W_E.dtype)
+
+
+def encode(src_ids_, layers, mask=None):  # (b, n_enc) -> encoder output Z (b, n_enc, d), per-layer weights
+    x = embed_with_positions(src_ids_)  # (b, n_enc, d)
     weights = []
-    for lw in enc_params:
-        x, w_ = T.seq2seq_encoder_layer(x, lw, h)  # (b, n_enc, d), (b, h, n_enc, n_enc)
+    for lw in layers:
+        x, w_ = T.seq2seq_encoder_layer(x, lw, h, mask=mask)  # (b, n_enc, d), (b, h, n_enc, n_enc)
         weights.append(w_)
     return x, weights
 
 
-Z, enc_w = encode(src_ids)
-print("encoder input (b, n_enc, d):", embed_with_positions(src_ids, W_src).shape)
+Z, enc_w = encode(ex_src, enc_layers)
+print("encoder input (b, n_enc, d):", embed_with_positions(ex_src).shape)
 print("encoder output Z (b, n_enc, d):", Z.shape, "  self-attention weights (b, h, n_enc, n_enc):", enc_w[0].shape)
 
 # %% [markdown]
 # This block is the one MiniLM uses (lesson 12), only with ReLU where BERT has GELU. With
-# GELU and zero biases, the package's `T.encoder_layer` (MiniLM's layer) on the same weights must agree:
+# GELU, the package's `T.encoder_layer` (MiniLM's layer) on the same trained weights must agree:
 
 # %%
-p0 = enc_params[0]
-zeros = np.zeros(d_model)
-as_bert = T.BertLayer(attn=p0.self_attn, ln1_g=p0.ln1_g, ln1_b=zeros, W_1=p0.W_1, b_1=np.zeros(d_ff),
-                      W_2=p0.W_2, b_2=zeros, ln2_g=p0.ln2_g, ln2_b=zeros)
-x0 = embed_with_positions(src_ids, W_src)
+p0 = enc_layers[0]
+as_bert = T.BertLayer(attn=p0.self_attn, ln1_g=p0.ln1_g, ln1_b=p0.ln1_b, W_1=p0.W_1, b_1=p0.b_1,
+                      W_2=p0.W_2, b_2=p0.b_2, ln2_g=p0.ln2_g, ln2_b=p0.ln2_b)
+x0 = embed_with_positions(ex_src)
 ours, _ = T.seq2seq_encoder_layer(x0, p0, h, activation=T.gelu)
-theirs, _ = T.encoder_layer(x0, as_bert, T.BertConfig(d=d_model, h=h, d_ff=d_ff, eps=1e-5), mask=None)
-bert_ok = np.allclose(ours, theirs, atol=1e-12)
+theirs, _ = T.encoder_layer(x0, as_bert, T.BertConfig(d=d_model, h=h, d_ff=cfg.d_ff, eps=cfg.eps), mask=None)
+bert_ok = np.allclose(ours, theirs, atol=1e-5)  # float32 weights
 print("T.seq2seq_encoder_layer (GELU) == T.encoder_layer (MiniLM's):", bert_ok)
 assert bert_ok
 
 # %% [markdown]
-# ## 3. The decoder: masked self-attention, cross-attention, FFN
+# ## 5. The decoder: masked self-attention, cross-attention, FFN
 #
 # Each decoder layer has **three** sub-layers, all post-norm:
 #
@@ -178,30 +229,42 @@ assert bert_ok
 #
 # ```python
 # a = T.multi_head_attention(y, lw.self_attn, h, mask=T.causal_mask(n_dec))  # 1. masked self-attention
-# y = T.layer_norm(y + a, lw.ln1_g)
+# y = T.layer_norm(y + a, lw.ln1_g, lw.ln1_b)
 # c = T.multi_head_attention(y, lw.cross_attn, h, context=Z)                 # 2. K, V from Z
-# y = T.layer_norm(y + c, lw.ln2_g)
-# y = T.layer_norm(y + T.ffn(y, lw.W_1, lw.W_2), lw.ln3_g)                   # 3. FFN
+# y = T.layer_norm(y + c, lw.ln2_g, lw.ln2_b)
+# y = T.layer_norm(y + T.ffn(y, lw.W_1, lw.W_2, lw.b_1, lw.b_2), lw.ln3_g, lw.ln3_b)  # 3. FFN
 # ```
+#
+# The output projection is the embedding table read backwards (tied): logits $= Y W_E^\top$.
 
 # %%
-def decode(tgt_ids_, Z_):  # (b, n_dec), (b, n_enc, d) -> logits (b, n_dec, v_tgt), per-layer records
-    y = embed_with_positions(tgt_ids_, W_tgt)  # (b, n_dec, d)
+def decode(tgt_ids_, Z_, layers, cross_mask=None):  # (b, n_dec), (b, n_enc, d) -> logits (b, n_dec, v), records
+    y = embed_with_positions(tgt_ids_)  # (b, n_dec, d)
     records = []
-    for lw in dec_params:
+    for lw in layers:
         y_in = y  # the layer's input, kept to redo its cross-attention by hand below
-        y, w_self, w_cross = T.seq2seq_decoder_layer(y, Z_, lw, h)  # (b, n_dec, d), (b,h,n_dec,n_dec), (b,h,n_dec,n_enc)
-        records.append(dict(self=w_self, cross=w_cross, y_in=y_in))
-    return T.lm_head(y, W_out=W_out), y, records  # (b, n_dec, v_tgt)
+        y, w_self, w_cross = T.seq2seq_decoder_layer(y, Z_, lw, h, cross_mask=cross_mask)
+        records.append(dict(self=w_self, cross=w_cross, y_in=y_in))  # (b,h,n_dec,n_dec), (b,h,n_dec,n_enc)
+    return T.lm_head(y, W_E), y, records  # (b, n_dec, v)
 
 
-logits, Y, dec_rec = decode(tgt_ids, Z)
-probs = T.softmax(logits)  # (b, n_dec, v_tgt)
-print("decoder output (b, n_dec, d):", Y.shape, "  logits (b, n_dec, v_tgt):", logits.shape)
+logits, Y, dec_rec = decode(tgt_ids, Z, dec_layers)
+probs = T.softmax(logits)  # (b, n_dec, v)
+print("decoder output (b, n_dec, d):", Y.shape, "  logits (b, n_dec, v):", logits.shape)
 print("decoder self-attention (b, h, n_dec, n_dec):", dec_rec[0]["self"].shape)
 print("cross-attention        (b, h, n_dec, n_enc):", dec_rec[0]["cross"].shape)
-assert dec_rec[0]["cross"].shape == (1, h, n_dec, n_enc) and logits.shape == (1, n_dec, len(tgt_vocab))
-assert np.allclose(dec_rec[0]["cross"].sum(-1), 1) and np.allclose(probs.sum(-1), 1)
+assert dec_rec[0]["cross"].shape == (1, h, n_dec, n_enc) and logits.shape == (1, n_dec, cfg.v)
+assert np.allclose(dec_rec[0]["cross"].sum(-1), 1, atol=1e-5) and np.allclose(probs.sum(-1), 1, atol=1e-5)
+pred = logits[0].argmax(-1)
+print("predicted next words:", " ".join(vocab.tokens[t] for t in pred),
+      f"  (each with p ≥ {probs[0].max(-1).min():.3f})")
+assert pred.tolist() == ex_ref
+
+# the model as trained: T.seq2seq_forward, the same maths written with its backward pass beside it
+logits_train, _ = T.seq2seq_forward(params, ex_src, tgt_ids, cfg, np.array([n_enc]))
+same = np.allclose(logits, logits_train, atol=1e-4)
+print("these layers == T.seq2seq_forward, the function that was trained:", same)
+assert same
 
 # %% [markdown]
 # Cross-attention by hand, to see where each matrix comes from: queries from the decoder
@@ -209,78 +272,195 @@ assert np.allclose(dec_rec[0]["cross"].sum(-1), 1) and np.allclose(probs.sum(-1)
 # (b, h, $n_\text{enc}$, $d_k$); the scores are $n_\text{dec} \times n_\text{enc}$.
 
 # %%
-rec, lw_last = dec_rec[-1], dec_params[-1]
+rec, lw_last = dec_rec[-1], dec_layers[-1]
 a = T.multi_head_attention(rec["y_in"], lw_last.self_attn, h, mask=T.causal_mask(n_dec))  # sub-layer 1
-y_mid = T.layer_norm(rec["y_in"] + a, lw_last.ln1_g)  # (b, n_dec, d): the cross-attention's queries come from here
+y_mid = T.layer_norm(rec["y_in"] + a, lw_last.ln1_g, lw_last.ln1_b)  # (b, n_dec, d): the queries come from here
 q, k, v = T.qkv_heads(y_mid, lw_last.cross_attn, h, h, context=Z)  # (1, h, n_dec, d_k), (1, h, n_enc, d_k) × 2
 o, p_hand = T.scaled_dot_product_attention(q, k, v, return_weights=True)  # (1, h, n_dec, d_k), (1, h, n_dec, n_enc)
 print("q", q.shape, " k", k.shape, " v", v.shape, " scores/weights", p_hand.shape, " out", o.shape)
-hand_ok = np.allclose(p_hand, rec["cross"])
+hand_ok = np.allclose(p_hand, rec["cross"], atol=1e-6)
 print("by hand == multi_head_attention(..., context=Z):", hand_ok)
 assert hand_ok and q.shape[2] == n_dec and k.shape[2] == n_enc
 
 # %% [markdown]
-# ## 4. Checking the wiring by its effects
+# ## 6. What cross-attention learned: the alignment
 #
-# * Change the **last target token**: the decoder outputs at the earlier positions must not
-#   move (masked self-attention), only the last one may.
-# * Change the **last source token**: every encoder output moves (bidirectional), and so
-#   does every decoder position (cross-attention reads the whole source).
+# The same sentence through the same layers with the weights **at initialisation**
+# (`T.init_seq2seq(cfg, seed=0)`, where training started) and **after training**, beside the
+# known alignment `T.translation_alignment(n)`: a 1 where decoder position $i$ should look,
+# source word $n - 1 - i$. The last row is the position that writes EOS; it has no word to
+# translate. We show the last decoder layer, its $h$ heads averaged.
 
 # %%
-tgt_changed = tgt_ids.copy()
-tgt_changed[0, -1] = tgt_vocab.index("tapis")
-_, Y2, _ = decode(tgt_changed, Z)
-move_tgt = np.abs(Y2 - Y).max(-1)[0]  # (n_dec,)
-print("change the last target word -> change of each decoder position:", np.round(move_tgt, 3).tolist())
+init_enc, init_dec = as_layers(T.init_seq2seq(cfg, seed=0))
+Z_init, _ = encode(ex_src, init_enc)
+_, _, rec_init = decode(tgt_ids, Z_init, init_dec)
+A = T.translation_alignment(n_enc)  # (n_dec, n_enc) = (10, 9)
+cross_init = rec_init[-1]["cross"][0].mean(0)  # (n_dec, n_enc), heads averaged
+cross_trained = dec_rec[-1]["cross"][0].mean(0)
 
-src_changed = src_ids.copy()
-src_changed[0, -1] = src_vocab.index("cat")
-Z3, _ = encode(src_changed)
-_, Y3, _ = decode(tgt_ids, Z3)
-move_enc = np.abs(Z3 - Z).max(-1)[0]  # (n_enc,)
-move_dec = np.abs(Y3 - Y).max(-1)[0]  # (n_dec,)
-print("change the last source word -> change of each encoder position:", np.round(move_enc, 3).tolist())
-print("                            -> change of each decoder position:", np.round(move_dec, 3).tolist())
-assert np.allclose(move_tgt[:-1], 0, atol=1e-12) and move_tgt[-1] > 1e-3
-assert np.all(move_enc > 1e-3) and np.all(move_dec > 1e-3)
+
+def on_alignment(w):  # mean weight on the aligned source word, over the n_enc positions that write a word
+    return float((w[:n_enc] * A[:n_enc]).sum(-1).mean())
+
+
+for l in range(cfg.L_dec):
+    per_head = [on_alignment(dec_rec[l]["cross"][0, j]) for j in range(h)]
+    print(f"decoder layer {l}: weight on the aligned word per head", np.round(per_head, 2).tolist(),
+          f"  (at initialisation: {on_alignment(rec_init[l]['cross'][0].mean(0)):.2f})")
+print(f"last layer, heads averaged: {on_alignment(cross_init):.2f} at initialisation (uniform: 1/{n_enc} = "
+      f"{1 / n_enc:.2f}) -> {on_alignment(cross_trained):.2f} trained")
+assert on_alignment(cross_trained) > 0.5 and on_alignment(cross_init) < 0.3
+assert np.all(cross_trained[:n_enc].argmax(-1) == A[:n_enc].argmax(-1))  # every row peaks where it should
 
 # %%
-layer_shown, head_shown = 0, 0
+fig, axes = P.new_figure(1, 3, figsize=(20, 7.2), layout="constrained")
+tgt_written = [vocab.tokens[t] for t in ex_ref]  # row i writes this word
+rows = [f"{i}: writes {w}" for i, w in enumerate(tgt_written)]
+cols = [f"{w}\n({vocab.tokens[vocab.translate(t)]})" for w, t in zip(src, ex_src[0])]  # the word and its translation
+for ax, w, title in ((axes[0], cross_init, "at initialisation (seed 0)"),
+                     (axes[1], cross_trained, f"after {STEPS} training steps"),
+                     (axes[2], A.astype(float), "the known alignment: word n − 1 − i")):
+    P.attention_heatmap(w, rows if ax is axes[0] else [""] * n_dec, cols, ax=ax, vmax=1.0, colorbar=False,
+                        annotate=False, title=title, xlabel="source word (key), its translation below",
+                        ylabel="decoder position (query)" if ax is axes[0] else None)
+    ax.tick_params(axis="x", labelrotation=0)
+fig.colorbar(axes[0].images[0], ax=axes, fraction=0.02, pad=0.01).set_label("weight", fontsize=P.LABEL_SIZE)
+fig.suptitle(f"Cross-attention of a held-out sentence, last decoder layer (heads averaged): "
+             f"\"{' '.join(src)}\"", fontsize=P.TITLE_SIZE + 1)
+P.save(fig, P.figure_path("15_cross_attention_trained.png"))
+
+# %%
+layer_shown, head_shown = cfg.L_dec - 1, 0
 fig, axes = P.models.three_attentions(
     enc_w[layer_shown][0, head_shown], dec_rec[layer_shown]["self"][0, head_shown],
     dec_rec[layer_shown]["cross"][0, head_shown], src, tgt,
-    suptitle=f"The three attentions of an encoder–decoder (layer {layer_shown}, head {head_shown}; "
-             "random seeded weights: the shapes and masks matter, not the values)")
+    suptitle=f"The three attentions of the trained encoder–decoder (layer {layer_shown}, head {head_shown})")
 P.save(fig, P.figure_path("15_three_patterns.png"))
 
 # %% [markdown]
-# ## 5. The data flow, with its shapes
+# The encoder's self-attention (left) is free to look anywhere; the decoder's (middle) never looks
+# right of its diagonal; cross-attention (right) is the only one of the three whose pattern the
+# task fixes, and it has found it.
+
+# %% [markdown]
+# ## 7. Padding: sentences of different lengths in one batch
+#
+# Training batches hold sentences of 4 to 12 words, padded with PAD to the longest. A padding
+# mask (`T.padding_mask(lengths)`, shape (b, 1, 1, $n_\text{enc}$)) hides the PAD keys from the
+# encoder's self-attention and from cross-attention, so a short sentence translates the same
+# alone and in a batch.
 
 # %%
-v_tgt = len(tgt_vocab)
+short = T.translation_batch(np.random.default_rng(3), 1, n_range=(5, 5), split="heldout")
+batch_src = np.zeros((2, n_enc), dtype=np.int64)  # PAD = 0
+batch_src[0], batch_src[1, :5] = ex_src[0], short.src_ids[0]
+lengths = np.array([n_enc, 5])
+pad = T.padding_mask(lengths)  # (2, 1, 1, n_enc): True = a real word
+Z_b, _ = encode(batch_src, enc_layers, mask=pad)
+Z_alone, _ = encode(short.src_ids, enc_layers)
+print("padding mask of the short sentence:", pad[1, 0, 0].astype(int).tolist())
+print("encoder output of its 5 words, batched vs alone: max |difference| =",
+      f"{np.abs(Z_b[1, :5] - Z_alone[0]).max():.1e}")
+assert np.allclose(Z_b[1, :5], Z_alone[0], atol=1e-5)
+ids_b, rows_b = T.translate_greedy(params, cfg, batch_src, lengths, n_enc + 2)
+for r in range(2):
+    print(f"batched greedy translation {r}: {T.detokenize(batch_src[r])!r} -> {T.detokenize(ids_b[r])!r}")
+    assert T.detokenize(ids_b[r]) == T.detokenize(T.reference_translation(batch_src[r]))
+assert np.all(rows_b[:, 1, :, :, 5:] == 0)  # no weight on PAD, in any layer, head or step
+
+# %% [markdown]
+# ## 8. Checking the wiring by its effects
+#
+# * Change the **last target token** of the decoder input: the decoder outputs at the earlier
+#   positions must not move (masked self-attention), only the last one may.
+# * Change the **last source word**: every encoder output moves (bidirectional), and so
+#   does every decoder position (cross-attention reads the whole source). The trained model
+#   also tells us where the change lands: the **first** word of the translation becomes the
+#   new word's translation, because the last source word is translated first.
+
+# %%
+tgt_changed = tgt_ids.copy()
+tgt_changed[0, -1] = vocab.id_of("moon")
+_, Y2, _ = decode(tgt_changed, Z, dec_layers)
+move_tgt = np.abs(Y2 - Y).max(-1)[0]  # (n_dec,)
+print("change the last target word -> change of each decoder position:", np.round(move_tgt.astype(float), 3).tolist())
+
+src_changed = ex_src.copy()
+src_changed[0, -1] = vocab.id_of("ka") if ex_src[0, -1] != vocab.id_of("ka") else vocab.id_of("lu")
+Z3, _ = encode(src_changed, enc_layers)
+logits3, Y3, _ = decode(tgt_ids, Z3, dec_layers)
+move_enc = np.abs(Z3 - Z).max(-1)[0]  # (n_enc,)
+move_dec = np.abs(Y3 - Y).max(-1)[0]  # (n_dec,)
+print("change the last source word -> change of each encoder position:", np.round(move_enc.astype(float), 3).tolist())
+print("                            -> change of each decoder position:", np.round(move_dec.astype(float), 3).tolist())
+first = vocab.tokens[int(logits3[0, 0].argmax())]
+print(f"last source word {vocab.tokens[ex_src[0, -1]]} -> {vocab.tokens[src_changed[0, -1]]}: "
+      f"first target word {tgt_written[0]} -> {first}")
+assert np.allclose(move_tgt[:-1], 0, atol=1e-6) and move_tgt[-1] > 1e-3
+assert np.all(move_enc > 1e-3) and np.all(move_dec > 1e-3)
+assert first == vocab.tokens[vocab.translate(int(src_changed[0, -1]))]
+
+# %% [markdown]
+# ## 9. Greedy decoding, with a cache
+#
+# At inference the target is not known: the decoder starts from BOS and appends its own argmax
+# word until it writes EOS. Re-running the decoder on the whole prefix at every step recomputes
+# everything. Two things need not be:
+#
+# * the decoder's **self-attention** keys and values of earlier positions — a KV cache keeps them
+#   (lesson 06);
+# * the **cross-attention** keys and values $K = ZW_k$, $V = ZW_v$ — they depend on the source only,
+#   which does not change while the translation grows: computed **once** per layer, before the
+#   first step, instead of once per layer per step.
+#
+# `T.translate_greedy` does both; `T.translate_greedy_uncached` re-runs the decoder on the whole
+# prefix. Both count the cross-attention K/V projections they compute. (At this toy size both take
+# a few milliseconds, most of it Python's per-call overhead; what the cache saves is work that
+# grows with the layers, the source length and the number of steps.)
+
+# %%
+c_fast, c_slow = {}, {}
+ids_fast, rows_fast = T.translate_greedy(params, cfg, ex_src, np.array([n_enc]), n_enc + 2, counts=c_fast)
+ids_slow, rows_slow = T.translate_greedy_uncached(params, cfg, ex_src, np.array([n_enc]), n_enc + 2, counts=c_slow)
+n_steps = ids_fast.shape[1]
+print("greedy translation:", T.detokenize(ids_fast[0]), f"  ({n_steps} steps, EOS included)")
+print(f"cross-attention K/V projections: cached {c_fast['cross_kv']} (= L_dec), "
+      f"uncached {c_slow['cross_kv']} (= L_dec × steps = {cfg.L_dec} × {n_steps})")
+print(f"same tokens: {np.array_equal(ids_fast, ids_slow)}; same cross-attention rows: "
+      f"{np.allclose(rows_fast, rows_slow, atol=1e-6)}")
+assert np.array_equal(ids_fast, ids_slow) and ids_fast[0].tolist() == ex_ref
+assert c_fast["cross_kv"] == cfg.L_dec and c_slow["cross_kv"] == cfg.L_dec * n_steps
+
+# %% [markdown]
+# ## 10. The data flow, with its shapes
+
+# %%
+v = cfg.v
 enc_boxes = [("source ids", f"(1, {n_enc})"),
              ("embed·√d + positions", f"(1, {n_enc}, {d_model})"),
              ("self-attention (no mask)\n+ Add & LayerNorm", f"(1, {n_enc}, {d_model})"),
              ("FFN + Add & LayerNorm", f"(1, {n_enc}, {d_model})"),
              ("encoder output Z", f"(1, {n_enc}, {d_model})")]
-dec_boxes = [("target ids (shifted right; a prefix)", f"(1, {n_dec})"),
+dec_boxes = [("target ids: BOS + translation", f"(1, {n_dec})"),
              ("embed·√d + positions", f"(1, {n_dec}, {d_model})"),
              ("masked self-attention\n+ Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              ("cross-attention (Q from here)\n+ Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
              ("FFN + Add & LayerNorm", f"(1, {n_dec}, {d_model})"),
-             (f"linear W_out + softmax\nover the v_tgt = {v_tgt} target words", f"(1, {n_dec}, {v_tgt})")]
-fig, ax = P.models.encoder_decoder_flow(enc_boxes, dec_boxes, N=N, title="Shapes through the encoder–decoder "
-                                        f"(b = 1, d_model = {d_model}; paper: 512)")
+             (f"tied output Y W_Eᵀ + softmax\nover the v = {v} words", f"(1, {n_dec}, {v})")]
+fig, ax = P.models.encoder_decoder_flow(enc_boxes, dec_boxes, N=cfg.L_enc, title="Shapes through the trained "
+                                        f"encoder–decoder (b = 1, d_model = {d_model}; paper: 512)")
 P.save(fig, P.figure_path("15_data_flow.png"))
 
 # %% [markdown]
 # **Takeaways.** The original Transformer uses one attention function three ways, and only
-# the mask and the source of $K, V$ differ: encoder self-attention (no mask), decoder
+# the mask and the source of $K, V$ differ: encoder self-attention (no mask but padding), decoder
 # self-attention (causal mask) and cross-attention (queries from the decoder, keys and
-# values from the encoder output, an $n_\text{dec} \times n_\text{enc}$ weight matrix).
-# Decoder-only LLMs such as SmolLM2 (lessons 06, 11) keep just the middle one; encoders such
-# as MiniLM (lesson 12) keep just the first.
+# values from the encoder output, an $n_\text{dec} \times n_\text{enc}$ weight matrix). Trained on a
+# task with a known alignment, cross-attention finds it: from a near-uniform blur to one peak
+# per row, on the anti-diagonal. At inference the encoder runs once and so do its keys and
+# values. Decoder-only LLMs such as SmolLM2 (lessons 06, 11) keep just the middle attention;
+# encoders such as MiniLM (lesson 12) keep just the first.
 
 # %% [markdown]
 # ## Try it
@@ -292,3 +472,7 @@ P.save(fig, P.figure_path("15_data_flow.png"))
 #    shape, and their sum. Check with `T.seq2seq_decoder_layer`.
 # 2. **Parameters.** One decoder layer of the base Transformer ($d = 512$, $d_{ff} = 2048$, with
 #    biases): how many parameters? Check with `T.parameter_breakdown("transformer-base")`.
+# 3. **Work saved by computing the encoder's K and V once.** A model with $L_\text{dec} = 3$ decoder
+#    layers decodes 8 steps greedily. How many times does some layer project the encoder output
+#    to cross-attention keys and values without the cache, and with it? Check with the `counts`
+#    of `T.translate_greedy_uncached` and `T.translate_greedy`.

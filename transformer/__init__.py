@@ -77,4 +77,11 @@ from .train.checkpoint import (save_checkpoint, load_checkpoint, checkpoint_extr
                                read_metrics)
 from .train.loop import train_loop
 
+# training: the original encoder–decoder on the toy translation task
+from .train.seq2seq import (Seq2SeqConfig, init_seq2seq, seq2seq_forward, seq2seq_backward,
+                            seq2seq_loss_and_grads)
+from .train.seq2seq_decode import translate_greedy, translate_greedy_uncached
+from .train.translate import (TRANSLATION_SIZES, TRANSLATION_RECIPE, DEFAULT_STEPS, translation_config,
+                              train_translation, translation_exact_match, load_seq2seq)
+
 __version__ = "0.1.0"

@@ -33,3 +33,23 @@ def check_2(answer, T):
     b = T.parameter_breakdown("transformer-base")  # 6 encoder + 6 decoder layers: 18 attentions, 12 FFNs, 30 norms
     per_decoder_layer = 2 * b["attention"] // 18 + b["ffn"] // 12 + 3 * b["norms"] // 30
     assert answer == per_decoder_layer, (answer, per_decoder_layer)
+
+
+def exercise_3():
+    """Without the cache, every step runs the decoder on the whole prefix, and each of the 3 layers
+    projects the encoder output Z to K = Z C_k and V = Z C_v again: 3 · 8 = 24 times. With it, the
+    source does not change while the translation grows, so each layer projects Z once, before
+    the first step: 3 times, whatever the number of steps."""
+    L_dec, steps = 3, 8
+    return L_dec * steps, L_dec
+
+
+def check_3(answer, T):
+    cfg = T.Seq2SeqConfig(v=11, d=8, h=2, d_ff=12, L_enc=1, L_dec=3, n_max=8)
+    params = T.init_seq2seq(cfg, seed=0)
+    src, lengths = np.array([[3, 4, 5, 6]]), np.array([4])
+    slow, fast = {}, {}
+    ids_slow, _ = T.translate_greedy_uncached(params, cfg, src, lengths, 8, counts=slow)
+    ids_fast, _ = T.translate_greedy(params, cfg, src, lengths, 8, counts=fast)
+    assert ids_slow.shape[1] == ids_fast.shape[1] == 8, "this untrained model wrote EOS (id 2) early"
+    assert answer == (slow["cross_kv"], fast["cross_kv"]), (answer, slow, fast)

@@ -1,0 +1,330 @@
+"""The original Transformer, small and trainable: a post-norm encoder–decoder with its backward pass.
+
+    src (b, n_src) --embed·√d + PE--> x (b, n_src, d)
+    L_enc × [ x = LayerNorm(x + SelfAttention(x))           padding mask: no query reads a PAD key
+              x = LayerNorm(x + FFN(x)) ]                    FFN(x) = ReLU(x W_1 + b_1) W_2 + b_2
+    z = x                                                    the encoder output, "the memory"
+    tgt_in (b, n_tgt) --embed·√d + PE--> y (b, n_tgt, d)
+    L_dec × [ y = LayerNorm(y + SelfAttention(y))           causal: position i reads j ≤ i
+              y = LayerNorm(y + CrossAttention(y, z))        Q = y C_q, K = z C_k, V = z C_v; padding mask
+              y = LayerNorm(y + FFN(y)) ]
+    logits = y W_Eᵀ                                          (b, n_tgt, v), the LM head tied to W_E
+
+"Attention Is All You Need" (§3) at toy size: sinusoidal positions (§3.5), embeddings scaled by
+√d (§3.4) and one table W_E shared by the source, the target and the output projection (the
+vocabulary is shared: `translation_data.py`). The projections of attention have no bias; the FFN
+has b_1, b_2 and every LayerNorm its γ, β. The forward is the same maths as
+`models/encoder_decoder.py`'s layers (`seq2seq_encoder_layer`, `seq2seq_decoder_layer`; a test
+holds them equal), written here from the core's formulas so that it keeps what the backward needs.
+
+Backward of a post-norm sub-layer, y = LayerNorm(r), r = x + F(x):
+
+    dr = layer_norm_backward(dy, r)          the norm is on the residual path itself,
+    dx = dr + (∂F/∂x)ᵀ dr                    so every gradient passes through it
+
+Cross-attention's keys and values are read from z by every decoder layer, so z's gradient is the
+sum of L_dec terms (one per layer) before it enters the encoder's backward. W_E gets four terms:
+the tied head's, the target embedding's, the source embedding's (each scaled by √d, as the
+forward).
+
+Greedy decoding with a KV cache is in `seq2seq_decode.py`. The doors check once
+(`seq2seq_checks.py`); inside, the core's formulas run `.unchecked`, as in `decoder.py`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from . import seq2seq_checks
+from ..backend import get_xp, namespace
+from ..require import checked_by
+from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
+from ..core.embedding import embed, embed_backward, lm_head_backward
+from ..core.heads import merge_heads, merge_heads_backward, split_heads, split_heads_backward
+from ..core.layers import ffn, ffn_backward, layer_norm, layer_norm_backward, linear_backward, relu
+from ..core.loss import cross_entropy, cross_entropy_backward
+from ..core.masks import causal_mask, padding_mask
+from ..core.positions import sinusoidal_positions
+
+__all__ = ["Seq2SeqConfig", "init_seq2seq", "seq2seq_forward", "seq2seq_backward", "seq2seq_loss_and_grads",
+           "seq2seq_encode", "seq2seq_decoder", "embed_tokens", "layer_params", "attention_sublayer"]
+
+ATTENTION_NAMES = ("W_q", "W_k", "W_v", "W_o")
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """The legend of names: every size of the model.   d_h = d / h."""
+    v: int  # shared vocabulary: PAD, BOS, EOS, source words, target words
+    d: int  # model width, d_model
+    h: int  # heads of every attention (self and cross)
+    d_ff: int  # FFN hidden width
+    L_enc: int  # encoder layers
+    L_dec: int  # decoder layers
+    n_max: int  # the longest source or target sequence: positions 0 … n_max − 1
+    eps: float = 1e-5  # LayerNorm epsilon (torch's default)
+
+    def __post_init__(self):
+        seq2seq_checks.seq2seq_config(self)
+        for f in ("v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max"):
+            object.__setattr__(self, f, int(getattr(self, f)))  # NumPy integers become plain numbers
+        object.__setattr__(self, "eps", float(self.eps))
+
+    @property
+    def d_h(self) -> int:
+        return self.d // self.h
+
+    def as_dict(self) -> dict:
+        """The fields as plain numbers, for a checkpoint's config."""
+        return asdict(self)
+
+    def parameter_shapes(self) -> dict:  # name -> shape, in the order init_seq2seq draws them
+        """"W_E", then per encoder layer "enc.{l}.self.W_q|W_k|W_v|W_o", "ln1_g|ln1_b",
+        "W_1", "b_1", "W_2", "b_2", "ln2_g|ln2_b"; per decoder layer the same with a "cross." attention
+        and a third norm after it: "dec.{l}.self.…", "ln1_…", "cross.W_q|W_k|W_v|W_o", "ln2_…",
+        FFN, "ln3_…"."""
+        d, d_ff = self.d, self.d_ff
+        attn = lambda pre: {f"{pre}.{w}": (d, d) for w in ATTENTION_NAMES}  # noqa: E731  h·d_h = d
+        norm = lambda k: {f"ln{k}_g": (d,), f"ln{k}_b": (d,)}  # noqa: E731
+        ff = {"W_1": (d, d_ff), "b_1": (d_ff,), "W_2": (d_ff, d), "b_2": (d,)}
+        shapes = {"W_E": (self.v, d)}
+        for l in range(self.L_enc):
+            layer = {**attn("self"), **norm(1), **ff, **norm(2)}
+            shapes.update({f"enc.{l}.{k}": s for k, s in layer.items()})
+        for l in range(self.L_dec):
+            layer = {**attn("self"), **norm(1), **attn("cross"), **norm(2), **ff, **norm(3)}
+            shapes.update({f"dec.{l}.{k}": s for k, s in layer.items()})
+        return shapes
+
+
+@checked_by(seq2seq_checks.init_seq2seq)
+def init_seq2seq(cfg: Seq2SeqConfig, seed: int = 0, *, dtype="float32", xp=None) -> dict:
+    """Weights drawn with np.random.default_rng(seed), in the order of `cfg.parameter_shapes()`:
+
+        W_E                  N(0, 1/d): the embedding times √d has unit variance, as the positions
+        every other matrix   N(0, 1/d_in): each projection keeps unit-variance inputs at unit variance
+        biases, β  0;   γ  1
+
+    Post-norm renormalises after every sub-layer, so no depth-dependent shrinking is needed.
+    """
+    xp = namespace(xp)
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in cfg.parameter_shapes().items():
+        kind = name.rsplit(".", 1)[-1]
+        if kind.endswith("_g"):
+            w = np.ones(shape)  # γ
+        elif len(shape) == 1:
+            w = np.zeros(shape)  # β and biases
+        else:
+            w = rng.standard_normal(shape) / math.sqrt(shape[1] if name == "W_E" else shape[0])
+        params[name] = xp.asarray(w.astype(dtype))
+    return params
+
+
+def layer_params(params: dict, prefix: str) -> dict:  # "enc.0." -> that layer's weights, prefix removed
+    return {k[len(prefix):]: w for k, w in params.items() if k.startswith(prefix)}
+
+
+def embed_tokens(ids, W_E, n_offset: int = 0):  # [b, n] -> [b, n, d]
+    """X = W_E[ids]·√d + PE[n_offset : n_offset + n] (§3.4–3.5): at √d the token part and the
+    sinusoidal positions (entries in [−1, 1]) have the same scale."""
+    xp = get_xp(W_E)
+    d = W_E.shape[1]
+    n = ids.shape[1]
+    pe = sinusoidal_positions.unchecked(n_offset + n, d, xp=xp, dtype=W_E.dtype)[n_offset:, :]  # [n, d]
+    return embed.unchecked(ids, W_E) * math.sqrt(d) + pe  # [b, n, d]
+
+
+# --- attention as a sub-layer: forward keeps q, k, v, P, o; backward returns dx, dc ---------------
+def attention_sublayer(x, c, p: dict, pre: str, h: int, mask):  # [b, n_q, d], [b, n_k, d] -> [b, n_q, d], saved
+    """softmax(Q Kᵀ/√d_h + mask) V W_o with Q = x W_q, K = c W_k, V = c W_v (c = x: self-attention;
+    c = z: cross-attention). saved: q, k, v (b, h, ·, d_h), P (b, h, n_q, n_k), o (b, h, n_q, d_h)."""
+    q = split_heads.unchecked(x @ p[pre + "W_q"], h)  # [b, h, n_q, d_h]
+    k = split_heads.unchecked(c @ p[pre + "W_k"], h)  # [b, h, n_k, d_h]
+    v = split_heads.unchecked(c @ p[pre + "W_v"], h)  # [b, h, n_k, d_h]
+    o, P = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=True)  # [b,h,n_q,d_h], [b,h,n_q,n_k]
+    out = merge_heads.unchecked(o) @ p[pre + "W_o"]  # [b, n_q, d]
+    return out, {"q": q, "k": k, "v": v, "P": P, "o": o}
+
+
+def attention_sublayer_backward(d_out, x, c, s: dict, p: dict, pre: str, h: int):
+    # [b, n_q, d] -> dx [b, n_q, d], dc [b, n_k, d], grads of pre + W_q, W_k, W_v, W_o
+    """out = merge(P V) W_o, P = softmax(Q Kᵀ/√d_h), through the core's backward passes:
+
+        dW_o = merge(o)ᵀ d_out,   do = split(d_out W_oᵀ)
+        dq, dk, dv = scaled_dot_product_attention_backward(do, q, k, v, P)
+        dx = dQ W_qᵀ,   dc = dK W_kᵀ + dV W_vᵀ       (dQ = merge(dq), …)
+    """
+    g = {}
+    dm, g[pre + "W_o"], _ = linear_backward.unchecked(d_out, merge_heads.unchecked(s["o"]), p[pre + "W_o"])
+    do = merge_heads_backward.unchecked(dm, h)  # [b, h, n_q, d_h]
+    dq, dk, dv = scaled_dot_product_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["P"])
+    dx, g[pre + "W_q"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dq), x, p[pre + "W_q"])
+    dc_k, g[pre + "W_k"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dk), c, p[pre + "W_k"])
+    dc_v, g[pre + "W_v"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dv), c, p[pre + "W_v"])
+    return dx, dc_k + dc_v, g  # c feeds K and V: their gradients add
+
+
+def add_norm(x, f, p: dict, k: int, eps: float):  # [b, n, d] ×2 -> r, LayerNorm(r)
+    """Post-norm: r = x + F(x), then LayerNorm(r) with γ = ln{k}_g, β = ln{k}_b."""
+    r = x + f  # [b, n, d] residual
+    return r, layer_norm.unchecked(r, p[f"ln{k}_g"], p[f"ln{k}_b"], eps)
+
+
+def norm_backward(dy, r, p: dict, k: int, eps: float, g: dict):  # [b, n, d] -> dr [b, n, d]
+    dr, g[f"ln{k}_g"], g[f"ln{k}_b"] = layer_norm_backward.unchecked(dy, r, p[f"ln{k}_g"], eps)
+    return dr
+
+
+def ffn_sublayer(x, p):  # [b, n, d] -> [b, n, d]
+    return ffn.unchecked(x, p["W_1"], p["W_2"], p["b_1"], p["b_2"], activation=relu)
+
+
+def ffn_sublayer_backward(dy, x, p, g):  # [b, n, d] -> dx [b, n, d]; recomputes x W_1 (not saved)
+    dx, g["W_1"], g["W_2"], g["b_1"], g["b_2"] = ffn_backward.unchecked(dy, x, p["W_1"], p["W_2"], p["b_1"],
+                                                                         p["b_2"], activation="relu")
+    return dx
+
+
+# --- the two layers --------------------------------------------------------------------------------
+def encoder_layer(x, p, cfg, mask):  # [b, n_src, d] -> [b, n_src, d], saved
+    s = {"x": x}
+    a, s["self"] = attention_sublayer(x, x, p, "self.", cfg.h, mask)  # no query reads a PAD key
+    s["r1"], s["x1"] = add_norm(x, a, p, 1, cfg.eps)  # [b, n_src, d]
+    s["r2"], x2 = add_norm(s["x1"], ffn_sublayer(s["x1"], p), p, 2, cfg.eps)
+    return x2, s
+
+
+def encoder_layer_backward(dx2, p, s, cfg):  # [b, n_src, d] -> dx [b, n_src, d], grads
+    g = {}
+    dx1 = norm_backward(dx2, s["r2"], p, 2, cfg.eps, g)  # through LayerNorm(x1 + FFN(x1))
+    dx1 = dx1 + ffn_sublayer_backward(dx1, s["x1"], p, g)  # residual: both paths add
+    dr1 = norm_backward(dx1, s["r1"], p, 1, cfg.eps, g)
+    dx_q, dx_kv, g_attn = attention_sublayer_backward(dr1, s["x"], s["x"], s["self"], p, "self.", cfg.h)
+    g.update(g_attn)
+    return dr1 + dx_q + dx_kv, g  # x feeds the residual, the queries, the keys and the values
+
+
+def decoder_layer(y, z, p, cfg, self_mask, cross_mask):  # [b, n_tgt, d], [b, n_src, d] -> [b, n_tgt, d], saved
+    s = {"y": y}
+    a, s["self"] = attention_sublayer(y, y, p, "self.", cfg.h, self_mask)  # 1. masked self-attention
+    s["r1"], s["y1"] = add_norm(y, a, p, 1, cfg.eps)
+    c, s["cross"] = attention_sublayer(s["y1"], z, p, "cross.", cfg.h, cross_mask)  # 2. Q from y1, K, V from z
+    s["r2"], s["y2"] = add_norm(s["y1"], c, p, 2, cfg.eps)
+    s["r3"], y3 = add_norm(s["y2"], ffn_sublayer(s["y2"], p), p, 3, cfg.eps)  # 3. FFN
+    return y3, s
+
+
+def decoder_layer_backward(dy3, z, p, s, cfg):  # [b, n_tgt, d] -> dy [b, n_tgt, d], dz [b, n_src, d], grads
+    g = {}
+    dy2 = norm_backward(dy3, s["r3"], p, 3, cfg.eps, g)
+    dy2 = dy2 + ffn_sublayer_backward(dy2, s["y2"], p, g)
+    dr2 = norm_backward(dy2, s["r2"], p, 2, cfg.eps, g)
+    dy1_q, dz, g_cross = attention_sublayer_backward(dr2, s["y1"], z, s["cross"], p, "cross.", cfg.h)
+    dy1 = dr2 + dy1_q
+    dr1 = norm_backward(dy1, s["r1"], p, 1, cfg.eps, g)
+    dy_q, dy_kv, g_self = attention_sublayer_backward(dr1, s["y"], s["y"], s["self"], p, "self.", cfg.h)
+    g.update(g_cross)
+    g.update(g_self)
+    return dr1 + dy_q + dy_kv, dz, g
+
+
+# --- the whole model ---------------------------------------------------------------------------------
+def seq2seq_encode(params, src, cfg, src_lengths):  # [b, n_src], [b] -> z [b, n_src, d], per-layer saved
+    """The encoder: embeddings·√d + positions, then L_enc post-norm layers under the padding mask."""
+    xp = get_xp(params["W_E"])
+    src = xp.astype(xp.asarray(src), xp.int64)
+    lengths = xp.astype(xp.asarray(src_lengths), xp.int64)
+    mask = padding_mask.unchecked(lengths, src.shape[1])  # [b, 1, 1, n_src]: PAD keys hidden
+    x = embed_tokens(src, params["W_E"])  # [b, n_src, d]
+    saved = []
+    for l in range(cfg.L_enc):
+        x, s = encoder_layer(x, layer_params(params, f"enc.{l}."), cfg, mask)
+        saved.append(s)
+    return x, saved, mask
+
+
+def seq2seq_decoder(params, tgt, z, cfg, cross_mask):  # [b, n_tgt], [b, n_src, d] -> y [b, n_tgt, d], saved
+    """The decoder on the whole target prefix at once: embeddings·√d + positions, then L_dec layers,
+    each computing its cross-attention K = z C_k and V = z C_v from the encoder output."""
+    xp = get_xp(params["W_E"])
+    self_mask = causal_mask.unchecked(tgt.shape[1], xp=xp)  # [n_tgt, n_tgt]
+    y = embed_tokens(tgt, params["W_E"])  # [b, n_tgt, d]
+    saved = []
+    for l in range(cfg.L_dec):
+        y, s = decoder_layer(y, z, layer_params(params, f"dec.{l}."), cfg, self_mask, cross_mask)
+        saved.append(s)
+    return y, saved
+
+
+@checked_by(seq2seq_checks.seq2seq_forward)
+def seq2seq_forward(params: dict, src, tgt_in, cfg: Seq2SeqConfig, src_lengths):
+    # [b, n_src], [b, n_tgt], [b] -> logits [b, n_tgt, v], saved
+    """Logits of every target position (teacher forcing: tgt_in is BOS + the answer so far), and
+    what the backward needs:
+
+      "src", "tgt"      the ids (embedding backward)
+      "enc": L_enc dicts  x (layer input), r1, r2 (the LayerNorms' inputs), x1 (the FFN's input),
+                          "self": q, k, v, P, o of the attention
+      "z"               the encoder output (cross-attention's K and V)
+      "dec": L_dec dicts  y, r1, r2, r3, y1 (cross-attention's queries' input), y2 (the FFN's input),
+                          "self" and "cross": q, k, v, P, o; "cross"'s P is (b, h, n_tgt, n_src)
+      "y"               the last decoder output (LM head backward)
+
+    >>> import numpy as np
+    >>> cfg = Seq2SeqConfig(v=11, d=8, h=2, d_ff=12, L_enc=1, L_dec=2, n_max=8)
+    >>> src, lengths, tgt_in = np.array([[3, 4, 5], [6, 7, 0]]), np.array([3, 2]), np.array([[1, 8], [1, 9]])
+    >>> logits, saved = seq2seq_forward(init_seq2seq(cfg), src, tgt_in, cfg, lengths)
+    >>> logits.shape, saved["dec"][1]["cross"]["P"].shape, float(saved["dec"][0]["cross"]["P"][1, :, :, 2].max())
+    ((2, 2, 11), (2, 2, 2, 3), 0.0)
+    """
+    xp = get_xp(params["W_E"])
+    tgt = xp.astype(xp.asarray(tgt_in), xp.int64)
+    z, enc_saved, cross_mask = seq2seq_encode(params, src, cfg, src_lengths)  # [b, n_src, d]
+    y, dec_saved = seq2seq_decoder(params, tgt, z, cfg, cross_mask)  # [b, n_tgt, d]
+    logits = y @ params["W_E"].mT  # [b, n_tgt, v] tied head
+    src = xp.astype(xp.asarray(src), xp.int64)
+    return logits, {"src": src, "tgt": tgt, "enc": enc_saved, "z": z, "dec": dec_saved, "y": y}
+
+
+@checked_by(seq2seq_checks.seq2seq_backward)
+def seq2seq_backward(d_logits, saved: dict, params: dict, cfg: Seq2SeqConfig) -> dict:
+    # [b, n_tgt, v] -> grads: name -> array, the keys and shapes of params
+    """∂loss/∂(every weight) from ∂loss/∂logits: the decoder last layer first, z's gradient summed
+    over the decoder layers, then the encoder; W_E's four terms added at the end."""
+    grads = {}
+    dy, dW_head = lm_head_backward.unchecked(d_logits, saved["y"], params["W_E"])  # [b, n_tgt, d], [v, d]
+    z = saved["z"]
+    dz = 0.0
+    for l in reversed(range(cfg.L_dec)):
+        pre = f"dec.{l}."
+        dy, dz_l, g = decoder_layer_backward(dy, z, layer_params(params, pre), saved["dec"][l], cfg)
+        dz = dz + dz_l  # every decoder layer read K and V from z
+        grads.update({pre + k: t for k, t in g.items()})
+    dx = dz  # [b, n_src, d]
+    for l in reversed(range(cfg.L_enc)):
+        pre = f"enc.{l}."
+        dx, g = encoder_layer_backward(dx, layer_params(params, pre), saved["enc"][l], cfg)
+        grads.update({pre + k: t for k, t in g.items()})
+    scale = math.sqrt(cfg.d)  # X = W_E[ids]·√d + PE: the positions are fixed, the table gets dX·√d
+    grads["W_E"] = (dW_head + embed_backward.unchecked(dy * scale, saved["tgt"], cfg.v)
+                    + embed_backward.unchecked(dx * scale, saved["src"], cfg.v))
+    return {k: grads[k] for k in params}
+
+
+@checked_by(seq2seq_checks.seq2seq_loss_and_grads)
+def seq2seq_loss_and_grads(params: dict, batch, cfg: Seq2SeqConfig):  # TranslationBatch -> float, grads
+    """Mean cross-entropy of tgt_out given (src_ids, src_lengths, tgt_in), over the positions that
+    are not ignore_index (−100: the padding after EOS), and its gradients.
+
+    batch: a TranslationBatch, or any (src_ids, src_lengths, tgt_in, tgt_out) tuple."""
+    src_ids, src_lengths, tgt_in, tgt_out = batch
+    xp = get_xp(params["W_E"])
+    logits, saved = seq2seq_forward.unchecked(params, src_ids, tgt_in, cfg, src_lengths)  # [b, n_tgt, v]
+    targets = xp.astype(xp.asarray(tgt_out), xp.int64)  # [b, n_tgt]
+    loss = cross_entropy.unchecked(logits, targets)
+    d_logits = cross_entropy_backward.unchecked(logits, targets)  # [b, n_tgt, v]
+    return float(loss), seq2seq_backward.unchecked(d_logits, saved, params, cfg)
