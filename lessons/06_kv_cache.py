@@ -20,7 +20,8 @@
 # cache. We check that this row is exactly the last row of the full causal matrix, watch the
 # cache grow by $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token (formula against
 # the arrays' real `.nbytes`), time each step with and without the cache, and check that both
-# give the same tokens.
+# give the same tokens. Last, why a decode step is slow at all: its time split into streaming
+# the weights, attention and everything else, measured for the readable code and the fast path.
 #
 # **In one line:** without a cache every generation step recomputes the keys and values of
 # all $n$ positions; with one it computes only the new token's and appends them, for memory
@@ -169,6 +170,13 @@ ax.legend(handles=ax.get_legend().legend_handles, loc="lower right", fontsize=P.
 P.save(fig, P.figure_path("06_cache_bytes.png"))
 
 # %% [markdown]
+# **Step through it.** The view below replays a real generation of SmolLM2 through its cache, one
+# step at a time: the prefill, then each new token's single query row over the cached keys, the
+# cache filling in every layer, and its bytes by the formula against the arrays' `.nbytes`.
+#
+# <div class="tfs-view" data-view="kv_cache"></div>
+
+# %% [markdown]
 # ## 4. Time per token, with and without the cache
 #
 # Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again: $O(n^2 d)$
@@ -219,12 +227,139 @@ fig, ax = P.decoding.time_per_token(
 P.save(fig, P.figure_path("06_time_per_token.png"))
 
 # %% [markdown]
+# ## 5. Why decode is slow: where one token's time goes
+#
+# A decode step multiplies one vector by every weight matrix, so it must read all of them:
+# 134.5 M float32 parameters, 538 MB, for about 2 FLOPs per weight. That is half a FLOP per byte,
+# far below what the CPU could compute while the bytes arrive (lesson 13): the step waits on
+# memory. Its floor is the time to stream the weights once, and we measure that floor directly:
+# one matrix-vector product with each matrix the step reads and nothing else
+# (`T.decode_matrices`). Everything above the floor is one of two things:
+#
+# - **attention over the cache**: in each of the $L$ layers the new query against $n$ cached keys
+#   and values, $O(L \cdot n \cdot h \cdot d_h)$: small for a few hundred tokens, growing with the text;
+# - **everything else**: the small operations between the big products (RMSNorm, RoPE, writing the
+#   cache, softmax, SwiGLU, the residual adds), about 40 a layer in the readable code, each a Python
+#   call that allocates its result. Microseconds each; over 30 layers, milliseconds.
+#
+# We time three ways of running the same step, in one process, taking turns so that other work on
+# the machine slows all three alike, and keep each one's fastest round (one BLAS thread, as above):
+#
+# 1. **readable**: `T.llama_forward`, the formulas as written, a function per step of the maths;
+# 2. **+ buffers, one loop**: `T.FastForward(..., fused=False)`, the same maths with every
+#    intermediate written into an array allocated once (`out=`), RoPE as one complex multiply
+#    (each pair of features is a complex number turned by $e^{i\theta}$), and the $h / h_{kv}$ queries
+#    that share a key/value head as one matrix product against the cache, K and V never repeated;
+# 3. **+ fused matrices**: `T.FastForward(...)` reading the loader's fused storage:
+#    $[W_q \mid W_k \mid W_v]$ and $[W_{gate} \mid W_{up}]$ are one matrix each, so a layer makes 4
+#    matrix-vector products instead of 7, and larger matrices stream closer to the full bandwidth.
+#
+# Before any timing, each way's logits are checked against the readable ones.
+
+# %%
+import time  # noqa: E402
+
+ids_t = tok.encode(long_prompt)
+n_t, rounds = len(ids_t), 3 if FAST else 25
+cos_t, sin_t = model.rope_tables(n_t + rounds + 2)
+ways = {"readable": None, "+ buffers, one loop": T.FastForward(w, cfg, fused=False),
+        "+ fused matrices": T.FastForward(w, cfg)}
+caches = {name: model.new_cache(1, n_t + rounds + 2) for name in ways}
+
+
+def step(name, new_ids):  # one pass of new_ids (1, n) through `name`'s cache -> last logits (v,)
+    cache, t = caches[name], caches[name].length
+    if ways[name] is None:
+        return T.llama_forward(new_ids, w, cfg, cos_t, sin_t, cache=cache, last_only=True)[0, -1]
+    return ways[name](new_ids, cache, cos_t, sin_t, np.arange(t, t + new_ids.shape[1])[None])[0]
+
+
+first = {name: step(name, np.array([ids_t])).copy() for name in ways}  # prefill, each into its own cache
+nxt_t = int(first["readable"].argmax())
+checked = {name: step(name, np.array([[nxt_t]])).copy() for name in ways}  # one decode step each
+for name in ways:
+    err = np.abs(checked[name] - checked["readable"]).max() / np.abs(checked["readable"]).max()
+    print(f"{name:20s} logits vs readable: max |Δ| = {err:.1e} of the largest")
+    assert err < 1e-5 and int(checked[name].argmax()) == int(checked["readable"].argmax())
+
+mats = {"unfused": T.decode_matrices(w, fused=False), "fused": T.decode_matrices(w)}
+vecs = {k: [(np.ones(W.shape[0], np.float32), np.empty(W.shape[1], np.float32)) for W in m] for k, m in mats.items()}
+
+
+def weights_pass(kind):  # one matrix-vector product with every matrix a step reads
+    for W, (x_in, y_out) in zip(mats[kind], vecs[kind]):
+        np.matmul(x_in, W, out=y_out)
+
+
+g = cfg.h // cfg.h_kv
+q_read, q_fast = np.ones((1, cfg.h, 1, cfg.d_h), np.float32), np.ones((1, cfg.h_kv, g, cfg.d_h), np.float32)
+
+
+def attention(kind):  # the L layers' attention of one query over the cache as it is now
+    n_k = caches["readable"].length
+    for layer in range(cfg.L):
+        K, V = caches["readable"].k[layer][:, :, :n_k], caches["readable"].v[layer][:, :, :n_k]
+        if kind == "readable":
+            T.scaled_dot_product_attention(q_read, K, V)  # repeats K and V for the h / h_kv query heads
+        else:
+            T.FastForward.attend(q_fast, K, V)
+
+
+parts = {"readable": ("unfused", "readable"), "+ buffers, one loop": ("unfused", "grouped"),
+         "+ fused matrices": ("fused", "grouped")}  # the weights and the attention each way runs
+jobs = {name: (lambda name=name: step(name, np.array([[nxt_t]]))) for name in ways}
+jobs.update({f"pass {k}": (lambda k=k: weights_pass(k)) for k in mats})
+jobs.update({f"attention {k}": (lambda k=k: attention(k)) for k in ("readable", "grouped")})
+best = {job: np.inf for job in jobs}
+for _ in range(rounds):  # every job once a round, in turn; each keeps its fastest round
+    for job, run in jobs.items():
+        t0 = time.perf_counter()
+        run()
+        best[job] = min(best[job], time.perf_counter() - t0)
+ms = {name: {"weights": 1e3 * best[f"pass {wk}"], "attention": 1e3 * best[f"attention {ak}"],
+             "total": 1e3 * best[name]} for name, (wk, ak) in parts.items()}
+for name, m in ms.items():
+    m["everything else"] = max(m["total"] - m["weights"] - m["attention"], 0.0)
+    print(f"{name:20s} {m['total']:6.1f} ms a token ({1e3 / m['total']:4.1f} tok/s): weights {m['weights']:5.1f} ms, "
+          f"attention {m['attention']:4.1f} ms, everything else {m['everything else']:4.1f} ms")
+names = list(ms)
+print("what each step bought (fastest round of each, same process):")
+for before, after in zip(names, names[1:]):
+    print(f"  {after:20s} {ms[before]['total']:6.1f} ms -> {ms[after]['total']:6.1f} ms  "
+          f"({ms[before]['total'] / ms[after]['total']:.2f}×)")
+print(f"  fused matrices alone, the weights pass: {ms[names[1]]['weights']:.1f} ms -> {ms[names[2]]['weights']:.1f} ms "
+      f"({ms[names[1]]['weights'] / ms[names[2]]['weights']:.2f}×); the fast step reaches "
+      f"{100 * ms[names[2]]['weights'] / ms[names[2]]['total']:.0f}% of its floor")
+
+# %%
+fig, ax = P.new_figure(figsize=(11, 6.5))
+segments = [("weights", "streaming the weights: one matrix-vector product per matrix", P.LINE_COLORS[0]),
+            ("attention", f"attention over the cache ({caches['readable'].length} tokens)", P.LINE_COLORS[2]),
+            ("everything else", "everything else: Python and small NumPy operations", "#bbbbbb")]
+bottom = np.zeros(len(names))
+for key, label, colour in segments:
+    heights = np.array([ms[name][key] for name in names])
+    ax.bar(names, heights, bottom=bottom, color=colour, label=label, width=0.6)
+    bottom += heights
+ax.set_xticks(range(len(names)), [f"{name}\n{call}" for name, call in zip(
+    names, ("T.llama_forward", "T.FastForward(fused=False)", "T.FastForward"))])
+for i, name in enumerate(names):
+    ax.text(i, ms[name]["total"] * 1.01, f"{ms[name]['total']:.1f} ms\n{1e3 / ms[name]['total']:.1f} tok/s",
+            ha="center", va="bottom", fontsize=P.TICK_SIZE)
+ax.set_ylim(0, max(m["total"] for m in ms.values()) * 1.25)
+ax.set_ylabel("ms per decode step (fastest round)")
+ax.set_title(f"SmolLM2 on CPU, one BLAS thread: where a decode step's time goes (measured, {rounds} rounds)")
+ax.legend(loc="upper right", fontsize=P.TICK_SIZE, frameon=False)
+P.save(fig, P.figure_path("06_decode_time.png"))
+
+# %% [markdown]
 # **Takeaways.** Prefill is one big causal pass that fills the cache; each decode step is one
 # query row with no mask, reading keys and values that never change, so the result is
 # identical to recomputing everything (same logits, same tokens). The price is memory that
 # grows linearly, $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token — which is
 # why GQA (lesson 07) shrinks $h_{kv}$. Without the cache each step redoes the whole prefix,
-# so the gap widens as the text gets longer.
+# so the gap widens as the text gets longer. With it, a decode step is bound by the bytes of
+# weights it streams; code that runs between the matrix products only adds to that floor.
 
 # %% [markdown]
 # ## Try it

@@ -171,6 +171,14 @@ for t in np.nonzero(np.diff(m_row) > 0)[0] + 1:  # tiles that raised the max: l 
 P.save(fig, P.figure_path("09_row_trace.png"))
 
 # %% [markdown]
+# **Step through it.** The view below runs the tiled loop of this lesson on a small causal
+# example, one tile per step, in either loop order: the current $Q_i$ and $K_j$ tiles, the tiles
+# skipped above the diagonal, each row's $m$ and $l$ with the rescaling factor
+# $\alpha = e^{m_\text{old} - m_\text{new}}$, and the HBM reads and writes counted so far.
+#
+# <div class="tfs-view" data-view="flash"></div>
+
+# %% [markdown]
 # ## 4. Exact, not approximate
 #
 # Same inputs, every combination of loop order, mask, block sizes that do not divide $n$,

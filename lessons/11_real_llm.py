@@ -152,6 +152,13 @@ fig, axes = P.models.temperature_effect(probs_T, shown, [P.visible_token(tok.dec
 P.save(fig, P.figure_path("11_temperature.png"))
 
 # %% [markdown]
+# **Try it on the model.** The view below holds SmolLM2's logits after a few prompts: move the
+# temperature, top-k and top-p and watch which tokens the sampler keeps and how their
+# probabilities are renormalised.
+#
+# <div class="tfs-view" data-view="sampling"></div>
+
+# %% [markdown]
 # ## 4. Real attention maps
 #
 # `attention_weights` returns, for each of the 30 layers, the $9 \times n \times n$ causal
@@ -211,6 +218,15 @@ fig.colorbar(grid[0, 0].images[0], ax=grid, fraction=0.02, pad=0.01).set_label("
 fig.suptitle(f"SmolLM2 attention on \"{prompt}\": top, four kinds of head; bottom, one head through the depth",
              fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("11_attention_maps.png"))
+
+# %% [markdown]
+# **Explore every head.** The view below holds all 30 × 9 maps of SmolLM2 on a few texts: pick a
+# layer and head, hover a token to see its row, click a square of the overview to jump to that
+# head. The model also generated a few tokens greedily: their rows, at the bottom of each map, are
+# the decode rows, one query against the whole context. On "The cat sat on the mat. The cat sat
+# on the", look for the induction heads of section 5.
+#
+# <div class="tfs-view" data-view="attention" data-model="smollm2" data-layer="13" data-head="8"></div>
 
 # %% [markdown]
 # ## 5. Heads across the whole depth: previous-token, sink and induction heads

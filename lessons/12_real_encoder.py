@@ -93,6 +93,13 @@ fig, axes = P.models.row_bars([(W[layer, :, it].mean(0), f"layer {layer}, averag
 P.save(fig, P.figure_path("12_it_row.png"))
 
 # %% [markdown]
+# **Explore every head.** The view below holds all 6 × 12 maps of MiniLM on a few sentences:
+# pick a layer and head, hover "it" to see its row, click a square of the overview to jump to
+# that head.
+#
+# <div class="tfs-view" data-view="attention" data-model="minilm" data-layer="5" data-head="11"></div>
+
+# %% [markdown]
 # ## 2. Sentence embeddings and their similarity
 #
 # MiniLM is trained so that the mean of its last hidden states over the real tokens, scaled

@@ -147,6 +147,14 @@ fig, axes = P.decoding.block_pool(snaps, names, n_blocks=n_blocks, B=B)
 P.save(fig, P.figure_path("14_block_tables.png"))
 
 # %% [markdown]
+# **Step through it.** The view below replays this pool and its requests on a real
+# `PagedKVCache` with SmolLM2's per-token size, and goes on: a request finishes, another arrives
+# and takes the freed blocks. At each event: the pool coloured by owner, every block table, the
+# free list, and the bytes used, reserved and wasted against a contiguous cache per request.
+#
+# <div class="tfs-view" data-view="paged_kv"></div>
+
+# %% [markdown]
 # ## 3. Attention through the block table
 #
 # `paged_attention` never copies a sequence's K and V into one array: it fetches one block

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import transformer as T
+from conftest_site import *  # noqa: E402,F401,F403  the website's fixtures and end-of-run line (test_site.py)
 
 BACKENDS = ["numpy", "array_api_strict"]
 try:  # a GPU machine adds CuPy; CI has none and skips it

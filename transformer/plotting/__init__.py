@@ -24,3 +24,4 @@ from . import early  # noqa: F401  the drawing helpers of lessons 01–03 (they 
 from . import decoding  # noqa: F401  the drawing helpers of lessons 06–08
 from . import late  # noqa: F401  the drawing helpers of lessons 09–17
 from . import models  # noqa: F401  the drawing helpers of lessons 11–15
+from . import training  # noqa: F401  the drawing helpers of lessons 18–19

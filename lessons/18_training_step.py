@@ -1,0 +1,363 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 18 · One training step, by hand
+#
+# **What you will see.** A single step of training a tiny decoder, taken apart: the forward
+# pass and what it keeps for later, the loss, then the backward pass one function at a time —
+# each `*_backward` of the core called in the order the block runs in reverse, with the shape of
+# every gradient — checked against `T.decoder_backward` and against finite differences; the
+# AdamW update written out as arithmetic; and the memory that training costs beyond the
+# weights: the activations the backward needs, as a formula and as measured bytes, and what
+# FlashAttention's tiled backward saves at long sequences.
+#
+# **The idea behind it.** Training is the forward pass of lesson 10 and 11, run backwards.
+# Every forward function of `transformer/core/` has its backward beside it (`rms_norm` and
+# `rms_norm_backward`, `scaled_dot_product_attention` and
+# `scaled_dot_product_attention_backward`, …), each with its derivation in the docstring and a
+# test against torch autograd. The chain rule chains them. Builds on lesson 10 (the block) and
+# lesson 09 (the tiled attention and its backward by recomputation).
+
+# %%
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+import transformer as T
+from transformer import plotting as P
+FAST = P.fast()  # TRANSFORMER_FAST=1: measure the memory at fewer lengths
+
+# %% [markdown]
+# ## 1. The model and one batch
+#
+# The model of lesson 19: a decoder like SmolLM2 (RMSNorm before each sub-block, RoPE, SwiGLU,
+# the LM head tied to the embedding table), only tiny — $v = 32$ tokens, $d = 64$, $h = 2$
+# heads of $d_h = 32$, $L = 2$ layers. Its weights are a dict of named arrays, drawn as GPT-2
+# draws them. The batch: 8 documents of the induction task (random tokens, then the same tokens
+# again; lesson 19), padded to the longest. The targets are the next tokens of the second half,
+# −100 (ignored) elsewhere.
+
+# %%
+cfg = T.induction_config()
+params = T.init_decoder(cfg, seed=0)
+rng = np.random.default_rng(0)
+docs = T.induction_documents(rng, 8, cfg.v, (4, 16))
+rows = T.induction_rows(docs, packed=False)
+ids, targets = rows.ids, rows.targets  # (b, n)
+b, n = ids.shape
+print(cfg)
+print(f"{sum(p.size for p in params.values()):,} weights in {len(params)} arrays;  batch ids {ids.shape}, "
+      f"{rows.scored} of {ids.size} positions have a target")
+print("document 0:", ids[0].tolist())
+print("targets 0: ", targets[0].tolist())
+
+# %% [markdown]
+# ## 2. Forward: logits, and what is kept for the backward
+#
+# `T.decoder_forward` returns the logits and `saved`, the activations the backward pass will
+# need: per layer the block's input $x$, the normed $a$, $q, k, v$ after RoPE, the attention
+# weights $P$, the attention output $o$, the residual $x_{mid}$ and the normed $f$; then the
+# last residual and its norm. Each is there because some backward formula reads it: the
+# gradient of $Y = XW$ with respect to $W$ is $X^\top dY$, so $X$ must still exist.
+
+# %%
+logits, saved = T.decoder_forward(params, ids, cfg)
+print(f"logits {logits.shape}")
+for name in ["ids", "cos", "sin"] + [k for k in saved if k.startswith("layers.0.")] + ["x_final", "h"]:
+    print(f"  saved[{name!r:18}] {str(saved[name].shape):18} {saved[name].dtype}")
+print(f"  … and the same for layer 1: {len(saved)} arrays in all")
+
+# %% [markdown]
+# ## 3. The loss and its gradient
+#
+# Cross-entropy over the $N$ positions that have a target:
+# $\mathcal{L} = -\frac{1}{N}\sum_i \log \mathrm{softmax}(z_i)_{y_i}$. Its gradient with respect
+# to the logits is the softmax minus the one-hot target, divided by $N$ — and 0 at the
+# ignored positions:
+#
+# $$\frac{\partial \mathcal{L}}{\partial z_i} = \frac{1}{N}\left(\mathrm{softmax}(z_i) - e_{y_i}\right)$$
+
+# %%
+loss = float(T.cross_entropy(logits, targets))
+z = logits.astype(np.float64)
+scored = targets != T.IGNORE_INDEX  # (b, n)
+log_p = z - z.max(-1, keepdims=True)
+log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))  # log softmax, stable
+by_hand = -log_p[scored, targets[scored]].mean()
+print(f"loss {loss:.6f}  (by hand {by_hand:.6f}; chance over the 31 real tokens: ln 31 = {np.log(31):.6f})")
+assert abs(loss - by_hand) < 1e-5
+
+d_logits = T.cross_entropy_backward(logits, targets)  # (b, n, v)
+onehot = np.zeros_like(z)
+onehot[scored, targets[scored]] = 1
+by_hand = (np.exp(log_p) - onehot) * scored[..., None] / scored.sum()
+print(f"d_logits {d_logits.shape}: largest |Δ| from (softmax − one-hot) / N = "
+      f"{np.abs(d_logits - by_hand).max():.1e}")
+assert np.abs(d_logits - by_hand).max() < 1e-7
+
+# %% [markdown]
+# ## 4. Backward, one function at a time
+#
+# Now the chain rule, from the logits back to the embedding table. The forward ran
+# embed → L × [norm1 → q, k, v → RoPE → attention → W_o → +residual → norm2 → SwiGLU → +residual]
+# → norm → LM head; the backward calls each `*_backward` in the reverse order. Three rules
+# recur:
+#
+# - **a residual** $y = x + F(x)$ passes its gradient through unchanged *and* into $F$:
+#   $dx = dy + (\partial F/\partial x)^\top dy$ — so each sub-block's backward *adds* to `dx`;
+# - **a tensor used twice** gets the sum of both gradients: the normed $a$ feeds $W_q, W_k, W_v$,
+#   and the tied $W_E$ is both the embedding table and the LM head;
+# - **a linear map** $Y = XW$ gives $dX = dY\,W^\top$ and $dW = X^\top dY$ (summed over the
+#   batch and the positions).
+#
+# The cell below is `T.decoder_backward` written out; each line prints the shape it produced.
+
+# %%
+grads, steps = {}, []
+
+
+def note(what, *arrays):  # record a backward step and the shapes it produced
+    steps.append((what, " ".join(str(tuple(a.shape)) for a in arrays)))
+
+
+dh, dW_head = T.lm_head_backward(d_logits, saved["h"], params["W_E"])  # logits = h W_Eᵀ
+note("lm_head_backward -> dh, dW_E (head)", dh, dW_head)
+dx, grads["norm"] = T.rms_norm_backward(dh, saved["x_final"], params["norm"], cfg.eps)
+note("rms_norm_backward (final norm) -> dx, dγ", dx, grads["norm"])
+for l in reversed(range(cfg.L)):
+    s = {k.split(".", 2)[2]: t for k, t in saved.items() if k.startswith(f"layers.{l}.")}
+    p = {k.split(".", 2)[2]: w for k, w in params.items() if k.startswith(f"layers.{l}.")}
+    g = {}
+    # FFN sub-block:  x_out = x_mid + SwiGLU(RMSNorm(x_mid))
+    df, g["W_gate"], g["W_up"], g["W_down"] = T.swiglu_ffn_backward(dx, s["f"], p["W_gate"], p["W_up"], p["W_down"])
+    note(f"L{l} swiglu_ffn_backward -> df, dW_gate, dW_up, dW_down", df, g["W_gate"], g["W_up"], g["W_down"])
+    d_mid, g["norm2"] = T.rms_norm_backward(df, s["x_mid"], p["norm2"], cfg.eps)
+    dx = dx + d_mid  # the residual: the gradient passes by and into the FFN
+    note(f"L{l} rms_norm_backward (norm2) -> dx_mid, dγ₂;  dx += dx_mid", d_mid, g["norm2"])
+    # attention sub-block:  x_mid = x + merge(o) W_o
+    dz, g["W_o"], _ = T.linear_backward(dx, T.merge_heads(s["o"]), p["W_o"])
+    note(f"L{l} linear_backward (W_o) -> dz, dW_o", dz, g["W_o"])
+    do = T.merge_heads_backward(dz, cfg.h)
+    note(f"L{l} merge_heads_backward -> do", do)
+    dq, dk, dv = T.scaled_dot_product_attention_backward(do, s["q"], s["k"], s["v"], s["P"])
+    note(f"L{l} scaled_dot_product_attention_backward -> dq, dk, dv", dq, dk, dv)
+    dq = T.apply_rope_half_backward(dq, saved["cos"], saved["sin"])  # RoPE's transpose: rotate by −θ
+    dk = T.apply_rope_half_backward(dk, saved["cos"], saved["sin"])
+    note(f"L{l} apply_rope_half_backward -> dq, dk", dq, dk)
+    da = 0
+    for name, dH in (("W_q", dq), ("W_k", dk), ("W_v", dv)):  # a feeds three projections: their da add
+        dA, g[name], _ = T.linear_backward(T.split_heads_backward(dH), s["a"], p[name])
+        da = da + dA
+    note(f"L{l} split_heads_backward + linear_backward ×3 -> da, dW_q, dW_k, dW_v", da, g["W_q"], g["W_k"], g["W_v"])
+    d_attn, g["norm1"] = T.rms_norm_backward(da, s["x"], p["norm1"], cfg.eps)
+    dx = dx + d_attn
+    note(f"L{l} rms_norm_backward (norm1) -> dx_attn, dγ₁;  dx += dx_attn", d_attn, g["norm1"])
+    grads.update({f"layers.{l}.{k}": t for k, t in g.items()})
+grads["W_E"] = T.embed_backward(dx, ids, cfg.v) + dW_head  # tied: the table's two uses add
+note("embed_backward -> dW_E (table);  dW_E = table + head", grads["W_E"])
+for what, shapes in steps:
+    print(f"{what:72s} {shapes}")
+
+# %% [markdown]
+# The same, in one call: `T.decoder_backward` walks exactly these steps. And an independent
+# check: the gradient of one weight by finite differences in float64,
+# $\frac{\mathcal{L}(\theta + \epsilon) - \mathcal{L}(\theta - \epsilon)}{2\epsilon}$, which knows
+# nothing about backward passes.
+
+# %%
+reference = T.decoder_backward(d_logits, saved, params, cfg)
+worst = max(float(np.abs(grads[k] - reference[k]).max()) for k in params)
+print(f"by hand vs T.decoder_backward: {len(params)} gradients, largest |Δ| = {worst:.1e}")
+assert worst < 1e-6
+
+p64 = {k: w.astype(np.float64) for k, w in params.items()}
+_, g64 = T.decoder_loss_and_grads(p64, ids, targets, cfg)
+eps = 1e-5
+for name, idx in (("layers.0.W_q", (3, 5)), ("layers.1.norm2", (7,)), ("W_E", (int(ids[0, 9]), 2))):
+    plus, minus = {**p64, name: p64[name].copy()}, {**p64, name: p64[name].copy()}
+    plus[name][idx] += eps
+    minus[name][idx] -= eps
+    L_plus, L_minus = (T.decoder_loss_and_grads(p_, ids, targets, cfg)[0] for p_ in (plus, minus))
+    fd = (L_plus - L_minus) / (2 * eps)
+    print(f"∂L/∂{name}{list(idx)}: backward {g64[name][idx]:+.8f}, finite difference {fd:+.8f}")
+    assert abs(g64[name][idx] - fd) < 1e-6 * max(1, abs(fd)) + 1e-9
+
+# %% [markdown]
+# ## 5. The update: clipping, the learning rate, AdamW
+#
+# Three things happen between the gradient and the new weights.
+#
+# 1. **Clip** the gradient's global norm $\lVert g \rVert_2$ (over all arrays at once) to 1:
+#    one factor for every array, so the direction is kept.
+# 2. **The learning rate** of this step: a linear warm-up from $\eta_{max}/100$ over 100
+#    steps, then a cosine to 0 (`T.lr_at`).
+# 3. **AdamW**: running means of $g$ and $g^2$, corrected for having started at 0, and a weight
+#    decay $\lambda$ that shrinks the matrices (not the norms' gains) directly:
+#
+# $$\theta \leftarrow \theta\,(1 - \eta\lambda),\quad m \leftarrow \beta_1 m + (1-\beta_1) g,\quad
+#   v \leftarrow \beta_2 v + (1-\beta_2) g^2,\quad
+#   \theta \leftarrow \theta - \eta\,\frac{m/(1-\beta_1^t)}{\sqrt{v/(1-\beta_2^t)} + \epsilon}$$
+#
+# At step $t = 1$, $m/(1-\beta_1) = g$ and $v/(1-\beta_2) = g^2$: every weight moves by
+# $\eta\, g/(|g| + \epsilon) \approx \pm\eta$, whatever the size of its gradient.
+
+# %%
+lr_max, warmup, total, lam, (beta1, beta2), adam_eps = 3e-3, 100, 600, 0.1, (0.9, 0.95), 1e-8
+g = {k: v.copy() for k, v in grads.items()}
+norm = T.clip_by_global_norm(g, 1.0)
+lr = T.lr_at(0, lr_max=lr_max, warmup=warmup, total=total)
+print(f"‖g‖₂ = {norm:.4f} (clipped to 1: {'yes' if norm > 1 else 'no, already below'}); "
+      f"lr at step 0 = {lr:.1e} = lr_max / warmup")
+
+by_hand = {}
+for name, theta in params.items():
+    gk = g[name].astype(np.float64)
+    m = (1 - beta1) * gk  # β₁·0 + (1 − β₁)·g
+    v = (1 - beta2) * gk ** 2
+    m_hat, v_hat = m / (1 - beta1), v / (1 - beta2)  # t = 1: m̂ = g, v̂ = g²
+    decayed = theta * (1 - lr * lam) if theta.ndim >= 2 else theta  # matrices only
+    by_hand[name] = decayed - lr * m_hat / (np.sqrt(v_hat) + adam_eps)
+
+after = {k: w.copy() for k, w in params.items()}
+T.adamw_step(after, g, T.adamw_state(after), lr, betas=(beta1, beta2), eps=adam_eps, weight_decay=lam)
+worst = max(float(np.abs(after[k] - by_hand[k]).max()) for k in params)
+moved = np.abs(after["layers.0.W_q"] - params["layers.0.W_q"])
+print(f"AdamW by hand (float64) vs T.adamw_step (float32): largest |Δ| = {worst:.1e} = {worst / lr:.0e} of a "
+      f"step η; layers.0.W_q moved by {moved.min():.2e} … {moved.max():.2e} (lr = {lr:.1e})")
+assert worst < 1e-2 * lr  # float32 rounding of weights near 1 (the norms' gains): 6e-8
+
+# %%
+name = "layers.0.W_q"
+fig, _ = P.training.adamw_vs_sgd(g[name], after[name] - params[name], -lr * g[name], lr=lr, name=name)
+P.save(fig, P.figure_path("18_adamw_update.png"))
+
+# %% [markdown]
+# With the same $\eta$, SGD moves each weight by $\eta |g|$: here thousands to a billion times less
+# than AdamW, and a weight with a small gradient barely moves at all. AdamW's first step moves
+# every weight of the matrix by $\eta$ (plus the decay's $\eta\lambda\theta$, too small to see),
+# opposite to its gradient — except the few whose gradient is as small as $\epsilon = 10^{-8}$.
+# That is why AdamW's learning rates ($10^{-4}$ to $10^{-2}$) mean the same across layers of
+# different gradient scales. Later steps average: $m$ and $v$ remember about
+# $1/(1-\beta_1) = 10$ and $1/(1-\beta_2) = 20$ steps.
+
+# %% [markdown]
+# ## 6. The memory training costs: the saved activations
+#
+# Inference can drop each activation once the next layer has read it; training must keep
+# every entry of `saved` until the backward pass reaches it. `T.activation_bytes` counts them
+# (per layer: $x, a, x_{mid}, f$ of $b n d$ each; $q, o$ of $b h n d_h$; $k, v$ of
+# $b h_{kv} n d_h$; and the weights $P$ of $b h n^2$ — plus the last residual and its norm, the
+# RoPE tables and the ids). We compare it with the bytes the arrays really hold
+# (`.nbytes`) and with what Python's allocator saw (`tracemalloc`: every NumPy allocation
+# during the forward pass, those still alive at its end and the peak).
+
+# %%
+formula = T.activation_bytes(cfg, b, n)
+nbytes = sum(a.nbytes for a in saved.values())
+tracemalloc.start()
+logits_t, saved_t = T.decoder_forward(params, ids, cfg)
+alive, peak = tracemalloc.get_traced_memory()
+tracemalloc.stop()
+print(f"b = {b}, n = {n}:  formula {formula:,} B   Σ .nbytes of saved {nbytes:,} B")
+print(f"tracemalloc: alive after the forward {alive:,} B = saved + logits ({logits_t.nbytes:,} B) + "
+      f"{alive - nbytes - logits_t.nbytes:,} B of bookkeeping; peak {peak:,} B (temporaries included)")
+assert formula == nbytes and 0 <= alive - nbytes - logits_t.nbytes < 0.05 * nbytes
+del logits_t, saved_t
+
+# %% [markdown]
+# Only the weights $P$ grow as $n^2$. FlashAttention's backward (lesson 09) keeps instead each
+# row's log-sum-exp, $b h n$ numbers, and recomputes $P$ tile by tile from $q, k$ and it:
+# `decoder_forward(..., attention="tiled")`. The gradients are the same:
+
+# %%
+_, g_plain = T.decoder_loss_and_grads(params, ids, targets, cfg)
+_, g_tiled = T.decoder_loss_and_grads(params, ids, targets, cfg, attention="tiled", block_q=8, block_k=8)
+worst = max(float(np.abs(g_plain[k] - g_tiled[k]).max()) for k in params)
+print(f"gradients, plain vs tiled backward (tiles of 8 × 8): largest |Δ| = {worst:.1e}")
+assert worst < 1e-6
+
+# %% [markdown]
+# Over $n$, for one sequence ($b = 1$) of the same model: the formula for both, and the
+# measured `.nbytes` at a few lengths (the model gets `n_max = 8192`; nothing else changes).
+
+# %%
+long_cfg = T.DecoderConfig(**{**T.INDUCTION_SIZES, "n_max": 8192})
+n_all = 2 ** np.arange(6, 14)  # 64 … 8192
+n_measured = [64, 128, 256] if FAST else [64, 128, 256, 512, 1024]
+formulas = {kind: [T.activation_bytes(long_cfg, 1, int(m), attention=kind) for m in n_all]
+            for kind in ("plain", "tiled")}
+measured = {"plain": [], "tiled": []}
+breakdown = {}
+for m in n_measured:
+    x_ids = rng.integers(1, cfg.v, size=(1, m))
+    for kind in ("plain", "tiled"):
+        t0 = time.perf_counter()
+        _, sv = T.decoder_forward(params, x_ids, long_cfg, attention=kind)
+        measured[kind].append(sum(a.nbytes for a in sv.values()))
+        assert measured[kind][-1] == T.activation_bytes(long_cfg, 1, m, attention=kind)
+        if m == n_measured[-1]:
+            parts = {"P (plain) / lse (tiled)": 0, "q, k, v, o": 0, "x, a, x_mid, f": 0, "the rest": 0}
+            for key, a in sv.items():
+                kind_of = key.rsplit(".", 1)[-1]
+                part = ("P (plain) / lse (tiled)" if kind_of in ("P", "lse") else "q, k, v, o" if kind_of in "qkvo"
+                        else "x, a, x_mid, f" if kind_of in ("x", "a", "x_mid", "f") else "the rest")
+                parts[part] += a.nbytes
+            breakdown[kind] = parts
+for i, m in enumerate(n_measured):
+    print(f"n = {m:5d}: plain {measured['plain'][i] / 2**20:8.2f} MiB   tiled {measured['tiled'][i] / 2**20:6.2f} MiB")
+ratio = formulas["plain"][-1] / formulas["tiled"][-1]
+print(f"at n = 8192 (formula): plain {formulas['plain'][-1] / 2**30:.2f} GiB, "
+      f"tiled {formulas['tiled'][-1] / 2**20:.1f} MiB, {ratio:.0f} × less")
+
+# %%
+label = {"plain": "plain attention: keeps P (b·h·n²)", "tiled": "tiled: keeps the log-sum-exp (b·h·n)"}
+fig, _ = P.training.activation_memory(
+    n_all, {label[k]: formulas[k] for k in label}, {label[k]: measured[k] for k in label},
+    {"plain": breakdown["plain"], "tiled": breakdown["tiled"]}, n_measured=n_measured, n_breakdown=n_measured[-1],
+    suptitle="Training memory beyond the weights: the tiny decoder, one sequence (b = 1)")
+P.save(fig, P.figure_path("18_activation_memory.png"))
+
+# %% [markdown]
+# Per layer, the $n^2$ term $h n^2$ overtakes the linear ones, $(4d + 2 h d_h + 2 h_{kv} d_h)\,n$,
+# at $n = (4d + 2 h d_h + 2 h_{kv} d_h)/h = 256$ tokens; at 8192 tokens the plain backward would
+# keep over a gigabyte for a model of 0.1 M weights. The tiled one stays linear in $n$: its price is
+# recomputing the scores in the backward pass (lesson 09's extra matrix product per tile).
+#
+# **Takeaways.** A training step is: forward (keep what the backward needs), loss, backward
+# (each forward function's transpose, in reverse, summing the gradients of tensors used twice
+# and of residuals), clip, learning rate, AdamW. Each piece is checked: by hand here, against
+# torch autograd and finite differences in the tests. The memory of training is the weights,
+# AdamW's two moments (twice the weights), and the activations — the only part that grows with
+# $n$, and with $n^2$ unless attention is tiled.
+
+# %% [markdown]
+# ## Try it
+#
+# Predict first, then compute. Worked solutions, each checked against the package by
+# `tests/test_exercises.py`, are in `lessons/solutions/18_training_step.py`.
+#
+# 1. **The loss's gradient.** Logits $(2, 0, 0)$ at one position whose target is token 0, and no
+#    other position scored: what is $\partial\mathcal{L}/\partial z$? Check with
+#    `T.cross_entropy_backward`.
+# 2. **AdamW's first step.** A matrix entry $\theta = 0.5$ with gradient $g = -0.2$, $\eta = 0.01$,
+#    $\lambda = 0.1$: what is $\theta$ after one step? And for a norm's gain with the same numbers?
+# 3. **Activation bytes.** The lesson's model at $b = 1$, $n = 512$: how many bytes does the plain
+#    backward keep, and how many the tiled one? Use the formula of section 6.

@@ -1,0 +1,228 @@
+/* The course's interactive views: what every view shares.
+ *
+ * A view is a placeholder in a lesson, <div class="tfs-view" data-view="NAME"></div>, and a
+ * script NAME.js beside this one that registers {name, src, draw(el, data, V)}. When the
+ * placeholder comes near the screen, its data file data/NAME.js (written by
+ * site/export_views.py from the package's own numbers) is loaded with a <script> tag, found
+ * relative to the view script's URL: a page opened from file:// may not fetch a file. Then
+ * draw() builds the view with plain DOM and SVG. No dependency, no network.
+ *
+ * The scripts may load in any order: a view script queues itself in TFS_VIEWS_PENDING and this
+ * file starts everything queued, now or later.
+ */
+(function () {
+  "use strict";
+  if (window.TFS_VIEWS && window.TFS_VIEWS.flush) { window.TFS_VIEWS.flush(); return; }
+
+  var SVG_NS = "http://www.w3.org/2000/svg";
+  // The figures' colours (transformer/plotting/style.py)
+  var COLORS = {
+    on: "#1f4e79", off: "#e6e6e6", partial: "#7fb3d5", text: "#222222", muted: "#6b6b6b",
+    lines: ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+  };
+  // matplotlib's "Blues" (weights: 0 white, 1 dark blue) and "RdBu_r" (scores: negative blue, positive red)
+  var BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
+  var RDBU_R = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582",
+                "#d6604d", "#b2182b", "#67001f"];
+
+  function hexRgb(h) { return [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)]; }
+  function ramp(stops) {
+    var rgb = stops.map(hexRgb);
+    return function (t) {  // t in [0, 1] -> [r, g, b]
+      t = Math.max(0, Math.min(1, isFinite(t) ? t : 0)) * (rgb.length - 1);
+      var i = Math.min(rgb.length - 2, Math.floor(t)), f = t - i;
+      return [0, 1, 2].map(function (c) { return Math.round(rgb[i][c] + f * (rgb[i + 1][c] - rgb[i][c])); });
+    };
+  }
+  var bluesRgb = ramp(BLUES), rdbuRgb = ramp(RDBU_R);
+  function css(rgb) { return "rgb(" + rgb[0] + "," + rgb[1] + "," + rgb[2] + ")"; }
+
+  // --- DOM and SVG builders ------------------------------------------------------------------
+  function setAttrs(node, attrs) {
+    Object.keys(attrs || {}).forEach(function (k) {
+      var v = attrs[k];
+      if (v === undefined || v === null || v === false) return;
+      if (k === "text") node.textContent = v;
+      else if (k === "style" && typeof v === "object") Object.keys(v).forEach(function (s) { node.style[s] = v[s]; });
+      else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    });
+    return node;
+  }
+  function h(tag, attrs, parent) {  // an HTML element
+    var node = setAttrs(document.createElement(tag), attrs);
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function s(tag, attrs, parent) {  // an SVG element
+    var node = setAttrs(document.createElementNS(SVG_NS, tag), attrs);
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+  // --- numbers -------------------------------------------------------------------------------
+  function fmtInt(n) { return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  function fmtBytes(n) {
+    if (n >= 1048576) return (n / 1048576).toFixed(2) + " MiB";
+    if (n >= 1024) return (n / 1024).toFixed(1) + " KiB";
+    return fmtInt(n) + " B";
+  }
+  function short(w) {  // a weight in [0, 1] in a small cell: ".42", "1"
+    var t = w.toFixed(2);
+    return t === "1.00" ? "1" : t.slice(1);
+  }
+  function fmt(x, digits) {  // a number for a label; "—" for none
+    if (x === null || x === undefined || !isFinite(x)) return "—";
+    return Number(x).toFixed(digits === undefined ? 3 : digits);
+  }
+
+  // --- controls ------------------------------------------------------------------------------
+  function control(parent, label) {
+    var box = h("label", {"class": "tfs-control"}, parent);
+    h("span", {"class": "tfs-control-label", text: label}, box);
+    return box;
+  }
+  function select(parent, o) {  // o: {label, options: [[value, text]], value, role, onChange}
+    var box = control(parent, o.label);
+    var sel = h("select", {"data-role": o.role}, box);
+    o.options.forEach(function (opt) { h("option", {value: String(opt[0]), text: opt[1]}, sel); });
+    sel.value = String(o.value);
+    sel.addEventListener("change", function () { o.onChange(sel.value); });
+    return sel;
+  }
+  function slider(parent, o) {  // o: {label, min, max, step, value, role, format(v), onInput(v)}
+    var box = control(parent, o.label);
+    var input = h("input", {type: "range", min: o.min, max: o.max, step: o.step || 1, value: o.value,
+                            "data-role": o.role}, box);
+    var out = h("output", {"class": "tfs-control-value"}, box);
+    function show() { out.textContent = o.format ? o.format(Number(input.value)) : input.value; }
+    input.addEventListener("input", function () { show(); o.onInput(Number(input.value)); });
+    show();
+    return {input: input, box: box, set: function (v) { input.value = v; show(); }, refresh: show};
+  }
+  // A slider over steps with back / forward / play buttons
+  function stepper(parent, o) {  // o: {label, max, value, role, format(v), onInput(v)}
+    var row = h("div", {"class": "tfs-stepper"}, parent);
+    var back = h("button", {type: "button", "class": "tfs-button", title: "one step back", text: "◀"}, row);
+    var play = h("button", {type: "button", "class": "tfs-button", title: "play", text: "▶ play"}, row);
+    var fwd = h("button", {type: "button", "class": "tfs-button", title: "one step forward", text: "▶"}, row);
+    var sl = slider(row, {label: o.label, min: 0, max: o.max, value: o.value || 0, role: o.role,
+                          format: o.format, onInput: function (v) { stop(); o.onInput(v); }});
+    sl.box.classList.add("tfs-stepper-slider");
+    var timer = null;
+    function go(v) { v = Math.max(0, Math.min(o.max, v)); sl.set(v); o.onInput(v); }
+    function stop() { if (timer) { clearInterval(timer); timer = null; play.textContent = "▶ play"; } }
+    back.addEventListener("click", function () { stop(); go(Number(sl.input.value) - 1); });
+    fwd.addEventListener("click", function () { stop(); go(Number(sl.input.value) + 1); });
+    play.addEventListener("click", function () {
+      if (timer) { stop(); return; }
+      if (Number(sl.input.value) >= o.max) go(0);
+      play.textContent = "❚❚ pause";
+      timer = setInterval(function () {
+        if (Number(sl.input.value) >= o.max) { stop(); return; }
+        go(Number(sl.input.value) + 1);
+      }, o.interval || 900);
+    });
+    return sl;
+  }
+  function legend(parent, items) {  // items: [[colour, text, extra css]]
+    var box = h("div", {"class": "tfs-legend"}, parent);
+    items.forEach(function (it) {
+      var item = h("span", {"class": "tfs-legend-item"}, box);
+      h("span", {"class": "tfs-swatch", style: Object.assign({background: it[0]}, it[2] || {})}, item);
+      h("span", {text: it[1]}, item);
+    });
+    return box;
+  }
+  // A colour bar for weights in [0, vmax]
+  function colorbar(parent, label, vmax) {
+    var box = h("div", {"class": "tfs-colorbar"}, parent);
+    h("span", {text: label + " 0"}, box);
+    var bar = h("span", {"class": "tfs-colorbar-ramp"}, box);
+    bar.style.background = "linear-gradient(to right, " + BLUES.join(", ") + ")";
+    h("span", {text: String(vmax === undefined ? 1 : vmax)}, box);
+    return box;
+  }
+
+  // --- loading the data and starting the views -----------------------------------------------
+  var loads = {};
+  function dataUrl(name, src) {
+    var base = (src || "").replace(/[?#].*$/, "").replace(/[^\/]*$/, "");  // the view script's folder
+    return base + "data/" + name + ".js";
+  }
+  function loadData(name, src) {
+    if (!loads[name]) {
+      loads[name] = new Promise(function (resolve, reject) {
+        var have = window.TFS_VIEWS_DATA && window.TFS_VIEWS_DATA[name];
+        if (have) { resolve(have); return; }
+        var tag = document.createElement("script");
+        tag.src = dataUrl(name, src);
+        tag.async = true;
+        tag.onload = function () {
+          var d = window.TFS_VIEWS_DATA && window.TFS_VIEWS_DATA[name];
+          if (d) resolve(d); else reject(new Error("the file did not define its data"));
+        };
+        tag.onerror = function () { reject(new Error("not found")); };
+        document.head.appendChild(tag);
+      });
+    }
+    return loads[name];
+  }
+  function message(el, text) {
+    clear(el);
+    h("p", {"class": "tfs-message", text: text}, el);
+  }
+  var api = {COLORS: COLORS, BLUES: BLUES, blues: function (t) { return css(bluesRgb(t)); }, bluesRgb: bluesRgb,
+             rdbu: function (t) { return css(rdbuRgb(t)); }, h: h, s: s, clear: clear, fmt: fmt, short: short,
+             fmtInt: fmtInt, fmtBytes: fmtBytes, select: select, slider: slider, stepper: stepper,
+             legend: legend, colorbar: colorbar, message: message};
+
+  function start(view, el) {
+    el.setAttribute("data-state", "loading");
+    message(el, "Loading the view…");
+    loadData(view.name, view.src).then(function (data) {
+      clear(el);
+      el.classList.add("tfs-view-" + view.name);
+      if (view.title) h("div", {"class": "tfs-title", text: view.title}, el);
+      try {
+        view.draw(el, data, api);
+        el.setAttribute("data-state", "ready");
+      } catch (err) {
+        message(el, "This view could not be drawn (" + err.message + ").");
+        el.setAttribute("data-state", "error");
+      }
+    }, function () {
+      message(el, "The data of this view (data/" + view.name + ".js) is missing: build the site with `make site`.");
+      el.setAttribute("data-state", "missing");
+    });
+  }
+
+  var registered = {};
+  var observer = ("IntersectionObserver" in window) ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (!e.isIntersecting) return;
+      observer.unobserve(e.target);
+      var view = registered[e.target.getAttribute("data-view")];
+      if (view) start(view, e.target);
+    });
+  }, {rootMargin: "800px 0px"}) : null;
+
+  function scan() {
+    var els = document.querySelectorAll("div.tfs-view[data-view]");
+    Array.prototype.forEach.call(els, function (el) {
+      var view = registered[el.getAttribute("data-view")];
+      if (!view || el.getAttribute("data-state")) return;
+      el.setAttribute("data-state", "waiting");
+      if (observer) observer.observe(el); else start(view, el);  // lazily: only near the screen
+    });
+  }
+  function flush() {
+    var pending = window.TFS_VIEWS_PENDING || [];
+    while (pending.length) { var v = pending.shift(); registered[v.name] = v; }
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scan);
+    else scan();
+  }
+  window.TFS_VIEWS = {flush: flush, api: api, dataUrl: dataUrl};
+  flush();
+})();

@@ -1,0 +1,209 @@
+"""`python -m transformer train induction|translate` and `generate --checkpoint DIR`.
+
+The trained induction decoder must continue a repeated sequence as the task defines it (written
+out here); its printed held-out accuracy must be the one torch computes from the checkpoint's
+weights; the translation model's output must be `translate_greedy`'s, detokenized; every bad
+argument and a corrupt checkpoint give one line, "error: …", and exit 2 — before any training."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import transformer as T
+from transformer.cli.main import main
+from torch_tiny import TorchTinyDecoder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_error_line(rc, out, err, match):
+    assert rc == 2 and out == "", (rc, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert match in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def induction_dir(tmp_path_factory):
+    """The default induction run, through the command line (a subprocess, as a user runs it)."""
+    out = tmp_path_factory.mktemp("cli") / "induction"
+    env = dict(os.environ, TQDM_DISABLE="1")
+    res = subprocess.run([sys.executable, "-m", "transformer", "train", "induction", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return out, res.stdout
+
+
+def test_train_induction_writes_its_files_and_ends_with_the_accuracy(induction_dir):
+    out, stdout = induction_dir
+    assert (out / "checkpoint.npz").is_file() and (out / "metrics.json").is_file()
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("held-out accuracy: ")
+    printed = float(last.split(": ")[1].split("%")[0]) / 100
+    params, cfg, _ = T.load_decoder(out)
+    # the printed number against torch's greedy accuracy on the same held-out documents (seed 0 + 10 000)
+    docs = T.induction_documents(np.random.default_rng(T.HELDOUT_SEED_OFFSET), 256, cfg.v, (4, 16), split="heldout")
+    model = TorchTinyDecoder(cfg, {k: np.asarray(w, np.float64) for k, w in params.items()})
+    right = total = 0
+    with torch.no_grad():
+        for d in docs:
+            m = len(d) // 2
+            pred = model(np.asarray(d)[None]).argmax(-1).numpy()[0]
+            right += int((pred[m:-1] == d[m + 1:]).sum())
+            total += m - 1
+    assert abs(printed - right / total) < 6e-5 and printed >= 0.99
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["loss"]) == metrics["steps"] == 600
+
+
+def test_generate_continues_a_repeated_sequence(induction_dir, capsys):
+    out, _ = induction_dir
+    first = [3, 17, 5, 9, 11, 26, 30, 2]
+    prompt = first + first[:2]
+    rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", out, " ".join(map(str, prompt)),
+                            "--max-new-tokens", 6)
+    assert rc == 0
+    given, new = stdout.strip().split(" | ")
+    assert given.split() == [str(t) for t in prompt]
+    assert [int(t) for t in new.split()] == first[2:]  # the rest of the copy: induction
+
+
+def test_generate_defaults_to_filling_n_max(induction_dir, capsys):
+    out, _ = induction_dir
+    rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", out, "3,17,5")
+    assert rc == 0 and len(stdout.replace("|", " ").split()) == T.induction_config().n_max
+
+
+def test_train_translate_and_translate_a_sentence(tmp_path, capsys):
+    out = tmp_path / "translate"
+    rc, stdout, _ = run_cli(capsys, "train", "translate", "--steps", 3, "--seed", 2, "--out", out)
+    assert rc == 0 and stdout.strip().splitlines()[-1].startswith("held-out accuracy: ")
+    assert (out / "checkpoint.npz").is_file() and (out / "metrics.json").is_file()
+    rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", out, "ka lu mi")
+    assert rc == 0
+    params, cfg, vocab = T.load_seq2seq(out)
+    src = np.array([[vocab.id_of(w) for w in ("ka", "lu", "mi")]])
+    ids, _ = T.translate_greedy(params, cfg, src, np.array([3]), cfg.n_max, bos=vocab.bos, eos=vocab.eos,
+                                pad=vocab.pad)
+    assert stdout.strip() == T.detokenize(np.asarray(ids)[0], vocab)
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka lu", "--max-new-tokens", 0),
+                   "a translation takes at least one step")
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka 3"),
+                   "'3' is not a word of the source language")
+
+
+def test_train_without_out_saves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, stdout, _ = run_cli(capsys, "train", "induction", "--steps", 2)
+    assert rc == 0 and "nothing saved" in stdout and list(tmp_path.iterdir()) == []
+    assert stdout.strip().splitlines()[-1].startswith("held-out accuracy: ")
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["train", "induction", "--steps", "0"], "--steps must be an integer ≥ 1, got 0"),
+    (["train", "induction", "--steps", "-5"], "--steps must be an integer ≥ 1, got -5"),
+    (["train", "induction", "--seed", "-1"], "--seed must be an integer ≥ 0, got -1"),
+    (["train", "translate", "--packed"], "--packed applies to the induction task only"),
+    (["train", "induction", "--out", ""], "--out must name a folder"),
+])
+def test_bad_train_options_are_one_line(argv, match, capsys):
+    t0 = time.perf_counter()
+    one_error_line(*run_cli(capsys, *argv), match)
+    assert time.perf_counter() - t0 < 5  # refused before any training
+
+
+def test_unknown_task_and_bad_numbers_are_argparse_one_liners(capsys):
+    for argv, match in ((["train", "sorting"], "invalid choice: 'sorting'"),
+                        (["train", "induction", "--steps", "ten"], "invalid int value: 'ten'")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        out, err = capsys.readouterr()
+        assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and match in err, err
+
+
+def test_out_that_cannot_hold_the_files_is_refused_before_training(tmp_path, capsys):
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    t0 = time.perf_counter()
+    one_error_line(*run_cli(capsys, "train", "induction", "--out", f), "exists and is not a folder")
+    one_error_line(*run_cli(capsys, "train", "induction", "--out", f / "below"), "cannot write into")
+    (tmp_path / "d" / "checkpoint.npz").mkdir(parents=True)
+    one_error_line(*run_cli(capsys, "train", "translate", "--out", tmp_path / "d"), "checkpoint.npz is a folder")
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root may write anywhere")
+def test_read_only_out_is_refused(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        one_error_line(*run_cli(capsys, "train", "induction", "--out", ro / "run"), "cannot write into")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_corrupt_or_missing_checkpoint_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "checkpoint.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", bad, "3 4"), "not a checkpoint")
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", tmp_path / "none", "3 4"), "no checkpoint")
+    T.save_checkpoint(tmp_path / "odd", {"W": np.ones((2, 2), np.float32)}, {"kind": "mystery"})
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", tmp_path / "odd", "3 4"), "unknown model kind")
+    cfg = T.induction_config()
+    T.save_checkpoint(tmp_path / "lying", T.init_decoder(cfg, 0), {**T.INDUCTION_SIZES, "kind": "decoder", "L": 3})
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", tmp_path / "lying", "3 4"),
+                   "parameter 'layers.2.norm1' is missing")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):  # an untrained decoder checkpoint: enough for the refusals
+    out = tmp_path_factory.mktemp("tiny")
+    T.save_checkpoint(out, T.init_decoder(T.induction_config(), 0),
+                      {**T.INDUCTION_SIZES, "kind": "decoder", "task": "induction", "first_token": 1})
+    return out
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["3 x"], "prompt token 'x' is not a token id"),
+    (["3 32"], "prompt token id 32 is outside this model's vocabulary 1…31"),
+    (["0 3"], "prompt token id 0 is outside"),  # 0 is padding: never a prompt token
+    (["  "], "the prompt is empty"),
+    ([" ".join(["3"] * 65)], "longer than the model's n_max=64"),
+    (["3 4", "--max-new-tokens", "63"], "lower --max-new-tokens to at most 62"),
+    (["3 4", "--max-new-tokens", "-1"], "--max-new-tokens must be ≥ 0"),
+    (["3 4", "--temperature", "0.7"], "--temperature: not used with --checkpoint"),
+    (["3 4", "--chat"], "--chat: not used with --checkpoint"),
+    (["3 4", "--backend", "cupy"], "a checkpoint runs on numpy"),
+])
+def test_bad_generate_requests_are_one_line(tiny_dir, extra, match, capsys):
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", tiny_dir, *extra), match)
+
+
+def test_generate_without_checkpoint_still_defaults_to_64_new_tokens(monkeypatch, capsys):
+    """--max-new-tokens now defaults to None (a checkpoint's n_max); SmolLM2's path still asks for 64."""
+    import types
+    from transformer.models import llama_gguf
+    seen = {}
+
+    def stream(ids, max_new_tokens, **kw):
+        seen["max_new_tokens"] = max_new_tokens
+        raise ValueError("no model in this test")
+
+    fake = types.SimpleNamespace(tokenizer=types.SimpleNamespace(encode=lambda text: [1, 2]), stream=stream)
+    monkeypatch.setattr(llama_gguf, "load_llama", lambda path=None, backend="numpy": fake)
+    rc, _, err = run_cli(capsys, "generate", "Hello")
+    assert rc == 2 and "no model in this test" in err and seen["max_new_tokens"] == 64

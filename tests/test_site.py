@@ -1,0 +1,202 @@
+"""The course website, read in a real browser (headless Chromium through Playwright).
+
+The site is _build/site/ (`make site`; built here in fast mode if it is missing), served on
+127.0.0.1. Every page must load with no console or page error and no request leaving 127.0.0.1,
+every image must load, the math must be typeset (no raw `$$` or `\\frac` left in the text), and no
+path of the build machine may show. Every lesson has its page, in order, reached by "next" from the
+home page; the search finds "softmax"; the gallery shows every figure figures/README.md captions; the
+interactive views' scripts and placeholders reach the pages. The last test breaks a page on purpose
+and checks that each check catches it.
+
+Without Chromium or Playwright these tests skip, and `make test` ends by saying so.
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import site_support
+from site_support import ROOT, open_page, page_problems
+
+LESSONS = sorted(p for p in (ROOT / "lessons").glob("[0-9][0-9]_*.py"))
+GALLERY = re.findall(r"!\[\]\(([\w.]+\.png)\)", (ROOT / "figures" / "README.md").read_text(encoding="utf-8"))
+PAGES = (["index.html"] + [f"lessons/{p.stem}.html" for p in LESSONS] + ["figures/README.html"]
+         + [f"docs/{p.stem}.html" for p in sorted((ROOT / "docs").glob("*.md"))]
+         + [f"benchmarks/results/{p.stem}.html" for p in sorted((ROOT / "benchmarks" / "results").glob("*.md"))]
+         + ["api/index.html"])
+INLINE_MATH = re.compile(r"\$\$|(?<![\w`$\\])\$[^\s$`][^$`\n]*\$")
+
+
+def source_has_math(page: str) -> bool | None:
+    """Whether the page's source writes a formula in $…$ (lessons and docs); None for generated pages."""
+    if page.startswith("lessons/"):
+        src = ROOT / "lessons" / (Path(page).stem + ".py")
+    elif page.startswith("docs/"):
+        src = ROOT / "docs" / (Path(page).stem + ".md")
+    else:
+        return None
+    text = re.sub(r"`[^`\n]*`", "", src.read_text(encoding="utf-8"))  # code spans are not math
+    return bool(INLINE_MATH.search(text))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_is_clean(page, site_dir, site_url, browser_context):
+    assert (site_dir / page).is_file(), f"{page} is not in the built site (rebuild it: make site)"
+    p, log = open_page(browser_context, site_url + page)
+    problems = page_problems(p, log, expect_math=source_has_math(page))
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+
+
+def test_api_pages_are_clean_and_list_every_public_name(site_dir, site_url, browser_context):
+    import transformer as T
+
+    pages = sorted((site_dir / "api").glob("*.html"))
+    assert len(pages) > 2, "the API reference has no folder pages"
+    documented = set()
+    for path in pages:
+        p, log = open_page(browser_context, site_url + f"api/{path.name}")
+        problems = page_problems(p, log)
+        assert not problems, f"api/{path.name}:\n  " + "\n  ".join(problems)
+        documented |= set(p.eval_on_selector_all("dt.sig[id^='transformer.']", "els => els.map(e => e.id)"))
+        p.close()
+    public = {f"transformer.{n}" for n in dir(T)
+              if not n.startswith("_") and callable(getattr(T, n)) and not inspect.ismodule(getattr(T, n))}
+    assert public - documented == set(), (f"public names without an API entry: {sorted(public - documented)} "
+                                         "(if they are new, rebuild the site: make site)")
+
+
+def test_every_lesson_reached_by_next_from_the_home_page(site_url, browser_context):
+    """A reader who clicks "next" from the home page meets every lesson, in order; "previous" goes back."""
+    p, _ = open_page(browser_context, site_url + "index.html", wait_math=False)
+    sidebar = p.eval_on_selector_all("nav.bd-links a.reference.internal", "els => els.map(e => e.href)")
+    in_sidebar = [h.rsplit("/", 1)[-1] for h in sidebar if "/lessons/" in h]
+    assert in_sidebar == [f"{x.stem}.html" for x in LESSONS], "the sidebar does not list the lessons in order"
+    for lesson in LESSONS:
+        p.click("a.right-next")
+        p.wait_for_load_state("load")
+        assert p.url.endswith(f"lessons/{lesson.stem}.html"), f"'next' led to {p.url}, not {lesson.stem}"
+        assert lesson.stem[:2] in p.title(), f"{p.url} has title {p.title()!r}"
+    for lesson in reversed(LESSONS[:-1]):
+        p.click("a.left-prev")
+        p.wait_for_load_state("load")
+        assert p.url.endswith(f"lessons/{lesson.stem}.html"), f"'previous' led to {p.url}, not {lesson.stem}"
+
+
+def test_search_finds_softmax(site_url, browser_context):
+    p, log = open_page(browser_context, site_url + "search.html?q=softmax", wait_math=False)
+    p.wait_for_selector("#search-results ul.search li", timeout=30_000)
+    # the results arrive a few at a time; the summary line is written when the search has finished
+    p.wait_for_function("() => /found/i.test(document.querySelector('#search-results .search-summary')?.textContent || '')",
+                        timeout=60_000)
+    hits = p.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+    assert any("03_attention" in h for h in hits), f"searching 'softmax' does not find lesson 03: {hits[:10]}"
+    assert not log.console_errors and not log.page_errors and not log.external
+
+
+def test_gallery_shows_every_captioned_figure(site_url, browser_context):
+    assert GALLERY, "figures/README.md captions no figure"
+    p, log = open_page(browser_context, site_url + "figures/README.html", wait_math=False)
+    shown = {i["src"].rsplit("/", 1)[-1]: i["w"] for i in
+             p.eval_on_selector_all("article img", "els => els.map(i => ({src: i.src, w: i.naturalWidth}))")}
+    missing = [f for f in GALLERY if not shown.get(f)]
+    assert not missing, f"the gallery does not show {missing}"
+    assert page_problems(p, log) == []
+
+
+def test_views_reach_the_pages(site_dir, site_url, browser_context):
+    """site/views/*.js and *.css are on every page (deferred); each lesson's view placeholder survives
+    into its page; site/export_views.py's data files are in _static/views/data/."""
+    scripts = sorted(p.name for p in (ROOT / "site" / "views").glob("*.js"))
+    styles = sorted(p.name for p in (ROOT / "site" / "views").glob("*.css"))
+    placed = {lesson: re.findall(r'<div class="tfs-view" data-view="(\w+)"', lesson.read_text(encoding="utf-8"))
+              for lesson in LESSONS}
+    if not scripts and not any(placed.values()):
+        pytest.skip("no interactive views in site/views/ yet")
+    for page in ["index.html", f"lessons/{LESSONS[0].stem}.html"]:
+        html = (site_dir / page).read_text(encoding="utf-8")
+        for name in scripts:
+            assert re.search(rf'<script defer="defer" src="[./]*_static/views/{name}', html), f"{page} lacks {name}"
+        for name in styles:
+            assert f"_static/views/{name}" in html, f"{page} lacks {name}"
+    for lesson, views in placed.items():
+        if not views:
+            continue
+        p, _ = open_page(browser_context, site_url + f"lessons/{lesson.stem}.html", wait_math=False)
+        for view in views:
+            assert p.locator(f'article div.tfs-view[data-view="{view}"]').count() == 1, \
+                f"the {view} view's placeholder is not in {lesson.stem}.html"
+        p.close()
+    if (ROOT / "site" / "export_views.py").is_file():
+        data = sorted(f.name for f in (site_dir / "_static" / "views" / "data").glob("*.js"))
+        assert data, "site/export_views.py wrote no data file into _static/views/data/"
+
+
+def test_each_check_catches_a_broken_page(site_dir, browser_context, tmp_path):
+    """Copies of a lesson page, broken on purpose: a missing image, a script from a CDN, TeX outside
+    any math, a machine path in an output, a script error; and one without MathJax. Each check must
+    report its own."""
+    for entry in site_dir.iterdir():  # the site, by links, but for the lessons/ folder of ours
+        if entry.name != "lessons":
+            (tmp_path / entry.name).symlink_to(entry)
+    (tmp_path / "lessons").mkdir()
+    html = (site_dir / f"lessons/{LESSONS[2].stem}.html").read_text(encoding="utf-8")
+    injected = ('<img src="no_such_figure.png" alt="">'
+                '<script src="https://cdn.example.com/x.js"></script>'
+                '<p>the weights \\frac{QK^T}{\\sqrt{d_k}} left as typed</p>'
+                '<div class="cell_output"><pre>PosixPath(\'/work/main/figures/x.png\')</pre></div>'
+                '<script>undefinedFunction()</script>')
+    assert "</article>" in html
+    (tmp_path / "lessons" / "broken.html").write_text(html.replace("</article>", injected + "</article>", 1),
+                                                      encoding="utf-8")
+    no_mathjax = re.sub(r'<script[^>]*src="[^"]*mathjax/[^"]*"[^>]*></script>', "", html)
+    assert no_mathjax != html, "the lesson page loads no MathJax script"
+    (tmp_path / "lessons" / "no_mathjax.html").write_text(no_mathjax, encoding="utf-8")
+    with site_support.serve(tmp_path) as url:
+        p, log = open_page(browser_context, url + "lessons/broken.html")
+        broken = "\n".join(page_problems(p, log, expect_math=True))
+        p, log = open_page(browser_context, url + "lessons/no_mathjax.html")
+        untypeset = "\n".join(page_problems(p, log, expect_math=True))
+    assert "image not loaded: no_such_figure.png" in broken
+    assert "console error" in broken  # the missing image's 404
+    assert "request leaves 127.0.0.1: https://cdn.example.com/x.js" in broken
+    assert "raw TeX in the text" in broken and "frac{QK^T}" in broken
+    assert "machine path in the outputs" in broken and "/work/main/figures/x.png" in broken
+    assert "page error" in broken and "undefinedFunction" in broken
+    assert "MathJax typeset none" in untypeset and "math left untypeset" in untypeset
+
+
+def test_docstrings_become_valid_rest():
+    """Every public docstring, made into reST for the API pages (site/docstrings.py), parses with no
+    docutils warning: the site's -W build would fail on one."""
+    docutils_core = pytest.importorskip("docutils.core")
+    sys.path.insert(0, str(ROOT / "site"))
+    from docstrings import to_rest
+    import transformer as T
+
+    objects = []
+    for name in dir(T):
+        obj = getattr(T, name)
+        if name.startswith("_") or inspect.ismodule(obj) or not callable(obj):
+            continue
+        objects.append((name, obj))
+        if inspect.isclass(obj):
+            objects += [(f"{name}.{k}", v) for k, v in vars(obj).items()
+                        if not k.startswith("_") and (callable(v) or isinstance(v, property))]
+    objects += [(m.__name__, m) for m in {inspect.getmodule(o) for _, o in objects} if m]
+    bad = []
+    for name, obj in objects:
+        doc = inspect.getdoc(obj)
+        if not doc:
+            continue
+        warnings = io.StringIO()
+        rest = "\n".join([".. default-role:: code", "", *to_rest(doc.splitlines())])
+        docutils_core.publish_doctree(rest, settings_overrides={"report_level": 2, "halt_level": 5,
+                                                                "warning_stream": warnings})
+        if warnings.getvalue():
+            bad.append(f"{name}: {warnings.getvalue().strip()}")
+    assert not bad, "\n".join(bad)

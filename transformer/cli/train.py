@@ -1,0 +1,193 @@
+"""`python -m transformer train induction|translate [--steps N --seed S --out DIR]`, and
+`generate --checkpoint DIR PROMPT` for the models it trains.
+
+    python -m transformer train induction --out runs/induction      # the tiny decoder, ~1 minute
+    python -m transformer train translate --out runs/translate      # the encoder–decoder, ~half a minute
+    python -m transformer generate --checkpoint runs/induction "3 17 5 9 3 17"
+    python -m transformer generate --checkpoint runs/translate "ka lu mo"
+
+Training shows a progress bar (loss, tokens/s), writes DIR/checkpoint.npz and DIR/metrics.json
+when --out is given, and prints the held-out accuracy as its last line. The output folder is
+checked before the first step, so a bad --out costs no training time.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .shown import shown
+
+TASKS = ("induction", "translate")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train a tiny model from scratch in NumPy: induction (decoder) or translate "
+                                     "(encoder–decoder)",
+                       description="Train from scratch with AdamW on a synthetic task, showing a progress bar "
+                                   "(loss, tokens/s); print the held-out accuracy as the last line. induction: a "
+                                   "2-layer decoder continues random tokens that repeat. translate: the original "
+                                   "encoder–decoder reverses and translates sentences of a toy language.")
+    p.add_argument("task", choices=TASKS, help="induction or translate")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimizer steps (default: the task's own schedule, which reaches its threshold)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights and the data (default 0)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="write DIR/checkpoint.npz and DIR/metrics.json (default: keep nothing)")
+    p.add_argument("--packed", action="store_true",
+                   help="induction: train on packed rows (document mask, restarted positions) instead of padded ones")
+    p.set_defaults(func=_train)
+
+
+def check_train_options(args) -> None:
+    """Refuse what cannot train, before the first step, naming the option."""
+    from ..train.induction_checks import writable_folder
+
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be an integer ≥ 1, got {args.steps}")
+    if args.seed < 0:  # NumPy's seeds are integers ≥ 0
+        raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
+    if args.packed and args.task != "induction":
+        raise ValueError(f"--packed applies to the induction task only, not to {args.task}")
+    if args.out is not None:
+        if not args.out.strip():
+            raise ValueError("--out must name a folder, got an empty string")
+        writable_folder(Path(args.out))
+
+
+def _train(args) -> int:
+    check_train_options(args)
+    steps = {} if args.steps is None else {"steps": args.steps}
+    if args.task == "induction":
+        from ..train.induction import train_induction
+
+        r = train_induction(seed=args.seed, out=args.out, packed=args.packed, **steps)
+        h, slots = r["history"], r["slots"]
+        print(f"trained {h['steps']} steps on {r['layout']} rows in {h['seconds']:.1f} s "
+              f"({h['tokens_per_s']:,.0f} tokens/s); final loss {h['loss'][-1]:.4f}")
+        print(f"padded slots over the run: {slots[r['layout']]['padded_slots']:,} of {slots[r['layout']]['slots']:,} "
+              f"(the same documents {'padded' if args.packed else 'packed'}: "
+              f"{slots['padded' if args.packed else 'packed']['padded_slots']:,})")
+        _saved(args.out)
+        print(f"held-out accuracy: {r['heldout_accuracy']:.2%} of {r['heldout_predictions']:,} predictions "
+              f"(the second halves of held-out documents)")
+    else:
+        from ..train.translate import train_translation
+
+        r = train_translation(seed=args.seed, out=args.out, **steps)
+        h = r["history"]
+        print(f"trained {h['steps']} steps in {h['seconds']:.1f} s ({h['tokens_per_s']:,.0f} tokens/s); "
+              f"final loss {h['loss'][-1]:.4f}")
+        _saved(args.out)
+        print(f"held-out accuracy: {r['heldout_exact_match']:.2%} of {r['heldout_sentences']} sentences "
+              f"translated exactly (greedy)")
+    return 0
+
+
+def _saved(out) -> None:
+    if out is None:
+        print("nothing saved (add --out DIR to keep the checkpoint and the metrics)")
+    else:
+        print(f"wrote {shown(Path(out) / 'checkpoint.npz')} and {shown(Path(out) / 'metrics.json')}")
+
+
+# --- generate --checkpoint DIR ------------------------------------------------------------------
+SMOLLM2_ONLY = ("chat", "no_cache", "gguf", "max_memory", "top_k", "top_p", "seed")
+
+
+def generate_trained(args) -> int:
+    """`generate --checkpoint DIR PROMPT`: greedy continuation with a model `train` wrote.
+    A decoder (induction) continues token ids given as numbers; an encoder–decoder translates
+    a sentence of the toy source language."""
+    from ..train.checkpoint import load_checkpoint
+
+    given = [f"--{k.replace('_', '-')}" for k in SMOLLM2_ONLY if getattr(args, k, None) not in (None, False)]
+    if args.temperature != 0:
+        given.append("--temperature")
+    if given:
+        raise ValueError(f"{', '.join(given)}: not used with --checkpoint (a trained model decodes greedily, "
+                         "without a chat template)")
+    if args.backend != "numpy":
+        raise ValueError(f"--backend {args.backend}: a checkpoint runs on numpy")
+    if args.max_new_tokens is not None and args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
+    _, config = load_checkpoint(args.checkpoint)  # the file's own checks; the model's loader checks the rest
+    kind = config.get("kind")
+    if kind == "decoder":
+        return _continue_ids(args)
+    if kind == "seq2seq":
+        return _translate(args)
+    raise ValueError(f"{shown(args.checkpoint)}: unknown model kind {kind!r} (expected 'decoder' or 'seq2seq')")
+
+
+def parse_ids(text: str, v: int, low: int = 0) -> list:
+    """'3 17 5' (spaces or commas) -> [3, 17, 5], each id in [low, v), one line naming a bad one.
+
+    >>> parse_ids("3 17, 5", 32)
+    [3, 17, 5]
+    """
+    words = text.replace(",", " ").split()
+    if not words:
+        raise ValueError("the prompt is empty: give token ids as numbers, e.g. \"3 17 5 9 3 17\"")
+    ids = []
+    for w in words:
+        if not w.isdigit() or not w.isascii():
+            raise ValueError(f"prompt token {w!r} is not a token id: this model reads ids {low}…{v - 1} as numbers, "
+                             "e.g. \"3 17 5 9 3 17\"")
+        if not low <= int(w) < v:
+            raise ValueError(f"prompt token id {int(w)} is outside this model's vocabulary {low}…{v - 1}")
+        ids.append(int(w))
+    return ids
+
+
+def _continue_ids(args) -> int:
+    import numpy as np
+    from ..train.decoder import greedy_generate
+    from ..train.induction import load_decoder
+
+    params, cfg, config = load_decoder(args.checkpoint)
+    first = int(config.get("first_token", 0)) if isinstance(config.get("first_token", 0), int) else 0
+    ids = parse_ids(args.prompt, cfg.v, first)
+    room = cfg.n_max - len(ids)
+    if room < 0:
+        raise ValueError(f"a prompt of {len(ids)} tokens is longer than the model's n_max={cfg.n_max}")
+    new = room if args.max_new_tokens is None else args.max_new_tokens
+    if new > room:
+        raise ValueError(f"a prompt of {len(ids)} tokens + --max-new-tokens {new} = {len(ids) + new} is over the "
+                         f"model's n_max={cfg.n_max}: lower --max-new-tokens to at most {room}")
+    out = greedy_generate(params, cfg, np.array([ids], dtype=np.int64), new)[0].tolist()
+    print(" ".join(map(str, ids)) + " | " + " ".join(map(str, out[len(ids):])))
+    print(f"[{len(ids)} prompt ids, {new} generated greedily by the {config.get('task', 'trained')} decoder; "
+          f"after | the model's own]", file=sys.stderr)
+    return 0
+
+
+def _translate(args) -> int:
+    import numpy as np
+    from ..train.seq2seq_decode import translate_greedy
+    from ..train.translate import load_seq2seq
+    from ..train.translation_data import detokenize
+
+    params, cfg, vocab = load_seq2seq(args.checkpoint)
+    words = args.prompt.split()
+    if not words:
+        raise ValueError("the sentence is empty: give words of the toy source language, e.g. "
+                         f"\"{' '.join(vocab.tokens[vocab.first_source:vocab.first_source + 3])}\"")
+    source = set(vocab.tokens[vocab.first_source:vocab.first_source + vocab.words])
+    unknown = [w for w in words if w not in source]
+    if unknown:
+        raise ValueError(f"{unknown[0]!r} is not a word of the source language; its words are "
+                         f"{' '.join(sorted(source))}")
+    if len(words) >= cfg.n_max:
+        raise ValueError(f"a sentence of {len(words)} words is too long for this model (n_max={cfg.n_max}): "
+                         f"at most {cfg.n_max - 1}")
+    src = np.array([[vocab.id_of(w) for w in words]], dtype=np.int64)  # [1, n_src]
+    if args.max_new_tokens == 0:
+        raise ValueError("--max-new-tokens 0: a translation takes at least one step (give ≥ 1, or leave it out)")
+    max_len = cfg.n_max if args.max_new_tokens is None else min(args.max_new_tokens, cfg.n_max)
+    ids, _ = translate_greedy(params, cfg, src, np.array([len(words)]), max_len,
+                              bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
+    out = [int(i) for i in np.asarray(ids)[0]]
+    if vocab.eos in out:
+        out = out[:out.index(vocab.eos)]
+    print(detokenize(out, vocab))
+    return 0

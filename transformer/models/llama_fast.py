@@ -1,0 +1,269 @@
+"""The decode step made fast: llama.py's formulas for one new token, run in buffers allocated once.
+
+A decode step multiplies one vector per sequence by every weight matrix, so it reads all of the
+weights (538 MB in float32 for SmolLM2-135M) to do 2 FLOPs per weight: its time is the bytes
+moved over the memory bandwidth (lesson 13), plus whatever runs between the matrix products.
+Run as `llama.forward` writes it, ~40 small NumPy operations a layer each allocate their
+result and pass through a Python function or two, and 7 separate matrix-vector products a layer
+stream more slowly than a few larger ones. This module keeps the maths and changes how it runs:
+
+- fused weights: q, k and v come from one product x @ [W_q | W_k | W_v] and the SwiGLU's gate
+  and up from one x @ [W_gate | W_up], 4 products a layer instead of 7. The loader stores each
+  group as one matrix and the separate ones as column views of it (`fuse_columns`), so nothing
+  is held twice and `llama.forward` reads the same numbers;
+- every intermediate is written into an array allocated once per generation (`out=`), and the
+  loop over layers is one Python function with its weights bound beforehand;
+- RoPE is one complex multiply on q and k together (note 001's complex form: each pair of
+  features is a complex number, turned by e^{iθ}); the query's 1/√d_h rides on its turn;
+- GQA without repeating K and V: the g = h / h_kv queries that share a key/value head are one
+  (g, d_h) @ (d_h, n) product against the cache.
+
+`DecodeStep(weights, config, b)` runs it on NumPy arrays with the contiguous `KVCache`; it is
+tested equal to `llama.forward` (same greedy tokens, logits within 1e-5 relative), and
+`Llama.generate` and `generate_batch` use it for every decode step where it applies (on CuPy,
+or with a paged cache, `forward` decodes). `GenerationStats`, the clock of a generation (prefill
+vs decode), lives here beside the step it times.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import checks
+from ..core.kv_cache import KVCache
+from ..require import checked_by
+
+__all__ = ["fuse_columns", "FastForward", "decode_matrices", "left_padded", "GenerationStats"]
+
+
+def fuse_columns(*Ws, xp=np):  # k × [d_in, d_j] -> [d_in, Σ d_j], k × [d_in, d_j]
+    """[W_1 | W_2 | …] as one C-ordered matrix, and each W_j as a view of its columns.
+
+    x @ [W_q | W_k | W_v] = [x W_q | x W_k | x W_v]: one matrix-vector product instead of three,
+    and the views keep `x @ W_q` working unchanged, on the same memory.
+
+    >>> W, (A, B) = fuse_columns(np.ones((2, 1)), np.zeros((2, 2)))
+    >>> W.shape, A.shape, B.shape, W.flags["C_CONTIGUOUS"], bool(np.shares_memory(A, W))
+    ((2, 3), (2, 1), (2, 2), True, True)
+    """
+    W = xp.concat(Ws, axis=1)  # [d_in, Σ d_j]
+    edges = np.cumsum([0] + [Wj.shape[1] for Wj in Ws])
+    return W, [W[:, int(a):int(b)] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def decode_matrices(w, fused: bool = True) -> list:  # LlamaWeights -> the matrices a decode step multiplies by
+    """What a decode step reads, in order: per layer [W_q | W_k | W_v], W_o, [W_gate | W_up], W_down
+    (each fused matrix once where the loader fused them, else, or with fused=False, the separate
+    ones), then the LM head (d, v). A matrix-vector product with each is the step's floor: the
+    time to stream the weights, its roofline."""
+    mats = []
+    for i, lw in enumerate(w.layers):
+        fused = fused and fused_layer(w, i)
+        qkv, gu = ((fused[0],), (fused[1],)) if fused else ((lw.W_q, lw.W_k, lw.W_v), (lw.W_gate, lw.W_up))
+        mats += [*qkv, lw.W_o, *gu, lw.W_down]
+    return mats + [w.W_E.T if w.W_out is None else w.W_out]
+
+
+def fused_layer(w, i: int):  # -> (W_qkv [d, (h + 2h_kv)·d_h], W_gate_up [d, 2·d_ff]) or None
+    """Layer i's fused matrices, if the loader made them and the layer's matrices are still their
+    views (a matrix replaced after loading breaks the link: then the separate ones are read)."""
+    if w.fused is None:
+        return None
+    lw, (W_qkv, W_gu) = w.layers[i], w.fused[i]
+    views = [getattr(W, "base", None) for W in (lw.W_q, lw.W_k, lw.W_v, lw.W_gate, lw.W_up)]
+    if all(v is W_qkv for v in views[:3]) and all(v is W_gu for v in views[3:]):
+        return W_qkv, W_gu
+    return None
+
+
+class Buffers:
+    """The arrays one pass of n new tokens for b sequences writes, made once, and views into them."""
+
+    def __init__(self, cfg, b: int, n: int, dtype):
+        h, h_kv, d_h, d, d_ff = cfg.h, cfg.h_kv, cfg.d_h, cfg.d, cfg.d_ff
+        qd, kvd, g = h * d_h, h_kv * d_h, h // h_kv
+
+        def buf(*shape):  # -> [shape], written before it is read
+            return np.empty(shape, dtype=dtype)
+
+        self.x, self.xn, self.y = buf(b, n, d), buf(b, n, d), buf(b, n, d)  # residual stream, its RMSNorm, a sublayer
+        self.ms = buf(b, n, 1)  # mean square of each row
+        self.qkv, self.o = buf(b, n, qd + 2 * kvd), buf(b, n, qd)  # [q | k | v] of the new tokens; attention output
+        self.gu, self.a = buf(b, n, 2 * d_ff), buf(b, n, d_ff)  # [gate | up]; SwiGLU's hidden activation
+        # views (copy=False: a reshape that would copy raises instead of silently writing elsewhere)
+        cdt = np.result_type(dtype, np.complex64)  # complex of the model's float width
+        self.qk = np.reshape(self.qkv[..., :qd + kvd].view(cdt), (b, n, h + h_kv, d_h // 2), copy=False)  # as complex
+        self.q = np.reshape(self.qkv[..., :qd], (b, n, h_kv, g, d_h), copy=False)  # queries grouped by KV head
+        self.k = np.reshape(self.qkv[..., qd:qd + kvd], (b, n, h_kv, d_h), copy=False)
+        self.v = np.reshape(self.qkv[..., qd + kvd:], (b, n, h_kv, d_h), copy=False)
+        self.o5 = np.reshape(self.o, (b, n, h_kv, g, d_h), copy=False)  # merged heads = the groups in order
+        self.gate, self.up = self.gu[..., :d_ff], self.gu[..., d_ff:]
+        self.logits = buf(b, cfg.v)  # the last position's
+
+
+def left_padded(rows: list, n_new: int, pad: int):  # b id lists -> [b, n_p], [b, n_p + n_new] bool, [b, n_p + n_new]
+    """A batch of prompts padded on the left to the longest, n_p: the ids, which keys are real
+    (False = padding) and each token's position, counted from 0 at the row's first real token.
+
+    >>> ids, valid, pos = left_padded([[7, 8], [9]], 1, pad=0)
+    >>> ids.tolist(), valid.astype(int).tolist(), pos.tolist()
+    ([[7, 8], [0, 9]], [[1, 1, 1], [0, 1, 1]], [[0, 1, 2], [0, 0, 1]])
+    """
+    b, n_p = len(rows), max(len(r) for r in rows)
+    ids = np.full((b, n_p), pad, dtype=np.int64)
+    valid = np.zeros((b, n_p + n_new), dtype=bool)
+    for i, r in enumerate(rows):
+        ids[i, n_p - len(r):] = r
+        valid[i, n_p - len(r):] = True
+    valid[:, n_p:] = True  # the generated tokens
+    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # [b, n_p + n_new]
+    return ids, valid, positions
+
+
+def rms_norm_into(x, gamma, eps: float, out, ms):  # [..., d], [d] -> out [..., d] (ms [..., 1] scratch)
+    """out = x / √(mean(x²) + eps) · γ, as core.layers.rms_norm, written into out."""
+    np.multiply(x, x, out=out)
+    np.add.reduce(out, axis=-1, keepdims=True, out=ms)  # [..., 1]
+    ms /= x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    np.divide(x, ms, out=out)
+    out *= gamma
+
+
+class FastForward:
+    """`llama.forward` through a KVCache, in buffers made once per shape (b sequences × n new tokens).
+
+    Called with ids (b, n), it writes the new tokens' keys and values at the cache's slots
+    t … t + n − 1 (t = cache.length), advances the cache and returns the logits of the last
+    position (b, v), or of every position (b, n, v) with last_only=False: a buffer, overwritten
+    by the next call of the same shape. n = 1 is a decode step; n > 1 a prefill pass, causal within
+    the new tokens. NumPy arrays and the contiguous `KVCache` only (`applies`). `fused=False`
+    reads the separate matrices even where fused ones exist (to measure what fusing buys).
+    """
+
+    def __init__(self, w, cfg, *, fused: bool = True):
+        h, h_kv, d_h = cfg.h, cfg.h_kv, cfg.d_h
+        qd, kvd = h * d_h, h_kv * d_h
+        self.cfg, self.dtype, self.buffers = cfg, w.W_E.dtype, {}  # (b, n) -> Buffers
+        self.W_E, self.norm = w.W_E, w.norm
+        self.W_head = w.W_E.T if w.W_out is None else w.W_out  # [d, v]
+        # per head, the factor on its RoPE turn: 1/√d_h for queries (the score scale), 1 for keys
+        self.head_scale = np.array([d_h ** -0.5] * h + [1.0] * h_kv, dtype=self.dtype)[:, None]  # [h + h_kv, 1]
+        self.layers = []  # per layer: the norms, and each product as (matrix, the columns of the buffer it fills)
+        for i, lw in enumerate(w.layers):
+            fz = fused_layer(w, i) if fused else None
+            qkv = [(fz[0], slice(None))] if fz else [(lw.W_q, slice(0, qd)), (lw.W_k, slice(qd, qd + kvd)),
+                                                     (lw.W_v, slice(qd + kvd, None))]
+            gu = [(fz[1], slice(None))] if fz else [(lw.W_gate, slice(0, cfg.d_ff)), (lw.W_up, slice(cfg.d_ff, None))]
+            self.layers.append((lw.attn_norm, qkv, lw.W_o, lw.ffn_norm, gu, lw.W_down))
+
+    @staticmethod
+    def applies(w, cache) -> bool:
+        """NumPy weights and the contiguous KVCache: what this class is written for."""
+        return type(cache) is KVCache and isinstance(w.W_E, np.ndarray) and isinstance(cache.k[0], np.ndarray)
+
+    @classmethod
+    def for_model(cls, model, cache):  # Llama, cache -> FastForward or None
+        """The fast pass for `model` and `cache`, or None where it does not apply (CuPy, a paged
+        cache) or where `model.fast_path` is False: then `llama.forward` runs."""
+        fast = model.fast_path and cache is not None and cls.applies(model.weights, cache)
+        return cls(model.weights, model.config) if fast else None
+
+    @staticmethod
+    def attend(q, K, V, hide=None, empty_rows: bool = False):
+        # [b, h_kv, g·n, d_h], 2 × [b, h_kv, n_k, d_h] -> [b, h_kv, g·n, d_h]
+        """softmax(q Kᵀ + hide) V for the g·n queries that share each key/value head, q already scaled
+        by 1/√d_h: one product per head against its keys, K and V never repeated (GQA as one matmul).
+        hide: (b or 1, 1, 1, n, n_k) of 0 or -inf (the mask as a bias). empty_rows: some query sees
+        no key at all (left padding): its weights are 0, as in core.attention.softmax, never NaN."""
+        s = np.matmul(q, K.swapaxes(-1, -2))  # [b, h_kv, g·n, n_k]
+        if hide is not None:
+            b, h_kv, gn, n_k = s.shape
+            np.reshape(s, (b, h_kv, gn // hide.shape[-2], hide.shape[-2], n_k), copy=False)[...] += hide
+        m = np.maximum.reduce(s, axis=-1, keepdims=True)  # [b, h_kv, g·n, 1] row max
+        if empty_rows:
+            m[m == -np.inf] = 0.0
+        s -= m
+        np.exp(s, out=s)
+        z = np.add.reduce(s, axis=-1, keepdims=True)  # [b, h_kv, g·n, 1]
+        if empty_rows:
+            z[z == 0] = 1.0
+        s /= z
+        return np.matmul(s, V)  # [b, h_kv, g·n, d_h]
+
+    @checked_by(checks.fast_forward_call)
+    def __call__(self, ids, cache: KVCache, cos, sin, positions, key_valid=None, *, last_only: bool = True):
+        # [b, n] int, cache, 2 × [rows, d_h/2], [b, n] int, [b, t + n] bool -> [b, v] (or [b, n, v])
+        """ids (b, n) at positions (b, n) after the cache's t tokens; key_valid (b, t + n) is False
+        where a key is left padding (None: no padding)."""
+        cfg, (b, n), t = self.cfg, ids.shape, cache.length
+        h_kv, g, d_h = cfg.h_kv, cfg.h // cfg.h_kv, cfg.d_h
+        B = self.buffers.get((b, n)) or self.buffers.setdefault((b, n), Buffers(cfg, b, n, self.dtype))
+        x, xn, y, ms, o, a = B.x, B.xn, B.y, B.ms, B.o, B.a
+        np.take(self.W_E, ids, axis=0, out=x)  # embedding: [b, n, d]
+        # RoPE at each token's position: e^{iθ}, one complex number per pair, times the head's scale
+        turn = (cos[positions] + 1j * sin[positions]).astype(B.qk.dtype)  # [b, n, d_h/2]
+        turn = turn[:, :, None, :] * self.head_scale  # [b, n, h + h_kv, d_h/2]
+        # the mask as a bias on the scores (0 or -inf): causal among the new tokens, padded keys hidden
+        hide = None
+        if n > 1 or (key_valid is not None and not key_valid.all()):
+            see = np.arange(t + n)[None, :] <= t + np.arange(n)[:, None]  # [n, t + n] causal
+            see = see[None] if key_valid is None else see[None] & key_valid[:, None, :]  # [b or 1, n, t + n]
+            hide = np.where(see, self.dtype.type(0), self.dtype.type(-np.inf))[:, None, None]  # [b|1, 1, 1, n, t + n]
+        empty_rows = hide is not None and key_valid is not None and n > 1  # a query of padding may see no key
+        for layer, (g1, qkv_mats, W_o, g2, gu_mats, W_down) in enumerate(self.layers):
+            K, V = cache.k[layer], cache.v[layer]  # [b, h_kv, n_max, d_h]
+            # attention: project (one product when fused), RoPE, store the new keys and values
+            rms_norm_into(x, g1, cfg.eps, xn, ms)
+            for W, cols in qkv_mats:
+                np.matmul(xn, W, out=B.qkv[..., cols])  # [b, n, d] @ [d, ·] -> [b, n, ·]
+            np.multiply(B.qk, turn, out=B.qk)  # q and k turned, q scaled by 1/√d_h
+            K[:, :, t:t + n, :] = B.k.swapaxes(1, 2)  # [b, h_kv, n, d_h]
+            V[:, :, t:t + n, :] = B.v.swapaxes(1, 2)
+            # GQA: each KV head's g·n queries against its t + n keys
+            q = np.reshape(B.q.transpose(0, 2, 3, 1, 4), (b, h_kv, g * n, d_h))  # a view when n = 1, else a copy
+            pv = self.attend(q, K[:, :, :t + n, :], V[:, :, :t + n, :], hide, empty_rows)  # [b, h_kv, g·n, d_h]
+            np.copyto(B.o5, np.reshape(pv, (b, h_kv, g, n, d_h)).transpose(0, 3, 1, 2, 4))  # o [b, n, h·d_h]
+            np.matmul(o, W_o, out=y)  # [b, n, d]
+            x += y  # residual
+            # SwiGLU: silu(x W_gate) ⊙ (x W_up), then W_down; silu(g) = g · σ(g), σ(g) = 1 / (1 + e^{-g})
+            rms_norm_into(x, g2, cfg.eps, xn, ms)
+            for W, cols in gu_mats:
+                np.matmul(xn, W, out=B.gu[..., cols])  # [b, n, d] @ [d, ·] -> [b, n, ·]
+            np.negative(B.gate, out=a)
+            np.exp(a, out=a)
+            a += 1.0
+            np.divide(1.0, a, out=a)  # σ(gate)
+            a *= B.gate
+            a *= B.up
+            np.matmul(a, W_down, out=y)  # [b, n, d_ff] @ [d_ff, d] -> [b, n, d]
+            x += y  # residual
+            cache.written[layer] = t + n
+        cache.advance(n)
+        if last_only:  # the final RMSNorm and the LM head on the last position only
+            x, xn, ms = x[:, -1], xn[:, -1], ms[:, -1]  # [b, d]
+        rms_norm_into(x, self.norm, cfg.eps, xn, ms)
+        return np.matmul(xn, self.W_head, out=B.logits) if last_only else xn @ self.W_head  # [b, v] or [b, n, v]
+
+
+@dataclass
+class GenerationStats:
+    """Timing of the last generation: prefill = prompt -> first token, decode = the rest.
+    For a batch, the counts are all b sequences' together: decode_tok_s is the total throughput."""
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    steps: list = field(default_factory=list)  # seconds per step; step 0 is the prefill
+    batch: int = 1  # sequences generated side by side, b new tokens a step
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
+
+    @property
+    def decode_tok_s(self) -> float:  # the first new token of each sequence comes from prefill
+        done = self.new_tokens - self.batch
+        return done / self.decode_s if self.decode_s > 0 and done > 0 else float("nan")

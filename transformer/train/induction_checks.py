@@ -1,0 +1,77 @@
+"""The refusals of induction.py's public functions, one check per function and of the same name."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import decoder_checks
+from ..require import require_bool, require_int
+
+
+def documents(docs):
+    """A non-empty list of 1-D integer documents of even length ≥ 4 (two halves of ≥ 2 tokens)."""
+    if not isinstance(docs, (list, tuple)) or not docs:
+        raise ValueError(f"docs must be a non-empty list of documents, got {type(docs).__name__}"
+                         + (" of length 0" if isinstance(docs, (list, tuple)) else ""))
+    for i, d in enumerate(docs):
+        a = np.asarray(d)
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise ValueError(f"docs[{i}] must be a 1-D array of integer ids, got dtype {a.dtype}, shape {a.shape}")
+        if len(a) < 4 or len(a) % 2:
+            raise ValueError(f"docs[{i}] has {len(a)} tokens: an induction document is two equal halves of ≥ 2")
+
+
+def induction_rows(docs, *, packed):
+    documents(docs)
+    require_bool(packed=packed)  # a document longer than a packed row: packed_rows refuses it
+
+
+def induction_heldout_accuracy(params, cfg, docs):
+    decoder_checks.params_of(params, cfg)
+    documents(docs)
+
+
+def attention_maps(params, cfg, ids):
+    decoder_checks.params_of(params, cfg)
+    a = np.asarray(ids)
+    if a.dtype.kind not in "iu" or a.size == 0 or a.ndim > 2 or (a.ndim == 2 and a.shape[0] != 1):
+        raise ValueError(f"ids must be one sequence of integer ids, (n,) or (1, n), got dtype {a.dtype}, "
+                         f"shape {a.shape}")
+
+
+def induction_head_scores(maps, n_half):
+    require_int(n_half=n_half, low=2)
+    W = np.asarray(maps)
+    if W.ndim < 2 or W.shape[-1] != W.shape[-2] or W.shape[-1] < 2 * n_half:
+        raise ValueError(f"maps must end in (n, n) with n ≥ 2·n_half = {2 * n_half}, got shape {W.shape}")
+
+
+def train_induction(*, steps=300, seed=0, out=None, progress=True, packed=False, snapshot_every=10, on_step=None):
+    require_int(steps=steps, snapshot_every=snapshot_every, low=1)
+    require_int(seed=seed, low=0)
+    require_bool(progress=progress, packed=packed)
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be a function (step, params, loss) or None, got {on_step!r}")
+    if out is not None:
+        if not isinstance(out, (str, Path)):
+            raise TypeError(f"out must be a folder path (str or Path) or None, got {out!r}")
+        writable_folder(Path(out))
+
+
+def writable_folder(out: Path) -> None:
+    """Refuse, before any training, a folder that cannot receive checkpoint.npz and metrics.json."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder: the checkpoint is written into a folder")
+    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write into {parent}: choose another output folder")
+    for name in ("checkpoint.npz", "metrics.json"):
+        if (out / name).is_dir():
+            raise ValueError(f"{out / name} is a folder: cannot write the {name} there")
+
+
+def load_decoder(path_or_dir):
+    if not isinstance(path_or_dir, (str, Path)):
+        raise TypeError(f"path_or_dir must be a path (str or Path), got {path_or_dir!r}")
