@@ -285,13 +285,20 @@ P.save(fig, P.figure_path("01_shapes.png"))
 # uses that to avoid recomputing the rest, lesson 11 looks at how the choice is made.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/01_text_to_vectors.py` holds `embed` and `lm_head` as stubs with
+# this lesson's formulas; fill them in, then run `python -m transformer check 01`: it runs the
+# package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
 # `lessons/solutions/01_text_to_vectors.py`.
 #
-# 1. Write the UTF-8 bytes of `" naïve"` (how many for its 6 characters?) and the symbols
-#    byte-level BPE starts from. Which one stands for the space?
+# 1. **Code it.** Take a small table `W_E = np.random.default_rng(1).normal(size=(6, 4))` and
+#    ids `[[3, 1, 3]]`. Write the lookup with NumPy indexing and the tied LM head as a matrix
+#    product with the same table; predict the shapes, and which token gets the largest logit in
+#    row 0. Compare with `T.embed` and `T.lm_head`.
 # 2. What pieces does MiniLM's WordPiece make of `"Naïve"`? (It lower-cases and strips accents
 #    first.)
 # 3. How many numbers does SmolLM2's embedding table hold, and what share of the model's

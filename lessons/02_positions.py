@@ -319,12 +319,20 @@ P.save(fig, P.figure_path("02_rope_layouts.png"))
 # attention formula itself (lesson 03).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/02_positions.py` holds `sinusoidal_positions`, `apply_rope_half`
+# and `apply_rope_interleaved` as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 02`: it runs the package's own test cases on your code and says what
+# is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
 # `lessons/solutions/02_positions.py`.
 #
-# 1. Write row 1 of the sinusoidal table for d = 4 by hand; check with `T.sinusoidal_positions`.
+# 1. **Code it.** Write the sinusoidal table for n = 8, d = 6 in a few lines of NumPy (`np.outer`
+#    of positions and frequencies, then `np.sin` into the even columns and `np.cos` into the odd
+#    ones); work row 1 out by hand first. Compare with `T.sinusoidal_positions`.
 # 2. Apply RoPE by hand, in complex numbers, to x = (1, 2, 3, 4) at position m = 2 (d_h = 4);
 #    check with `T.apply_rope_interleaved`.
 # 3. With one pair (θ = 1) and q = k = (1, 0), what is the score of q at position 5 and k at 3?

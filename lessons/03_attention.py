@@ -410,6 +410,12 @@ assert errors["package: float32 inside, rounded once"] <= 2.0 ** -10 < min(error
 # side by side (lesson 04).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/03_attention.py` holds `softmax` and
+# `scaled_dot_product_attention` as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 03`: it runs the package's own test cases on your code and says what
+# is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
@@ -419,5 +425,6 @@ assert errors["package: float32 inside, rounded once"] <= 2.0 ** -10 < min(error
 #    weights and the output to three decimals.
 # 2. Make all three keys equal, $k_j = (1, 1)$. What are the weights, for *any* query? What is
 #    the output?
-# 3. Work out softmax([1000, 1001, 1002]) by hand, subtracting the max first, and compare with
-#    `T.softmax` in float32.
+# 3. **Code it.** Predict, then run the textbook softmax `np.exp(s) / np.exp(s).sum()` on
+#    s = [1000, 1001, 1002] in float32. What comes out? Write it again with the max subtracted
+#    (work the three weights out by hand too) and compare with `T.softmax`.

@@ -176,6 +176,12 @@ P.save(fig, P.figure_path("04_head_grid.png"))
 # $W^O$. The heads divide $d_\text{model}$ among themselves. Next: masks (lesson 05).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/04_multi_head.py` holds `split_heads`, `merge_heads` and
+# `multi_head_attention` as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 04`: it runs the package's own test cases on your code and says what
+# is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
@@ -183,7 +189,9 @@ P.save(fig, P.figure_path("04_head_grid.png"))
 #
 # 1. GPT-2 small has d_model = 768 and h = 12. What is d_k, what shape does `T.split_heads`
 #    give for a (1, 5, 768) input, and which columns of the input make head 3?
-# 2. Count the attention parameters of the original Transformer (base, d_model = 512, with
-#    biases): how many attention blocks does it have, and how many parameters each?
+# 2. **Code it.** Multi-head attention as a loop: for Q, K, V of shape (1, 5, 12) and h = 3, run
+#    attention (scores, softmax, $PV$, written in NumPy) on each head's 4 columns by itself, then
+#    glue the three outputs side by side. Compare with `T.split_heads` →
+#    `T.scaled_dot_product_attention` → `T.merge_heads`.
 # 3. Does the number of heads change the parameter count of an attention layer? Predict, then
 #    try h = 1, 4, 9, 16 at d = 576 with `T.parameter_breakdown`.

@@ -216,14 +216,21 @@ P.save(fig, P.figure_path("05_cost_vs_n.png"))
 # talk directly. Next: prefill, decode and the KV cache (lesson 06).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/05_masks.py` holds `causal_mask`, `padding_mask` and
+# `sliding_window_mask` as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 05`: it runs the package's own test cases on your code and says what
+# is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
 # `lessons/solutions/05_masks.py`.
 #
-# 1. Write out, as a 6 × 6 grid of ✓ and ·, the mask "causal window of 3, or token 0" (every
-#    query keeps reading the first token, an "attention sink"). How many pairs does it keep?
-#    Build it from `T.sliding_window_mask`, `T.global_mask` and `T.causal_mask` with `|` and `&`.
+# 1. **Code it.** Draw, as a 6 × 6 grid of ✓ and ·, the mask "causal window of 3, or token 0"
+#    (every query keeps reading the first token, an "attention sink"), and count its pairs. Then
+#    write it in NumPy with `np.tril`, `np.triu(…, k=-2)` and one column set to `True`, and compare
+#    with `T.sliding_window_mask(6, 3) | (T.global_mask(6, [0]) & T.causal_mask(6))`.
 # 2. How many pairs does a causal mask keep at n = 1000? What share of n² is that?
 # 3. A causal window of w = 128 over n = 4096 tokens: count its pairs with a formula, then with
 #    `T.attended_pairs`.

@@ -362,6 +362,11 @@ P.save(fig, P.figure_path("06_decode_time.png"))
 # weights it streams; code that runs between the matrix products only adds to that floor.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/06_kv_cache.py` holds the `KVCache` class with `update` as a stub
+# with this lesson's formula; fill it in, then run `python -m transformer check 06`: it runs the
+# package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
@@ -372,5 +377,8 @@ P.save(fig, P.figure_path("06_decode_time.png"))
 #    with SmolLM2.
 # 2. Fill Llama-2-7B's whole context, 4096 tokens, for a batch of 8: how large is the cache?
 #    Is it larger than the float16 weights (6.74 billion parameters)?
-# 3. SmolLM2 at its full context of 8192 tokens, in float16: how many MiB of cache? Check with
-#    `T.kv_cache_bytes("smollm2-135m", 8192)`.
+# 3. **Code it.** A cache in NumPy: for q, k, v of shape (1, 2, 8, 4), allocate K and V for 8
+#    positions once, prefill positions 0–4, then decode 5, 6, 7 one at a time (write the new key
+#    and value at `[length]`, attend the one query to keys `[:length + 1]` with no mask). Compare
+#    the three decoded rows with the last three rows of `T.scaled_dot_product_attention` over all
+#    8 positions with `T.causal_mask(8)`.

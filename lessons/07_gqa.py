@@ -221,6 +221,11 @@ P.save(fig, P.figure_path("07_kv_bytes.png"))
 # $h/h_{kv}$ — a factor 4 for Llama-3-8B — which is why most recent LLMs use it.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/07_gqa.py` holds `repeat_kv` as a stub with this lesson's
+# formula; fill it in, then run `python -m transformer check 07`: it runs the package's own test
+# cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
@@ -230,4 +235,7 @@ P.save(fig, P.figure_path("07_kv_bytes.png"))
 #    What are its KV bytes per token in bfloat16, and what would they be with MHA? What share
 #    does GQA save?
 # 2. Which key/value head does its query head 13 read? Check with `T.repeat_kv`.
-# 3. How much cache does a 32,768-token context of Qwen2.5-7B take?
+# 3. **Code it.** GQA with h = 4 query heads in 2 groups: repeat K and V (shape (1, 2, 5, 3))
+#    along the head axis with `np.repeat`, then write attention for the 4 heads in NumPy. Compare
+#    the repeated keys with `T.repeat_kv` and the output with `T.scaled_dot_product_attention`
+#    given the 2 KV heads. Which query heads would `np.tile` pair with the wrong group?

@@ -239,6 +239,12 @@ P.save(fig, P.figure_path("08_output_rescaling.png"))
 # two-pass softmax exactly. Lesson 09 runs this over tiles of $Q$ and $K$.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/08_online_softmax.py` holds `merge_softmax_stats` and
+# `online_attention_update` as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 08`: it runs the package's own test cases on your code and says what
+# is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute; the worked answers, each checked against the package, are in
@@ -247,6 +253,7 @@ P.save(fig, P.figure_path("08_output_rescaling.png"))
 # 1. Run the recurrence by hand on the scores 1, 3, 2, one at a time: write $(m, \ell)$ after
 #    each. Check with `T.online_softmax_history`.
 # 2. Merge two partial results $(m_a, \ell_a) = (3, 1.5)$ and $(m_b, \ell_b) = (5, 2)$ into one.
-# 3. Give the three scores the values 10, 20, 30 and carry the unnormalised output $O$ along,
-#    rescaled as in §3. What is $O / \ell$ at the end? Compare with `T.flash_attention` reading
-#    one key per step.
+# 3. **Code it.** Give the scores 1, 3, 2 the values 10, 20, 30 and carry the unnormalised output
+#    $O$ along by hand, rescaled as in §3: what is $O / \ell$ at the end? Then write the recurrence
+#    as a NumPy loop, one key at a time, for a row of 100 random scores with values of $d_v = 4$,
+#    and compare with `T.softmax(s) @ v` and the last $(m, \ell)$ of `T.online_softmax_history`.

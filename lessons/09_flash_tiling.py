@@ -464,6 +464,11 @@ else:
 # times both). Lesson 17 runs the same tiles as CUDA kernels and shows the seconds on a GPU.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/09_flash_tiling.py` holds `flash_attention` (the FlashAttention-2
+# loop) as a stub with this lesson's formula; fill it in, then run `python -m transformer check 09`:
+# it runs the package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by
@@ -474,3 +479,7 @@ else:
 # 2. **Block sizes.** An on-chip memory of 100 KB of float32 and $d_h = 128$: which $B_c$ and $B_r$
 #    does the paper's rule $B_c = \lceil M / 4d \rceil$, $B_r = \min(B_c, d)$ pick? Check with
 #    `T.paper_block_sizes`.
+# 3. **One query block, coded.** Write FlashAttention-2's inner loop for one query block $Q_i$
+#    of $B_r = 4$ rows in NumPy: key tiles of $B_c = 4$ over $n_k = 10$ keys (the last tile is
+#    short), carrying $m$, $\ell$ and $O$ as in §3, dividing by $\ell$ at the end. Compare with
+#    `T.flash_attention(…, block_q=4, block_k=4)` and `T.scaled_dot_product_attention`.

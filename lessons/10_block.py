@@ -285,6 +285,11 @@ P.save(fig, P.figure_path("10_residual_stream.png"))
 # LLM (lesson 11).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/10_block.py` holds `layer_norm`, `rms_norm` and `swiglu_ffn` as
+# stubs with this lesson's formulas; fill them in, then run `python -m transformer check 10`: it
+# runs the package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by
@@ -295,3 +300,6 @@ P.save(fig, P.figure_path("10_residual_stream.png"))
 # 2. **SwiGLU's size.** SmolLM2-135M has $d = 576$, $d_{ff} = 1536$, $L = 30$. How many FFN weights
 #    in all? How many would a plain FFN of width $4d$ hold per layer? Check with
 #    `T.parameter_breakdown("smollm2-135m")`.
+# 3. **SwiGLU, coded.** Write SwiGLU in NumPy, with SiLU as $a / (1 + e^{-a})$:
+#    $(\mathrm{SiLU}(x W_\text{gate}) \circ x W_\text{up}) W_\text{down}$ for $x$ of shape (2, 3, 4)
+#    and $d_{ff} = 6$. Compare with `T.swiglu_ffn`.

@@ -323,6 +323,11 @@ P.save(fig, P.figure_path("11_induction.png"))
 # previous-token information written earlier to find "the token after mine".
 
 # %% [markdown]
+# **Write it yourself.** `workbook/11_real_llm.py` holds `filter_logits` (temperature, top-k, top-p)
+# as a stub with this lesson's formula; fill it in, then run `python -m transformer check 11`: it
+# runs the package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by
@@ -330,5 +335,6 @@ P.save(fig, P.figure_path("11_induction.png"))
 #
 # 1. **Temperature.** Logits $z = (2, 1, 0)$ at $T = 0.5$: the three probabilities by hand, then
 #    `T.next_token_probs(z, temperature=0.5)`.
-# 2. **Top-p.** $p = (0.5, 0.3, 0.15, 0.05)$, top-p $0.9$: how many tokens does the nucleus keep,
-#    and what are their renormalised probabilities? Check with `T.next_token_probs(np.log(p), top_p=0.9)`.
+# 2. **Top-p, coded.** $p = (0.5, 0.3, 0.15, 0.05)$, top-p $0.9$: how many tokens does the nucleus
+#    keep, and what are their renormalised probabilities? Write the filter in NumPy (`np.argsort`,
+#    `np.cumsum`, a boolean mask) and compare with `T.next_token_probs(np.log(p), top_p=0.9)`.

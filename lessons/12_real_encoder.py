@@ -211,8 +211,9 @@ P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 # Predict first, then compute. Worked solutions, each checked against the package by
 # `tests/test_exercises.py`, are in `lessons/solutions/12_real_encoder.py`.
 #
-# 1. **Mean pooling.** Hidden states $(3, 1)$, $(1, 3)$ and a [PAD] row $(100, 100)$, length 2:
-#    the sentence embedding after pooling and L2 normalisation? Check with `T.mean_pool` and
-#    `T.l2_normalize`.
+# 1. **Mean pooling, coded.** Hidden states $(3, 1)$, $(1, 3)$ and a [PAD] row $(100, 100)$,
+#    length 2: the sentence embedding after pooling and L2 normalisation, by hand? Then write
+#    masked mean pooling in NumPy for a batch of two (the second sentence: one token $(0, 2)$ and
+#    two [PAD] rows) and compare with `T.l2_normalize(T.mean_pool(hidden, lengths))`.
 # 2. **Pairs.** One layer, $h = 12$ heads, $n = 10$ tokens: how many weights does bidirectional
 #    attention compute, and how many of them would a causal mask hide? Check with the masks.

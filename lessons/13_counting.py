@@ -315,5 +315,8 @@ P.save(fig, P.figure_path("13_kv_cache.png"))
 # 1. **Crossover, causal.** The figure counts dense $n^2$ scores. A causal kernel computes about
 #    half of them. At what prompt length do Llama-3-8B's attention FLOPs then equal its weights'
 #    FLOPs? Work $N$ out from the config, then check against `T.prefill_flops("llama-3-8b", n)`.
-# 2. **Another model's KV cache.** Mistral-7B (`mistralai/Mistral-7B-v0.1`: 32 layers, 8 KV heads
-#    of $d_h = 128$): bytes per token in float16? Check with `T.kv_cache_bytes_per_token`.
+# 2. **Count the arrays.** The table of §1 is a formula; measure it. Build a small random model,
+#    `T.random_llama(T.LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64))`,
+#    predict its parameter count with the table, then add up the `.size` of every weight array
+#    in its `.weights` (the table, each layer's matrices and norms, the final norm). Compare with
+#    `T.count_parameters`.

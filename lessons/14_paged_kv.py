@@ -267,5 +267,7 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 #
 # 1. **Blocks.** Requests of 100, 33 and 64 tokens, blocks of 16: how many blocks, and how many
 #    token slots stay unused? Check with `T.paged_memory_report`.
-# 2. **Reserved.** For SmolLM2-135M in float16, the bytes a contiguous cache reserves with
-#    $n_\text{max} = 2048$ per request, against the paged cache. Same function, `n_max=2048`.
+# 2. **Gather, coded.** A pool of 8 blocks of 4 positions, shape (8, h_kv, 4, d_h), and a
+#    request of 10 tokens whose block table is `[5, 0, 3]`: read its K and V back in position
+#    order with one fancy index, a `swapaxes` and a `reshape`. How many positions of block 3 are
+#    real? Compare attention over your arrays with `T.paged_attention`.

@@ -365,3 +365,7 @@ assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 # 1. **First fit.** Documents of 5, 3, 7, 2, 6 tokens into rows of $n_\text{ctx} = 8$, in input
 #    order: how many rows, and which documents share a row? Check with `T.pack_documents`.
 # 2. **Positions.** With positions restarted per document, what are the positions of the last row?
+# 3. **The document mask, coded.** Write the mask of the packed row
+#    `doc = [0, 0, 0, 1, 1, 2, -1, -1]` in NumPy: compare `doc` as a column with `doc` as a row,
+#    hide the padding keys, and keep `np.tril`. How many pairs are left? Compare with
+#    `T.document_mask`.

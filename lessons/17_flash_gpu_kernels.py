@@ -297,7 +297,10 @@ else:
 # Predict first, then compute. Worked solutions, each checked against the package by
 # `tests/test_exercises.py`, are in `lessons/solutions/17_flash_gpu_kernels.py`.
 #
-# 1. **Tiles read.** Causal self-attention over $n = 1000$ with blocks of 64 × 64: how many key
-#    tiles do all query blocks read, out of how many? Check with `T.cuda_kernels.key_tiles_read`.
-# 2. **Share of the work.** $n = 4096$, blocks of 64: what fraction of the dense tiles does a
-#    causal kernel compute? Check with `T.visible_key_tiles`.
+# 1. **Which lane holds which score, coded.** Write, with `np.indices((16, 8))`, the lane and the
+#    register that hold each score $(i, j)$ of an `m16n8k16` accumulator tile (lane $4g+t$ holds
+#    rows $g$ and $g+8$, columns $2t$ and $2t+1$). Which lane holds score $(9, 3)$? How many lanes
+#    share a row's max? Compare with `T.cuda_kernels.mma_fragment_layout("C")`.
+# 2. **The TF32 split.** By hand, split $x = $ float32(1/3) into $x_{hi} + x_{lo}$, both TF32
+#    (10 mantissa bits, ties away from zero). How far is $x_{hi} + x_{lo}$ from $x$? Check with
+#    `T.cuda_kernels.split_tf32`.

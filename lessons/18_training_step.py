@@ -128,6 +128,48 @@ assert np.abs(d_logits - by_hand).max() < 1e-7
 # - **a linear map** $Y = XW$ gives $dX = dY\,W^\top$ and $dW = X^\top dY$ (summed over the
 #   batch and the positions).
 #
+# Every step is one of these, or a formula's own backward from the core — and one of those is
+# worth deriving here, because attention's backward leans on it: the softmax's.
+#
+# **The softmax's backward.** Per row, $P_j = e^{S_j} / \sum_k e^{S_k}$, so
+# $\partial P_j / \partial S_k = P_j(\delta_{jk} - P_k)$: the Jacobian is
+# $\mathrm{diag}(P) - P P^\top$, symmetric. Given $dP = \partial\mathcal{L}/\partial P$,
+#
+# $$dS_k = \sum_j dP_j\, P_j(\delta_{jk} - P_k) = P_k\Big(dP_k - \sum_j dP_j P_j\Big)
+#   \qquad\text{so}\qquad dS = P \circ \big(dP - \mathrm{rowsum}(dP \circ P)\big).$$
+#
+# A masked entry has $P_k = 0$, so its $dS_k = 0$: the mask needs no special case. On a 3 × 3
+# causal example, against the Jacobian written out, `T.softmax_backward`, and finite differences
+# of $\mathcal{L}(S) = \sum dP \circ \mathrm{softmax}(S)$ (whose $\partial\mathcal{L}/\partial P$ is
+# $dP$):
+
+# %%
+S3 = np.array([[0.3, 0.0, 0.0], [1.0, -0.5, 0.0], [0.2, 0.7, -1.0]])  # scores; above the diagonal: masked
+causal3 = np.tri(3, dtype=bool)
+P3 = T.softmax(S3, mask=causal3)  # (3, 3), rows sum to 1
+dP3 = np.array([[0.5, -1.0, 2.0], [-0.3, 0.8, 1.5], [1.2, -0.4, 0.1]])  # some upstream gradient
+dS3 = P3 * (dP3 - (dP3 * P3).sum(-1, keepdims=True))  # the formula
+jacobian = np.stack([(np.diag(P3[i]) - np.outer(P3[i], P3[i])) @ dP3[i] for i in range(3)])  # row by row
+eps = 1e-6
+fd3 = np.zeros_like(S3)
+loss3 = lambda S: (dP3 * T.softmax(S, mask=causal3)).sum()  # noqa: E731  ∂loss3/∂P = dP3
+for i, j in np.ndindex(3, 3):
+    e = np.zeros_like(S3)
+    e[i, j] = eps
+    fd3[i, j] = (loss3(S3 + e) - loss3(S3 - e)) / (2 * eps)
+print("P =\n", P3.round(4), "\ndS = P ∘ (dP − rowsum(dP ∘ P)) =\n", dS3.round(4))
+print(f"largest |Δ| against the Jacobian {np.abs(dS3 - jacobian).max():.1e}, T.softmax_backward "
+      f"{np.abs(dS3 - T.softmax_backward(dP3, P3)).max():.1e}, finite differences {np.abs(dS3 - fd3).max():.1e}")
+assert np.abs(dS3 - jacobian).max() < 1e-15 and np.abs(dS3 - T.softmax_backward(dP3, P3)).max() < 1e-15
+assert np.abs(dS3 - fd3).max() < 1e-9 and np.all(dS3[~causal3] == 0)  # masked: no gradient
+assert np.allclose(dS3.sum(-1), 0)  # adding c to a row of S changes nothing: each row of dS sums to 0
+
+# %% [markdown]
+# Each row of $dS$ sums to 0: adding a constant to a row of scores leaves the softmax unchanged,
+# so no gradient can push along that direction. Attention's backward is then products only:
+# $dV = P^\top dO$, $dP = dO\, V^\top$, this $dS$, and $dQ = dS\, K/\sqrt{d_h}$, $dK = dS^\top Q/\sqrt{d_h}$
+# (`T.scaled_dot_product_attention_backward`).
+#
 # The cell below is `T.decoder_backward` written out; each line prints the shape it produced.
 
 # %%
@@ -243,6 +285,10 @@ moved = np.abs(after["layers.0.W_q"] - params["layers.0.W_q"])
 print(f"AdamW by hand (float64) vs T.adamw_step (float32): largest |Δ| = {worst:.1e} = {worst / lr:.0e} of a "
       f"step η; layers.0.W_q moved by {moved.min():.2e} … {moved.max():.2e} (lr = {lr:.1e})")
 assert worst < 1e-2 * lr  # float32 rounding of weights near 1 (the norms' gains): 6e-8
+loss_after = float(T.cross_entropy(T.decoder_forward(after, ids, cfg)[0], targets))
+print(f"loss on this batch: before the step {loss:.6f}, after {loss_after:.6f} ({loss_after - loss:+.2e}: a first "
+      f"step of η = {lr:.0e} per weight)")
+assert loss_after < loss
 
 # %%
 name = "layers.0.W_q"
@@ -341,6 +387,53 @@ P.save(fig, P.figure_path("18_activation_memory.png"))
 # keep over a gigabyte for a model of 0.1 M weights. The tiled one stays linear in $n$: its price is
 # recomputing the scores in the backward pass (lesson 09's extra matrix product per tile).
 #
+# ## 7. Dropout: a change made in training only
+#
+# The Transformer paper drops out (zeroes at random, with probability $p = 0.1$) the output of
+# every sub-layer and the embeddings; the Annotated Transformer and nanoGPT also drop out the
+# attention weights $P$, after the softmax and before $PV$. Dropped entries are zero; the kept
+# ones are scaled by $1/(1-p)$ (*inverted* dropout), so that the expectation is unchanged:
+#
+# $$\tilde P = P \circ \frac{\mathrm{keep}}{1-p},\quad \mathrm{keep}_{ij} \sim \mathrm{Bernoulli}(1-p),\qquad
+#   \mathbb{E}[\tilde P] = P, \qquad dP = d\tilde P \circ \frac{\mathrm{keep}}{1-p}.$$
+#
+# At evaluation nothing is dropped and nothing rescaled: the model computes exactly what it did
+# without dropout. `T.DecoderConfig(dropout=p)` turns it on for the attention weights;
+# `decoder_forward(..., training=True, rng=seed)` draws the keep-masks and saves them for the
+# backward, and the default `training=False` is evaluation. (The runs of lesson 19 use none:
+# each step draws 64 fresh random documents, so memorising one helps with nothing that follows.)
+
+# %%
+p_drop = 0.1
+cfg_drop = T.DecoderConfig(**{**T.INDUCTION_SIZES, "dropout": p_drop})
+logits_eval, _ = T.decoder_forward(params, ids, cfg_drop)  # eval mode: training=False
+logits_train, saved_train = T.decoder_forward(params, ids, cfg_drop, training=True, rng=0)
+print(f"eval mode == the model without dropout, bit for bit: {np.array_equal(logits_eval, logits)}; "
+      f"training mode moves the logits by up to {np.abs(logits_train - logits).max():.1e}")
+assert np.array_equal(logits_eval, logits) and not np.array_equal(logits_train, logits)
+keep0 = saved_train["layers.0.keep"][0, 0]  # document 0, layer 0, head 0: (n, n)
+row = next(i for i in range(9, n) if (~keep0[i, :i + 1]).sum() >= 2)  # a query with a few of its keys dropped
+P_row = saved_train["layers.0.P"][0, 0, row, :row + 1]  # it may read keys 0 … row
+keep_row = keep0[row, :row + 1]
+print(f"query {row} of document 0, layer 0, head 0; p = {p_drop}:")
+dropped_row = T.dropout(P_row, p_drop, mask=keep_row)[0]
+print("key:      ", " ".join(f"{j:6d}" for j in range(row + 1)))
+print("P:        ", " ".join(f"{w:6.3f}" for w in P_row), f"   sum {P_row.sum():.3f}")
+print("kept:     ", " ".join(f"{'yes' if k else 'no':>6s}" for k in keep_row))
+print("dropout P:", " ".join(f"{w:6.3f}" for w in dropped_row), f"   sum {dropped_row.sum():.3f}")
+assert np.allclose(dropped_row[keep_row], P_row[keep_row] / (1 - p_drop)) and np.all(dropped_row[~keep_row] == 0)
+draws = np.stack([T.dropout(P_row, p_drop, rng=s)[0] for s in range(4000)])  # [4000, row + 1]
+sigma = P_row * np.sqrt(p_drop / ((1 - p_drop) * len(draws)))  # the std of a mean of 4000 draws
+print(f"mean of {len(draws)} draws: largest |mean − P| = {np.abs(draws.mean(0) - P_row).max():.1e} "
+      f"(5 standard errors: {5 * sigma.max():.1e})")
+assert np.all(np.abs(draws.mean(0) - P_row) < 5 * sigma)
+
+# %% [markdown]
+# A dropped row no longer sums to 1 — only its expectation does. Each step sees another random
+# subset of the keys, so no prediction can come to rest on a single one. The gradients of a step
+# with dropout use the same masks backwards (the formula above); the tests check them against
+# torch autograd given the same masks, and against finite differences.
+#
 # **Takeaways.** A training step is: forward (keep what the backward needs), loss, backward
 # (each forward function's transpose, in reverse, summing the gradients of tensors used twice
 # and of residuals), clip, learning rate, AdamW. Each piece is checked: by hand here, against
@@ -361,3 +454,8 @@ P.save(fig, P.figure_path("18_activation_memory.png"))
 #    $\lambda = 0.1$: what is $\theta$ after one step? And for a norm's gain with the same numbers?
 # 3. **Activation bytes.** The lesson's model at $b = 1$, $n = 512$: how many bytes does the plain
 #    backward keep, and how many the tiled one? Use the formula of section 6.
+
+# %% [markdown]
+# **Write it yourself:** `workbook/18_training_step.py` holds `softmax_backward`,
+# `scaled_dot_product_attention_backward` and `adamw_step` as stubs; `python -m transformer check 18`
+# tells you what is still wrong.

@@ -40,6 +40,8 @@ import numpy as np
 import transformer as T
 from transformer import plotting as P
 
+FAST = P.fast()  # TRANSFORMER_FAST=1: the one-layer control trains for fewer steps
+
 # %% [markdown]
 # ## 1. The task
 #
@@ -91,7 +93,20 @@ assert run["heldout_accuracy"] >= 0.99
 #   $t_{k}$, its earlier copy sits at $i-m$, and the token after that copy, $t_{k+1}$, at
 #   $i-m+1$: the answer.
 #
-# A head that spreads its weight evenly scores about $\ln(n)/n \approx 0.13$ on either.
+# What does a head that has learned nothing score? A causal head that spreads its weight evenly
+# gives query $i$'s $i + 1$ keys $1/(i+1)$ each; its scores are means of those over the rows each
+# score reads, so they differ: the induction score reads only the later rows, where the weight
+# is spread thinner.
+
+# %%
+m_probe = snaps["n_half"]  # 12
+n_probe = 2 * m_probe
+uniform = np.tri(n_probe) / np.arange(1, n_probe + 1)[:, None]  # [n, n]: row i puts 1/(i + 1) on keys 0 … i
+baseline = {k: float(v[0, 0]) for k, v in T.induction_head_scores(uniform[None, None], m_probe).items()}  # L = h = 1
+print(f"a uniform causal head on the probe (n = {n_probe}): previous token {baseline['previous token']:.3f}, "
+      f"induction {baseline['induction']:.3f}")
+assert abs(baseline["previous token"] - np.mean(1 / np.arange(2, n_probe + 1))) < 1e-12  # rows 1 … n − 1
+assert abs(baseline["induction"] - np.mean(1 / np.arange(m_probe + 1, n_probe))) < 1e-12  # rows m … 2m − 2
 
 # %%
 scores = snaps["scores"]  # name -> [snapshot, L, h]
@@ -109,7 +124,32 @@ assert l_prev < l_ind and ind.max() > 0.8 and prev.max() > 0.4
 # The order matters: the induction head must know, at each key $j$, *which token came before
 # $j$* — and that is what the previous-token head of the layer below wrote into position $j$.
 # Query $t_k$ then matches the key whose previous token is $t_k$, and copies the token there.
-# Two layers are the fewest that can do it.
+# Two layers are the fewest that can do it: with one, no key holds anything but its own token
+# (RoPE turns q and k by their positions, but writes no position into the residual stream), so
+# no query can find "the key after my earlier copy". A claim to test: the same run, same seed
+# and recipe, with `sizes={"L": 1}`.
+
+# %%
+one_steps = 250 if FAST else run["steps"]  # one layer has settled by step 250 (snapshots of the full run)
+one = T.train_induction(seed=0, steps=one_steps, sizes={"L": 1}, snapshot_every=25)
+print(f"held-out accuracy after {one_steps} steps: one layer {one['heldout_accuracy']:.1%}, "
+      f"two layers {run['heldout_accuracy']:.1%} (after {run['steps']});  last-20-step loss: one layer "
+      f"{np.mean(one['history']['loss'][-20:]):.2f}, two {np.mean(h['loss'][-20:]):.3f}")
+assert one["heldout_accuracy"] < 0.35 and run["heldout_accuracy"] - one["heldout_accuracy"] > 0.6
+
+# %%
+fig, _ = P.training.runs_compared(
+    {"two layers": h["loss"], "one layer": one["history"]["loss"]},
+    {"two layers": (snaps["step"], snaps["accuracy"]),
+     "one layer": (one["snapshots"]["step"], one["snapshots"]["accuracy"])},
+    levels={f"chance: ln 31 = {np.log(cfg.v - 1):.2f}": float(np.log(cfg.v - 1))},
+    suptitle="The same run with one layer: no induction head can form, and the accuracy stays near a fifth")
+P.save(fig, P.figure_path("19_one_layer_control.png"))
+
+# %% [markdown]
+# The one-layer model's loss follows the two-layer one's through the slow phase, where neither
+# can copy, then levels off at about a fifth of the answers, while the two-layer model drops to
+# a loss near 0: the copy needs the second layer.
 #
 # A score is a correlation; to test the story, switch heads off. Zeroing a head's rows of
 # $W_o$ removes what it writes into the residual stream:
@@ -152,7 +192,9 @@ picked = [0, i_before, i_during, len(steps_s) - 1]
 print(f"accuracy below 20 % until step {steps_s[i_before]}, past 50 % at step {steps_s[i_during]}, "
       f"past 99 % at step {steps_s[i_after]}")
 drop = h["loss"][steps_s[i_before] - 1] - h["loss"][steps_s[i_after] - 1]
-print(f"the loss falls by {drop:.2f} nats in the {steps_s[i_after] - steps_s[i_before]} steps between them")
+print(f"the loss falls by {drop:.2f} nats in the {steps_s[i_after] - steps_s[i_before]} steps between them; "
+      f"held-out accuracy at step 300: {acc_s[steps_s == 300][0]:.0%}")
+assert acc_s[steps_s == 300][0] > 0.9  # exercise 4 compares a one-layer run of 300 steps with this
 marks = [(int(steps_s[i]), "ABCD"[k]) for k, i in enumerate(picked)]
 fig, _ = P.training.training_curves(
     h["loss"], steps_s, acc_s, {f"previous-token score (layer {l_prev}, head {h_prev})": best_prev,
@@ -187,8 +229,9 @@ fig, _ = P.training.heads_over_training(
     targets={r: (prev_cells if row_score[r] == "previous token" else ind_cells) for r in range(cfg.L * cfg.h)},
     scores=panel_scores, score_names=[f"{name} score" for name in row_score],
     col_titles=[f"{'ABCD'[k]}: step {int(steps_s[i])}, accuracy {acc_s[i]:.0%}" for k, i in enumerate(picked)],
+    mask=np.tri(n_probe, dtype=bool),  # the causal mask: the cells above the diagonal are grey, not weights of 0
     suptitle="Every head on a held-out sequence (12 tokens, then the same 12); red: where a previous-token "
-             "head (layer 0)\nor an induction head (layer 1) should look")
+             "head (layer 0)\nor an induction head (layer 1) should look; grey: hidden by the causal mask")
 P.save(fig, P.figure_path("19_heads_over_training.png"))
 
 # %% [markdown]
@@ -262,7 +305,8 @@ P.save(fig, P.figure_path("19_packing.png"))
 #
 # **Takeaways.** A two-layer decoder learns to copy by composing two heads: one writes "the
 # token before me" into each position, the next matches the current token against it and reads
-# what follows. They appear together, in a sudden drop after a slow start. Scores find them;
+# what follows. They appear together, in a sudden drop after a slow start; with one layer they
+# cannot appear at all, and the accuracy stays near a fifth. Scores find them;
 # switching them off confirms what they do. Packing gives the same learning with a fraction of
 # the padding.
 
@@ -280,3 +324,8 @@ P.save(fig, P.figure_path("19_packing.png"))
 # 3. **The induction score.** On $t_1 t_2 t_3\, t_1 t_2 t_3$ ($m = 3$), which (query, key) cells does
 #    the induction score read, and what does a head score that puts all the weight of those rows on
 #    them? Check with `T.induction_head_scores`.
+# 4. **Change the run: more heads instead of a second layer.** Give the one-layer control of
+#    section 3 four times the heads: $h = 8$ heads of $d_h = 8$ (`sizes={"L": 1, "h": 8, "h_kv": 8}`).
+#    Predict how many weights it has (against the one-layer model with 2 heads), and whether it
+#    can learn to copy. Check with a run of 300 steps, `T.train_induction(steps=300, sizes=…)`: by
+#    then the two-layer run above has passed 90 %. What has the wide layer learned, and what not?

@@ -11,7 +11,8 @@ folder, _build/site_src/, laid out anew by each build:
                as Sphinx resolves a link through a symbolic link to the file outside the folder it reads
     figures/   TRANSFORMER_FIGURES points here while the lessons run, so a build never rewrites the
                committed figures, and the gallery shows the figures this build drew
-    index.md   site/index.md;  lessons_table.md, api/*.md  generated from the lessons and the docstrings
+    index.md   site/index.md;  lessons_table.md, api/*.md  generated from the lessons and the docstrings;
+               workbook.md  generated from workbook/ and the package (site/workbook_page.py)
 
 A failing assert in a lesson stops the build with its traceback. Warnings fail it too (-W), and so
 does anything a lesson writes to stderr (printed at the end). The new site is built into
@@ -88,6 +89,7 @@ def stage(stage_dir: Path = STAGE) -> None:
     """Lay out the folder Sphinx reads (links and generated pages only)."""
     sys.path.insert(0, str(SITE))
     import api_pages
+    import workbook_page
 
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
@@ -102,6 +104,7 @@ def stage(stage_dir: Path = STAGE) -> None:
     shutil.copy(SITE / "index.md", stage_dir / "index.md")
     (stage_dir / "lessons_table.md").write_text(lessons_table(), encoding="utf-8")
     api_pages.write(stage_dir / "api")
+    workbook_page.write(stage_dir / "workbook.md", lesson_title)
 
 
 def build(fast: bool) -> int:

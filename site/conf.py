@@ -44,7 +44,7 @@ extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax"]
 # Only these are pages; the staging folder also holds README.md, lessons/README.md and the lessons'
 # table, which the home page includes.
 include_patterns = ["index.md", "lessons/[0-9][0-9]_*.py", "figures/README.md", "docs/*.md",
-                    "benchmarks/results/*.md", "api/*.md"]
+                    "benchmarks/results/*.md", "api/*.md", "workbook.md"]
 exclude_patterns = ["lessons/solutions/**", "lessons/run_all.py"]
 if os.environ.get("SITE_LESSONS"):  # while working on the site: SITE_LESSONS="03 05" builds only these lessons
     include_patterns[1:2] = [f"lessons/{n.zfill(2)}_*.py" for n in os.environ["SITE_LESSONS"].split()]

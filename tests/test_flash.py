@@ -87,6 +87,29 @@ def test_merge_of_two_parts_is_the_whole(n, cut, seed):
     np.testing.assert_allclose(l[:, 0], np.exp(x - x.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
 
 
+@pytest.mark.parametrize("Bc", [1, 3, 7])
+def test_online_attention_update_over_tiles_equals_torch(Bc):
+    """Folding the key tiles one by one, then O / l, equals torch's softmax(S) V; a row whose first
+    tiles are all masked (-inf) stays 0 there, never NaN."""
+    rng = np.random.default_rng(Bc)
+    S = rng.standard_normal((2, 3, 4, 7)) * 4  # [b, h, Br, n_k]
+    S[0, 0, 1, :4] = -np.inf  # this row sees nothing in its first tiles
+    V = rng.standard_normal((2, 3, 7, 5))  # [b, h, n_k, d_h]
+    m, l, O = np.full((2, 3, 4, 1), -np.inf), np.zeros((2, 3, 4, 1)), np.zeros((2, 3, 4, 5))
+    for c0 in range(0, 7, Bc):
+        m, l, O = T.online_attention_update(m, l, O, S[..., c0:c0 + Bc], V[..., c0:c0 + Bc, :])
+        assert not np.isnan(O).any() and not np.isnan(l).any()
+    expected = torch.softmax(torch.from_numpy(S), dim=-1) @ torch.from_numpy(V)
+    np.testing.assert_allclose(O / l, expected.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(m[..., 0], S.max(-1), rtol=0)
+
+
+def test_online_attention_update_refuses_mismatched_tiles():
+    m = l = np.zeros((4, 1))
+    with pytest.raises(ValueError, match="V_j must be"):
+        T.online_attention_update(m, l, np.zeros((4, 5)), np.zeros((4, 3)), np.zeros((2, 5)))
+
+
 def test_online_softmax_history_max_never_falls_and_ends_at_the_row():
     x = np.random.default_rng(1).standard_normal((2, 23)) * 5
     ms, ls = online_softmax_history(x, block=4)

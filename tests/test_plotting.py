@@ -258,3 +258,34 @@ def test_figures_dir_follows_the_environment(monkeypatch, tmp_path):
     assert P.fast()
     monkeypatch.setenv("TRANSFORMER_FAST", "0")
     assert not P.fast()
+
+
+def pixel_at(fig, ax, x, y):
+    """The RGB (0…1) drawn at data point (x, y) of ax, read from the rendered canvas."""
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    px, py = ax.transData.transform((x, y))
+    return rgba[int(round(rgba.shape[0] - py)), int(round(px)), :3] / 255  # the canvas counts rows from the top
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+def test_masked_cells_are_grey_with_or_without_numbers(annotate):
+    # a 3 × 3 causal map: the cell (0, 2) is hidden, (2, 0) holds a weight of 0.0 and is not
+    w = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.4, 0.6]])
+    fig, ax = P.attention_heatmap(w, annotate=annotate, mask=np.tri(3, dtype=bool), colorbar=False)
+    grey = np.array(to_rgba(P.OFF_COLOR)[:3])
+    for dx in (-0.3, 0.0, 0.3):  # off-centre too, away from where a number would sit
+        np.testing.assert_allclose(pixel_at(fig, ax, 2 + dx, 0.3), grey, atol=2 / 255)  # hidden: grey
+        assert pixel_at(fig, ax, 0 + dx, 2.3).min() > 0.95  # a visible weight of 0: white
+    texts = {tuple(t.get_position()) for t in ax.texts}
+    assert (2, 0) not in texts and ((0, 2) in texts) == annotate  # no number on a hidden cell
+
+
+def test_heads_over_training_greys_the_hidden_cells():
+    maps = np.tile(np.tri(4) / np.arange(1, 5)[:, None], (2, 1, 1, 1))  # [k=2, heads=1, 4, 4], uniform causal
+    fig, axes = P.training.heads_over_training(maps, [0, 10], ["head"], list("abcd"), targets={},
+                                               mask=np.tri(4, dtype=bool))
+    grey = np.array(to_rgba(P.OFF_COLOR)[:3])
+    for ax in axes[0]:
+        np.testing.assert_allclose(pixel_at(fig, ax, 3, 0.2), grey, atol=2 / 255)
+        assert pixel_at(fig, ax, 0, 3.3).max() < 0.95  # a weight of 1/4: blue, not grey nor white

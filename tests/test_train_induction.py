@@ -239,6 +239,12 @@ def test_load_decoder_refuses_what_is_not_a_decoder(tmp_path):
     (dict(snapshot_every=0), "snapshot_every must be an integer ≥ 1"),
     (dict(packed="yes"), "packed must be"),
     (dict(on_step=3), "on_step must be a function"),
+    (dict(sizes={"layers": 1}), "sizes: 'layers' is not a DecoderConfig field"),
+    (dict(sizes={"dropout": 0.1}), "sizes: 'dropout' is not a DecoderConfig field"),
+    (dict(sizes={"v": 40}), "the task needs v = 32"),
+    (dict(sizes=[("L", 1)]), "sizes must be a dict"),
+    (dict(lr_max=0.0), "lr_max must be a finite positive number"),
+    (dict(lr_max=float("nan")), "lr_max must be a finite positive number"),
 ])
 def test_bad_arguments_are_refused_in_one_line(kw, match):
     with pytest.raises((TypeError, ValueError), match=match) as e:
@@ -261,3 +267,12 @@ def test_induction_rows_refuses_odd_documents():
         T.induction_rows([[1, 2, 1, 2], [1, 2, 3, 1, 2]], packed=True)
     with pytest.raises(ValueError, match="non-empty list"):
         T.induction_rows([], packed=False)
+
+
+def test_a_changed_run_uses_its_sizes_and_learning_rate():
+    one = T.train_induction(steps=3, seed=0, sizes={"L": 1, "h": 4, "h_kv": 4}, lr_max=1e-3, progress=False,
+                            snapshot_every=3)
+    assert (one["cfg"].L, one["cfg"].h, one["cfg"].d_h) == (1, 4, 16)
+    assert sorted(one["params"]) == sorted(one["cfg"].parameter_shapes())
+    assert one["snapshots"]["maps"].shape[1:3] == (1, 4)  # [k, L, h, n, n]
+    assert np.allclose(one["history"]["lr"], [T.lr_at(s, lr_max=1e-3, warmup=3, total=3) for s in range(3)])

@@ -316,3 +316,19 @@ def test_bad_arguments_are_refused_with_their_value():
         T.seq2seq_loss_and_grads(params, b._replace(tgt_out=b.tgt_out - 200), cfg)
     with pytest.raises(ValueError, match="steps must be an integer ≥ 1, got steps=0"):
         T.train_translation(steps=0)
+
+
+def test_the_control_run_without_cross_attention_never_reads_the_source():
+    run = T.train_translation(steps=3, seed=0, cross_attention=False, progress=False)
+    cfg, params = run["cfg"], run["params"]
+    assert all(np.all(params[f"dec.{l}.cross.W_o"] == 0) for l in range(cfg.L_dec))  # cut, and kept cut
+    full = T.train_translation(steps=3, seed=0, progress=False)
+    assert not np.all(full["params"]["dec.0.cross.W_o"] == T.init_seq2seq(cfg, 0)["dec.0.cross.W_o"])  # it trains
+    b = T.translation_batch(np.random.default_rng(1), 4)
+    logits, _ = T.seq2seq_forward(params, b.src_ids, b.tgt_in, cfg, b.src_lengths)
+    other = b.src_ids.copy()
+    other[b.src_ids != 0] = T.translation_vocab().first_source + 3  # another source, same lengths
+    logits_other, _ = T.seq2seq_forward(params, other, b.tgt_in, cfg, b.src_lengths)
+    np.testing.assert_array_equal(logits, logits_other)  # the source changes nothing
+    with pytest.raises(TypeError, match="cross_attention must be True or False"):
+        T.train_translation(steps=1, cross_attention="no", progress=False)

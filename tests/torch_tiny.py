@@ -27,7 +27,9 @@ class TorchTinyDecoder(torch.nn.Module):
     def named_weights(self):  # our names -> torch parameters
         return {name: self.w(name) for name in self.names}
 
-    def forward(self, ids, positions=None, doc_ids=None):  # [b, n] -> [b, n, v]
+    def forward(self, ids, positions=None, doc_ids=None, keep=None):  # [b, n] -> [b, n, v]
+        """keep: {layer: bool [b, h, n, n]} dropout keep-masks of the attention weights (the package's
+        saved "layers.{l}.keep"): the attention is then written out, P · keep / (1 − p) before V."""
         c = self.cfg
         b, n = ids.shape
         d_h = c.d // c.h
@@ -54,7 +56,13 @@ class TorchTinyDecoder(torch.nn.Module):
             k = (a @ p("W_k")).view(b, n, c.h_kv, d_h).transpose(1, 2)
             v = (a @ p("W_v")).view(b, n, c.h_kv, d_h).transpose(1, 2)
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            if keep is None:
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            else:  # the weights, dropped out with the given mask, as torch's own dropout computes it
+                rep = c.h // c.h_kv
+                s = q @ k.repeat_interleave(rep, 1).mT / d_h ** 0.5
+                P = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
+                o = (P * torch.as_tensor(keep[l]) / (1 - c.dropout)) @ v.repeat_interleave(rep, 1)
             x = x + o.transpose(1, 2).reshape(b, n, c.h * d_h) @ p("W_o")
             f = F.rms_norm(x, (c.d,), p("norm2"), eps=c.eps)
             x = x + (F.silu(f @ p("W_gate")) * (f @ p("W_up"))) @ p("W_down")

@@ -20,7 +20,7 @@ from .core.layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, 
 from .core.kv_cache import KVCache
 
 # FlashAttention: online softmax, tiling, backward, IO and memory counts; the CUDA kernels
-from .core.online_softmax import (online_softmax, online_softmax_stats, online_softmax_history,
+from .core.online_softmax import (online_softmax, online_softmax_stats, online_softmax_history, online_attention_update,
                                   merge_softmax_stats, exp_minus)
 from .flash.tiled import flash_attention, standard_attention, FlashTrace, TileStep
 from .flash.tiled_fast import (flash_attention_fast, flash_attention_fast_peak_bytes, fast_block_size,
@@ -35,7 +35,9 @@ from .flash import cuda_kernels  # the kernels' host side as pure functions: T.c
 # a real decoder: SmolLM2-135M (or any Llama GGUF), its BPE tokenizer and sampling
 from .tokenizers.bpe import BPETokenizer
 from .core.sampling import sample_next, filter_logits, next_token_probs
-from .models.llama import LlamaConfig, Llama, random_llama, GenerationStats
+from .models.llama import LlamaConfig, Llama
+from .models.llama_random import random_llama
+from .models.generation import GenerationStats  # the generation loop, shared by every engine
 from .models.llama import decoder_mask, forward as llama_forward
 from .models.llama_fast import FastForward, decode_matrices  # the same maths through the cache, in buffers made once
 from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
@@ -63,7 +65,8 @@ from .core.layers import (linear, linear_backward, layer_norm_backward, rms_norm
                           gelu_backward, silu_backward, sigmoid_backward, ffn_backward, swiglu_ffn_backward)
 from .core.embedding import embed_backward, lm_head_backward
 from .core.positions import learned_positions_backward, apply_rope_half_backward, apply_rope_interleaved_backward
-from .core.attention import softmax_backward, repeat_kv_backward, scaled_dot_product_attention_backward
+from .core.attention import (softmax_backward, repeat_kv_backward, scaled_dot_product_attention_backward, dropout,
+                             dropout_backward)
 from .core.heads import split_heads_backward, merge_heads_backward
 from .core.loss import cross_entropy, cross_entropy_backward
 from .train.decoder import (DecoderConfig, init_decoder, decoder_forward, decoder_backward, decoder_loss_and_grads,
@@ -76,8 +79,8 @@ from .train.data import (IGNORE_INDEX, HELDOUT_SEED_OFFSET, is_heldout, Inductio
                          packed_rows, next_token_targets, batches, batch_tokens)
 from .train.translation_data import (TranslationVocab, translation_vocab, TranslationBatch, translation_batch,
                                      translation_split, reference_translation, translation_alignment, detokenize)
-from .train.checkpoint import (save_checkpoint, load_checkpoint, checkpoint_extra, check_params, write_metrics,
-                               read_metrics)
+from .train.checkpoint import (save_checkpoint, load_checkpoint, checkpoint_contents, checkpoint_extra, check_params,
+                               write_metrics, read_metrics)
 from .train.loop import train_loop
 
 # training: the original encoder–decoder on the toy translation task

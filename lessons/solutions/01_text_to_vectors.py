@@ -1,28 +1,37 @@
 """Solutions to the "Try it" exercises of lesson 01 (from text to vectors).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
+import numpy as np
+
+
+def table():  # (v, d) = (6, 4): a tiny embedding table, the same for the exercise and its check
+    return np.random.default_rng(1).normal(size=(6, 4))
 
 
 def exercise_1():
-    """" naïve" in UTF-8, and the symbols byte-level BPE starts from.
+    """Write the embedding lookup and the tied LM head in NumPy, on a table of v = 6 rows, d = 4.
 
-    ' ' = 32, n = 110, a = 97, v = 118, e = 101, and ï (U+00EF) takes two bytes, 0xC3 0xAF = 195, 175:
-    7 bytes for 6 characters. GPT-2's byte table (which SmolLM2 uses) keeps the printable bytes
-    33–126, 161–172 and 174–255 as their own character; the others (0–32, 127–160, 173) go, in
-    order, to chr(256), chr(257), …: the space, byte 32, is the 33rd of them, chr(256 + 32) = 'Ġ'.
+    The lookup is indexing: ids (b, n) = [[3, 1, 3]] pick rows 3, 1, 3 of W_E, a (1, 3, 4) array
+    (rows 0 and 2 equal: one id, one vector). The tied head compares each vector with every row of
+    the same table: logits = x @ W_Eᵀ, (1, 3, 4) @ (4, 6) = (1, 3, 6), one score per vocabulary
+    entry. Its largest entry in row 0 is token 3's own score, ‖e_3‖², since no row here has a
+    larger dot product with e_3.
     """
-    values = [32, 110, 97, 0xC3, 0xAF, 118, 101]
-    printable = set(range(33, 127)) | set(range(161, 173)) | set(range(174, 256))
-    shifted = [b for b in range(256) if b not in printable]  # the bytes that get a stand-in character
-    symbols = [chr(b) if b in printable else chr(256 + shifted.index(b)) for b in values]
-    return {"bytes": values, "symbols": symbols}
+    W_E = table()  # (v, d)
+    ids = np.array([[3, 1, 3]])  # (b, n)
+    x = W_E[ids]  # (b, n, d): row ids[b, n] of the table
+    logits = x @ W_E.T  # (b, n, v)
+    return {"x": x, "logits": logits, "top_of_row_0": int(logits[0, 0].argmax())}
 
 
 def check_1(answer, T):
-    assert answer["bytes"] == list(" naïve".encode("utf-8"))
-    no_merges = T.BPETokenizer([], [])  # no merge list: bpe() returns the byte symbols themselves
-    assert answer["symbols"] == no_merges.bpe(" naïve") == ["Ġ", "n", "a", "Ã", "¯", "v", "e"], answer
+    W_E, ids = table(), np.array([[3, 1, 3]])
+    x = T.embed(ids, W_E)  # (b, n, d)
+    np.testing.assert_allclose(answer["x"], x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(answer["logits"], T.lm_head(x, W_E), rtol=1e-12, atol=1e-12)
+    assert answer["top_of_row_0"] == int(T.lm_head(x, W_E)[0, 0].argmax()) == 3, answer["top_of_row_0"]
 
 
 def exercise_2():

@@ -1,6 +1,7 @@
 """Solutions to the "Try it" exercises of lesson 02 (positions).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
 import cmath
 import math
@@ -9,15 +10,25 @@ import numpy as np
 
 
 def exercise_1():
-    """Row pos = 1 of the sinusoidal table with d = 4: the two clocks run at ω_0 = 10000^0 = 1 and
-    ω_1 = 10000^(-2/4) = 1/100, so PE[1] = [sin 1, cos 1, sin 0.01, cos 0.01]
-    = [0.8415, 0.5403, 0.0100, 1.0000]."""
-    return [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]
+    """Write the sinusoidal table in NumPy, n = 8 positions, d = 6: PE[pos, 2i] = sin(pos·ω_i) and
+    PE[pos, 2i+1] = cos(pos·ω_i) with ω_i = 10000^(-2i/d). One outer product gives every angle.
+
+    By hand, row pos = 1 has the clocks ω = (1, 10000^(-1/3) = 0.0464, 10000^(-2/3) = 0.00215):
+    PE[1] = [sin 1, cos 1, sin 0.0464, cos 0.0464, …] = [0.8415, 0.5403, 0.0464, 0.9989, 0.00215, 1.0000].
+    """
+    n, d = 8, 6
+    omega = 10000.0 ** (-np.arange(0, d, 2) / d)  # (d/2,)
+    angles = np.outer(np.arange(n), omega)  # (n, d/2): pos · ω_i
+    pe = np.zeros((n, d))  # (n, d)
+    pe[:, 0::2] = np.sin(angles)  # even columns
+    pe[:, 1::2] = np.cos(angles)  # odd columns
+    assert np.allclose(pe[1], [0.8415, 0.5403, 0.0464, 0.9989, 0.00215, 1.0000], atol=5e-5)  # the row by hand
+    return pe
 
 
 def check_1(answer, T):
-    pe = T.sinusoidal_positions(2, 4, dtype=np.float64)  # (n, d)
-    assert np.allclose(answer, pe[1], atol=1e-12), (answer, pe[1])
+    pe = T.sinusoidal_positions(8, 6, dtype=np.float64)  # (n, d)
+    np.testing.assert_allclose(answer, pe, rtol=0, atol=1e-12)
 
 
 def exercise_2():

@@ -1,22 +1,26 @@
 """Solutions to the "Try it" exercises of lesson 05 (masks).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
 import numpy as np
 
 
 def exercise_1():
-    """The mask "window 3 or token 0" for n = 6 (a causal sliding window of 3 keys, plus the first
-    token, which every query keeps seeing: the "attention sink" of StreamingLLM).
+    """The mask "window 3 or token 0" for n = 6, written in NumPy (a causal sliding window of 3 keys,
+    plus the first token, which every query keeps seeing: the "attention sink" of StreamingLLM).
 
-    Row i may read keys i−2, i−1, i (those ≥ 0) and key 0. Rows 0–2 gain nothing from key 0 (it is
-    in their window already); rows 3, 4, 5 gain one key each. Pairs: 1 + 2 + 3 + 4 + 4 + 4 = 18.
+    np.tril keeps j ≤ i (causal); np.triu(…, k=−2) keeps j ≥ i − 2 (the window); key 0 is one
+    column. Row i reads keys i−2, i−1, i (those ≥ 0) and key 0: rows 0–2 gain nothing from key 0
+    (it is in their window already); rows 3, 4, 5 gain one key each. Pairs: 1 + 2 + 3 + 4 + 4 + 4 = 18.
     """
     n, w = 6, 3
-    rows = []
-    for i in range(n):
-        rows.append([(i - w < j <= i) or (j == 0) for j in range(n)])
-    return {"mask": rows, "pairs": 1 + 2 + 3 + 4 + 4 + 4}
+    ones = np.ones((n, n), dtype=bool)
+    window = np.tril(ones) & np.triu(ones, k=-(w - 1))  # (n, n): i − w < j ≤ i
+    sink = np.zeros((n, n), dtype=bool)
+    sink[:, 0] = True  # every query reads key 0
+    mask = window | sink  # (n, n)
+    return {"mask": mask, "pairs": int(mask.sum())}
 
 
 def check_1(answer, T):

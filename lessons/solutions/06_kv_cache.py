@@ -1,7 +1,9 @@
 """Solutions to the "Try it" exercises of lesson 06 (the KV cache).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
+import numpy as np
 
 # Llama-2-7B, as published in meta-llama/Llama-2-7b-hf's config.json on the Hugging Face Hub:
 # 32 layers, hidden size 4096, 32 attention heads and no num_key_value_heads (so 32 KV heads: plain
@@ -36,12 +38,32 @@ def check_2(answer, T):
     assert got > 2 * T.count_parameters(LLAMA_2_7B)  # the cache outweighs the float16 weights
 
 
+def sequence():  # q, k, v of (b, h, n, d_h) = (1, 2, 8, 4) for 8 positions, the same for exercise and check
+    rng = np.random.default_rng(6)
+    return tuple(rng.normal(size=(1, 2, 8, 4)) for _ in range(3))
+
+
 def exercise_3():
-    """SmolLM2-135M at its full context of 8192 tokens, float16: per token 2 · 30 · 3 · 64 · 2 = 23,040
-    bytes (half the float32 figure of the lesson); times 8192 = 188,743,680 bytes = 180 MiB."""
-    return 2 * 30 * 3 * 64 * 2 * 8192
+    """A KV cache in a few lines of NumPy: allocate K, V once for n_max = 8 positions, prefill the
+    first 5 (their keys and values written at [0, 5)), then decode positions 5, 6, 7 one at a time:
+    write the new key and value at [length], and let the one new query attend to keys [0, length + 1).
+    No mask is needed: every cached key is in the past. The three decoded rows are the last three
+    rows of causal attention over all 8 positions, computed once without a cache."""
+    q, k, v = sequence()  # (b, h, n, d_h) each
+    b, h, n_max, d_h = k.shape
+    K, V = np.zeros((b, h, n_max, d_h)), np.zeros((b, h, n_max, d_h))  # the cache, allocated once
+    K[:, :, :5], V[:, :, :5] = k[:, :, :5], v[:, :, :5]  # prefill
+    length, rows = 5, []
+    for t in range(5, 8):  # decode: one new position per step
+        K[:, :, length], V[:, :, length] = k[:, :, t], v[:, :, t]  # written by slice, nothing copied
+        length += 1
+        s = q[:, :, t:t + 1] @ K[:, :, :length].swapaxes(-1, -2) / np.sqrt(d_h)  # (b, h, 1, length)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        rows.append(e / e.sum(axis=-1, keepdims=True) @ V[:, :, :length])  # (b, h, 1, d_h)
+    return np.concatenate(rows, axis=2)  # (b, h, 3, d_h)
 
 
 def check_3(answer, T):
-    got = T.kv_cache_bytes("smollm2-135m", 8192, dtype="float16")
-    assert answer == got, (answer, got)
+    q, k, v = sequence()
+    full = T.scaled_dot_product_attention(q, k, v, mask=T.causal_mask(8))  # (b, h, n, d_h), no cache
+    np.testing.assert_allclose(answer, full[:, :, 5:], rtol=1e-10, atol=1e-12)

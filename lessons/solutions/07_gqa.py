@@ -1,6 +1,7 @@
 """Solutions to the "Try it" exercises of lesson 07 (grouped-query attention).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
 import numpy as np
 
@@ -41,12 +42,30 @@ def check_2(answer, T):
     assert np.all(expanded[0, 13] == answer), (answer, expanded[0, 13, 0, 0])
 
 
+def heads():  # q (b, h, n, d_h) = (1, 4, 5, 3); k, v with h_kv = 2 heads; the same for exercise and check
+    rng = np.random.default_rng(7)
+    return rng.normal(size=(1, 4, 5, 3)), rng.normal(size=(1, 2, 5, 3)), rng.normal(size=(1, 2, 5, 3))
+
+
 def exercise_3():
-    """A 32,768-token context of Qwen2.5-7B: 32,768 · 57,344 bytes = 1,879,048,192 bytes = 1.75 GiB
-    (with MHA it would be 7 × that, 12.25 GiB)."""
-    return 32_768 * 57_344
+    """GQA with h = 4 query heads and h_kv = 2 groups, in NumPy: repeat each KV head h / h_kv = 2
+    times along the head axis with np.repeat (heads 0, 0, 1, 1: query heads 0–1 read KV head 0,
+    2–3 read KV head 1), then run ordinary attention head by head. np.tile would give 0, 1, 0, 1 and
+    pair query heads 1 and 2 with the wrong group."""
+    q, k, v = heads()
+    k_rep, v_rep = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)  # (b, h, n, d_h)
+    s = q @ k_rep.swapaxes(-1, -2) / np.sqrt(q.shape[-1])  # (b, h, n, n)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    tiled = np.tile(k, (1, 2, 1, 1))  # (b, h, n, d_h): KV heads 0, 1, 0, 1
+    wrong = [i for i in range(4) if not np.array_equal(tiled[:, i], k_rep[:, i])]  # query heads tile misroutes
+    return {"k_rep": k_rep, "out": e / e.sum(axis=-1, keepdims=True) @ v_rep, "tile_misroutes": wrong}
 
 
 def check_3(answer, T):
-    got = T.kv_cache_bytes(QWEN2_5_7B, 32_768, dtype="bfloat16")
-    assert answer == got, (answer, got)
+    q, k, v = heads()
+    np.testing.assert_array_equal(answer["k_rep"], T.repeat_kv(k, 2))
+    got = T.scaled_dot_product_attention(q, k, v)  # GQA inside: h_kv = 2 heads serve 4 queries
+    np.testing.assert_allclose(answer["out"], got, rtol=1e-10, atol=1e-12)
+    tiled = np.tile(k, (1, 2, 1, 1))  # (b, h, n, d_h): KV heads 0, 1, 0, 1
+    misrouted = [i for i in range(4) if not np.array_equal(tiled[:, i], T.repeat_kv(k, 2)[:, i])]
+    assert answer["tile_misroutes"] == misrouted == [1, 2], (answer["tile_misroutes"], misrouted)

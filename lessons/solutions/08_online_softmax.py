@@ -1,6 +1,7 @@
 """Solutions to the "Try it" exercises of lesson 08 (online softmax).
 
-Each exercise_k() works the answer out by hand; check_k(answer, T) recomputes it with the package.
+Each exercise_k() works the answer out by hand or in a few lines of NumPy; check_k(answer, T) compares
+it with the package.
 """
 import math
 
@@ -40,22 +41,30 @@ def check_2(answer, T):
     assert np.allclose(answer, (m, l), rtol=1e-12), (answer, m, l)
 
 
+def row():  # one row of n = 100 scores and its values (n, d_v) = (100, 4), the same for exercise and check
+    rng = np.random.default_rng(8)
+    return 3 * rng.normal(size=100), rng.normal(size=(100, 4))
+
+
 def exercise_3():
-    """The output after the scores 1, 3, 2 with values 10, 20, 30, kept unnormalised and rescaled:
-    after 1: O = 10 (weight e^0);  after 3: O = 10·e^(1−3) + 20 = 21.353;
-    after 2: O = 21.353 + 30·e^(2−3) = 32.389. Divide by l = 1.5032 at the end: 21.546,
-    the softmax-weighted mean of the values."""
-    o1 = 10.0
-    o2 = o1 * math.exp(1.0 - 3.0) + 20.0
-    o3 = o2 * math.exp(3.0 - 3.0) + 30.0 * math.exp(2.0 - 3.0)
-    l3 = (1.0 * math.exp(1.0 - 3.0) + 1.0) + math.exp(2.0 - 3.0)
-    return o3 / l3
+    """The recurrence of §3 as a NumPy loop, one key at a time, on a row of 100 scores with values of
+    d_v = 4: carry m, l and the unnormalised output o; when the max grows, rescale l and o by
+    e^(m_old − m_new) before adding the new key's e^(s_j − m_new) and e^(s_j − m_new)·v_j. Divide by l
+    at the end. By hand, on the scores 1, 3, 2 with values 10, 20, 30: o = 10, then
+    10·e^(1−3) + 20 = 21.353, then 21.353 + 30·e^(2−3) = 32.389; l = 1.5032; o / l = 21.546."""
+    s, v = row()  # (n,), (n, d_v)
+    m, l, o = -np.inf, 0.0, np.zeros(v.shape[1])
+    for s_j, v_j in zip(s, v):
+        m_new = max(m, s_j)
+        alpha = np.exp(m - m_new)  # 0 on the first key (m = −inf), 1 while the max holds
+        l = l * alpha + np.exp(s_j - m_new)
+        o = o * alpha + np.exp(s_j - m_new) * v_j  # (d_v,)
+        m = m_new
+    return {"out": o / l, "m": m, "l": l}
 
 
 def check_3(answer, T):
-    s, v = np.array([[[[1.0, 3.0, 2.0]]]]), np.array([[[[10.0], [20.0], [30.0]]]])  # (b, h, 1, n), (b, h, n, 1)
-    o = T.online_softmax(s[0, 0, 0]) @ v[0, 0, :, 0]  # the full softmax, then the weighted sum
-    assert np.isclose(answer, o, rtol=1e-12), (answer, o)
-    q, k = np.ones((1, 1, 1, 1)), s.reshape(1, 1, 3, 1)  # q·k_j = s_j with d_k = 1 and scale 1
-    flash = T.flash_attention(q, k, v, scale=1.0, block_k=1)  # one key per step: the recurrence above
-    assert np.isclose(answer, flash[0, 0, 0, 0], rtol=1e-12), (answer, flash)
+    s, v = row()
+    np.testing.assert_allclose(answer["out"], T.softmax(s) @ v, rtol=1e-10, atol=1e-12)  # the two-pass result
+    m, l = T.online_softmax_history(s, block=1)  # the package's running (m, l); the last step is the row's
+    assert np.isclose(answer["m"], m[-1], rtol=1e-12) and np.isclose(answer["l"], l[-1], rtol=1e-10), (answer, m[-1], l[-1])

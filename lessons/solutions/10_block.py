@@ -31,3 +31,21 @@ def exercise_2():
 def check_2(answer, T):
     assert answer[0] == T.parameter_breakdown("smollm2-135m")["ffn"], answer
     assert answer[1] == answer[0] // 30
+
+
+def ffn_weights():  # x (b, n, d) = (2, 3, 4), W_gate, W_up (d, d_ff) = (4, 6), W_down (6, 4)
+    rng = np.random.default_rng(10)
+    return rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 6)), rng.normal(size=(4, 6)), rng.normal(size=(6, 4))
+
+
+def exercise_3():
+    """SwiGLU in three lines of NumPy: SiLU(a) = a · σ(a) = a / (1 + e^(−a)) on the gate's projection,
+    times the up projection element by element, then down: (SiLU(x W_gate) ∘ x W_up) W_down."""
+    x, W_gate, W_up, W_down = ffn_weights()
+    a = x @ W_gate  # (b, n, d_ff)
+    hidden = a / (1 + np.exp(-a)) * (x @ W_up)  # (b, n, d_ff): the gate scales each unit
+    return hidden @ W_down  # (b, n, d)
+
+
+def check_3(answer, T):
+    np.testing.assert_allclose(answer, T.swiglu_ffn(*ffn_weights()), rtol=1e-10, atol=1e-12)

@@ -17,13 +17,19 @@ def check_1(answer, T):
 
 
 def exercise_2():
-    """Top-p 0.9 on p = (0.5, 0.3, 0.15, 0.05): the running sums are 0.5, 0.8, 0.95: the third token
-    is the first to reach 0.9, so the nucleus keeps 3 tokens and renormalises them by 0.95:
-    (0.526, 0.316, 0.158, 0)."""
-    kept = [0.5, 0.3, 0.15]
-    return [p / sum(kept) for p in kept] + [0.0]
+    """Top-p in NumPy, then on p = (0.5, 0.3, 0.15, 0.05) with top-p 0.9. Sort the probabilities in
+    decreasing order (np.argsort), take the running sums (np.cumsum): 0.5, 0.8, 0.95, 1.0. Keep every
+    token whose running sum *before* it is still below p: the third token is the first to reach 0.9,
+    so the nucleus keeps 3 tokens; renormalise them by 0.95: (0.526, 0.316, 0.158, 0)."""
+    probs = np.array([0.5, 0.3, 0.15, 0.05])
+    order = np.argsort(-probs)  # most likely first
+    before = np.cumsum(probs[order]) - probs[order]  # mass of the tokens ranked above each one
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[order] = before < 0.9  # a token stays while the nucleus has not reached p yet
+    kept = np.where(keep, probs, 0.0)
+    return kept / kept.sum()
 
 
 def check_2(answer, T):
     z = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
-    np.testing.assert_allclose(answer, T.next_token_probs(z, temperature=1.0, top_p=0.9), atol=1e-12)
+    np.testing.assert_allclose(answer, T.next_token_probs(z, temperature=1.0, top_p=0.9), rtol=0, atol=1e-12)

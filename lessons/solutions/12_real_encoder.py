@@ -5,14 +5,22 @@ import numpy as np
 
 
 def exercise_1():
-    """Mean pooling ignores [PAD]: hidden states (3, 1), (1, 3) and a padded row (100, 100), with
-    length 2, give ((3 + 1) / 2, (1 + 3) / 2) = (2, 2); scaled to length 1: (1/√2, 1/√2)."""
-    return [1 / math.sqrt(2), 1 / math.sqrt(2)]
+    """Mean pooling that ignores [PAD], in NumPy, for a batch of two: sentence 0 has 2 real tokens
+    (3, 1), (1, 3) and a [PAD] row (100, 100); sentence 1 has 1 real token (0, 2) and two [PAD] rows.
+    A mask (b, n, 1) of 1 for real tokens zeroes the [PAD] rows; sum over n and divide by the length:
+    (2, 2) and (0, 2). Scaled to length 1: (1/√2, 1/√2) = (0.707, 0.707) and (0, 1)."""
+    hidden = np.array([[[3.0, 1.0], [1.0, 3.0], [100.0, 100.0]],
+                       [[0.0, 2.0], [100.0, 100.0], [100.0, 100.0]]])  # (b, n, d) = (2, 3, 2)
+    lengths = np.array([2, 1])  # (b,)
+    real = (np.arange(3)[None, :] < lengths[:, None])[:, :, None]  # (b, n, 1): True on real tokens
+    pooled = (hidden * real).sum(axis=1) / lengths[:, None]  # (b, d)
+    return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)  # (b, d), unit rows
 
 
 def check_1(answer, T):
-    hidden = np.array([[[3.0, 1.0], [1.0, 3.0], [100.0, 100.0]]])  # (b, n, d) = (1, 3, 2)
-    np.testing.assert_allclose(answer, T.l2_normalize(T.mean_pool(hidden, np.array([2])))[0], rtol=1e-12)
+    hidden = np.array([[[3.0, 1.0], [1.0, 3.0], [100.0, 100.0]],
+                       [[0.0, 2.0], [100.0, 100.0], [100.0, 100.0]]])  # (b, n, d) = (2, 3, 2)
+    np.testing.assert_allclose(answer, T.l2_normalize(T.mean_pool(hidden, np.array([2, 1]))), rtol=1e-12, atol=1e-15)
 
 
 def exercise_2():

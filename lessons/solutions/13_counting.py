@@ -18,23 +18,29 @@ def exercise_1():
 
 
 def check_1(answer, T):
-    n = round(answer)
-    f = T.prefill_flops("llama-3-8b", n)  # dense n × n scores, logits at every position
-    causal_attention = f["attention"] / 2
-    assert abs(causal_attention / f["matmul"] - 1) < 1e-4, (answer, causal_attention, f["matmul"])
+    one = T.prefill_flops("llama-3-8b", 1)  # 2N for the weights, 4 L h d_h for dense attention, at n = 1
+    n_star = 2 * one["matmul"] / one["attention"]  # 2N·n = (4 L h d_h n²) / 2 at n = n*: the causal crossover
+    assert abs(answer - n_star) < 1e-9 * n_star, (answer, n_star)
+    f = T.prefill_flops("llama-3-8b", round(answer))  # and at that length the two really are equal
+    assert abs(f["attention"] / 2 / f["matmul"] - 1) < 1e-4, (answer, f)
 
 
 def exercise_2():
-    """KV bytes per token of Mistral-7B (mistralai/Mistral-7B-v0.1 config.json:
-    num_hidden_layers 32, num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 =
-    d_h 128), in float16: 2 (K and V) · 32 · 8 · 128 · 2 bytes = 131 072 bytes = 128 KiB.
-    Without GQA (h_kv = h = 32) it would be four times that, 512 KiB."""
-    return 2 * 32 * 8 * 128 * 2
+    """Count a model's parameters from its arrays, the measurement beside §1's formula: a small
+    random Llama (L = 2, d = 16, h = 4, h_kv = 2, d_h = 4, d_ff = 24, v = 50, tied head). Sum the
+    .size of every weight array. By the formula: the table v·d = 800; per layer W_q and W_o
+    d × h·d_h = 16 × 16 each, W_k and W_v d × h_kv·d_h = 16 × 8 each (768 in all), SwiGLU
+    3·16·24 = 1,152 and two norms 2·16 = 32, so 1,952; the final norm 16: 800 + 2·1,952 + 16 = 4,720."""
+    import dataclasses
+
+    import transformer as T  # only to build the arrays; the count is the sum below
+
+    cfg = T.LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64)
+    w = T.random_llama(cfg).weights
+    per_layer = [getattr(layer, f.name).size for layer in w.layers for f in dataclasses.fields(layer)]
+    return w.W_E.size + sum(per_layer) + w.norm.size  # tied: no separate LM head
 
 
 def check_2(answer, T):
-    mistral = T.from_hf({"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
-                         "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-                         "vocab_size": 32000, "max_position_embeddings": 32768, "tie_word_embeddings": False},
-                        name="mistral-7b")
-    assert answer == T.kv_cache_bytes_per_token(mistral, "float16"), answer
+    cfg = T.LlamaConfig(L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64)
+    assert answer == T.count_parameters(cfg) == 4_720, (answer, T.count_parameters(cfg))

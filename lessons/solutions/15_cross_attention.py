@@ -1,4 +1,6 @@
 """Solutions to lesson 15's "Try it" (encoder–decoder and cross-attention)."""
+import math
+
 import numpy as np
 
 
@@ -53,3 +55,33 @@ def check_3(answer, T):
     ids_fast, _ = T.translate_greedy(params, cfg, src, lengths, 8, counts=fast)
     assert ids_slow.shape[1] == ids_fast.shape[1] == 8, "this untrained model wrote EOS (id 2) early"
     assert answer == (slow["cross_kv"], fast["cross_kv"]), (answer, slow, fast)
+
+
+def exercise_4():
+    """A decoder that cannot see the source still sees its own prefix: it knows how many words it has
+    written, i. Then the next word is any of the 24 target words (uniform, repeats allowed), and the
+    sentence ends after word i with probability h_i = P(n = i | n ≥ i) = 1/(13 − i) for i = 4 … 12
+    (lengths uniform in 4 … 12), h_i = 0 before. The best loss of a sentence of n words:
+
+        word i (i < n):  −ln((1 − h_i)/24) = ln 24 − ln(1 − h_i)
+        its EOS:         −ln h_n = ln(13 − n)
+
+    The loss averages over tokens, so long sentences weigh more: E[sum over a sentence] / E[n + 1]
+    = 27.62 / 9 = 3.069 nats per token, a little under ln 24 = 3.178 (the EOS is partly predictable)."""
+    total = 0.0
+    for n in range(4, 13):
+        hazard = [0.0] * 4 + [1 / (13 - i) for i in range(4, 13)]
+        total += sum(math.log(24) - math.log(1 - hazard[i]) for i in range(n)) + math.log(13 - n)
+    return total / sum(n + 1 for n in range(4, 13))
+
+
+def check_4(answer, T):
+    run = T.train_translation(steps=150, seed=0, cross_attention=False, progress=False)  # a few seconds
+    settled = float(np.mean(run["history"]["loss"][-50:]))  # 3.10 at 150 steps, 3.07 at 600
+    assert abs(answer - settled) < 0.05, f"the control run settles at {settled:.3f} nats, not {answer:.3f}"
+    assert run["heldout_exact_match"] < 0.01  # and translates nothing
+
+
+def wrong_4():
+    """The usual slip: forgetting that the EOS is partly predictable from the length so far."""
+    return math.log(24)

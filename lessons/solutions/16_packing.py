@@ -1,4 +1,5 @@
 """Solutions to lesson 16's "Try it" (packing short documents)."""
+import numpy as np
 
 
 def exercise_1():
@@ -24,3 +25,20 @@ def exercise_2():
 def check_2(answer, T):
     p = T.pack_documents([[1] * 5, [1] * 3, [1] * 7, [1] * 2, [1] * 6], 8)
     assert answer == [int(t) for t in p.positions[2]], answer
+
+
+def exercise_3():
+    """The document mask of one packed row in NumPy: doc = [0, 0, 0, 1, 1, 2, −1, −1] (three
+    documents of 3, 2 and 1 tokens, then two padding slots). Query i may read key j when both hold
+    the same document (doc[i] == doc[j], one comparison of a column with a row), the key is not
+    padding (doc[j] ≥ 0), and j ≤ i (np.tril). One causal triangle per document:
+    3·4/2 + 2·3/2 + 1 = 10 pairs, against 36 for a causal mask over the 8 slots."""
+    doc = np.array([0, 0, 0, 1, 1, 2, -1, -1])  # (n,)
+    same = (doc[:, None] == doc[None, :]) & (doc[None, :] >= 0)  # (n, n)
+    return same & np.tril(np.ones((8, 8), dtype=bool))  # (n, n)
+
+
+def check_3(answer, T):
+    got = T.document_mask(np.array([[0, 0, 0, 1, 1, 2, -1, -1]]))[0, 0]  # (n, n)
+    np.testing.assert_array_equal(answer, got)
+    assert T.attended_pairs(got) == 10

@@ -1,28 +1,38 @@
 """Solutions to lesson 17's "Try it" (FlashAttention on the GPU)."""
-import math
+import numpy as np
 
 
 def exercise_1():
-    """Causal self-attention over n = 1000 with query blocks of 64 and key blocks of 64: query block
-    t reads key tiles 0 … t, so 16 blocks read 1 + 2 + … + 16 = 136 tiles out of 256."""
-    T_ = math.ceil(1000 / 64)
-    return T_ * (T_ + 1) // 2, T_ * T_
+    """Which lane holds which score: the accumulator C of `mma.sync.m16n8k16` is a 16 × 8 tile of S
+    (16 query rows, 8 keys). Lane 4g + t holds rows g and g + 8, columns 2t and 2t + 1, one float32 a
+    register: c0, c1 for row g, c2, c3 for row g + 8. So score (i, j) sits in lane 4·(i mod 8) + ⌊j / 2⌋,
+    register 2·⌊i / 8⌋ + (j mod 2). Score (9, 3): lane 4·1 + 1 = 5, register 2 + 1 = 3. Every lane
+    holds 4 scores, from 2 rows: a row's max needs the four lanes 4g … 4g + 3."""
+    i, j = np.indices((16, 8))  # (16, 8): row and column of each cell
+    lane = 4 * (i % 8) + j // 2  # (16, 8)
+    reg = 2 * (i // 8) + j % 2  # (16, 8)
+    return {"lane": lane, "reg": reg, "lanes_per_row": len(set(lane[0].tolist()))}
 
 
 def check_1(answer, T):
-    reads = T.cuda_kernels.key_tiles_read(1000, 64, 64, causal=True)  # [r, t, j]
-    dense = T.cuda_kernels.key_tiles_read(1000, 64, 64, causal=False)
-    assert answer == (int(reads.sum()), int(dense.sum())), answer
+    lane, reg, _ = T.cuda_kernels.mma_fragment_layout("C")  # (16, 8) each, from the PTX tables
+    np.testing.assert_array_equal(answer["lane"], lane)
+    np.testing.assert_array_equal(answer["reg"], reg)
+    assert answer["lanes_per_row"] == len(np.unique(lane[0])) == 4, answer["lanes_per_row"]
 
 
 def exercise_2():
-    """The tile counts of the CUDA kernels are those of the NumPy tiling (lesson 09): the same
-    ⌈n / B⌉ tiles, the same triangle under a causal mask. With n = 4096 and blocks of 64:
-    64 · 65 / 2 = 2080 of 4096 tiles, 50.8 % of the dense work."""
-    t = 4096 // 64
-    return t * (t + 1) // 2 / (t * t)
+    """The 3xTF32 split of x = float32(1/3) = 11184811 / 2^25 = 0.3333333433, by hand. TF32 keeps 10
+    mantissa bits: 1/3 = 1.0101010101|0101… × 2^-2, so hi = 1.0101010101₂ × 2^-2 = 1365 / 4096 =
+    0.333251953125 (the cut-off bits start with 0: rounded down). What is left, x − hi =
+    (11184811 − 1365·8192) / 2^25 = 2731 / 2^25, has 12 significant bits, 101010101011₂: one too many;
+    the dropped bit is a tie, which TF32 rounds away from zero, so lo = 2732 / 2^25 = 8.142·10^-5.
+    hi + lo misses x by 2^-25, 1e-7 of it, where hi alone misses it by 2.4·10^-4."""
+    hi = 1365 / 4096
+    lo = 2732 / 2 ** 25
+    return hi, lo
 
 
 def check_2(answer, T):
-    tiles = T.visible_key_tiles(4096, 4096, 64, 64, True)
-    assert abs(answer - sum(tiles) / (len(tiles) ** 2)) < 1e-12, answer
+    hi, lo = T.cuda_kernels.split_tf32(np.array([1 / 3], dtype=np.float32))  # (1,), (1,)
+    assert (answer[0], answer[1]) == (float(hi[0]), float(lo[0])), (answer, hi, lo)

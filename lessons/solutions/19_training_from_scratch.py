@@ -41,9 +41,50 @@ def exercise_3():
 
 
 def check_3(answer, T):
-    W = np.zeros((1, 1, 6, 6))  # (L, h, n, n)
-    for q, k in answer[1]:
-        W[0, 0, q, k] = 1.0
-    for q in (0, 1, 2, 5):  # the other rows somewhere else: the score must not read them
-        W[0, 0, q, 0] = 1.0
-    assert abs(answer[0] - float(T.induction_head_scores(W, 3)["induction"][0, 0])) < 1e-12
+    score = lambda W: float(T.induction_head_scores(W[None, None], 3)["induction"][0, 0])  # noqa: E731  (n, n)
+    read = set()
+    for q, k in np.ndindex(6, 6):  # the cells the package's score reads: a weight there moves it
+        one = np.zeros((6, 6))
+        one[q, k] = 1.0
+        if score(one) != 0:
+            read.add((q, k))
+    assert {tuple(c) for c in answer[1]} == read and len(answer[1]) == len(read), \
+        f"the induction score reads {len(read)} cells, not {sorted(map(tuple, answer[1]))}"
+    W = np.zeros((6, 6))
+    for q, k in read:  # a head putting all the weight of those rows on them
+        W[q, k] = 1.0
+    for q in sorted({q for q in range(6)} - {q for q, _ in read}):  # the other rows elsewhere: not read
+        W[q, 0] = 1.0
+    assert abs(answer[0] - score(W)) < 1e-12, (answer[0], score(W))
+
+
+def wrong_3():
+    """The usual slip: the key of the earlier copy itself (i − m), not the token after it (i − m + 1)."""
+    return 1.0, [(3, 0), (4, 1)]
+
+
+def exercise_4():
+    """The weights do not depend on h: W_q, W_k, W_v are d × h·d_h = 64 × 64 and W_o 64 × 64 whether
+    that is 2 heads of 32 or 8 of 8. One layer: W_E 32·64 = 2 048; norm1, norm2 64 each; W_q, W_k,
+    W_v, W_o 4 · 4 096 = 16 384; W_gate, W_up, W_down 3 · 8 192 = 24 576; the final norm 64:
+    43 200 weights, the same as with 2 heads.
+    It cannot copy: in one layer every key holds its own token and nothing else (RoPE turns q and k,
+    but writes no position into the residual stream), so no head, however many there are, can
+    find "the key whose previous token is mine". More heads are more of the same layer-0 heads."""
+    d, d_ff, v = 64, 128, 32
+    weights = v * d + (2 * d + 4 * d * d + 3 * d * d_ff) + d
+    return False, weights
+
+
+def check_4(answer, T):
+    sizes = {"L": 1, "h": 8, "h_kv": 8}
+    count = lambda cfg: sum(w.size for w in T.init_decoder(cfg, 0).values())  # noqa: E731
+    wide = T.DecoderConfig(**{**T.INDUCTION_SIZES, **sizes})
+    narrow = T.DecoderConfig(**{**T.INDUCTION_SIZES, "L": 1})
+    assert answer[1] == count(wide) == count(narrow), (answer[1], count(wide), count(narrow))
+    # 300 steps (about 10 s): by then the two-layer run of the lesson is past 90 % held-out
+    run = T.train_induction(steps=300, seed=0, sizes=sizes, snapshot_every=300, progress=False)
+    learned = np.mean(run["history"]["loss"][-20:]) < run["history"]["loss"][0] - 0.5  # the slow phase's part
+    copies = run["heldout_accuracy"] > 0.9
+    assert learned, "the run learned nothing: its loss did not fall"
+    assert answer[0] == copies, f"the one-layer run with 8 heads reached {run['heldout_accuracy']:.0%} held-out"

@@ -11,6 +11,8 @@ import math
 import re
 import sys
 
+from .memory import available_bytes
+
 
 def register(sub) -> None:
     g = sub.add_parser("generate", help="continue a prompt with SmolLM2-135M (NumPy), streaming the tokens",
@@ -70,18 +72,6 @@ def _as_options(message: str) -> str:
     return re.sub(r"\bmax_new_tokens(=?)", lambda m: "--max-new-tokens" + (" " if m[1] else ""), message)
 
 
-def available_bytes() -> int | None:
-    """The memory the system reports available (Linux: MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def check_memory(model, n_prompt: int, args) -> int:
     """The bytes the request needs beyond the weights (model.generation_bytes), refused in one line
     before any work when over --max-memory (default: what the system has available)."""
@@ -132,8 +122,8 @@ def _generate(args) -> int:
     kv = model.kv_cache_bytes(len(ids) + args.max_new_tokens)  # sized for this request, not n_ctx
     cache = "off (--no-cache)" if args.no_cache else f"on, {kv / 1e6:.1f} MB"
     out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {_rate(s.prefill_tok_s)} | "
-              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} | KV cache {cache} | "
-              f"memory beyond the weights about {need / 1e6:.1f} MB]\n")
+              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} ({s.engine or 'no'} engine) | "
+              f"KV cache {cache} | memory beyond the weights about {need / 1e6:.1f} MB]\n")
     return 0
 
 

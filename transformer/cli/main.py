@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from . import count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
+from . import check as cli_check, count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
 from .shown import shown
 
 
@@ -27,13 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
-    # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train
+    # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train | check
     cli_decoder.register(sub)
     cli_count.register(sub)
     cli_encoder.register(sub)
     cli_train.register(sub)
+    cli_check.register(sub)
     return parser
 
+
+INTERRUPTED = 130  # 128 + SIGINT (2): the status a shell gives a command stopped by Ctrl-C
 
 # Arguments holding text to read (not paths): the shell hands over bytes, and Python keeps
 # bytes that are not UTF-8 as lone surrogates U+DC80 … U+DCFF ("surrogateescape").
@@ -67,6 +70,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, as a shell and pip report it. Every file is
+        # written beside its target and renamed over it (files.write_atomic): the earlier one stays whole
+        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
     except (ValueError, TypeError, OSError, RuntimeError) as e:  # OSError: files not found, not writable
         print(f"error: {shown(e)}", file=sys.stderr)  # one line: a path's newline or escape code is shown escaped
         return 2

@@ -98,7 +98,7 @@ def generate_trained(args) -> int:
     """`generate --checkpoint DIR PROMPT`: greedy continuation with a model `train` wrote.
     A decoder (induction) continues token ids given as numbers; an encoder–decoder translates
     a sentence of the toy source language."""
-    from ..train.checkpoint import load_checkpoint
+    from ..train.checkpoint import checkpoint_contents
 
     given = [f"--{k.replace('_', '-')}" for k in SMOLLM2_ONLY if getattr(args, k, None) not in (None, False)]
     if args.temperature != 0:
@@ -110,7 +110,8 @@ def generate_trained(args) -> int:
         raise ValueError(f"--backend {args.backend}: a checkpoint runs on numpy")
     if args.max_new_tokens is not None and args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
-    _, config = load_checkpoint(args.checkpoint)  # the file's own checks; the model's loader checks the rest
+    config, _ = checkpoint_contents(args.checkpoint)  # the file's own checks, no weight read; the model's loader
+    # checks the rest
     kind = config.get("kind")
     if kind == "decoder":
         return _continue_ids(args)
@@ -139,6 +140,39 @@ def parse_ids(text: str, v: int, low: int = 0) -> list:
     return ids
 
 
+def check_generation_memory(need: int, what: str) -> None:
+    """Refuse, before any step, a generation whose KV cache and attention need more than the memory
+    the system reports available (as `generate` does for SmolLM2): a config's n_max sets the
+    default length, and a checkpoint from elsewhere may say 2⁴⁰."""
+    from .memory import available_bytes
+
+    limit = available_bytes()
+    if limit is not None and need > limit:
+        raise ValueError(f"{what} needs about {need / 1e9:.2f} GB (KV cache and attention), over the memory "
+                         f"available ({limit / 1e9:.2f} GB): lower --max-new-tokens")
+
+
+def generation_bytes(L: int, h_kv: int, h: int, d_h: int, n_prompt: int, n_total: int, itemsize: int) -> int:
+    """An upper bound of a greedy generation's memory beyond the weights: the KV cache of every
+    position, 2·L·h_kv·n_total·d_h (KVCache's formula), and the prefill's attention, a few
+    h·n_prompt² arrays (scores, weights, mask), in the weights' itemsize."""
+    return (2 * L * h_kv * n_total * d_h + 4 * h * n_prompt * n_prompt) * itemsize
+
+
+def _logits_named(args, run):
+    """run(), with a refusal of non-finite logits naming the checkpoint (and NumPy's overflow
+    warnings silenced: the refusal is the one line that says it)."""
+    import numpy as np
+
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return run()
+    except ValueError as e:
+        if "generation step" in str(e):
+            raise ValueError(f"{shown(args.checkpoint)}: {e}") from None
+        raise
+
+
 def _continue_ids(args) -> int:
     import numpy as np
     from ..train.decoder import greedy_generate
@@ -154,7 +188,11 @@ def _continue_ids(args) -> int:
     if new > room:
         raise ValueError(f"a prompt of {len(ids)} tokens + --max-new-tokens {new} = {len(ids) + new} is over the "
                          f"model's n_max={cfg.n_max}: lower --max-new-tokens to at most {room}")
-    out = greedy_generate(params, cfg, np.array([ids], dtype=np.int64), new)[0].tolist()
+    itemsize = next(iter(params.values())).dtype.itemsize
+    check_generation_memory(generation_bytes(cfg.L, cfg.h_kv, cfg.h, cfg.d_h, len(ids), len(ids) + new, itemsize),
+                            f"a prompt of {len(ids)} tokens + {new} new ones")
+    out = _logits_named(args, lambda: greedy_generate(params, cfg, np.array([ids], dtype=np.int64), new))
+    out = out[0].tolist()
     print(" ".join(map(str, ids)) + " | " + " ".join(map(str, out[len(ids):])))
     print(f"[{len(ids)} prompt ids, {new} generated greedily by the {config.get('task', 'trained')} decoder; "
           f"after | the model's own]", file=sys.stderr)
@@ -184,8 +222,11 @@ def _translate(args) -> int:
     if args.max_new_tokens == 0:
         raise ValueError("--max-new-tokens 0: a translation takes at least one step (give ≥ 1, or leave it out)")
     max_len = cfg.n_max if args.max_new_tokens is None else min(args.max_new_tokens, cfg.n_max)
-    ids, _ = translate_greedy(params, cfg, src, np.array([len(words)]), max_len,
-                              bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
+    check_generation_memory(generation_bytes(cfg.L_dec, cfg.h, cfg.h, cfg.d_h, len(words), max_len,
+                                             params["W_E"].dtype.itemsize),
+                            f"a translation of up to {max_len} tokens")
+    ids, _ = _logits_named(args, lambda: translate_greedy(params, cfg, src, np.array([len(words)]), max_len,
+                                                          bos=vocab.bos, eos=vocab.eos, pad=vocab.pad))
     out = [int(i) for i in np.asarray(ids)[0]]
     if vocab.eos in out:
         out = out[:out.index(vocab.eos)]

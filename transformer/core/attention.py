@@ -7,17 +7,24 @@ With h_kv < h (grouped-query attention) query head i reads key/value head
 i // (h // h_kv), as PyTorch's `enable_gqa=True` does.
 Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
 is the bare formula.
+
+Dropout sits here because that is where the Transformer's recipes apply it to attention: on the
+weights P, after the softmax and before P V (the Annotated Transformer, nanoGPT's `attn_dropout`),
+as well as on the sub-layers' outputs.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from . import backward_checks, checks
 from ..backend import compute_dtype, get_xp, is_floating
 from ..require import checked_by
 
 __all__ = ["softmax", "scaled_dot_product_attention", "repeat_kv", "attention_scores",
-           "softmax_backward", "repeat_kv_backward", "scaled_dot_product_attention_backward"]
+           "softmax_backward", "repeat_kv_backward", "scaled_dot_product_attention_backward",
+           "dropout", "dropout_backward"]
 
 
 @checked_by(checks.softmax)
@@ -144,3 +151,49 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
     dq = (dS @ K) * scale  # [b, h, n_q, d_h]
     dK = (dS.mT @ q) * scale  # [b, h, n_k, d_h]
     return dq, repeat_kv_backward.unchecked(dK, n_rep), repeat_kv_backward.unchecked(dV, n_rep)
+
+
+@checked_by(checks.dropout)
+def dropout(x, p: float, *, rng=None, mask=None, training: bool = True):  # [...] -> [...], keep [...] or None
+    """Inverted dropout: zero each entry with probability p, scale the kept ones by 1/(1 − p).
+
+        keep ~ Bernoulli(1 − p), one draw per entry     (True = kept)
+        Y = X ∘ keep / (1 − p)
+    so E[Y] = X ∘ (1 − p)/(1 − p) = X: the expectation is unchanged, and at evaluation (no
+    dropout) the next layer sees inputs of the scale it was trained on, with nothing to rescale.
+    Returns (Y, keep). With training=False or p = 0 it is the identity: (x, None).
+
+    rng: a np.random.Generator or an int seed; the draw is made on the host with NumPy (as
+    init_decoder draws the weights) and moved to x's backend. mask: the keep-mask itself
+    (boolean, x's shape), instead of a draw: the same mask gives the same Y, and the backward
+    (`dropout_backward`) needs it.
+
+    >>> import numpy as np
+    >>> dropout(np.array([1.0, 2.0, 3.0, 4.0]), 0.5, mask=np.array([True, False, True, False]))[0].tolist()
+    [2.0, 0.0, 6.0, 0.0]
+    """
+    if not training or p == 0:
+        return x, None
+    xp = get_xp(x)
+    if mask is None:  # the keep-mask, drawn: each entry kept with probability 1 − p
+        draw = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        mask = xp.asarray(draw.random(tuple(x.shape)) >= p)  # [...] bool
+    return x * mask / (1 - p), mask  # [...]: a Python float keeps x's dtype
+
+
+@checked_by(backward_checks.dropout_backward)
+def dropout_backward(dY, mask, p: float):  # [...], keep [...] or None -> [...]
+    """Gradient of Y = X ∘ keep / (1 − p). Saved: the keep-mask only (not X).
+
+    Each output entry depends on its own input alone: ∂Y_i/∂X_j = δ_ij keep_i/(1 − p), so
+        dX = dY ∘ keep / (1 − p)
+    the same mask and scale as the forward: a dropped entry passes no gradient back. mask None
+    (the forward ran in eval mode, or p = 0) is the identity: dX = dY.
+
+    >>> import numpy as np
+    >>> dropout_backward(np.array([1.0, 1.0]), np.array([True, False]), 0.5).tolist()
+    [2.0, 0.0]
+    """
+    if mask is None or p == 0:
+        return dY
+    return dY * mask / (1 - p)  # [...]

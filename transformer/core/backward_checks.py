@@ -153,6 +153,13 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
         raise ValueError(f"P must be the saved weights of shape (b, h, n_q, n_k) = {want}, got {tuple(P.shape)}")
 
 
+def dropout_backward(dY, mask, p):
+    require_float("dY", dY)
+    checks.dropout_p(p)
+    if mask is not None:
+        checks.keep_mask(mask, dY, "dY")
+
+
 # --- heads.py -------------------------------------------------------------------------------
 def split_heads_backward(dX):
     checks.merge_heads(dX)

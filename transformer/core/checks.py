@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..backend import get_xp, is_floating, namespace, to_numpy
-from ..require import broadcastable_to, require_array, require_float, require_int, require_real, require_vector
+from ..require import (broadcastable_to, require_array, require_bool, require_float, require_int, require_real,
+                       require_vector)
 # The doors of kv_cache.py, paged_kv.py, packing.py and sampling.py: checks of state and host-side lists
 from .decoding_checks import (
     kv_cache_init, kv_cache_update, kv_cache_advance, paged_kv_cache_init,
@@ -98,6 +101,36 @@ def attention_scores(q, k, scale=None):
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
     attention_shapes(q, k, v, mask)
     optional_scale(scale)
+
+
+def dropout_p(p):
+    """The share of entries dropped: a real number with 0 ≤ p < 1 (p = 1 keeps nothing and divides by 0)."""
+    require_real(p=p)  # a string, a bool, NaN or ±inf: refused here, naming p
+    if not 0 <= float(p) < 1:
+        raise ValueError(f"p must be in [0, 1) (the share of entries dropped; p = 1 would keep none and divide by 0), "
+                         f"got p={p!r}")
+
+
+def keep_mask(mask, x, x_name):
+    """A dropout keep-mask: boolean, exactly x's shape (True = kept)."""
+    require_array("mask", mask)
+    if mask.dtype != get_xp(mask).bool:
+        raise TypeError(f"mask must be boolean (True = kept), got dtype {mask.dtype}")
+    if tuple(mask.shape) != tuple(x.shape):
+        raise ValueError(f"mask must have the shape of {x_name} {tuple(x.shape)}, got {tuple(mask.shape)}")
+
+
+def dropout(x, p, *, rng=None, mask=None, training=True):
+    require_float("x", x)
+    dropout_p(p)
+    require_bool(training=training)
+    if mask is not None:
+        keep_mask(mask, x, "x")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        require_int(rng=rng)  # a seed
+    if training and p > 0 and mask is None and rng is None:
+        raise ValueError("dropout in training needs rng= (a np.random.Generator or an int seed) or mask=: "
+                         "the entries dropped must be reproducible")
 
 
 def additive_scores(q, k, W_q, W_k, w):
@@ -306,25 +339,6 @@ def document_mask(doc, *, causal=True):
 
 def attended_pairs(mask):
     require_array("mask", mask)
-
-
-# --- online_softmax.py ----------------------------------------------------------------------
-def online_softmax_stats(x, block=1, history=None):
-    require_float("x", x)
-    if x.ndim < 1:
-        raise ValueError(f"x must have at least one axis (..., n), got shape {tuple(x.shape)}")
-    require_int(block=block, low=1)
-
-
-def online_softmax_history(x, block=1):
-    require_float("x", x)
-    if x.ndim < 1 or x.shape[-1] == 0:
-        raise ValueError(f"x has no entries to take a softmax over: shape {tuple(x.shape)}")
-    require_int(block=block, low=1)
-
-
-def online_softmax(x, block=1):
-    online_softmax_stats(x, block)
 
 
 # --- embedding.py ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ keeping a running max m and a running sum l: when a new entry (or block) raises 
 max, the sum so far is rescaled by e^(m_old - m_new). Two parts of a row combine the
 same way (`merge_softmax_stats`), which is what lets FlashAttention work tile by tile
 and a paged KV cache block by block.
-Each public function with a refusal checks its input at the door (`checks.py`, same name).
+Each public function with a refusal checks its input at the door (`online_softmax_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import math
 
 import numpy as np
 
-from . import checks
+from . import online_softmax_checks as checks
 from ..backend import get_xp, to_numpy
 from ..require import checked_by
 
-__all__ = ["exp_minus", "merge_softmax_stats", "online_softmax_stats", "online_softmax_history",
-           "online_softmax"]
+__all__ = ["exp_minus", "merge_softmax_stats", "online_attention_update", "online_softmax_stats",
+           "online_softmax_history", "online_softmax"]
 
 
 def exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
@@ -50,6 +50,36 @@ def merge_softmax_stats(m_a, l_a, m_b, l_b):  # [..., 1] × 4 -> [..., 1], [...,
     m = xp.maximum(m_a, m_b)
     l = l_a * exp_minus(m_a, m) + l_b * exp_minus(m_b, m)
     return m, l
+
+
+@checked_by(checks.online_attention_update)
+def online_attention_update(m, l, O, S_j, V_j):
+    # [..., Br, 1] ×2, [..., Br, d_h], [..., Br, Bc], [..., Bc, d_h] -> [..., Br, 1] ×2, [..., Br, d_h]
+    """Fold one tile of scores S_j and its values V_j into the running (m, l, O) of a block of rows.
+
+        m_new = max(m, rowmax S_j)
+        P̃     = e^(S_j − m_new)             [Br, Bc], each ≤ 1
+        α     = e^(m − m_new)               what came before shrinks when the max goes up
+        l_new = α·l + rowsum P̃
+        O_new = α·O + P̃ V_j                 O stays unnormalised: divide by l once, at the end
+
+    This is FlashAttention-2's inner step; after the last tile, softmax(S) V = O / l. A row whose
+    max is still −inf (every score so far masked) keeps m = −inf, l = 0 and O = 0, not NaN.
+
+    >>> import numpy as np
+    >>> m, l, O = np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, 1))
+    >>> m, l, O = online_attention_update(m, l, O, np.array([[0.0]]), np.array([[2.0]]))
+    >>> m, l, O = online_attention_update(m, l, O, np.array([[0.0]]), np.array([[4.0]]))
+    >>> (O / l).item()  # the mean of 2 and 4: two equal scores
+    3.0
+    """
+    xp = get_xp(m, l, O, S_j, V_j)
+    m_new = xp.maximum(m, xp.max(S_j, axis=-1, keepdims=True))  # [..., Br, 1]
+    P = exp_minus(S_j, m_new)  # [..., Br, Bc]
+    alpha = exp_minus(m, m_new)  # [..., Br, 1]
+    l_new = alpha * l + xp.sum(P, axis=-1, keepdims=True)  # [..., Br, 1]
+    O_new = alpha * O + P @ V_j  # [..., Br, d_h]
+    return m_new, l_new, O_new
 
 
 @checked_by(checks.online_softmax_stats)

@@ -334,6 +334,7 @@ def _flash2_forward(Q, K, V, scale, causal, Br, Bc, ct, io, trace, docs=None):
                 S_ij = Q_i @ K_j.mT  # [..., Br, Bc] S_ij = Q_i K_jᵀ/√d_h
                 if mask is not None:  # the causal boundary or a document boundary crosses the tile
                     S_ij = xp.where(mask, S_ij, -math.inf)
+                # online_attention_update's step, written inline so O_i's old buffer is freed as it is replaced
                 m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))  # [..., Br, 1] m = max(m, rowmax S_ij)
                 P_ij = exp_minus(S_ij, m_new)  # [..., Br, Bc] P̃_ij = e^(S_ij - m_new), each ≤ 1
                 alpha = exp_minus(m_i, m_new)  # [..., Br, 1] e^(m_old - m_new): shrink what came before

@@ -102,6 +102,39 @@ def _controller():  # threadpoolctl's view of the BLAS libraries loaded in this 
     return ThreadpoolController()
 
 
+class SingleThreadedBlas:
+    """A context in which NumPy's BLAS runs one thread, restored when the last user leaves.
+
+    BLAS's thread count is one setting for the whole process. Two calls that each saved it and
+    set 1 would restore in the wrong order when they overlap (threads): the second saves the
+    first's 1 and puts it back last, for good. Here the first user to enter saves it and sets
+    1, later users only count themselves in, and the last one out restores what the first saved,
+    whatever the order of exits, and on an error or an interrupt too."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.users = 0
+        self.limiter = None  # threadpoolctl's limiter, holding the original thread counts
+
+    def __enter__(self):
+        with self.lock:
+            if self.users == 0:
+                self.limiter = _controller().limit(limits=1, user_api="blas")
+            self.users += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                self.limiter.restore_original_limits()
+                self.limiter = None
+        return False
+
+
+SINGLE_BLAS = SingleThreadedBlas()
+
+
 def blas_threads() -> int:
     """The threads NumPy's BLAS was started with (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, …)."""
     found = [lib.num_threads for lib in _controller().lib_controllers if lib.user_api == "blas"]
@@ -151,12 +184,16 @@ def flash_attention_fast(q, k, v, *, causal=False, block_q=None, block_k=None, r
     that see no key give zeros and lse = -inf; float16/bfloat16 accumulate in float32.
     block_q, block_k: Br and Bc (None: `fast_block_size` for this CPU's L2 cache).
     threads: workers sharing the query blocks (None: the threads NumPy's BLAS was started
-    with); with more than one, BLAS runs single-threaded inside the call and is restored after.
+    with); with more than one, BLAS runs single-threaded inside the call and is restored after
+    (`SingleThreadedBlas`: when calls overlap, by the last one to end).
     """
     b, h, n_q, d_h = q.shape
     n_k = k.shape[2]
     in_dtype = q.dtype
     ct = np.dtype(compute_dtype(get_xp(q, k, v), in_dtype))
+    if b == 0 or n_q == 0:  # no query row: an empty output, as the readable path and torch give
+        out = np.zeros((b, h, n_q, d_h), dtype=in_dtype)  # [b, h, n_q, d_h] with a zero in it
+        return (out, np.full((b, h, n_q), -np.inf, dtype=ct)) if return_lse else out
     B = fast_block_size(d_h, ct.itemsize)
     Br, Bc = min(block_q or B, n_q), min(block_k or B, n_k)
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
@@ -171,7 +208,7 @@ def flash_attention_fast(q, k, v, *, causal=False, block_q=None, block_k=None, r
     if workers <= 1:
         work()
     else:
-        with _controller().limit(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        with SINGLE_BLAS, ThreadPoolExecutor(workers) as pool:
             for f in [pool.submit(work) for _ in range(workers)]:
                 f.result()  # re-raises a worker's error here
     out = O.reshape(b, h, n_q, d_h).astype(in_dtype, copy=False)  # [b, h, n_q, d_h]

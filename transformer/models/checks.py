@@ -378,7 +378,8 @@ def given_cache(self: Llama, cache, n_tokens: int):
 
 
 def llama_next_token_probs(self: Llama, prompt, k=10):
-    require_int(k=k, low=1)  # the prompt: logits checks it
+    require_int(k=k, low=1)
+    llama_logits(self, prompt)  # the prompt, as logits checks it
 
 
 def llama_stream(self: Llama, prompt, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None, seed=None,

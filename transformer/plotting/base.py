@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap, BoundaryNorm
 
 from ..backend import to_numpy
+from ..files import write_atomic
 
 __all__ = [
     "DPI", "TITLE_SIZE", "LABEL_SIZE", "TICK_SIZE", "ANNOT_SIZE", "LINE_COLORS",
@@ -99,10 +100,12 @@ def _label_ticks(ax, q_labels, k_labels, n_q, n_k, rotate=True):
         ax.set_yticklabels([str(t) for t in q_labels[::step]])
 
 
-def _annotate(ax, a, fmt, norm_max):
-    """Write each cell's value, white on dark cells and black on light ones."""
+def _annotate(ax, a, fmt, norm_max, hidden=None):
+    """Write each cell's value, white on dark cells and black on light ones; none on hidden cells."""
     for i in range(a.shape[0]):
         for j in range(a.shape[1]):
+            if hidden is not None and hidden[i, j]:
+                continue
             dark = abs(a[i, j]) > 0.55 * norm_max
             ax.text(j, i, format(a[i, j], fmt), ha="center", va="center", fontsize=ANNOT_SIZE,
                     color="white" if dark else "black")
@@ -112,13 +115,15 @@ def _annotate(ax, a, fmt, norm_max):
 
 def attention_heatmap(weights, q_labels=None, k_labels=None, ax=None, title="Attention weights", *,
                       signed=False, vmin=None, vmax=None, annotate=None, fmt=".2f", colorbar=True,
-                      cbar_label=None, xlabel="key  (attended to)", ylabel="query  (attending)"):
+                      cbar_label=None, xlabel="key  (attended to)", ylabel="query  (attending)", mask=None):
     """Heatmap of an (n_q, n_k) matrix: row i = what query i attends to.
 
     signed=False: weights in [0, 1] on a white-to-blue map (vmin 0, vmax the largest weight).
     signed=True: scores of either sign on a diverging map centred on 0.
     annotate: write the values in the cells (default: when the matrix is at most 8 × 8).
-    Returns (fig, ax); ax.images[0] holds exactly `weights`.
+    mask: optional boolean (n_q, n_k), True = may attend; hidden cells are drawn grey (OFF_COLOR,
+    the colormap's "bad" colour) with no number, whether or not the others carry theirs.
+    Returns (fig, ax); ax.images[0] holds exactly `weights` (masked where hidden).
     """
     a = _as_np(weights, 2, "weights").astype(np.float64)
     n_q, n_k = a.shape
@@ -132,12 +137,15 @@ def attention_heatmap(weights, q_labels=None, k_labels=None, ax=None, title="Att
         vmin = 0.0 if vmin is None else vmin
         vmax = (float(np.max(a)) or 1.0) if vmax is None else vmax
         cmap = WEIGHTS_CMAP
-    im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    hidden = np.zeros(a.shape, bool) if mask is None else ~np.broadcast_to(_as_np(mask, None).astype(bool), a.shape)
+    cmap = plt.get_cmap(cmap).with_extremes(bad=OFF_COLOR)  # hidden cells: grey, not the colour of 0
+    im = ax.imshow(np.ma.masked_where(hidden, a), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
+                   interpolation="nearest")
     _label_ticks(ax, q_labels, k_labels, n_q, n_k)
     if annotate is None:
         annotate = max(n_q, n_k) <= 8
     if annotate:
-        _annotate(ax, a, fmt, max(abs(vmin), abs(vmax)))
+        _annotate(ax, a, fmt, max(abs(vmin), abs(vmax)), hidden)
     style_axes(ax, title, xlabel, ylabel)
     if colorbar:
         cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
@@ -445,18 +453,23 @@ def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() != ".png":
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")  # the format is the suffix's
-    elif colors is None:
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
-    else:
-        from PIL import Image  # matplotlib's own dependency
+    suffix = path.suffix.lower().lstrip(".") or None  # None: matplotlib's default format
 
-        buffer = io.BytesIO()
-        fig.savefig(buffer, dpi=dpi, bbox_inches="tight", format="png")
-        rgb = Image.open(buffer).convert("RGB")
-        rgb.quantize(colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True,
-                                                                                        dpi=(dpi, dpi))
+    def write(f):  # into the new file beside path (files.write_atomic: never through a link, never half a figure)
+        if suffix != "png":
+            fig.savefig(f, dpi=dpi, bbox_inches="tight", format=suffix)  # the format is the suffix's
+        elif colors is None:
+            fig.savefig(f, dpi=dpi, bbox_inches="tight", metadata={"Software": None}, format="png")
+        else:
+            from PIL import Image  # matplotlib's own dependency
+
+            buffer = io.BytesIO()
+            fig.savefig(buffer, dpi=dpi, bbox_inches="tight", format="png")
+            rgb = Image.open(buffer).convert("RGB")
+            rgb.quantize(colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
+                f, format="PNG", optimize=True, dpi=(dpi, dpi))
+
+    write_atomic(path, write)
     if close is None:
         close = matplotlib.get_backend().lower() == "agg"
     if close:

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 
 from .base import attention_heatmap, curves, head_grid
 from .early import style_axes
-from .style import ANNOT_SIZE, LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, TICK_SIZE, TITLE_SIZE
+from .style import ANNOT_SIZE, LABEL_SIZE, LINE_COLORS, ON_COLOR, TICK_SIZE, TITLE_SIZE
 
 __all__ = ["parameter_shares", "flops_by_phase", "roofline", "kv_cache_growth", "three_attentions",
            "encoder_decoder_flow", "temperature_effect", "heads_with_row", "row_bars"]
@@ -140,16 +140,11 @@ def three_attentions(enc_self, dec_self, cross, src, tgt, *, suptitle):
     fig, axes = plt.subplots(1, 3, figsize=(21, 6.8), layout="constrained", width_ratios=[n_enc, n_dec, n_enc])
     attention_heatmap(enc_self, src, src, ax=axes[0], vmax=1.0, colorbar=False,
                       title=f"encoder self-attention\nbidirectional, {n_enc} × {n_enc}")
-    attention_heatmap(dec_self, tgt, tgt, ax=axes[1], vmax=1.0, colorbar=False,
+    attention_heatmap(dec_self, tgt, tgt, ax=axes[1], vmax=1.0, colorbar=False, mask=np.tri(n_dec, dtype=bool),
                       title=f"decoder masked self-attention\ncausal, {n_dec} × {n_dec}", ylabel=None)
     attention_heatmap(cross, tgt, src, ax=axes[2], vmax=1.0, colorbar=False,
                       title=f"cross-attention: Q from decoder, K/V from encoder\n{n_dec} × {n_enc}  (n_dec × n_enc)",
                       xlabel="encoder position (key)", ylabel="decoder position (query)")
-    for t in list(axes[1].texts):  # the hidden (future) cells: grey, no number
-        j, i = t.get_position()
-        if j > i:
-            t.remove()
-            axes[1].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=OFF_COLOR))
     for a in axes:
         a.tick_params(labelsize=LABEL_SIZE)
         a.tick_params(axis="x", labelrotation=0)

@@ -13,7 +13,8 @@ from matplotlib.patches import Rectangle
 from .base import curves
 from .style import LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, TICK_SIZE, TITLE_SIZE, WEIGHTS_CMAP, style_axes
 
-__all__ = ["activation_memory", "adamw_vs_sgd", "training_curves", "heads_over_training", "packing_comparison"]
+__all__ = ["activation_memory", "adamw_vs_sgd", "training_curves", "heads_over_training", "packing_comparison",
+           "runs_compared"]
 
 
 # ---------------------------------------------------------------- lesson 18: one step
@@ -95,19 +96,22 @@ def training_curves(loss, snap_steps, accuracy, scores: dict, *, chance: float, 
 
 
 def heads_over_training(maps, steps, head_names, tokens, *, targets: dict, scores=None, score_names=None,
-                        col_titles=None, suptitle=None):
+                        col_titles=None, suptitle=None, mask=None):
     """A grid of attention maps: a row per head, a column per snapshot. maps: [k, heads, n, n].
     targets: {row: [(query, key), …]} cells to outline (where that kind of head should look).
-    scores: optional [k, heads] numbers written under each panel's title, named score_names[row]."""
+    scores: optional [k, heads] numbers written under each panel's title, named score_names[row].
+    mask: optional boolean (n, n), True = may attend: hidden cells are drawn grey, not white."""
     W = np.asarray(maps, dtype=np.float64)
     k, rows, n, _ = W.shape
+    hidden = np.zeros((n, n), bool) if mask is None else ~np.broadcast_to(np.asarray(mask, bool), (n, n))
+    cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=OFF_COLOR)  # hidden cells: grey
     side = 3.1
     fig, axes = plt.subplots(rows, k, figsize=(side * k + 1.6, side * rows + 1.2), squeeze=False, layout="constrained")
     labels = [str(t) for t in tokens]
     for r in range(rows):
         for c in range(k):
             ax = axes[r, c]
-            im = ax.imshow(W[c, r], cmap=WEIGHTS_CMAP, vmin=0, vmax=1, interpolation="nearest")
+            im = ax.imshow(np.ma.masked_where(hidden, W[c, r]), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
             for q, key in targets.get(r, ()):
                 ax.add_patch(Rectangle((key - 0.5, q - 0.5), 1, 1, fill=False, edgecolor="#d62728", lw=0.9))
             ax.set_xticks([]), ax.set_yticks([])
@@ -155,3 +159,37 @@ def packing_comparison(loss: dict, slots: dict, *, suptitle=None):
     if suptitle:
         fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)
     return fig, (ax0, ax1)
+
+
+# ---------------------------------------------------------------- lessons 15 and 19: a run and its control
+def runs_compared(loss: dict, accuracy: dict | None = None, *, levels: dict | None = None, accuracy_label=
+                  "held-out accuracy", suptitle=None, smooth: int = 20):
+    """Runs side by side. Left: each run's loss per step (faint) and its mean over `smooth` steps.
+    Right (if accuracy): each run's held-out accuracy at its snapshots.
+    loss: {run: [steps]}; accuracy: {run: (snapshot steps, accuracy)}, same runs, same colours;
+    levels: {label: loss} horizontal dashed lines on the left (a chance level, a floor)."""
+    fig, axes = plt.subplots(1, 2 if accuracy else 1, figsize=(16 if accuracy else 10, 5.8), layout="constrained",
+                             squeeze=False)
+    ax0 = axes[0, 0]
+    for k, (name, y) in enumerate(loss.items()):
+        y = np.asarray(y, dtype=np.float64)
+        steps = np.arange(1, len(y) + 1)
+        ax0.plot(steps, y, color=LINE_COLORS[k], lw=0.8, alpha=0.3)
+        w = min(smooth, len(y))
+        ax0.plot(steps[w - 1:], np.convolve(y, np.ones(w) / w, mode="valid"), color=LINE_COLORS[k], lw=2.2,
+                 label=f"{name} (mean of {w} steps)")
+    for j, (label, level) in enumerate((levels or {}).items()):
+        ax0.axhline(level, color="grey", ls="--" if j == 0 else ":", lw=1.2, label=label)
+    ax0.set_ylim(0, None)
+    ax0.legend(fontsize=LABEL_SIZE, frameon=False, loc="best")
+    style_axes(ax0, "Training loss", "training step", "cross-entropy (nats)", grid=True)
+    if accuracy:
+        ax1 = axes[0, 1]
+        for k, (name, (steps, acc)) in enumerate(accuracy.items()):
+            ax1.plot(steps, acc, color=LINE_COLORS[k], lw=2.2, marker="o", ms=3.5, label=f"{name}: {acc[-1]:.1%}")
+        ax1.set_ylim(0, 1.05)
+        ax1.legend(fontsize=LABEL_SIZE, frameon=False, loc="center right")
+        style_axes(ax1, accuracy_label.capitalize(), "training step", accuracy_label, grid=True)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)
+    return fig, list(axes.ravel())

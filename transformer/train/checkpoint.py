@@ -8,19 +8,30 @@ reads without pickle:
     meta/extra       caller's JSON (step, seed, …), "{}" if none
     meta/format      FORMAT_VERSION, an int64 scalar
 
-A checkpoint is a file from elsewhere, so loading trusts nothing in it before it is checked:
-the file's size first, then every member's .npy header (dtype and shape, read with
-numpy.lib.format, no data) against the size the zip says the member has, and only then the
-arrays; every weight finite; names and shapes against what the model expects (`check_params`).
-Each problem is one line naming the file.
+A checkpoint is a file from elsewhere, so loading trusts nothing in it before it is checked,
+and allocates nothing a check has not bounded (as safetensors checks its header against the
+file before any allocation, and numpy.load(allow_pickle=False) refuses pickles):
+
+    1. the file's size, the number of members (MAX_MEMBERS), each name once (a set: linear);
+    2. every member's size as the zip declares it, unpacked: the total under max_bytes, and a
+       compressed member refused if it unpacks to more than MAX_RATIO times its packed bytes;
+    3. every member's .npy header (dtype and shape, read with numpy.lib.format, no data) against
+       that size; no Python objects (a pickle);
+    4. the meta members (each under MAX_META_BYTES), the format version, the config's JSON;
+    5. every parameter's dtype and shape against the shapes the config implies, from the headers;
+    6. only then the data, into arrays of the shapes checked; every weight finite.
+
+Each problem is one line naming the file. Files are written through `files.write_atomic`: a new
+file beside the old one, renamed over it, never through a symbolic link.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
+import struct
+import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +39,12 @@ from numpy.lib import format as npy_format
 
 from . import checks
 from ..backend import namespace, to_numpy
+from ..files import write_atomic
 from ..require import checked_by
 
 __all__ = ["FORMAT_VERSION", "CHECKPOINT_FILE", "METRICS_FILE", "MAX_CHECKPOINT_BYTES", "save_checkpoint",
-           "load_checkpoint", "checkpoint_extra", "check_params", "write_metrics", "read_metrics"]
+           "load_checkpoint", "checkpoint_contents", "checkpoint_extra", "check_params", "write_metrics",
+           "read_metrics"]
 
 FORMAT_VERSION = 1
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -39,6 +52,13 @@ METRICS_FILE = "metrics.json"
 MAX_CHECKPOINT_BYTES = 4 << 30  # 4 GiB: far above any model trained here, far below a bomb
 MAX_METRICS_BYTES = 64 << 20  # 64 MiB of JSON is millions of steps
 MAX_HEADER_BYTES = 10_000  # numpy's own default cap on a .npy header (a dict of dtype and shape)
+MAX_MEMBERS = 16_384  # a decoder of 1,800 layers (9 weights each); bounds the work of the checks per member
+MAX_META_BYTES = 16 << 20  # the config, with a vocabulary, and extra are a few kB of JSON
+# Deflate packs trained float weights by about 1.1×, a norm of ones or a zero bias by more but
+# they are small; its ceiling is about 1032× (a run of one byte). A member over RATIO_FLOOR bytes
+# that unpacks to over MAX_RATIO times its packed bytes is a zip bomb, not weights.
+MAX_RATIO = 100
+RATIO_FLOOR = 1 << 20
 META = ("meta/config", "meta/extra", "meta/format")
 
 
@@ -64,15 +84,7 @@ def save_checkpoint(dir, params: dict, config: dict, *, extra: dict | None = Non
     arrays["meta/config"] = np.array(json.dumps(plain(config)))  # 0-d unicode: no pickle
     arrays["meta/extra"] = np.array(json.dumps(plain(extra or {})))
     arrays["meta/format"] = np.array(FORMAT_VERSION, dtype=np.int64)
-    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".npz", dir=out)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return target
+    return write_atomic(target, lambda f: np.savez(f, **arrays))
 
 
 def member_header(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path):  # -> (shape, dtype)
@@ -100,58 +112,140 @@ def member_header(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path):  # -> 
     return shape, dtype
 
 
-def read_members(path: Path, max_bytes: int) -> dict:  # -> name (without .npy) -> array
-    """Every array of the archive, each header checked before any data is read."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ValueError(f"{path}: {size} bytes is over the cap max_bytes={max_bytes}")
-    try:
-        with zipfile.ZipFile(path) as z:
-            infos = z.infolist()
-            names = [i.filename for i in infos]
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if twice:  # np.load would keep one of them, silently
-                raise ValueError(f"{path}: member {twice[0]!r} appears more than once: corrupt or tampered")
-            total = sum(i.file_size for i in infos)
-            if total > max_bytes:
-                raise ValueError(f"{path}: members unpack to {total} bytes, over the cap max_bytes={max_bytes}")
-            for info in infos:
-                member_header(z, info, path)
-            with np.load(path, allow_pickle=False) as npz:  # headers checked: now read the data
-                return {k: npz[k] for k in npz.files}
-    except zipfile.BadZipFile as e:
-        raise ValueError(f"{path}: not a checkpoint: truncated, or not an .npz (zip) archive ({e})") from None
-    except (EOFError, OSError) as e:
-        raise ValueError(f"{path}: cannot read the archive: truncated or corrupt ({e})") from None
+def scan_members(z: zipfile.ZipFile, path: Path, max_bytes: int) -> dict:  # -> name -> (info, shape, dtype)
+    """Every member's declared size and .npy header, checked before any data is read (steps 1–3)."""
+    infos = z.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise ValueError(f"{path}: {len(infos)} members, over the cap of {MAX_MEMBERS}: not a checkpoint")
+    seen = set()
+    for info in infos:  # np.load would keep one of two members of one name, silently
+        if info.filename in seen:
+            raise ValueError(f"{path}: member {info.filename!r} appears more than once: corrupt or tampered")
+        seen.add(info.filename)
+    total = sum(i.file_size for i in infos)
+    if total > max_bytes:
+        raise ValueError(f"{path}: members unpack to {total} bytes, over the cap max_bytes={max_bytes}")
+    for info in infos:
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):  # what np.savez(_compressed) writes
+            raise ValueError(f"{path}: member {info.filename!r} uses zip compression method {info.compress_type}: "
+                             "a NumPy archive is stored or deflated")
+        if info.file_size > max(RATIO_FLOOR, MAX_RATIO * info.compress_size):
+            raise ValueError(f"{path}: member {info.filename!r} unpacks {info.compress_size} bytes to "
+                             f"{info.file_size}, over {MAX_RATIO}× its packed size: a zip bomb, not weights")
+    return {i.filename.removesuffix(".npy"): (i, *member_header(z, i, path)) for i in infos}
 
 
-def meta_json(arrays: dict, key: str, path: Path) -> dict:
-    """meta/config or meta/extra: a JSON object stored as a 0-d string."""
-    a = arrays[key]
-    if a.shape != () or a.dtype.kind != "U":
-        raise ValueError(f"{path}: {key} must be a JSON string, got dtype {a.dtype}, shape {a.shape}")
+def declared_members(path: Path, size: int) -> int | None:
+    """The member count the zip's end record declares, read from the file's tail before zipfile
+    parses the central directory (which costs time and memory per member): the end of central
+    directory record (APPNOTE 4.3.16), and for over 65,535 members its ZIP64 form (4.3.14)
+    found through the locator just before it. None where there is no such record: zipfile says why."""
+    with open(path, "rb") as f:
+        f.seek(size - min(size, 22 + 0xFFFF))  # the record (22 bytes) and at most a 64 KiB comment
+        tail = f.read()
+        i = tail.rfind(b"PK\x05\x06")
+        if i < 0 or len(tail) - i < 22:
+            return None
+        count = struct.unpack_from("<H", tail, i + 10)[0]  # entries in the central directory
+        if count != 0xFFFF or i < 20 or tail[i - 20:i - 16] != b"PK\x06\x07":
+            return count
+        f.seek(struct.unpack_from("<Q", tail, i - 12)[0])  # the locator: where the ZIP64 record is
+        record = f.read(40)
+        return struct.unpack_from("<Q", record, 32)[0] if record[:4] == b"PK\x06\x06" and len(record) == 40 else None
+
+
+def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo):  # -> the array its checked header declares
+    with z.open(info) as f:
+        return npy_format.read_array(f, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)
+
+
+def json_value(text: str, path, key: str | None = None):
+    """json.loads, each problem one line naming the file (and the member `key`). JSON
+    nested deeper than Python's recursion limit (about 1,000 levels; a config nests 3) is refused
+    by the decoder itself with a RecursionError: named here, as any other bad JSON."""
     try:
-        value = json.loads(str(a))
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: {key} is not valid JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: {key} must be a JSON object, got {type(value).__name__}")
-    return value
+        raise ValueError(f"{path}: {key + ' is ' if key else ''}not valid JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: {key or 'the file'} nests JSON deeper than Python's recursion limit "
+                         f"({sys.getrecursionlimit()}): not a config or metrics") from None
 
 
-def open_checkpoint(path_or_dir, max_bytes: int):  # -> (path, arrays, config)
+def open_checkpoint(path_or_dir, max_bytes: int, expected_shapes=None, read_params=True):
+    # -> (path, config, extra, params or None)
+    """Steps 1–6 of the module's docstring in one pass over the archive; the parameters' data is
+    read only when read_params (load_checkpoint), after every header agreed with the config."""
     path = checkpoint_path(path_or_dir)
     if not path.is_file():
         where = f"no {CHECKPOINT_FILE} in {path.parent}" if Path(path_or_dir).is_dir() else f"{path}: no such file"
         raise FileNotFoundError(f"no checkpoint: {where}")
-    arrays = read_members(path, max_bytes)
-    missing = [k for k in META if k not in arrays]
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{path}: {size} bytes is over the cap max_bytes={max_bytes}")
+    try:
+        count = declared_members(path, size)
+        if count is not None and count > MAX_MEMBERS:  # before zipfile lists them (scan_members counts again)
+            raise ValueError(f"{path}: {count} members, over the cap of {MAX_MEMBERS}: not a checkpoint")
+        with zipfile.ZipFile(path) as z:
+            members = scan_members(z, path, max_bytes)
+            config, extra = read_meta(z, members, path)
+            shapes = param_headers(members, path)
+            if expected_shapes is not None:  # from the headers: no weight is read before its shape agrees
+                want = expected_shapes(config) if callable(expected_shapes) else expected_shapes
+                check_shapes(shapes, want, str(path))
+            if not read_params:
+                return path, config, extra, shapes
+            params = {}
+            for k in shapes:
+                params[k] = a = read_member(z, members[f"params/{k}"][0])
+                if not np.isfinite(a).all():
+                    raise ValueError(f"{path}: parameter {k!r} holds NaN or inf ({int((~np.isfinite(a)).sum())} "
+                                     "values)")
+            return path, config, extra, params
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"{path}: not a checkpoint: truncated, or not an .npz (zip) archive ({e})") from None
+    except (EOFError, OSError, zlib.error) as e:
+        raise ValueError(f"{path}: cannot read the archive: truncated or corrupt ({e})") from None
+
+
+def read_meta(z, members: dict, path: Path):  # -> (config, extra): the JSON objects of meta/config, meta/extra
+    missing = [k for k in META if k not in members]
     if missing:
         raise ValueError(f"{path}: not a checkpoint of this format: {missing[0]} is missing")
-    fmt = arrays["meta/format"]
-    if fmt.shape != () or fmt.dtype.kind not in "iu" or int(fmt) != FORMAT_VERSION:
-        raise ValueError(f"{path}: unknown checkpoint format {fmt!r}: this version reads format {FORMAT_VERSION}")
-    return path, arrays, meta_json(arrays, "meta/config", path)
+    info, shape, dtype = members["meta/format"]
+    if shape != () or dtype.kind not in "iu":
+        raise ValueError(f"{path}: unknown checkpoint format (dtype {dtype}, shape {shape}): this version reads "
+                         f"format {FORMAT_VERSION}")
+    fmt = int(read_member(z, info))
+    if fmt != FORMAT_VERSION:
+        raise ValueError(f"{path}: unknown checkpoint format {fmt}: this version reads format {FORMAT_VERSION}")
+    unknown = [k for k in members if k not in META and not k.startswith("params/")]
+    if unknown:
+        raise ValueError(f"{path}: unexpected member {unknown[0]!r} (neither params/… nor meta/…)")
+    values = []
+    for key in ("meta/config", "meta/extra"):
+        info, shape, dtype = members[key]
+        if shape != () or dtype.kind != "U":
+            raise ValueError(f"{path}: {key} must be a JSON string, got dtype {dtype}, shape {shape}")
+        if info.file_size > MAX_META_BYTES:
+            raise ValueError(f"{path}: {key} is {info.file_size} bytes, over the cap of {MAX_META_BYTES}")
+        value = json_value(str(read_member(z, info)), path, key)
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}: {key} must be a JSON object, got {type(value).__name__}")
+        values.append(value)
+    return tuple(values)
+
+
+def param_headers(members: dict, path: Path) -> dict:  # -> parameter name -> shape, every dtype floating
+    shapes = {}
+    for k, (_, shape, dtype) in members.items():
+        if k.startswith("params/"):
+            if dtype.kind != "f":
+                raise ValueError(f"{path}: parameter {k.removeprefix('params/')!r} must be floating point, "
+                                 f"got dtype {dtype}")
+            shapes[k.removeprefix("params/")] = shape
+    return shapes
 
 
 @checked_by(checks.load_checkpoint)
@@ -161,34 +255,33 @@ def load_checkpoint(path_or_dir, *, expected_shapes=None, max_bytes: int = MAX_C
 
     path_or_dir: the .npz or the folder holding checkpoint.npz. expected_shapes: name -> shape,
     or a function config -> that dict (the model's own shapes for the config it was saved
-    with); every parameter must be there, with that shape, and no other. xp: the arrays'
-    namespace (None: NumPy). Refused, one line each (ValueError, FileNotFoundError): a file over
-    max_bytes, a truncated file or a zip that is not an npz, a pickle inside, a member whose
-    header declares more (or less) than it holds, a missing meta key, an unknown format
-    version, a non-floating or non-finite weight, a missing, extra or misshapen parameter.
+    with); every parameter must be there, with that shape, and no other; compared with the
+    members' headers before any weight is read. xp: the arrays' namespace (None: NumPy).
+    Refused, one line each (ValueError, FileNotFoundError): a file over max_bytes, more than
+    MAX_MEMBERS members or one name twice, members unpacking to more than max_bytes or a member
+    to over MAX_RATIO times its packed size, a truncated file or a zip that is not an npz, a
+    pickle inside, a member whose header declares more (or less) than it holds, a missing meta
+    key, an unknown format version, JSON nested too deep to parse, a non-floating or
+    non-finite weight, a missing, extra or misshapen parameter.
     """
-    path, arrays, config = open_checkpoint(path_or_dir, max_bytes)
-    params = {k.removeprefix("params/"): a for k, a in arrays.items() if k.startswith("params/")}
-    extra = [k for k in arrays if k not in META and not k.startswith("params/")]
-    if extra:
-        raise ValueError(f"{path}: unexpected member {extra[0]!r} (neither params/… nor meta/…)")
-    for k, a in params.items():
-        if a.dtype.kind != "f":
-            raise ValueError(f"{path}: parameter {k!r} must be floating point, got dtype {a.dtype}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"{path}: parameter {k!r} holds NaN or inf ({int((~np.isfinite(a)).sum())} values)")
-    if expected_shapes is not None:
-        shapes = expected_shapes(config) if callable(expected_shapes) else expected_shapes
-        check_params(params, shapes, source=str(path))
+    path, config, _, params = open_checkpoint(path_or_dir, max_bytes, expected_shapes)
     xp = namespace(xp)
     return {k: xp.asarray(a) for k, a in params.items()}, config
+
+
+@checked_by(checks.checkpoint_contents)
+def checkpoint_contents(path_or_dir, *, max_bytes: int = MAX_CHECKPOINT_BYTES) -> tuple:  # -> (config, shapes)
+    """The config a checkpoint was saved with and its parameters' shapes (name -> shape), read
+    from the headers without reading any weight: what a loader bounds a config's sizes by
+    before it builds anything from them. Checked as load_checkpoint checks the file."""
+    _, config, _, shapes = open_checkpoint(path_or_dir, max_bytes, read_params=False)
+    return config, shapes
 
 
 @checked_by(checks.checkpoint_extra)
 def checkpoint_extra(path_or_dir, *, max_bytes: int = MAX_CHECKPOINT_BYTES) -> dict:
     """The `extra` dict a checkpoint was saved with (step, seed, …), checked as load_checkpoint checks."""
-    path, arrays, _ = open_checkpoint(path_or_dir, max_bytes)
-    return meta_json(arrays, "meta/extra", path)
+    return open_checkpoint(path_or_dir, max_bytes, read_params=False)[2]
 
 
 def check_params(params: dict, expected_shapes: dict, *, source: str = "params") -> None:
@@ -203,16 +296,19 @@ def check_params(params: dict, expected_shapes: dict, *, source: str = "params")
     if not isinstance(params, dict) or not isinstance(expected_shapes, dict):
         raise TypeError(f"{source}: params and expected_shapes must be dicts, got {type(params).__name__} "
                         f"and {type(expected_shapes).__name__}")
-    missing = [k for k in expected_shapes if k not in params]
+    check_shapes({k: tuple(getattr(p, "shape", ())) for k, p in params.items()}, expected_shapes, source)
+
+
+def check_shapes(shapes: dict, expected_shapes: dict, source: str) -> None:  # name -> shape, both
+    missing = [k for k in expected_shapes if k not in shapes]
     if missing:
         raise ValueError(f"{source}: parameter {missing[0]!r} is missing ({len(missing)} missing)")
-    unknown = [k for k in params if k not in expected_shapes]
+    unknown = [k for k in shapes if k not in expected_shapes]
     if unknown:
         raise ValueError(f"{source}: unexpected parameter {unknown[0]!r}: the config has no such weight")
     for k, want in expected_shapes.items():
-        got = tuple(getattr(params[k], "shape", ()))
-        if got != tuple(want):
-            raise ValueError(f"{source}: parameter {k!r} has shape {got}, expected {tuple(want)}")
+        if tuple(shapes[k]) != tuple(want):
+            raise ValueError(f"{source}: parameter {k!r} has shape {tuple(shapes[k])}, expected {tuple(want)}")
 
 
 def plain(value):
@@ -233,9 +329,7 @@ def write_metrics(dir, metrics: dict) -> Path:
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
     text = json.dumps(plain(metrics), indent=1)  # checked at the door: JSON, no NaN
-    target = out / METRICS_FILE
-    target.write_text(text + "\n", encoding="utf-8")
-    return target
+    return write_atomic(out / METRICS_FILE, lambda f: f.write((text + "\n").encode("utf-8")))
 
 
 @checked_by(checks.read_metrics)
@@ -248,9 +342,10 @@ def read_metrics(path_or_dir) -> dict:
     if p.stat().st_size > MAX_METRICS_BYTES:
         raise ValueError(f"{p}: {p.stat().st_size} bytes is over the cap of {MAX_METRICS_BYTES}")
     try:
-        value = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
         raise ValueError(f"{p}: not valid JSON ({e})") from None
+    value = json_value(text, p)
     if not isinstance(value, dict):
         raise ValueError(f"{p}: metrics must be a JSON object, got {type(value).__name__}")
     return value

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.decoding_checks import documents, documents_fit
 from ..backend import to_numpy
+from ..files import check_writable_folder
 from ..require import require_bool, require_float, require_int, require_real
 
 SPLITS = ("train", "heldout")
@@ -283,6 +284,22 @@ def load_checkpoint(path_or_dir, *, expected_shapes=None, max_bytes=4 << 30, xp=
 def checkpoint_extra(path_or_dir, *, max_bytes=4 << 30):
     path_like("path_or_dir", path_or_dir)
     require_int(max_bytes=max_bytes, low=1)
+
+
+def checkpoint_contents(path_or_dir, *, max_bytes=4 << 30):
+    checkpoint_extra(path_or_dir, max_bytes=max_bytes)
+
+
+def output_folder(out) -> None:
+    """Refuse, before any training, a folder that cannot receive checkpoint.npz and metrics.json:
+    not a folder, not creatable or not writable (a probe file is written and removed), either
+    name a symbolic link or a folder, or a checkpoint.npz that save_checkpoint would not replace.
+    The folder is created if it is missing."""
+    path_like("out", out)
+    folder = check_writable_folder(out, ("checkpoint.npz", "metrics.json"))
+    target = folder / "checkpoint.npz"
+    if target.exists() and not is_checkpoint(target):
+        raise ValueError(f"{target} exists and is not a checkpoint: refusing to overwrite it")
 
 
 def write_metrics(dir, metrics):

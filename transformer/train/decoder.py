@@ -3,7 +3,8 @@
     ids (b, n) --embed--> x (b, n, d)
     L × [ a = RMSNorm(x)
           q, k, v = RoPE(a W_q), RoPE(a W_k), a W_v        GQA: h query heads, h_kv key/value heads
-          x = x + Attention(q, k, v) W_o                   causal, and same-document for packed rows
+          x = x + Attention(q, k, v) W_o                   causal, and same-document for packed rows;
+                                                           training: dropout on the weights P (cfg.dropout)
           x = x + SwiGLU(RMSNorm(x)) ]
     RMSNorm --tied LM head: x W_Eᵀ--> logits (b, n, v)
 
@@ -28,7 +29,9 @@ import numpy as np
 from . import decoder_checks
 from ..backend import get_xp, namespace
 from ..require import checked_by
-from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
+from ..core.attention import (attention_scores, dropout, dropout_backward, repeat_kv, repeat_kv_backward,
+                              scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax,
+                              softmax_backward)
 from ..core.embedding import embed, embed_backward, lm_head_backward
 from ..core.heads import merge_heads, merge_heads_backward, split_heads, split_heads_backward
 from ..core.kv_cache import KVCache
@@ -58,6 +61,7 @@ class DecoderConfig:
     rope_base: float = 10000.0  # RoPE: pair i turns by m · base^(−2i/d_h)
     eps: float = 1e-5  # RMSNorm epsilon
     tied: bool = True  # LM head = embedding table transposed; False adds W_out (d, v)
+    dropout: float = 0.0  # attention-weight dropout p, in training only (0: none, as every run here)
 
     def __post_init__(self):
         decoder_checks.decoder_config(self)
@@ -65,6 +69,7 @@ class DecoderConfig:
             object.__setattr__(self, f, int(getattr(self, f)))  # NumPy integers become plain numbers
         object.__setattr__(self, "rope_base", float(self.rope_base))
         object.__setattr__(self, "eps", float(self.eps))
+        object.__setattr__(self, "dropout", float(self.dropout))
 
     @property
     def d_h(self) -> int:
@@ -128,7 +133,7 @@ def _qkv(a, p, cfg, cos, sin):  # [b, n, d] -> q [b, h, n, d_h], k, v [b, h_kv, 
 
 @checked_by(decoder_checks.decoder_forward)
 def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, doc_ids=None, attention="plain",
-                    block_q=None, block_k=None):  # [b, n] int -> logits [b, n, v], saved
+                    block_q=None, block_k=None, training=False, rng=None):  # [b, n] int -> logits [b, n, v], saved
     """The model on ids (b, n), keeping the activations its backward needs.
 
     positions: (b, n) RoPE positions (default 0 … n − 1 in every row; packed rows restart them).
@@ -136,6 +141,9 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
     earlier tokens of its own document (`document_mask`). attention: "plain" keeps the weights P
     (b, h, n, n) of every layer; "tiled" runs FlashAttention (block_q × block_k tiles) and keeps
     only each row's log-sum-exp (b, h, n).
+    training, rng: with cfg.dropout = p > 0 and training=True, each layer's weights P are dropped
+    out before P V (`dropout`, keep-masks drawn from rng: a np.random.Generator or a seed) and the
+    keep-masks are saved; training=False (the default: evaluation, generation) never drops.
 
     saved (the activation memory; `activation_bytes` is its formula):
       "ids", "cos", "sin" (and "doc" when tiled and packed)    for the embedding and RoPE backward
@@ -143,6 +151,7 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
         "x"  block input        (RMSNorm 1 backward)        "a"  RMSNorm 1 output   (W_q, W_k, W_v)
         "q", "k", "v"  after RoPE (attention backward)      "o"  attention output   (W_o; tiled: D)
         "P"  weights (plain) or "lse" (tiled)               "x_mid" after the attention residual
+        "keep"  the dropout keep-mask of P (training with cfg.dropout > 0 only)
         "f"  RMSNorm 2 output   (SwiGLU backward, which recomputes its d_ff-wide hidden from f)
       "x_final" (final RMSNorm backward), "h" its output (LM head backward).
     """
@@ -160,13 +169,17 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
     mask = None  # tiled: each tile builds its own part of the mask
     if attention == "plain":  # [n, n] or [b, 1, n, n]: causal, and a token sees only its own document
         mask = causal_mask.unchecked(n, xp=xp) if doc is None else document_mask.unchecked(doc, causal=True)
+    drop = training and cfg.dropout > 0
+    draw = (rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)) if drop else None
     x = embed.unchecked(ids, params["W_E"])  # [b, n, d]
     for l in range(cfg.L):
         p, s = _layer(params, l), {}
         s["x"] = x
         s["a"] = a = rms_norm.unchecked(x, p["norm1"], cfg.eps)  # [b, n, d]
         s["q"], s["k"], s["v"] = q, k, v = _qkv(a, p, cfg, cos, sin)
-        if attention == "plain":  # GQA inside: query head i reads key/value head i // (h / h_kv)
+        if drop:  # attention-weight dropout: O = dropout(P) V, as the Annotated Transformer and nanoGPT do
+            s["o"], s["P"], s["keep"] = _attention_dropout(q, k, v, mask, cfg.dropout, draw)
+        elif attention == "plain":  # GQA inside: query head i reads key/value head i // (h / h_kv)
             s["o"], s["P"] = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=True)
         else:  # [b, h, n, d_h], [b, h, n]
             s["o"], s["lse"] = flash_attention.unchecked(q, k, v, causal=True, doc=doc, return_lse=True,
@@ -181,6 +194,32 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
     return logits, saved
 
 
+def _attention_dropout(q, k, v, mask, p, rng):  # q [b, h, n, d_h], k, v [b, h_kv, n, d_h] -> o, P, keep
+    """scaled_dot_product_attention with dropout on its weights: P = softmax(q kᵀ/√d_h + mask),
+    P̃ = dropout(P), o = P̃ V. Keeps P (for the softmax backward) and the keep-mask (for P̃)."""
+    n_rep = q.shape[1] // k.shape[1]
+    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # GQA: [b, h, n, d_h]
+    P = softmax.unchecked(attention_scores.unchecked(q, K), mask=mask)  # [b, h, n, n]
+    P_drop, keep = dropout.unchecked(P, p, rng=rng)  # [b, h, n, n], kept weights scaled by 1/(1 − p)
+    return P_drop @ V, P, keep  # [b, h, n, d_h]
+
+
+def _attention_dropout_backward(do, q, k, v, P, keep, p):  # [b, h, n, d_h] -> dq, dk, dv
+    """The attention backward with P̃ = dropout(P) between the softmax and V:
+
+        dV = P̃ᵀ dO,   dP̃ = dO Vᵀ,   dP = dropout_backward(dP̃) = dP̃ ∘ keep / (1 − p)
+        dS = P ∘ (dP − rowsum(dP ∘ P)),   dQ = dS K / √d_h,   dK = dSᵀ Q / √d_h
+    (scaled_dot_product_attention_backward's lines, with the dropout's transpose added)."""
+    n_rep = q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n, d_h]
+    dV = dropout.unchecked(P, p, mask=keep)[0].mT @ do  # P̃ rebuilt from P and the mask: [b, h, n, d_h]
+    dS = softmax_backward.unchecked(dropout_backward.unchecked(do @ V.mT, keep, p), P)  # [b, h, n, n]
+    dq = (dS @ K) * scale  # [b, h, n, d_h]
+    dK = (dS.mT @ q) * scale
+    return dq, repeat_kv_backward.unchecked(dK, n_rep), repeat_kv_backward.unchecked(dV, n_rep)
+
+
 def _block_backward(dx, p, s, cfg, cos, sin, doc, block_q, block_k):  # [b, n, d] -> [b, n, d], grads
     """One pre-norm block in reverse. Residual: the gradient of x + F(x) is dx + (∂F/∂x)ᵀ dx, so
     each sub-block's backward adds its part to the dx that flows past it unchanged."""
@@ -193,7 +232,9 @@ def _block_backward(dx, p, s, cfg, cos, sin, doc, block_q, block_k):  # [b, n, d
     # attention sub-block: x_mid = x + merge(o) W_o
     dz, g["W_o"], _ = linear_backward.unchecked(dx, merge_heads.unchecked(s["o"]), p["W_o"])  # dz [b, n, h·d_h]
     do = merge_heads_backward.unchecked(dz, cfg.h)  # [b, h, n, d_h]
-    if "P" in s:  # dq [b, h, n, d_h], dk, dv [b, h_kv, n, d_h]
+    if "keep" in s:  # the forward dropped out attention weights
+        dq, dk, dv = _attention_dropout_backward(do, s["q"], s["k"], s["v"], s["P"], s["keep"], cfg.dropout)
+    elif "P" in s:  # dq [b, h, n, d_h], dk, dv [b, h_kv, n, d_h]
         dq, dk, dv = scaled_dot_product_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["P"])
     else:
         dq, dk, dv = flash_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["o"], s["lse"], causal=True,
@@ -232,7 +273,7 @@ def decoder_backward(d_logits, saved: dict, params: dict, cfg: DecoderConfig, *,
 @checked_by(decoder_checks.decoder_loss_and_grads)
 def decoder_loss_and_grads(params: dict, ids, targets, cfg: DecoderConfig, **kw):  # [b, n] ×2 -> float, grads
     """Mean next-token cross-entropy over the targets that are not −100, and its gradients.
-    kw: decoder_forward's options (positions, doc_ids, attention, block_q, block_k)."""
+    kw: decoder_forward's options (positions, doc_ids, attention, block_q, block_k, training, rng)."""
     logits, saved = decoder_forward.unchecked(params, ids, cfg, **kw)  # [b, n, v]
     loss = cross_entropy(logits, targets)  # the door checks targets against the logits
     d_logits = cross_entropy_backward.unchecked(logits, targets)  # [b, n, v]
@@ -249,7 +290,8 @@ def activation_bytes(cfg: DecoderConfig, b: int, n: int, *, attention="plain", p
         once:      2·b·n·d (x_final, h) + b·n·d_h (cos and sin) + 8·b·n (ids, int64)
                    + 8·b·n (tiled and packed: the document ids)
     times itemsize bytes for the floats. The n² term is the only one that grows faster than n:
-    the tiled backward keeps O(n) per head instead.
+    the tiled backward keeps O(n) per head instead. (Training with cfg.dropout > 0 keeps besides
+    each layer's keep-mask of P, b·h·n² booleans: not counted here.)
     """
     d, h, h_kv, d_h = cfg.d, cfg.h, cfg.h_kv, cfg.d_h
     weights = b * h * n * n if attention == "plain" else b * h * n  # P or lse
@@ -264,21 +306,23 @@ def greedy_generate(params: dict, cfg: DecoderConfig, prompt_ids, max_new: int):
     """Greedy decoding with a KV cache: the prompt in one pass (prefill), then one token per pass,
     each reading the keys and values of earlier positions from the cache (only the h_kv heads).
     Returns the prompt followed by the max_new argmax tokens; equal to re-running decoder_forward
-    on the whole sequence at each step."""
+    on the whole sequence at each step. Logits that hold NaN or +inf (finite weights whose products
+    overflow) are refused, naming the step, as the GGUF model refuses them: an argmax of NaN is 0."""
     xp = get_xp(params["W_E"])
     dtype = params["W_E"].dtype
     b, n0 = prompt_ids.shape
     cache = KVCache(cfg.L, b, cfg.h_kv, n0 + max_new, cfg.d_h, dtype=dtype, xp=xp)
     out = xp.astype(prompt_ids, xp.int64)  # [b, n0]
     step = out
-    for _ in range(max_new):
-        logits = _cached_forward(params, step, cfg, cache)  # [b, t, v]
-        step = xp.astype(xp.argmax(logits[:, -1, :], axis=-1), xp.int64)[:, None]  # [b, 1]
+    for i in range(max_new):
+        logits = _cached_forward(params, step, cfg, cache)  # [b, v]: the last position's only
+        decoder_checks.finite_logits(logits, i)
+        step = xp.astype(xp.argmax(logits, axis=-1), xp.int64)[:, None]  # [b, 1]
         out = xp.concat([out, step], axis=1)  # [b, n + 1]
     return out
 
 
-def _cached_forward(params, ids, cfg, cache):  # [b, t] -> [b, t, v], after cache.length cached tokens
+def _cached_forward(params, ids, cfg, cache):  # [b, t] -> [b, v], after cache.length cached tokens
     xp = get_xp(params["W_E"])
     b, t = ids.shape
     n_past = cache.length
@@ -294,5 +338,7 @@ def _cached_forward(params, ids, cfg, cache):  # [b, t] -> [b, t, v], after cach
         x = x + merge_heads.unchecked(o) @ p["W_o"]  # [b, t, d]
         x = x + swiglu_ffn.unchecked(rms_norm.unchecked(x, p["norm2"], cfg.eps), p["W_gate"], p["W_up"], p["W_down"])
     cache.advance(t)
-    hN = rms_norm.unchecked(x, params["norm"], cfg.eps)  # [b, t, d]
-    return hN @ (params["W_E"].mT if cfg.tied else params["W_out"])  # [b, t, v]
+    # only the last position picks the next token: its logits alone, b·v floats instead of b·t·v
+    # on a long prompt (HF's logits_to_keep=1)
+    hN = rms_norm.unchecked(x[:, -1, :], params["norm"], cfg.eps)  # [b, d]
+    return hN @ (params["W_E"].mT if cfg.tied else params["W_out"])  # [b, v]

@@ -6,7 +6,10 @@ config's sizes, and the saved activations against the weights.
 """
 from __future__ import annotations
 
-from ..backend import get_xp
+import numpy as np
+
+from ..backend import get_xp, to_host
+from ..core.decoding_checks import logits_row_max
 from ..require import require_array, require_bool, require_float, require_int, require_real
 
 ATTENTION = ("plain", "tiled")
@@ -27,6 +30,10 @@ def decoder_config(cfg):
     if cfg.eps < 0:
         raise ValueError(f"eps must be ≥ 0, got eps={cfg.eps}")
     require_bool(tied=cfg.tied)
+    require_real(dropout=cfg.dropout)
+    if not 0 <= cfg.dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1) (the share of attention weights dropped in training), "
+                         f"got dropout={cfg.dropout}")
 
 
 def config(cfg):  # by its fields: decoder.py imports this module, so this one cannot import DecoderConfig
@@ -77,7 +84,8 @@ def init_decoder(cfg, seed=0, *, dtype="float32", xp=None):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
 
 
-def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention="plain", block_q=None, block_k=None):
+def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention="plain", block_q=None, block_k=None,
+                    training=False, rng=None):
     params_of(params, cfg)
     token_rows("ids", ids, cfg, 0, cfg.v, "token ids")
     for name, t, low, high, what in (("positions", positions, 0, cfg.n_max, "RoPE positions below n_max"),
@@ -89,6 +97,16 @@ def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention
     if attention not in ATTENTION:
         raise ValueError(f"attention must be 'plain' or 'tiled', got {attention!r}")
     blocks(block_q, block_k)
+    require_bool(training=training)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        require_int(rng=rng)  # a seed
+    if training and cfg.dropout > 0:
+        if attention != "plain":
+            raise ValueError(f"dropout={cfg.dropout} in training needs attention='plain': the tiled attention keeps "
+                             f"no weights P to drop")
+        if rng is None:
+            raise ValueError(f"dropout={cfg.dropout} in training needs rng= (a np.random.Generator or an int seed): "
+                             f"the weights dropped must be reproducible")
 
 
 def decoder_backward(d_logits, saved, params, cfg, *, block_q=None, block_k=None):
@@ -125,3 +143,13 @@ def greedy_generate(params, cfg, prompt_ids, max_new):
     require_int(max_new=max_new)
     if prompt_ids.shape[1] + max_new > cfg.n_max:
         raise ValueError(f"prompt of {prompt_ids.shape[1]} tokens + max_new={max_new} exceeds n_max={cfg.n_max}")
+
+
+def finite_logits(logits, step: int):
+    """A possible token in every row of a generation step's logits (b, v): NaN or +inf, from
+    finite weights whose products overflow, would make argmax pick a meaningless id."""
+    try:
+        logits_row_max(to_host(logits))
+    except ValueError as e:
+        raise ValueError(f"the model's {e} at generation step {step}: its weights overflow "
+                         f"{logits.dtype} (refused, as an argmax over them would be meaningless)") from None

@@ -1,13 +1,13 @@
 """The refusals of induction.py's public functions, one check per function and of the same name."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
 from . import decoder_checks
-from ..require import require_bool, require_int
+from .checks import output_folder
+from ..require import require_bool, require_int, require_real
 
 
 def documents(docs):
@@ -48,8 +48,20 @@ def induction_head_scores(maps, n_half):
         raise ValueError(f"maps must end in (n, n) with n ≥ 2·n_half = {2 * n_half}, got shape {W.shape}")
 
 
-def train_induction(*, steps=300, seed=0, out=None, progress=True, packed=False, snapshot_every=10, on_step=None):
+def train_induction(*, steps=300, seed=0, out=None, progress=True, packed=False, snapshot_every=10, on_step=None,
+                    sizes=None, lr_max=None):
     require_int(steps=steps, snapshot_every=snapshot_every, low=1)
+    if sizes is not None:
+        if not isinstance(sizes, dict):
+            raise TypeError(f"sizes must be a dict of DecoderConfig fields to change, got {type(sizes).__name__}")
+        fields = ("v", "d", "h", "h_kv", "L", "d_ff", "n_max", "rope_base", "eps", "tied")  # not dropout: never drops
+        unknown = sorted(set(sizes) - set(fields))
+        if unknown:
+            raise ValueError(f"sizes: {unknown[0]!r} is not a DecoderConfig field ({', '.join(fields)})")
+        if sizes.get("v", 32) != 32 or sizes.get("n_max", 64) < 64:
+            raise ValueError("sizes: the task needs v = 32 and n_max ≥ 64 (its tokens and its longest packed row)")
+    if lr_max is not None:
+        require_real(lr_max=lr_max, positive=True)
     require_int(seed=seed, low=0)
     require_bool(progress=progress, packed=packed)
     if on_step is not None and not callable(on_step):
@@ -61,15 +73,9 @@ def train_induction(*, steps=300, seed=0, out=None, progress=True, packed=False,
 
 
 def writable_folder(out: Path) -> None:
-    """Refuse, before any training, a folder that cannot receive checkpoint.npz and metrics.json."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is not a folder: the checkpoint is written into a folder")
-    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise PermissionError(f"cannot write into {parent}: choose another output folder")
-    for name in ("checkpoint.npz", "metrics.json"):
-        if (out / name).is_dir():
-            raise ValueError(f"{out / name} is a folder: cannot write the {name} there")
+    """Refuse, before any training, a folder that cannot receive checkpoint.npz and metrics.json
+    (train/checks.output_folder: creates it and writes a probe file)."""
+    output_folder(out)
 
 
 def load_decoder(path_or_dir):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..backend import get_xp
 from ..require import require_array, require_bool, require_float, require_int, require_real
+from .checks import output_folder
 from .decoder_checks import DTYPES, token_rows
 
 FIELDS = ("v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max")
@@ -143,16 +144,19 @@ def translation_exact_match(params, cfg, held, vocab=None):
                              f"n_max ≥ {batch.src_ids.shape[1] + 2}, the config has n_max={cfg.n_max}")
 
 
-def train_translation(*, steps=600, seed=0, out=None, progress=True, on_step=None, dtype="float32"):
+def train_translation(*, steps=600, seed=0, out=None, progress=True, on_step=None, dtype="float32",
+                      cross_attention=True):
     require_int(steps=steps, low=1)
     require_int(seed=seed)
     if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
         raise TypeError(f"out must be a folder path (str or Path) or None, got out={out!r}")
-    require_bool(progress=progress)
+    require_bool(progress=progress, cross_attention=cross_attention)
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be a function (step, params, loss) or None, got {on_step!r}")
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    if out is not None:  # last: it creates the folder
+        output_folder(out)
 
 
 def load_seq2seq(dir, *, xp=None):

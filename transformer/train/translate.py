@@ -26,8 +26,9 @@ from threadpoolctl import threadpool_limits
 
 from . import seq2seq_checks
 from ..backend import to_numpy
+from ..files import interrupts_deferred
 from ..require import checked_by
-from .checkpoint import load_checkpoint, save_checkpoint, write_metrics
+from .checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
 from .data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, batches
 from .loop import train_loop
 from .seq2seq import Seq2SeqConfig, init_seq2seq, seq2seq_loss_and_grads
@@ -100,7 +101,7 @@ def cross_attention_of(params, cfg, example, vocab):  # -> ids written, weights 
 
 @checked_by(seq2seq_checks.train_translation)
 def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, progress: bool = True, on_step=None,
-                      dtype: str = "float32") -> dict:
+                      dtype: str = "float32", cross_attention: bool = True) -> dict:
     """Train the encoder–decoder on "reverse and translate" from init_seq2seq(cfg, seed), with batches
     from default_rng(seed) (training split only) and the TRANSLATION_RECIPE of AdamW, warm-up and
     cosine decay; then greedy-translate HELDOUT_SENTENCES held-out sentences.
@@ -112,12 +113,25 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
     initialisation), "seconds" (training), "eval_seconds", "load_average" (1-minute load at the start
     and the end). With out: writes out/checkpoint.npz (config with "kind": "seq2seq" and the
     vocabulary) and out/metrics.json.
+
+    cross_attention=False is the control run: every decoder layer's cross-attention output
+    projection W_o starts at 0 and its gradient is set to 0, so the cross-attention sub-layers add
+    nothing and the decoder never sees the source (the encoder then gets no gradient either).
     """
     vocab = translation_vocab()
     cfg = translation_config(vocab)
     r = TRANSLATION_RECIPE
     load_start = os.getloadavg()[0]
     params = init_seq2seq(cfg, seed, dtype=dtype)
+    cut = [f"dec.{l}.cross.W_o" for l in range(cfg.L_dec)] if not cross_attention else []
+    for name in cut:  # the control: cross-attention writes 0 into the decoder's residual stream
+        params[name][...] = 0
+
+    def loss_and_grads(p, batch):
+        loss, grads = seq2seq_loss_and_grads.unchecked(p, batch, cfg)
+        for name in cut:  # and stays 0: no gradient, so AdamW never moves it (its decay keeps 0 at 0)
+            grads[name] = grads[name] * 0
+        return loss, grads
     example = translation_batch(np.random.default_rng(seed + HELDOUT_SEED_OFFSET + 1), 1,
                                 n_range=(EXAMPLE_WORDS, EXAMPLE_WORDS), split="heldout")
     _, cross_init = cross_attention_of(params, cfg, example, vocab)
@@ -126,7 +140,7 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
     # One BLAS thread: the matrices are tiny ((768, 64) @ (64, 64)), and a second BLAS thread only
     # waits on the first; on a busy 2-core machine it made a step 7 to 25 times slower (80 ms -> 0.6-2 s).
     with threadpool_limits(limits=1, user_api="blas"):
-        history = train_loop(lambda p, batch: seq2seq_loss_and_grads.unchecked(p, batch, cfg), params,
+        history = train_loop(loss_and_grads, params,
                              batches(make, seed, steps), steps=steps, lr_max=r["lr_max"],
                              warmup=min(r["warmup"], steps), min_lr=r["min_lr"], clip=r["clip"],
                              weight_decay=r["weight_decay"], betas=r["betas"], progress=progress, on_step=on_step,
@@ -146,22 +160,25 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
         "load_average": (load_start, os.getloadavg()[0]),
     }
     if out is not None:
-        save_checkpoint(out, params, seq2seq_checkpoint_config(cfg, vocab),
-                        extra={"seed": seed, "steps": steps, "heldout_exact_match": exact})
-        write_metrics(out, {
-            "task": "translate", "seed": seed, "steps": steps, "config": cfg.as_dict(),
-            "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in r.items()},
-            "heldout_exact_match": exact, "heldout_sentences": HELDOUT_SENTENCES,
-            "seconds": history["seconds"], "eval_seconds": eval_seconds, "tokens_per_s": history["tokens_per_s"],
-            "tokens_seen": history["tokens_seen"], "load_average": list(result["load_average"]),
-            "cpu_count": os.cpu_count(),
-            "loss": history["loss"], "lr": history["lr"], "grad_norm": history["grad_norm"],
-        })
+        with interrupts_deferred():  # the checkpoint and its metrics: both new or both old
+            save_checkpoint(out, params, seq2seq_checkpoint_config(cfg, vocab),
+                            extra={"seed": seed, "steps": steps, "heldout_exact_match": exact})
+            write_metrics(out, {
+                "task": "translate", "seed": seed, "steps": steps, "config": cfg.as_dict(),
+                "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in r.items()},
+                "heldout_exact_match": exact, "heldout_sentences": HELDOUT_SENTENCES,
+                "seconds": history["seconds"], "eval_seconds": eval_seconds, "tokens_per_s": history["tokens_per_s"],
+                "tokens_seen": history["tokens_seen"], "load_average": list(result["load_average"]),
+                "cpu_count": os.cpu_count(),
+                "loss": history["loss"], "lr": history["lr"], "grad_norm": history["grad_norm"],
+            })
     return result
 
 
-def config_from_checkpoint(config: dict, where: str):  # -> (Seq2SeqConfig, TranslationVocab)
-    """The model's config and vocabulary from a checkpoint's config dict, each problem one line."""
+def config_from_checkpoint(config: dict, where: str, held: dict | None = None):  # -> (Seq2SeqConfig, TranslationVocab)
+    """The model's config and vocabulary from a checkpoint's config dict, each problem one line.
+    held: the file's parameter shapes (checkpoint_contents): L_enc + L_dec is bounded by them
+    before the per-layer shapes are listed."""
     if config.get("kind") != "seq2seq":
         raise ValueError(f"{where}: not an encoder–decoder checkpoint: kind is {config.get('kind')!r}, "
                          f"expected 'seq2seq'")
@@ -173,6 +190,9 @@ def config_from_checkpoint(config: dict, where: str):  # -> (Seq2SeqConfig, Tran
         cfg = Seq2SeqConfig(**{f: config[f] for f in fields})
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: bad config: {e}") from None
+    if held is not None and cfg.L_enc + cfg.L_dec > len(held):
+        raise ValueError(f"{where}: config L_enc={cfg.L_enc}, L_dec={cfg.L_dec} names more layers than the file "
+                         f"holds weights ({len(held)})")
     v = config["vocab"]
     vocab_fields = [f.name for f in dataclasses.fields(TranslationVocab)]
     if not isinstance(v, dict) or sorted(v) != sorted(vocab_fields):
@@ -197,9 +217,9 @@ def load_seq2seq(dir, *, xp=None) -> tuple:  # -> (params, cfg, vocab)
     The checkpoint's own checks run (load_checkpoint), then its config is read as a Seq2SeqConfig
     and every weight's name and shape checked against it: one line per problem."""
     where = str(Path(dir))
-    shapes = lambda c: config_from_checkpoint(c, where)[0].parameter_shapes()  # noqa: E731  the config's own
-    params, config = load_checkpoint(dir, xp=xp, expected_shapes=shapes)
-    cfg, vocab = config_from_checkpoint(config, where)
+    config, held = checkpoint_contents(dir)  # headers only: the sizes are bounded before any weight is read
+    cfg, vocab = config_from_checkpoint(config, where, held)
+    params, _ = load_checkpoint(dir, xp=xp, expected_shapes=cfg.parameter_shapes())
     dtype = params["W_E"].dtype
     odd = [k for k, w in params.items() if w.dtype != dtype]
     if odd:

@@ -1,0 +1,325 @@
+"""The workbook's checker (`python -m transformer check`): it passes the package's own functions, and it
+catches each known mistake with the hint written for it.
+
+Each planted mistake below is learner-style code with one slip, written here (not produced by the checker's
+own variants); the test asserts the checker fails it and prints the intended hint. Bad files (a syntax
+error, a missing import, a wrong return type, a loop that never ends) each give one clear line.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from transformer.tutor import LESSON_SPECS, check_file, format_report, workbook_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_workbook(folder: Path, lesson: str, source: str = "") -> Path:
+    """A workbook file for `lesson`: the package's functions, then `source` redefining some of them."""
+    names = ", ".join(s.name for s in LESSON_SPECS[lesson])
+    path = folder / f"{lesson}_planted.py"
+    path.write_text(f"import math\nimport numpy as np\nfrom transformer import {names}\n\n"
+                    + textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+def result_of(report, name):
+    return next(r for r in report.results if r.name == name)
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSON_SPECS))
+def test_the_package_own_functions_pass(lesson, tmp_path):
+    report = check_file(write_workbook(tmp_path, lesson), lesson, use_torch=True)
+    assert report.ok and all(r.status == "passed" for r in report.results), format_report(report)
+
+
+def test_the_stubs_are_reported_not_written_and_exit_0():
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "all", "--workbook", str(ROOT / "workbook")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = workbook_files(ROOT / "workbook")
+    assert set(files) == set(LESSON_SPECS)
+    assert proc.stdout.count("not written yet") == sum(len(s) for s in LESSON_SPECS.values()), proc.stdout
+    assert "FAILED" not in proc.stdout and proc.stderr == ""
+
+
+# (lesson, function, the learner's code with one slip, a phrase of the intended hint)
+PLANTED = [
+    ("03", "softmax", """
+        def softmax(x, axis=-1, mask=None):
+            if mask is not None:
+                x = np.where(mask, x, -np.inf)
+            e = np.exp(x)
+            z = e.sum(axis=axis, keepdims=True)
+            return e / np.where(z == 0, 1, z)
+        """, "subtract the row max"),
+    ("03", "softmax", """
+        def softmax(x, axis=-1, mask=None):
+            if mask is not None:
+                x = np.where(mask, x, -np.inf)
+            e = np.exp(x - x.max(axis=axis, keepdims=True))
+            return e / e.sum(axis=axis, keepdims=True)
+        """, "zeros, not NaN"),
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // k.shape[1], 1)
+            s = q @ k.swapaxes(-1, -2) / q.shape[-1]
+            p = softmax(s, mask=mask)
+            return (p @ v, p) if return_weights else p @ v
+        """, "divided by d_h"),
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // k.shape[1], 1)
+            s = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+            if mask is not None:
+                s = np.where(mask, -np.inf, s)
+            p = softmax(s)
+            return (p @ v, p) if return_weights else p @ v
+        """, "mask polarity"),
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            s = q @ k / math.sqrt(q.shape[-1])
+            p = softmax(s, mask=mask)
+            return (p @ v, p) if return_weights else p @ v
+        """, "K is not transposed"),
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+            s = (q @ k.swapaxes(-1, -2)) * scale
+            p = softmax(s.astype(np.float64), mask=mask)
+            out = (p @ v).astype(q.dtype)
+            return (out, p.astype(q.dtype)) if return_weights else out
+        """, "h_kv < h"),
+    ("04", "split_heads", """
+        def split_heads(x, h):
+            b, n, d = x.shape
+            return x.reshape(b, h, n, d // h)
+        """, "reshape alone"),
+    ("04", "merge_heads", """
+        def merge_heads(x):
+            b, h, n, d_h = x.shape
+            return x.reshape(b, n, h * d_h)
+        """, "reshape alone"),
+    ("05", "causal_mask", """
+        def causal_mask(n_q, n_k=None, offset=None, *, xp=None):
+            n_k = n_q if n_k is None else n_k
+            return np.tril(np.ones((n_q, n_k), dtype=bool), k=-1)
+        """, "the diagonal"),
+    ("05", "causal_mask", """
+        def causal_mask(n_q, n_k=None, offset=None, *, xp=None):
+            n_k = n_q if n_k is None else n_k
+            return np.tril(np.ones((n_q, n_k), dtype=bool))
+        """, "LAST n_q positions"),
+    ("06", "KVCache.update", """
+        class KVCache(KVCache):
+            def update(self, layer, k_new, v_new):
+                end = self.length + k_new.shape[2]
+                self.k[layer][:, :, self.length:end] = k_new
+                self.v[layer][:, :, self.length:end] = v_new
+                self.written[layer] = end
+                return k_new, v_new
+        """, "every position written so far"),
+    ("07", "repeat_kv", """
+        def repeat_kv(x, n_rep):
+            return np.tile(x, (1, n_rep, 1, 1))
+        """, "np.tile"),
+    ("08", "online_attention_update", """
+        def online_attention_update(m, l, O, S_j, V_j):
+            m_new = np.maximum(m, S_j.max(axis=-1, keepdims=True))
+            safe = np.where(m_new == -np.inf, 0, m_new)
+            P = np.exp(S_j - safe)
+            alpha = np.exp(m - safe)
+            return m_new, alpha * l + P.sum(-1, keepdims=True), O + P @ V_j
+        """, "α is not applied to O"),
+    ("08", "merge_softmax_stats", """
+        def merge_softmax_stats(m_a, l_a, m_b, l_b):
+            return np.maximum(m_a, m_b), l_a + l_b
+        """, "rescaled to the common max"),
+    ("09", "flash_attention", """
+        def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
+            k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // k.shape[1], 1)
+            s = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+            if causal:
+                s = np.where(causal_mask(q.shape[2], k.shape[2]), s, -np.inf)
+            return (np.exp(s - s.max(-1, keepdims=True)) @ v).astype(q.dtype)
+        from transformer import causal_mask
+        """, "not normalised"),
+    ("10", "layer_norm", """
+        def layer_norm(x, gamma, beta=None, eps=1e-5):
+            mu = x.mean(-1, keepdims=True)
+            var = x.var(-1, ddof=1, keepdims=True)
+            y = (x - mu) / np.sqrt(var + eps) * gamma
+            return y if beta is None else y + beta
+        """, "biased one"),
+    ("10", "rms_norm", """
+        def rms_norm(x, gamma, eps=1e-6):
+            x = x - x.mean(-1, keepdims=True)
+            return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * gamma
+        """, "does not subtract the mean"),
+    ("10", "swiglu_ffn", """
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            up = x @ W_up
+            return ((x @ W_gate) * (up / (1 + np.exp(-up)))) @ W_down
+        """, "SiLU goes on the gate"),
+    ("11", "filter_logits", """
+        def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+            x = np.asarray(logits, dtype=float)
+            if temperature == 0:
+                return np.where(x == x.max(-1, keepdims=True), x, -np.inf)
+            x = x / temperature
+            if top_k is not None:
+                kth = np.sort(x, axis=-1)[..., -top_k][..., None]
+                x = np.where(x >= kth, x, -np.inf)
+            if top_p is not None:
+                p = np.exp(x - x.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+                order = np.argsort(-p, axis=-1)
+                cum = np.take_along_axis(p, order, -1).cumsum(-1)
+                keep_sorted = cum <= top_p
+                keep_sorted[..., 0] = True
+                keep = np.zeros_like(keep_sorted)
+                np.put_along_axis(keep, order, keep_sorted, -1)
+                x = np.where(keep, x, -np.inf)
+            return x
+        """, "crosses p"),
+    ("18", "softmax_backward", """
+        def softmax_backward(dP, P):
+            return P * dP
+        """, "row-sum term"),
+    ("18", "adamw_step", """
+        def adamw_step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+            state.t += 1
+            b1, b2 = betas
+            for name, p in params.items():
+                g = grads[name] + (weight_decay * p if p.ndim >= 2 else 0)
+                state.m[name] = b1 * state.m[name] + (1 - b1) * g
+                state.v[name] = b2 * state.v[name] + (1 - b2) * g * g
+                m_hat = state.m[name] / (1 - b1 ** state.t)
+                v_hat = state.v[name] / (1 - b2 ** state.t)
+                p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+        """, "decoupled weight decay"),
+    ("02", "sinusoidal_positions", """
+        def sinusoidal_positions(n, d, *, base=10000.0, xp=None, dtype=None):
+            angle = np.arange(n)[:, None] / base ** (np.arange(0, d, 2) / d)[None, :]
+            return np.concatenate([np.sin(angle), np.cos(angle)], -1).astype(dtype or np.float32)
+        """, "sin and cos alternate"),
+    ("02", "apply_rope_half", """
+        def apply_rope_half(x, cos, sin):
+            x1, x2 = x[..., 0::2], x[..., 1::2]
+            return np.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
+        """, "interleaved layout"),
+]
+
+
+@pytest.mark.parametrize("lesson, name, source, hint", PLANTED,
+                         ids=[f"{lesson}-{name}-{hint.split()[0]}{i}" for i, (lesson, name, _, hint)
+                              in enumerate(PLANTED)])
+def test_a_planted_mistake_is_caught_with_its_hint(lesson, name, source, hint, tmp_path):
+    report = check_file(write_workbook(tmp_path, lesson, source), lesson)
+    text = format_report(report)
+    result = result_of(report, name)
+    assert result.status == "failed", text
+    assert any(hint in h for h in result.hints), f"expected the hint '{hint}':\n{text}"
+    assert not report.ok
+    for other in report.results:  # the rest of the file is the package's: it passes
+        assert other.name == name or other.status == "passed", text
+
+
+def test_a_failure_names_the_case_the_entry_and_both_values(tmp_path):
+    path = write_workbook(tmp_path, "03", PLANTED[2][2])  # scores divided by d_h
+    result = result_of(check_file(path, "03"), "scaled_dot_product_attention")
+    assert 'case "b=1, h=1, n_q=n_k=d_h=4, no mask"' in result.message
+    assert "first wrong entry at [b=0, h=0, n_q=0, d_h=" in result.message
+    assert "expected " in result.message and ", got " in result.message
+
+
+def test_a_wrong_shape_is_told_with_the_legend_names(tmp_path):
+    path = write_workbook(tmp_path, "04", """
+        def split_heads(x, h):
+            b, n, d = x.shape
+            return x.reshape(b, n, h, d // h)
+        """)
+    result = result_of(check_file(path, "04"), "split_heads")
+    assert "wrong shape" in result.message and "(b, h, n, d_h) = (2, 3, 5, 4)" in result.message, result.message
+
+
+@pytest.mark.parametrize("source, phrase", [
+    ("def softmax(x, axis=-1, mask=None):\n    return list(x)\n", "should be an array"),
+    ("def softmax(x, axis=-1, mask=None):\n    e = np.exp(x - x.max(axis, keepdims=True))\n", "forget to `return`"),
+    ("import transformer as T\ndef softmax(x, axis=-1, mask=None):\n    return T.softmax(x.astype(np.float64), axis, mask)\n",
+     "has dtype float64, expected float32"),
+])
+def test_a_wrong_kind_of_answer_gets_one_line(source, phrase, tmp_path):
+    result = result_of(check_file(write_workbook(tmp_path, "03", source), "03"), "softmax")
+    assert result.status == "failed" and phrase in result.message, result.message
+
+
+def test_an_exception_in_the_learners_code_shows_their_line_and_nothing_of_the_checker(tmp_path):
+    path = write_workbook(tmp_path, "03", """
+        def softmax(x, axis=-1, mask=None):
+            e = np.exp(x - x.max(axis=axis))
+            return e / e.sum(axis=axis)
+        """)
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1
+    assert "softmax" in proc.stdout and "FAILED" in proc.stdout
+    assert f"at {path.name}, line 7, in softmax: e = np.exp(x - x.max(axis=axis))" in proc.stdout, proc.stdout
+    assert "keepdims=True" in proc.stdout  # the hint for a max without its axis
+    assert "Traceback" not in proc.stdout + proc.stderr and "transformer/tutor" not in proc.stdout
+
+
+def test_a_loop_that_never_ends_is_stopped_and_the_next_function_is_checked(tmp_path):
+    path = write_workbook(tmp_path, "03", """
+        def softmax(x, axis=-1, mask=None):
+            while True:
+                pass
+        """)
+    report = check_file(path, "03", seconds=0.5)
+    assert "took longer than 0.5 s" in result_of(report, "softmax").message
+    assert result_of(report, "scaled_dot_product_attention").status == "passed"
+
+
+def test_a_function_that_calls_an_unwritten_stub_is_not_written_yet(tmp_path):
+    path = write_workbook(tmp_path, "03", """
+        def softmax(x, axis=-1, mask=None):
+            raise NotImplementedError("write softmax")
+
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            return softmax(q @ k.swapaxes(-1, -2)) @ v
+        """)
+    report = check_file(path, "03")
+    assert report.ok
+    assert "it calls `softmax`" in result_of(report, "scaled_dot_product_attention").message
+
+
+@pytest.mark.parametrize("source, phrase", [
+    ("def softmax(x:\n    pass\n", "syntax error"),
+    ("import numpy_that_does_not_exist\n", "cannot import while loading: No module named 'numpy_that_does_not_exist'"),
+    ("raise RuntimeError('half done')\n", "raised RuntimeError while loading: half done"),
+])
+def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(source, phrase, tmp_path):
+    (tmp_path / "03_attention.py").write_text(source, encoding="utf-8")
+    write_workbook(tmp_path, "07")
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "all", "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1
+    error = [li for li in proc.stdout.splitlines() if "could not be checked" in li]
+    assert len(error) == 1 and phrase in error[0], proc.stdout
+    assert "repeat_kv  passed" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["check", "12"], "lesson 12 has no workbook file"),
+    (["check", "three"], "LESSON must be a lesson number"),
+    (["check", "03", "--workbook", "/nonexistent/folder"], "is not a folder"),
+    (["check", "03", "--time-limit", "0"], "--time-limit must be"),
+])
+def test_bad_arguments_are_one_line(argv, phrase):
+    proc = subprocess.run([sys.executable, "-m", "transformer", *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert proc.returncode == 2 and phrase in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -1,0 +1,239 @@
+"""The workbook (workbook/NN_*.py): one file a lesson, the functions it teaches as stubs for the learner.
+
+A stub mirrors the package function it stands for (STYLE.md, rule 16): the same name and the exact
+signature (`inspect.signature`, defaults and annotations included; `flash_attention` keeps a reduced
+signature: a subset of the package's parameters, in order, with equal defaults), a docstring with the
+formula and at least one shape written in the legend's dimension names, a body that raises
+NotImplementedError with a hint (never a line of the package's body), and a last line that names the
+package's file and function. Each stub is called here with arguments the package function accepts.
+The files import cleanly, fast, and without the package's heavy parts, as the checker
+(`python -m transformer check NN`) imports them.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import transformer as T
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKBOOK = ROOT / "workbook"
+FILES = sorted(WORKBOOK.glob("[0-9][0-9]_*.py"))
+
+# file -> the package names its stubs stand for (a method as Class.method)
+STUBS = {
+    "01_text_to_vectors.py": ["embed", "lm_head"],
+    "02_positions.py": ["sinusoidal_positions", "apply_rope_half", "apply_rope_interleaved"],
+    "03_attention.py": ["softmax", "scaled_dot_product_attention"],
+    "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
+    "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask"],
+    "06_kv_cache.py": ["KVCache.update"],
+    "07_gqa.py": ["repeat_kv"],
+    "08_online_softmax.py": ["merge_softmax_stats", "online_attention_update"],
+    "09_flash_tiling.py": ["flash_attention"],
+    "10_block.py": ["layer_norm", "rms_norm", "swiglu_ffn"],
+    "11_real_llm.py": ["filter_logits"],
+    "18_training_step.py": ["softmax_backward", "scaled_dot_product_attention_backward", "adamw_step"],
+}
+REDUCED = {"flash_attention"}  # the learner writes the heart of it; the package's has more options
+CASES = [(f, name) for f, names in STUBS.items() for name in names]
+
+LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}
+OTHER_SIZES = {"d_ff", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc"}  # named in the stub's own docstring
+BRACKETS = re.compile(r"[(\[]([^()\[\]\n]*,[^()\[\]\n]*)[)\]]")
+AFTER = re.compile(r"After trying: the package's version is `([\w/.]+\.py)`, `([\w.]+)`\.\s*$")
+HEAVY = ["matplotlib", "torch", "cupy", "scipy", "IPython", "sphinx", "transformers", "tokenizers", "safetensors"]
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"workbook_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lookup(root, dotted: str):
+    for part in dotted.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def stub(file: str, name: str):
+    return lookup(load(WORKBOOK / file), name)
+
+
+def shapes_in(doc: str) -> list[str]:
+    """The shapes a docstring writes, `(b, h, n_q, d_h)` or `[..., Br, 1]`: bracketed, comma-separated
+    sizes made of dimension names, numbers and ·, /, +, −, with at least one name from the legend."""
+    found = []
+    for inner in BRACKETS.findall(doc):
+        items = [s.strip() for s in inner.split(",") if s.strip()]
+        names = [w for s in items for w in re.findall(r"[A-Za-z_]\w*", s)]
+        if (items and all(re.fullmatch(r"(\.\.\.|…|[\w·/+−\- ]+)", s) for s in items)
+                and set(names) <= LEGEND | OTHER_SIZES and set(names) & LEGEND):
+            found.append(f"({inner})")
+    return found
+
+
+def valid_call(name: str, target):
+    """A call of `target` (the stub or the package's function) with arguments the package accepts."""
+    rng = np.random.default_rng(0)
+    r = lambda *shape: rng.standard_normal(shape)  # noqa: E731
+    calls = {
+        "embed": lambda f: f(np.array([[2, 1]]), r(3, 4)),
+        "lm_head": lambda f: f(r(1, 2, 4), r(3, 4)),
+        "sinusoidal_positions": lambda f: f(4, 6),
+        "apply_rope_half": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
+        "apply_rope_interleaved": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
+        "softmax": lambda f: f(r(2, 3)),
+        "scaled_dot_product_attention": lambda f: f(r(1, 4, 3, 8), r(1, 2, 5, 8), r(1, 2, 5, 8), T.causal_mask(3, 5)),
+        "split_heads": lambda f: f(r(1, 3, 8), 2),
+        "merge_heads": lambda f: f(r(1, 2, 3, 4)),
+        "multi_head_attention": lambda f: f(r(1, 3, 8), T.AttentionWeights(r(8, 8), r(8, 4), r(8, 4), r(8, 8)), 4, 2),
+        "causal_mask": lambda f: f(3),
+        "padding_mask": lambda f: f([2, 3]),
+        "sliding_window_mask": lambda f: f(3, 2),
+        "KVCache.update": lambda f: f(0, r(1, 2, 3, 4), r(1, 2, 3, 4)),
+        "repeat_kv": lambda f: f(r(1, 2, 3, 4), 2),
+        "merge_softmax_stats": lambda f: f(r(2, 1), np.ones((2, 1)), r(2, 1), np.ones((2, 1))),
+        "online_attention_update": lambda f: f(np.full((1, 2, 1), -np.inf), np.zeros((1, 2, 1)), np.zeros((1, 2, 4)),
+                                               r(1, 2, 3), r(1, 3, 4)),
+        "flash_attention": lambda f: f(r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8), causal=True, block_q=2, block_k=3),
+        "layer_norm": lambda f: f(r(2, 4), np.ones(4), np.zeros(4)),
+        "rms_norm": lambda f: f(r(2, 4), np.ones(4)),
+        "swiglu_ffn": lambda f: f(r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
+        "filter_logits": lambda f: f(r(2, 5), 0.7, 3, 0.9),
+        "softmax_backward": lambda f: f(r(2, 3), T.softmax(r(2, 3))),
+        "scaled_dot_product_attention_backward": lambda f: f(r(1, 4, 3, 8), r(1, 4, 3, 8), r(1, 2, 5, 8),
+                                                             r(1, 2, 5, 8), T.softmax(r(1, 4, 3, 5))),
+        "adamw_step": lambda f: (lambda p: f(p, {k: r(*a.shape) for k, a in p.items()}, T.adamw_state(p), 0.01))(
+            {"W": r(3, 3), "b": r(3)}),
+    }
+    return calls[name](target)
+
+
+def bound(name: str, obj, module_or_T):
+    """The callable to try: a method is called on a fresh cache built by that side's own class."""
+    if name == "KVCache.update":
+        return module_or_T.KVCache(2, 1, 2, 8, 4, dtype=np.float64).update
+    return obj
+
+
+def test_the_workbook_covers_lessons_01_to_11_and_18():
+    assert [p.name for p in FILES] == sorted(STUBS), "workbook/ should hold exactly the files of STUBS"
+    assert sorted(int(p.name[:2]) for p in FILES) == [*range(1, 12), 18]
+    for p in FILES:
+        lesson = ROOT / "lessons" / p.name
+        assert lesson.is_file(), f"workbook/{p.name} has no lesson of the same name in lessons/"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_each_file_says_its_lesson_and_how_to_check_it(path):
+    doc = load(path).__doc__ or ""
+    assert f"lessons/{path.name}" in doc, f"{path.name}: its docstring should name the lesson it goes with"
+    assert f"python -m transformer check {path.name[:2]}" in doc
+    assert "fill in the bod" in doc.lower() and "keep the name" in doc.lower()
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_function_but_the_stubs(path):
+    """Every function a file defines (not imports) is a stub the table names: no stray helpers."""
+    module = load(path)
+    defined = {n for n, obj in vars(module).items() if inspect.isfunction(obj) and obj.__module__ == module.__name__}
+    defined |= {n for n, obj in vars(module).items() if inspect.isclass(obj) and obj.__module__ == module.__name__}
+    assert defined == {n.split(".")[0] for n in STUBS[path.name]}
+
+
+@pytest.mark.parametrize("file,name", CASES)
+def test_stub_has_the_package_signature(file, name):
+    mine, theirs = inspect.signature(stub(file, name)), inspect.signature(lookup(T, name))
+    if name not in REDUCED:
+        assert mine == theirs, f"workbook/{file}: {name}{mine} differs from the package's {name}{theirs}"
+        return
+    order = list(theirs.parameters)
+    kept = [order.index(p) for p in mine.parameters]
+    assert kept == sorted(kept), f"{name}: the stub's parameters are not in the package's order"
+    for p in mine.parameters.values():
+        q = theirs.parameters[p.name]
+        assert (p.kind, p.default) == (q.kind, q.default), f"{name}: parameter {p.name} differs from the package's"
+
+
+def test_the_kv_cache_is_given_whole_but_update():
+    mine = stub("06_kv_cache.py", "KVCache")
+    assert inspect.signature(mine) == inspect.signature(T.KVCache)
+    a, b = mine(2, 1, 3, 8, 4), T.KVCache(2, 1, 3, 8, 4)
+    assert a.nbytes == b.nbytes == 2 * 2 * 1 * 3 * 8 * 4 * 4  # 2 (K, V) · L · b · h_kv · n_max · d_h · float32
+    a.advance(3)
+    assert (a.length, a.written, [x.shape for x in a.k]) == (3, [0, 0], [(1, 3, 8, 4)] * 2)
+
+
+@pytest.mark.parametrize("file,name", CASES)
+def test_stub_docstring_has_a_shape_and_names_the_package_version(file, name):
+    doc = inspect.getdoc(stub(file, name)) or ""
+    assert shapes_in(doc), f"workbook/{file}: {name}'s docstring writes no shape in the legend's names"
+    m = AFTER.search(doc)
+    assert m, f"workbook/{file}: {name}'s docstring should end with \"After trying: the package's version is …\""
+    path, named = m.groups()
+    assert named == name
+    assert (ROOT / path).is_file(), f"{name}: {path} does not exist"
+    real = Path(inspect.getsourcefile(inspect.unwrap(lookup(T, name)))).resolve()
+    assert real == (ROOT / path).resolve(), f"{name} is in {real.relative_to(ROOT)}, not {path}"
+
+
+@pytest.mark.parametrize("file,name", CASES)
+def test_stub_raises_a_hint_never_the_answer(file, name):
+    module = load(WORKBOOK / file)
+    valid_call(name, bound(name, lookup(T, name), T))  # the arguments are valid: the package accepts them
+    with pytest.raises(NotImplementedError) as info:
+        valid_call(name, bound(name, lookup(module, name), module))
+    hint = str(info.value)
+    assert len(hint) > 40 and name.split(".")[-1] in hint, f"{name}: the hint should name the function and say how to start"
+    source = inspect.getsource(inspect.unwrap(lookup(T, name)))
+    body = source.split('"""')[-1] if source.count('"""') >= 2 else source
+    for line in body.splitlines():
+        code = line.split("#")[0].strip()
+        assert len(code) < 16 or code not in hint, f"{name}: the hint gives away the package's line {code!r}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_files_import_only_public_names(path):
+    """Like a lesson, a workbook file reaches the package through `from transformer import NAME` only."""
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            wrong += [a.name for a in node.names if a.name.startswith("transformer")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformer"):
+            if node.module != "transformer" or any(a.name.startswith("_") or not hasattr(T, a.name) for a in node.names):
+                wrong.append(f"from {node.module} import {', '.join(a.name for a in node.names)}")
+    assert not wrong, f"workbook/{path.name} reaches into the package: {wrong}"
+
+
+def test_files_import_fast_without_the_heavy_parts():
+    """As the checker imports them: in a fresh process, each file's import (the first one includes
+    `import transformer`) takes under a second of CPU time, and none pulls in a plotting, deep-learning
+    or documentation library."""
+    script = f"""
+import importlib.util, json, sys, time
+times = {{}}
+for path in {[str(p) for p in FILES]!r}:
+    t = time.process_time()
+    spec = importlib.util.spec_from_file_location("wb", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    times[path] = time.process_time() - t
+print(json.dumps({{"times": times, "heavy": sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))}}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    facts = json.loads(out.stdout.splitlines()[-1])
+    assert facts["heavy"] == [], f"importing the workbook pulls in {facts['heavy']}"
+    slow = {Path(p).name: round(s, 2) for p, s in facts["times"].items() if s >= 1.0}
+    assert not slow, f"workbook files slower than 1 s to import: {slow}"

@@ -1,0 +1,86 @@
+"""`python -m transformer check 03 | all [--workbook DIR]`: the package's cases on the learner's workbook.
+
+    python -m transformer check 03                     # workbook/03_attention.py
+    python -m transformer check all                    # every workbook file
+    python -m transformer check 03 --workbook ~/mine   # a copy of the workbook elsewhere
+
+Exit 0 when every function written so far passes (a stub still raising NotImplementedError is
+"not written yet", not a failure); 1 when one fails or a file cannot be imported.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: transformer/cli/check.py -> ../..
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="check your workbook: the package's own test cases run on the functions you "
+                                     "wrote in workbook/NN_*.py",
+                       description="Import workbook/NN_*.py and run, for each function it holds, the cases the "
+                                   "package's tests use (against the package and, when installed, torch). One line "
+                                   "per function: passed, not written yet, or failed with what is wrong and a hint.")
+    p.add_argument("lessons", nargs="+", metavar="LESSON",
+                   help="lesson numbers (03, 3, 03_attention) or 'all'")
+    p.add_argument("--workbook", metavar="DIR", default=None,
+                   help="the workbook folder (default: ./workbook, else the repository's workbook/)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds one case may take before it counts as a loop that never ends (default 5)")
+    p.add_argument("--no-torch", action="store_true", help="compare with the package only, even if torch is installed")
+    p.set_defaults(func=_check)
+
+
+def workbook_folder(given: str | None) -> Path:
+    """The folder to check: --workbook, else ./workbook, else the repository's own."""
+    if given is not None:
+        folder = Path(given).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"--workbook {given!r} is not a folder")
+        return folder
+    for folder in (Path.cwd() / "workbook", ROOT / "workbook"):
+        if folder.is_dir():
+            return folder
+    raise ValueError("no workbook/ folder here: run from the repository root or pass --workbook DIR")
+
+
+def chosen_lessons(names: list[str], files: dict) -> list[str]:
+    """'all', '3', '03', '03_attention' or 'workbook/03_attention.py' -> ['03', …], in order, each once."""
+    from ..tutor import LESSON_SPECS
+
+    chosen = []
+    for name in names:
+        if name == "all":
+            chosen += sorted(files)
+            continue
+        stem = Path(name).name.split("_")[0].removesuffix(".py")
+        if not stem.isdigit() or len(stem) > 2:
+            raise ValueError(f"LESSON must be a lesson number such as 03, or 'all'; got {name!r}")
+        number = stem.zfill(2)
+        if number not in LESSON_SPECS:
+            raise ValueError(f"lesson {number} has no workbook file; the workbook covers "
+                             f"{', '.join(sorted(LESSON_SPECS))}")
+        if number not in files:
+            raise ValueError(f"no workbook file for lesson {number} (NN_*.py) in the workbook folder")
+        chosen.append(number)
+    return list(dict.fromkeys(chosen))
+
+
+def _check(args) -> int:
+    from ..tutor import check_file, format_report, workbook_files
+    from ..tutor.run import DEFAULT_TIME_LIMIT, torch_version
+
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise ValueError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
+    folder = workbook_folder(args.workbook)
+    files = workbook_files(folder)
+    lessons = chosen_lessons(args.lessons, files)
+    version = None if args.no_torch else torch_version()
+    print(f"checking {folder} against the package" + (f" and torch {version}" if version else ""))
+    ok = True
+    for lesson in lessons:
+        report = check_file(files[lesson], lesson, args.time_limit or DEFAULT_TIME_LIMIT, use_torch=bool(version))
+        print(format_report(report), flush=True)
+        ok &= report.ok
+    if ok:
+        print("every function written so far passes")
+    return 0 if ok else 1

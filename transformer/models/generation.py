@@ -1,0 +1,123 @@
+"""The generation loop, written once: prefill in chunks, then one token a step, sampled, for b rows at a time.
+
+    prompt ids --prefill (chunks of PREFILL_CHUNK through the cache)--> logits of the last position
+    repeat: sample the next id of every row -> feed it (one token a row) -> its logits
+
+The loop does not know how a pass is computed. An *engine* does: a callable
+
+    engine(ids [b, n] NumPy int, cache, cos, sin, positions [b | 1, n], key_valid [b, t + n] | None) -> [b, v]
+
+that feeds n new tokens per row through the cache (after its t tokens) and returns the last position's
+logits. `readable_engine(model)` is `llama.forward` through the cache, the reference; `FastForward`
+(llama_fast.py: the same maths in buffers made once) is the engine on NumPy with the contiguous cache.
+`engine_for` picks one and says which, so a run can report the path it took; a GPU engine plugs in
+beside them. `Llama.stream`, `Llama.generate` and `Llama.generate_batch` all run `decode_rows`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .llama_fast import FastForward
+from ..backend import to_host
+from ..core import checks as core_checks
+from ..core.sampling import sample_next
+
+__all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "decode_rows"]
+
+# Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
+# SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once (llama.py), so one pass over an 8,000-token
+# prompt would hold 4 · 9 · 8000² · 4 bytes = 9.2 GB; passes of 512 queries hold 0.6 GB at most.
+PREFILL_CHUNK = 512
+
+
+@dataclass
+class GenerationStats:
+    """Timing of the last generation: prefill = prompt -> first token, decode = the rest.
+    For a batch, the counts are all b sequences' together: decode_tok_s is the total throughput.
+    engine: which engine computed the passes ("fast" NumPy buffers, "readable" forward(), "no cache")."""
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    steps: list = field(default_factory=list)  # seconds per step; step 0 is the prefill
+    batch: int = 1  # sequences generated side by side, b new tokens a step
+    engine: str = ""
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
+
+    @property
+    def decode_tok_s(self) -> float:  # the first new token of each sequence comes from prefill
+        done = self.new_tokens - self.batch
+        return done / self.decode_s if self.decode_s > 0 and done > 0 else float("nan")
+
+
+def left_padded(rows: list, n_new: int, pad: int):  # b id lists -> [b, n_p], [b, n_p + n_new] bool, [b, n_p + n_new]
+    """A batch of prompts padded on the left to the longest, n_p: the ids, which keys are real
+    (False = padding) and each token's position, counted from 0 at the row's first real token.
+
+    >>> ids, valid, pos = left_padded([[7, 8], [9]], 1, pad=0)
+    >>> ids.tolist(), valid.astype(int).tolist(), pos.tolist()
+    ([[7, 8], [0, 9]], [[1, 1, 1], [0, 1, 1]], [[0, 1, 2], [0, 0, 1]])
+    """
+    b, n_p = len(rows), max(len(r) for r in rows)
+    ids = np.full((b, n_p), pad, dtype=np.int64)
+    valid = np.zeros((b, n_p + n_new), dtype=bool)
+    for i, r in enumerate(rows):
+        ids[i, n_p - len(r):] = r
+        valid[i, n_p - len(r):] = True
+    valid[:, n_p:] = True  # the generated tokens
+    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # [b, n_p + n_new]
+    return ids, valid, positions
+
+
+def engine_for(model, cache):  # -> (engine, its name)
+    """The fast engine where it applies (NumPy weights, the contiguous KVCache, model.fast_path), else the
+    model's readable one, `llama.forward` through the cache (CuPy, a paged cache)."""
+    fast = FastForward.for_model(model, cache)
+    return (fast, "fast") if fast is not None else (model.readable_engine, "readable")
+
+
+def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):  # [b, n] -> [b, v]
+    """The last position's logits after feeding ids (NumPy) through the cache in passes of PREFILL_CHUNK
+    tokens, each reading the earlier ones from the cache. positions, key_valid: (b, n_max) or None."""
+    for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
+        chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
+        t, n = cache.length, chunk.shape[1]
+        pos = np.arange(t, t + n)[None, :] if positions is None else positions[:, t:t + n]  # [b or 1, n]
+        kv = None if key_valid is None else key_valid[:, :t + n]  # [b, t + n]
+        logits = engine(chunk, cache, cos, sin, pos, kv)  # [b, v]
+    return logits
+
+
+def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
+                stats: GenerationStats | None = None):
+    """The loop: yields the b new ids [b] of each step (NumPy), after feeding the prompts x [b, n_p].
+
+    step(ids [b, n]) -> logits [b, v] feeds new tokens and returns the last position's logits: the prompt
+    at step 0 (prefill), then one token a row. sampling = (temperature, top_k, top_p), already checked:
+    each token is sampled by the bare core. A row that produced a stop id is done: it is fed `pad` from
+    then on, and the loop ends when every row is done or after max_new_tokens steps. The logits are
+    checked (NaN, +inf, a row of -inf) before anything is sampled from them. Timings go to `stats`.
+    """
+    stats = GenerationStats() if stats is None else stats
+    done = np.zeros(x.shape[0], dtype=bool)
+    t0 = time.perf_counter()
+    for s in range(max_new_tokens):
+        logits = to_host(step(x))  # [b, v] on the host (syncs the device)
+        core_checks.logits_row_max(logits)  # broken weights or a float16 overflow are named, never sampled
+        nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
+        t1 = time.perf_counter()
+        stats.steps.append(t1 - t0)
+        stats.prefill_s, stats.decode_s = stats.steps[0], sum(stats.steps[1:])
+        stats.new_tokens += x.shape[0]
+        yield nxt
+        done |= np.isin(nxt, list(stop))
+        if done.all():
+            return
+        x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
+        t0 = time.perf_counter()

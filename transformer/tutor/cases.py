@@ -1,0 +1,77 @@
+"""What the checker knows about each workbook function: its cases, its reference and its known mistakes.
+
+A `Spec` names one function of a workbook file. Its cases are built from a seed, as the package's
+tests build theirs (odd n, GQA/MQA, masked rows, float16, huge logits, batch > 1); the expected value
+of a case is the package's own function run on it, and, where torch is installed and the suite
+compares with torch, torch's value too. A `Mistake` is a known wrong way to write the function: a
+`variant` that computes what the mistaken code returns (so an answer equal to it is recognised),
+a `tag` (the hint applies when only the cases with that tag fail), or `raises` (a pattern in the
+message of an exception the learner's code raised). The variants are never shown to the learner.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Case", "Mistake", "Spec", "call_plain", "fresh"]
+
+
+@dataclass
+class Case:
+    """One call: a label a learner can read, the arguments, and tags naming what the case exercises."""
+    label: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    tags: frozenset = frozenset()
+
+
+@dataclass
+class Mistake:
+    """A known mistake and the hint that says how to fix it, in the learner's terms."""
+    hint: str
+    variant: Callable | None = None  # same call as the function: returns what the mistaken code returns
+    tag: str | None = None  # applies when every failing case has this tag and some passing case lacks it
+    raises: str | None = None  # regular expression on the message of the learner's exception
+
+    def matches_exception(self, exc: BaseException, case: Case) -> bool:
+        if self.raises is None or not re.search(self.raises, str(exc)):
+            return False
+        return self.tag is None or self.tag in case.tags
+
+
+def fresh(case: Case) -> tuple[tuple, dict]:
+    """A deep copy of the case's arguments: a function that writes into its inputs spoils no other call."""
+    return copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+
+
+def call_plain(fn, case: Case):
+    """Call fn(*args, **kwargs) on a fresh copy of the case's arguments."""
+    args, kwargs = fresh(case)
+    return fn(*args, **kwargs)
+
+
+@dataclass
+class Spec:
+    """One workbook function: how to call it, what it must return, how it goes wrong."""
+    name: str
+    reference: Any  # the package's function (or class), called through `call`
+    cases: Callable[[], list[Case]]
+    where: str  # the package file that holds the reference, for "after trying, read …"
+    dims: Any = None  # the result's dimension names, or one tuple of names per returned value
+    names: tuple | None = None  # names of the returned values when there are several
+    tuple_dims: tuple | None = None  # when a call returns a tuple where others return one array (return_weights)
+    tuple_names: tuple | None = None
+    mistakes: list[Mistake] = field(default_factory=list)
+    call: Callable = call_plain  # call(obj, case) -> result, for the learner's object and the reference alike
+    torch: Callable | None = None  # torch_twin(case) -> expected, or None where torch is not compared
+    shown: str | None = None  # the name the report prints, when it is not `name` (KVCache.update)
+
+    def labels_for(self, expected) -> tuple:
+        """(dims, names) of this call's expected value: one array, or a tuple of them."""
+        if isinstance(expected, tuple) and self.tuple_dims is not None:
+            return self.tuple_dims, self.tuple_names
+        if isinstance(expected, tuple) and self.dims and all(isinstance(d, str) for d in self.dims):
+            return (self.dims,) * len(expected), self.names
+        return self.dims, self.names

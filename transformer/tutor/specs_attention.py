@@ -1,0 +1,215 @@
+"""The checker's cases for lessons 03 and 07: softmax, scaled dot-product attention, repeat_kv."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.attention import repeat_kv, scaled_dot_product_attention, softmax
+from ..core.masks import causal_mask, padding_mask
+from .cases import Case, Mistake, Spec
+
+__all__ = ["SOFTMAX", "SDPA", "REPEAT_KV", "SDPA_MISTAKES_SHARED"]
+
+HEADS = ("b", "h", "n_q", "d_h")
+WEIGHTS = ("b", "h", "n_q", "n_k")
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- softmax ----------------------------------------------------------------------------------
+def softmax_cases() -> list[Case]:
+    r = _rng(0)
+    empty_row = np.ones((3, 5), dtype=bool)
+    empty_row[1] = False  # row 1 keeps nothing
+    return [
+        Case("x of shape (3, 5)", (r.standard_normal((3, 5)),)),
+        Case("x of shape (2, 3, 7), batch > 1", (r.standard_normal((2, 3, 7)),), tags=frozenset({"batch"})),
+        Case("axis=0 of a (4, 3) array", (r.standard_normal((4, 3)),), {"axis": 0}, frozenset({"axis"})),
+        Case("huge logits [1000, 1001, 999]", (np.array([[1000.0, 1001.0, 999.0]]),), tags=frozenset({"huge"})),
+        Case("float32 x of shape (2, 9)", (r.standard_normal((2, 9)).astype(np.float32),),
+             tags=frozenset({"float32"})),
+        Case("float16 logits around 20", ((r.standard_normal((2, 6)) * 3 + 20).astype(np.float16),),
+             tags=frozenset({"fp16", "huge"})),
+        Case("a mask hiding two entries", (r.standard_normal((2, 4)),),
+             {"mask": np.array([[True, False, True, True], [True, True, False, True]])}, frozenset({"mask"})),
+        Case("a mask hiding every entry of row 1", (r.standard_normal((3, 5)),), {"mask": empty_row},
+             frozenset({"mask", "empty-row"})),
+    ]
+
+
+def _softmax_no_max(x, axis=-1, mask=None):  # e^x / Σ e^x without subtracting the max
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(x) if mask is None else np.where(mask, np.exp(x), 0)
+        z = e.sum(axis=axis, keepdims=True)
+        return (e / np.where(z == 0, 1, z)).astype(x.dtype)  # wrong only where e^x overflows
+
+
+def _softmax_mask_zero(x, axis=-1, mask=None):  # masked scores set to 0 instead of -inf
+    return softmax(x if mask is None else np.where(mask, x, 0.0), axis=axis)
+
+
+KEEPDIMS = Mistake("a row's max and sum must keep their axis (keepdims=True), so that they broadcast back over "
+                   "the row", raises=r"could not be broadcast")
+NO_MAX = Mistake("overflow: e^1000 is inf in float64 (e^12 in float16), so inf / inf = NaN — subtract the row "
+                 "max before exp: softmax(x) = softmax(x − max x)", variant=_softmax_no_max)
+EMPTY_ROW = Mistake("a row whose mask hides every entry must give zeros, not NaN: there the sum of e^… is 0, so "
+                    "divide by 1 instead (np.where(z == 0, 1, z))", tag="empty-row")
+
+SOFTMAX = Spec(
+    "softmax", softmax, softmax_cases, "transformer/core/attention.py", dims=None,
+    mistakes=[
+        NO_MAX,
+        Mistake("overflow on large logits only: subtract the row max before exp", tag="huge"),
+        Mistake("the sum runs over the wrong axis: use the `axis` argument (each slice along it must sum to 1)",
+                tag="axis"),
+        Mistake("masked entries must get probability exactly 0: set their scores to −inf before exp "
+                "(np.where(mask, x, -np.inf)), not to 0", variant=_softmax_mask_zero),
+        Mistake("the mask is not applied: where mask is False the probability must be 0", tag="mask"),
+        EMPTY_ROW,
+        Mistake("float16 fails alone: compute in float32 (x.astype(np.float32)) and cast the result back to x.dtype",
+                tag="fp16"),
+        KEEPDIMS,
+    ],
+    torch=lambda case: _torch_softmax(case))
+
+
+def _torch_softmax(case):
+    if "empty-row" in case.tags or "fp16" in case.tags:
+        return None  # torch gives NaN on an empty row; its float16 softmax on the CPU rounds differently
+    import torch
+    x = torch.from_numpy(np.asarray(case.args[0]))
+    mask = case.kwargs.get("mask")
+    if mask is not None:
+        x = x.masked_fill(~torch.from_numpy(mask), -math.inf)
+    return torch.softmax(x, dim=case.kwargs.get("axis", -1)).numpy()
+
+
+# --- scaled dot-product attention -----------------------------------------------------------
+def _qkv(r, b, h, h_kv, n_q, n_k, d_h, dtype=np.float64, spread=1.0):
+    q = (r.standard_normal((b, h, n_q, d_h)) * spread).astype(dtype)
+    k = (r.standard_normal((b, h_kv, n_k, d_h)) * spread).astype(dtype)
+    v = r.standard_normal((b, h_kv, n_k, d_h)).astype(dtype)
+    return q, k, v
+
+
+def sdpa_cases() -> list[Case]:
+    r = _rng(1)
+    one_empty = causal_mask(5).copy()
+    one_empty[2] = False  # query 2 may attend to nothing
+    return [
+        Case("b=1, h=1, n_q=n_k=d_h=4, no mask", _qkv(r, 1, 1, 1, 4, 4, 4)),
+        Case("b=2, h=3, n_q=n_k=5, d_h=8, no mask", _qkv(r, 2, 3, 3, 5, 5, 8), tags=frozenset({"batch"})),
+        Case("causal mask, b=2, h=2, n_q=n_k=5, d_h=4", _qkv(r, 2, 2, 2, 5, 5, 4) + (causal_mask(5),),
+             tags=frozenset({"mask"})),
+        Case("padding mask (lengths 3 and 5), b=2, h=2, n=5, d_h=4",
+             _qkv(r, 2, 2, 2, 5, 5, 4) + (padding_mask(np.array([3, 5])),), tags=frozenset({"mask"})),
+        Case("one decode row: n_q=1, n_k=7, d_h=6", _qkv(r, 1, 2, 2, 1, 7, 6)),
+        Case("GQA: h=4 query heads, h_kv=2, n=5, d_h=8, causal", _qkv(r, 2, 4, 2, 5, 5, 8) + (causal_mask(5),),
+             tags=frozenset({"gqa", "mask"})),
+        Case("MQA: h=3 query heads, h_kv=1, n_q=3, n_k=6", _qkv(r, 1, 3, 1, 3, 6, 4), tags=frozenset({"gqa"})),
+        Case("query 2 may attend to no key (its mask row is all False)", _qkv(r, 1, 2, 2, 5, 5, 4) + (one_empty,),
+             tags=frozenset({"mask", "empty-row"})),
+        Case("float32, b=2, h=2, n=7, d_h=8", _qkv(r, 2, 2, 2, 7, 7, 8, np.float32), tags=frozenset({"float32"})),
+        Case("float16, causal, n=6, d_h=16", _qkv(r, 1, 2, 2, 6, 6, 16, np.float16) + (causal_mask(6),),
+             tags=frozenset({"fp16", "mask"})),
+        Case("huge scores: q and k times 40", _qkv(r, 1, 2, 2, 5, 5, 4, spread=40.0), tags=frozenset({"huge"})),
+        Case("scale=0.5 given", _qkv(r, 1, 2, 2, 4, 6, 4), {"scale": 0.5}, frozenset({"scale"})),
+        Case("return_weights=True, causal", _qkv(r, 1, 2, 2, 4, 4, 4) + (causal_mask(4),),
+             {"return_weights": True}, frozenset({"weights", "mask"})),
+    ]
+
+
+def _with_scale(scale_of):  # a variant with a wrong default scale
+    def variant(q, k, v, mask=None, *, scale=None, return_weights=False):
+        s = scale_of(q.shape[-1]) if scale is None else scale
+        return scaled_dot_product_attention(q, k, v, mask, scale=s, return_weights=return_weights)
+    return variant
+
+
+def _inverted_mask(q, k, v, mask=None, *, scale=None, return_weights=False):
+    if mask is None:
+        raise ValueError("no mask to invert")
+    return scaled_dot_product_attention(q, k, v, ~np.asarray(mask), scale=scale, return_weights=return_weights)
+
+
+def _k_not_transposed(q, k, v, mask=None, *, scale=None, return_weights=False):
+    s = (q @ k) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)  # K used as it is
+    p = softmax(s, mask=mask)
+    return (p @ v, p) if return_weights else p @ v
+
+
+def _softmax_over_queries(q, k, v, mask=None, *, scale=None, return_weights=False):
+    s = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    p = softmax(s, axis=-2, mask=mask)
+    return (p @ v, p) if return_weights else p @ v
+
+
+SDPA_MISTAKES_SHARED = [
+    Mistake("the scores are divided by d_h: the formula divides by √d_h (math.sqrt(q.shape[-1]))",
+            variant=_with_scale(lambda d_h: 1 / d_h)),
+    Mistake("the scores are not scaled: divide Q Kᵀ by √d_h", variant=_with_scale(lambda d_h: 1.0)),
+    Mistake("mask polarity: True means 'may attend', so keep the scores where the mask is True and put −inf where "
+            "it is False (np.where(mask, scores, -np.inf))", variant=_inverted_mask),
+    Mistake("K is not transposed: the scores are Q Kᵀ, (n_q, d_h) @ (d_h, n_k) — use k.swapaxes(-1, -2) or k.mT",
+            variant=_k_not_transposed),
+    Mistake("K is not transposed: the scores are Q Kᵀ, (n_q, d_h) @ (d_h, n_k) — use k.swapaxes(-1, -2) or k.mT",
+            raises=r"core dimension|mismatch in its core", tag=None),
+    Mistake("the softmax runs over the queries: it must run over the keys, the last axis, so that each query's "
+            "weights sum to 1", variant=_softmax_over_queries),
+    Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times along the head axis "
+            "(np.repeat(k, h // h_kv, axis=1)) before the products; lesson 07 explains why", tag="gqa"),
+    Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times along the head axis "
+            "(np.repeat(k, h // h_kv, axis=1)) before the products; lesson 07 explains why",
+            raises=r"broadcast|core dimension", tag="gqa"),
+    Mistake("only the masked cases fail: add the mask before the softmax (−inf where the mask is False)", tag="mask"),
+    Mistake("a query whose mask row is all False must get zeros, not NaN: give its softmax row 0 everywhere",
+            tag="empty-row"),
+    Mistake("overflow on large scores: subtract each row's max before exp (or call your softmax from above)",
+            tag="huge"),
+    Mistake("float16 fails alone: compute in float32 (astype(np.float32)) and cast the output back to q.dtype",
+            tag="fp16"),
+    Mistake("use the `scale` argument when it is given (1/√d_h only when scale is None)", tag="scale"),
+    Mistake("with return_weights=True return (out, weights): the weights are the softmax P, (b, h, n_q, n_k)",
+            tag="weights"),
+]
+
+SDPA = Spec(
+    "scaled_dot_product_attention", scaled_dot_product_attention, sdpa_cases, "transformer/core/attention.py",
+    dims=HEADS, tuple_dims=(HEADS, WEIGHTS), tuple_names=("out", "weights"), mistakes=SDPA_MISTAKES_SHARED,
+    torch=lambda case: _torch_sdpa(case))
+
+
+def _torch_sdpa(case):
+    if case.tags & {"empty-row", "fp16"}:
+        return None  # torch's math backend gives NaN on an empty row; float16 attention on the CPU differs
+    import torch
+    import torch.nn.functional as F
+    q, k, v = (torch.from_numpy(np.asarray(t)) for t in case.args[:3])
+    mask = case.args[3] if len(case.args) > 3 else None
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else torch.from_numpy(mask),
+                                         scale=case.kwargs.get("scale"), enable_gqa=q.shape[1] != k.shape[1])
+    if case.kwargs.get("return_weights"):
+        return None  # torch's SDPA does not return the weights
+    return out.numpy()
+
+
+# --- repeat_kv (lesson 07) --------------------------------------------------------------------
+def repeat_kv_cases() -> list[Case]:
+    r = _rng(7)
+    return [
+        Case("h_kv=2 heads, n_rep=2 (4 query heads)", (r.standard_normal((2, 2, 3, 4)), 2)),
+        Case("h_kv=3 heads, n_rep=3 (9 query heads, SmolLM2)", (r.standard_normal((1, 3, 2, 2)), 3)),
+        Case("n_rep=1: nothing to repeat", (r.standard_normal((1, 2, 3, 2)), 1)),
+        Case("MQA: h_kv=1, n_rep=4", (r.standard_normal((2, 1, 3, 2)), 4)),
+    ]
+
+
+REPEAT_KV = Spec(
+    "repeat_kv", repeat_kv, repeat_kv_cases, "transformer/core/attention.py", dims=("b", "h", "n", "d_h"),
+    mistakes=[Mistake("the heads come out in the order 0, 1, 0, 1: query head i reads K/V head i // n_rep, so each "
+                      "head is repeated n_rep times in a row (np.repeat, not np.tile)",
+                      variant=lambda x, n_rep: np.tile(x, (1, n_rep, 1, 1)))],
+    torch=lambda case: __import__("torch").from_numpy(case.args[0]).repeat_interleave(case.args[1], dim=1).numpy())

@@ -1,0 +1,294 @@
+"""The checker's cases for lessons 10, 11 and 18: norms and the SwiGLU, top-k/top-p, backward passes, AdamW."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax_backward
+from ..core.layers import layer_norm, rms_norm, sigmoid, silu, swiglu_ffn
+from ..core.masks import causal_mask
+from ..core.sampling import filter_logits
+from ..train.optim import adamw_state, adamw_step, decays_by_default
+from .cases import Case, Mistake, Spec, fresh
+
+__all__ = ["LAYER_NORM", "RMS_NORM", "SWIGLU", "FILTER_LOGITS", "SOFTMAX_BACKWARD", "SDPA_BACKWARD", "ADAMW_STEP"]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- lesson 10: norms and the feed-forward ----------------------------------------------------------
+def norm_cases(with_beta):
+    def cases():
+        r = _rng(101)
+        x = lambda *s: r.standard_normal(s) * 2 + 1  # noqa: E731
+        g = lambda d: r.uniform(0.5, 1.5, d)  # noqa: E731
+        beta = (lambda d: (r.standard_normal(d) * 0.1,)) if with_beta else (lambda d: ())
+        return [Case("x (2, 3, 8): b=2, n=3, d=8", (x(2, 3, 8), g(8)) + beta(8), tags=frozenset({"batch"})),
+                Case("x (4, 6)", (x(4, 6), g(6)) + beta(6)),
+                Case("eps=0.5 given", (x(2, 5), g(5)) + beta(5), {"eps": 0.5}, frozenset({"eps"})),
+                Case("float32 x (3, 16)", (x(3, 16).astype(np.float32), g(16).astype(np.float32))
+                     + tuple(b.astype(np.float32) for b in beta(16)), tags=frozenset({"float32"}))]
+    return cases
+
+
+def _ln_unbiased(x, gamma, beta=None, eps=1e-5):
+    y = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) * gamma
+    return (y if beta is None else y + beta).astype(x.dtype)
+
+
+def _ln_eps_outside(x, gamma, beta=None, eps=1e-5):
+    y = (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + eps) * gamma
+    return (y if beta is None else y + beta).astype(x.dtype)
+
+
+def _ln_no_gain(x, gamma, beta=None, eps=1e-5):
+    return layer_norm(x, np.ones_like(gamma), None if beta is None else np.zeros_like(beta), eps)
+
+
+NORM_DIMS = ("b", "n", "d")
+LAYER_NORM = Spec(
+    "layer_norm", layer_norm, norm_cases(True), "transformer/core/layers.py", dims=None,
+    mistakes=[Mistake("the variance is the biased one, divided by d (np.var's default ddof=0), as the paper and "
+                      "torch", variant=_ln_unbiased),
+              Mistake("ε goes inside the square root: (x − μ) / √(σ² + ε)", variant=_ln_eps_outside),
+              Mistake("multiply by γ and add β after normalising", variant=_ln_no_gain),
+              Mistake("normalise over the last axis (the d features of each position): axis=-1, keepdims=True",
+                      raises=r"broadcast"),
+              Mistake("use the `eps` argument", tag="eps")],
+    torch=lambda case: _torch_norm("layer", case))
+
+
+def _rms_centred(x, gamma, eps=1e-6):
+    return rms_norm(x - x.mean(-1, keepdims=True), gamma, eps)
+
+
+def _rms_eps_outside(x, gamma, eps=1e-6):
+    return (x / (np.sqrt((x * x).mean(-1, keepdims=True)) + eps) * gamma).astype(x.dtype)
+
+
+RMS_NORM = Spec(
+    "rms_norm", rms_norm, norm_cases(False), "transformer/core/layers.py", dims=None,
+    mistakes=[Mistake("RMSNorm does not subtract the mean: x / √(mean(x²) + ε) · γ", variant=_rms_centred),
+              Mistake("ε goes inside the square root: x / √(mean(x²) + ε)", variant=_rms_eps_outside),
+              Mistake("the root mean square runs over the last axis: mean(x * x, axis=-1, keepdims=True)",
+                      raises=r"broadcast"),
+              Mistake("use the `eps` argument", tag="eps")],
+    torch=lambda case: _torch_norm("rms", case))
+
+
+def _torch_norm(kind, case):
+    import torch
+    import torch.nn.functional as F
+    x, gamma, *rest = (torch.from_numpy(np.asarray(a)) for a in case.args)
+    if kind == "layer":
+        eps = case.kwargs.get("eps", 1e-5)
+        return F.layer_norm(x, x.shape[-1:], gamma, rest[0] if rest else None, eps).numpy()
+    return F.rms_norm(x, x.shape[-1:], gamma, case.kwargs.get("eps", 1e-6)).numpy()
+
+
+def swiglu_cases():
+    r = _rng(102)
+    m = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731
+    return [Case("x (2, 3, 6), d=6, d_ff=10", (r.standard_normal((2, 3, 6)), m(6, 10), m(6, 10), m(10, 6))),
+            Case("x (4, 8), d=8, d_ff=12", (r.standard_normal((4, 8)), m(8, 12), m(8, 12), m(12, 8)))]
+
+
+SWIGLU = Spec(
+    "swiglu_ffn", swiglu_ffn, swiglu_cases, "transformer/core/layers.py", dims=None,
+    mistakes=[Mistake("SiLU goes on the gate: SiLU(x W_gate) ∘ (x W_up), then @ W_down",
+                      variant=lambda x, W_gate, W_up, W_down: ((x @ W_gate) * silu(x @ W_up)) @ W_down),
+              Mistake("SiLU(z) = z·σ(z), not σ(z): the gate is the SiLU of x W_gate",
+                      variant=lambda x, W_gate, W_up, W_down: (sigmoid(x @ W_gate) * (x @ W_up)) @ W_down),
+              Mistake("the product of the gate and the up projection is element-wise (*), not a matrix product",
+                      raises=r"core dimension|mismatch")],
+    torch=lambda case: _torch_swiglu(case))
+
+
+def _torch_swiglu(case):
+    import torch
+    import torch.nn.functional as F
+    x, W_gate, W_up, W_down = (torch.from_numpy(np.asarray(a)) for a in case.args)
+    return ((F.silu(x @ W_gate) * (x @ W_up)) @ W_down).numpy()
+
+
+# --- lesson 11: top-k / top-p ------------------------------------------------------------------------
+def filter_cases():
+    p = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    r = _rng(111)
+    wide = r.standard_normal((2, 50)) * 2
+    return [Case("top_k=2 of 4", (p,), {"top_k": 2}, frozenset({"top_k"})),
+            Case("top_p=0.75 of [0.5, 0.3, 0.15, 0.05]: 0.5 + 0.3 crosses 0.75", (p,), {"top_p": 0.75},
+                 frozenset({"top_p"})),
+            Case("top_p=0.5 exactly the first token's mass", (p,), {"top_p": 0.5}, frozenset({"top_p"})),
+            Case("temperature 0.5, two rows of v=50", (wide,), {"temperature": 0.5}, frozenset({"temperature"})),
+            Case("temperature 2, top_k=5, top_p=0.9, two rows", (wide,), {"temperature": 2.0, "top_k": 5,
+                                                                           "top_p": 0.9},
+                 frozenset({"top_k", "top_p", "temperature"})),
+            Case("temperature 0: greedy, only the argmax survives", (wide,), {"temperature": 0.0},
+                 frozenset({"greedy"}))]
+
+
+def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the token that crosses p
+    x = filter_logits(logits, temperature, top_k, None)
+    if top_p is None:
+        return x
+    probs = np.exp(x - x.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    cum = np.take_along_axis(probs, order, -1).cumsum(-1)
+    keep_sorted = cum <= top_p
+    keep_sorted[..., 0] = True
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return np.where(keep, x, -np.inf)
+
+
+FILTER_LOGITS = Spec(
+    "filter_logits", filter_logits, filter_cases, "transformer/core/sampling.py", dims=None,
+    mistakes=[Mistake("keep the token that crosses p: a token stays when the mass of the tokens MORE likely than it "
+                      "is below p (so the kept mass is ≥ p)", variant=_top_p_strict),
+              Mistake("divide the logits by the temperature (T < 1 sharpens, T > 1 flattens)",
+                      variant=lambda logits, temperature=1.0, top_k=None, top_p=None:
+                      filter_logits(logits * temperature * temperature, temperature, top_k, top_p)),
+              Mistake("temperature 0 means greedy: keep only the argmax, every other logit −inf", tag="greedy"),
+              Mistake("top_k keeps the k largest logits (ties at the k-th all kept); the others become −inf",
+                      tag="top_k"),
+              Mistake("the removed logits must be −inf (probability exactly 0 after softmax), not 0", tag="top_p")])
+
+
+# --- lesson 18: backward passes and AdamW ------------------------------------------------------------
+def softmax_backward_cases():
+    r = _rng(181)
+    P = np.exp(r.standard_normal((2, 3, 5)))
+    P /= P.sum(-1, keepdims=True)
+    P_masked = P.copy()
+    P_masked[0, 1, 3:] = 0  # masked entries: P = 0
+    P_masked[0, 1] /= P_masked[0, 1].sum()
+    return [Case("P (2, 3, 5) rows summing to 1", (r.standard_normal((2, 3, 5)), P)),
+            Case("some masked entries (P = 0)", (r.standard_normal((2, 3, 5)), P_masked), tags=frozenset({"mask"}))]
+
+
+SOFTMAX_BACKWARD = Spec(
+    "softmax_backward", softmax_backward, softmax_backward_cases, "transformer/core/attention.py", dims=None,
+    mistakes=[Mistake("the row-sum term is missing: dS = P ∘ (dP − rowsum(dP ∘ P)) — every weight depends on every "
+                      "score of its row", variant=lambda dP, P: P * dP),
+              Mistake("the row sum must keep its axis (keepdims=True) to broadcast back over the row",
+                      raises=r"broadcast"),
+              Mistake("dS = P ∘ (dP − rowsum(dP ∘ P)): multiply by P, element-wise",
+                      variant=lambda dP, P: dP - (dP * P).sum(-1, keepdims=True))],
+    torch=lambda case: _torch_softmax_backward(case))
+
+
+def _torch_softmax_backward(case):
+    import torch
+    dP, P = (np.asarray(a) for a in case.args)
+    if (P == 0).any():
+        return None  # P from logits: a zero needs −inf logits, whose gradient torch leaves NaN-free only via masking
+    S = torch.from_numpy(np.log(P)).requires_grad_(True)
+    torch.softmax(S, -1).backward(torch.from_numpy(dP))
+    return S.grad.numpy()
+
+
+def sdpa_backward_cases():
+    r = _rng(182)
+
+    def case(label, b, h, h_kv, n, d_h, mask=None, tags=(), scale=None):
+        q, k, v = (r.standard_normal(s) for s in ((b, h, n, d_h), (b, h_kv, n, d_h), (b, h_kv, n, d_h)))
+        _, P = scaled_dot_product_attention(q, k, v, mask, scale=scale, return_weights=True)
+        kw = {} if scale is None else {"scale": scale}
+        return Case(label, (r.standard_normal((b, h, n, d_h)), q, k, v, P), kw, frozenset(tags))
+    return [case("b=1, h=2, n=4, d_h=3", 1, 2, 2, 4, 3),
+            case("causal, b=2, h=2, n=5, d_h=4", 2, 2, 2, 5, 4, causal_mask(5), ("mask",)),
+            case("GQA: h=4, h_kv=2, n=4", 1, 4, 2, 4, 3, tags=("gqa",)),
+            case("scale=0.3 given", 1, 1, 1, 3, 2, tags=("scale",), scale=0.3)]
+
+
+def _sdpa_backward_unscaled(dO, q, k, v, P, *, scale=None):
+    dq, dk, dv = scaled_dot_product_attention_backward(dO, q, k, v, P, scale=scale)
+    s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return dq / s, dk / s, dv
+
+
+SDPA_BACKWARD = Spec(
+    "scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, sdpa_backward_cases,
+    "transformer/core/attention.py",
+    dims=(("b", "h", "n_q", "d_h"), ("b", "h_kv", "n_k", "d_h"), ("b", "h_kv", "n_k", "d_h")), names=("dq", "dk", "dv"),
+    mistakes=[Mistake("dQ and dK carry the scale: dQ = dS K · scale and dK = dSᵀ Q · scale",
+                      variant=_sdpa_backward_unscaled),
+              Mistake("dK and dV have h_kv heads: sum the gradients of each group of h / h_kv query heads "
+                      "(the backward of repeating K and V)", tag="gqa"),
+              Mistake("use the `scale` argument when it is given", tag="scale")],
+    torch=lambda case: _torch_sdpa_backward(case))
+
+
+def _torch_sdpa_backward(case):
+    import torch
+    import torch.nn.functional as F
+    dO, q, k, v, P = (torch.from_numpy(np.asarray(a)) for a in case.args)
+    mask = P > 0  # the weights' zeros are the mask (no score underflows in these small cases)
+    q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=case.kwargs.get("scale"),
+                                         enable_gqa=q.shape[1] != k.shape[1])
+    out.backward(dO)
+    return q.grad.numpy(), k.grad.numpy(), v.grad.numpy()
+
+
+def adamw_cases():
+    r = _rng(183)
+    params = {"W": r.standard_normal((3, 4)), "b": r.standard_normal(4)}
+    grads = [{"W": r.standard_normal((3, 4)), "b": r.standard_normal(4)} for _ in range(3)]
+    return [Case("3 steps on W (3, 4) and b (4,), lr=0.01, defaults", (params, grads, 0.01)),
+            Case("3 steps, betas=(0.8, 0.9), weight_decay=0.5, eps=1e-6", (params, grads, 0.05),
+                 {"betas": (0.8, 0.9), "weight_decay": 0.5, "eps": 1e-6}, frozenset({"options"})),
+            Case("3 steps, weight_decay=0: plain Adam", (params, grads, 0.05), {"weight_decay": 0.0},
+                 frozenset({"options"}))]
+
+
+ADAMW_NAMES = tuple(f"{p} after step {s}" for s in (1, 2, 3) for p in ("W", "b")) + ("state.t",)
+
+
+def run_adamw(step, case):
+    """Three steps of `step` on a copy of the case's parameters; θ after each, and the final state.t."""
+    (params, grads, lr), kwargs = fresh(case)
+    state = adamw_state(params)
+    out = []
+    for g in grads:
+        step(params, g, state, lr, **kwargs)
+        out += [params["W"].copy(), params["b"].copy()]
+    return tuple(out) + (state.t,)
+
+
+def _adam_l2(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+    g2 = {k: g + weight_decay * params[k] if decays_by_default(k, params[k]) else g for k, g in grads.items()}
+    return adamw_step(params, g2, state, lr, betas=betas, eps=eps, weight_decay=0.0)
+
+
+def _adamw_no_bias_correction(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                              decay=None):
+    state.t += 1
+    for k, p in params.items():
+        if weight_decay and decays_by_default(k, p):
+            p *= 1 - lr * weight_decay
+        state.m[k] = betas[0] * state.m[k] + (1 - betas[0]) * grads[k]
+        state.v[k] = betas[1] * state.v[k] + (1 - betas[1]) * grads[k] ** 2
+        p -= lr * state.m[k] / (np.sqrt(state.v[k]) + eps)
+
+
+def _adamw_decay_all(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+    return adamw_step(params, grads, state, lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                      decay=lambda name: True)
+
+
+ADAMW_STEP = Spec(
+    "adamw_step", adamw_step, adamw_cases, "transformer/train/optim.py", dims=None, names=ADAMW_NAMES,
+    call=run_adamw,
+    mistakes=[Mistake("decoupled weight decay: shrink θ itself (θ ← θ − η·λ·θ) before the Adam step, never add λθ "
+                      "to the gradient (that is Adam with L2)", variant=_adam_l2),
+              Mistake("the bias correction is missing: m̂ = m / (1 − β₁ᵗ), v̂ = v / (1 − β₂ᵗ), t counted from 1",
+                      variant=_adamw_no_bias_correction),
+              Mistake("by default only matrices decay (decays_by_default: ndim ≥ 2); biases and gains do not",
+                      variant=_adamw_decay_all),
+              Mistake("use the keyword arguments betas, eps and weight_decay", tag="options")])

@@ -1,0 +1,302 @@
+"""The checker's cases for lessons 01, 02, 04, 05 and 06: embeddings, positions, heads, masks, the KV cache."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.attention import scaled_dot_product_attention
+from ..core.embedding import embed, lm_head
+from ..core.heads import AttentionWeights, merge_heads, multi_head_attention, split_heads
+from ..core.kv_cache import KVCache
+from ..core.layers import linear
+from ..core.masks import causal_mask, padding_mask, sliding_window_mask
+from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_cos_sin, sinusoidal_positions
+from .cases import Case, Mistake, Spec, fresh
+
+__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
+           "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK", "KV_CACHE_UPDATE"]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- lesson 01: embed, lm_head ----------------------------------------------------------------
+def embed_cases():
+    r = _rng(11)
+    W = r.standard_normal((7, 5))
+    return [Case("ids (2, 3) into a (v, d) = (7, 5) table", (np.array([[1, 4, 6], [0, 0, 3]]), W)),
+            Case("one token id, b=1, n=1", (np.array([[6]]), W))]
+
+
+def lm_head_cases():
+    r = _rng(12)
+    return [Case("tied: x (2, 3, 5), W_E (7, 5)", (r.standard_normal((2, 3, 5)), r.standard_normal((7, 5)))),
+            Case("untied: W_out (5, 7)", (r.standard_normal((1, 2, 5)),), {"W_out": r.standard_normal((5, 7))},
+                 frozenset({"untied"}))]
+
+
+EMBED = Spec("embed", embed, embed_cases, "transformer/core/embedding.py", dims=("b", "n", "d"),
+             mistakes=[Mistake("look up rows of W_E: row ids[b, n] is the vector of that token (W_E[ids])",
+                               raises=r"index|shapes")])
+LM_HEAD = Spec("lm_head", lm_head, lm_head_cases, "transformer/core/embedding.py", dims=("b", "n", "v"),
+               mistakes=[Mistake("the tied head reads the table backwards: logits = x W_Eᵀ, (d) @ (d, v)",
+                                 raises=r"core dimension|mismatch"),
+                         Mistake("with W_out given (untied), logits = x W_out", tag="untied")])
+
+
+# --- lesson 02: positions ---------------------------------------------------------------------
+def sinusoidal_cases():
+    return [Case("n=6, d=8", (6, 8)), Case("n=5, d=10", (5, 10)),
+            Case("n=4, d=8, base=100", (4, 8), {"base": 100.0}, frozenset({"base"})),
+            Case("n=3, d=4, dtype=float64", (3, 4), {"dtype": np.float64}, frozenset({"dtype"}))]
+
+
+def _sin_then_cos(n, d, *, base=10000.0, xp=None, dtype=None):  # all sines first, then all cosines
+    angle = np.arange(n)[:, None] * base ** (-np.arange(0, d, 2) / d)[None, :]
+    return np.concatenate([np.sin(angle), np.cos(angle)], axis=-1).astype(dtype or np.float32)
+
+
+def _exponent_i(n, d, *, base=10000.0, xp=None, dtype=None):  # base^(i/d) with i the pair index
+    angle = np.arange(n)[:, None] * base ** (-np.arange(d // 2) / d)[None, :]
+    return np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n, d).astype(dtype or np.float32)
+
+
+SINUSOIDAL = Spec(
+    "sinusoidal_positions", sinusoidal_positions, sinusoidal_cases, "transformer/core/positions.py",
+    dims=("n", "d"),
+    mistakes=[Mistake("sin and cos alternate: PE[pos, 2i] = sin, PE[pos, 2i+1] = cos — not all sines first",
+                      variant=_sin_then_cos),
+              Mistake("the exponent is 2i/d with 2i the even column (0, 2, 4 …), not the pair index i",
+                      variant=_exponent_i),
+              Mistake("use the `base` argument in base^(2i/d)", tag="base"),
+              Mistake("the table is float32 unless dtype= is given: .astype(dtype)", tag="dtype")])
+
+
+def rope_cases():
+    r = _rng(21)
+    cos, sin = rope_cos_sin(np.arange(5), 8, dtype=np.float64)
+    cos3, sin3 = rope_cos_sin(np.arange(10, 13), 4, dtype=np.float64)
+    return [Case("x (2, 3, 5, 8): b=2, h=3, n=5, d_h=8", (r.standard_normal((2, 3, 5, 8)), cos, sin)),
+            Case("positions 10, 11, 12, d_h=4", (r.standard_normal((1, 1, 3, 4)), cos3, sin3))]
+
+
+def _rotated_backwards(rope):  # the rotation by −θ
+    return lambda x, cos, sin: rope(x, cos, -sin)
+
+
+ROPE_DIMS = ("b", "h", "n", "d_h")
+ROPE_HALF = Spec(
+    "apply_rope_half", apply_rope_half, rope_cases, "transformer/core/positions.py", dims=ROPE_DIMS,
+    mistakes=[Mistake("this is the interleaved layout, pairs (x_2i, x_2i+1); the half layout pairs x_i with "
+                      "x_{i + d_h/2}: split the last axis into two halves", variant=apply_rope_interleaved),
+              Mistake("the rotation goes the wrong way: first half x1·cos − x2·sin, second half x1·sin + x2·cos",
+                      variant=_rotated_backwards(apply_rope_half))])
+ROPE_INTERLEAVED = Spec(
+    "apply_rope_interleaved", apply_rope_interleaved, rope_cases, "transformer/core/positions.py", dims=ROPE_DIMS,
+    mistakes=[Mistake("this is the half layout, pairs (x_i, x_{i + d_h/2}); the interleaved layout pairs "
+                      "neighbours (x_2i, x_2i+1): x[..., 0::2] and x[..., 1::2]", variant=apply_rope_half),
+              Mistake("the rotation goes the wrong way: out_2i = x_2i·cos − x_2i+1·sin, out_2i+1 = x_2i·sin + "
+                      "x_2i+1·cos", variant=_rotated_backwards(apply_rope_interleaved))])
+
+
+# --- lesson 04: heads -------------------------------------------------------------------------
+def split_cases():
+    r = _rng(41)
+    return [Case("x (2, 5, 12) into h=3 heads of d_h=4", (r.standard_normal((2, 5, 12)), 3)),
+            Case("x (1, 4, 8) into h=2 heads", (r.standard_normal((1, 4, 8)), 2)),
+            Case("x (3, 2, 6) into h=1 head", (r.standard_normal((3, 2, 6)), 1))]
+
+
+def merge_cases():
+    r = _rng(42)
+    return [Case("x (2, 3, 5, 4): b=2, h=3, n=5, d_h=4", (r.standard_normal((2, 3, 5, 4)),)),
+            Case("x (1, 2, 4, 4)", (r.standard_normal((1, 2, 4, 4)),))]
+
+
+def _split_reshape_only(x, h):
+    b, n, d = x.shape
+    return x.reshape(b, h, n, d // h)
+
+
+def _merge_reshape_only(x):
+    b, h, n, d_h = x.shape
+    return x.reshape(b, n, h * d_h)
+
+
+SPLIT_HEADS = Spec(
+    "split_heads", split_heads, split_cases, "transformer/core/heads.py", dims=("b", "h", "n", "d_h"),
+    mistakes=[Mistake("reshape alone mixes positions into heads: reshape to (b, n, h, d_h) first, then swap the n "
+                      "and h axes (.swapaxes(1, 2))", variant=_split_reshape_only)])
+MERGE_HEADS = Spec(
+    "merge_heads", merge_heads, merge_cases, "transformer/core/heads.py", dims=("b", "n", "d"),
+    mistakes=[Mistake("reshape alone mixes heads into positions: swap h and n back first (.swapaxes(1, 2)), then "
+                      "reshape to (b, n, h·d_h)", variant=_merge_reshape_only)])
+
+
+def _weights(r, d, h, h_kv, d_h, d_c=None, bias=False):
+    d_c = d if d_c is None else d_c
+    m = lambda *s: r.standard_normal(s) / np.sqrt(s[0])  # noqa: E731
+    b = (lambda n: r.standard_normal(n) * 0.1) if bias else (lambda n: None)
+    return AttentionWeights(m(d, h * d_h), m(d_c, h_kv * d_h), m(d_c, h_kv * d_h), m(h * d_h, d),
+                            b(h * d_h), b(h_kv * d_h), b(h_kv * d_h), b(d))
+
+
+def mha_cases():
+    r = _rng(43)
+    x = lambda b, n, d: r.standard_normal((b, n, d))  # noqa: E731
+    return [
+        Case("MHA: b=2, n=5, d=12, h=3", (x(2, 5, 12), _weights(r, 12, 3, 3, 4), 3)),
+        Case("GQA: h=4, h_kv=2, causal", (x(1, 6, 16), _weights(r, 16, 4, 2, 4), 4, 2), {"mask": causal_mask(6)},
+             frozenset({"gqa", "mask"})),
+        Case("with biases b_q, b_k, b_v, b_o", (x(2, 3, 8), _weights(r, 8, 2, 2, 4, bias=True), 2),
+             tags=frozenset({"bias"})),
+        Case("cross-attention: context (b, n_k=7, d_c=6)", (x(1, 4, 8), _weights(r, 8, 2, 2, 4, d_c=6), 2),
+             {"context": r.standard_normal((1, 7, 6))}, frozenset({"context"})),
+        Case("return_weights=True", (x(1, 3, 8), _weights(r, 8, 2, 2, 4), 2), {"return_weights": True},
+             frozenset({"weights"})),
+    ]
+
+
+def _mha_no_wo(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):
+    h_kv = h if h_kv is None else h_kv
+    c = x if context is None else context
+    q, k, v = split_heads(linear(x, w.W_q, w.b_q), h), split_heads(linear(c, w.W_k, w.b_k), h_kv), \
+        split_heads(linear(c, w.W_v, w.b_v), h_kv)
+    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
+    o, p = res if return_weights else (res, None)
+    return (merge_heads(o), p) if return_weights else merge_heads(o)
+
+
+MHA = Spec(
+    "multi_head_attention", multi_head_attention, mha_cases, "transformer/core/heads.py",
+    dims=("b", "n", "d"), tuple_dims=(("b", "n", "d"), ("b", "h", "n", "n_k")), tuple_names=("out", "weights"),
+    mistakes=[Mistake("the heads' outputs must be merged and projected: out = merge_heads(o) @ W_o (+ b_o)",
+                      variant=_mha_no_wo),
+              Mistake("only the cases with h_kv < h fail: K and V have h_kv heads (split k and v into h_kv, not h)",
+                      tag="gqa"),
+              Mistake("add each bias (b_q, b_k, b_v, b_o) when it is not None", tag="bias"),
+              Mistake("with context given (cross-attention), K and V come from context, Q from x", tag="context"),
+              Mistake("with return_weights=True return (out, weights (b, h, n, n_k))", tag="weights")])
+
+
+# --- lesson 05: masks -------------------------------------------------------------------------
+def causal_cases():
+    return [Case("n_q=4", (4,)), Case("n_q=3 new queries after 2 cached keys: n_k=5", (3, 5),
+                                      tags=frozenset({"offset"})),
+            Case("one decode row: n_q=1, n_k=6", (1, 6), tags=frozenset({"offset"})),
+            Case("n_q=3, n_k=5, offset=0 given", (3, 5, 0), tags=frozenset({"offset-given"}))]
+
+
+def _positions(n_q, n_k, offset):
+    n_k = n_q if n_k is None else n_k
+    offset = n_k - n_q if offset is None else offset
+    return np.arange(n_q)[:, None] + offset, np.arange(n_k)[None, :]
+
+
+def _causal_variant(rule, ignore_offset=False):
+    def variant(n_q, n_k=None, offset=None, *, xp=None):
+        i, j = _positions(n_q, n_k, 0 if ignore_offset else offset)
+        return rule(i, j)
+    return variant
+
+
+MASK_DIMS = ("n_q", "n_k")
+CAUSAL_MASK = Spec(
+    "causal_mask", causal_mask, causal_cases, "transformer/core/masks.py", dims=MASK_DIMS,
+    mistakes=[Mistake("the diagonal: a token may attend to itself, so key j ≤ i (not j < i)",
+                      variant=_causal_variant(lambda i, j: j < i)),
+              Mistake("mask polarity: True means 'may attend' — the allowed keys are j ≤ i",
+                      variant=_causal_variant(lambda i, j: j > i)),
+              Mistake("with n_k > n_q the queries are the LAST n_q positions: query i sits at i + offset, "
+                      "offset = n_k − n_q by default", variant=_causal_variant(lambda i, j: j <= i, True)),
+              Mistake("with n_k > n_q the queries are the LAST n_q positions (offset = n_k − n_q by default)",
+                      tag="offset"),
+              Mistake("use the `offset` argument when it is given", tag="offset-given")])
+
+
+def padding_cases():
+    return [Case("lengths [3, 5]", (np.array([3, 5]),)),
+            Case("lengths [2, 4] padded to n=6", (np.array([2, 4]), 6), tags=frozenset({"n"})),
+            Case("one sequence of length 1", (np.array([1]),))]
+
+
+PADDING_MASK = Spec(
+    "padding_mask", padding_mask, padding_cases, "transformer/core/masks.py", dims=("b", "1", "1", "n"),
+    mistakes=[Mistake("mask polarity: True marks a real key (j < length), False a padded one",
+                      variant=lambda lengths, n=None, *, xp=None: ~padding_mask(lengths, n)),
+              Mistake("return shape (b, 1, 1, n) so the mask broadcasts over heads and queries: keep[:, None, None, :]",
+                      variant=lambda lengths, n=None, *, xp=None: padding_mask(lengths, n)[:, 0, 0, :]),
+              Mistake("use the `n` argument as the padded length when given (default: the longest)", tag="n")])
+
+
+def window_cases():
+    return [Case("n_q=6, w=3", (6, 3)), Case("n_q=6, w=1 (only itself)", (6, 1)),
+            Case("w=10 ≥ n: the plain causal mask", (5, 10)),
+            Case("decode: n_q=2 after 6 cached keys (n_k=8), w=3", (2, 3, 8), tags=frozenset({"offset"})),
+            Case("causal=False: a band |i − j| < w", (6, 2), {"causal": False}, frozenset({"band"}))]
+
+
+def _window_variant(rule):
+    def variant(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+        i, j = _positions(n_q, n_k, offset)
+        return rule(i, j, w) if causal else np.abs(i - j) < w
+    return variant
+
+
+SLIDING_WINDOW_MASK = Spec(
+    "sliding_window_mask", sliding_window_mask, window_cases, "transformer/core/masks.py", dims=MASK_DIMS,
+    mistakes=[Mistake("the window holds w keys, the query itself included: i − w < j ≤ i",
+                      variant=_window_variant(lambda i, j, w: (j <= i) & (j >= i - w))),
+              Mistake("the window holds w keys, the query itself included: i − w < j ≤ i (not j < i)",
+                      variant=_window_variant(lambda i, j, w: (j < i) & (j > i - w - 1))),
+              Mistake("the queries are the last n_q positions: query i sits at i + offset, offset = n_k − n_q",
+                      tag="offset"),
+              Mistake("causal=False is a band around the query: |i − j| < w", tag="band")])
+
+
+# --- lesson 06: the KV cache's update ------------------------------------------------------------
+def cache_cases():
+    r = _rng(61)
+    kv = lambda t: (r.standard_normal((2, 2, t, 4)), r.standard_normal((2, 2, t, 4)))  # noqa: E731
+    return [Case("prefill 3 positions on 2 layers, then 2 decode steps (b=2, h_kv=2, n_max=8, d_h=4)",
+                 ([kv(3), kv(3)], [kv(1), kv(1)], [kv(1), kv(1)])),
+            Case("prefill 1 position, then a chunk of 4", ([kv(1), kv(1)], [kv(4), kv(4)]))]
+
+
+CACHE_NAMES = tuple(f"{kv} returned at step {s}, layer {layer}" for s in range(3) for layer in range(2)
+                    for kv in ("K", "V"))
+
+
+def run_cache(cls, case):
+    """Build cls(n_layers=2, b=2, h_kv=2, n_max=8, d_h=4), feed it the steps, collect every returned K, V."""
+    (steps,), _ = fresh(Case("", (case.args,)))
+    cache = cls(2, 2, 2, 8, 4, dtype=np.float64)
+    out = []
+    for step in steps:
+        for layer, (k, v) in enumerate(step):
+            res = cache.update(layer, k, v)
+            out.extend(res if isinstance(res, (tuple, list)) and len(res) == 2 else (res, None))
+        cache.advance(step[0][0].shape[2])
+    return tuple(np.array(a, copy=True) if a is not None else None for a in out)
+
+
+class _OnlyNew(KVCache):
+    def update(self, layer, k_new, v_new):
+        KVCache.update(self, layer, k_new, v_new)
+        return k_new, v_new
+
+
+class _AtZero(KVCache):
+    def update(self, layer, k_new, v_new):
+        t = k_new.shape[2]
+        self.k[layer][:, :, :t], self.v[layer][:, :, :t] = k_new, v_new
+        return self.k[layer][:, :, :self.length + t], self.v[layer][:, :, :self.length + t]
+
+
+KV_CACHE_UPDATE = Spec(
+    "KVCache", KVCache, cache_cases, "transformer/core/kv_cache.py", dims=("b", "h_kv", "n", "d_h"),
+    names=CACHE_NAMES, call=run_cache, shown="KVCache.update",
+    mistakes=[Mistake("return every position written so far, [0, length + t), not only the new ones",
+                      variant=_OnlyNew),
+              Mistake("write the new positions at [length, length + t): the cache keeps what came before",
+                      variant=_AtZero)])

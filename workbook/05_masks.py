@@ -1,0 +1,71 @@
+"""Workbook, lesson 05 · Masks (`lessons/05_masks.py`).
+
+Fill in the bodies; keep the names and signatures. Check your work from the repository root,
+with the virtual environment active:
+
+    python -m transformer check 05
+
+A mask is boolean, True = may attend. Shapes use the course's dimension names: b batch,
+n positions, n_q queries, n_k keys.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from transformer import namespace  # namespace(None) is NumPy; namespace(xp) the module xp names
+
+
+def causal_mask(n_q: int, n_k: int | None = None, offset: int | None = None, *, xp=None):  # -> [n_q, n_k]
+    """Decoder self-attention: the query at position p sees the keys at positions j ≤ p.
+
+        mask[i, j] = (j ≤ i + offset)        query row i sits at position i + offset
+
+    n_k: None means n_k = n_q. offset: None means n_k − n_q, i.e. the n_q queries are the last
+    n_q positions (with a KV cache the new queries come after n_k − n_q cached tokens, so the
+    single decode row, n_q = 1, sees every key).
+    Returns (n_q, n_k) booleans, made with the namespace `xp` (None: NumPy).
+    Example: causal_mask(3) = [[T, F, F], [T, T, F], [T, T, T]]; causal_mask(1, 4) = [[T, T, T, T]].
+
+    After trying: the package's version is `transformer/core/masks.py`, `causal_mask`.
+    """
+    raise NotImplementedError(
+        "causal_mask: start with the positions: the query positions as a column (n_q, 1), the key "
+        "positions as a row (1, n_k). A comparison of a column with a row broadcasts to (n_q, n_k). "
+        "Settle n_k and offset when they are None before anything else.")
+
+
+def padding_mask(lengths, n: int | None = None, *, xp=None):  # [b] -> [b, 1, 1, n]
+    """Hide the padding: key j of sequence s is real iff j < lengths[s].
+
+        mask[s, 0, 0, j] = (j < lengths[s])
+
+    lengths: (b,) the real length of each sequence (a list or an array). n: the padded
+    length; None means the longest of lengths.
+    Returns (b, 1, 1, n) booleans, so it broadcasts over heads and queries against
+    (b, h, n_q, n). Example: padding_mask([2, 3]) = [[[[T, T, F]]], [[[T, T, T]]]].
+
+    After trying: the package's version is `transformer/core/masks.py`, `padding_mask`.
+    """
+    raise NotImplementedError(
+        "padding_mask: start with the (b, n) version: the key positions 0 … n−1 as a row and the lengths "
+        "as a column, compared. Then add the two axes of size 1 for heads and queries.")
+
+
+def sliding_window_mask(n_q: int, w: int, n_k: int | None = None, offset: int | None = None,
+                        *, causal: bool = True, xp=None):  # -> [n_q, n_k]
+    """Local attention: each query sees only the w nearest keys.
+
+        causal=True:   i − w < j ≤ i      the w most recent keys, itself included (Mistral)
+        causal=False:  |i − j| < w         a band around the diagonal
+
+    Here i = row + offset is the query's position and j the key's. n_k and offset as in
+    causal_mask (None: n_k = n_q, offset = n_k − n_q). With w ≥ n the causal window is the
+    plain causal mask. Returns (n_q, n_k) booleans, made with `xp` (None: NumPy).
+    Example: sliding_window_mask(3, 2) = [[T, F, F], [T, T, F], [F, T, T]].
+
+    After trying: the package's version is `transformer/core/masks.py`, `sliding_window_mask`.
+    """
+    raise NotImplementedError(
+        "sliding_window_mask: start from your causal_mask's positions (a column of query positions, a row "
+        "of key positions). The causal window is the causal condition AND a second comparison; write "
+        "that one out for row 2 of the example first.")

@@ -1,0 +1,48 @@
+"""Workbook, lesson 09 · FlashAttention: tiles, loop orders, memory traffic (`lessons/09_flash_tiling.py`).
+
+Fill in the body; keep the name and signature. Check your work from the repository root,
+with the virtual environment active:
+
+    python -m transformer check 09
+
+The package's `flash_attention` has more options (FlashAttention-1's loop order, the log-sum-exp,
+a trace, packed documents); here you write the heart of it: FlashAttention-2's forward loop.
+Shapes use the course's dimension names: b batch, h query heads, h_kv key/value heads, n_q
+queries, n_k keys, d_h head size; Br and Bc are the tile sizes, Tr and Tc the numbers of tiles.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from transformer import online_attention_update  # lesson 08's step; or write the update inline
+from transformer import repeat_kv  # or your own from 07
+
+
+def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
+    # [b, h, n_q, d_h], [b, h_kv, n_k, d_h] ×2 -> [b, h, n_q, d_h]
+    """Exact attention, tile by tile, without ever forming the n_q × n_k matrix of scores.
+
+    Cut Q into Tr = ⌈n_q / Br⌉ blocks Q_i of Br rows and K, V into Tc = ⌈n_k / Bc⌉ blocks
+    K_j, V_j of Bc rows (the last block of each may be shorter). FlashAttention-2 order:
+
+        for each query block i:                    m_i = −inf, l_i = 0, O_i = 0   (Br, 1), (Br, 1), (Br, d_h)
+            for each key block j:
+                S_ij = Q_i K_jᵀ / √d_h              (Br, Bc)
+                (m_i, l_i, O_i) = online_attention_update(m_i, l_i, O_i, S_ij, V_j)
+            out_i = O_i / l_i                        divided once, at the end
+
+    q (b, h, n_q, d_h); k and v (b, h_kv, n_k, d_h); query head i reads key/value head
+    i // (h / h_kv).  ->  out (b, h, n_q, d_h) in q's dtype, equal to scaled_dot_product_attention's.
+    block_q = Br and block_k = Bc, None: 128; never more than n_q and n_k.
+    causal=True: the queries are the last n_q positions (row r sits at position r + n_k − n_q)
+    and see keys j ≤ their position; scores above that are −inf. A tile whose keys all come
+    after every query of its block can be skipped whole. A row that sees no key returns zeros.
+
+    After trying: the package's version is `transformer/flash/tiled.py`, `flash_attention`.
+    """
+    raise NotImplementedError(
+        "flash_attention: start with the two loops and no mask: for r0 in range(0, n_q, Br), and inside "
+        "for c0 in range(0, n_k, Bc); q[..., r0:r0 + Br, :] is Q_i and k[..., c0:c0 + Bc, :] is K_j. Check "
+        "against scaled_dot_product_attention with tile sizes that do not divide n, then add causal.")
