@@ -309,7 +309,7 @@ def to_markdown(r) -> str:
                           r["ratio_vs_hf"])
     roof = r["roofline"]
     lines = [
-        "# SmolLM2-135M on the CPU: NumPy decoder vs HF transformers",
+        f"# SmolLM2-135M on the CPU, {r['threads']} thread{'s' if r['threads'] != 1 else ''}: NumPy decoder vs HF transformers",
         "",
         r["trustworthy"],
         "",

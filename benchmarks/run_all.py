@@ -6,7 +6,7 @@
     python benchmarks/run_all.py --gpu            # bench_gpu.py as well (needs CuPy and an NVIDIA GPU)
 
 The CPU benchmarks are every benchmarks/bench_*.py but bench_gpu.py (bench_decoder, bench_flash,
-bench_tokenizers, bench_train, …). Timings are medians of
+bench_serve, bench_tokenizers, bench_train, …). Timings are medians of
 repeated runs with ratios against a peer measured in the same run; each benchmark prints the
 load average and says when the machine was too busy for its timings to be trusted, so run them
 on an otherwise idle machine.

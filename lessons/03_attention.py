@@ -118,6 +118,12 @@ fig.suptitle(f"q·k / √2 = {np.round(s1, 2).tolist()}  →  softmax  →  p = 
 P.save(fig, P.figure_path("03_soft_lookup.png"))
 
 # %% [markdown]
+# On the course's website, drag the query yourself: the scores, the weights and the weighted sum
+# follow it. At $q = (2, 1)$ they are the numbers printed above.
+#
+# <div class="tfs-view" data-view="soft_lookup"></div>
+
+# %% [markdown]
 # ## 4. All queries at once: $P\,V$
 #
 # With every token asking at once, the scores form a matrix: entry $(i, j)$ of

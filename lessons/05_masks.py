@@ -210,6 +210,12 @@ fig, ax = P.curves(ns, formulas, {k: np.array(v, float) for k, v in measured.ite
 P.save(fig, P.figure_path("05_cost_vs_n.png"))
 
 # %% [markdown]
+# On the course's website, pick a mask, its size and its parameter, and read its cost: every mask
+# there was built by the functions above and counted by `T.attended_pairs`.
+#
+# <div class="tfs-view" data-view="masks" data-mask="window"></div>
+
+# %% [markdown]
 # **Takeaways.** A mask is a boolean matrix; its number of `True` entries is the cost of
 # attention under it. Causal halves full attention but keeps it quadratic; windows and
 # sparse patterns make it (nearly) linear in $n$, at the price of pairs that can no longer

@@ -114,6 +114,12 @@ for text in ax_m.get_legend().get_texts() + ax_l.get_legend().get_texts():  # th
 P.save(fig, P.figure_path("08_running_max_sum.png"))
 
 # %% [markdown]
+# On the course's website, step through the same row one score at a time: $m$, $l$, the factor
+# $e^{m_{j-1} - m_j}$ and the output accumulator $O$ of section 3, as the package computes them.
+#
+# <div class="tfs-view" data-view="online_softmax" data-step="4"></div>
+
+# %% [markdown]
 # ## 2. The block form: merging two partial results
 #
 # Nothing forces us to fold in one number at a time. Split the row into two parts $a$ and

@@ -130,7 +130,7 @@ assert l_prev < l_ind and ind.max() > 0.8 and prev.max() > 0.4
 # and recipe, with `sizes={"L": 1}`.
 
 # %%
-one_steps = 250 if FAST else run["steps"]  # one layer has settled by step 250 (snapshots of the full run)
+one_steps = 150 if FAST else run["steps"]  # one layer is near its ceiling by step 150 (snapshots of the full run)
 one = T.train_induction(seed=0, steps=one_steps, sizes={"L": 1}, snapshot_every=25)
 print(f"held-out accuracy after {one_steps} steps: one layer {one['heldout_accuracy']:.1%}, "
       f"two layers {run['heldout_accuracy']:.1%} (after {run['steps']});  last-20-step loss: one layer "
@@ -233,6 +233,12 @@ fig, _ = P.training.heads_over_training(
     suptitle="Every head on a held-out sequence (12 tokens, then the same 12); red: where a previous-token "
              "head (layer 0)\nor an induction head (layer 1) should look; grey: hidden by the causal mask")
 P.save(fig, P.figure_path("19_heads_over_training.png"))
+
+# %% [markdown]
+# On the course's website, scrub through the run snapshot by snapshot: the loss, the held-out
+# accuracy and all four heads' maps at each.
+#
+# <div class="tfs-view" data-view="training"></div>
 
 # %% [markdown]
 # At A (random weights) every head spreads its weight over the past. At B, at the end of the

@@ -77,6 +77,7 @@ def lessons_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+SITE_PAGE_OF = re.compile(r"\]\(\.\./workbook/(?:README\.md)?(?=[)#])")  # a link to workbook/ from docs/ or figures/
 GALLERY_HEADING = re.compile(r"^(## .+?) \(`lessons/(\d\d_\w+)\.py`\)$", re.MULTILINE)
 
 
@@ -100,11 +101,71 @@ def stage(stage_dir: Path = STAGE) -> None:
             dest = stage_dir / src.relative_to(ROOT)
             dest.parent.mkdir(parents=True, exist_ok=True)
             text = src.read_text(encoding="utf-8")
+            text = SITE_PAGE_OF.sub("](../workbook.md", text)  # the folder's README is the site's Workbook page
             dest.write_text(gallery(text) if page == "figures/README.md" else text, encoding="utf-8")
     shutil.copy(SITE / "index.md", stage_dir / "index.md")
     (stage_dir / "lessons_table.md").write_text(lessons_table(), encoding="utf-8")
     api_pages.write(stage_dir / "api")
     workbook_page.write(stage_dir / "workbook.md", lesson_title)
+    notebooks(stage_dir / EXTRA / "notebooks")
+    course_archive(stage_dir / EXTRA / "downloads" / ARCHIVE)
+
+
+# ---------------------------------------------------------------- what a reader downloads
+# _build/site_src/_extra/ is copied as it is into the site's root (conf.py's html_extra_path):
+#   notebooks/NN_topic.ipynb                 each lesson as a notebook, made by jupytext (no outputs)
+#   downloads/transformer-from-scratch.tar.gz  the course: every file git tracks or would track (the
+#                                            working tree's, as the pages are built from it), but the
+#                                            drawn figures (make lessons draws them again)
+EXTRA = "_extra"
+ARCHIVE = "transformer-from-scratch.tar.gz"
+ARCHIVE_LEAVES_OUT = re.compile(r"^figures/.*\.png$")
+
+
+def notebooks(dest: Path) -> list[Path]:
+    """Each lesson as dest/NN_topic.ipynb, converted by jupytext from the lesson's percent script."""
+    import jupytext
+
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for p in lessons():
+        written.append(dest / f"{p.stem}.ipynb")
+        jupytext.write(jupytext.read(p, fmt="py:percent"), written[-1], fmt="ipynb")
+    return written
+
+
+def course_files() -> list[str]:
+    """The course's files, relative to ROOT: `git ls-files` (tracked, and new files git does not
+    ignore), less the drawn figures; without git, the same folders walked."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, check=True).stdout.decode()
+        names = [n for n in out.split("\0") if n]
+    except (OSError, subprocess.CalledProcessError):  # a copy of the course without .git
+        skip = {".venv", "_build", "__pycache__", ".git", ".pytest_cache", ".hypothesis"}
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+                 if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    return sorted(n for n in set(names) if (ROOT / n).is_file() and not ARCHIVE_LEAVES_OUT.match(n))
+
+
+def course_archive(dest: Path) -> Path:
+    """dest: the course as transformer-from-scratch/… in a .tar.gz (same bytes for the same files)."""
+    import gzip
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in course_files():
+            info = tar.gettarinfo(str(ROOT / name), arcname=f"transformer-from-scratch/{name}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with open(ROOT / name, "rb") as f:
+                tar.addfile(info, f)
+    return dest
 
 
 def build(fast: bool) -> int:

@@ -16,11 +16,20 @@ Each view in site/views/NAME.js draws only what this file writes into OUT_DIR/NA
     paged_kv    a scripted stream of requests through T.PagedKVCache: block tables, free list, bytes
     sampling    SmolLM2's next-token logits for a few prompts: the 1,000 largest exactly, the rest
                 as a histogram, so the page can redo softmax(z / T), top-k and top-p for drawing
+    soft_lookup lesson 03's q over three 2-D keys: scores, weights (T.softmax) and output
+                (T.scaled_dot_product_attention); the page redoes the formula as q is dragged
+    masks       lesson 05's masks from the package's builders for n = 8, 16, 32 and each parameter,
+                with T.attended_pairs of each
+    online_softmax  lesson 08's row: m and l after each step (T.online_softmax_history), the output
+                accumulator folded key by key (T.online_attention_update)
+    training    lesson 19's run (T.train_induction, seed 0): loss, held-out accuracy, head scores and
+                every head's attention map at each snapshot
 
 Numbers are rounded (weights to 4 decimals, logits to 4 decimals, the rest to 4 significant
 digits) to keep the files small. The fast mode (`--fast`, for CI) drops SmolLM2's second text, MiniLM's
 last two and two of the four sampling prompts, and decodes 4 tokens instead of 6 (attention) and 6
-instead of 16 (KV cache); the flash and paged views are the same in both modes.
+instead of 16 (KV cache), and trains lesson 19's run for its first 60 steps instead of all 600;
+the flash, paged, lookup, masks and online-softmax views are the same in both modes.
 
 Run: python site/export_views.py OUT_DIR [--fast]
 """
@@ -40,8 +49,13 @@ import numpy as np  # noqa: E402
 
 import transformer as T  # noqa: E402
 from transformer import plotting as P  # noqa: E402  (visible_token: a leading space shown as ␣)
+# the rounding and the per-text numbers, shared with `python -m transformer serve` (its live answers)
+from transformer.cli.view_numbers import (  # noqa: E402,F401
+    TAIL_BIN, TOP_LOGITS, W_SCALE, cache_state, decimals, fixed_ints, logits_summary, minilm_text, prefill_and_decode,
+    sig, smollm2_text, token_labels)
 
-VIEWS = ("attention", "kv_cache", "flash", "paged_kv", "sampling")
+VIEWS = ("attention", "kv_cache", "flash", "paged_kv", "sampling", "soft_lookup", "masks", "online_softmax",
+         "training")
 
 SMOLLM2_TEXTS = ["The dog chased the squirrel because it", "The capital of France is",
                  "The cat sat on the mat. The cat sat on the"]  # the last repeats itself: induction heads
@@ -51,29 +65,9 @@ SAMPLING_PROMPTS = ["The capital of France is", "Once upon a time", "The dog cha
                     "def fibonacci(n):"]
 KV_PROMPT = "The dog chased the squirrel because it"  # lesson 06's prompt
 KV_LAYERS = (0, 6, 12, 18, 24, 29)  # the decode rows kept for the KV-cache view: every 6th layer and the last
-TOP_LOGITS = 1000  # logits kept exactly; the top-k control goes to 100, the rest enters only the sums
-TAIL_BIN = 0.02  # logit width of a tail histogram bin: e^(±0.01 / T) inside a bin, its mean is kept
 
 
 # --- rounding and the files ------------------------------------------------------------------------
-
-def sig(x, digits: int = 4):  # float or array -> float or nested list, `digits` significant digits
-    """Round for the page: 4 significant digits is finer than any drawing shows."""
-    a = np.asarray(x, dtype=np.float64)
-    if a.ndim == 0:
-        v = float(a)
-        return None if not math.isfinite(v) else float(f"{v:.{digits}g}")
-    return [sig(v, digits) for v in a]
-
-
-def decimals(x, places: int = 4):  # array -> nested list rounded to `places` decimals
-    return np.round(np.asarray(x, dtype=np.float64), places).tolist()
-
-
-def fixed_ints(w, scale: int = 10_000):  # [...] floats in [0, 1] -> flat list of ints, w · scale rounded
-    """Attention weights as whole numbers of 1e-4: '1234' instead of '0.1234' halves the file."""
-    return np.rint(np.asarray(w, dtype=np.float64).ravel() * scale).astype(np.int64).tolist()
-
 
 def write_view(out_dir: Path, name: str, data: dict) -> Path:
     """OUT_DIR/NAME.js setting window.TFS_VIEWS_DATA[NAME] (a script: file:// pages cannot fetch JSON)."""
@@ -105,73 +99,15 @@ class Models:
 
 # --- 1. attention: real maps, and the decode rows of generated tokens --------------------------------
 
-def prefill_and_decode(model, ids: list[int], n_new: int, keep_layers=None):
-    """Greedy generation through the KV cache, keeping every attention row on the way.
-
-    Prefill runs the prompt (n tokens) in one pass: each layer gives (h, n, n). Each decode step
-    then feeds one generated token: each layer gives its single query row (h, 1, n_k) over every
-    key in the cache. Returns the fed tokens' ids (prompt + n_new generated), the next token the
-    model would produce after them, the weights [L, h, N, N] (N = n + n_new, row i = query i; the
-    decode rows are rows n … N − 1) and, per step, the cache's state for the KV-cache view.
-    """
-    cfg = model.config
-    n = len(ids)
-    cache = model.new_cache(b=1, n_max=n + n_new)  # allocated once for the whole request
-    N = n + n_new
-    W = np.zeros((cfg.L, cfg.h, N, N), dtype=np.float32)  # [L, h, N, N]
-    maps: list = []
-    logits = T.llama_forward(np.array([ids]), model.weights, cfg, model.cos, model.sin, cache=cache,
-                             last_only=True, attn_out=maps)  # [1, 1, v]; maps: L × [1, h, n, n]
-    for layer, p in enumerate(maps):
-        W[layer, :, :n, :n] = T.to_numpy(p[0])
-    steps = [cache_state(cache, model, query=n - 1, W=W, keep_layers=keep_layers)]  # step 0: the prefill
-    seq = list(ids)
-    for s in range(n_new):
-        nxt = int(T.sample_next(T.to_numpy(logits[0, -1]), temperature=0))  # greedy
-        seq.append(nxt)
-        maps = []
-        logits = T.llama_forward(np.array([[nxt]]), model.weights, cfg, model.cos, model.sin, cache=cache,
-                                 last_only=True, attn_out=maps)  # maps: L × [1, h, 1, n + s + 1]
-        for layer, p in enumerate(maps):
-            W[layer, :, n + s, :n + s + 1] = T.to_numpy(p[0, :, 0])  # the new token's row
-        steps.append(cache_state(cache, model, query=n + s, W=W, keep_layers=keep_layers))
-    nxt = int(T.sample_next(T.to_numpy(logits[0, -1]), temperature=0))
-    return seq, nxt, W, steps
-
-
-def cache_state(cache, model, *, query: int, W, keep_layers=None) -> dict:
-    """What the cache holds after a step: its length, bytes by formula and measured, the query's rows."""
-    n = cache.length
-    filled = sum(a[:, :, :n].nbytes for a in cache.k + cache.v)  # real bytes of the written slices
-    state = {"length": n, "formula_bytes": int(model.kv_cache_bytes(n)), "measured_bytes": int(filled),
-             "allocated_bytes": int(cache.nbytes)}
-    if keep_layers is not None:  # [layers][h][n] the query's row in each kept layer and head
-        state["rows"] = [[decimals(W[layer, head, query, :n]) for head in range(W.shape[1])]
-                         for layer in keep_layers]
-    return state
-
-
-def token_labels(tok, ids) -> list[str]:
-    return [P.visible_token(tok.decode([i])) for i in ids]
-
-
 def attention_view(models: Models, fast: bool) -> dict:
     smol, mini = models.smollm2, models.minilm
     n_new = 4 if fast else 6
-    smol_texts = []
-    for text in ([SMOLLM2_TEXTS[0], SMOLLM2_TEXTS[-1]] if fast else SMOLLM2_TEXTS):  # fast: the lesson's two
-        ids = smol.tokenizer.encode(text)
-        seq, nxt, W, _ = prefill_and_decode(smol, ids, n_new)
-        i, j = np.tril_indices(len(seq))  # causal: keys j ≤ i only, row by row (the rest is exactly 0)
-        smol_texts.append({"text": text, "tokens": token_labels(smol.tokenizer, seq), "n_prompt": len(ids),
-                           "next": P.visible_token(smol.tokenizer.decode([nxt])), "w": fixed_ints(W[:, :, i, j])})
-    mini_texts = []
-    for text in MINILM_TEXTS[:1 if fast else None]:
-        W = np.stack(mini.attention_weights(text))  # [L, h, n, n]
-        toks = mini.tokens(text)
-        mini_texts.append({"text": text, "tokens": toks, "n_prompt": len(toks), "next": None, "w": fixed_ints(W)})
+    # each text's entry is what `python -m transformer serve` answers live (transformer/cli/view_numbers.py)
+    smol_texts = [smollm2_text(smol, text, n_new)
+                  for text in ([SMOLLM2_TEXTS[0], SMOLLM2_TEXTS[-1]] if fast else SMOLLM2_TEXTS)]  # fast: the lesson's two
+    mini_texts = [minilm_text(mini, text) for text in MINILM_TEXTS[:1 if fast else None]]
     sc, mc = smol.config, mini.config
-    return {"w_scale": 10_000, "models": [
+    return {"w_scale": W_SCALE, "models": [
         {"key": "smollm2", "name": "SmolLM2-135M", "causal": True, "lower": True, "L": sc.L, "h": sc.h,
          "h_kv": sc.h_kv, "n_new": n_new, "texts": smol_texts},
         {"key": "minilm", "name": "MiniLM-L6", "causal": False, "lower": False, "L": mc.L, "h": mc.h,
@@ -303,23 +239,6 @@ def paged_kv_view(models: Models, fast: bool) -> dict:
 
 # --- 5. next-token probabilities -------------------------------------------------------------------
 
-def logits_summary(z, tok, top: int = TOP_LOGITS, width: float = TAIL_BIN) -> dict:
-    """The `top` largest logits exactly (in the order top-k and top-p visit them: falling, ties
-    by id), and the others as a histogram of bins `width` wide: (mean logit, count), falling.
-
-    softmax needs Σ_j e^(z_j / T) over all v tokens; a bin's tokens differ by at most `width`,
-    so count · e^(mean / T) stands for their sum (relative error about width² / 24T²)."""
-    z = np.asarray(T.to_numpy(z), dtype=np.float64)  # [v]
-    order = np.argsort(-z, kind="stable")  # [v] most likely first, ties by id: as T.filter_logits
-    head, rest = order[:top], z[order[top:]]
-    bins = np.floor(rest / width).astype(np.int64)  # [v - top]
-    keys, inverse, counts = np.unique(bins, return_inverse=True, return_counts=True)
-    means = np.bincount(inverse, weights=rest) / counts  # [bins]
-    falling = np.argsort(-means)
-    return {"ids": head.tolist(), "tokens": token_labels(tok, head.tolist()), "logits": decimals(z[head]),
-            "tail": [[round(float(means[b]), 4), int(counts[b])] for b in falling], "v": int(z.size)}
-
-
 def sampling_view(models: Models, fast: bool) -> dict:
     m = models.smollm2
     prompts = []
@@ -329,10 +248,119 @@ def sampling_view(models: Models, fast: bool) -> dict:
     return {"model": "SmolLM2-135M", "tail_bin": TAIL_BIN, "prompts": prompts}
 
 
+# --- 6. the core lessons: one query over a few keys (03), masks (05), the online softmax (08) ------
+
+LOOKUP_NAMES = ["the", "dog", "barked"]  # lesson 03, section 3: its q, three keys and three values
+
+
+def soft_lookup_view(models: Models, fast: bool) -> dict:
+    """Lesson 03's hand example, q = (2, 1) over three 2-D keys: the scores, weights and output the
+    package gives for it. The page redoes s_j = q·k_j/√d_k, softmax and Σ p_j v_j as the reader drags q."""
+    q = np.array([2.0, 1.0])  # (d_k,)
+    K = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (n, d_k)
+    V = np.array([[4.0, 0.0], [0.0, 4.0], [2.0, 3.0]])  # (n, d_v)
+    s = T.attention_scores(q[None, None, None], K[None, None])[0, 0, 0]  # (n,) = q·k_j / √d_k
+    o, p = T.scaled_dot_product_attention(q[None, None, None], K[None, None], V[None, None], return_weights=True)
+    return {"names": LOOKUP_NAMES, "d_k": 2, "query": q.tolist(), "keys": K.tolist(), "values": V.tolist(),
+            "scores": decimals(s, 6), "weights": decimals(T.softmax(s), 6),
+            "sdpa_weights": decimals(p[0, 0, 0], 6), "output": decimals(o[0, 0, 0], 6),
+            "extent": 3, "step": 0.25}
+
+
+MASK_NS = (8, 16, 32)  # the sizes the picker offers; 16 and 32 are lesson 05's n_s (fast and full)
+
+
+def bits(mask) -> list[str]:  # [n, n] bool -> n rows of hex digits, 4 keys a digit, key 0 the high bit
+    a = np.asarray(T.to_numpy(mask), dtype=bool)
+    n = a.shape[-1]
+    padded = np.zeros((a.shape[0], -(-n // 4) * 4), dtype=bool)
+    padded[:, :n] = a
+    digits = padded.reshape(a.shape[0], -1, 4) @ np.array([8, 4, 2, 1])  # [n, ⌈n/4⌉]
+    return ["".join("0123456789abcdef"[d] for d in row) for row in digits]
+
+
+def masks_view(models: Models, fast: bool) -> dict:
+    """Lesson 05's masks from the package's builders, for n = 8, 16, 32 and every value of their
+    parameter, with T.attended_pairs of each: the pairs attention computes under it, against n²."""
+    def pad(n, length):  # a batch of one sequence of `length` real tokens, padded to n: (n, n) as drawn
+        return np.broadcast_to(T.padding_mask(np.array([length]), n)[0, 0], (n, n))
+
+    kinds = [  # key, label, parameter name (None: none), builder(n, p)
+        ("causal", "causal (decoder)", None, lambda n, p: T.causal_mask(n)),
+        ("bidirectional", "bidirectional (encoder, full)", None, lambda n, p: T.bidirectional_mask(n)),
+        ("padding", "padding", "real tokens", lambda n, p: pad(n, p)),
+        ("causal_padding", "causal & padding", "real tokens", lambda n, p: T.causal_mask(n) & pad(n, p)),
+        ("window", "sliding window (causal)", "window w", lambda n, p: T.sliding_window_mask(n, p)),
+        ("strided", "strided (Sparse Transformer)", "stride ℓ", lambda n, p: T.strided_mask(n, p)),
+        ("global", "global tokens (Longformer)", "global tokens", lambda n, p: T.global_mask(n, list(range(p)))),
+    ]
+    default = {"padding": 0.6, "causal_padding": 0.6, "window": 0.25, "strided": 0.25, "global": 0.07}
+    out = []
+    for key, label, param, build in kinds:
+        sizes = {}
+        for n in MASK_NS:
+            values = [None] if param is None else list(range(1, n + 1))
+            masks = [build(n, p) for p in values]
+            sizes[str(n)] = {"values": values, "rows": [bits(m) for m in masks],
+                             "pairs": [T.attended_pairs(m) for m in masks],
+                             "default": 0 if param is None else max(0, round(default[key] * n) - 1)}
+        out.append({"key": key, "label": label, "param": param, "sizes": sizes})
+    return {"ns": list(MASK_NS), "n": 16, "masks": out}
+
+
+def online_softmax_view(models: Models, fast: bool) -> dict:
+    """Lesson 08's row x and its 2-D values V (default_rng(0), as the lesson draws them): after each
+    step j, T.online_softmax_history's m and l, the factor e^(m_old − m_new), and the output
+    accumulator O folded key by key with T.online_attention_update, O/l beside softmax(x[:j]) @ V."""
+    x = np.array([1.0, 3.0, 0.5, 4.0, 2.0, 6.0, 1.5, 5.0])  # (n,) lesson 08's scores
+    V = np.random.default_rng(0).normal(size=(len(x), 2))  # (n, d_v) lesson 08's values, the same draw
+    m_hist, l_hist = T.online_softmax_history(x, block=1)  # (n,), (n,)
+    m, l, O = np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, 2))  # (Br, 1), (Br, 1), (Br, d_v)
+    steps = []
+    for j in range(len(x)):
+        m_old = float(m[0, 0])
+        m, l, O = T.online_attention_update(m, l, O, x[None, j:j + 1], V[j:j + 1])  # one key per step
+        prefix = T.softmax(x[:j + 1])  # (j + 1,) the two-pass softmax of what has been read
+        steps.append({"m": float(m_hist[j]), "l": sig(l_hist[j], 8), "m_old": None if j == 0 else m_old,
+                      "alpha": sig(np.exp(m_old - m_hist[j]), 8), "term": sig(np.exp(x[j] - m_hist[j]), 8),
+                      "O": sig(O[0], 8), "o": sig(O[0] / l[0, 0], 8), "weights": sig(prefix, 6),
+                      "prefix_out": sig(prefix @ V[:j + 1], 8)})
+    return {"x": x.tolist(), "V": decimals(V, 6), "steps": steps, "softmax": sig(T.softmax(x), 6),
+            "output": sig(T.softmax(x) @ V, 8)}
+
+
+# --- 7. training from scratch: lesson 19's run, snapshot by snapshot --------------------------------
+
+TRAIN_STEPS = {False: 600, True: 60}  # full: the lesson's run (seed 0); fast: its first 60 steps, seconds
+TRAIN_SNAPSHOT_EVERY = {False: 20, True: 10}
+
+
+def training_view(models: Models, fast: bool) -> dict:
+    """T.train_induction(seed=0), lesson 19's run (fast mode: its first 60 steps, a few seconds):
+    the loss at every step, and at every snapshot the held-out accuracy, the two head scores
+    and every head's attention map on the held-out probe (24 tokens, 12 then the same 12)."""
+    t0 = time.perf_counter()
+    run = T.train_induction(seed=0, steps=TRAIN_STEPS[fast], snapshot_every=TRAIN_SNAPSHOT_EVERY[fast],
+                            progress=False)
+    cfg, h, s = run["cfg"], run["history"], run["snapshots"]
+    maps = np.asarray(s["maps"])  # [k, L, h, n, n], causal
+    n = maps.shape[-1]
+    i, j = np.tril_indices(n)
+    return {"steps": run["steps"], "full_steps": TRAIN_STEPS[False], "seed": run["seed"], "fast": fast,
+            "L": cfg.L, "h": cfg.h, "v": cfg.v, "n": n, "n_half": int(s["n_half"]), "ids": [int(t) for t in s["ids"]],
+            "loss": sig(h["loss"], 5), "chance": float(np.log(cfg.v - 1)),
+            "snap_steps": [int(t) for t in s["step"]], "accuracy": sig(s["accuracy"], 4),
+            "scores": {k: decimals(v, 4) for k, v in s["scores"].items()},
+            "w_scale": 1000, "maps": fixed_ints(maps[..., i, j], 1000),
+            "heldout_accuracy": float(run["heldout_accuracy"]), "seconds": round(time.perf_counter() - t0, 1)}
+
+
 # --- all of them ----------------------------------------------------------------------------------
 
 BUILDERS = {"attention": attention_view, "kv_cache": kv_cache_view, "flash": flash_view,
-            "paged_kv": paged_kv_view, "sampling": sampling_view}
+            "paged_kv": paged_kv_view, "sampling": sampling_view,
+            "soft_lookup": soft_lookup_view, "masks": masks_view, "online_softmax": online_softmax_view,
+            "training": training_view}
 
 
 def export_all(out_dir: Path, fast: bool = False) -> list[Path]:

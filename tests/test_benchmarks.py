@@ -132,8 +132,17 @@ def check_train(out: Path):
     assert "| torch eager |" in (out / "train.md").read_text(encoding="utf-8")
 
 
+def check_serve(out: Path):
+    rows = {r["model"]: r for r in strict_json(out / "serve.json")["rows"]}
+    assert set(rows) == {"MiniLM-L6", "SmolLM2-135M"} and all(r["tokens"] == 64 for r in rows.values())
+    # every layer's and head's weights for 64 tokens: MiniLM 6·12·64², SmolLM2 30·9 lower triangles of 64 + 4 tokens
+    assert rows["MiniLM-L6"]["weights"] == 6 * 12 * 64 * 64 and rows["SmolLM2-135M"]["weights"] == 30 * 9 * 68 * 69 // 2
+    assert all(0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["answer_bytes"] > 0 for r in rows.values())
+    assert "| SmolLM2-135M | 64 | 4 |" in (out / "serve.md").read_text(encoding="utf-8")
+
+
 SPECIFIC = {"bench_decoder.py": check_decoder, "bench_flash.py": check_flash, "bench_tokenizers.py": check_tokenizers,
-            "bench_train.py": check_train}
+            "bench_train.py": check_train, "bench_serve.py": check_serve}
 
 
 def test_there_are_cpu_benchmarks_to_run():

@@ -102,6 +102,8 @@ def test_train_translate_and_translate_a_sentence(tmp_path, capsys):
                    "a translation takes at least one step")
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka 3"),
                    "'3' is not a word of the source language")
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka lu", "--temperature", "0.7"),
+                   "--temperature: the translation model decodes greedily")
 
 
 def test_train_without_out_saves_nothing(tmp_path, capsys, monkeypatch):
@@ -185,12 +187,39 @@ def tiny_dir(tmp_path_factory):  # an untrained decoder checkpoint: enough for t
     ([" ".join(["3"] * 65)], "longer than the model's n_max=64"),
     (["3 4", "--max-new-tokens", "63"], "lower --max-new-tokens to at most 62"),
     (["3 4", "--max-new-tokens", "-1"], "--max-new-tokens must be ≥ 0"),
-    (["3 4", "--temperature", "0.7"], "--temperature: not used with --checkpoint"),
+    (["3 4", "--top-k", "3"], "--top-k 3: sampling options, used only with --temperature > 0"),
+    (["3 4", "--temperature", "0.7", "--top-p", "1.5"], "top_p"),
     (["3 4", "--chat"], "--chat: not used with --checkpoint"),
     (["3 4", "--backend", "cupy"], "a checkpoint runs on numpy"),
 ])
 def test_bad_generate_requests_are_one_line(tiny_dir, extra, match, capsys):
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", tiny_dir, *extra), match)
+
+
+def test_generate_checkpoint_samples_through_the_same_loop_as_smollm2(induction_dir, capsys):
+    """A trained decoder samples (--temperature, --top-k, --top-p, --seed) as SmolLM2 does: top-k = 1 at
+    any temperature is the argmax of torch's logits at each step; a seed gives the same tokens twice and
+    other seeds other tokens at a high temperature."""
+    out, _ = induction_dir
+    prompt = [3, 17, 5, 9, 11, 3]
+    args = ["generate", "--checkpoint", out, " ".join(map(str, prompt)), "--max-new-tokens", 8]
+
+    def new_ids(*extra):
+        rc, stdout, err = run_cli(capsys, *args, *extra)
+        assert rc == 0, err
+        assert "engine)" in err
+        return [int(t) for t in stdout.strip().split(" | ")[1].split()]
+
+    params, cfg, _ = T.load_decoder(out)
+    model = TorchTinyDecoder(cfg, {k: np.asarray(w, np.float64) for k, w in params.items()})
+    seq = list(prompt)
+    with torch.no_grad():
+        for _ in range(8):  # torch's greedy continuation, one token a step over the whole sequence
+            seq.append(int(model(np.asarray([seq])).argmax(-1)[0, -1]))
+    assert new_ids("--temperature", "1.5", "--top-k", "1", "--seed", "3") == seq[len(prompt):]
+    hot = ("--temperature", "5", "--top-p", "0.99")
+    assert new_ids(*hot, "--seed", "1") == new_ids(*hot, "--seed", "1")
+    assert any(new_ids(*hot, "--seed", "1") != new_ids(*hot, "--seed", str(s)) for s in (2, 3, 4))
 
 
 def test_generate_without_checkpoint_still_defaults_to_64_new_tokens(monkeypatch, capsys):

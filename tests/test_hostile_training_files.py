@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
 
 import transformer as T
 from transformer.cli import memory as cli_memory
@@ -34,7 +34,7 @@ from transformer.train.translate import seq2seq_checkpoint_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_BOUND = 32 << 20  # bytes: reading or refusing any of these small files may take this much at its peak
-SETTINGS = settings(max_examples=30, deadline=None,
+SETTINGS = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 TINY = dict(v=12, d=8, h=2, h_kv=1, L=2, d_ff=8, n_max=16)  # a 2-layer decoder: 20 weights, 3 kB
 
@@ -217,6 +217,35 @@ def test_a_name_twice_among_16000_members_is_found_in_linear_time(tmp_path, wher
     assert seconds < 3, seconds
 
 
+def test_members_sharing_their_packed_bytes_are_refused(tmp_path):
+    """Three central-directory entries pointing at one deflated run (the overlapping-files bomb):
+    their packed sizes add up to more than the file."""
+    body = npy((1 << 18,))  # 1 MiB of zeros, deflated to about 1 kB
+    one = raw_zip([("params/W_E.npy", body, True, None)])
+    cd_len, cd_at = struct.unpack_from("<II", one, len(one) - 22 + 12)  # the directory's size and offset
+    record = one[cd_at:cd_at + cd_len]
+    records = b"".join(record.replace(b"W_E", name) for name in (b"W_E", b"W_F", b"W_G"))
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 3, 3, len(records), cd_at, 0)
+    folder = tmp_path / "overlap"
+    folder.mkdir()
+    (folder / "checkpoint.npz").write_bytes(one[:cd_at] + records + end)
+    with pytest.raises(ValueError, match=r"overlapping members \(a zip bomb\)"):
+        T.load_checkpoint(folder)
+
+
+def test_contents_and_loaders_read_no_weight_before_its_shape_agrees(tmp_path, monkeypatch):
+    from transformer.train import checkpoint as ckpt
+    T.save_checkpoint(tmp_path, tiny_params(), decoder_config(L=1))  # 2 layers of weights, a config of 1
+    read = []
+    real = ckpt.read_member
+    monkeypatch.setattr(ckpt, "read_member", lambda z, info: read.append(info.filename) or real(z, info))
+    config, shapes = T.checkpoint_contents(tmp_path)
+    assert config == decoder_config(L=1) and shapes == T.DecoderConfig(**TINY).parameter_shapes()
+    with pytest.raises(ValueError, match=r"unexpected parameter 'layers.1.norm1'"):
+        T.load_decoder(tmp_path)
+    assert all(name.startswith("meta/") for name in read), read
+
+
 # --- configs that ask for more than the file holds ---------------------------------------------
 SIZE_FIELDS = ["v", "d", "h", "h_kv", "L", "d_ff", "n_max"]
 ANY_JSON = st.one_of(st.integers(-2, 10 ** 13), st.sampled_from([2 ** 40, 10 ** 12, 0, True]), st.floats(),
@@ -249,6 +278,33 @@ def test_random_config_fields_never_allocate_beyond_the_file(tmp_path_factory, m
         assert 2 * cfg.L * cfg.h_kv * cfg.n_max * cfg.d_h * 4 > limit
     else:
         assert rc == 0 and len(out.split("|")[1].split()) == cfg.n_max - 2, out
+
+
+S2S_FIELDS = ["v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max"]
+
+
+@SETTINGS
+@given(over=st.dictionaries(st.sampled_from(S2S_FIELDS), ANY_JSON, min_size=1, max_size=3))
+def test_random_seq2seq_config_fields_never_allocate_beyond_the_file(tmp_path_factory, monkeypatch, capsys, over):
+    """The same for the encoder–decoder: L_enc or L_dec = 10¹², n_max = 2⁴⁰, sizes of any type."""
+    vocab = T.translation_vocab()
+    cfg = T.Seq2SeqConfig(v=vocab.v, d=8, h=2, d_ff=8, L_enc=1, L_dec=1, n_max=16)
+    folder = tmp_path_factory.mktemp("s2s")
+    T.save_checkpoint(folder, T.init_seq2seq(cfg, 0), {**seq2seq_checkpoint_config(cfg, vocab), **over})
+    r, peak, _ = peak_of(lambda: T.load_seq2seq(folder))
+    assert peak < MEMORY_BOUND, peak
+    if isinstance(r, Exception):
+        one_line(r, folder)
+        return
+    assert r[1].parameter_shapes() == cfg.parameter_shapes()
+    limit = 1 << 16
+    monkeypatch.setattr(cli_memory, "available_bytes", lambda: limit)
+    rc = main(["generate", "--checkpoint", str(folder), "ka lu"])
+    out, err = capsys.readouterr()
+    if rc == 2:
+        assert err.count("\n") == 1 and ("needs about" in err or "too long for this model" in err), err
+    else:
+        assert rc == 0 and len(out.split()) <= r[1].n_max, out
 
 
 def test_n_max_2_40_is_refused_before_generation_in_both_models(tmp_path, capsys):
@@ -390,7 +446,8 @@ def test_a_ctrl_c_inside_a_deferred_block_arrives_after_it():
     assert done == [1] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, phases=[Phase.generate], derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(delay=st.floats(0.0, 1.5))
 def test_ctrl_c_during_train_is_one_line_exit_130_and_the_old_run_intact(tmp_path_factory, delay):
     out = tmp_path_factory.mktemp("ctrlc")
@@ -401,16 +458,26 @@ def test_ctrl_c_during_train_is_one_line_exit_130_and_the_old_run_intact(tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "transformer", "train", "induction", "--steps", "100000",
                              "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = bytearray()
-    reader = threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), b"")), daemon=True)
+
+    def read():  # stderr as it comes: the progress bar says when training has started
+        for chunk in iter(lambda: proc.stderr.read1(4096), b""):
+            err.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    deadline = time.monotonic() + 120
-    while b"induction" not in err and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)  # the progress bar has started: training runs
-    assert b"induction" in err, bytes(err)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    rc = proc.wait(60)
-    reader.join(10)
+    try:
+        deadline = time.monotonic() + 60
+        while b"induction" not in err and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert b"induction" in err, bytes(err)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(60)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     lines = [line for line in err.decode().split("\n") if line.strip()]
     assert rc == 130 and "Traceback" not in err.decode(), err.decode()[-2000:]
     assert lines[-1] == "error: interrupted (Ctrl-C)" and all("step" in line for line in lines[:-1]), lines
@@ -470,7 +537,8 @@ def test_generate_checkpoint_with_overflowing_weights_is_one_line(tmp_path, caps
     vocab = T.translation_vocab()
     s2s = T.Seq2SeqConfig(v=vocab.v, d=8, h=2, d_ff=8, L_enc=1, L_dec=1, n_max=16)
     p = T.init_seq2seq(s2s, 0)
-    p["W_E"] = p["W_E"] * np.float32(1e19)  # the output projection reuses W_E: x·W_Eᵀ overflows
+    p["dec.0.ln3_g"] = p["dec.0.ln3_g"] * np.float32(1e30)  # the last LayerNorm's gain, then the output
+    p["W_E"] = p["W_E"] * np.float32(1e10)  # projection by W_E: each product is finite, their sum is not
     T.save_checkpoint(tmp_path / "s2s", p, seq2seq_checkpoint_config(s2s, vocab))
     assert main(["generate", "--checkpoint", str(tmp_path / "s2s"), "ka lu"]) == 2
     out, err = capsys.readouterr()

@@ -200,3 +200,133 @@ def test_docstrings_become_valid_rest():
         if warnings.getvalue():
             bad.append(f"{name}: {warnings.getvalue().strip()}")
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------- what a reader saw go wrong (issue #33)
+LESSON_PAGE = f"lessons/{LESSONS[2].stem}.html"  # lesson 03: formulas, wide figures, a setup cell
+
+
+def test_in_page_contents_reachable_at_every_width(browser):
+    """From 1200 to 1499 px the in-page contents sit behind the theme's button, as below 1200 px."""
+    for width in (1000, 1300, 1450):
+        ctx = browser.new_context(viewport={"width": width, "height": 900})
+        with site_support.serve(site_support.SITE_OUT) as url:
+            p, _ = open_page(ctx, url + LESSON_PAGE, wait_math=False)
+            toc = p.locator(".bd-sidebar-secondary nav.page-toc a").first
+            if not toc.is_visible():
+                button = p.locator(".article-header-buttons button.secondary-toggle")
+                assert button.is_visible(), f"at {width} px the in-page contents are hidden and have no button"
+                button.click()
+                shown = p.locator("dialog[open] nav.page-toc a, .bd-sidebar-secondary nav.page-toc a").first
+                shown.wait_for(state="visible", timeout=5_000)
+        ctx.close()
+
+
+def test_figures_have_captions_for_alt_text_and_open_larger(site_url, browser_context):
+    p, _ = open_page(browser_context, site_url + LESSON_PAGE, wait_math=False)
+    figures = p.locator("article .cell_output img")
+    assert figures.count() > 3
+    alts = figures.evaluate_all("els => els.map(e => e.alt)")
+    assert not [a for a in alts if ".png" in a or "_images" in a or len(a) < 20], f"alt texts: {alts[:4]}"
+    wide = p.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
+                         .findIndex(i => i.naturalWidth > i.clientWidth * 1.3)""")
+    assert wide >= 0, "no figure of lesson 03 is shrunk: nothing to enlarge"
+    figures.nth(wide).click()
+    big = p.locator(".tfs-zoom img")
+    big.wait_for(state="visible", timeout=5_000)
+    assert big.evaluate("i => i.clientWidth >= i.naturalWidth - 1"), "the enlarged figure is not at full size"
+    p.keyboard.press("Escape")
+    assert p.locator(".tfs-zoom").count() == 0
+    gallery, _ = open_page(browser_context, site_url + "figures/README.html", wait_math=False)
+    galts = gallery.locator("article img").evaluate_all("els => els.map(e => e.alt)")
+    assert galts and not [a for a in galts if a.endswith(".png")], f"gallery alt texts: {galts[:3]}"
+    assert all(gallery.locator("article img").evaluate_all("els => els.map(e => e.loading === 'lazy')"))
+
+
+def test_setup_and_drawing_code_folds_and_code_copies(site_url, browser_context):
+    p, _ = open_page(browser_context, site_url + LESSON_PAGE, wait_math=False)
+    cells = p.locator("article div.cell")
+    folded = p.locator("article div.cell.tag_hide-input")
+    assert folded.count() >= 3, "the setup and figure cells of lesson 03 are not folded"
+    assert folded.first.evaluate("c => c === document.querySelector('article div.cell')"), "the setup cell is not folded"
+    code = folded.first.locator("div.highlight")
+    assert not code.is_visible(), "the setup cell's code shows before it is opened"
+    folded.first.locator("summary").first.click()
+    assert code.is_visible() and "import transformer as T" in code.inner_text()
+    assert cells.count() > folded.count() + 5, "more than the setup and the drawing is folded"
+    block = p.locator("article div.cell:not(.tag_hide-input) div.highlight").first
+    block.hover()
+    button = block.locator("button.tfs-copy")
+    assert button.is_visible(), "a block of code has no copy button"
+    browser_context.grant_permissions(["clipboard-read", "clipboard-write"])
+    button.click()
+    copied = p.evaluate("() => navigator.clipboard.readText()")
+    assert copied.strip() and copied.strip() in block.inner_text()
+
+
+def test_formulas_scroll_on_a_phone(browser):
+    ctx = browser.new_context(viewport={"width": 375, "height": 800}, device_scale_factor=2, is_mobile=True)
+    with site_support.serve(site_support.SITE_OUT) as url:
+        p, _ = open_page(ctx, url + LESSON_PAGE)
+        clipped = p.evaluate("""() => [...document.querySelectorAll('article mjx-container[display="true"]')]
+            .filter(m => m.scrollWidth > m.clientWidth + 1 && getComputedStyle(m).overflowX !== 'auto')
+            .map(m => m.textContent.slice(0, 40))""")
+        assert not clipped, f"display formulas cut off on a phone: {clipped}"
+        assert p.evaluate("() => document.documentElement.scrollWidth") <= 376, "the page scrolls sideways on a phone"
+    ctx.close()
+
+
+def test_favicon_titles_and_wording(site_dir, site_url, browser_context):
+    p, log = open_page(browser_context, site_url + "index.html", wait_math=False)
+    icon = p.locator("link[rel='icon']").get_attribute("href")
+    assert icon and p.request.get(site_url + icon.lstrip("./")).ok, "no favicon"
+    text = p.locator("article").inner_text()
+    assert not re.search(r"\bnotes? 00\d", text), "the home page cites the source notes the reader lacks"
+    for doc in sorted((site_dir / "docs").glob("*.html")):
+        assert not re.search(r"\bnotes? 00\d", doc.read_text(encoding="utf-8")), f"{doc.name} cites a source note"
+    titles = {}
+    for page in sorted((site_dir / "benchmarks" / "results").glob("*.html")):
+        title = re.search(r"<title>(.*?)</title>", page.read_text(encoding="utf-8"), re.S).group(1)
+        assert title not in titles, f"{page.name} and {titles.get(title)} share the title {title!r}"
+        titles[title] = page.name
+    api = (site_dir / "api" / "flash.html").read_text(encoding="utf-8")
+    assert "cache_bytes" in api and "PosixPath" not in api, "an API default shows as PosixPath(...)"
+
+
+def test_search_snippets_are_text(site_url, browser_context):
+    p, log = open_page(browser_context, site_url + "search.html?q=softmax", wait_math=False)
+    p.wait_for_function("() => /found/i.test(document.querySelector('#search-results .search-summary')?.textContent || '')",
+                        timeout=60_000)
+    p.wait_for_function("() => document.querySelectorAll('#search-results p.context').length >= 3", timeout=30_000)
+    snippets = p.eval_on_selector_all("#search-results p.context", "els => els.map(e => e.textContent)")
+    for s in snippets:
+        assert not RAW_TEX_OR_CHROME.search(s), f"search snippet with TeX or page chrome: {s!r}"
+
+
+RAW_TEX_OR_CHROME = re.compile(r"\\(?:frac|sqrt|mathrm|top|left|right|cdot)\b|\\\(|Print to PDF|\.ipynb\b|Contents\s")
+
+
+def test_figures_dimmed_in_dark_mode(site_url, browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    p, _ = open_page(ctx, site_url + LESSON_PAGE, wait_math=False)
+    p.evaluate("() => document.documentElement.dataset.theme = 'dark'")
+    img = p.locator("article .cell_output img").first
+    assert img.evaluate("i => getComputedStyle(i).filter") not in ("", "none"), "figures glare in dark mode"
+    ctx.close()
+
+
+def test_lesson_page_weight(site_url, browser_context):
+    """A lesson's page, before the reader scrolls: under 2 MB (it was 4.2-5.2 MB: the icon script, every
+    figure loaded at once); no page loads the icon script; a page without formulas loads no MathJax."""
+    p = browser_context.new_page()
+    sizes = {}
+    p.on("requestfinished", lambda r: sizes.__setitem__(r.url, (r.sizes()["responseBodySize"])))
+    p.goto(site_url + LESSON_PAGE, wait_until="load")
+    p.wait_for_timeout(500)
+    total = sum(sizes.values())
+    assert total < 2 * 2**20, f"{LESSON_PAGE} weighs {total / 2**20:.1f} MB: " + \
+        ", ".join(f"{u.rsplit('/', 1)[-1]} {s // 1024} kB" for u, s in sorted(sizes.items(), key=lambda x: -x[1])[:5])
+    assert not [u for u in sizes if "fontawesome" in u]
+    html = (site_support.SITE_OUT / "benchmarks" / "results" / "tokenizers.html").read_text(encoding="utf-8")
+    if "class=\"math" not in html:
+        assert "mathjax" not in html.lower(), "a page without formulas loads MathJax"

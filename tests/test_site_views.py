@@ -6,8 +6,14 @@ controls as a reader would, and compares what the page shows with the package co
 thing another way: the attention weights of a full uncached pass (the view shows the rows of a
 cached generation), the KV-cache bytes by hand (2·L·h_kv·d_h·4·n), m and l from the whole score
 matrix, block tables worked out by hand, and T.next_token_probs on the model's full logits (the
-sampling view redoes softmax, top-k and top-p in JavaScript for drawing). No page may log a
-console error, raise, or ask for anything outside 127.0.0.1.
+sampling view redoes softmax, top-k and top-p in JavaScript for drawing). The core lessons' views
+(soft lookup, masks, online softmax, training) are operated from the keyboard (and the lookup's
+query dragged) and checked against the package: T.scaled_dot_product_attention at the dragged
+query, the mask builders and T.attended_pairs, m and l of the prefix by two passes, the untrained
+model's maps from T.init_decoder; the same checks run on the built site's lesson pages when they
+are there. Every view must fit a 375 px phone and turn dark with the theme; the orange of a
+generated token must show, and the attention explorer must work from the keyboard. No page may log
+a console error, raise, or ask for anything outside 127.0.0.1.
 
 Needs Chromium at /usr/bin/chromium and Playwright (requirements-site.txt); skips without them.
 Screenshots land in the test's tmp folder, or in $TFS_VIEWS_SHOTS when set.
@@ -33,9 +39,14 @@ import transformer as T
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS_DIR = ROOT / "site" / "views"
 CHROMIUM = Path("/usr/bin/chromium")
-VIEW_NAMES = ("attention", "kv_cache", "flash", "paged_kv", "sampling")
-PLACED = {"06_kv_cache.py": ["kv_cache"], "09_flash_tiling.py": ["flash"], "11_real_llm.py": ["sampling", "attention"],
-          "12_real_encoder.py": ["attention"], "14_paged_kv.py": ["paged_kv"]}
+VIEW_NAMES = ("attention", "kv_cache", "flash", "paged_kv", "sampling", "soft_lookup", "masks", "online_softmax",
+              "training")
+PLACED = {"03_attention.py": ["soft_lookup"], "05_masks.py": ["masks"], "06_kv_cache.py": ["kv_cache"],
+          "08_online_softmax.py": ["online_softmax"], "09_flash_tiling.py": ["flash"],
+          "11_real_llm.py": ["sampling", "attention"], "12_real_encoder.py": ["attention"],
+          "14_paged_kv.py": ["paged_kv"], "19_training_from_scratch.py": ["training"]}
+CORE_LESSONS = {"soft_lookup": "03_attention", "masks": "05_masks", "online_softmax": "08_online_softmax",
+                "training": "19_training_from_scratch"}  # the views of the core lessons, and their pages
 PER_TOKEN = 2 * 30 * 3 * 64 * 4  # SmolLM2's KV bytes per token in float32, by hand: 46,080
 
 
@@ -394,7 +405,9 @@ def test_views_use_no_network():
     for f in VIEWS_DIR.glob("*.js"):
         urls = set(re.findall(r"https?://[^\s\"')]+", f.read_text(encoding="utf-8")))
         assert urls <= {"http://www.w3.org/2000/svg"}, (f.name, urls)
-        assert "fetch(" not in f.read_text(encoding="utf-8")  # file:// pages may not fetch
+        # file:// pages may not fetch; live.js alone asks the page's own server, and only when
+        # `python -m transformer serve` served the page (tests/test_serve.py)
+        assert f.name == "live.js" or "fetch(" not in f.read_text(encoding="utf-8")
 
 
 def test_missing_data_shows_a_message(browser, site):
@@ -448,5 +461,275 @@ def test_built_site_renders_a_view(browser, shots):
         assert all(u.startswith(origin) or u.startswith("data:") for u in p.requests)
         view.screenshot(path=str(shots / "built_site_kv_cache.png"))
         p.page.close()
+    finally:
+        server.shutdown()
+
+
+# --- 6. the core lessons' views: each operated from the keyboard, its numbers against the package ----
+# Each check_* works a view as a reader does (keys, a drag) and compares what it draws with the
+# package computing the same thing independently. It runs on the harness (always) and on the lesson's
+# page of the built site (test_built_site_core_views, when `make site` has built that page).
+
+def press(locator, key: str, times: int = 1):
+    locator.focus()
+    for _ in range(times):
+        locator.press(key)
+
+
+def check_soft_lookup(view, data, pg):
+    K, V_ = np.array(data["keys"]), np.array(data["values"])  # (3, 2), (3, 2)
+
+    def shown():
+        rows = view.locator('[data-role="lookup-row"]').evaluate_all(
+            "els => els.map(e => [Number(e.dataset.s), Number(e.dataset.p)])")
+        o = [float(x) for x in view.locator('[data-role="lookup-output"]').get_attribute("data-o").split(",")]
+        q = [float(x) for x in view.get_attribute("data-q").split(",")]
+        return np.array(q), np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array(o)
+
+    def package(q):  # the package's scores, weights and output for this q: (n,), (n,), (d_v,)
+        s = T.attention_scores(q[None, None, None], K[None, None])[0, 0, 0]
+        o, p = T.scaled_dot_product_attention(q[None, None, None], K[None, None], V_[None, None], return_weights=True)
+        return s, p[0, 0, 0], o[0, 0, 0]
+
+    q, s, p, o = shown()  # lesson 03's q = (2, 1): the weights it printed, worked by hand there
+    assert q.tolist() == [2.0, 1.0]
+    assert np.allclose(p, data["weights"], atol=1e-6) and np.allclose(p, [0.284, 0.140, 0.576], atol=5e-4)
+    assert np.allclose(o, data["output"], atol=1e-6)
+    handle = view.locator('[data-role="query-handle"]')
+    assert handle.get_attribute("tabindex") == "0"
+    press(handle, "ArrowLeft", 4)  # 4 × 0.25: q = (1, 1), as far from k₀ "the" as from k₁ "dog"
+    q, s, p, o = shown()
+    assert q.tolist() == [1.0, 1.0]
+    s_ref, p_ref, o_ref = package(q)
+    assert np.allclose(s, s_ref, atol=1e-12) and np.allclose(p, p_ref, atol=1e-12) and np.allclose(o, o_ref, atol=1e-12)
+    assert abs(p[0] - p[1]) < 1e-12  # equal matches share the weight
+    # a drag: the handle to the point (−2, 0.5) of the key plane
+    plane = view.locator('[data-role="key-plane"]')
+    box = plane.bounding_box()
+    size, pad, E = 270, 22, data["extent"]
+    scale = box["width"] / size
+
+    def at(x, y):  # plane coordinates -> page pixels
+        unit = (size - 2 * pad) / (2 * E)
+        return box["x"] + (pad + (x + E) * unit) * scale, box["y"] + (size - pad - (y + E) * unit) * scale
+
+    pg.mouse.move(*at(1, 1))
+    pg.mouse.down()
+    pg.mouse.move(*at(-1, 0.8), steps=4)
+    pg.mouse.move(*at(-2, 0.5), steps=4)
+    pg.mouse.up()
+    q, s, p, o = shown()
+    assert np.allclose(q, [-2, 0.5], atol=0.051), q  # the drag snaps to 0.05
+    s_ref, p_ref, o_ref = package(q)
+    assert np.allclose(p, p_ref, atol=1e-12) and np.allclose(o, o_ref, atol=1e-12)
+    press(handle, "Home")  # back to the lesson's q
+    assert shown()[0].tolist() == [2.0, 1.0]
+
+
+def mask_ref(key, n, param):  # the package's mask for the view's (kind, n, parameter): [n, n] bool
+    pad = lambda L: np.broadcast_to(T.padding_mask(np.array([L]), n)[0, 0], (n, n))  # noqa: E731
+    return np.asarray({"causal": lambda: T.causal_mask(n), "bidirectional": lambda: T.bidirectional_mask(n),
+                       "padding": lambda: pad(param), "causal_padding": lambda: T.causal_mask(n) & pad(param),
+                       "window": lambda: T.sliding_window_mask(n, param), "strided": lambda: T.strided_mask(n, param),
+                       "global": lambda: T.global_mask(n, list(range(param)))}[key]())
+
+
+def check_masks(view, data, pg):
+    keys = [m["key"] for m in data["masks"]]
+
+    def drawn(n):
+        cells = view.locator('[data-role="mask-cell"]').evaluate_all(
+            "els => els.map(e => [Number(e.dataset.i), Number(e.dataset.j), Number(e.dataset.on)])")
+        grid = np.zeros((n, n), dtype=bool)
+        for i, j, on in cells:
+            grid[i, j] = bool(on)
+        return len(cells), grid, int(view.locator('[data-role="pairs"]').get_attribute("data-pairs"))
+
+    # (kind, n, parameter, pairs by hand)
+    cases = [("causal", 16, None, 16 * 17 // 2), ("window", 16, 4, 16 * 4 - 4 * 3 // 2), ("padding", 16, 10, 16 * 10),
+             ("global", 8, 2, 64 - 36), ("strided", 32, 6, None), ("causal_padding", 8, 5, 15 + 3 * 5)]
+    for key, n, param, by_hand in cases:
+        view.locator('select[data-role="mask"]').select_option(str(keys.index(key)))
+        view.locator('select[data-role="n"]').select_option(str(n))
+        if param is not None:
+            slider = view.locator('input[data-role="param"]')
+            press(slider, "Home")  # the first value, 1
+            press(slider, "ArrowRight", param - 1)  # the keyboard moves it
+        assert view.get_attribute("data-current") == f"{key}/{n}/{'' if param is None else param}"
+        count, grid, pairs = drawn(n)
+        ref = mask_ref(key, n, param)
+        assert count == n * n and np.array_equal(grid, ref), (key, n, param)
+        assert pairs == T.attended_pairs(ref), (key, pairs)
+        if by_hand is not None:
+            assert pairs == by_hand, (key, pairs, by_hand)
+        assert view.locator('[data-role="formula-check"]').inner_text().endswith("✓")
+    # the grid from the keyboard: one Tab stop, arrows to query 3's row
+    first = view.locator('[data-role="mask-cell"][tabindex="0"]')
+    press(first, "ArrowDown", 3)
+    press(view.locator('[data-role="mask-cell"][data-i="3"][data-j="0"]'), "ArrowRight")
+    assert pg.evaluate("document.activeElement.dataset.i + ',' + document.activeElement.dataset.j") == "3,1"
+    assert view.locator('[data-role="mask-info"]').get_attribute("data-query") == "3"
+
+
+def check_online_softmax(view, data, pg):
+    x = np.array(data["x"])  # (8,)
+    V_ = np.random.default_rng(0).normal(size=(len(x), 2))  # lesson 08's values, drawn again here
+    assert np.allclose(V_, data["V"], atol=1e-6)
+    slider = view.locator('input[data-role="step"]')
+    press(slider, "Home")
+    assert view.get_attribute("data-current-step") == "0"
+    for t in (1, 4, 6, 8):
+        press(slider, "Home")
+        press(slider, "ArrowRight", t)
+        assert view.get_attribute("data-current-step") == str(t)
+
+        def value(role):
+            return view.locator(f'[data-role="online-state"] [data-role="{role}"]').get_attribute("data-value")
+        m, l = float(value("m")), float(value("l"))
+        o = np.array([float(v) for v in view.locator('[data-role="o"]').get_attribute("data-value").split(",")])
+        m_ref = x[:t].max()  # two passes over the prefix, by NumPy: the max, then the sum
+        l_ref = np.exp(x[:t] - m_ref).sum()
+        p_ref = np.exp(x[:t] - m_ref) / l_ref
+        assert m == m_ref and abs(l - l_ref) < 1e-6 * l_ref, (t, m, l)
+        assert np.allclose(o, p_ref @ V_[:t], atol=1e-6), t
+        w = view.locator('[data-role="weight"]').evaluate_all("els => els.map(e => e.dataset.w)")
+        assert np.allclose([float(v) for v in w[:t]], p_ref, atol=1e-5) and all(v == "" for v in w[t:])
+    m_hist, l_hist = T.online_softmax_history(x)
+    assert float(value("m")) == m_hist[-1] and abs(float(value("l")) - l_hist[-1]) < 1e-6
+    view.locator('button[title="one step back"]').click()
+    assert view.get_attribute("data-current-step") == "7"
+
+
+def check_training(view, data, pg):
+    K = len(data["snap_steps"]) - 1
+    slider = view.locator('input[data-role="snapshot"]')
+
+    def cells(layer, head):  # the drawn map of one head: [n, n], the masked half 0
+        n = data["n"]
+        W = np.zeros((n, n))
+        for i, j, w in view.locator(f'svg[data-role="head-map"][data-layer="{layer}"][data-head="{head}"] '
+                                    '[data-role="map-cell"]').evaluate_all(
+                "els => els.map(e => [Number(e.dataset.i), Number(e.dataset.j), Number(e.dataset.w)])"):
+            W[i, j] = w
+        return W
+
+    press(slider, "End")  # the last snapshot
+    assert view.get_attribute("data-current-snapshot") == str(K)
+    step = data["snap_steps"][K]
+    assert float(view.locator('[data-role="train-accuracy"]').get_attribute("data-value")) == data["accuracy"][K]
+    assert float(view.locator('[data-role="train-loss"]').get_attribute("data-value")) == data["loss"][step - 1]
+    for layer in range(data["L"]):
+        for head in range(data["h"]):
+            W = cells(layer, head)
+            assert np.allclose(W.sum(-1), 1, atol=data["n"] / data["w_scale"])  # rows of weights, rounded to 1e-3
+            kind = "previous token" if layer == 0 else "induction"
+            score = float(view.locator(f'[data-role="head-score"][data-layer="{layer}"][data-head="{head}"]')
+                          .get_attribute("data-score"))
+            assert score == data["scores"][kind][K][layer][head]
+    # snapshot 0, from the keyboard: the untrained model's maps, computed again here from seed 0's weights
+    press(slider, "Home")
+    assert view.get_attribute("data-current-snapshot") == "0"
+    cfg = T.induction_config()
+    maps = T.attention_maps(T.init_decoder(cfg, data["seed"]), cfg, np.array(data["ids"]))  # [L, h, n, n]
+    for layer in range(cfg.L):
+        for head in range(cfg.h):
+            assert np.allclose(cells(layer, head), maps[layer, head], atol=6e-4), (layer, head)
+    press(slider, "ArrowRight")
+    assert view.get_attribute("data-current-snapshot") == "1"
+
+
+CHECKS = {"soft_lookup": check_soft_lookup, "masks": check_masks, "online_softmax": check_online_softmax,
+          "training": check_training}
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_core_view_matches_the_package(page, exported, shots, name):
+    view = page.view(name)
+    CHECKS[name](view, exported[1][name], page.page)
+    view.screenshot(path=str(shots / f"{name}.png"))
+
+
+def test_generated_tokens_are_orange(page):
+    """The orange of a generated (or current) token is an SVG fill attribute; no CSS rule may hide it."""
+    view = page.view("attention")
+    n_prompt = view.locator('[data-role="query-token"]').count() - 4  # fast export: 4 generated tokens
+    label = view.locator(f'[data-role="query-token"][data-index="{n_prompt}"] text')
+    assert label.evaluate("e => getComputedStyle(e).fill") == "rgb(211, 84, 0)"  # #d35400
+    prompt = view.locator('[data-role="query-token"][data-index="0"] text')
+    assert prompt.evaluate("e => getComputedStyle(e).fill") != "rgb(211, 84, 0)"
+    kv = page.view("kv_cache")
+    current = kv.locator('[data-role="query-row"] text.tfs-tok-label').last  # the query's own token
+    assert current.evaluate("e => getComputedStyle(e).fill") == "rgb(211, 84, 0)"
+
+
+def test_attention_explorer_from_the_keyboard(page):
+    view = page.view("attention")
+    view.locator('input[data-role="head"]').focus()
+    for _ in range(6):  # Tab from the last control reaches the head view's first query token
+        page.page.keyboard.press("Tab")
+        if page.page.evaluate("document.activeElement.dataset.role") == "query-token":
+            break
+    assert page.page.evaluate("document.activeElement.dataset.index") == "0"
+    info = view.locator('[data-role="row-info"]')
+    page.page.keyboard.press("ArrowDown")
+    page.page.keyboard.press("ArrowDown")
+    assert page.page.evaluate("document.activeElement.dataset.index") == "2" and info.get_attribute("data-query") == "2"
+    page.page.keyboard.press("Enter")  # pinned: the row stays when the focus leaves
+    view.locator('[data-role="matrix"] rect.tfs-cell[tabindex="0"]').focus()
+    assert info.get_attribute("data-query") == "2"
+    page.page.keyboard.press("Enter")  # a cell: Enter pins its row, as a click does
+    press(view.locator('[data-role="matrix"] rect.tfs-cell[tabindex="0"]'), "ArrowDown", 3)
+    assert page.page.evaluate("document.activeElement.dataset.i") == "3"
+    thumb = view.locator('canvas[data-role="thumb"][tabindex="0"]')
+    press(thumb, "ArrowRight", 2)
+    page.page.keyboard.press("Enter")
+    assert page.page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]") == \
+        [view.locator('input[data-role="layer"]').input_value(), view.locator('input[data-role="head"]').input_value()]
+
+
+def test_views_fit_a_phone_and_dark_mode(browser, site, shots):
+    """At 375 px no view is wider than its card; in dark mode (the book theme's data-theme) no card is white."""
+    for theme, width in (("light", 375), ("dark", 1000)):
+        p = Page(browser)
+        p.page.set_viewport_size({"width": width, "height": 800})
+        p.page.goto(site[1] + "/ok/index.html")
+        if theme == "dark":
+            p.page.evaluate("document.documentElement.dataset.theme = 'dark'; document.body.style.background = '#14181e'")
+        for name in VIEW_NAMES:
+            view = p.view(name)
+            if theme == "light":
+                sw, cw = view.evaluate("e => [e.scrollWidth, e.clientWidth]")
+                assert sw <= cw, f"{name} overflows its card on a phone: {sw} > {cw} px"
+            else:
+                rgb = view.evaluate("e => getComputedStyle(e).backgroundColor")
+                r, g, b = (int(v) for v in re.findall(r"\d+", rgb)[:3])
+                assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 90, f"{name} is a bright box in dark mode: {rgb}"
+            view.screenshot(path=str(shots / f"{name}_{theme}_{width}.png"))
+        p.check_clean(site[1])
+        p.page.close()
+
+
+def test_built_site_core_views(browser, shots):
+    """The four core lessons' pages of the built site: each view drawn from the build's data, operated."""
+    site_dir = ROOT / "_build" / "site"
+    pages = {name: site_dir / "lessons" / f"{stem}.html" for name, stem in CORE_LESSONS.items()}
+    pages = {name: f for name, f in pages.items() if f.is_file() and f'data-view="{name}"' in f.read_text("utf-8")}
+    if not pages:
+        pytest.skip("the built site has none of the core lessons' views (make site, or SITE_LESSONS=\"03 05 08 19\")")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for name, f in pages.items():
+            data = read_data(site_dir / "_static" / "views" / "data" / f"{name}.js")
+            p = Page(browser)
+            p.page.goto(f"{origin}/{f.relative_to(site_dir).as_posix()}")
+            view = p.view(name)
+            CHECKS[name](view, data, p.page)
+            view.screenshot(path=str(shots / f"built_site_{name}.png"))
+            ours = [e for e in p.errors if "/_static/views/" in e or e.startswith("page error")]
+            assert not ours and not [u for u in p.failed if "/_static/views/" in u], (name, p.errors, p.failed)
+            assert all(u.startswith(origin) or u.startswith("data:") for u in p.requests)
+            p.page.close()
     finally:
         server.shutdown()

@@ -147,6 +147,27 @@ def test_cached_greedy_equals_uncached_argmax():
     assert len(set(seq[:, 4:].ravel().tolist())) > 1  # not one token over and over: a real comparison
 
 
+@pytest.mark.parametrize("h_kv, tied", [(6, True), (2, False), (1, True)])
+def test_a_trained_decoder_as_a_llama_equals_torch(h_kv, tied):
+    """llama_from_params: the weight dict read into SmolLM2's Llama (RoPE columns reordered to the
+    interleaved layout) gives torch's logits at every position, and generates through the Llama's loop:
+    its fast engine (float32 on NumPy) picks torch's argmax at every step."""
+    cfg = cfg_of(h_kv, tied)
+    params = params_of(cfg, seed=3)
+    ids = tokens(cfg, 1, 11, seed=4)
+    ref = TorchTinyDecoder(cfg, params)(ids).detach().numpy()  # [1, n, v]
+    model = T.llama_from_params(params, cfg)
+    assert_rel(model.logits(ids[0]), ref[0], "logits of the Llama", rel=1e-6)  # its RoPE tables are float32
+    f32 = T.llama_from_params({k: w.astype(np.float32) for k, w in params.items()}, cfg)
+    new = f32.generate(ids[0, :4], max_new_tokens=6, stop_at_eos=False)
+    assert f32.last_stats.engine == "fast"
+    seq = list(ids[0, :4])
+    with torch.no_grad():
+        for _ in range(6):
+            seq.append(int(TorchTinyDecoder(cfg, params)(np.asarray([seq])).argmax(-1)[0, -1]))
+    assert new == seq[4:]
+
+
 def test_whole_model_gradient_equals_finite_differences():
     cfg = cfg_of(2, L=1)
     params = params_of(cfg, seed=7)

@@ -70,7 +70,8 @@ from .core.attention import (softmax_backward, repeat_kv_backward, scaled_dot_pr
 from .core.heads import split_heads_backward, merge_heads_backward
 from .core.loss import cross_entropy, cross_entropy_backward
 from .train.decoder import (DecoderConfig, init_decoder, decoder_forward, decoder_backward, decoder_loss_and_grads,
-                            activation_bytes, greedy_generate)
+                            activation_bytes)
+from .models.llama_params import llama_from_params, greedy_generate  # a trained decoder as a Llama: one loop
 
 # training: the optimizer and its schedule, seeded data, checkpoints and metrics, the loop
 from .train.optim import AdamWState, adamw_state, adamw_step, decays_by_default, lr_at, global_norm, clip_by_global_norm

@@ -32,7 +32,7 @@ def refuse_link_or_folder(path: Path) -> None:
         raise ValueError(f"{path} is a symbolic link (to {os.readlink(path)}): refusing to write through it to a "
                          "file elsewhere; remove the link or choose another folder")
     if path.is_dir():
-        raise ValueError(f"{path} is a folder: cannot write a file there")
+        raise ValueError(f"{path} is a folder: cannot write the {path.name} there")
 
 
 def new_temp_file(folder: Path, name: str):  # -> (fd, path) of a new, empty file beside the target

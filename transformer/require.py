@@ -23,7 +23,7 @@ import array_api_compat
 
 from .backend import get_xp, is_floating
 
-__all__ = ["checked_by", "require_float", "require_vector", "require_array", "require_int", "require_real",
+__all__ = ["checked_by", "require_named_weights", "require_float", "require_vector", "require_array", "require_int", "require_real",
            "require_bool", "broadcastable_to"]
 
 
@@ -146,3 +146,20 @@ def broadcastable_to(shape, target) -> bool:
     """Whether an array of `shape` broadcasts to exactly `target` (it never grows target)."""
     shape, target = tuple(shape), tuple(target)
     return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
+def require_named_weights(params, shapes: dict):
+    """params is a dict holding exactly the names of `shapes` (a config's name -> shape), each a floating
+    array of its shape, all of W_E's dtype (the training's weight dicts)."""
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of name -> array, got {type(params).__name__}")
+    missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
+    if missing or unknown:
+        raise ValueError(f"params do not fit the config: missing {missing[:4]}, unexpected {unknown[:4]}")
+    dtype = params["W_E"].dtype
+    for name, shape in shapes.items():
+        require_float(f"params[{name!r}]", params[name])
+        if tuple(params[name].shape) != shape:
+            raise ValueError(f"params[{name!r}] must have shape {shape}, got {tuple(params[name].shape)}")
+        if params[name].dtype != dtype:
+            raise TypeError(f"params[{name!r}] has dtype {params[name].dtype}, W_E {dtype}: one dtype for all")

@@ -88,3 +88,8 @@ def check_4(answer, T):
     copies = run["heldout_accuracy"] > 0.9
     assert learned, "the run learned nothing: its loss did not fall"
     assert answer[0] == copies, f"the one-layer run with 8 heads reached {run['heldout_accuracy']:.0%} held-out"
+
+def wrong_4():
+    """The usual slip: four times the heads, four times the attention matrices (64 × 256 each)."""
+    d, d_ff, v = 64, 128, 32
+    return False, v * d + (2 * d + 4 * d * 4 * d + 3 * d * d_ff) + d

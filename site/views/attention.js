@@ -5,6 +5,9 @@
  * Data: data/attention.js (site/export_views.py): per model and text the tokens and every layer's
  * and head's weights, exactly as the package computed them; SmolLM2's last rows are the decode
  * rows of the tokens it generated greedily through its KV cache. Nothing is recomputed here.
+ * Served by `python -m transformer serve` (live.js), a text box sends the reader's own text to the
+ * package, whose answer is a text entry of the same shape; a long text's answer holds one layer
+ * ("layers": [l]), and moving to another layer asks for that one.
  */
 (function () {
   "use strict";
@@ -20,14 +23,16 @@
     return isNaN(v) ? fallback : v;
   }
 
-  function weights(model, text, scale) {  // -> w(layer, head, i, j)
-    var n = text.tokens.length, H = model.h, w = text.w;
+  function weights(model, text, scale) {  // -> w(layer, head, i, j); 0 in a layer the text does not hold
+    var n = text.tokens.length, H = model.h, w = text.w, at = [];
+    for (var l = 0; l < model.L; l++) at.push(text.layers ? text.layers.indexOf(l) : l);  // layer -> block of w
     if (model.lower) {
       var tri = n * (n + 1) / 2;
-      return function (l, hd, i, j) { return j > i ? 0 : w[(l * H + hd) * tri + i * (i + 1) / 2 + j] / scale; };
+      return function (l, hd, i, j) { return j > i || at[l] < 0 ? 0 : w[(at[l] * H + hd) * tri + i * (i + 1) / 2 + j] / scale; };
     }
-    return function (l, hd, i, j) { return w[((l * H + hd) * n + i) * n + j] / scale; };
+    return function (l, hd, i, j) { return at[l] < 0 ? 0 : w[((at[l] * H + hd) * n + i) * n + j] / scale; };
   }
+  function holds(text, layer) { return !text.layers || text.layers.indexOf(layer) >= 0; }
 
   function draw(root, data, V) {
     var h = V.h, s = V.s;
@@ -43,6 +48,10 @@
     var textBox = h("span", {"class": "tfs-control-group"}, controls);
     var layerBox = h("span", {"class": "tfs-control-group"}, controls);
     var headBox = h("span", {"class": "tfs-control-group"}, controls);
+    var live = window.TFS_LIVE && window.TFS_LIVE.available() ? window.TFS_LIVE : null;
+    var liveUi = null, layerTimer = null;
+    if (live) liveUi = live.textBox(root, V, {placeholder: "type your own sentence, then Enter", submit: runLive});
+    else if (window.TFS_LIVE) window.TFS_LIVE.fallback(root, V, "texts");
     var sentence = h("p", {"class": "tfs-sentence", "data-role": "sentence"}, root);
     var panels = h("div", {"class": "tfs-panels"}, root);
     var headPanel = h("div", {"class": "tfs-panel"}, panels);
@@ -68,11 +77,11 @@
       modelSel.value = String(st.m);
       V.clear(textBox); V.clear(layerBox); V.clear(headBox);
       textSel = V.select(textBox, {label: "text", role: "text", value: st.t,
-        options: m.texts.map(function (t, k) { return [k, "“" + t.text + "”"]; }),
+        options: m.texts.map(function (t, k) { return [k, "“" + clip(t.text, 60) + "”" + (t.live ? " (yours)" : "")]; }),
         onChange: function (v) { st.t = Number(v); st.focus = null; st.pinned = false; build(); }});
       layerSl = V.slider(layerBox, {label: "layer", min: 0, max: m.L - 1, value: st.layer, role: "layer",
         format: function (v) { return v + " / " + (m.L - 1); },
-        onInput: function (v) { st.layer = v; refresh(); }});
+        onInput: function (v) { st.layer = v; needLayer(); refresh(); }});
       headSl = V.slider(headBox, {label: "head", min: 0, max: m.h - 1, value: st.head, role: "head",
         format: function (v) { return v + " / " + (m.h - 1); },
         onInput: function (v) { st.head = v; refresh(); }});
@@ -156,6 +165,10 @@
           g.addEventListener("click", function () { setFocus(kind, k, true); });
         });
       })(kk);
+      ["query", "key"].forEach(function (side) {  // keyboard: Tab to a side, arrows along it, Enter pins
+        V.keys(hv.boxes[side].map(function (b) { return b.parentNode; }), {cols: 1,
+          label: function (k) { return side + " " + k + ": " + t.tokens[k]; }});
+      });
       styleHeadView();
     }
 
@@ -213,6 +226,8 @@
         }
       }
       svg.addEventListener("mouseleave", function () { setFocus("row", null, false); });
+      V.keys(Array.prototype.slice.call(svg.querySelectorAll("rect.tfs-cell")), {cols: n,  // keyboard: arrows move
+        label: function (k) { return "query " + Math.floor(k / n) + ", key " + (k % n); }});
       for (var k = 0; k < n; k++) {
         var gen = k >= t.n_prompt;
         s("text", {x: left - 5, y: top + k * c + c / 2 + 4, "text-anchor": "end", "class": "tfs-tok-label",
@@ -301,11 +316,13 @@
                                 style: {width: size + "px", height: size + "px"}}, grid);
           paintThumb(cv, W, m, layer, head, n);
           (function (layer, head) {
-            cv.addEventListener("click", function () { st.layer = layer; st.head = head; refresh(); });
+            cv.addEventListener("click", function () { st.layer = layer; st.head = head; needLayer(); refresh(); });
           })(layer, head);
           thumbs.push(cv);
         }
       }
+      V.keys(thumbs, {cols: cols, label: function (k) {  // keyboard: one Tab stop, arrows across, Enter selects
+        return thumbs[k].getAttribute("title"); }});
       h("div", {"class": "tfs-muted tfs-small", text: (byLayerCols ? "columns: layers 0–" + (m.L - 1) +
         ", rows: heads" : "columns: heads 0–" + (m.h - 1) + ", rows: layers") +
         "; each square is one n × n map, query down, key across."}, overview);
@@ -357,6 +374,34 @@
       }
       h("div", {"class": "tfs-muted tfs-small", text: "Orange frame: the key each row reads most. Dashed: " +
         "positions not yet in the cache. Each row equals the same row of the full causal map (lesson 06)."}, decode);
+    }
+
+    // --- live: the reader's text, computed by the package (python -m transformer serve) ------------
+    function runLive(text, layer) {  // -> Promise of a one-line note for the status
+      var m = M(), body = {model: m.key, text: text, layer: layer === undefined ? st.layer : layer};
+      if (m.n_new) body.new_tokens = m.n_new;
+      return live.request("attention", body).then(function (d) {
+        var entry = d.text, k = -1;
+        entry.live = true;
+        m.texts.forEach(function (t, i) { if (t.live) k = i; });  // one text of the reader's per model
+        if (k < 0) { m.texts.push(entry); k = m.texts.length - 1; } else m.texts[k] = entry;
+        st.t = k; st.focus = null; st.pinned = false;
+        if (!holds(entry, st.layer)) st.layer = entry.layers[0];
+        build();
+        root.setAttribute("data-live", "ready");
+        var one = entry.layers.length < m.L ? "A long text: one layer at a time (moving the layer computes it)." : "";
+        return [d.note || "", one].join(" ").trim();
+      });
+    }
+    function needLayer() {  // a long text holds one layer: ask for the one just picked (once the slider rests)
+      var t = TX();
+      if (!live || !t.live || holds(t, st.layer)) return;
+      clearTimeout(layerTimer);
+      layerTimer = setTimeout(function () {
+        liveUi.status.textContent = "Computing layer " + st.layer + "…";
+        runLive(t.text, st.layer).then(function (note) { liveUi.status.textContent = "Layer " + st.layer + " computed. " + note; },
+                                       function (err) { liveUi.status.textContent = "Not computed: " + err.message; });
+      }, 300);
     }
 
     defaults();

@@ -145,6 +145,42 @@
     return box;
   }
 
+  // What to do with a view, in one line under its title
+  function howto(parent, text) { return h("p", {"class": "tfs-howto", "data-role": "howto", text: text}, parent); }
+
+  // --- keyboard ------------------------------------------------------------------------------
+  // A group of cells or tokens that a pointer can hover and click, reached with ONE Tab stop (a
+  // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`),
+  // Home/End to the ends; focus does what hovering does (a "mouseenter"), Enter or Space what a
+  // click does. The view's own pointer listeners serve both.
+  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud}
+    o = o || {};
+    var cols = o.cols || items.length;
+    items.forEach(function (el, k) {
+      el.setAttribute("tabindex", k === 0 ? "0" : "-1");
+      if (o.label) el.setAttribute("aria-label", o.label(k));
+      if (!el.getAttribute("role")) el.setAttribute("role", "button");
+      el.addEventListener("focus", function () {
+        items.forEach(function (x) { x.setAttribute("tabindex", x === el ? "0" : "-1"); });
+        el.dispatchEvent(new MouseEvent("mouseenter"));
+      });
+      el.addEventListener("blur", function () { el.dispatchEvent(new MouseEvent("mouseleave")); });
+      el.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") {
+          e.preventDefault();
+          el.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+          return;
+        }
+        var to = {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols, Home: 0,
+                  End: items.length - 1}[e.key];
+        if (to === undefined || to < 0 || to >= items.length) return;
+        e.preventDefault();
+        items[to].focus();
+      });
+    });
+    return items;
+  }
+
   // --- loading the data and starting the views -----------------------------------------------
   var loads = {};
   function dataUrl(name, src) {
@@ -176,7 +212,7 @@
   var api = {COLORS: COLORS, BLUES: BLUES, blues: function (t) { return css(bluesRgb(t)); }, bluesRgb: bluesRgb,
              rdbu: function (t) { return css(rdbuRgb(t)); }, h: h, s: s, clear: clear, fmt: fmt, short: short,
              fmtInt: fmtInt, fmtBytes: fmtBytes, select: select, slider: slider, stepper: stepper,
-             legend: legend, colorbar: colorbar, message: message};
+             legend: legend, colorbar: colorbar, message: message, howto: howto, keys: keys};
 
   function start(view, el) {
     el.setAttribute("data-state", "loading");

@@ -96,6 +96,8 @@
                      "class": "tfs-tok-label", fill: j === q ? GEN : null, text: clip(d.tokens[j], 11)}, svg);
         }
       }
+      V.keys(Array.prototype.slice.call(svg.querySelectorAll('[data-role="weight"]')), {  // keyboard: Tab, arrows
+        label: function (k) { return d.tokens[q] + " → " + d.tokens[k] + ": weight " + row[k].toFixed(4); }});
     }
 
     function isNew(j, q) { return st.step === 0 ? j <= q : j === q; }  // written by this step

@@ -9,6 +9,9 @@
  * top-p keeps a token when the mass of the likelier tokens is still below p). That is a second
  * implementation, for drawing only: tests/test_site_views.py sets T, k and p in a browser and
  * checks the bars against T.next_token_probs within 1e-3.
+ * Served by `python -m transformer serve` (live.js), a text box sends the reader's own prompt to the
+ * package, which answers with that prompt's logits in the same shape (and its own probabilities
+ * under the current settings, quoted in the status line).
  */
 (function () {
   "use strict";
@@ -79,9 +82,12 @@
     var st = {prompt: Math.min(d.prompts.length - 1, parseInt(root.getAttribute("data-prompt"), 10) || 0),
               T: 1, k: 0, p: 1};
     var controls = h("div", {"class": "tfs-controls"}, root);
-    V.select(controls, {label: "prompt", role: "prompt", value: st.prompt,
+    var promptSel = V.select(controls, {label: "prompt", role: "prompt", value: st.prompt,
       options: d.prompts.map(function (P, k) { return [k, "“" + P.prompt + "”"]; }),
       onChange: function (v) { st.prompt = Number(v); render(); }});
+    var live = window.TFS_LIVE && window.TFS_LIVE.available() ? window.TFS_LIVE : null;
+    if (live) live.textBox(root, V, {placeholder: "type your own prompt, then Enter", submit: runLive});
+    else if (window.TFS_LIVE) window.TFS_LIVE.fallback(root, V, "prompts");
     var row2 = h("div", {"class": "tfs-controls"}, root);
     var tS = V.slider(row2, {label: "temperature T", min: 0, max: 2.5, step: 0.05, value: st.T, role: "temperature",
       format: function (v) { return v === 0 ? "0 (greedy)" : v.toFixed(2); }, onInput: function (v) { st.T = v; render(); }});
@@ -140,6 +146,24 @@
                   "data-p": D.after[j].toPrecision(6), "data-p-temp": D.before[j].toPrecision(6),
                   text: dropped ? "dropped" : D.after[j].toFixed(4)}, bars);
       }
+    }
+    // the reader's prompt: its logits from the package (python -m transformer serve), one per view
+    function runLive(text) {  // -> Promise of a one-line note for the status
+      return live.request("next", {text: text, temperature: st.T, top_k: st.k, top_p: st.p}).then(function (a) {
+        var entry = {prompt: a.prompt, ids: a.ids, tokens: a.tokens, logits: a.logits, tail: a.tail, v: a.v, live: true};
+        var k = -1;
+        d.prompts.forEach(function (P, i) { if (P.live) k = i; });
+        if (k < 0) { d.prompts.push(entry); k = d.prompts.length - 1; } else d.prompts[k] = entry;
+        V.clear(promptSel);
+        d.prompts.forEach(function (P, i) {
+          h("option", {value: String(i), text: "“" + P.prompt.slice(0, 60) + "”" + (P.live ? " (yours)" : "")}, promptSel);
+        });
+        st.prompt = k; promptSel.value = String(k);
+        render();
+        root.setAttribute("data-live", "ready");
+        return "At these settings the package's sampler keeps " + V.fmtInt(a.kept) + " tokens; likeliest “" +
+          a.top[0][1] + "”, p = " + Number(a.top[0][2]).toFixed(4) + ".";
+      });
     }
     render();
   }

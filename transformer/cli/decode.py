@@ -46,21 +46,13 @@ def register(sub) -> None:
 
 def _check_options(args) -> None:
     """Refuse settings that mean nothing before loading the model, naming the options."""
-    from ..core.sampling import check_sampling
+    from .sampling_options import check_sampling_options
 
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
-    if args.seed is not None and args.seed < 0:  # NumPy's seeds are integers ≥ 0
-        raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
     if args.max_memory is not None and not args.max_memory > 0:  # NaN and inf are refused too
         raise ValueError(f"--max-memory must be a positive number of GB, got {args.max_memory:g}")
-    check_sampling(args.temperature, args.top_k, args.top_p)
-    if args.temperature == 0:  # greedy: a sampling option would be silently ignored
-        given = [f"--{name.replace('_', '-')} {val}" for name, val in
-                 (("top_k", args.top_k), ("top_p", args.top_p), ("seed", args.seed)) if val is not None]
-        if given:
-            raise ValueError(f"{', '.join(given)}: sampling options, used only with --temperature > 0 "
-                             "(the default 0 is greedy); add e.g. --temperature 0.8")
+    check_sampling_options(args)
 
 
 def _as_options(message: str) -> str:

@@ -10,6 +10,7 @@ import os
 import sys
 
 from . import check as cli_check, count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
+from . import serve as cli_serve
 from .shown import shown
 
 
@@ -27,12 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
-    # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train | check
+    # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train | check | serve
     cli_decoder.register(sub)
     cli_count.register(sub)
     cli_encoder.register(sub)
     cli_train.register(sub)
     cli_check.register(sub)
+    cli_serve.register(sub)
     return parser
 
 

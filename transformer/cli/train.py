@@ -91,21 +91,22 @@ def _saved(out) -> None:
 
 
 # --- generate --checkpoint DIR ------------------------------------------------------------------
-SMOLLM2_ONLY = ("chat", "no_cache", "gguf", "max_memory", "top_k", "top_p", "seed")
+SMOLLM2_ONLY = ("chat", "no_cache", "gguf", "max_memory")
 
 
 def generate_trained(args) -> int:
-    """`generate --checkpoint DIR PROMPT`: greedy continuation with a model `train` wrote.
-    A decoder (induction) continues token ids given as numbers; an encoder–decoder translates
-    a sentence of the toy source language."""
+    """`generate --checkpoint DIR PROMPT`: continuation with a model `train` wrote.
+    A decoder (induction) continues token ids given as numbers, through the same Llama model and
+    generation loop as SmolLM2 (greedy, or sampled with --temperature, --top-k, --top-p, --seed);
+    an encoder–decoder translates a sentence of the toy source language, greedily."""
     from ..train.checkpoint import checkpoint_contents
+    from .sampling_options import check_sampling_options, given_sampling
 
     given = [f"--{k.replace('_', '-')}" for k in SMOLLM2_ONLY if getattr(args, k, None) not in (None, False)]
-    if args.temperature != 0:
-        given.append("--temperature")
     if given:
-        raise ValueError(f"{', '.join(given)}: not used with --checkpoint (a trained model decodes greedily, "
-                         "without a chat template)")
+        raise ValueError(f"{', '.join(given)}: not used with --checkpoint (SmolLM2's options: a trained model has "
+                         "no chat template and runs from memory)")
+    check_sampling_options(args)
     if args.backend != "numpy":
         raise ValueError(f"--backend {args.backend}: a checkpoint runs on numpy")
     if args.max_new_tokens is not None and args.max_new_tokens < 0:
@@ -116,6 +117,10 @@ def generate_trained(args) -> int:
     if kind == "decoder":
         return _continue_ids(args)
     if kind == "seq2seq":
+        sampling = (["--temperature"] if args.temperature != 0 else []) + given_sampling(args)
+        if sampling:
+            raise ValueError(f"{', '.join(sampling)}: the translation model decodes greedily (sampling applies to "
+                             "a decoder checkpoint, e.g. the induction task)")
         return _translate(args)
     raise ValueError(f"{shown(args.checkpoint)}: unknown model kind {kind!r} (expected 'decoder' or 'seq2seq')")
 
@@ -174,8 +179,7 @@ def _logits_named(args, run):
 
 
 def _continue_ids(args) -> int:
-    import numpy as np
-    from ..train.decoder import greedy_generate
+    from ..models.llama_params import llama_from_params
     from ..train.induction import load_decoder
 
     params, cfg, config = load_decoder(args.checkpoint)
@@ -191,11 +195,13 @@ def _continue_ids(args) -> int:
     itemsize = next(iter(params.values())).dtype.itemsize
     check_generation_memory(generation_bytes(cfg.L, cfg.h_kv, cfg.h, cfg.d_h, len(ids), len(ids) + new, itemsize),
                             f"a prompt of {len(ids)} tokens + {new} new ones")
-    out = _logits_named(args, lambda: greedy_generate(params, cfg, np.array([ids], dtype=np.int64), new))
-    out = out[0].tolist()
-    print(" ".join(map(str, ids)) + " | " + " ".join(map(str, out[len(ids):])))
-    print(f"[{len(ids)} prompt ids, {new} generated greedily by the {config.get('task', 'trained')} decoder; "
-          f"after | the model's own]", file=sys.stderr)
+    model = llama_from_params(params, cfg)  # the Llama of SmolLM2, holding these weights: one generation loop
+    out = _logits_named(args, lambda: model.generate(ids, new, args.temperature, args.top_k, args.top_p, args.seed,
+                                                     stop_at_eos=False))
+    how = "greedily" if args.temperature == 0 else f"sampled at temperature {args.temperature:g}"
+    print(" ".join(map(str, ids)) + " | " + " ".join(map(str, out)))
+    print(f"[{len(ids)} prompt ids, {len(out)} generated {how} by the {config.get('task', 'trained')} decoder "
+          f"({model.last_stats.engine} engine); after | the model's own]", file=sys.stderr)
     return 0
 
 

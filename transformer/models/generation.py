@@ -109,7 +109,10 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
         logits = to_host(step(x))  # [b, v] on the host (syncs the device)
-        core_checks.logits_row_max(logits)  # broken weights or a float16 overflow are named, never sampled
+        try:  # broken weights, finite weights whose products overflow, a float16 overflow: named, never sampled
+            core_checks.logits_row_max(logits)
+        except ValueError as e:
+            raise ValueError(f"the model's {e} at generation step {s}: no token can be chosen from them") from None
         nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
         t1 = time.perf_counter()
         stats.steps.append(t1 - t0)

@@ -15,6 +15,7 @@ file before any allocation, and numpy.load(allow_pickle=False) refuses pickles):
     1. the file's size, the number of members (MAX_MEMBERS), each name once (a set: linear);
     2. every member's size as the zip declares it, unpacked: the total under max_bytes, and a
        compressed member refused if it unpacks to more than MAX_RATIO times its packed bytes;
+       the packed sizes together within the file (members may not share their bytes);
     3. every member's .npy header (dtype and shape, read with numpy.lib.format, no data) against
        that size; no Python objects (a pickle);
     4. the meta members (each under MAX_META_BYTES), the format version, the config's JSON;
@@ -112,7 +113,7 @@ def member_header(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path):  # -> 
     return shape, dtype
 
 
-def scan_members(z: zipfile.ZipFile, path: Path, max_bytes: int) -> dict:  # -> name -> (info, shape, dtype)
+def scan_members(z: zipfile.ZipFile, path: Path, size: int, max_bytes: int) -> dict:  # -> name -> (info, shape, dtype)
     """Every member's declared size and .npy header, checked before any data is read (steps 1–3)."""
     infos = z.infolist()
     if len(infos) > MAX_MEMBERS:
@@ -125,6 +126,10 @@ def scan_members(z: zipfile.ZipFile, path: Path, max_bytes: int) -> dict:  # -> 
     total = sum(i.file_size for i in infos)
     if total > max_bytes:
         raise ValueError(f"{path}: members unpack to {total} bytes, over the cap max_bytes={max_bytes}")
+    packed = sum(i.compress_size for i in infos)
+    if packed > size:  # members that share their packed bytes: one compressed run unpacked many times over
+        raise ValueError(f"{path}: the members' packed sizes add up to {packed} bytes, more than the file's {size}: "
+                         "overlapping members (a zip bomb), not weights")
     for info in infos:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):  # what np.savez(_compressed) writes
             raise ValueError(f"{path}: member {info.filename!r} uses zip compression method {info.compress_type}: "
@@ -188,7 +193,7 @@ def open_checkpoint(path_or_dir, max_bytes: int, expected_shapes=None, read_para
         if count is not None and count > MAX_MEMBERS:  # before zipfile lists them (scan_members counts again)
             raise ValueError(f"{path}: {count} members, over the cap of {MAX_MEMBERS}: not a checkpoint")
         with zipfile.ZipFile(path) as z:
-            members = scan_members(z, path, max_bytes)
+            members = scan_members(z, path, size, max_bytes)
             config, extra = read_meta(z, members, path)
             shapes = param_headers(members, path)
             if expected_shapes is not None:  # from the headers: no weight is read before its shape agrees

@@ -34,7 +34,6 @@ from ..core.attention import (attention_scores, dropout, dropout_backward, repea
                               softmax_backward)
 from ..core.embedding import embed, embed_backward, lm_head_backward
 from ..core.heads import merge_heads, merge_heads_backward, split_heads, split_heads_backward
-from ..core.kv_cache import KVCache
 from ..core.layers import linear_backward, rms_norm, rms_norm_backward, swiglu_ffn, swiglu_ffn_backward
 from ..core.loss import cross_entropy, cross_entropy_backward
 from ..core.masks import causal_mask, document_mask
@@ -43,7 +42,7 @@ from ..flash.backward import flash_attention_backward
 from ..flash.tiled import flash_attention
 
 __all__ = ["DecoderConfig", "init_decoder", "decoder_forward", "decoder_backward",
-           "decoder_loss_and_grads", "activation_bytes", "greedy_generate"]
+           "decoder_loss_and_grads", "activation_bytes"]
 
 INIT_STD = 0.02  # GPT-2's initialisation: N(0, 0.02²) for every matrix
 
@@ -299,46 +298,3 @@ def activation_bytes(cfg: DecoderConfig, b: int, n: int, *, attention="plain", p
     once = 2 * b * n * d + b * n * d_h
     ints = 8 * b * n * (2 if attention == "tiled" and packed else 1)
     return (cfg.L * per_layer + once) * itemsize + ints
-
-
-@checked_by(decoder_checks.greedy_generate)
-def greedy_generate(params: dict, cfg: DecoderConfig, prompt_ids, max_new: int):  # [b, n0] -> [b, n0 + max_new]
-    """Greedy decoding with a KV cache: the prompt in one pass (prefill), then one token per pass,
-    each reading the keys and values of earlier positions from the cache (only the h_kv heads).
-    Returns the prompt followed by the max_new argmax tokens; equal to re-running decoder_forward
-    on the whole sequence at each step. Logits that hold NaN or +inf (finite weights whose products
-    overflow) are refused, naming the step, as the GGUF model refuses them: an argmax of NaN is 0."""
-    xp = get_xp(params["W_E"])
-    dtype = params["W_E"].dtype
-    b, n0 = prompt_ids.shape
-    cache = KVCache(cfg.L, b, cfg.h_kv, n0 + max_new, cfg.d_h, dtype=dtype, xp=xp)
-    out = xp.astype(prompt_ids, xp.int64)  # [b, n0]
-    step = out
-    for i in range(max_new):
-        logits = _cached_forward(params, step, cfg, cache)  # [b, v]: the last position's only
-        decoder_checks.finite_logits(logits, i)
-        step = xp.astype(xp.argmax(logits, axis=-1), xp.int64)[:, None]  # [b, 1]
-        out = xp.concat([out, step], axis=1)  # [b, n + 1]
-    return out
-
-
-def _cached_forward(params, ids, cfg, cache):  # [b, t] -> [b, v], after cache.length cached tokens
-    xp = get_xp(params["W_E"])
-    b, t = ids.shape
-    n_past = cache.length
-    positions = xp.broadcast_to(xp.arange(n_past, n_past + t)[None, :], (b, t))  # [b, t]
-    cos, sin = _rope_tables(positions, cfg, params["W_E"].dtype)  # [b, 1, t, d_h/2]
-    mask = causal_mask.unchecked(t, n_past + t, n_past, xp=xp)  # [t, n_past + t]: one decode row sees all
-    x = embed.unchecked(ids, params["W_E"])  # [b, t, d]
-    for l in range(cfg.L):
-        p = _layer(params, l)
-        q, k, v = _qkv(rms_norm.unchecked(x, p["norm1"], cfg.eps), p, cfg, cos, sin)
-        k, v = cache.update(l, k, v)  # KV cache: [b, h_kv, n_past + t, d_h]
-        o = scaled_dot_product_attention.unchecked(q, k, v, mask)  # [b, h, t, d_h]
-        x = x + merge_heads.unchecked(o) @ p["W_o"]  # [b, t, d]
-        x = x + swiglu_ffn.unchecked(rms_norm.unchecked(x, p["norm2"], cfg.eps), p["W_gate"], p["W_up"], p["W_down"])
-    cache.advance(t)
-    # only the last position picks the next token: its logits alone, b·v floats instead of b·t·v
-    # on a long prompt (HF's logits_to_keep=1)
-    hN = rms_norm.unchecked(x[:, -1, :], params["norm"], cfg.eps)  # [b, d]
-    return hN @ (params["W_E"].mT if cfg.tied else params["W_out"])  # [b, v]

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backend import get_xp, to_host
 from ..core.decoding_checks import logits_row_max
-from ..require import require_array, require_bool, require_float, require_int, require_real
+from ..require import require_array, require_bool, require_float, require_int, require_named_weights, require_real
 
 ATTENTION = ("plain", "tiled")
 DTYPES = ("float32", "float64")
@@ -44,19 +44,7 @@ def config(cfg):  # by its fields: decoder.py imports this module, so this one c
 def params_of(params, cfg):
     """params holds exactly the config's weights, each of its shape, all of one float dtype."""
     config(cfg)
-    if not isinstance(params, dict):
-        raise TypeError(f"params must be a dict of name -> array, got {type(params).__name__}")
-    shapes = cfg.parameter_shapes()
-    missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
-    if missing or unknown:
-        raise ValueError(f"params do not fit the config: missing {missing[:4]}, unexpected {unknown[:4]}")
-    dtype = params["W_E"].dtype
-    for name, shape in shapes.items():
-        require_float(f"params[{name!r}]", params[name])
-        if tuple(params[name].shape) != shape:
-            raise ValueError(f"params[{name!r}] must have shape {shape}, got {tuple(params[name].shape)}")
-        if params[name].dtype != dtype:
-            raise TypeError(f"params[{name!r}] has dtype {params[name].dtype}, W_E {dtype}: one dtype for all")
+    require_named_weights(params, cfg.parameter_shapes())
 
 
 def token_rows(name, t, cfg, low, high, what):
@@ -135,14 +123,6 @@ def activation_bytes(cfg, b, n, *, attention="plain", packed=False, itemsize=4):
     if attention not in ATTENTION:
         raise ValueError(f"attention must be 'plain' or 'tiled', got {attention!r}")
     require_bool(packed=packed)
-
-
-def greedy_generate(params, cfg, prompt_ids, max_new):
-    params_of(params, cfg)
-    token_rows("prompt_ids", prompt_ids, cfg, 0, cfg.v, "token ids")
-    require_int(max_new=max_new)
-    if prompt_ids.shape[1] + max_new > cfg.n_max:
-        raise ValueError(f"prompt of {prompt_ids.shape[1]} tokens + max_new={max_new} exceeds n_max={cfg.n_max}")
 
 
 def finite_logits(logits, step: int):

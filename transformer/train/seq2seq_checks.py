@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..backend import get_xp
-from ..require import require_array, require_bool, require_float, require_int, require_real
+from ..require import require_array, require_bool, require_float, require_int, require_named_weights, require_real
 from .checks import output_folder
 from .decoder_checks import DTYPES, token_rows
 
@@ -35,19 +35,7 @@ def config(cfg):  # by its fields: seq2seq.py imports this module, so this one c
 def params_of(params, cfg):
     """params holds exactly the config's weights, each of its shape, all of one float dtype."""
     config(cfg)
-    if not isinstance(params, dict):
-        raise TypeError(f"params must be a dict of name -> array, got {type(params).__name__}")
-    shapes = cfg.parameter_shapes()
-    missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
-    if missing or unknown:
-        raise ValueError(f"params do not fit the config: missing {missing[:4]}, unexpected {unknown[:4]}")
-    dtype = params["W_E"].dtype
-    for name, shape in shapes.items():
-        require_float(f"params[{name!r}]", params[name])
-        if tuple(params[name].shape) != shape:
-            raise ValueError(f"params[{name!r}] must have shape {shape}, got {tuple(params[name].shape)}")
-        if params[name].dtype != dtype:
-            raise TypeError(f"params[{name!r}] has dtype {params[name].dtype}, W_E {dtype}: one dtype for all")
+    require_named_weights(params, cfg.parameter_shapes())
 
 
 def source(src, src_lengths, cfg):

