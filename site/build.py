@@ -81,9 +81,15 @@ SITE_PAGE_OF = re.compile(r"\]\(\.\./workbook/(?:README\.md)?(?=[)#])")  # a lin
 GALLERY_HEADING = re.compile(r"^(## .+?) \(`lessons/(\d\d_\w+)\.py`\)$", re.MULTILINE)
 
 
+GALLERY_FIGURE = re.compile(r"^!\[\]\(([\w.-]+\.png)\)\n(.+)$", re.MULTILINE)
+
+
 def gallery(text: str) -> str:
-    """figures/README.md for the site: each lesson's heading links to the lesson's page."""
-    return GALLERY_HEADING.sub(lambda m: f"{m.group(1)}\n\nDrawn in {{doc}}`../lessons/{m.group(2)}`.", text)
+    """figures/README.md for the site: each lesson's heading links to the lesson's page, and each
+    figure's caption is also its alt text (what a screen reader says, and what shows if it fails)."""
+    text = GALLERY_HEADING.sub(lambda m: f"{m.group(1)}\n\nDrawn in {{doc}}`../lessons/{m.group(2)}`.", text)
+    alt = lambda caption: re.sub(r"([\[\]\\`*_<>!])", r"\\\1", caption.strip())  # as plain text: markup escaped
+    return GALLERY_FIGURE.sub(lambda m: f"![{alt(m.group(2))}]({m.group(1)})\n{m.group(2)}", text)
 
 
 def stage(stage_dir: Path = STAGE) -> None:

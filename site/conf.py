@@ -7,6 +7,7 @@ local copy, and the interactive views of site/views/ are loaded on every page.
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -308,13 +309,13 @@ def download_menu(app, pagename, templatename, context, doctree):
     for group in context.get("header_buttons", []):
         if group.get("label") != "download-buttons":
             continue
-        root = context["pathto"]("index").rsplit("index", 1)[0]  # '../' from a lesson's page, '' at the root
+        at = functools.partial(context["pathto"], resource=True)  # a file at the site's root, from this page
         extra = []
         if re.match(r"lessons/\d\d_\w+$", pagename):
-            extra.append({"type": "link", "url": f"{root}notebooks/{pagename.split('/')[1]}.ipynb", "text": ".ipynb",
+            extra.append({"type": "link", "url": at(f"notebooks/{pagename.split('/')[1]}.ipynb"), "text": ".ipynb",
                           "tooltip": "this lesson as a notebook", "icon": "fas fa-code",
                           "label": "download-notebook-button"})
-        extra.append({"type": "link", "url": f"{root}downloads/{ARCHIVE}", "text": "course (.tar.gz)",
+        extra.append({"type": "link", "url": at(f"downloads/{ARCHIVE}"), "text": "course (.tar.gz)",
                       "tooltip": "the whole course: download, then make lessons", "icon": "fas fa-file-zipper",
                       "label": "download-course-button"})
         group["buttons"][:0] = extra

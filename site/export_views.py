@@ -339,7 +339,6 @@ def training_view(models: Models, fast: bool) -> dict:
     """T.train_induction(seed=0), lesson 19's run (fast mode: its first 60 steps, a few seconds):
     the loss at every step, and at every snapshot the held-out accuracy, the two head scores
     and every head's attention map on the held-out probe (24 tokens, 12 then the same 12)."""
-    t0 = time.perf_counter()
     run = T.train_induction(seed=0, steps=TRAIN_STEPS[fast], snapshot_every=TRAIN_SNAPSHOT_EVERY[fast],
                             progress=False)
     cfg, h, s = run["cfg"], run["history"], run["snapshots"]
@@ -352,7 +351,7 @@ def training_view(models: Models, fast: bool) -> dict:
             "snap_steps": [int(t) for t in s["step"]], "accuracy": sig(s["accuracy"], 4),
             "scores": {k: decimals(v, 4) for k, v in s["scores"].items()},
             "w_scale": 1000, "maps": fixed_ints(maps[..., i, j], 1000),
-            "heldout_accuracy": float(run["heldout_accuracy"]), "seconds": round(time.perf_counter() - t0, 1)}
+            "heldout_accuracy": float(run["heldout_accuracy"])}
 
 
 # --- all of them ----------------------------------------------------------------------------------

@@ -57,6 +57,15 @@ def need_wheel(name: str) -> None:
 
 
 @pytest.fixture
+def one_torch_thread():  # torch's thread pool on a shared 2-core machine: its small ops wait on each other
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

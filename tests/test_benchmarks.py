@@ -135,10 +135,10 @@ def check_train(out: Path):
 def check_serve(out: Path):
     rows = {r["model"]: r for r in strict_json(out / "serve.json")["rows"]}
     assert set(rows) == {"MiniLM-L6", "SmolLM2-135M"} and all(r["tokens"] == 64 for r in rows.values())
-    # every layer's and head's weights for 64 tokens: MiniLM 6·12·64², SmolLM2 30·9 lower triangles of 64 + 4 tokens
-    assert rows["MiniLM-L6"]["weights"] == 6 * 12 * 64 * 64 and rows["SmolLM2-135M"]["weights"] == 30 * 9 * 68 * 69 // 2
+    # every layer's and head's weights for 64 tokens: MiniLM 6·12·64², SmolLM2 30·9 lower triangles of 64 + 6 tokens
+    assert rows["MiniLM-L6"]["weights"] == 6 * 12 * 64 * 64 and rows["SmolLM2-135M"]["weights"] == 30 * 9 * 70 * 71 // 2
     assert all(0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["answer_bytes"] > 0 for r in rows.values())
-    assert "| SmolLM2-135M | 64 | 4 |" in (out / "serve.md").read_text(encoding="utf-8")
+    assert "| SmolLM2-135M | 64 | 6 |" in (out / "serve.md").read_text(encoding="utf-8")
 
 
 SPECIFIC = {"bench_decoder.py": check_decoder, "bench_flash.py": check_flash, "bench_tokenizers.py": check_tokenizers,

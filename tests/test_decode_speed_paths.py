@@ -78,6 +78,18 @@ def test_fuse_columns_hand_worked():
     assert W[1, 1] == 7.0
 
 
+def test_joined_columns_finds_the_fused_matrix_only_from_its_own_consecutive_views():
+    """The fast path finds [W_1 | W_2 | W_3] from the views alone: the same base, in order, covering it
+    exactly; views out of order, of another base, of part of it, or a copy are not fused storage."""
+    W, (A, B, C) = llama_fast.fuse_columns(np.ones((3, 2)), np.zeros((3, 1)), np.ones((3, 4)))
+    assert llama_fast.joined_columns(A, B, C) is W
+    assert llama_fast.joined_columns(B, A, C) is None  # out of order
+    assert llama_fast.joined_columns(A, B) is None  # part of the base
+    assert llama_fast.joined_columns(A.copy(), B, C) is None  # a copy: no base
+    other, (D, E, F) = llama_fast.fuse_columns(np.ones((3, 2)), np.zeros((3, 1)), np.ones((3, 4)))
+    assert llama_fast.joined_columns(A, E, C) is None  # another base
+
+
 def test_left_padding_hand_worked():
     """Rows [7, 8] and [9], one new token, pad id 0: the short row is padded on the left, its
     positions count from its first real token, and the new column is real for both."""
@@ -205,7 +217,7 @@ def test_a_replaced_matrix_is_read_not_the_stale_fused_one(model):
     layers = list(w.layers)
     lw = layers[3]
     layers[3] = llama_mod.LayerWeights(**{**lw.__dict__, "W_q": lw.W_q * 1.5, "W_up": lw.W_up * 0.5})
-    changed = llama_mod.LlamaWeights(W_E=w.W_E, layers=layers, norm=w.norm, W_out=w.W_out, fused=w.fused)
+    changed = llama_mod.LlamaWeights(W_E=w.W_E, layers=layers, norm=w.norm, W_out=w.W_out)
     assert llama_fast.fused_layer(changed, 3) is None and llama_fast.fused_layer(changed, 2) is not None
     m = llama_mod.Llama(cfg, changed, model.tokenizer)
     ids = model.tokenizer.encode(PROMPTS[0])

@@ -15,12 +15,7 @@ import transformer as T
 from torch_tiny import TorchTinyDecoder
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():  # torch's thread pool on a shared 2-core machine: its small ops wait on each other
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py: one torch thread
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

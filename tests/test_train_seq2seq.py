@@ -18,12 +18,7 @@ from torch_seq2seq import TorchSeq2Seq
 REL = 1e-9  # float64: relative to each array's largest entry
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():  # torch's thread pool on a shared 2-core machine: its small ops wait on each other
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py: one torch thread
 
 
 SIZES = {  # odd sizes: d_h = 3, d_ff not a multiple of d, more decoder than encoder layers and the reverse

@@ -68,7 +68,8 @@
   // holds the buttons above the article and the links below it, and the formulas as TeX. The page is
   // cleaned first: chrome removed, each formula as plain text (\\frac{a}{b} -> a/b, \\sqrt{x} -> √x).
   const CHROME = [".bd-header-article", ".header-article-items", ".prev-next-area", ".prev-next-footer",
-                  ".bd-footer-article", ".bd-sidebar-secondary", ".tfs-lesson-box", "button", "mjx-container"];
+                  ".bd-footer-article", ".bd-sidebar-secondary", "#jb-print-docs-body", ".onlyprint", "dialog",
+                  ".tfs-lesson-box", "button", "mjx-container"];
   const SYMBOLS = {top: "ᵀ", cdot: "·", times: "×", sqrt: "√", sum: "Σ", le: "≤", ge: "≥", to: "→",
                    infty: "∞", approx: "≈", ldots: "…", dots: "…", in: "∈", alpha: "α", beta: "β",
                    theta: "θ", sigma: "σ", mu: "μ", epsilon: "ε", odot: "⊙", otimes: "⊗"};
@@ -86,13 +87,14 @@
   }
 
   function cleanSearchSnippets() {
-    if (!window.Search || !Search.htmlToText || Search.htmlToText.tfsClean) return;
+    // searchtools.js declares `const Search`: a global binding, not a property of window
+    if (typeof Search === "undefined" || !Search.htmlToText || Search.htmlToText.tfsClean) return;
     const original = Search.htmlToText;
     Search.htmlToText = (htmlString, anchor) => {
       const doc = new DOMParser().parseFromString(htmlString, "text/html");
       CHROME.forEach((q) => doc.querySelectorAll(q).forEach((e) => e.remove()));
       doc.querySelectorAll(".math").forEach((e) => { e.textContent = plainFormula(e.textContent); });
-      return original(doc.documentElement.outerHTML, anchor);
+      return original(doc.documentElement.outerHTML, anchor).replace(/\s+/g, " ");
     };
     Search.htmlToText.tfsClean = true;
   }

@@ -62,9 +62,11 @@
   }
 
   function fallback(parent, V, what) {
-    return V.h("p", {"class": "tfs-small tfs-muted", "data-role": "live-note",
-                     text: "Precomputed " + what + " only: run `python -m transformer serve` and open the page " +
-                           "it serves to try your own text."}, parent);
+    var note = V.h("p", {"class": "tfs-small tfs-muted", "data-role": "live-note",
+                         text: "Precomputed " + what + " only: run "}, parent);
+    V.h("code", {text: "python -m transformer serve"}, note);
+    note.appendChild(document.createTextNode(" and open the page it serves to try your own text."));
+    return note;
   }
 
   window.TFS_LIVE = {available: function () { return !!base(); }, request: request, textBox: textBox,

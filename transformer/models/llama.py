@@ -90,8 +90,6 @@ class LlamaWeights:
     layers: list  # L × LayerWeights
     norm: Any  # (d,) final RMSNorm
     W_out: Any = None  # (d, v) untied LM head, None when tied
-    fused: list | None = None  # L × ([W_q | W_k | W_v], [W_gate | W_up]): the loader's storage, of which each
-    # layer's matrices are column views; FastForward reads each group as one matrix (llama_fast.py)
 
 
 # --- the forward pass, top-down from small parts ----------------------------------------

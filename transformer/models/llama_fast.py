@@ -72,15 +72,29 @@ def decode_matrices(w, fused: bool = True) -> list:  # LlamaWeights -> the matri
 
 
 def fused_layer(w, i: int):  # -> (W_qkv [d, (h + 2h_kv)·d_h], W_gate_up [d, 2·d_ff]) or None
-    """Layer i's fused matrices, if the loader made them and the layer's matrices are still their
-    views (a matrix replaced after loading breaks the link: then the separate ones are read)."""
-    if w.fused is None:
+    """Layer i's fused matrices, where the loader stored them fused (`fuse_columns`) and the layer's
+    matrices are still their column views; else None (a matrix replaced after loading breaks the link,
+    and then the separate ones are read). Found from the arrays themselves: the weights carry no field
+    for the fast path."""
+    lw = w.layers[i]
+    qkv, gu = joined_columns(lw.W_q, lw.W_k, lw.W_v), joined_columns(lw.W_gate, lw.W_up)
+    return (qkv, gu) if qkv is not None and gu is not None else None
+
+
+def joined_columns(*Ws):  # k × [d_in, d_j] -> [d_in, Σ d_j] or None
+    """The matrix [W_1 | W_2 | …] whose consecutive column views the W_j are, or None where they are not:
+    each W_j a view of one C-ordered base of exactly Σ d_j columns, starting where the one before ends."""
+    base = getattr(Ws[0], "base", None)
+    if not isinstance(base, np.ndarray) or base.ndim != 2 or not base.flags.c_contiguous:
         return None
-    lw, (W_qkv, W_gu) = w.layers[i], w.fused[i]
-    views = [getattr(W, "base", None) for W in (lw.W_q, lw.W_k, lw.W_v, lw.W_gate, lw.W_up)]
-    if all(v is W_qkv for v in views[:3]) and all(v is W_gu for v in views[3:]):
-        return W_qkv, W_gu
-    return None
+    if base.shape != (Ws[0].shape[0], sum(W.shape[1] for W in Ws)):
+        return None
+    start, item = base.__array_interface__["data"][0], base.itemsize
+    edges = np.cumsum([0] + [W.shape[1] for W in Ws])
+    for W, e in zip(Ws, edges[:-1]):
+        if W.base is not base or W.__array_interface__["data"][0] != start + int(e) * item or W.strides != base.strides:
+            return None
+    return base
 
 
 class Buffers:

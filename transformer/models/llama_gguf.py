@@ -14,9 +14,9 @@ Fused storage: a decode step multiplies one vector by every matrix, so its speed
 the weights stream from memory, and a few large matrices stream faster than many small ones
 (SmolLM2 on 2 cores: its 211 matrices at ~23 GB/s, the same bytes as 121 at ~27 GB/s). So the
 loader stores each layer's [W_q | W_k | W_v] (d, (h + 2·h_kv)·d_h) and [W_gate | W_up] (d, 2·d_ff)
-as one C-ordered matrix each (`LlamaWeights.fused`), and W_q, W_k, W_v, W_gate, W_up as column
-views of them: `x @ W_q` reads the same numbers, nothing is held twice, and the decode step
-(llama_fast.py) reads each group with one product.
+as one C-ordered matrix each (`fuse_columns`), and W_q, W_k, W_v, W_gate, W_up as column views of
+them: `x @ W_q` reads the same numbers, nothing is held twice, and the decode step (llama_fast.py)
+finds each group's matrix from the views themselves (`joined_columns`) and reads it with one product.
 
 RoPE layout: llama.cpp's converter permutes the rows of W_q and W_k of each head so that
 the rotated pairs are adjacent, (x0, x1), (x2, x3), … (the "interleaved" form of the RoPE
@@ -276,14 +276,14 @@ def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) ->
     bar = tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress, leave=False)
     W_E = table("token_embd.weight", (cfg.v, d))  # one row per token: no transpose
     bar.update(1)
-    layers, fused = [], []
+    layers = []
     for i in range(cfg.L):
         p = f"blk.{i}."
         # one matrix [W_q | W_k | W_v] and one [W_gate | W_up], the separate ones views of their columns
-        W_qkv, (W_q, W_k, W_v) = fuse_columns(matrix(p + "attn_q.weight", (d, qd)),
+        _, (W_q, W_k, W_v) = fuse_columns(matrix(p + "attn_q.weight", (d, qd)),
                                               matrix(p + "attn_k.weight", (d, kvd)),
                                               matrix(p + "attn_v.weight", (d, kvd)), xp=xp)
-        W_gu, (W_gate, W_up) = fuse_columns(matrix(p + "ffn_gate.weight", (d, cfg.d_ff)),
+        _, (W_gate, W_up) = fuse_columns(matrix(p + "ffn_gate.weight", (d, cfg.d_ff)),
                                             matrix(p + "ffn_up.weight", (d, cfg.d_ff)), xp=xp)
         layers.append(LayerWeights(
             attn_norm=vector(p + "attn_norm.weight", d), W_q=W_q, W_k=W_k, W_v=W_v,
@@ -291,11 +291,10 @@ def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) ->
             ffn_norm=vector(p + "ffn_norm.weight", d), W_gate=W_gate, W_up=W_up,
             W_down=matrix(p + "ffn_down.weight", (cfg.d_ff, d)),
         ))
-        fused.append((W_qkv, W_gu))
         bar.update(1)
     bar.close()
     W_out = None if cfg.tied else matrix("output.weight", (d, cfg.v))
-    return LlamaWeights(W_E=W_E, layers=layers, norm=vector("output_norm.weight", d), W_out=W_out, fused=fused)
+    return LlamaWeights(W_E=W_E, layers=layers, norm=vector("output_norm.weight", d), W_out=W_out)
 
 
 def load_llama(path=None, backend="numpy", *, progress: bool = True) -> Llama:

@@ -31,15 +31,14 @@ def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: in
     def ones(n):  # -> [n]
         return xp.asarray(np.ones(n, dtype=np.float32))
 
-    layers, fused = [], []
+    layers = []
     for _ in range(cfg.L):  # stored as the loader stores them: [W_q | W_k | W_v] and [W_gate | W_up] fused
-        W_qkv, (W_q, W_k, W_v) = fuse_columns(mat(cfg.d, cfg.h * cfg.d_h), mat(cfg.d, cfg.h_kv * cfg.d_h),
+        _, (W_q, W_k, W_v) = fuse_columns(mat(cfg.d, cfg.h * cfg.d_h), mat(cfg.d, cfg.h_kv * cfg.d_h),
                                               mat(cfg.d, cfg.h_kv * cfg.d_h), xp=xp)
         W_o = mat(cfg.h * cfg.d_h, cfg.d)
-        W_gu, (W_gate, W_up) = fuse_columns(mat(cfg.d, cfg.d_ff), mat(cfg.d, cfg.d_ff), xp=xp)
+        _, (W_gate, W_up) = fuse_columns(mat(cfg.d, cfg.d_ff), mat(cfg.d, cfg.d_ff), xp=xp)
         layers.append(LayerWeights(attn_norm=ones(cfg.d), W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o, ffn_norm=ones(cfg.d),
                                    W_gate=W_gate, W_up=W_up, W_down=mat(cfg.d_ff, cfg.d)))
-        fused.append((W_qkv, W_gu))
     weights = LlamaWeights(W_E=mat(cfg.v, cfg.d), layers=layers, norm=ones(cfg.d),
-                           W_out=None if cfg.tied else mat(cfg.d, cfg.v), fused=fused)
+                           W_out=None if cfg.tied else mat(cfg.d, cfg.v))
     return Llama(cfg, weights, None, xp=xp)
