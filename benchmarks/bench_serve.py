@@ -62,9 +62,19 @@ def text_of(count, n: int) -> str:
     return text
 
 
-def start_server(folder: Path):  # -> (process, port): the command, on a free port
+def cpu_seconds(pid: int):  # -> the process's CPU time so far, all threads (Linux /proc), or None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def start_server(folder: Path, threads: int | None):  # -> (process, port): the command, on a free port
     (folder / "index.html").write_text("<!doctype html><html><head></head><body></body></html>")
-    proc = subprocess.Popen([sys.executable, "-m", "transformer", "serve", "--site", str(folder), "--port", "0"],
+    extra = [] if threads is None else ["--threads", str(threads)]
+    proc = subprocess.Popen([sys.executable, "-m", "transformer", "serve", "--site", str(folder), "--port", "0"] + extra,
                             cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()  # "serving … on http://127.0.0.1:PORT/ …"
@@ -90,51 +100,63 @@ def post(port: int, body: dict):  # -> (seconds, parsed answer, bytes)
     return seconds, out, len(raw)
 
 
-def bench(tokens: int, repeats: int) -> list[dict]:
+def bench(tokens: int, repeats: int, threads: int | None) -> list[dict]:
     count = tokenizers()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        proc, port = start_server(Path(folder))
+        proc, port = start_server(Path(folder), threads)
         try:
             for key in ("minilm", "smollm2"):
                 body = {"model": key, "text": "a", "new_tokens": NEW_TOKENS[key]}
                 first_s, _, _ = post(port, body)  # loads the model (once per server)
                 body["text"] = text_of(count[key], tokens)
                 post(port, body)  # warm-up on the real length: buffers, RoPE tables
-                times, size = [], 0
+                times, cpus, size = [], [], 0
                 for _ in range(repeats):
+                    c0 = cpu_seconds(proc.pid)
                     s, out, size = post(port, body)
+                    c1 = cpu_seconds(proc.pid)
                     times.append(s)
+                    if c0 is not None and c1 is not None:
+                        cpus.append(c1 - c0)
                 assert len(out["text"]["layers"]) == out["L"], "every layer at once at this length"
                 assert len(out["text"]["tokens"]) == tokens + NEW_TOKENS[key], "the model read the text counted"
                 row = {"model": out["name"], "tokens": tokens, "new_tokens": NEW_TOKENS[key], "repeats": repeats,
                        "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-                       "first_request_s": first_s, "answer_bytes": size, "weights": len(out["text"]["w"])}
+                       "first_request_s": first_s, "answer_bytes": size, "weights": len(out["text"]["w"]),
+                       "server_cpu_s": statistics.median(cpus) if cpus else None}
                 row["within_target"] = row["median_s"] <= TARGET_S
                 rows.append(row)
                 print(f"{row['model']:13s} {tokens} tokens (+{row['new_tokens']} generated): median "
                       f"{row['median_s']:.3f} s (min {row['min_s']:.3f}, max {row['max_s']:.3f}, {repeats} requests); "
-                      f"{size / 1e6:.2f} MB of JSON; first request with loading {first_s:.1f} s", flush=True)
+                      f"{size / 1e6:.2f} MB of JSON; server CPU {row['server_cpu_s'] or 0:.2f} s a request (all "
+                      f"threads); first request with loading {first_s:.1f} s", flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
     return rows
 
 
+def cpu(row) -> str:
+    return "–" if row["server_cpu_s"] is None else f"{row['server_cpu_s']:.2f}"
+
+
 def markdown(rows, meta) -> str:
     lines = ["# The live attention explorer (`python -m transformer serve`)", "",
              f"POST /api/attention over HTTP on 127.0.0.1 for a text of {rows[0]['tokens']} tokens: every layer's and "
              f"head's weights, rounded to 1e-4, as the explorer asks for them; time from sending the request to "
-             f"holding the parsed JSON, median of the timed requests after a warm-up. {meta['machine']}. "
+             f"holding the parsed JSON, median of the timed requests after a warm-up; the server's BLAS threads: "
+             f"{meta['server_threads']}. {meta['machine']}. "
              f"Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}).", "",
              meta["load_line"], "", meta["trustworthy"], "",
-             "| model | tokens | generated | median s | min s | max s | JSON MB | weights | within 2 s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+             "| model | tokens | generated | median s | min s | max s | server CPU s | JSON MB | weights | within 2 s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['tokens']} | {r['new_tokens']} | {r['median_s']:.3f} | {r['min_s']:.3f} | "
-                     f"{r['max_s']:.3f} | {r['answer_bytes'] / 1e6:.2f} | {r['weights']:,} | "
+                     f"{r['max_s']:.3f} | {cpu(r)} | {r['answer_bytes'] / 1e6:.2f} | {r['weights']:,} | "
                      f"{'yes' if r['within_target'] else 'NO'} |")
-    lines += ["", "generated: SmolLM2's greedy tokens after the text, whose decode rows the explorer draws. The first "
+    lines += ["", "server CPU s: the median CPU time the server process spent on one request, all its threads. "
+              "generated: SmolLM2's greedy tokens after the text, whose decode rows the explorer draws. The first "
               "request of each model also loads it (" + ", ".join(f"{r['model']} {r['first_request_s']:.1f} s"
                                                                    for r in rows) + "), once per server.", ""]
     return "\n".join(lines)
@@ -145,6 +167,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a check that it runs: 1 timed request per model")
     ap.add_argument("--tokens", type=int, default=64, help="the text's length in tokens (default 64)")
     ap.add_argument("--repeats", type=int, help="timed requests per model, median reported (default 5; 1 quick)")
+    ap.add_argument("--threads", type=int, help="the server's --threads (default: its own default, 1 BLAS thread)")
     M.add_out_argument(ap)
     args = ap.parse_args()
     repeats = args.repeats or (1 if args.quick else 5)
@@ -153,14 +176,16 @@ def main():
     start, cpu0 = M.load_average(), M.cpu_snapshot()
     print(M.start_line(start), flush=True)
     t0 = time.time()
-    rows = bench(args.tokens, repeats)
-    load = M.load_record(start, M.load_average(), own=os.cpu_count() or 1)  # BLAS uses every core
+    rows = bench(args.tokens, repeats, args.threads)
+    own = args.threads or (os.cpu_count() or 1) if args.threads is not None else 1  # the server's BLAS threads
+    load = M.load_record(start, M.load_average(), own=own)
     use = M.others_cpu(cpu0, M.cpu_snapshot())
     meta = {"command": "python benchmarks/bench_serve.py " + " ".join(sys.argv[1:]),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, Python "
                        f"{platform.python_version()}",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": time.time() - t0,
-            "target_s": TARGET_S, "load": load, "load_line": M.load_line(load), "other_cpu": use,
+            "target_s": TARGET_S, "server_threads": args.threads if args.threads is not None else "default (1)",
+            "load": load, "load_line": M.load_line(load), "other_cpu": use,
             "trustworthy": M.trust_line(load, use)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "serve.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

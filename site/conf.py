@@ -27,7 +27,8 @@ FAST = os.environ.get("SITE_FAST", "0") not in ("", "0")
 # The lessons write their figures into the build (never over the committed figures/), run in
 # TRANSFORMER_FAST mode for a fast build, and draw with the inline backend (MPLBACKEND=Agg would
 # leave the pages without figures). The kernel inherits this process's environment.
-SITE_FIGURES = Path(os.environ.get("SITE_FIGURES") or ROOT / "_build" / "site_src" / "figures")  # what the gallery shows
+# the folder the gallery shows
+SITE_FIGURES = Path(os.environ.get("SITE_FIGURES") or ROOT / "_build" / "site_src" / "figures")
 os.environ["TRANSFORMER_FIGURES"] = str(SITE_FIGURES)  # with the cache, the cache's own folder: below
 os.environ["TRANSFORMER_FAST"] = "1" if FAST else "0"
 os.environ.pop("MPLBACKEND", None)

@@ -17,6 +17,7 @@ Nothing here is written by hand per lesson: a new lesson, function or solution a
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import sys
 import textwrap
@@ -24,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import jupytext
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "lessons" / "solutions"
@@ -46,8 +48,6 @@ def public_names() -> dict[str, object]:
 
 def source_page(obj) -> str:
     """The viewcode page of obj, from the site's root: '_modules/transformer/core/attention.html#softmax'."""
-    import inspect
-
     obj = inspect.unwrap(obj)
     return f"_modules/{obj.__module__.replace('.', '/')}.html#{obj.__qualname__}"
 
@@ -191,14 +191,14 @@ def reads(text: str, **kwargs):
         return nb
     fold(nb)
     alt_texts(nb)
-    import nbformat
 
     box = nbformat.v4.new_markdown_cell(top_box(number, stems[0], nb))
     title = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
     nb.cells.insert(title + 1, box)
     answers = solutions_cell(number)
     if answers:
-        tries = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and re.search(r"^## Try it", c.source, re.M)]
+        tries = [i for i, c in enumerate(nb.cells)
+                 if c.cell_type == "markdown" and re.search(r"^## Try it", c.source, re.M)]
         at = tries[-1] + 1 if tries else len(nb.cells)
         nb.cells.insert(at, nbformat.v4.new_markdown_cell(answers))
     return nb

@@ -43,7 +43,7 @@ def browser_missing() -> str | None:
 
 
 # what the site is built from: a file here newer than the built index.html makes the site stale
-SITE_SOURCES = ("lessons/*.py", "docs/*.md", "site/**/*", "transformer/**/*.py", "README.md", "figures/README.md",
+SITE_SOURCES = ("lessons/*.py", "lessons/solutions/*.py", "docs/*.md", "site/**/*", "transformer/**/*.py", "README.md", "figures/README.md",
                 "benchmarks/results/*.md", "workbook/*.py")
 
 

@@ -20,12 +20,17 @@ from pathlib import Path
 
 from .shown import shown
 
-__all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "QUEUE_LIMIT", "LIVE_TAG"]
+__all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "QUEUE_LIMIT", "THREADS", "LIVE_TAG"]
 
 DEFAULT_SITE = Path("_build") / "site"
 MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few KiB, JSON escapes at most ×6
 QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answered 503 at once
 READ_TIMEOUT_S = 30  # a client that stops sending mid-request frees its thread after this
+# BLAS threads of a model request. One: a request is small (64 tokens: about 14 GFLOP), and threads that
+# share their cores with other programs (the browser drawing the last answer, a build) wait for one
+# another at every matmul: on a busy 2-core machine (load 3.2) SmolLM2's 64-token answer took a median
+# of 1.06 s on one thread and 4.07 s on two (benchmarks/bench_serve.py, --threads 2 for the second).
+THREADS = 1
 LIVE_TAG = '<meta name="tfs-live-api" content="/api/">'  # what tells a page's views the API is here
 
 
@@ -40,6 +45,8 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--threads", type=int, default=THREADS,
+                   help=f"BLAS threads of a model request (default {THREADS}; 0: the BLAS library's own count)")
     p.add_argument("--queue", type=int, default=QUEUE_LIMIT,
                    help=f"model requests that may wait behind the running one (default {QUEUE_LIMIT}); "
                         "more are answered 503")
@@ -60,16 +67,21 @@ def inject_live_tag(html: bytes) -> bytes:
 
 
 def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: int = QUEUE_LIMIT,
-                models=None, log=None):
+                models=None, log=None, threads: int = THREADS):
     """The server, bound and not yet serving (call serve_forever()). site_dir None: the API only.
     models: a serve_api.Models (default: one that loads each model on first use). log: a function
-    that takes one line per API request (default: none)."""
+    that takes one line per API request (default: none). threads: BLAS threads of a model request
+    (0: leave BLAS as it is)."""
     import contextlib
     import http.server
     import json
     import threading
 
+    from threadpoolctl import ThreadpoolController
+
     from .serve_api import ApiError, Models, answer, status
+
+    blas = ThreadpoolController()  # the BLAS libraries loaded in this process, found once
 
     class RequestQueue:
         """Model requests run one at a time; at most `limit` wait behind the running one."""
@@ -86,7 +98,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                                         f"{self.limit + 1}); try again in a moment")
                 self.count += 1
             try:
-                with self.running:
+                with self.running, (blas.limit(limits=threads, user_api="blas") if threads else
+                                    contextlib.nullcontext()):
                     yield
             finally:
                 with self.lock:
@@ -203,9 +216,11 @@ def run_serve(args) -> int:
         raise ValueError(f"--port must be in 0 … 65535, got {args.port}")
     if args.queue < 0:
         raise ValueError(f"--queue must be ≥ 0, got {args.queue}")
+    if args.threads < 0:
+        raise ValueError(f"--threads must be ≥ 0, got {args.threads}")
     try:
         server = make_server(site, args.host, args.port, args.queue,
-                             log=lambda line: print(line, file=sys.stderr, flush=True))
+                             log=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads)
     except OSError as e:
         raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
     host, port = server.server_address[:2]
