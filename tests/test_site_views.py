@@ -324,6 +324,13 @@ def test_flash_view_shows_the_trace(page, exported, shots):
         assert int(view.locator('[data-role="io-so-far"]').get_attribute("data-elements")) == io["total"]
         std = 4 * n * d_h + 4 * n * n  # standard attention: Q, K, V, O once; S and P written and read back
         assert int(view.locator('[data-role="io-standard"]').get_attribute("data-elements")) == std
+    # the keyboard reaches the scores computed so far: one Tab stop, arrows walk them, each read aloud
+    cells = view.locator('[data-role="tile-grid"] rect[tabindex]')
+    assert cells.count() > 0 and cells.evaluate_all("els => els.filter(e => e.tabIndex === 0).length") == 1
+    cells.nth(0).focus()
+    cells.nth(0).press("ArrowRight")
+    label = view.evaluate("v => document.activeElement.getAttribute('aria-label')")
+    assert label == cells.nth(1).get_attribute("aria-label") and (label.startswith("S[") or "masked" in label), label
     # a skipped tile: nothing moves, and the view says so
     view.locator('select[data-role="run"]').select_option("0")
     set_range(view, "step", 1)
@@ -348,6 +355,14 @@ def test_paged_view_shows_block_tables(page, shots):
     assert int(view.locator('[data-role="paged-reserved"]').get_attribute("data-bytes")) == 9 * 4 * PER_TOKEN
     assert int(view.locator('[data-role="contiguous-reserved"]').get_attribute("data-bytes")) == 3 * 32 * PER_TOKEN
     assert "D arrives" in view.locator('[data-role="paged-info"]').inner_text()
+    # the keyboard reaches the pool: one Tab stop, arrows move along it, each block read aloud by its title
+    blocks = view.locator('[data-role="block"]')
+    assert blocks.evaluate_all("els => els.filter(e => e.getAttribute('tabindex') === '0').length") == 1
+    blocks.nth(0).focus()
+    blocks.nth(0).press("ArrowRight")
+    focused = view.evaluate("v => [document.activeElement.getAttribute('data-block'), "
+                            "document.activeElement.getAttribute('aria-label')]")
+    assert focused == ["1", "block 1: request D, 4 of 4 slots filled"], focused
     view.screenshot(path=str(shots / "paged_kv_event9.png"))
     view.locator('button[title="one step forward"]').click()
     assert view.get_attribute("data-current-event") == "9"

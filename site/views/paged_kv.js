@@ -107,6 +107,12 @@
         s("title", {text: r ? "block " + b + ": request " + r + ", " + filled[b] + " of " + B + " slots filled"
                             : "block " + b + ": free"}, g);
       }
+      blockKeys(svg, perRow);
+    }
+
+    function blockKeys(svg, perRow) {  // keyboard: one Tab stop on the pool, arrows across and down its rows
+      var blocks = Array.prototype.slice.call(svg.querySelectorAll('[data-role="block"]'));
+      V.keys(blocks, {cols: perRow, label: function (k) { return blocks[k].querySelector("title").textContent; }});
     }
 
     function drawTables(ev) {
