@@ -278,6 +278,25 @@ def test_pages_carry_the_live_tag_and_files_are_untouched(tmp_path):
         server.server_close()
 
 
+def test_a_failed_request_is_one_log_line_never_a_traceback(tmp_path, capsys):
+    """socketserver prints a traceback when handling a request fails; the server logs one line instead,
+    and nothing at all for a client that went away (a closed tab, a reload)."""
+    lines = []
+    server = S.make_server(tmp_path, "127.0.0.1", 0, log=lines.append)
+    try:
+        for exc in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"), RuntimeError("odd\nthing")):
+            try:
+                raise exc
+            except OSError:
+                server.handle_error(None, ("127.0.0.1", 5))
+            except RuntimeError:
+                server.handle_error(None, ("127.0.0.1", 5))
+    finally:
+        server.server_close()
+    assert lines == ["error serving 127.0.0.1: RuntimeError: odd thing"]
+    assert capsys.readouterr().err == ""
+
+
 def test_serve_without_a_site_says_so_in_one_line(tmp_path, capsys):
     assert cli_main(["serve", "--site", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

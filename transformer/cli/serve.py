@@ -201,6 +201,11 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def finish_request(self, request, client_address):
             Handler(request, client_address, self, directory=str(self.site_dir or "."))
 
+        def handle_error(self, request, client_address):  # socketserver's default prints a traceback
+            exc = sys.exc_info()[1]
+            if log is not None and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):  # a client gone
+                log(f"error serving {client_address[0]}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+
     server = LiveServer((host, port), Handler)
     server.site_dir = None if site_dir is None else Path(site_dir)
     server.models = Models() if models is None else models
