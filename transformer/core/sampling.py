@@ -20,18 +20,28 @@ from .attention import softmax
 from ..backend import to_host
 from ..require import checked_by
 
-__all__ = ["check_sampling", "filter_logits", "next_token_probs", "sample_next", "greedy"]
+__all__ = ["check_sampling", "sampling_settings", "filter_logits", "next_token_probs", "sample_next", "greedy"]
+
+
+def sampling_settings(temperature=0.0, top_k=None, top_p=None):  # -> (float, int | None, float | None)
+    """The settings as Python numbers (a NumPy scalar or a 0-d array becomes a float or an int), the form
+    the formulas take; `check_sampling` refuses the ones that mean nothing first.
+
+    >>> sampling_settings(np.float32(0.5), np.int64(40), None)
+    (0.5, 40, None)
+    """
+    return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
 
 
 @checked_by(checks.check_sampling)
 def check_sampling(temperature=0.0, top_k=None, top_p=None):  # -> (float, int | None, float | None)
     """Refuse settings that mean nothing, naming the bad value (at the door); return them as Python
-    numbers (a NumPy scalar or a 0-d array becomes a float or an int), the form the formulas take.
+    numbers, as `sampling_settings` does.
 
     >>> check_sampling(np.float32(0.5), np.int64(40), None)
     (0.5, 40, None)
     """
-    return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
+    return sampling_settings(temperature, top_k, top_p)
 
 
 def _scale(x, temperature):  # [..., v] -> [..., v], same dtype
@@ -76,7 +86,7 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     [True, True, False, False]
     """
     x = to_host(logits)  # [..., v] NumPy
-    temperature, top_k, top_p = check_sampling.unchecked(temperature, top_k, top_p)  # Python numbers
+    temperature, top_k, top_p = sampling_settings(temperature, top_k, top_p)  # Python numbers (checked at the door)
     if temperature == 0:  # greedy: every token but the argmax gets -inf
         argmax = greedy.unchecked(x)[..., None]  # [..., 1]
         return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)  # [..., v]

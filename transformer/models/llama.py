@@ -30,7 +30,7 @@ from ..core.kv_cache import KVCache
 from ..core.layers import rms_norm, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.packing import pack_documents, unpack
-from ..core.sampling import check_sampling
+from ..core.sampling import sampling_settings
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
            "forward", "decoder_block", "attention_block", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
@@ -366,7 +366,7 @@ class Llama:
         The request is checked at the door, before the first token is asked for.
         """
         ids = self.encode(prompt)
-        sampling = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door: Python numbers
+        sampling = sampling_settings(temperature, top_k, top_p)  # checked at the door: now Python numbers
         max_new_tokens = int(max_new_tokens)
         self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
         if use_cache and cache is None and max_new_tokens > 0:
@@ -403,7 +403,7 @@ class Llama:
         """
         rows = [self.encode(p) for p in prompts]
         b = len(rows)
-        sampling = check_sampling.unchecked(temperature, top_k, top_p)  # checked at the door
+        sampling = sampling_settings(temperature, top_k, top_p)  # checked at the door
         max_new_tokens = int(max_new_tokens)
         pad = self.tokenizer.pad_id if self.tokenizer and self.tokenizer.pad_id is not None else 0
         x, valid, positions = left_padded(rows, max_new_tokens, pad)  # [b, n_p], 2 × [b, n_p + max_new_tokens]
