@@ -4,10 +4,14 @@
 implementation of the Array API standard, so any call that bypasses `xp` fails).
 CuPy joins when it and a GPU are present.
 """
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-import transformer as T
+sys.path.insert(0, str(Path(__file__).with_name("support")))  # the tests' helpers: torch twins, the CUDA emulator, the site
+import transformer as T  # noqa: E402
 from conftest_site import *  # noqa: E402,F401,F403  the website's fixtures and end-of-run line (test_site.py)
 
 BACKENDS = ["numpy", "array_api_strict"]

@@ -195,7 +195,7 @@ def test_lessons_and_benchmarks_use_public_names(path):
 def test_tests_reach_no_private_name_of_the_package():
     """Tests may import a sub-module to test it, but never a name the package keeps private."""
     wrong = []
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         aliases = set()
         for node in ast.walk(tree):

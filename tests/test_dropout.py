@@ -3,7 +3,7 @@
 The forward against torch's own dropout (its output tells which entries it kept), the backward
 against torch autograd with the same mask and against finite differences, the expectation over
 many draws, the identity in eval mode, the refusals; then the decoder's gradients with dropout on
-against the torch twin (tests/torch_tiny.py) given the same keep-masks.
+against the torch twin (tests/support/torch_tiny.py) given the same keep-masks.
 """
 import math
 

@@ -1,4 +1,4 @@
-"""From the course website to running code, read in headless Chromium (tests/site_support.py).
+"""From the course website to running code, read in headless Chromium (tests/support/site_support.py).
 
 A lesson's page links each package function it calls to that function's source page (Sphinx's
 viewcode), and the source page shows the function; the lesson's notebook link downloads a notebook

@@ -133,7 +133,7 @@ def site(tmp_path_factory, exported):
 
 
 @pytest.fixture(scope="module")
-def browser(site, browser):  # the session's one Chromium (tests/conftest_site.py): Playwright's sync API
+def browser(site, browser):  # the session's one Chromium (tests/support/conftest_site.py): Playwright's sync API
     return browser            # allows one running instance per process, and test_site.py shares it
 
 

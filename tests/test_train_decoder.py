@@ -1,4 +1,4 @@
-"""The tiny trainable decoder against the same model written in torch (tests/torch_tiny.py): logits
+"""The tiny trainable decoder against the same model written in torch (tests/support/torch_tiny.py): logits
 and the gradient of every weight in float64, with GQA and MQA, padding, packed rows; the tiled
 attention against the plain one; the activation-memory formula against the saved arrays' bytes;
 cached greedy decoding against uncached; and 20 training steps against torch's AdamW."""

@@ -1,5 +1,5 @@
 """The induction run (transformer/train/induction.py): the trained decoder is judged by torch
-(tests/torch_tiny.py) running its weights on held-out documents; the padded-slot counts by a
+(tests/support/torch_tiny.py) running its weights on held-out documents; the padded-slot counts by a
 first-fit packing and a padding count written here; the attention maps by torch's own weights;
 the head scores by a loop over the definition; packed and padded losses by torch on each
 document alone. The default run (600 steps, ~30 s) is trained once per layout."""

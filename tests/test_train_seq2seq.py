@@ -1,4 +1,4 @@
-"""The trainable encoder–decoder against the same model written in torch (tests/torch_seq2seq.py):
+"""The trainable encoder–decoder against the same model written in torch (tests/support/torch_seq2seq.py):
 logits and the gradient of every weight in float64 with padded sources and ignored targets, at odd
 sizes; finite differences on a few weights; the forward against models/encoder_decoder.py's layers;
 cached greedy decoding against uncached and against torch's logits; the translation run reaching

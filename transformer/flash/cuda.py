@@ -33,7 +33,7 @@ block the keys its documents span, and only key tiles inside it are read).
 This module compiles and launches. The host side, as pure functions tested without a GPU (what
 to compile, how many blocks, how much shared memory: `launch_plan`), is `cuda_kernels.py`, the
 table of kernels `kernel_table.py` (`T.cuda_kernels` for both). The kernels
-themselves are tested on the CPU by running their CUDA C on threads (tests/cuda_emulator.py)
+themselves are tested on the CPU by running their CUDA C on threads (tests/support/cuda_emulator.py)
 and on a GPU where there is one.
 
 Only this module is CuPy-specific: the kernels are CUDA C and need a GPU. Everything else in

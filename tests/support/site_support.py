@@ -1,6 +1,6 @@
 """The course website as a reader's browser sees it: build once, serve on 127.0.0.1, check a page.
 
-Used by tests/test_site.py (and its fixtures in tests/conftest_site.py):
+Used by tests/test_site.py (and its fixtures in tests/support/conftest_site.py):
 
 - `browser_missing()`: why the browser tests cannot run here, or None;
 - `built_site()`: _build/site/, built by `site/build.py --fast` if it is not there yet (under a file
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SITE_OUT = ROOT / "_build" / "site"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 
