@@ -168,7 +168,7 @@ def run_case(source, kernel, dtype, shared_scale=1.0):
 
 
 def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
-    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_kernel_sanitizers as t; "
+    code = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'support')!r}]; import test_kernel_sanitizers as t; "
             f"t.run_case({str(source)!r}, {kernel!r}, {dtype!r}, {shared_scale!r})")
     return _run(sanitizer, ["-c", code])
 
@@ -214,7 +214,7 @@ def test_sanitizer_name_is_checked():
 def _small_kernel(sanitizer, source, name, threads, args, options=()):
     """Launch kernel `name` of the file `source` on one block of `threads` threads, in the
     sanitizer's subprocess. args: the Python text of its argument tuple."""
-    code = (f"import sys, numpy as np; sys.path.insert(0, {str(TESTS)!r}); import cuda_emulator; "
+    code = (f"import sys, numpy as np; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'support')!r}]; import cuda_emulator; "
             f"cuda_emulator.load({str(source)!r}, {name!r}, {tuple(options)!r})((1,), ({threads},), {args})")
     return _run(sanitizer, ["-c", code])
 
