@@ -13,7 +13,6 @@ Playwright (site_support.browser_missing). Each model is loaded once for the mod
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -307,14 +306,6 @@ def test_serve_without_a_site_says_so_in_one_line(tmp_path, capsys):
 
 
 # --- the live path in a browser ----------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    folder = Path(os.environ["TFS_VIEWS_SHOTS"]) if os.environ.get("TFS_VIEWS_SHOTS") else \
-        tmp_path_factory.mktemp("serve_shots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
 
 def lesson_with(site: Path, *views: str) -> Path:
     pages = [p for p in sorted(site.rglob("*.html"))

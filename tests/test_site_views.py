@@ -137,14 +137,6 @@ def browser(site, browser):  # the session's one Chromium (tests/support/conftes
     return browser            # allows one running instance per process, and test_site.py shares it
 
 
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    folder = Path(os.environ["TFS_VIEWS_SHOTS"]) if os.environ.get("TFS_VIEWS_SHOTS") else \
-        tmp_path_factory.mktemp("views_shots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 class Page:
     """A browser page that records console errors, page errors and every requested URL."""
 

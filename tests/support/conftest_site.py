@@ -6,11 +6,14 @@ run says so in one line.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import site_support
 
-__all__ = ["site_dir", "site_url", "browser", "browser_context", "pytest_terminal_summary"]
+__all__ = ["site_dir", "site_url", "browser", "browser_context", "shots", "pytest_terminal_summary"]
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +48,15 @@ def browser_context(browser):
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     yield ctx
     ctx.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    """Where the browser tests leave their screenshots: TFS_VIEWS_SHOTS, or a temporary folder."""
+    folder = Path(os.environ["TFS_VIEWS_SHOTS"]) if os.environ.get("TFS_VIEWS_SHOTS") else \
+        tmp_path_factory.mktemp("shots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def pytest_terminal_summary(terminalreporter):

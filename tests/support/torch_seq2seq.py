@@ -10,6 +10,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_tiny import NamedWeights
+
 
 def sinusoids(n, d, dtype):  # PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(…)
     pos = torch.arange(n, dtype=torch.float64)[:, None]
@@ -19,19 +21,7 @@ def sinusoids(n, d, dtype):  # PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i
     return pe.to(dtype)
 
 
-class TorchSeq2Seq(torch.nn.Module):
-    def __init__(self, cfg, params: dict, dtype=torch.float64):
-        super().__init__()
-        self.cfg = cfg
-        self.names = list(params)
-        for name, w in params.items():  # parameter names may not hold dots
-            self.register_parameter(name.replace(".", "__"), torch.nn.Parameter(torch.tensor(w, dtype=dtype)))
-
-    def w(self, name):
-        return getattr(self, name.replace(".", "__"))
-
-    def named_weights(self):  # our names -> torch parameters
-        return {name: self.w(name) for name in self.names}
+class TorchSeq2Seq(NamedWeights):
 
     def attention(self, x, c, pre, mask):  # [b, n_q, d], [b, n_k, d] -> [b, n_q, d], weights [b, h, n_q, n_k]
         b, n_q, d = x.shape

@@ -13,12 +13,14 @@ def rotate_half(x):
     return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
 
 
-class TorchTinyDecoder(torch.nn.Module):
+class NamedWeights(torch.nn.Module):
+    """A torch twin holding our weight dict as parameters, reached by our names ("layers.0.W_q")."""
+
     def __init__(self, cfg, params: dict, dtype=torch.float64):
         super().__init__()
         self.cfg = cfg
         self.names = list(params)
-        for name, w in params.items():  # ParameterDict keys may not hold dots
+        for name, w in params.items():  # parameter names may not hold dots
             self.register_parameter(name.replace(".", "__"), torch.nn.Parameter(torch.tensor(w, dtype=dtype)))
 
     def w(self, name):
@@ -26,6 +28,9 @@ class TorchTinyDecoder(torch.nn.Module):
 
     def named_weights(self):  # our names -> torch parameters
         return {name: self.w(name) for name in self.names}
+
+
+class TorchTinyDecoder(NamedWeights):
 
     def forward(self, ids, positions=None, doc_ids=None, keep=None):  # [b, n] -> [b, n, v]
         """keep: {layer: bool [b, h, n, n]} dropout keep-masks of the attention weights (the package's

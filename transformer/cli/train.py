@@ -158,9 +158,10 @@ def check_generation_memory(need: int, what: str) -> None:
 
 
 def generation_bytes(L: int, h_kv: int, h: int, d_h: int, n_prompt: int, n_total: int, itemsize: int) -> int:
-    """An upper bound of a greedy generation's memory beyond the weights: the KV cache of every
-    position, 2·L·h_kv·n_total·d_h (KVCache's formula), and the prefill's attention, a few
-    h·n_prompt² arrays (scores, weights, mask), in the weights' itemsize."""
+    """An upper bound of a translation's memory beyond the weights (a trained decoder is a Llama and
+    has its own, `Llama.generation_bytes`): the KV cache of every position, 2·L·h_kv·n_total·d_h
+    (KVCache's formula), and the prefill's attention, a few h·n_prompt² arrays (scores, weights,
+    mask), in the weights' itemsize."""
     return (2 * L * h_kv * n_total * d_h + 4 * h * n_prompt * n_prompt) * itemsize
 
 
@@ -192,10 +193,8 @@ def _continue_ids(args) -> int:
     if new > room:
         raise ValueError(f"a prompt of {len(ids)} tokens + --max-new-tokens {new} = {len(ids) + new} is over the "
                          f"model's n_max={cfg.n_max}: lower --max-new-tokens to at most {room}")
-    itemsize = next(iter(params.values())).dtype.itemsize
-    check_generation_memory(generation_bytes(cfg.L, cfg.h_kv, cfg.h, cfg.d_h, len(ids), len(ids) + new, itemsize),
-                            f"a prompt of {len(ids)} tokens + {new} new ones")
     model = llama_from_params(params, cfg)  # the Llama of SmolLM2, holding these weights: one generation loop
+    check_generation_memory(model.generation_bytes(len(ids), new), f"a prompt of {len(ids)} tokens + {new} new ones")
     out = _logits_named(args, lambda: model.generate(ids, new, args.temperature, args.top_k, args.top_p, args.seed,
                                                      stop_at_eos=False))
     how = "greedily" if args.temperature == 0 else f"sampled at temperature {args.temperature:g}"

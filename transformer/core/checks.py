@@ -19,7 +19,7 @@ from .decoding_checks import (
     kv_cache_init, kv_cache_update, kv_cache_advance, paged_kv_cache_init,
     paged_kv_cache_free_sequence, paged_kv_cache_write, paged_kv_cache_extend,
     paged_kv_cache_gather, paged_kv_cache_update, paged_kv_cache_advance, paged_attention,
-    pack_documents, unpack, packing_report, check_sampling, logits_row_max, greedy, filter_logits,
+    pack_documents, unpack, packing_report, check_sampling, logits_row_max, step_logits, greedy, filter_logits,
     next_token_probs, sample_next)
 
 

@@ -18,7 +18,7 @@ __all__ = [
     "kv_cache_init", "kv_cache_update", "kv_cache_advance", "paged_kv_cache_init",
     "paged_kv_cache_free_sequence", "paged_kv_cache_write", "paged_kv_cache_extend",
     "paged_kv_cache_gather", "paged_kv_cache_update", "paged_kv_cache_advance", "paged_attention",
-    "pack_documents", "unpack", "packing_report", "check_sampling", "logits_row_max", "greedy",
+    "pack_documents", "unpack", "packing_report", "check_sampling", "logits_row_max", "step_logits", "greedy",
     "filter_logits", "next_token_probs", "sample_next"
 ]
 
@@ -267,6 +267,16 @@ def logits_row_max(x):  # [..., v] NumPy, floating, non-empty
         if np.isposinf(x).any():
             raise ValueError("logits contain +inf")
         raise ValueError("a row of logits is all -inf: no token is possible")
+
+
+def step_logits(logits, step: int):  # [b, v] logits of one generation step, any backend
+    """A possible token in every row of a generation step's logits, or one line naming the step: broken
+    weights, finite weights whose products overflow, or a float16 overflow give NaN or +inf, and an
+    argmax over them would pick a meaningless id. Every generation loop calls this before it samples."""
+    try:
+        logits_row_max(to_host(logits))
+    except ValueError as e:
+        raise ValueError(f"the model's {e} at generation step {step}: no token can be chosen from them") from None
 
 
 def host_logits(logits):

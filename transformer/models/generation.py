@@ -96,7 +96,8 @@ def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):
 
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
                 stats: GenerationStats | None = None):
-    """The loop: yields the b new ids [b] of each step (NumPy), after feeding the prompts x [b, n_p].
+    """The loop: yields (the b new ids [b], which rows were still live [b] bool) at each step (NumPy), after
+    feeding the prompts x [b, n_p]. A row that is no longer live was fed padding: its id is no output.
 
     step(ids [b, n]) -> logits [b, v] feeds new tokens and returns the last position's logits: the prompt
     at step 0 (prefill), then one token a row. sampling = (temperature, top_k, top_p), already checked:
@@ -105,21 +106,19 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     checked (NaN, +inf, a row of -inf) before anything is sampled from them. Timings go to `stats`.
     """
     stats = GenerationStats() if stats is None else stats
+    stop_ids = np.fromiter(stop, dtype=np.int64, count=len(stop))
     done = np.zeros(x.shape[0], dtype=bool)
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
         logits = to_host(step(x))  # [b, v] on the host (syncs the device)
-        try:  # broken weights, finite weights whose products overflow, a float16 overflow: named, never sampled
-            core_checks.logits_row_max(logits)
-        except ValueError as e:
-            raise ValueError(f"the model's {e} at generation step {s}: no token can be chosen from them") from None
+        core_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
         nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
         t1 = time.perf_counter()
         stats.steps.append(t1 - t0)
         stats.prefill_s, stats.decode_s = stats.steps[0], sum(stats.steps[1:])
         stats.new_tokens += x.shape[0]
-        yield nxt
-        done |= np.isin(nxt, list(stop))
+        yield nxt, ~done
+        done = done | np.isin(nxt, stop_ids)  # a new array: the live mask just yielded stays as it was
         if done.all():
             return
         x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding

@@ -375,7 +375,7 @@ class Llama:
         step = self._step(cache, cos, sin, use_cache)
         rows = decode_rows(step, np.asarray([ids], dtype=np.int64), max_new_tokens, sampling,
                            rng=np.random.default_rng(seed), stop=self._stop_ids() if stop_at_eos else set(), stats=stats)
-        return (int(nxt[0]) for nxt in rows)
+        return (int(nxt[0]) for nxt, _ in rows)
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
                  seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True) -> list[int]:
@@ -410,11 +410,9 @@ class Llama:
         self.last_stats = stats = GenerationStats(prompt_tokens=x.size, batch=b)  # padding included
         cache = self.new_cache(b, valid.shape[1])
         step = self._step(cache, *self.rope_tables(valid.shape[1]), positions=positions, key_valid=valid)
-        out, done = [[] for _ in range(b)], np.zeros(b, dtype=bool)
-        stop = self._stop_ids() if stop_at_eos else set()
-        for nxt in decode_rows(step, x, max_new_tokens, sampling, rng=np.random.default_rng(seed), stop=stop, pad=pad,
-                               stats=stats):
-            for i in np.flatnonzero(~done):  # a finished row's padding is not its output
+        out = [[] for _ in range(b)]
+        for nxt, live in decode_rows(step, x, max_new_tokens, sampling, rng=np.random.default_rng(seed), pad=pad,
+                                     stop=self._stop_ids() if stop_at_eos else set(), stats=stats):
+            for i in np.flatnonzero(live):  # a finished row was fed padding: its id is no output
                 out[i].append(int(nxt[i]))
-            done |= np.isin(nxt, list(stop))
         return out

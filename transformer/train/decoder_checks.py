@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_xp, to_host
-from ..core.decoding_checks import logits_row_max
+from ..backend import get_xp
 from ..require import require_array, require_bool, require_float, require_int, require_named_weights, require_real
 
 ATTENTION = ("plain", "tiled")
@@ -123,13 +122,3 @@ def activation_bytes(cfg, b, n, *, attention="plain", packed=False, itemsize=4):
     if attention not in ATTENTION:
         raise ValueError(f"attention must be 'plain' or 'tiled', got {attention!r}")
     require_bool(packed=packed)
-
-
-def finite_logits(logits, step: int):
-    """A possible token in every row of a generation step's logits (b, v): NaN or +inf, from
-    finite weights whose products overflow, would make argmax pick a meaningless id."""
-    try:
-        logits_row_max(to_host(logits))
-    except ValueError as e:
-        raise ValueError(f"the model's {e} at generation step {step}: its weights overflow "
-                         f"{logits.dtype} (refused, as an argmax over them would be meaningless)") from None

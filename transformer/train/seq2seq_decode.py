@@ -18,7 +18,7 @@ The two give the same tokens, and the same cross-attention rows (tests/test_trai
 from __future__ import annotations
 
 from . import seq2seq_checks
-from .decoder_checks import finite_logits
+from ..core.decoding_checks import step_logits
 from ..backend import get_xp
 from ..require import checked_by
 from ..core.attention import scaled_dot_product_attention
@@ -58,7 +58,7 @@ def translate_greedy_uncached(params: dict, cfg, src_ids, src_lengths, max_len: 
         y, saved = seq2seq_decoder(params, prefix, z, cfg, cross_mask)  # [b, t + 1, d]: every position again
         tally(counts, "cross_kv", cfg.L_dec)  # each layer projected z to K and V once more
         logits = y[:, -1, :] @ params["W_E"].mT  # [b, v]
-        finite_logits(logits, len(rows))  # NaN or +inf: refused, never argmaxed to PAD
+        step_logits(logits, len(rows))  # NaN or +inf: refused, never argmaxed to PAD
         token = next_tokens(logits, done, pad)  # [b]
         rows.append(xp.stack([s["cross"]["P"][:, :, -1:, :] for s in saved]))  # [L_dec, b, h, 1, n_src]
         prefix = xp.concat([prefix, token[:, None]], axis=1)  # [b, t + 2]
@@ -131,7 +131,7 @@ def translate_greedy(params: dict, cfg, src_ids, src_lengths, max_len: int, *, b
     out, rows = [], []
     for t in range(max_len):
         logits, w = cached_step(params, cfg, token, t, cache, cross_kv, cross_mask)  # [b, v], [L_dec, b, h, 1, n_src]
-        finite_logits(logits, t)  # NaN or +inf: refused, never argmaxed to PAD
+        step_logits(logits, t)  # NaN or +inf: refused, never argmaxed to PAD
         nxt = next_tokens(logits, done, pad)  # [b]
         out.append(nxt)
         rows.append(w)
