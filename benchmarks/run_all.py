@@ -3,9 +3,9 @@
     python benchmarks/run_all.py                  # every CPU benchmark, full size, into benchmarks/results/
     python benchmarks/run_all.py --quick          # short versions: a check that each one runs
     python benchmarks/run_all.py --out /tmp/b     # write the results elsewhere
-    python benchmarks/run_all.py --gpu            # bench_gpu.py as well (needs CuPy and an NVIDIA GPU)
+    python benchmarks/run_all.py --gpu            # bench_gpu.py and bench_decode_gpu.py as well (CuPy, a GPU)
 
-The CPU benchmarks are every benchmarks/bench_*.py but bench_gpu.py (bench_decoder, bench_flash,
+The CPU benchmarks are every benchmarks/bench_*.py but the GPU ones (bench_decoder, bench_flash,
 bench_serve, bench_tokenizers, bench_train, …). Timings are medians of
 repeated runs with ratios against a peer measured in the same run; each benchmark prints the
 load average and says when the machine was too busy for its timings to be trusted, so run them
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GPU_BENCHMARKS = ("bench_gpu.py",)
+GPU_BENCHMARKS = ("bench_gpu.py", "bench_decode_gpu.py")
 
 
 def cpu_benchmarks() -> list[str]:  # -> file names, in name order
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="pass --quick to each benchmark")
     ap.add_argument("--out", type=Path, metavar="DIR",
                     help="pass --out DIR to each benchmark (default: theirs, benchmarks/results/)")
-    ap.add_argument("--gpu", action="store_true", help="run bench_gpu.py too")
+    ap.add_argument("--gpu", action="store_true", help="run the GPU benchmarks too")
     args = ap.parse_args(argv)
     import machine_state as M
     for cmd in commands(args.quick, args.out, args.gpu):

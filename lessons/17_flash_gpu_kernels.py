@@ -19,8 +19,9 @@
 # instruction `mma.sync`, and why the scores can feed the next product without moving; how a
 # float32 kernel keeps float32's accuracy on tensor cores that round to TF32; what one thread
 # block holds in its shared memory, buffer by buffer, against an H100's limits; the backward
-# kernel; and the kernels' times and memory measured on an H100, against torch. Everything
-# but the last two cells runs without a GPU: the layouts and launch plans are pure functions,
+# kernel; the kernels' times and memory measured on an H100, against torch; and why a decode step
+# of a small model is bound by kernel launches, not by bytes, until it runs as one CUDA graph.
+# Everything but the GPU cells runs without a GPU: the layouts and launch plans are pure functions,
 # and the kernels themselves are tested on the CPU by running their CUDA C.
 #
 # **Recap of lesson 09.** FlashAttention cuts $Q$ into blocks of $B_r$ rows and $K, V$ into
@@ -279,6 +280,105 @@ else:
 
 
 # %% [markdown]
+# ## 8. A decode step on the GPU: launch-bound, not byte-bound
+#
+# Generating one token at $b = 1$ multiplies one vector by every weight matrix: it reads all the
+# weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
+# 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
+# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 22 tokens/s
+# there (45 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
+# the time: the step is many small array operations, each launched from Python, and the GPU
+# waits for the host between them. First, how many: an array that counts every operation made on
+# it (each would be one kernel launch on a GPU), fed through the readable step.
+
+# %%
+class Counted(np.ndarray):
+    """An array that counts the array operations made on it: on a GPU, each is a kernel launch."""
+    ops = 0
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        Counted.ops += 1
+        plain = [a.view(np.ndarray) if isinstance(a, Counted) else a for a in inputs]
+        if "out" in kw:
+            kw["out"] = tuple(o.view(np.ndarray) if isinstance(o, Counted) else o for o in kw["out"])
+        r = getattr(ufunc, method)(*plain, **kw)
+        return r.view(Counted) if isinstance(r, np.ndarray) else r
+
+    def __array_function__(self, func, types, args, kw):
+        Counted.ops += 1
+        return super().__array_function__(func, types, args, kw)
+
+
+def readable_step_ops(L: int) -> int:  # array operations of one decode step of llama.forward, L layers
+    m = T.random_llama(T.LlamaConfig(L=L, d=32, h=4, h_kv=2, d_h=8, d_ff=48, v=64, n_ctx=16), seed=0)
+    w = m.weights
+    w.W_E, w.norm = w.W_E.view(Counted), w.norm.view(Counted)
+    for lw in w.layers:
+        for name, a in vars(lw).items():
+            setattr(lw, name, a.view(Counted))
+    cache, (cos, sin) = m.new_cache(1, 8), m.rope_tables(8)
+    T.through_cache(m.readable_engine, np.asarray([[1, 2, 3]]), cache, cos, sin)  # prefill
+    Counted.ops = 0
+    T.through_cache(m.readable_engine, np.asarray([[4]]), cache, cos, sin)  # one decode step
+    return Counted.ops
+
+
+per_layer = readable_step_ops(2) - readable_step_ops(1)  # the count depends on L, not on the widths
+outside = readable_step_ops(1) - per_layer
+smol = T.LlamaConfig()  # SmolLM2-135M: L = 30
+readable_ops = outside + smol.L * per_layer
+plan = T.step_kernels(T.DecodeSizes.of(smol, max_len=1024, max_new=64))
+print(f"llama.forward, one decode step: {per_layer} array operations a layer + {outside} -> {readable_ops:,} "
+      f"for SmolLM2 (at least: views and cache writes are not counted)")
+print(f"the decode step as kernels (T.step_kernels): {len(plan)} = 7 a layer + 4")
+assert len(plan) == T.kernels_per_step(smol.L) == 7 * smol.L + 4 < readable_ops
+
+# %% [markdown]
+# The kernels of `transformer/models/decode_kernels/` do a layer in 7 launches: RMSNorm fused into
+# the product's prologue (each block recomputes $\sum x^2$ over 576 floats), $[W_q | W_k | W_v]$ as one
+# matrix, RoPE with the cache write, attention over the cache split by ranges of keys and merged by
+# the online softmax of lesson 08 (flash-decoding: 3 KV heads alone would keep 3 of 132
+# multiprocessors busy), the residual added in the product's epilogue, SwiGLU in the down
+# projection's prologue. Fewer launches is half of it; the other half is who launches them. From
+# Python each costs host time; a **CUDA graph** records the launches once and the GPU replays them
+# from one host call. Then nothing a step needs may change on the host: the token, the position and
+# the step live in device memory (`state`), the kernels read and advance them, and sampling happens
+# on the device too. Measured on an H200 (docs/gpu.md): an empty kernel costs 4.9 µs launched from
+# Python and 0.5 µs as a node of a graph; the readable path's 45 ms a token over its operations is
+# ~27 µs each.
+
+# %%
+decode_json = ROOT / "benchmarks" / "results" / "decode_gpu.json"
+measured = json.loads(decode_json.read_text(encoding="utf-8")).get("micro") if decode_json.is_file() else None
+eager_us, node_us = (measured["eager_launch_us"], measured["graph_node_us"]) if measured else (4.9, 0.5)
+readable_us = 45e3 / readable_ops  # the H200's 45 ms a token, over the operations counted above
+bytes_us = 4 * T.count_parameters(smol) / 4.8e12 * 1e6  # the weights once, at the H200's 4.8 TB/s
+paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, round(readable_us)),
+         ("the step's kernels, launched one by one", len(plan), eager_us),
+         ("the same kernels, one CUDA graph", len(plan), node_us)]
+fig, ax = P.late.launch_bound(paths, bytes_us=bytes_us, title="SmolLM2-135M, one decode token on an H200, float32")
+P.save(fig, P.figure_path("17_launch_bound.png"))
+for label, n, cost in paths:
+    print(f"{label:45s} launching {n * cost / 1e3:7.2f} ms   the weights once {bytes_us / 1e3:.2f} ms")
+assert len(plan) * node_us < bytes_us < len(plan) * eager_us  # as a graph, the launches cost no more than the bytes
+
+# %% [markdown]
+# Only the graph turns the step byte-bound. That the graph replays a *recording* is what makes it
+# hard to get right: a value frozen in when it was recorded, or a buffer allocated while recording,
+# gives wrong tokens with no error. The package checks the step without a GPU: the same body
+# (`T.DecodeStep.enqueue`) records into a `T.RecordingLauncher` (a CUDA graph's model on the CPU)
+# and replays through the kernels' NumPy twins, which split the work exactly as the kernels do.
+# A control run: recorded once and replayed for every token, it gives the host loop's ids.
+
+# %%
+tiny = T.random_llama(T.LlamaConfig(L=2, d=64, h=4, h_kv=2, d_h=16, d_ff=128, v=256, n_ctx=64), seed=1, std=0.3)
+host_ids = tiny.generate([1, 2, 3], 12, stop_at_eos=False)  # the host loop: FastForward, sampling on the host
+tiny.device_step = "recorded"  # the decode step recorded once, replayed per token through the twins
+replayed = tiny.generate([1, 2, 3], 12, stop_at_eos=False)
+print(f"host loop:      {host_ids}\nrecorded step ({tiny.last_stats.engine}): {replayed}")
+assert replayed == host_ids
+
+# %% [markdown]
 # **Takeaways.** The CUDA kernels are lesson 09's FlashAttention-2 loop, one thread block per
 # query block: $K_j, V_j$ are copied into shared memory, the running $(m, l, O_i)$ stay in
 # registers, and no $n \times n$ matrix ever reaches HBM. The kernels differ in where $S$, $P$
@@ -289,7 +389,9 @@ else:
 # tens of KiB, against hundreds of MiB for standard attention's $S$ — which is why the tiled
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
-# of this is checked on a machine without a GPU.
+# of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite
+# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python 45 ms; 7 fused kernels a
+# layer, replayed as one CUDA graph with the token and position in device memory, remove the host.
 
 # %% [markdown]
 # ## Try it

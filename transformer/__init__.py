@@ -37,9 +37,13 @@ from .tokenizers.bpe import BPETokenizer
 from .core.sampling import sample_next, filter_logits, next_token_probs
 from .models.llama import LlamaConfig, Llama
 from .models.llama_random import random_llama
-from .models.generation import GenerationStats  # the generation loop, shared by every engine
+from .models.generation import GenerationStats, through_cache  # the generation loop, shared by every engine
 from .models.llama import decoder_mask, forward as llama_forward
 from .models.llama_fast import FastForward, decode_matrices  # the same maths through the cache, in buffers made once
+from .models.decode_plan import (DecodeSizes, LaunchSpec, step_kernels, kernels_per_step, counter_uniforms,
+                                 device_matrices)  # the GPU decode step: 7 kernels a layer, its plan
+from .models.decode_step import DecodeStep, TwinLauncher, RecordingLauncher  # its body, under any launcher
+from .models.decode_graph import StepRunner, CupyLauncher  # on a GPU: the kernels, one CUDA graph a token
 from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
 from .models.llama_gguf import read_tokenizer as read_gguf_tokenizer  # the BPE alone, without the weights
 

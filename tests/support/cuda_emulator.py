@@ -4,8 +4,8 @@
     kernel(grid=(2, 3), block=(64,), args=(q, k, v, out, lse, np.int32(n), ...))
 
 NumPy arrays become device pointers (they must be C-contiguous: the kernel writes into them),
-np.uint64(0) a null pointer (as CuPy passes it: 8 bytes of zeros), np.int32 / np.float32
-scalars int / float arguments. One CUDA thread is one fiber on one CPU thread (cuda_cpu/cuda_cpu.h),
+np.uint64(0) a null pointer (as CuPy passes it: 8 bytes of zeros), np.int32 / np.uint32 / np.float32
+scalars int / unsigned / float arguments. One CUDA thread is one fiber on one CPU thread (cuda_cpu/cuda_cpu.h),
 so this is for small shapes: it checks a kernel's results, not its speed.
 
 Sanitizers (`sanitizer=`, or the environment variable CUDA_CPU_SANITIZER) build the kernel with
@@ -94,14 +94,16 @@ def _arg_type(a) -> str:
         return "ptr"
     if isinstance(a, np.int32):
         return "int"
+    if isinstance(a, np.uint32):
+        return "uint"
     if isinstance(a, np.float32):
         return "float"
-    raise TypeError(f"kernel arguments are NumPy arrays, np.uint64(0), np.int32 or np.float32, got {a!r}")
+    raise TypeError(f"kernel arguments are NumPy arrays, np.uint64(0), np.int32, np.uint32 or np.float32, got {a!r}")
 
 
 def _wrapper(source: str, name: str, types: tuple[str, ...], shared_bytes: int) -> str:
     cast = {"ptr": "cuda_cpu::AnyPtr{{args[{i}]}}", "int": "*static_cast<int*>(args[{i}])",
-            "float": "*static_cast<float*>(args[{i}])"}
+            "float": "*static_cast<float*>(args[{i}])", "uint": "*static_cast<unsigned*>(args[{i}])"}
     call = ", ".join(cast[t].format(i=i) for i, t in enumerate(types))
     return (f'#include "cuda_cpu.h"\n{source}\n'
             'extern "C" int emu_launch(unsigned gx, unsigned gy, unsigned gz,'
@@ -174,7 +176,8 @@ class Kernel:
             if t == "ptr":
                 addresses.append(a.ctypes.data if isinstance(a, np.ndarray) else None)  # None: NULL
             else:
-                scalars.append(ctypes.c_int(int(a)) if t == "int" else ctypes.c_float(float(a)))
+                scalars.append({"int": ctypes.c_int, "uint": ctypes.c_uint}[t](int(a)) if t != "float"
+                               else ctypes.c_float(float(a)))
                 addresses.append(ctypes.addressof(scalars[-1]))
         argv = (ctypes.c_void_p * len(args))(*addresses)
         g = tuple(grid) + (1,) * (3 - len(grid))

@@ -10,22 +10,32 @@ The loop does not know how a pass is computed. An *engine* does: a callable
 that feeds n new tokens per row through the cache (after its t tokens) and returns the last position's
 logits. `readable_engine(model)` is `llama.forward` through the cache, the reference; `FastForward`
 (llama_fast.py: the same maths in buffers made once) is the engine on NumPy with the contiguous cache.
-`engine_for` picks one and says which, so a run can report the path it took; a GPU engine plugs in
-beside them. `Llama.stream`, `Llama.generate` and `Llama.generate_batch` all run `decode_rows`.
+`engine_for` picks one and says which, so a run can report the path it took. `Llama.stream`,
+`Llama.generate` and `Llama.generate_batch` all run `decode_rows`.
+
+On a GPU the loop itself moves to the device: `device_rows` prefills as above, then runs the decode
+step as kernels that choose the next token themselves (decode_step.py), replayed as a CUDA graph
+(decode_graph.py), the host reading the new ids 16 at a time. `device_kind` says where that applies.
 """
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .decode_graph import StepRunner
+from .decode_plan import device_matrices
+from .decode_step import DecodeStep, first_token
 from .llama_fast import FastForward
-from ..backend import to_host
+from ..backend import get_xp, to_host
 from ..core import checks as core_checks
+from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
 
-__all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "decode_rows"]
+__all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "decode_rows",
+           "device_kind", "device_rows"]
 
 # Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
 # SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once (llama.py), so one pass over an 8,000-token
@@ -123,3 +133,65 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
             return
         x = np.where(done, pad, nxt)[:, None].astype(np.int64)  # [b, 1]; finished rows feed padding
         t0 = time.perf_counter()
+
+
+def device_kind(model, cache, sampling: tuple, stop) -> str | None:
+    """Where the decode step runs on the device, how (decode_graph.RUNNERS), else None.
+
+    model.device_step says which runner a model asks for: "graph" by default, which applies to a CuPy
+    model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature (no
+    top-k or top-p: those stay on the host) and at most one end token. "recorded" and "twins" run the same
+    step's NumPy twins on the CPU (slow: for tests and lessons). None: the host loop, always."""
+    kind, w = getattr(model, "device_step", None), model.weights
+    on_gpu = not isinstance(w.W_E, np.ndarray)  # CuPy: the only other backend a model is loaded on
+    if kind is None or kind not in (("graph", "kernels") if on_gpu else ("recorded", "twins")):
+        return None
+    one_row = type(cache) is KVCache and cache.k[0].shape[0] == 1 and cache.length == 0
+    plain = sampling[1] is None and sampling[2] is None and len(stop) <= 1 and model.fast_path
+    return kind if one_row and plain and w.W_E.dtype == np.float32 else None
+
+
+_MATRICES: dict = {}  # id(weights) -> (a weak reference to them, their device_matrices): made once per model
+
+
+def matrices_of(w):  # LlamaWeights -> device_matrices(w), made on the first call for these weights
+    held = _MATRICES.get(id(w))
+    if held is None or held[0]() is not w:
+        held = _MATRICES[id(w)] = (weakref.ref(w), device_matrices(w, get_xp(w.W_E)))
+        weakref.finalize(w, _MATRICES.pop, id(w), None)
+    return held[1]
+
+
+def device_rows(kind: str, model, x, cache, cos, sin, max_new_tokens: int, sampling: tuple, seed, stop,
+                stats: GenerationStats):
+    """The loop of decode_rows with its steps on the device: yields (the new id [1], [True]) as decode_rows.
+
+    Prefill through the readable engine gives the first id (by the device's rule: argmax, or Gumbel-max on
+    the counter stream u(seed, step, i)); then a DecodeStep runs in `kind` (decode_graph.StepRunner), which
+    samples on the device and stops at the end token or after max_new_tokens. The cache advances by the
+    tokens the steps fed through it."""
+    temperature = sampling[0]
+    seed = int(np.random.SeedSequence().entropy) & 0xFFFFFFFF if seed is None else int(seed)  # the stream u(seed, ·, ·)
+    t0 = time.perf_counter()
+    logits = to_host(through_cache(model.readable_engine, x, cache, cos, sin))  # [1, v] on the host
+    core_checks.step_logits(logits, 0)
+    first = first_token(logits[0], temperature, seed)
+    stats.engine, stats.new_tokens = kind, 1
+    stats.prefill_s = time.perf_counter() - t0
+    stats.steps.append(stats.prefill_s)
+    yield np.array([first]), np.array([True])
+    eos = next(iter(stop), -1)
+    if max_new_tokens <= 1 or first == eos:
+        return
+    step = DecodeStep(model.weights, model.config, cache, cos, sin, max_new_tokens, temperature=temperature,
+                      seed=seed, eos=eos, mats=matrices_of(model.weights), xp=get_xp(model.weights.W_E))
+    runner, fed = StepRunner(step, kind), 0
+    for ids in runner.run(first, x.shape[1]):
+        fed += len(ids)
+        stats.decode_s += runner.seconds[-1]
+        stats.steps += [runner.seconds[-1] / max(len(ids), 1)] * len(ids)
+        for i in ids:
+            stats.new_tokens += 1
+            yield np.array([i]), np.array([True])
+    cache.written = [cache.length + fed] * len(cache.written)  # each step wrote its input token's keys and values
+    cache.advance(fed)

@@ -20,7 +20,8 @@ import numpy as np
 from . import checks
 from ..core.attention import scaled_dot_product_attention, softmax
 from . import counting
-from .generation import PREFILL_CHUNK, GenerationStats, decode_rows, engine_for, left_padded, through_cache
+from .generation import (PREFILL_CHUNK, GenerationStats, decode_rows, device_kind, device_rows, engine_for, left_padded,
+                         through_cache)
 from ..backend import get_xp, namespace, to_host, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed, lm_head
@@ -197,6 +198,7 @@ class Llama:
     """
 
     fast_path = True  # generation through the cache runs llama_fast.FastForward where it applies; False: forward()
+    device_step = "graph"  # on a GPU, decode as a CUDA graph where it applies (generation.device_kind); None: never
 
     def __init__(self, config: LlamaConfig, weights: LlamaWeights, tokenizer=None, *, xp=None):
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
@@ -372,9 +374,13 @@ class Llama:
         if use_cache and cache is None and max_new_tokens > 0:
             cache = self.new_cache(1, len(ids) + max_new_tokens)
         cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position it reaches
-        step = self._step(cache, cos, sin, use_cache)
-        rows = decode_rows(step, np.asarray([ids], dtype=np.int64), max_new_tokens, sampling,
-                           rng=np.random.default_rng(seed), stop=self._stop_ids() if stop_at_eos else set(), stats=stats)
+        x, stop = np.asarray([ids], dtype=np.int64), self._stop_ids() if stop_at_eos else set()  # [1, n]
+        device = device_kind(self, cache, sampling, stop) if use_cache and max_new_tokens > 0 else None
+        if device:  # the decode step on the GPU, sampling there too
+            rows = device_rows(device, self, x, cache, cos, sin, max_new_tokens, sampling, seed, stop, stats)
+        else:
+            rows = decode_rows(self._step(cache, cos, sin, use_cache), x, max_new_tokens, sampling,
+                               rng=np.random.default_rng(seed), stop=stop, stats=stats)
         return (int(nxt[0]) for nxt, _ in rows)
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
@@ -386,7 +392,10 @@ class Llama:
         sequence every step (same tokens, slower). cache: an empty cache object with
         update/advance/length (default: a contiguous KVCache sized to the request).
         stop_at_eos=False always produces max_new_tokens (for timing). Timings land in
-        `self.last_stats`.
+        `self.last_stats`, and which path computed the steps in `self.last_stats.engine`.
+        On a GPU (CuPy, float32, one prompt, no top-k/top-p) the decode steps run as a CUDA graph
+        that also samples ("graph", `device_step`): greedy gives the same ids, a temperature draws from
+        the same distribution with the device's own random stream, reproducible from `seed`.
         """
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache,
                                 stop_at_eos))

@@ -13,7 +13,7 @@ from .base import tile_schedule
 from .early import style_axes
 from .style import LABEL_SIZE, LINE_COLORS, OFF_COLOR, ON_COLOR, PARTIAL_COLOR, TICK_SIZE, TITLE_SIZE, WEIGHTS_CMAP
 
-__all__ = ["block_wiring", "head_kinds", "induction_and_decode", "mask_panels", "mma_lanes", "packing_errors", "shared_memory_bars", "gpu_timings", "tile_states", "visit_order"]
+__all__ = ["block_wiring", "head_kinds", "induction_and_decode", "mask_panels", "mma_lanes", "packing_errors", "shared_memory_bars", "gpu_timings", "launch_bound", "tile_states", "visit_order"]
 
 TRUNK_COLOR = "#555555"  # the residual stream
 NORM_COLOR, ATTN_COLOR, FFN_COLOR = "#fde9b8", "#cfe2f3", "#d9ead3"  # box fills: norm, attention, FFN
@@ -356,6 +356,27 @@ def gpu_timings(rows, series, *, device, mib=2.0 ** 20):
     fig.suptitle(f"On an {device}: standard attention runs out of memory at n = 32768 "
                  "(128 GiB of scores); the tiled kernels need O(n)", fontsize=TICK_SIZE + 2)
     return fig, axes
+
+
+def launch_bound(paths, *, bytes_us: float, title: str):
+    """One decode step's time per token, split into launching (kernels × the cost of one, host time the GPU
+    waits through) and reading the weights once (bytes / bandwidth). paths: (label, kernels, µs per kernel)
+    per row. Log-scaled µs, each bar labelled with its kernels and the tokens/s it bounds. -> (fig, ax)"""
+    fig, ax = plt.subplots(figsize=(11, 4.2), constrained_layout=True)
+    for y, (label, kernels, cost) in enumerate(paths):
+        launch = kernels * cost  # µs
+        ax.barh(y, launch, color=LINE_COLORS[1], label="launching the kernels" if y == 0 else None)
+        ax.barh(y, bytes_us, left=launch, color=LINE_COLORS[0], label="reading the weights once" if y == 0 else None)
+        total = launch + bytes_us
+        ax.annotate(f"{kernels:,} × {cost:g} µs + {bytes_us:.0f} µs → ≤ {1e6 / total:,.0f} tok/s", (total, y),
+                    xytext=(6, 0), textcoords="offset points", va="center", fontsize=TICK_SIZE)
+    ax.set_yticks(range(len(paths)), [p[0] for p in paths], fontsize=TICK_SIZE)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(10, 2e6)
+    style_axes(ax, title=title, xlabel="µs per token (log scale)")
+    ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    return fig, ax
 
 
 # ---------------------------------------------------------------- lesson 09: tiles of the score matrix

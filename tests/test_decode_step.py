@@ -1,0 +1,254 @@
+"""The GPU decode step without a GPU: its body, recorded and replayed as a CUDA graph would be, on the CPU.
+
+The step (transformer/models/decode_step.py) is 7L + 4 kernel launches on buffers made once. Here it
+runs under the kernels' NumPy twins and under the CUDA emulator, against `Llama.logits` (a full
+forward pass with no cache, no kernel, no twin) and the host loop's greedy ids. A CUDA graph replays
+what was recorded, so the tests look for what a graph would get wrong: a value frozen at record time
+(replayed 20 times, the ids still follow the reference), a buffer read before it is written (scratch
+poisoned with NaN between replays), an allocation or a host read inside the body (the body records with
+opaque buffers; its source calls nothing but `launch`).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import numpy as np
+import pytest
+
+import transformer as T
+from transformer.core.sampling import greedy
+from transformer.models import decode_plan, generation
+from transformer.models.decode_step import DecodeStep, RecordingLauncher, TwinLauncher
+from transformer.models.llama import LlamaConfig
+
+TINY = LlamaConfig(L=2, d=40, h=4, h_kv=2, d_h=16, d_ff=72, v=300, n_ctx=64)  # d ≠ h·d_h, nothing a multiple of 32
+PROMPT = [3, 17, 42, 99, 5]
+N_NEW = 20
+SPLIT = 8  # keys per attention block: the 24 positions cross two split boundaries
+
+
+@pytest.fixture(scope="module")
+def model():
+    return T.random_llama(TINY, seed=1, std=0.3)  # std 0.3: logits far apart enough that greedy is not a near-tie
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    """The host loop's greedy ids, and every position's logits from one forward pass over prompt + ids."""
+    ids = model.generate(PROMPT, N_NEW, stop_at_eos=False)
+    return ids, model.logits(PROMPT + ids)[len(PROMPT) - 1:]  # [N_NEW + 1, v]: the logits each id was chosen from
+
+
+def prefilled(model, max_new=N_NEW, **kw):  # -> a DecodeStep after the prompt's prefill, and the prefill's logits
+    cache = model.new_cache(1, len(PROMPT) + max_new)
+    cos, sin = model.rope_tables(len(PROMPT) + max_new)
+    logits = generation.through_cache(model.readable_engine, np.asarray([PROMPT]), cache, cos, sin)  # [1, v]
+    return DecodeStep(model.weights, model.config, cache, cos, sin, max_new, **kw), logits[0]
+
+
+def teacher_forced(step, launch, ids, poison=False):  # -> logits [len(ids), v] of each step fed the reference ids
+    """Run the step len(ids) − 1 times, each fed the reference's id (not its own choice): every step's logits."""
+    out = []
+    step.start(ids[0], len(PROMPT))
+    for k in range(1, len(ids)):
+        if poison:
+            for buffer in step.scratch:
+                buffer[...] = np.nan if buffer.dtype.kind == "f" else -7
+        step.state[decode_plan.TOK] = ids[k - 1]
+        launch()
+        out.append(step.buf["logits"].copy())
+    return np.array(out)
+
+
+def first_near_tie(logits, gap=1e-3) -> int:  # [n, v] -> steps before the first whose top-2 gap < gap
+    top2 = np.sort(logits, axis=-1)[:, -2:]
+    close = np.flatnonzero(top2[:, 1] - top2[:, 0] < gap)
+    return int(close[0]) if close.size else len(logits)
+
+
+def test_a_step_is_7_kernels_a_layer_and_4(model):
+    step, _ = prefilled(model)
+    recording = RecordingLauncher()
+    step.enqueue(recording)
+    names = [spec.name for spec, _ in recording.calls]
+    assert len(names) == decode_plan.kernels_per_step(TINY.L) == 7 * 2 + 4
+    assert names[:8] == ["embed", "norm_matvec", "rope_append", "attend_split", "attend_combine", "matvec_residual",
+                         "norm_matvec", "swiglu_matvec_residual"]
+    assert names[-3:] == ["norm_matvec", "sample_blocks", "sample_finish"]
+    assert decode_plan.kernels_per_step(30) == 214  # SmolLM2-135M: 30 layers (gpu-decode design, 7 a layer)
+
+
+def test_the_twins_step_gives_the_forward_pass_logits(model, reference):
+    """Teacher-forced: fed the reference ids, each step's logits equal Llama.logits' at that position."""
+    ids, want = reference
+    step, first_logits = prefilled(model, split=SPLIT)
+    np.testing.assert_allclose(first_logits, want[0], rtol=1e-5, atol=1e-5 * np.abs(want[0]).max())
+    got = teacher_forced(step, lambda: step.enqueue(TwinLauncher()), ids)  # [N_NEW − 1, v]
+    scale = np.abs(want[1:N_NEW]).max(axis=-1, keepdims=True)
+    assert np.abs(got - want[1:N_NEW]).max() <= 1e-5 * scale.max()
+
+
+@pytest.mark.parametrize("kind", ["recorded", "twins"])
+def test_generate_on_the_device_path_gives_the_host_loop_ids(model, reference, kind):
+    ids, want = reference
+    model.device_step = kind
+    try:
+        got = model.generate(PROMPT, N_NEW, stop_at_eos=False)
+        assert model.last_stats.engine == kind
+    finally:
+        del model.device_step  # back to the class's "graph", which NumPy never takes
+    k = first_near_tie(want[:N_NEW])
+    assert k >= 10, "the reference has a near-tie early: pick another seed"
+    assert got[:k] == ids[:k]
+    assert len(got) == N_NEW and model.last_stats.new_tokens == N_NEW
+
+
+def test_replayed_20_times_with_scratch_poisoned_the_recording_follows_the_reference(model, reference):
+    """A graph replays values recorded once: any per-token value frozen in, or any scratch read before it is
+    written, would change the ids. Replayed 20 times, scratch filled with NaN before each, they stay."""
+    ids, want = reference
+    step, _ = prefilled(model, max_new=N_NEW + 1, split=SPLIT)
+    recording = RecordingLauncher()
+    step.enqueue(recording)
+    twins = TwinLauncher()
+    step.start(ids[0], len(PROMPT))
+    for k in range(1, N_NEW):
+        for buffer in step.scratch:
+            buffer[...] = np.nan if buffer.dtype.kind == "f" else -7
+        recording.replay(twins)
+        assert int(step.state[decode_plan.STEP]) == k + 1 and int(step.state[decode_plan.POS]) == len(PROMPT) + k
+        if k < first_near_tie(want[:N_NEW]):
+            assert int(step.out[k]) == ids[k], f"step {k}"
+        step.state[decode_plan.TOK] = ids[k]  # teacher-forced from here: one near-tie would end the comparison
+
+
+def test_every_argument_is_made_before_the_step_and_none_depends_on_the_position(model):
+    """The arena check: each array a kernel gets is one the step made at construction (a view of the arena,
+    the state, the ids, the cache, the weights in the kernels' layout); the numbers are the same whatever
+    the position, the step and the token."""
+    step, _ = prefilled(model, split=SPLIT)
+    owned = [step.arena, step.best_i, step.state, step.out, step.head, step.W_E, step.final_norm, step.cos, step.sin,
+             *(M for layer in step.mats for M in layer), *(g for pair in step.norms for g in pair),
+             *(c for pair in step.caches for c in pair)]
+    records = []
+    for first, at in [(7, len(PROMPT)), (123, len(PROMPT) + 9)]:
+        step.start(first, at)
+        recording = RecordingLauncher()
+        step.enqueue(recording)
+        records.append(recording.calls)
+        for spec, args in recording.calls:
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    assert any(np.shares_memory(a, o) for o in owned), f"{spec.name}: an array the step did not make"
+                else:
+                    assert isinstance(a, (np.int32, np.uint32, np.float32)), f"{spec.name}: {a!r}"
+    for (s1, a1), (s2, a2) in zip(*records):
+        assert s1 == s2
+        assert all(x is y if isinstance(x, np.ndarray) else x == y for x, y in zip(a1, a2))
+
+
+class Opaque:
+    """A device buffer while a graph is captured: anything but passing it along raises."""
+    def __init__(self, name):
+        self.name = name
+
+    def _refuse(self, *_, **__):
+        raise AssertionError(f"the step body read or changed {self.name} while recording")
+
+    __array__ = __int__ = __index__ = __bool__ = __float__ = __len__ = __getitem__ = __setitem__ = _refuse
+    __add__ = __mul__ = __iadd__ = __sub__ = __truediv__ = __matmul__ = __iter__ = _refuse
+
+
+def test_the_body_reads_no_buffer_and_calls_nothing_but_launch(model):
+    step, _ = prefilled(model)
+    for name, value in vars(step).items():  # every array the step holds, at any depth, made opaque
+        if isinstance(value, np.ndarray):
+            setattr(step, name, Opaque(name))
+        elif isinstance(value, dict):
+            setattr(step, name, {k: Opaque(f"{name}[{k}]") if isinstance(v, np.ndarray) else v for k, v in value.items()})
+        elif isinstance(value, list):
+            setattr(step, name, [[Opaque(f"{name}[{i}]") for _ in pair] for i, pair in enumerate(value)])
+    recording = RecordingLauncher()
+    step.enqueue(recording)  # would raise on a host read, an allocation from a buffer, arithmetic on one
+    assert len(recording.calls) == decode_plan.kernels_per_step(TINY.L)
+    body = ast.parse(textwrap.dedent(inspect.getsource(DecodeStep.enqueue)))
+    called = {node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+              for node in ast.walk(body) if isinstance(node, ast.Call)}
+    assert called <= {"launch", "zip"}, called  # no cupy.matmul, no xp.empty, no .get()
+
+
+def test_sampling_at_a_temperature_is_gumbel_max_on_the_counter_stream(model):
+    """Each id is argmax(logits / T + g), g = −log(−log u(seed, step, i)) (decode_plan.counter_uniforms):
+    computed here from Llama.logits of the prefix, the ids the device path drew are those."""
+    T_, seed = 0.8, 5
+    model.device_step = "recorded"
+    try:
+        ids = model.generate(PROMPT, 12, temperature=T_, seed=seed, stop_at_eos=False)
+        again = model.generate(PROMPT, 12, temperature=T_, seed=seed, stop_at_eos=False)
+    finally:
+        del model.device_step
+    assert ids == again
+    logits = model.logits(PROMPT + ids)[len(PROMPT) - 1:-1].astype(np.float64)  # [12, v]
+    for step, row in enumerate(logits):
+        u = decode_plan.counter_uniforms(seed, step, TINY.v).astype(np.float64)
+        z = row / T_ - np.log(-np.log(u))
+        best = np.sort(z)[-2:]
+        if best[1] - best[0] < 1e-3:
+            break  # a near-tie: float32 on the device may pick the other
+        assert ids[step] == int(np.argmax(z)), f"step {step}"
+
+
+def test_the_end_token_stops_the_device_loop(model, reference):
+    ids, _ = reference
+    eos = ids[7]
+    model.device_step = "recorded"
+    model.tokenizer = type("Tok", (), {"eos_id": eos, "pad_id": None})()
+    try:
+        got = model.generate(PROMPT, N_NEW)
+    finally:
+        del model.device_step
+        model.tokenizer = None
+    assert got == ids[:ids.index(eos) + 1]
+
+
+@pytest.mark.parametrize("why", ["top_k", "top_p", "numpy asks for the graph", "off", "paged cache"])
+def test_where_the_device_step_does_not_apply_the_host_loop_runs(model, why):
+    cache = model.new_cache(1, 30)
+    sampling = (0.7, 5 if why == "top_k" else None, 0.9 if why == "top_p" else None)
+    model.device_step = {"numpy asks for the graph": "graph", "off": None}.get(why, "recorded")
+    if why == "paged cache":
+        cache = T.PagedKVCache(TINY.L, 1, TINY.h_kv, 30, TINY.d_h)
+    try:
+        assert generation.device_kind(model, cache, sampling, set()) is None
+        assert generation.device_kind(model, model.new_cache(1, 30), (0.7, None, None), set()) == (
+            None if why in ("numpy asks for the graph", "off") else "recorded")
+    finally:
+        del model.device_step
+
+
+@pytest.mark.parametrize("steps", [3])
+def test_the_cuda_kernels_on_the_emulator_give_the_twins_logits(model, reference, steps):
+    """The same body under the CUDA emulator: each kernel's CUDA C, run on the CPU, teacher-forced."""
+    decode_emulator = pytest.importorskip("decode_emulator")
+    import cuda_emulator
+    if cuda_emulator.CXX is None:
+        pytest.skip("needs g++")
+    ids, want = reference
+    step, _ = prefilled(model, split=SPLIT)
+    emulator = decode_emulator.EmulatorLauncher()
+    got = teacher_forced(step, lambda: step.enqueue(emulator), ids[:steps + 1], poison=True)  # [steps, v]
+    scale = np.abs(want[1:steps + 1]).max()
+    assert np.abs(got - want[1:steps + 1]).max() <= 1e-5 * scale
+    assert [int(i) for i in greedy(got)] == [int(i) for i in np.argmax(want[1:steps + 1], axis=-1)]
+
+
+def test_the_step_counts_its_own_bytes(model):
+    step, _ = prefilled(model)
+    mats = sum(M.nbytes for layer in step.mats for M in layer)  # the tied head is W_E itself: not held again
+    scratch = 4 * (TINY.d + (TINY.h + 2 * TINY.h_kv) * TINY.d_h + 2 * TINY.h * TINY.d_h + TINY.h * TINY.d_h * 1
+                   + 2 * TINY.h * 1 + 2 * TINY.d_ff + TINY.v + 1)  # one split at n_max 25 < 256, one vocabulary block
+    assert step.nbytes == mats + scratch + 4 * (1 + 4 + N_NEW)
+    assert mats == 4 * TINY.L * (TINY.d * (TINY.h + 2 * TINY.h_kv) * TINY.d_h + TINY.h * TINY.d_h * TINY.d
+                                 + 3 * TINY.d * TINY.d_ff)  # the layers' weights, once more

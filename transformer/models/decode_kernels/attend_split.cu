@@ -1,0 +1,94 @@
+// Attention of the new token's query heads over one range of the KV cache (flash-decoding's first kernel):
+//
+//   block (kvh, s) takes keys k ∈ [s·split, min(s·split + split, pos + 1))   (pos = state[POS]: the new
+//   token's key is in the cache already) and the g = h / h_kv query heads that share KV head kvh (GQA),
+//   reading each key and value once for all of them. For each of those heads:
+//
+//     score_k = q · K[kvh, k]                    (q is scaled by 1/√d_h already)
+//     m = max_k score_k,   ℓ = Σ_k e^{score_k − m},   o = Σ_k e^{score_k − m} V[kvh, k]   (not divided by ℓ)
+//
+//   grid  = (h_kv, n_splits)   n_splits = ⌈max_len / split⌉: fixed, so one graph serves every length
+//   block = (128,)             4 warps; warp w takes keys k0 + w, k0 + w + 4, …, lane c holds dims c, c + 32, …
+//
+// Each warp keeps its own (m, ℓ, o) by the online softmax: for a key, m' = max(m, score),
+// ℓ = ℓ·e^{m − m'} + e^{score − m'}, o = o·e^{m − m'} + e^{score − m'}·v. Then the 4 warps' statistics
+// meet in shared memory and merge the same way (attend_combine.cu merges the splits).
+// A split with no key writes m = −∞, ℓ = 0, o = 0. d_h ≤ 128; any g (MAX_G heads a pass).
+// q [h·d_h]; K, V [h_kv, max_len, d_h]; part_o [h, n_splits, d_h]; part_ml [h, n_splits, 2] = (m, ℓ).
+
+#include "decode_common.cuh"
+
+#define WARPS 4     // 128 threads
+#define DIMS 4      // dims a lane holds: d_h ≤ 32·DIMS = 128
+#define MAX_G 8     // query heads a pass holds in registers (SmolLM2: g = 3, one pass)
+
+extern "C" __global__ void decode_attend_split(const float* q, const float* K, const float* V, float* part_o,
+                                               float* part_ml, const int* state, int h, int h_kv, int d_h,
+                                               int max_len, int split)
+{
+    if (state[DONE]) return;
+    __shared__ float warp_m[WARPS][MAX_G], warp_l[WARPS][MAX_G], warp_o[WARPS][MAX_G][32 * DIMS];
+    const int kvh = blockIdx.x, s = blockIdx.y, g = h / h_kv, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int k0 = s * split, k1 = min(k0 + split, state[POS] + 1);
+    const float* Kh = K + (size_t)kvh * max_len * d_h;
+    const float* Vh = V + (size_t)kvh * max_len * d_h;
+    for (int a0 = 0; a0 < g; a0 += MAX_G) {  // query heads kvh·g + a0 + a, a < n_a
+        const int n_a = min(MAX_G, g - a0);
+        float qr[MAX_G][DIMS], o[MAX_G][DIMS], m[MAX_G], l[MAX_G];
+#pragma unroll
+        for (int a = 0; a < MAX_G; ++a) {
+            m[a] = -INFINITY;
+            l[a] = 0.f;
+            for (int c = 0; c < DIMS; ++c) {
+                const int j = lane + 32 * c;
+                qr[a][c] = (a < n_a && j < d_h) ? q[(kvh * g + a0 + a) * d_h + j] : 0.f;
+                o[a][c] = 0.f;
+            }
+        }
+        for (int k = k0 + warp; k < k1; k += WARPS) {  // this warp's keys
+            float kr[DIMS], vr[DIMS];
+            for (int c = 0; c < DIMS; ++c) {
+                const int j = lane + 32 * c;
+                kr[c] = j < d_h ? Kh[(size_t)k * d_h + j] : 0.f;
+                vr[c] = j < d_h ? Vh[(size_t)k * d_h + j] : 0.f;
+            }
+#pragma unroll
+            for (int a = 0; a < MAX_G; ++a) {
+                if (a >= n_a) break;
+                float dot = 0.f;
+                for (int c = 0; c < DIMS; ++c) dot += qr[a][c] * kr[c];
+                const float score = warp_sum(dot), m_new = fmaxf(m[a], score);
+                const float rescale = expf(m[a] - m_new), p = expf(score - m_new);
+                l[a] = l[a] * rescale + p;
+                for (int c = 0; c < DIMS; ++c) o[a][c] = o[a][c] * rescale + p * vr[c];
+                m[a] = m_new;
+            }
+        }
+#pragma unroll
+        for (int a = 0; a < MAX_G; ++a) {  // this warp's (m, ℓ, o), for the merge
+            if (lane == 0) {  // m and ℓ are the same on every lane: one writes them
+                warp_m[warp][a] = m[a];
+                warp_l[warp][a] = l[a];
+            }
+            for (int c = 0; c < DIMS; ++c) warp_o[warp][a][lane + 32 * c] = o[a][c];
+        }
+        __syncthreads();  // every warp's statistics are in shared memory
+        for (int t = threadIdx.x; t < n_a * d_h; t += blockDim.x) {  // M = max_w m_w, weights e^{m_w − M}
+            const int a = t / d_h, j = t % d_h;
+            float M = -INFINITY, l_sum = 0.f, o_sum = 0.f;
+            for (int w = 0; w < WARPS; ++w) M = fmaxf(M, warp_m[w][a]);
+            for (int w = 0; w < WARPS; ++w) {
+                const float weight = warp_m[w][a] == -INFINITY ? 0.f : expf(warp_m[w][a] - M);  // a warp without keys: 0
+                l_sum += weight * warp_l[w][a];
+                o_sum += weight * warp_o[w][a][j];
+            }
+            const size_t row = (size_t)(kvh * g + a0 + a) * gridDim.y + s;  // (head, s)
+            part_o[row * d_h + j] = o_sum;
+            if (j == 0) {
+                part_ml[2 * row] = M;
+                part_ml[2 * row + 1] = l_sum;
+            }
+        }
+        __syncthreads();  // the merge has read shared memory before the next pass writes it
+    }
+}

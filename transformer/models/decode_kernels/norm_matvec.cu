@@ -1,0 +1,42 @@
+// RMSNorm then a matrix–vector product, one kernel (the norm costs d_in reads; a kernel of its own
+// would cost a launch):
+//
+//   y = W · (γ ⊙ x / rms(x)),   rms(x) = √(Σ_j x_j² / d_in + ε)
+//   y_r = inv · Σ_j W[r, j] · γ_j · x_j,   inv = 1 / rms(x)
+//
+//   grid  = (⌈n_rows / 8⌉,)   8 output rows a block
+//   block = (256,)            8 warps; warp w computes row r = 8·blockIdx.x + w
+//
+// Each block computes Σ x² itself (every thread a strided part, each warp a shuffle sum, the 8
+// warps' sums through shared memory): x is small and read from cache, and no other kernel or grid-wide
+// barrier is needed. Then a warp's lanes read row r at j = lane, lane + 32, … (consecutive addresses)
+// and sum by shuffles. W [n_rows, d_in] row-major (decode_plan.device_matrices); any d_in.
+
+#include "decode_common.cuh"
+
+extern "C" __global__ void decode_norm_matvec(const float* x, const float* gamma, const float* W, float* y,
+                                              const int* state, int n_rows, int d_in, float eps)
+{
+    if (state[DONE]) return;
+    __shared__ float warp_sums[32];  // Σ x² of each warp's share of x
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+
+    // Σ_j x_j², by the whole block
+    float sq = 0.f;
+    for (int j = threadIdx.x; j < d_in; j += blockDim.x) sq += x[j] * x[j];
+    sq = warp_sum(sq);
+    if (lane == 0) warp_sums[warp] = sq;
+    __syncthreads();  // every warp's sum is in shared memory
+    float sum_sq = 0.f;
+    for (int w = 0; w < n_warps; ++w) sum_sq += warp_sums[w];
+    const float inv = 1.f / sqrtf(sum_sq / d_in + eps);  // 1 / rms(x)
+
+    // y_r = inv · Σ_j W[r, j] γ_j x_j, a warp per row
+    const int r = blockIdx.x * n_warps + warp;
+    if (r >= n_rows) return;  // after the block's only barrier: the last block's spare warps
+    const float* row = W + (size_t)r * d_in;
+    float acc = 0.f;
+    for (int j = lane; j < d_in; j += 32) acc += row[j] * gamma[j] * x[j];
+    acc = warp_sum(acc);
+    if (lane == 0) y[r] = inv * acc;
+}

@@ -1,0 +1,188 @@
+"""The GPU decode step's plan, as pure functions: its kernels, their grids, its buffers, its random stream.
+
+A decode step of SmolLM2-135M on a GPU is ~1,200 array operations when written as `llama.forward`;
+each one launched from Python costs more host time than the GPU needs to run it, so the GPU waits.
+`decode_step.DecodeStep` writes the step as 7 kernels a layer instead, and a CUDA graph replays them
+without the host (decode_graph.py). This module is what every launcher of that step shares, tested
+without a GPU:
+
+    KERNELS                 name -> (the .cu file in decode_kernels/, threads a block)
+    DecodeSizes             the sizes a step is built for (from a LlamaConfig and the cache length)
+    step_kernels(sizes)     the kernels of one step, in order, with their grids: 7 a layer + 4
+    TOK, POS, STEP, DONE    the device state: four int32 the kernels read and write, so that a graph
+                            recorded once serves every step (a Python int would be frozen into it)
+    lowbias32, counter_uniforms   the random stream of on-device sampling: u(seed, step, i), a pure
+                            function of three counters, the same bits in NumPy and in CUDA
+
+One step, as the kernels run it (x the residual stream, [d]):
+
+    embed                   x = W_E[tok]
+    per layer:
+      norm_matvec           qkv = W_qkv · (γ₁ ⊙ x / rms(x))            [(h + 2h_kv)·d_h]
+      rope_append           q = RoPE(q)/√d_h;  K[pos], V[pos] = RoPE(k), v   (the cache write)
+      attend_split          per KV head and per range of `split` keys: (m, ℓ, Σ e^{s−m} v)   (flash-decoding)
+      attend_combine        o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s  (the online-softmax merge)
+      matvec_residual       x += W_o · o
+      norm_matvec           gu = W_gate‖up · (γ₂ ⊙ x / rms(x))        [2·d_ff]
+      swiglu_matvec_residual  x += W_down · (silu(g) ⊙ u)
+    norm_matvec             logits = W_E · (γ ⊙ x / rms(x))            (the tied head)
+    sample_blocks           per block of the vocabulary: its best (value, index)   (argmax, or Gumbel-max)
+    sample_finish           tok = the best of the blocks; out[step] = tok; pos, step += 1; done?
+
+Every matrix is stored as [d_out, d_in], one contiguous row per output (`device_matrices`): a warp
+reads a row in consecutive addresses, and [W_q | W_k | W_v] is one matrix, one kernel.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["KERNEL_DIR", "KERNELS", "TOK", "POS", "STEP", "DONE", "ROWS_PER_BLOCK", "DEFAULT_SPLIT",
+           "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "step_kernels", "kernels_per_step", "lowbias32",
+           "counter_uniforms", "device_matrices"]
+
+KERNEL_DIR = Path(__file__).with_name("decode_kernels")
+
+# name -> (file, threads a block); each file holds one extern "C" kernel named decode_<name>
+KERNELS = {
+    "embed": ("embed.cu", 256),
+    "norm_matvec": ("norm_matvec.cu", 256),
+    "rope_append": ("rope_append.cu", 256),
+    "attend_split": ("attend_split.cu", 128),
+    "attend_combine": ("attend_combine.cu", 128),
+    "matvec_residual": ("matvec_residual.cu", 256),
+    "swiglu_matvec_residual": ("swiglu_matvec_residual.cu", 256),
+    "sample_blocks": ("sample.cu", 256),
+    "sample_finish": ("sample.cu", 256),
+}
+
+TOK, POS, STEP, DONE = 0, 1, 2, 3  # state[4] int32: the input id, the cache length, the step, finished (0/1)
+ROWS_PER_BLOCK = 8  # the matrix-vector kernels: a warp per output row, 8 warps a block
+DEFAULT_SPLIT = 256  # keys per attention block (flash-decoding): 3 KV heads alone would fill 3 SMs
+VOCAB_BLOCK = 1024  # logits per block of sample_blocks
+SEED_MIX = np.uint32(0x9E3779B9)  # lowbias32(0) = 0: seed 0 must not start the stream at 0
+
+
+@dataclass(frozen=True)
+class DecodeSizes:
+    """What one step is built for: the model's sizes (the legend of LlamaConfig), the cache's
+    length max_len, keys per attention split, and the most tokens one run generates."""
+    L: int
+    d: int
+    h: int
+    h_kv: int
+    d_h: int
+    d_ff: int
+    v: int
+    max_len: int
+    max_new: int
+    split: int = DEFAULT_SPLIT
+    eps: float = 1e-5
+
+    @classmethod
+    def of(cls, cfg, max_len: int, max_new: int, split: int = DEFAULT_SPLIT) -> "DecodeSizes":
+        return cls(cfg.L, cfg.d, cfg.h, cfg.h_kv, cfg.d_h, cfg.d_ff, cfg.v, int(max_len), int(max_new), int(split),
+                   float(cfg.eps))
+
+    @property
+    def qkv(self) -> int:  # rows of [W_q | W_k | W_v]ᵀ
+        return (self.h + 2 * self.h_kv) * self.d_h
+
+    @property
+    def n_splits(self) -> int:  # attention blocks per KV head: a fixed grid, so one graph serves every length
+        return math.ceil(self.max_len / self.split)
+
+    @property
+    def vocab_blocks(self) -> int:
+        return math.ceil(self.v / VOCAB_BLOCK)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One kernel launch of a step: which kernel, its grid, its block and its dynamic shared memory."""
+    name: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int = 0
+
+
+def _blocks(rows: int) -> tuple:
+    return (math.ceil(rows / ROWS_PER_BLOCK),)
+
+
+def layer_kernels(s: DecodeSizes) -> list[LaunchSpec]:
+    """The 7 launches of one decoder layer."""
+    t = {name: (threads,) for name, (_, threads) in KERNELS.items()}
+    return [LaunchSpec("norm_matvec", _blocks(s.qkv), t["norm_matvec"]),
+            LaunchSpec("rope_append", (1,), t["rope_append"]),
+            LaunchSpec("attend_split", (s.h_kv, s.n_splits), t["attend_split"]),
+            LaunchSpec("attend_combine", (s.h,), t["attend_combine"]),
+            LaunchSpec("matvec_residual", _blocks(s.d), t["matvec_residual"]),
+            LaunchSpec("norm_matvec", _blocks(2 * s.d_ff), t["norm_matvec"]),
+            LaunchSpec("swiglu_matvec_residual", _blocks(s.d), t["swiglu_matvec_residual"], 4 * s.d_ff)]
+
+
+def step_kernels(s: DecodeSizes) -> list[LaunchSpec]:
+    """Every launch of one step, in order: the embedding, L layers, the head, the two sampling kernels.
+
+    >>> from transformer.models.llama import LlamaConfig  # SmolLM2-135M's sizes: L = 30
+    >>> len(step_kernels(DecodeSizes.of(LlamaConfig(), max_len=1024, max_new=64)))
+    214
+    """
+    t = {name: (threads,) for name, (_, threads) in KERNELS.items()}
+    return ([LaunchSpec("embed", (1,), t["embed"])] + layer_kernels(s) * s.L
+            + [LaunchSpec("norm_matvec", _blocks(s.v), t["norm_matvec"]),
+               LaunchSpec("sample_blocks", (s.vocab_blocks,), t["sample_blocks"]),
+               LaunchSpec("sample_finish", (1,), t["sample_finish"])])
+
+
+def kernels_per_step(L: int) -> int:
+    """7 a layer, plus the embedding, the head and the two sampling kernels."""
+    return 7 * L + 4
+
+
+def lowbias32(x):  # uint32 [...] -> uint32 [...]
+    """A 32-bit integer hash (Chris Wellons' "lowbias32"): every output bit depends on every input bit.
+    Wraps around as uint32 arithmetic does in CUDA.
+
+    >>> int(lowbias32(np.uint32(1)))
+    1753845952
+    """
+    x = np.asarray(x, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x7FEB352D)
+        x = x ^ (x >> np.uint32(15))
+        x = x * np.uint32(0x846CA68B)
+        x = x ^ (x >> np.uint32(16))
+    return x
+
+
+def counter_uniforms(seed: int, step: int, n: int):  # -> [n] float32 in (0, 1)
+    """u(seed, step, i) for i < n: the uniforms on-device sampling draws at `step`, as the kernel computes them:
+
+        h = lowbias32(lowbias32(lowbias32(seed ^ 0x9E3779B9) ^ step) ^ i),   u = ((h >> 9) + 0.5) · 2⁻²³
+
+    The top 23 bits and a half: exact in float32, never 0 and never 1 (so −log(−log u) is finite).
+    A pure function of three counters: no generator state to carry from step to step or into a graph.
+    """
+    i = np.arange(n, dtype=np.uint32)
+    h = lowbias32(lowbias32(lowbias32(np.uint32(seed & 0xFFFFFFFF) ^ SEED_MIX) ^ np.uint32(step)) ^ i)  # [n]
+    return (((h >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -23))  # [n]
+
+
+def device_matrices(w, xp=np) -> list:  # LlamaWeights -> per layer 4 × [d_out, d_in], then the head [v, d]
+    """The matrices the kernels read, each [d_out, d_in] C-contiguous (a row per output): per layer
+    [W_q | W_k | W_v]ᵀ, W_oᵀ, [W_gate | W_up]ᵀ, W_downᵀ; then the head, W_E itself when tied (it is
+    already [v, d]) or W_outᵀ. New arrays (the readable weights are [d_in, d_out]): on a GPU the step
+    holds the weights a second time, transposed (538 MB for SmolLM2 in float32)."""
+    def rows(*Ws):  # k × [d_in, d_j] -> [Σ d_j, d_in]
+        return xp.ascontiguousarray(xp.concatenate([xp.asarray(W).T for W in Ws], axis=0))
+    mats = []
+    for lw in w.layers:
+        mats.append([rows(lw.W_q, lw.W_k, lw.W_v), rows(lw.W_o), rows(lw.W_gate, lw.W_up), rows(lw.W_down)])
+    head = w.W_E if w.W_out is None else rows(w.W_out)
+    return mats, xp.ascontiguousarray(head)
