@@ -20,6 +20,7 @@ import pytest
 import transformer as T
 from transformer.core.sampling import greedy
 from transformer.models import decode_plan, generation
+from transformer.models.decode_graph import StepRunner
 from transformer.models.decode_step import DecodeStep, RecordingLauncher, TwinLauncher
 from transformer.models.llama import LlamaConfig
 
@@ -252,3 +253,34 @@ def test_the_step_counts_its_own_bytes(model):
     assert step.nbytes == mats + scratch + 4 * (1 + 4 + N_NEW)
     assert mats == 4 * TINY.L * (TINY.d * (TINY.h + 2 * TINY.h_kv) * TINY.d_h + TINY.h * TINY.d_h * TINY.d
                                  + 3 * TINY.d * TINY.d_ff)  # the layers' weights, once more
+
+
+@pytest.mark.parametrize("kind", ["graph", "kernels"])
+def test_the_gpu_runners_host_code_on_a_stand_in_for_cupy(model, reference, monkeypatch, kind):
+    """StepRunner's CuPy code (compile, stream, warm-up, capture, upload, replay, read back 16 at a time) on
+    fake_cupy, whose kernels are the twins: the warm-up leaves the cache as it was, the graph holds the
+    step's 7L + 4 kernels, one replay a token gives the reference ids, and the loop advances the cache."""
+    import fake_cupy
+    fake_cupy.install(monkeypatch)
+    ids, want = reference
+    step, _ = prefilled(model)
+    before = [K.copy() for K, _ in step.caches]
+    runner = StepRunner(step, kind)
+    assert all(np.array_equal(K, k0) for (K, _), k0 in zip(step.caches, before)), "the warm-up wrote the cache"
+    got = [ids[0]] + [i for chunk in runner.run(ids[0], len(PROMPT)) for i in chunk]
+    k = first_near_tie(want[:N_NEW])
+    assert got[:k] == ids[:k] and len(got) == N_NEW and len(runner.seconds) == 2  # 16 steps, then 3
+    if kind == "graph":
+        assert runner.graph.uploaded and runner.graph.launches == N_NEW - 1
+        assert runner.kernels_per_step == decode_plan.kernels_per_step(TINY.L)
+    model.device_step = kind
+    cache = model.new_cache(1, len(PROMPT) + N_NEW)
+    cos, sin = model.rope_tables(len(PROMPT) + N_NEW)
+    stats = generation.GenerationStats()
+    rows = generation.device_rows(kind, model, np.asarray([PROMPT]), cache, cos, sin, N_NEW, (0.0, None, None), None,
+                                  set(), stats)
+    try:
+        assert [int(i[0]) for i, _ in rows][:k] == ids[:k]
+    finally:
+        del model.device_step
+    assert stats.engine == kind and stats.new_tokens == N_NEW and cache.length == len(PROMPT) + N_NEW - 1

@@ -102,7 +102,7 @@ class StepRunner:
     def kernels_per_step(self) -> int:
         """Kernel nodes in the captured graph (CuPy), or launches in the recording."""
         if self.kind == "graph":
-            return self.graph.debug_dot_str().count("KERNEL")
+            return self.graph.debug_dot_str().count("{KERNEL")  # a kernel node's label: {KERNEL | ID | name<<<grid>>> …
         recording = RecordingLauncher()
         self.step.enqueue(recording)
         return len(recording.calls)
@@ -120,7 +120,7 @@ class StepRunner:
         return self.stream if self.stream is not None else contextlib.nullcontext()
 
     def _host(self, a):  # -> a NumPy copy: waits for the step's stream on a GPU
-        return a.get(stream=self.stream) if self.stream is not None else np.array(a)
+        return a.get(stream=self.stream) if hasattr(a, "get") else np.array(a)
 
     def teacher_forced(self, ids, n_prompt: int):  # -> [len(ids) − 1, v] NumPy
         """Each step's logits when fed ids[k − 1] (not its own choice) at position n_prompt + k − 1: a path
