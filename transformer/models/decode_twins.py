@@ -128,7 +128,7 @@ def attend_split(q, K, V, part_o, part_ml, state, h, h_kv, d_h, max_len, split, 
 
 
 def attend_combine(part_o, part_ml, o, state, h, d_h, n_splits, *, grid=None):
-    """o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s, M = max_s m_s: the splits merged (a split with m = −∞ weighs 0).
+    """o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s, M = max_s m_s: the splits merged (m = −∞ weighs 0).
 
     part_o [h, n_splits, d_h]; part_ml [h, n_splits, 2] = (m, ℓ); o [h·d_h] written."""
     if _done(state):

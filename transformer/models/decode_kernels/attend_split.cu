@@ -30,19 +30,15 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
     __shared__ float warp_m[WARPS][MAX_G], warp_l[WARPS][MAX_G], warp_o[WARPS][MAX_G][32 * DIMS];
     const int kvh = blockIdx.x, s = blockIdx.y, g = h / h_kv, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int k0 = s * split, k1 = min(k0 + split, state[POS] + 1);
-    const float* Kh = K + (size_t)kvh * max_len * d_h;
-    const float* Vh = V + (size_t)kvh * max_len * d_h;
+    const float *Kh = K + (size_t)kvh * max_len * d_h, *Vh = V + (size_t)kvh * max_len * d_h;  // [max_len, d_h]
     for (int a0 = 0; a0 < g; a0 += MAX_G) {  // query heads kvh·g + a0 + a, a < n_a
         const int n_a = min(MAX_G, g - a0);
-        float qr[MAX_G][DIMS], o[MAX_G][DIMS], m[MAX_G], l[MAX_G];
-#pragma unroll
+        float qr[MAX_G][DIMS], o[MAX_G][DIMS] = {}, m[MAX_G], l[MAX_G] = {};  // registers: constant indices only
         for (int a = 0; a < MAX_G; ++a) {
             m[a] = -INFINITY;
-            l[a] = 0.f;
             for (int c = 0; c < DIMS; ++c) {
                 const int j = lane + 32 * c;
                 qr[a][c] = (a < n_a && j < d_h) ? q[(kvh * g + a0 + a) * d_h + j] : 0.f;
-                o[a][c] = 0.f;
             }
         }
         for (int k = k0 + warp; k < k1; k += WARPS) {  // this warp's keys
@@ -64,7 +60,6 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
                 m[a] = m_new;
             }
         }
-#pragma unroll
         for (int a = 0; a < MAX_G; ++a) {  // this warp's (m, ℓ, o), for the merge
             if (lane == 0) {  // m and ℓ are the same on every lane: one writes them
                 warp_m[warp][a] = m[a];
@@ -78,16 +73,13 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
             float M = -INFINITY, l_sum = 0.f, o_sum = 0.f;
             for (int w = 0; w < WARPS; ++w) M = fmaxf(M, warp_m[w][a]);
             for (int w = 0; w < WARPS; ++w) {
-                const float weight = warp_m[w][a] == -INFINITY ? 0.f : expf(warp_m[w][a] - M);  // a warp without keys: 0
+                const float weight = warp_m[w][a] == -INFINITY ? 0.f : expf(warp_m[w][a] - M);  // no keys: 0
                 l_sum += weight * warp_l[w][a];
                 o_sum += weight * warp_o[w][a][j];
             }
             const size_t row = (size_t)(kvh * g + a0 + a) * gridDim.y + s;  // (head, s)
             part_o[row * d_h + j] = o_sum;
-            if (j == 0) {
-                part_ml[2 * row] = M;
-                part_ml[2 * row + 1] = l_sum;
-            }
+            if (j < 2) part_ml[2 * row + j] = (j == 0) ? M : l_sum;  // (m, ℓ)
         }
         __syncthreads();  // the merge has read shared memory before the next pass writes it
     }

@@ -1,0 +1,562 @@
+"""The decode step's CUDA kernels (transformer/models/decode_kernels/) on the CPU: each equals its NumPy
+twin (decode_twins.py) in every buffer it writes, and each twin equals a float64 formula written here.
+
+No GPU is needed: `cuda_emulator` runs the kernels' own CUDA C with g++, NVRTC compiles them as CuPy
+does, and ThreadSanitizer and AddressSanitizer watch them run (in a subprocess each). Every output
+buffer starts as NaN (ids as −7), so a write the kernel should not make, or one it misses, shows;
+the cache slots past the new token hold NaN too, so a kernel that reads a key it should not gets NaN.
+"""
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer.models import decode_twins as twins
+from transformer.models.decode_plan import DONE, KERNEL_DIR, KERNELS, POS, ROWS_PER_BLOCK, STEP, TOK, counter_uniforms
+import cuda_emulator
+import nvrtc
+
+TESTS = Path(__file__).parent
+needs_gxx = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
+
+# Each kernel's parameters, as the step's launcher (decode_step.DecodeStep.enqueue) passes them
+SIGNATURES = {
+    "embed": "const float* W_E, const int* state, float* x, int d",
+    "norm_matvec": "const float* x, const float* gamma, const float* W, float* y, const int* state, int n_rows, "
+                   "int d_in, float eps",
+    "rope_append": "const float* qkv, const float* cos, const float* sin, float* q, float* K, float* V, "
+                   "const int* state, int h, int h_kv, int d_h, int max_len, float q_scale",
+    "attend_split": "const float* q, const float* K, const float* V, float* part_o, float* part_ml, const int* state, "
+                    "int h, int h_kv, int d_h, int max_len, int split",
+    "attend_combine": "const float* part_o, const float* part_ml, float* o, const int* state, int h, int d_h, "
+                      "int n_splits",
+    "matvec_residual": "const float* a, const float* W, float* x, const int* state, int n_rows, int d_in",
+    "swiglu_matvec_residual": "const float* gu, const float* W, float* x, const int* state, int n_rows, int d_ff",
+    "sample_blocks": "const float* logits, float* best_v, int* best_i, const int* state, int v, "
+                     "float inv_temperature, unsigned int seed",
+    "sample_finish": "const float* best_v, const int* best_i, int* state, int* out, int n_blocks, int max_new, int eos",
+}
+PARAMS = {name: [(p.rsplit(" ", 1)[1], p.rsplit(" ", 1)[0]) for p in sig.split(", ")]  # [(name, C type)]
+          for name, sig in SIGNATURES.items()}
+
+
+# ---------------------------------------------------------------- launching a kernel and its twin
+
+@dataclass
+class Case:
+    name: str      # the kernel
+    grid: tuple
+    values: dict   # parameter name -> array or number
+    shared_bytes: int = 0
+    reference: dict = field(default_factory=dict)  # what a case builder knows of the answer
+
+    def args(self, to_scalar):
+        return tuple(self.values[n] if ctype.endswith("*") else to_scalar(self.values[n], ctype)
+                     for n, ctype in PARAMS[self.name])
+
+    def copy(self):
+        return Case(self.name, self.grid, {n: v.copy() if isinstance(v, np.ndarray) else v
+                                           for n, v in self.values.items()}, self.shared_bytes, self.reference)
+
+
+def launcher_scalar(value, ctype):  # a number as decode_step passes it (CuPy takes np.uint32 as unsigned int)
+    return {"int": np.int32, "float": np.float32, "unsigned int": np.uint32}[ctype](value)
+
+
+def emulator_scalar(value, ctype):  # the emulator takes int32 and float32: an unsigned passes its 32 bits as int
+    if ctype == "unsigned int":
+        return np.uint32(value & 0xFFFFFFFF).view(np.int32)
+    return launcher_scalar(value, ctype)
+
+
+def run_kernel(case, folder=KERNEL_DIR):
+    """Launch kernel `case.name` (from `folder`) on the emulator, in place on case.values."""
+    for n, ctype in PARAMS[case.name]:
+        if ctype.endswith("*"):
+            assert case.values[n].dtype == (np.int32 if "int" in ctype else np.float32), n
+    file, threads = KERNELS[case.name]
+    kernel = cuda_emulator.load(folder / file, f"decode_{case.name}")
+    kernel(case.grid, (threads,), case.args(emulator_scalar), shared_bytes=case.shared_bytes)
+
+
+def run_twin(case, to_scalar=launcher_scalar):
+    twins.TWINS[case.name](*case.args(to_scalar), grid=case.grid)
+
+
+def assert_close(actual, expected, rtol, name):
+    """Ids and the state exactly; floats within rtol of the largest finite value (NaN and ±∞ where expected)."""
+    if expected.dtype.kind == "i":
+        np.testing.assert_array_equal(actual, expected, err_msg=name)
+        return
+    finite = np.abs(expected[np.isfinite(expected)])
+    scale = finite.max() if finite.size else 0.0
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=name)
+
+
+def outputs(case):
+    return {n: case.values[n] for n, ctype in PARAMS[case.name]
+            if ctype.endswith("*") and not ctype.startswith("const")}
+
+
+def check_against_twin(case, folder=KERNEL_DIR):
+    """The kernel and its twin, each on its own copy of the case: every argument the same afterwards."""
+    on_kernel, on_twin = case.copy(), case.copy()
+    run_kernel(on_kernel, folder)
+    run_twin(on_twin)
+    for n, a in on_twin.values.items():
+        if isinstance(a, np.ndarray):
+            assert_close(on_kernel.values[n], a, 1e-5, f"{case.name}: {n}")
+    return on_kernel, on_twin
+
+
+# ---------------------------------------------------------------- cases
+
+def state(tok=0, pos=0, step=0, done=0):
+    return np.array([tok, pos, step, done], np.int32)  # TOK, POS, STEP, DONE
+
+
+def normal(rng, *shape, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+def nans(*shape):  # an output buffer: what the kernel does not write stays NaN
+    return np.full(shape, np.nan, np.float32)
+
+
+def row_blocks(n_rows):
+    return (math.ceil(n_rows / ROWS_PER_BLOCK),)
+
+
+def embed_case(d, tok=5, v=7):
+    rng = np.random.default_rng(d)
+    return Case("embed", (1,), dict(W_E=normal(rng, v, d), state=state(tok=tok), x=nans(d), d=d))
+
+
+def norm_matvec_case(n_rows, d_in, x_scale=3.0):
+    rng = np.random.default_rng(n_rows * d_in)
+    return Case("norm_matvec", row_blocks(n_rows), dict(
+        x=normal(rng, d_in, scale=x_scale), gamma=1 + normal(rng, d_in, scale=0.2), W=normal(rng, n_rows, d_in),
+        y=nans(n_rows), state=state(), n_rows=n_rows, d_in=d_in, eps=1e-5))
+
+
+def rope_append_case(h, h_kv, d_h, max_len, pos):
+    rng = np.random.default_rng(h * d_h + pos)
+    theta = rng.uniform(0, 2 * np.pi, (max_len, d_h // 2))  # [max_len, d_h/2] any angles
+    return Case("rope_append", (1,), dict(
+        qkv=normal(rng, (h + 2 * h_kv) * d_h), cos=np.cos(theta).astype(np.float32),
+        sin=np.sin(theta).astype(np.float32), q=nans(h * d_h), K=nans(h_kv, max_len, d_h), V=nans(h_kv, max_len, d_h),
+        state=state(pos=pos), h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, q_scale=d_h ** -0.5))
+
+
+def attend_split_case(h, h_kv, d_h, max_len, split, pos):
+    rng = np.random.default_rng(h * max_len + pos)
+    K, V = normal(rng, h_kv, max_len, d_h), normal(rng, h_kv, max_len, d_h)  # [h_kv, max_len, d_h] each
+    K[:, pos + 1:], V[:, pos + 1:] = np.nan, np.nan  # slots not yet written: a kernel that reads one gets NaN
+    n_splits = math.ceil(max_len / split)
+    return Case("attend_split", (h_kv, n_splits), dict(
+        q=normal(rng, h * d_h, scale=2.0 / math.sqrt(d_h)), K=K, V=V, part_o=nans(h, n_splits, d_h),
+        part_ml=nans(h, n_splits, 2), state=state(pos=pos), h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, split=split))
+
+
+def attend_combine_case(h, d_h, n_splits, empty):
+    rng = np.random.default_rng(h * n_splits + empty)
+    m, l = normal(rng, h, n_splits, scale=3.0), rng.uniform(1, 5, (h, n_splits)).astype(np.float32)  # [h, n_splits]
+    o = normal(rng, h, n_splits, d_h) * l[..., None]  # [h, n_splits, d_h]
+    m[:, n_splits - empty:], l[:, n_splits - empty:], o[:, n_splits - empty:] = -np.inf, 0, 0  # splits past pos
+    return Case("attend_combine", (h,), dict(part_o=o, part_ml=np.stack([m, l], axis=-1), o=nans(h * d_h),
+                                             state=state(), h=h, d_h=d_h, n_splits=n_splits))
+
+
+def matvec_residual_case(n_rows, d_in):
+    rng = np.random.default_rng(n_rows + d_in)
+    return Case("matvec_residual", row_blocks(n_rows), dict(
+        a=normal(rng, d_in), W=normal(rng, n_rows, d_in), x=normal(rng, n_rows), state=state(), n_rows=n_rows,
+        d_in=d_in))
+
+
+def swiglu_case(n_rows, d_ff):
+    rng = np.random.default_rng(n_rows + d_ff)
+    return Case("swiglu_matvec_residual", row_blocks(n_rows), dict(
+        gu=normal(rng, 2 * d_ff, scale=2.0), W=normal(rng, n_rows, d_ff), x=normal(rng, n_rows), state=state(),
+        n_rows=n_rows, d_ff=d_ff), shared_bytes=4 * d_ff)
+
+
+def sample_blocks_case(v, n_blocks, temperature=0.0, seed=0, step=0, ties=False):
+    rng = np.random.default_rng(v + n_blocks + step)
+    logits = rng.integers(0, 3, v).astype(np.float32) if ties else normal(rng, v, scale=2.0)  # [v]
+    return Case("sample_blocks", (n_blocks,), dict(
+        logits=logits, best_v=nans(n_blocks), best_i=np.full(n_blocks, -7, np.int32), state=state(step=step), v=v,
+        inv_temperature=0.0 if temperature == 0 else 1.0 / temperature, seed=seed), reference={"T": temperature})
+
+
+def sample_finish_case(n_blocks, step, max_new, eos_wins=False):
+    rng = np.random.default_rng(n_blocks + step)
+    best_v = rng.integers(0, 4, n_blocks).astype(np.float32)  # [n_blocks] small integers: ties
+    best_i = rng.permutation(10 * n_blocks)[:n_blocks].astype(np.int32)  # [n_blocks] distinct ids, in no order
+    tok = min(i for value, i in zip(best_v, best_i) if value == best_v.max())  # the lowest id of the largest value
+    return Case("sample_finish", (1,), dict(
+        best_v=best_v, best_i=best_i, state=state(tok=3, pos=11, step=step), out=np.full(max_new, -7, np.int32),
+        n_blocks=n_blocks, max_new=max_new, eos=int(tok) if eos_wins else -1), reference={"tok": int(tok)})
+
+
+CASES = {
+    "embed-d70": lambda: embed_case(70),
+    "embed-d576": lambda: embed_case(576, tok=0),
+    "norm_matvec-13x40": lambda: norm_matvec_case(13, 40),
+    "norm_matvec-5x70": lambda: norm_matvec_case(5, 70),
+    "norm_matvec-21x576": lambda: norm_matvec_case(21, 576),
+    "norm_matvec-9x1536": lambda: norm_matvec_case(9, 1536),
+    "norm_matvec-x_near_eps": lambda: norm_matvec_case(6, 40, x_scale=3e-3),  # Σx²/d_in ≈ ε: ε matters
+    "rope_append-mqa-pos0": lambda: rope_append_case(3, 1, 16, 8, 0),
+    "rope_append-gqa-last_pos": lambda: rope_append_case(9, 3, 64, 6, 5),
+    "rope_append-mha": lambda: rope_append_case(4, 4, 16, 5, 2),
+    "attend_split-g3-d64-boundary": lambda: attend_split_case(3, 1, 64, 40, 16, 37),
+    "attend_split-g1-d16-empty_splits": lambda: attend_split_case(2, 2, 16, 50, 16, 20),
+    "attend_split-g3-d16-pos0": lambda: attend_split_case(6, 2, 16, 20, 8, 0),
+    "attend_split-g1-d64-last_pos": lambda: attend_split_case(3, 3, 64, 33, 16, 32),
+    "attend_split-g9-two_passes": lambda: attend_split_case(9, 1, 16, 12, 8, 10),
+    "attend_split-g3-d128": lambda: attend_split_case(6, 2, 128, 20, 8, 19),
+    "attend_combine-no_empty": lambda: attend_combine_case(3, 64, 4, 0),
+    "attend_combine-empty": lambda: attend_combine_case(5, 16, 4, 2),
+    "attend_combine-one_split": lambda: attend_combine_case(2, 24, 1, 0),
+    "matvec_residual-13x70": lambda: matvec_residual_case(13, 70),
+    "matvec_residual-20x576": lambda: matvec_residual_case(20, 576),
+    "swiglu_matvec_residual-11x1536": lambda: swiglu_case(11, 1536),
+    "swiglu_matvec_residual-9x37": lambda: swiglu_case(9, 37),
+    "sample_blocks-greedy": lambda: sample_blocks_case(1000, 3),
+    "sample_blocks-greedy-ties": lambda: sample_blocks_case(700, 2, ties=True),
+    "sample_blocks-empty_block": lambda: sample_blocks_case(5, 4, temperature=0.7, seed=3, step=1),
+    "sample_blocks-gumbel": lambda: sample_blocks_case(2500, 3, temperature=0.8, seed=7, step=4),
+    "sample_blocks-gumbel-seed_past_2^31": lambda: sample_blocks_case(600, 2, temperature=1.3, seed=0xDEADBEEF, step=9),
+    "sample_finish-3": lambda: sample_finish_case(3, step=2, max_new=8),
+    "sample_finish-300-eos": lambda: sample_finish_case(300, step=0, max_new=8, eos_wins=True),
+    "sample_finish-max_new": lambda: sample_finish_case(40, step=4, max_new=5),
+    "sample_finish-one_before_max_new": lambda: sample_finish_case(40, step=3, max_new=5),
+}
+FIRST_CASE = {}  # one small case a kernel: for DONE and the sanitizers
+for case_id in CASES:
+    FIRST_CASE.setdefault(CASES[case_id]().name, case_id)
+
+
+# ---------------------------------------------------------------- float64 references
+
+def f64(case):
+    return {n: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+            for n, v in case.values.items()}
+
+
+def reference_embed(c):
+    return {"x": c["W_E"][c["state"][TOK]]}
+
+
+def reference_norm_matvec(c):
+    x = c["x"]
+    return {"y": c["W"] @ (c["gamma"] * x / np.sqrt(np.mean(x ** 2) + c["eps"]))}
+
+
+def reference_rope_append(c):
+    """RoPE as a complex product: pair (a, b) is a + ib, turned by e^{iθ} = cos θ + i sin θ."""
+    h, h_kv, d_h, pos = c["h"], c["h_kv"], c["d_h"], c["state"][POS]
+    heads = c["qkv"].reshape(h + 2 * h_kv, d_h)
+    z = heads[:h + h_kv, 0::2] + 1j * heads[:h + h_kv, 1::2]  # [h + h_kv, d_h/2]
+    turned = z * (c["cos"][pos] + 1j * c["sin"][pos])
+    rotated = np.stack([turned.real, turned.imag], axis=-1).reshape(h + h_kv, d_h)  # interleaved again
+    K, V = c["K"].copy(), c["V"].copy()
+    K[:, pos], V[:, pos] = rotated[h:], heads[h + h_kv:]
+    return {"q": rotated[:h].reshape(-1) * c["q_scale"], "K": K, "V": V}
+
+
+def reference_attend_split(c):
+    h, h_kv, d_h, split, pos = c["h"], c["h_kv"], c["d_h"], c["split"], c["state"][POS]
+    g, n_splits = h // h_kv, c["part_o"].shape[1]
+    part_o, part_ml = np.zeros((h, n_splits, d_h)), np.zeros((h, n_splits, 2))
+    for head in range(h):
+        for s in range(n_splits):
+            keys = range(s * split, min(s * split + split, pos + 1))
+            if not keys:
+                part_ml[head, s] = -np.inf, 0
+                continue
+            scores = np.array([c["q"][head * d_h:(head + 1) * d_h] @ c["K"][head // g, k] for k in keys])
+            m = scores.max()
+            part_ml[head, s] = m, np.exp(scores - m).sum()
+            part_o[head, s] = sum(np.exp(sc - m) * c["V"][head // g, k] for sc, k in zip(scores, keys))
+    return {"part_o": part_o, "part_ml": part_ml}
+
+
+def reference_attend_combine(c):
+    m, l, o = c["part_ml"][..., 0], c["part_ml"][..., 1], c["part_o"]  # [h, S], [h, S], [h, S, d_h]
+    w = np.exp(m - m.max(axis=1, keepdims=True))  # e^{−∞} = 0: an empty split weighs nothing
+    return {"o": (np.einsum("hs,hsd->hd", w, o) / (w * l).sum(axis=1, keepdims=True)).reshape(-1)}
+
+
+def reference_matvec_residual(c):
+    return {"x": c["x"] + c["W"] @ c["a"]}
+
+
+def reference_swiglu_matvec_residual(c):
+    g, u = np.split(c["gu"], 2)
+    return {"x": c["x"] + c["W"] @ (g / (1 + np.exp(-g)) * u)}
+
+
+def gumbel_scores(logits, T, seed, step):  # float64: logits / T + Gumbel noise of the counter stream
+    u = counter_uniforms(seed, step, len(logits)).astype(np.float64)
+    return logits / T - np.log(-np.log(u))
+
+
+def reference_sample_blocks(c):
+    v, n_blocks, T = c["v"], c["best_v"].shape[0], c["T"]
+    score = c["logits"] if T == 0 else gumbel_scores(c["logits"], T, c["seed"], c["state"][STEP])
+    chunk = -(-v // n_blocks)
+    best_v, best_i = np.full(n_blocks, -np.inf), np.full(n_blocks, v, np.int32)
+    for b in range(n_blocks):
+        lo, hi = b * chunk, min(v, b * chunk + chunk)
+        if lo < hi:
+            best_i[b] = lo + np.argmax(score[lo:hi])
+            best_v[b] = score[best_i[b]]
+    return {"best_v": best_v, "best_i": best_i}
+
+
+def reference_sample_finish(c):
+    tok, (_, pos, step, _) = c["tok"], c["state"]
+    out = c["out"].copy()
+    out[step] = tok
+    done = tok == c["eos"] or step + 1 >= c["max_new"]
+    return {"out": out, "state": np.array([tok, pos + 1, step + 1, done], np.int32)}
+
+
+REFERENCES = {name: globals()[f"reference_{name}"] for name in KERNELS}
+
+
+# ---------------------------------------------------------------- the tests
+
+def test_each_kernel_has_the_launchers_signature():
+    """The argument order and types the step launches with: the kernel's, and its twin's names in the same order."""
+    for name, (file, _) in KERNELS.items():
+        text = (KERNEL_DIR / file).read_text()
+        found = re.search(rf'extern "C" __global__ void decode_{name}\(([^)]*)\)', text)
+        assert found, f"{file} has no extern \"C\" decode_{name}"
+        assert re.sub(r"\s+", " ", found.group(1)).strip() == SIGNATURES[name]
+        twin = twins.TWINS[name].__code__
+        assert twin.co_varnames[:twin.co_argcount] == tuple(n for n, _ in PARAMS[name])
+        assert twin.co_varnames[twin.co_argcount:twin.co_argcount + twin.co_kwonlyargcount] == ("grid",)
+        assert "if (state[DONE]) return;" in text.split(f"decode_{name}(")[1].split("{", 1)[1][:40]
+
+
+@needs_gxx
+@pytest.mark.parametrize("case_id", CASES)
+def test_kernel_equals_its_twin(case_id):
+    """(a) Every buffer the kernel writes, on the emulator, equals its twin's: outputs and partials, ids, the state."""
+    check_against_twin(CASES[case_id]())
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_twin_equals_the_float64_formula(case_id):
+    """(b) The twin (fed Python numbers) against the formula in float64; what it should not write stays NaN."""
+    case = CASES[case_id]()
+    expected = REFERENCES[case.name]({**f64(case), **case.reference})
+    run_twin(case, to_scalar=lambda value, ctype: value)
+    for n, want in expected.items():
+        assert_close(case.values[n], np.asarray(want).reshape(case.values[n].shape), 2e-5, f"{case.name}: {n}")
+
+
+@needs_gxx
+@pytest.mark.parametrize("case_id", [i for i in CASES if i.startswith("attend_split")])
+@pytest.mark.parametrize("runner", ["kernel", "twin"])
+def test_split_then_combine_is_softmax_attention(case_id, runner):
+    """attend_split's partials merged by attend_combine: softmax(q·Kᵀ)·V over keys 0 … pos, the GQA heads
+    sharing K and V."""
+    split = CASES[case_id]()
+    c = f64(split)
+    h, h_kv, d_h, pos = c["h"], c["h_kv"], c["d_h"], c["state"][POS]
+    run = run_kernel if runner == "kernel" else run_twin
+    run(split)
+    combine = Case("attend_combine", (h,), dict(part_o=split.values["part_o"], part_ml=split.values["part_ml"],
+                                                o=nans(h * d_h), state=state(), h=h, d_h=d_h, n_splits=split.grid[1]))
+    run(combine)
+    q = c["q"].reshape(h, d_h)
+    K, V = np.repeat(c["K"][:, :pos + 1], h // h_kv, axis=0), np.repeat(c["V"][:, :pos + 1], h // h_kv, axis=0)
+    scores = np.einsum("hd,hkd->hk", q, K)  # [h, pos + 1]
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    expected = np.einsum("hk,hkd->hd", weights / weights.sum(axis=1, keepdims=True), V)  # [h, d_h]
+    np.testing.assert_allclose(combine.values["o"].reshape(h, d_h), expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_gxx
+@pytest.mark.parametrize("runner", ["kernel", "twin"])
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_blocks_then_finish_draw_the_argmax_of_the_whole_vocabulary(runner, temperature):
+    """sample_blocks over 5 blocks, then sample_finish: the id is argmax of the logits (greedy) or of
+    logits / T + Gumbel(u(seed, step, i)), written to out[step], and the state moves on."""
+    case = sample_blocks_case(3001, 5, temperature=temperature, seed=11, step=2)
+    logits = case.values["logits"].astype(np.float64)
+    expected = np.argmax(logits if temperature == 0 else gumbel_scores(logits, temperature, 11, 2))
+    finish = Case("sample_finish", (1,), dict(best_v=case.values["best_v"], best_i=case.values["best_i"],
+                                             state=case.values["state"], out=np.full(6, -7, np.int32), n_blocks=5,
+                                             max_new=6, eos=-1))
+    run = run_kernel if runner == "kernel" else run_twin
+    run(case)
+    run(finish)
+    assert finish.values["out"].tolist() == [-7, -7, expected, -7, -7, -7]
+    assert finish.values["state"].tolist() == [expected, 1, 3, 0]
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", list(FIRST_CASE))
+def test_a_finished_run_changes_nothing(name):
+    """state[DONE] = 1: every kernel and every twin returns before writing anything (a captured graph
+    keeps launching after the end token)."""
+    case = CASES[FIRST_CASE[name]]()
+    case.values["state"][DONE] = 1
+    on_kernel, on_twin = case.copy(), case.copy()
+    run_kernel(on_kernel)
+    run_twin(on_twin)
+    for n in outputs(case):
+        assert np.array_equal(on_kernel.values[n], case.values[n], equal_nan=True), n
+        assert np.array_equal(on_twin.values[n], case.values[n], equal_nan=True), n
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
+@pytest.mark.parametrize("file", sorted({file for file, _ in KERNELS.values()}))
+def test_kernel_compiles_as_cupy_compiles_it(file):
+    """CuPy's RawModule with `-I` the kernels' folder (decode_graph.CupyLauncher): NVRTC, no <math.h>, no
+    warning, for the oldest GPU CUDA 13 builds (sm_75) and an H100 (sm_90)."""
+    for arch in (75, 90):
+        ok, log = nvrtc.compile_cuda((KERNEL_DIR / file).read_text(), (f"-I{KERNEL_DIR}", f"-arch=sm_{arch}"), file)
+        assert ok and "warning" not in log, f"sm_{arch}:\n{log}"
+
+
+UNIFORMS = r"""
+#include "decode_common.cuh"
+extern "C" __global__ void uniforms(float* u, int n, unsigned int seed, int step) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) u[i] = counter_uniform(seed, step, i);
+}
+"""
+
+
+@needs_gxx
+def test_the_device_stream_has_the_bits_of_counter_uniforms(tmp_path):
+    """decode_common.cuh's counter_uniform (unsigned int arithmetic) and decode_plan.counter_uniforms
+    (NumPy uint32): the same float32 bits, seeds past 2³¹ included."""
+    shutil.copy(KERNEL_DIR / "decode_common.cuh", tmp_path)
+    (tmp_path / "uniforms.cu").write_text(UNIFORMS)
+    kernel = cuda_emulator.load(tmp_path / "uniforms.cu", "uniforms")
+    for seed, step in [(0, 0), (1, 7), (0xDEADBEEF, 123456), (2 ** 32 - 1, 3)]:
+        u = nans(1000)
+        kernel((1,), (256,), (u, np.int32(1000), emulator_scalar(seed, "unsigned int"), np.int32(step)))
+        assert np.array_equal(u.view(np.uint32), counter_uniforms(seed, step, 1000).view(np.uint32)), (seed, step)
+
+
+def test_gumbel_max_draws_follow_the_softmax():
+    """(d) Gumbel-max over the counter stream is a draw from softmax(logits / T): 20,000 (seed, step)
+    draws of the twins on 8 logits (2 blocks) against the softmax by Pearson's χ² with 7 degrees of
+    freedom; the same counts fail against softmax(logits), the distribution at T = 1."""
+    logits, T, v = np.array([0.5, -1.0, 2.0, 0.0, 1.0, -0.5, 1.5, 0.2], np.float32), 0.8, 8
+    best_v, best_i, out = np.zeros(2, np.float32), np.zeros(2, np.int32), np.zeros(1, np.int32)
+    counts = np.zeros(v)
+    for seed in range(100):
+        for step in range(200):
+            st = state(step=step)
+            twins.sample_blocks(logits, best_v, best_i, st, v, 1 / T, seed, grid=(2,))
+            st[STEP] = 0  # sample_finish writes out[step]: one slot is enough
+            twins.sample_finish(best_v, best_i, st, out, 2, 1, -1)
+            counts[out[0]] += 1
+    try:
+        from scipy.stats import chi2
+        critical = chi2.ppf(1 - 1e-3, df=v - 1)
+    except ImportError:
+        critical = 24.322  # χ²₇ at p = 0.001
+    for temperature, should_pass in [(T, True), (1.0, False)]:
+        p = np.exp(logits / temperature) / np.exp(logits / temperature).sum()
+        statistic = ((counts - counts.sum() * p) ** 2 / (counts.sum() * p)).sum()
+        assert (statistic < critical) == should_pass, (temperature, statistic, critical, counts)
+
+
+# ---------------------------------------------------------------- under the sanitizers
+
+def require(sanitizer):  # in the test, not at import: the sanitizers' subprocesses import this file too
+    if not cuda_emulator.sanitizer_works(sanitizer):
+        pytest.skip(f"needs g++ and its {sanitizer} sanitizer, working on this machine")
+
+
+def check_cases(case_ids, folder=str(KERNEL_DIR)):
+    """Run in the sanitizer's subprocess: each case's kernel against its twin; prints how many passed."""
+    for case_id in case_ids:
+        check_against_twin(CASES[case_id](), Path(folder))
+    print(json.dumps({"passed": len(case_ids)}))
+
+
+def _in_subprocesses(sanitizer, parts, folder=KERNEL_DIR):
+    """check_cases(part) for each part of the case ids, each in a subprocess under `sanitizer`, all at
+    once: each builds its kernels with g++, so two parts keep both cores busy."""
+    def start(case_ids):
+        code = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'support')!r}]; "
+                f"import test_decode_kernels as t; t.check_cases({list(case_ids)!r}, {str(folder)!r})")
+        return subprocess.Popen([sys.executable, "-c", code], env=cuda_emulator.sanitizer_env(sanitizer),
+                                cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = [(start(part), part) for part in parts]
+    finished = []
+    for proc, part in running:
+        stdout, stderr = proc.communicate(timeout=600)
+        finished.append((proc.returncode, stdout, stderr, part))
+    return finished
+
+
+# One case a kernel (and attention's second pass over the shared arrays). ThreadSanitizer watches the
+# kernels whose threads share memory (a barrier orders them); in the others no two threads touch one
+# address, and each sanitizer build costs g++ ~4 s.
+SANITIZER_CASES = {"address": list(FIRST_CASE.values()) + ["attend_split-g9-two_passes"]}
+SHARING = ("norm_matvec", "attend_split", "swiglu_matvec_residual", "sample_blocks", "sample_finish")
+SANITIZER_CASES["thread"] = [i for i in SANITIZER_CASES["address"] if i.split("-")[0] in SHARING]
+
+
+@pytest.mark.parametrize("sanitizer", ["thread", "address"])
+def test_kernels_run_clean_under_the_sanitizer(sanitizer):
+    """(e) Built under ThreadSanitizer (a thread per CUDA thread: any two accesses of an address by two
+    threads, one a write, with no barrier between) or AddressSanitizer (any access outside an array or
+    the launch's shared memory): each kernel equals its twin, and nothing is reported."""
+    require(sanitizer)
+    cases = SANITIZER_CASES[sanitizer]
+    for returncode, stdout, stderr, part in _in_subprocesses(sanitizer, [cases[0::2], cases[1::2]]):
+        assert returncode != cuda_emulator.SANITIZER_EXIT, stderr[-4000:]
+        assert returncode == 0, stdout[-2000:] + stderr[-2000:]
+        assert json.loads(stdout.splitlines()[-1])["passed"] == len(part)
+
+
+BARRIER = "        __syncthreads();  // every warp's statistics are in shared memory\n"
+MUTANT_CASE = "attend_split-g3-d64-boundary"
+
+
+def without_the_barrier(tmp_path):
+    """The kernels' folder with attend_split.cu's barrier before the warps' merge removed."""
+    folder = tmp_path / "decode_kernels"
+    shutil.copytree(KERNEL_DIR, folder)
+    text = (folder / "attend_split.cu").read_text()
+    assert text.count(BARRIER) == 1, "attend_split.cu no longer holds the barrier this test removes"
+    (folder / "attend_split.cu").write_text(text.replace(BARRIER, ""))
+    return folder
+
+
+def test_thread_sanitizer_catches_the_merge_without_its_barrier(tmp_path):
+    """Without the barrier, warp 0 merges the 4 warps' (m, ℓ, o) while the others still write theirs."""
+    require("thread")
+    [(returncode, stdout, stderr, _)] = _in_subprocesses("thread", [[MUTANT_CASE]], without_the_barrier(tmp_path))
+    assert returncode == cuda_emulator.SANITIZER_EXIT, stdout[-2000:] + stderr[-2000:]
+    assert "ThreadSanitizer: data race" in stderr and "decode_attend_split" in stderr, stderr[-4000:]
+
+
+@needs_gxx
+def test_the_merge_without_its_barrier_goes_wrong_on_fibers(tmp_path):
+    """On fibers the lowest thread that may go on runs first: warp 0 reaches the merge before warps 1–3
+    have written their statistics, and reads stale ones. The partials are wrong, no sanitizer needed."""
+    case = CASES[MUTANT_CASE]()
+    expected = reference_attend_split(f64(case))
+    run_kernel(case, without_the_barrier(tmp_path))
+    error = np.abs(case.values["part_o"] - expected["part_o"]).max()
+    assert not error < 1e-2, error  # NaN or far off
