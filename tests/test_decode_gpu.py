@@ -90,3 +90,25 @@ def test_a_graph_replayed_after_the_end_token_changes_nothing(models, reference)
         r.graph.launch(r.stream)
     r.stream.synchronize()
     assert np.array_equal(r.step.out.get(), before) and len(got) == 8
+
+
+def test_top_k_and_top_p_in_the_graph_draw_from_the_host_filters_kept_set(models):
+    """The graph with the filter kernel (7L + 5 nodes; sample_blocks reads its bounds, or a null pointer
+    without it): every id is one the host's filter_logits keeps from NumPy's Llama.logits of its prefix."""
+    from transformer.core.sampling import filter_logits
+    host, gpu = models
+    T_, top_k, top_p = 1.0, 50, 0.9
+    gpu.device_step = "graph"
+    try:
+        ids = gpu.generate(PROMPT, 32, temperature=T_, top_k=top_k, top_p=top_p, seed=7, stop_at_eos=False)
+        assert gpu.last_stats.engine == "graph"
+    finally:
+        del gpu.device_step
+    logits = host.logits(PROMPT + ids)[len(PROMPT) - 1:-1]  # [32, v]
+    for step, row in enumerate(logits):
+        assert np.isfinite(filter_logits(row, T_, top_k, top_p))[ids[step]], f"step {step}"
+    cache = gpu.new_cache(1, len(PROMPT) + 8)
+    cos, sin = gpu.rope_tables(len(PROMPT) + 8)
+    generation.through_cache(gpu.readable_engine, np.asarray([PROMPT]), cache, cos, sin)
+    step = DecodeStep(gpu.weights, gpu.config, cache, cos, sin, 8, temperature=T_, top_k=top_k, top_p=top_p, xp=cupy)
+    assert StepRunner(step, "graph").kernels_per_step == 7 * SMALL.L + 5

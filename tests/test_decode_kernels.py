@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from transformer.core.sampling import filter_logits, next_token_probs
 from transformer.models import decode_twins as twins
 from transformer.models.decode_plan import DONE, KERNEL_DIR, KERNELS, POS, ROWS_PER_BLOCK, STEP, TOK, counter_uniforms
 import cuda_emulator
@@ -39,7 +40,9 @@ SIGNATURES = {
                       "int n_splits",
     "matvec_residual": "const float* a, const float* W, float* x, const int* state, int n_rows, int d_in",
     "swiglu_matvec_residual": "const float* gu, const float* W, float* x, const int* state, int n_rows, int d_ff",
-    "sample_blocks": "const float* logits, float* best_v, int* best_i, const int* state, int v, "
+    "sample_filter": "const float* logits, float* bounds, const int* state, int v, float inv_temperature, int top_k, "
+                     "float top_p",
+    "sample_blocks": "const float* logits, const float* bounds, float* best_v, int* best_i, const int* state, int v, "
                      "float inv_temperature, unsigned int seed",
     "sample_finish": "const float* best_v, const int* best_i, int* state, int* out, int n_blocks, int max_new, int eos",
 }
@@ -79,7 +82,7 @@ def emulator_scalar(value, ctype):  # the emulator takes int32 and float32: an u
 def run_kernel(case, folder=KERNEL_DIR):
     """Launch kernel `case.name` (from `folder`) on the emulator, in place on case.values."""
     for n, ctype in PARAMS[case.name]:
-        if ctype.endswith("*"):
+        if ctype.endswith("*") and isinstance(case.values[n], np.ndarray):  # else np.uint64(0), a null pointer
             assert case.values[n].dtype == (np.int32 if "int" in ctype else np.float32), n
     file, threads = KERNELS[case.name]
     kernel = cuda_emulator.load(folder / file, f"decode_{case.name}")
@@ -188,12 +191,35 @@ def swiglu_case(n_rows, d_ff):
         n_rows=n_rows, d_ff=d_ff), shared_bytes=4 * d_ff)
 
 
-def sample_blocks_case(v, n_blocks, temperature=0.0, seed=0, step=0, ties=False):
+NULL = np.uint64(0)  # a null pointer, as CuPy passes one: sample_blocks keeps every token
+
+
+def sample_blocks_case(v, n_blocks, temperature=0.0, seed=0, step=0, ties=False, bounds=NULL):
     rng = np.random.default_rng(v + n_blocks + step)
     logits = rng.integers(0, 3, v).astype(np.float32) if ties else normal(rng, v, scale=2.0)  # [v]
+    if callable(bounds):  # from the logits: (threshold, last)
+        bounds = np.array(bounds(logits), np.float32)
     return Case("sample_blocks", (n_blocks,), dict(
-        logits=logits, best_v=nans(n_blocks), best_i=np.full(n_blocks, -7, np.int32), state=state(step=step), v=v,
-        inv_temperature=0.0 if temperature == 0 else 1.0 / temperature, seed=seed), reference={"T": temperature})
+        logits=logits, bounds=bounds, best_v=nans(n_blocks), best_i=np.full(n_blocks, -7, np.int32),
+        state=state(step=step), v=v, inv_temperature=0.0 if temperature == 0 else 1.0 / temperature, seed=seed),
+        reference={"T": temperature})
+
+
+def tie_free_logits(rng, v, scale=0.4):  # [v] float32, no two equal
+    """Logistic quantiles of one random point in each of v equal cells of (0, 1), in random order: the
+    points are distinct and the map is increasing, steep enough that float32 keeps them apart."""
+    u = (rng.permutation(v) + rng.uniform(0.1, 0.9, v)) / v  # [v] one point in each cell (i/v, (i+1)/v)
+    return (scale * np.log(u / (1 - u))).astype(np.float32)  # [v]
+
+
+def sample_filter_case(v, top_k=0, top_p=1.0, temperature=0.8, ties=False, logits=None):
+    """Tie-free logits, or small integers (ties everywhere, at the top-k and at the top-p boundary)."""
+    rng = np.random.default_rng(v + top_k + int(1000 * top_p))
+    if logits is None:
+        logits = rng.integers(0, 6, v).astype(np.float32) if ties else tie_free_logits(rng, v)  # [v]
+    return Case("sample_filter", (1,), dict(
+        logits=logits, bounds=nans(2), state=state(step=3), v=v, inv_temperature=1.0 / temperature, top_k=top_k,
+        top_p=top_p), reference={"T": temperature})
 
 
 def sample_finish_case(n_blocks, step, max_new, eos_wins=False):
@@ -230,11 +256,40 @@ CASES = {
     "matvec_residual-20x576": lambda: matvec_residual_case(20, 576),
     "swiglu_matvec_residual-11x1536": lambda: swiglu_case(11, 1536),
     "swiglu_matvec_residual-9x37": lambda: swiglu_case(9, 37),
+    # the first: what the sanitizers run, both filters and a cut through the ties at the top-p boundary
+    "sample_filter-ties-k40-p.3-cut": lambda: sample_filter_case(301, top_k=40, top_p=0.3, ties=True),
+    "sample_filter-300-k5": lambda: sample_filter_case(300, top_k=5),
+    "sample_filter-300-k1": lambda: sample_filter_case(300, top_k=1),
+    "sample_filter-300-k_v-1": lambda: sample_filter_case(300, top_k=299),
+    "sample_filter-300-p.05": lambda: sample_filter_case(300, top_p=0.05),
+    "sample_filter-300-p.5": lambda: sample_filter_case(300, top_p=0.5, temperature=1.7),
+    "sample_filter-300-p.95": lambda: sample_filter_case(300, top_p=0.95),
+    "sample_filter-300-k40-p.5": lambda: sample_filter_case(300, top_k=40, top_p=0.5),
+    "sample_filter-300-k5-p.95": lambda: sample_filter_case(300, top_k=5, top_p=0.95),
+    "sample_filter-4999-k5": lambda: sample_filter_case(4999, top_k=5),
+    "sample_filter-4999-k_v-1": lambda: sample_filter_case(4999, top_k=4998),
+    "sample_filter-4999-p.05": lambda: sample_filter_case(4999, top_p=0.05, temperature=1.2),
+    "sample_filter-4999-p.95": lambda: sample_filter_case(4999, top_p=0.95),
+    "sample_filter-4999-k1000-p.5": lambda: sample_filter_case(4999, top_k=1000, top_p=0.5, temperature=0.5),
+    "sample_filter-49152-k50-p.9": lambda: sample_filter_case(49152, top_k=50, top_p=0.9),  # SmolLM2's v
+    "sample_filter-49152-p.95": lambda: sample_filter_case(49152, top_p=0.95),
+    "sample_filter-ties-k7": lambda: sample_filter_case(301, top_k=7, ties=True),
+    "sample_filter-ties-p.5-cut": lambda: sample_filter_case(301, top_p=0.5, temperature=0.9, ties=True),
+    "sample_filter-off": lambda: sample_filter_case(300),
+    "sample_filter-signed_zeros": lambda: sample_filter_case(  # −0 = +0: the four zeros tie at the 4th largest
+        8, top_k=4, logits=np.array([1, -0.0, 2, 0, -1, 0, 3, -0.0], np.float32)),
+    "sample_filter-signed_zeros-p_cut": lambda: sample_filter_case(  # the cut after the first zero, id 1 (−0)
+        8, top_p=0.89, temperature=1.0, logits=np.array([1, -0.0, 2, 0, -1, 0, 3, -0.0], np.float32)),
     "sample_blocks-greedy": lambda: sample_blocks_case(1000, 3),
     "sample_blocks-greedy-ties": lambda: sample_blocks_case(700, 2, ties=True),
     "sample_blocks-empty_block": lambda: sample_blocks_case(5, 4, temperature=0.7, seed=3, step=1),
     "sample_blocks-gumbel": lambda: sample_blocks_case(2500, 3, temperature=0.8, seed=7, step=4),
     "sample_blocks-gumbel-seed_past_2^31": lambda: sample_blocks_case(600, 2, temperature=1.3, seed=0xDEADBEEF, step=9),
+    "sample_blocks-kept": lambda: sample_blocks_case(2500, 3, temperature=0.8, seed=7, step=4,
+                                                     bounds=lambda x: (np.sort(x)[-40], 2500)),
+    "sample_blocks-kept-tie_cut": lambda: sample_blocks_case(700, 2, temperature=0.8, seed=1, ties=True,
+                                                             bounds=lambda x: (2.0, np.flatnonzero(x == 2)[30])),
+    "sample_blocks-greedy-kept": lambda: sample_blocks_case(1000, 3, bounds=lambda x: (np.sort(x)[-3], 1000)),
     "sample_finish-3": lambda: sample_finish_case(3, step=2, max_new=8),
     "sample_finish-300-eos": lambda: sample_finish_case(300, step=0, max_new=8, eos_wins=True),
     "sample_finish-max_new": lambda: sample_finish_case(40, step=4, max_new=5),
@@ -310,9 +365,24 @@ def gumbel_scores(logits, T, seed, step):  # float64: logits / T + Gumbel noise 
     return logits / T - np.log(-np.log(u))
 
 
+def reference_sample_filter(c):
+    """The host's own filter (core.sampling.filter_logits) keeps a set; its bounds: the smallest kept logit,
+    and the last kept id at it when some token at it is dropped (else v)."""
+    x, v = c["logits"], c["v"]
+    if not (0 < c["top_k"] < v or c["top_p"] < 1):
+        return {"bounds": [-np.inf, v]}
+    kept = np.isfinite(filter_logits(x, c["T"], c["top_k"] or None, c["top_p"]))  # [v] bool
+    threshold = x[kept].min()
+    at = x == threshold
+    return {"bounds": [threshold, np.flatnonzero(kept & at).max() if (at & ~kept).any() else v]}
+
+
 def reference_sample_blocks(c):
     v, n_blocks, T = c["v"], c["best_v"].shape[0], c["T"]
     score = c["logits"] if T == 0 else gumbel_scores(c["logits"], T, c["seed"], c["state"][STEP])
+    if isinstance(c["bounds"], np.ndarray):  # −∞ outside the kept set
+        (threshold, last), ids = c["bounds"], np.arange(v)
+        score = np.where((c["logits"] > threshold) | ((c["logits"] == threshold) & (ids <= last)), score, -np.inf)
     chunk = -(-v // n_blocks)
     best_v, best_i = np.full(n_blocks, -np.inf), np.full(n_blocks, v, np.int32)
     for b in range(n_blocks):
@@ -407,6 +477,91 @@ def test_blocks_then_finish_draw_the_argmax_of_the_whole_vocabulary(runner, temp
     assert finish.values["state"].tolist() == [expected, 1, 3, 0]
 
 
+FILTER_CASES = [i for i in CASES if i.startswith("sample_filter")]
+
+
+def test_the_filter_is_launched_with_the_block_its_shared_tree_is_sized_for():
+    assert f"#define FILTER_THREADS {KERNELS['sample_filter'][1]} " in (KERNEL_DIR / "sample.cu").read_text()
+
+
+def draw(run, filtered, n_blocks=3, seed=21, step=5):  # -> the id sample_blocks then sample_finish choose
+    c = filtered.values
+    blocks = Case("sample_blocks", (n_blocks,), dict(
+        logits=c["logits"], bounds=c["bounds"], best_v=nans(n_blocks), best_i=np.full(n_blocks, -7, np.int32),
+        state=state(step=step), v=c["v"], inv_temperature=c["inv_temperature"], seed=seed))
+    run(blocks)
+    finish = Case("sample_finish", (1,), dict(
+        best_v=blocks.values["best_v"], best_i=blocks.values["best_i"], state=blocks.values["state"],
+        out=np.full(step + 1, -7, np.int32), n_blocks=n_blocks, max_new=step + 1, eos=-1))
+    run(finish)
+    return int(finish.values["out"][step])
+
+
+@needs_gxx
+@pytest.mark.parametrize("case_id", FILTER_CASES)
+def test_the_filter_kernel_writes_the_twins_bounds_and_the_same_id_is_drawn(case_id):
+    """The kernel's bounds are the twin's bit for bit (a logit and an id: nothing to round), and sample_blocks
+    (3 blocks) then sample_finish, on each side's bounds, draw the same id, one the bounds keep."""
+    on_kernel, on_twin = check_against_twin(CASES[case_id]())
+    assert np.array_equal(on_kernel.values["bounds"], on_twin.values["bounds"]), (on_kernel.values["bounds"],
+                                                                                   on_twin.values["bounds"])
+    tok = draw(run_kernel, on_kernel)
+    assert tok == draw(run_twin, on_twin)
+    assert twins.kept(on_twin.values["logits"], on_twin.values["bounds"], on_twin.values["v"])[tok]
+
+
+@pytest.mark.parametrize("v", [300, 4999, 49152])
+@pytest.mark.parametrize("top_k, top_p", [(1, 1.0), (5, 1.0), (-1, 1.0), (0, 0.05), (0, 0.5), (0, 0.95), (5, 0.95),
+                                          (1000, 0.5), (-1, 0.05)])
+def test_the_twins_kept_set_is_the_host_filters(v, top_k, top_p):
+    """On tie-free logits the tokens the twin's bounds keep are those the host's filter_logits leaves finite
+    (top_k = −1: v − 1), at SmolLM2's vocabulary size too (49,152: the twin alone, the emulator is slow there)."""
+    T, top_k = 0.7, v - 1 if top_k == -1 else top_k
+    logits = tie_free_logits(np.random.default_rng(v + top_k), v)  # [v]
+    assert np.unique(logits).size == v
+    bounds = nans(2)
+    twins.sample_filter(logits, bounds, state(), v, np.float32(1 / T), top_k, np.float32(top_p))
+    want = np.isfinite(filter_logits(logits, T, top_k or None, top_p))  # [v] bool
+    np.testing.assert_array_equal(twins.kept(logits, bounds, v), want)
+    assert 1 <= want.sum() <= (top_k or v)
+
+
+CRITICAL = {3: 16.266}  # χ²₃ at p = 0.001, where scipy is missing
+
+
+@pytest.mark.parametrize("logits, top_k, top_p", [
+    ([0.5, -1.0, 2.0, 0.0, 1.0, -0.5, 1.5, 0.2, -2.0, 0.8, 1.2, -0.1], 6, 0.8),  # both filters, no tie: 4 kept
+    ([1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0, -1.0], 0, 0.75),  # top-p cuts the four 1s after the first two
+], ids=["top_k-top_p", "top_p-cut_in_a_tie"])
+def test_gumbel_max_over_the_kept_set_draws_the_hosts_distribution(logits, top_k, top_p):
+    """(d) sample_filter, then Gumbel-max over the kept set with the counter stream, is a draw from the host's
+    next_token_probs(logits, T, top_k, top_p): 20,000 (seed, step) draws of the twins (2 blocks), never a
+    token the host gives probability 0, and Pearson's χ² over the rest; the same counts fail against the
+    unfiltered softmax."""
+    logits, T = np.array(logits, np.float32), 0.8
+    v = len(logits)
+    bounds, best_v, best_i = nans(2), np.zeros(2, np.float32), np.zeros(2, np.int32)
+    twins.sample_filter(logits, bounds, state(), v, np.float32(1 / T), top_k, np.float32(top_p))
+    counts = np.zeros(v)
+    for seed in range(100):
+        for step in range(200):
+            twins.sample_blocks(logits, bounds, best_v, best_i, state(step=step), v, np.float32(1 / T), seed, grid=(2,))
+            counts[best_i[np.argmax(best_v)]] += 1  # the better block (no two Gumbel scores are equal)
+    want = next_token_probs(logits, T, top_k or None, top_p)  # [v] the host's distribution
+    support = want > 0
+    assert counts[~support].sum() == 0, counts
+    df = int(support.sum()) - 1
+    try:
+        from scipy.stats import chi2
+        critical = chi2.ppf(1 - 1e-3, df=df)
+    except ImportError:
+        critical = CRITICAL[df]
+    expected = counts.sum() * want[support]
+    assert ((counts[support] - expected) ** 2 / expected).sum() < critical, (counts, want)
+    unfiltered = counts.sum() * next_token_probs(logits, T)  # [v] every token > 0
+    assert ((counts - unfiltered) ** 2 / unfiltered).sum() > critical
+
+
 @needs_gxx
 @pytest.mark.parametrize("name", list(FIRST_CASE))
 def test_a_finished_run_changes_nothing(name):
@@ -463,7 +618,7 @@ def test_gumbel_max_draws_follow_the_softmax():
     for seed in range(100):
         for step in range(200):
             st = state(step=step)
-            twins.sample_blocks(logits, best_v, best_i, st, v, 1 / T, seed, grid=(2,))
+            twins.sample_blocks(logits, NULL, best_v, best_i, st, v, 1 / T, seed, grid=(2,))
             st[STEP] = 0  # sample_finish writes out[step]: one slot is enough
             twins.sample_finish(best_v, best_i, st, out, 2, 1, -1)
             counts[out[0]] += 1
@@ -512,7 +667,7 @@ def _in_subprocesses(sanitizer, parts, folder=KERNEL_DIR):
 # kernels whose threads share memory (a barrier orders them); in the others no two threads touch one
 # address, and each sanitizer build costs g++ ~4 s.
 SANITIZER_CASES = {"address": list(FIRST_CASE.values()) + ["attend_split-g9-two_passes"]}
-SHARING = ("norm_matvec", "attend_split", "swiglu_matvec_residual", "sample_blocks", "sample_finish")
+SHARING = ("norm_matvec", "attend_split", "swiglu_matvec_residual", "sample_filter", "sample_blocks", "sample_finish")
 SANITIZER_CASES["thread"] = [i for i in SANITIZER_CASES["address"] if i.split("-")[0] in SHARING]
 
 
@@ -533,13 +688,13 @@ BARRIER = "        __syncthreads();  // every warp's statistics are in shared me
 MUTANT_CASE = "attend_split-g3-d64-boundary"
 
 
-def without_the_barrier(tmp_path):
-    """The kernels' folder with attend_split.cu's barrier before the warps' merge removed."""
+def without_the_barrier(tmp_path, file="attend_split.cu", barrier=BARRIER):
+    """The kernels' folder with one barrier removed: by default attend_split.cu's before the warps' merge."""
     folder = tmp_path / "decode_kernels"
     shutil.copytree(KERNEL_DIR, folder)
-    text = (folder / "attend_split.cu").read_text()
-    assert text.count(BARRIER) == 1, "attend_split.cu no longer holds the barrier this test removes"
-    (folder / "attend_split.cu").write_text(text.replace(BARRIER, ""))
+    text = (folder / file).read_text()
+    assert text.count(barrier) == 1, f"{file} no longer holds the barrier this test removes"
+    (folder / file).write_text(text.replace(barrier, ""))
     return folder
 
 
@@ -549,6 +704,19 @@ def test_thread_sanitizer_catches_the_merge_without_its_barrier(tmp_path):
     [(returncode, stdout, stderr, _)] = _in_subprocesses("thread", [[MUTANT_CASE]], without_the_barrier(tmp_path))
     assert returncode == cuda_emulator.SANITIZER_EXIT, stdout[-2000:] + stderr[-2000:]
     assert "ThreadSanitizer: data race" in stderr and "decode_attend_split" in stderr, stderr[-4000:]
+
+
+TREE_BARRIER = "    __syncthreads();  // every thread has its totals before the tree is written again\n"
+
+
+def test_thread_sanitizer_catches_the_filters_tree_written_while_read(tmp_path):
+    """Without block_reduce's last barrier (sample.cu), a thread writes the next reduction's leaves into the
+    tree while others still read the last one's totals from it."""
+    require("thread")
+    folder = without_the_barrier(tmp_path, "sample.cu", TREE_BARRIER)
+    [(returncode, stdout, stderr, _)] = _in_subprocesses("thread", [[FIRST_CASE["sample_filter"]]], folder)
+    assert returncode == cuda_emulator.SANITIZER_EXIT, stdout[-2000:] + stderr[-2000:]
+    assert "ThreadSanitizer: data race" in stderr and "decode_sample_filter" in stderr, stderr[-4000:]
 
 
 @needs_gxx

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer.core.sampling import greedy
+from transformer.core.sampling import filter_logits, greedy
 from transformer.models import decode_plan, generation
 from transformer.models.decode_graph import StepRunner
 from transformer.models.decode_step import DecodeStep, RecordingLauncher, TwinLauncher
@@ -78,7 +78,30 @@ def test_a_step_is_7_kernels_a_layer_and_4(model):
     assert names[:8] == ["embed", "norm_matvec", "rope_append", "attend_split", "attend_combine", "matvec_residual",
                          "norm_matvec", "swiglu_matvec_residual"]
     assert names[-3:] == ["norm_matvec", "sample_blocks", "sample_finish"]
+    assert [s.name for s in decode_plan.step_kernels(step.sizes)] == names
     assert decode_plan.kernels_per_step(30) == 214  # SmolLM2-135M: 30 layers (gpu-decode design, 7 a layer)
+
+
+@pytest.mark.parametrize("sampling, filtered", [((0.7, 5, None), True), ((0.7, None, 0.9), True),
+                                                ((0.7, 40, 0.5), True), ((0.0, 5, 0.9), False),
+                                                ((0.7, TINY.v, 1.0), False)])
+def test_top_k_or_top_p_adds_the_filter_kernel_only_where_it_filters(model, sampling, filtered):
+    """7L + 5 launches at a temperature with top_k < v or top_p < 1 (the filter before sample_blocks, which
+    reads its bounds), else the 7L + 4 of before, sample_blocks given a null pointer; greedy needs no filter."""
+    T_, top_k, top_p = sampling
+    step, _ = prefilled(model, temperature=T_, top_k=top_k, top_p=top_p)
+    recording = RecordingLauncher()
+    step.enqueue(recording)
+    names = [spec.name for spec, _ in recording.calls]
+    assert len(names) == decode_plan.kernels_per_step(TINY.L, filtered) == 7 * 2 + 4 + filtered
+    assert [s.name for s in decode_plan.step_kernels(step.sizes, filtered)] == names
+    blocks_bounds = recording.calls[-2][1][1]  # sample_blocks(logits, bounds, …)
+    if filtered:
+        assert names[-4:] == ["norm_matvec", "sample_filter", "sample_blocks", "sample_finish"]
+        assert blocks_bounds is recording.calls[-3][1][1] and np.shares_memory(blocks_bounds, step.arena)
+    else:
+        assert names[-3:] == ["norm_matvec", "sample_blocks", "sample_finish"]
+        assert isinstance(blocks_bounds, np.uint64) and blocks_bounds == 0
 
 
 def test_the_twins_step_gives_the_forward_pass_logits(model, reference):
@@ -143,7 +166,7 @@ def test_every_argument_is_made_before_the_step_and_none_depends_on_the_position
             for a in args:
                 if isinstance(a, np.ndarray):
                     assert any(np.shares_memory(a, o) for o in owned), f"{spec.name}: an array the step did not make"
-                else:
+                elif not (isinstance(a, np.uint64) and a == 0):  # a null pointer: sample_blocks' bounds
                     assert isinstance(a, (np.int32, np.uint32, np.float32)), f"{spec.name}: {a!r}"
     for (s1, a1), (s2, a2) in zip(*records):
         assert s1 == s2
@@ -162,8 +185,9 @@ class Opaque:
     __add__ = __mul__ = __iadd__ = __sub__ = __truediv__ = __matmul__ = __iter__ = _refuse
 
 
-def test_the_body_reads_no_buffer_and_calls_nothing_but_launch(model):
-    step, _ = prefilled(model)
+@pytest.mark.parametrize("top_k, top_p", [(None, None), (5, 0.9)])
+def test_the_body_reads_no_buffer_and_calls_nothing_but_launch(model, top_k, top_p):
+    step, _ = prefilled(model, temperature=0.8, top_k=top_k, top_p=top_p)
     for name, value in vars(step).items():  # every array the step holds, at any depth, made opaque
         if isinstance(value, np.ndarray):
             setattr(step, name, Opaque(name))
@@ -173,7 +197,7 @@ def test_the_body_reads_no_buffer_and_calls_nothing_but_launch(model):
             setattr(step, name, [[Opaque(f"{name}[{i}]") for _ in pair] for i, pair in enumerate(value)])
     recording = RecordingLauncher()
     step.enqueue(recording)  # would raise on a host read, an allocation from a buffer, arithmetic on one
-    assert len(recording.calls) == decode_plan.kernels_per_step(TINY.L)
+    assert len(recording.calls) == decode_plan.kernels_per_step(TINY.L, top_k is not None)
     body = ast.parse(textwrap.dedent(inspect.getsource(DecodeStep.enqueue)))
     called = {node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
               for node in ast.walk(body) if isinstance(node, ast.Call)}
@@ -201,6 +225,32 @@ def test_sampling_at_a_temperature_is_gumbel_max_on_the_counter_stream(model):
         assert ids[step] == int(np.argmax(z)), f"step {step}"
 
 
+@pytest.mark.parametrize("top_k, top_p", [(8, None), (None, 0.6), (20, 0.8)])
+def test_top_k_and_top_p_on_the_device_draw_from_the_host_filters_kept_set(model, top_k, top_p):
+    """Through Llama.generate on the "recorded" device path: each id is one the host's filter_logits keeps
+    from Llama.logits of its prefix, and the Gumbel-max over that kept set on the counter stream; the
+    same seed gives the same ids. The kept sets are several tokens wide: the filter is what picks."""
+    T_, seed, n = 1.5, 3, 16
+    model.device_step = "recorded"
+    try:
+        ids = model.generate(PROMPT, n, temperature=T_, top_k=top_k, top_p=top_p, seed=seed, stop_at_eos=False)
+        assert model.last_stats.engine == "recorded"
+        assert model.generate(PROMPT, n, temperature=T_, top_k=top_k, top_p=top_p, seed=seed,
+                              stop_at_eos=False) == ids
+    finally:
+        del model.device_step
+    logits = model.logits(PROMPT + ids)[len(PROMPT) - 1:-1]  # [n, v] each id's logits, no cache, no kernel
+    widths = []
+    for step, row in enumerate(logits):
+        kept = np.isfinite(filter_logits(row, T_, top_k, top_p))  # [v] the host's rule
+        assert kept[ids[step]], f"step {step}: id {ids[step]} is outside the host's kept set"
+        z = np.where(kept, row / T_ - np.log(-np.log(decode_plan.counter_uniforms(seed, step, TINY.v))), -np.inf)
+        if np.diff(np.sort(z)[-2:])[0] > 1e-3:  # no near-tie: float32 on the device picks the same
+            assert ids[step] == int(np.argmax(z)), f"step {step}"
+        widths.append(int(kept.sum()))
+    assert min(widths) >= 2 and max(widths) < TINY.v, widths
+
+
 def test_the_end_token_stops_the_device_loop(model, reference):
     ids, _ = reference
     eos = ids[7]
@@ -214,16 +264,17 @@ def test_the_end_token_stops_the_device_loop(model, reference):
     assert got == ids[:ids.index(eos) + 1]
 
 
-@pytest.mark.parametrize("why", ["top_k", "top_p", "numpy asks for the graph", "off", "paged cache"])
+@pytest.mark.parametrize("why", ["numpy asks for the graph", "off", "paged cache", "two end tokens"])
 def test_where_the_device_step_does_not_apply_the_host_loop_runs(model, why):
     cache = model.new_cache(1, 30)
-    sampling = (0.7, 5 if why == "top_k" else None, 0.9 if why == "top_p" else None)
+    sampling = (0.7, 5, 0.9)  # top-k and top-p apply on the device: they are not why
+    stop = {1, 2} if why == "two end tokens" else set()
     model.device_step = {"numpy asks for the graph": "graph", "off": None}.get(why, "recorded")
     if why == "paged cache":
         cache = T.PagedKVCache(TINY.L, 1, TINY.h_kv, 30, TINY.d_h)
     try:
-        assert generation.device_kind(model, cache, sampling, set()) is None
-        assert generation.device_kind(model, model.new_cache(1, 30), (0.7, None, None), set()) == (
+        assert generation.device_kind(model, cache, sampling, stop) is None
+        assert generation.device_kind(model, model.new_cache(1, 30), sampling, set()) == (
             None if why in ("numpy asks for the graph", "off") else "recorded")
     finally:
         del model.device_step

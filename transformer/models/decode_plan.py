@@ -8,7 +8,8 @@ without a GPU:
 
     KERNELS                 name -> (the .cu file in decode_kernels/, threads a block)
     DecodeSizes             the sizes a step is built for (from a LlamaConfig and the cache length)
-    step_kernels(sizes)     the kernels of one step, in order, with their grids: 7 a layer + 4
+    step_kernels(sizes)     the kernels of one step, in order, with their grids: 7 a layer + 4 (+ 1 to filter)
+    sampling_arguments      temperature, top-k, top-p -> the sampling kernels' numbers, and whether to filter
     TOK, POS, STEP, DONE    the device state: four int32 the kernels read and write, so that a graph
                             recorded once serves every step (a Python int would be frozen into it)
     lowbias32, counter_uniforms   the random stream of on-device sampling: u(seed, step, i), a pure
@@ -26,7 +27,9 @@ One step, as the kernels run it (x the residual stream, [d]):
       norm_matvec           gu = W_gate‖up · (γ₂ ⊙ x / rms(x))        [2·d_ff]
       swiglu_matvec_residual  x += W_down · (silu(g) ⊙ u)
     norm_matvec             logits = W_E · (γ ⊙ x / rms(x))            (the tied head)
-    sample_blocks           per block of the vocabulary: its best (value, index)   (argmax, or Gumbel-max)
+    sample_filter           top-k and/or top-p only: the kept set, as a threshold on the logits (one block)
+    sample_blocks           per block of the vocabulary: its best (value, index)   (argmax, or Gumbel-max over
+                            the kept set: a draw from softmax over it, the host's filter_logits' distribution)
     sample_finish           tok = the best of the blocks; out[step] = tok; pos, step += 1; done?
 
 Every matrix is stored as [d_out, d_in], one contiguous row per output (`device_matrices`): a warp
@@ -41,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["KERNEL_DIR", "KERNELS", "TOK", "POS", "STEP", "DONE", "ROWS_PER_BLOCK", "DEFAULT_SPLIT",
-           "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "step_kernels", "kernels_per_step", "lowbias32",
-           "counter_uniforms", "device_matrices"]
+           "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "step_kernels", "kernels_per_step", "sampling_arguments",
+           "lowbias32", "counter_uniforms", "device_matrices"]
 
 KERNEL_DIR = Path(__file__).with_name("decode_kernels")
 
@@ -55,6 +58,7 @@ KERNELS = {
     "attend_combine": ("attend_combine.cu", 128),
     "matvec_residual": ("matvec_residual.cu", 256),
     "swiglu_matvec_residual": ("swiglu_matvec_residual.cu", 256),
+    "sample_filter": ("sample.cu", 256),  # FILTER_THREADS in sample.cu: its shared tree is sized for 256
     "sample_blocks": ("sample.cu", 256),
     "sample_finish": ("sample.cu", 256),
 }
@@ -125,23 +129,41 @@ def layer_kernels(s: DecodeSizes) -> list[LaunchSpec]:
             LaunchSpec("swiglu_matvec_residual", _blocks(s.d), t["swiglu_matvec_residual"], 4 * s.d_ff)]
 
 
-def step_kernels(s: DecodeSizes) -> list[LaunchSpec]:
-    """Every launch of one step, in order: the embedding, L layers, the head, the two sampling kernels.
+def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
+    """Every launch of one step, in order: the embedding, L layers, the head, the sampling kernels (the
+    filter of top-k and top-p first when `filtered`).
 
     >>> from transformer.models.llama import LlamaConfig  # SmolLM2-135M's sizes: L = 30
     >>> len(step_kernels(DecodeSizes.of(LlamaConfig(), max_len=1024, max_new=64)))
     214
     """
     t = {name: (threads,) for name, (_, threads) in KERNELS.items()}
-    return ([LaunchSpec("embed", (1,), t["embed"])] + layer_kernels(s) * s.L
-            + [LaunchSpec("norm_matvec", _blocks(s.v), t["norm_matvec"]),
-               LaunchSpec("sample_blocks", (s.vocab_blocks,), t["sample_blocks"]),
+    head = [LaunchSpec("norm_matvec", _blocks(s.v), t["norm_matvec"])]
+    if filtered:
+        head.append(LaunchSpec("sample_filter", (1,), t["sample_filter"]))
+    return ([LaunchSpec("embed", (1,), t["embed"])] + layer_kernels(s) * s.L + head
+            + [LaunchSpec("sample_blocks", (s.vocab_blocks,), t["sample_blocks"]),
                LaunchSpec("sample_finish", (1,), t["sample_finish"])])
 
 
-def kernels_per_step(L: int) -> int:
-    """7 a layer, plus the embedding, the head and the two sampling kernels."""
-    return 7 * L + 4
+def kernels_per_step(L: int, filtered: bool = False) -> int:
+    """7 a layer, plus the embedding, the head and the two sampling kernels (three with top-k or top-p)."""
+    return 7 * L + 4 + int(filtered)
+
+
+def sampling_arguments(temperature: float, top_k, top_p, v: int) -> tuple:  # -> (inv_T, top_k, top_p, filtered)
+    """The sampling kernels' numbers: 1/T (0: greedy), top_k (0: off), top_p (1: off) as np.int32 and
+    np.float32, and whether the step filters at all: only at a temperature (greedy is the argmax whatever
+    the filter keeps, as in core.sampling.filter_logits) and with top_k < v or top_p < 1.
+
+    >>> sampling_arguments(0.5, 40, None, 300)
+    (np.float32(2.0), np.int32(40), np.float32(1.0), True)
+    >>> sampling_arguments(0.0, 40, 0.9, 300)[-1], sampling_arguments(0.7, 300, None, 300)[-1]
+    (False, False)
+    """
+    inv_T = np.float32(0.0 if temperature == 0 else 1.0 / temperature)
+    k, p = np.int32(0 if top_k is None else top_k), np.float32(1.0 if top_p is None else top_p)
+    return inv_T, k, p, bool(temperature != 0 and (0 < k < v or p < 1))
 
 
 def lowbias32(x):  # uint32 [...] -> uint32 [...]

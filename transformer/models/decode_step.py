@@ -1,10 +1,10 @@
 """A Llama decode step as kernel launches on buffers made once: the body a CUDA graph replays.
 
-`DecodeStep.enqueue(launch)` issues the step's 7L + 4 kernels (decode_plan.py lists them) and does
-nothing else: no array is allocated, no value is read back, no Python number in it changes from one
-step to the next. What changes (the token, the position, the step, whether the run is over) lives in
-`state`, four int32 the kernels themselves read and advance. So one recording of the body serves
-every step, and the same body runs under any launcher:
+`DecodeStep.enqueue(launch)` issues the step's 7L + 4 kernels (7L + 5 with top-k or top-p; decode_plan.py
+lists them) and does nothing else: no array is allocated, no value is read back, no Python number in it
+changes from one step to the next. What changes (the token, the position, the step, whether the run is
+over) lives in `state`, four int32 the kernels themselves read and advance. So one recording of the body
+serves every step, and the same body runs under any launcher:
 
     TwinLauncher        each kernel's NumPy twin (decode_twins.py), on the CPU: the step, readable
     RecordingLauncher   records the launches, a CPU model of a CUDA graph; `replay` re-issues them
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode_plan import KERNELS, ROWS_PER_BLOCK, DecodeSizes, LaunchSpec, counter_uniforms, device_matrices
+from .decode_plan import KERNELS, ROWS_PER_BLOCK, DecodeSizes, LaunchSpec, device_matrices, sampling_arguments
+from .decode_twins import TWINS, sample_blocks, sample_filter
 
 __all__ = ["DecodeStep", "TwinLauncher", "RecordingLauncher", "first_token"]
 
@@ -37,12 +38,14 @@ class DecodeStep:
 
     w, cfg: the model's LlamaWeights and LlamaConfig; cache: its KVCache (b = 1), n_max ≥ the last position;
     cos, sin: RoPE tables [≥ n_max, d_h/2]; max_new: the ids `out` holds. temperature 0 is greedy, else
-    Gumbel-max sampling from softmax(logits / temperature) with the counter stream u(seed, step, i);
-    eos: the id that ends the run (−1: none). mats: `device_matrices(w)` made earlier, to share them.
+    Gumbel-max sampling from softmax(logits / temperature) with the counter stream u(seed, step, i), over
+    the tokens top_k and top_p keep (core.sampling.filter_logits' rule; the filter kernel is launched only
+    then); eos: the id that ends the run (−1: none). mats: `device_matrices(w)` made earlier, to share them.
     """
 
     def __init__(self, w, cfg, cache, cos, sin, max_new: int, *, temperature: float = 0.0, seed: int = 0,
-                 eos: int = -1, split: int | None = None, mats=None, xp=np):
+                 top_k: int | None = None, top_p: float | None = None, eos: int = -1, split: int | None = None,
+                 mats=None, xp=np):
         s = DecodeSizes.of(cfg, cache.n_max, max_new) if split is None else DecodeSizes.of(cfg, cache.n_max, max_new,
                                                                                             split)
         self.sizes, self.xp = s, xp
@@ -51,16 +54,19 @@ class DecodeStep:
         self.norms = [(lw.attn_norm, lw.ffn_norm) for lw in w.layers]  # L × 2 × [d]
         self.caches = [(cache.k[i][0], cache.v[i][0]) for i in range(s.L)]  # L × 2 × [h_kv, n_max, d_h]
         self.cos, self.sin = xp.ascontiguousarray(cos[:s.max_len]), xp.ascontiguousarray(sin[:s.max_len])
+        inv_T, top_k, top_p, self.filtered = sampling_arguments(temperature, top_k, top_p, s.v)
         # the arena: every scratch buffer of the step, one allocation
         qd, S, nb = s.h * s.d_h, s.n_splits, s.vocab_blocks
         sizes = {"x": s.d, "qkv": s.qkv, "q": qd, "part_o": qd * S, "part_ml": 2 * s.h * S, "o": qd,
-                 "gu": 2 * s.d_ff, "logits": s.v, "best_v": nb}
+                 "gu": 2 * s.d_ff, "logits": s.v, "best_v": nb, "bounds": 2 * self.filtered}
         self.arena = xp.empty(sum(sizes.values()), dtype=xp.float32)  # [Σ sizes]
         edges = np.cumsum([0, *sizes.values()])
         self.buf = {k: self.arena[int(a):int(b)] for k, a, b in zip(sizes, edges[:-1], edges[1:])}  # views
         self.best_i = xp.empty(nb, dtype=xp.int32)  # [blocks of the vocabulary]
         self.state = xp.zeros(4, dtype=xp.int32)  # TOK, POS, STEP, DONE
         self.out = xp.zeros(max(s.max_new, 1), dtype=xp.int32)  # [max_new] the generated ids
+        # sample_filter's (threshold, last), or a null pointer (8 zero bytes, as CuPy passes one): keep every token
+        self.bounds = self.buf["bounds"] if self.filtered else np.uint64(0)
         # every launch and every scalar argument, fixed here: enqueue only launches
         i32, f32 = np.int32, np.float32
         self.k = {"embed": _spec("embed", (1,)),
@@ -72,12 +78,13 @@ class DecodeStep:
                   "gate_up": _spec("norm_matvec", _row_blocks(2 * s.d_ff)),
                   "W_down": _spec("swiglu_matvec_residual", _row_blocks(s.d), 4 * s.d_ff),
                   "head": _spec("norm_matvec", _row_blocks(s.v)),
+                  "sample_filter": _spec("sample_filter", (1,)),
                   "sample_blocks": _spec("sample_blocks", (nb,)),
                   "sample_finish": _spec("sample_finish", (1,))}
         self.a = {"d": i32(s.d), "qkv": i32(s.qkv), "eps": f32(s.eps), "h": i32(s.h), "h_kv": i32(s.h_kv),
                   "d_h": i32(s.d_h), "max_len": i32(s.max_len), "q_scale": f32(s.d_h ** -0.5), "split": i32(s.split),
                   "S": i32(S), "qd": i32(qd), "gu": i32(2 * s.d_ff), "d_ff": i32(s.d_ff), "v": i32(s.v),
-                  "inv_T": f32(0.0 if temperature == 0 else 1.0 / temperature), "seed": np.uint32(seed & 0xFFFFFFFF),
+                  "inv_T": inv_T, "top_k": top_k, "top_p": top_p, "seed": np.uint32(seed & 0xFFFFFFFF),
                   "nb": i32(nb), "max_new": i32(s.max_new), "eos": i32(eos)}
 
     @property
@@ -104,7 +111,10 @@ class DecodeStep:
             launch(k["gate_up"], x, g2, W_gu, b["gu"], state, a["gu"], a["d"], a["eps"])  # gu = W_gu·RMSNorm(x)
             launch(k["W_down"], b["gu"], W_down, x, state, a["d"], a["d_ff"])  # x += W_down·(silu(g) ⊙ u)
         launch(k["head"], x, self.final_norm, self.head, b["logits"], state, a["v"], a["d"], a["eps"])  # logits
-        launch(k["sample_blocks"], b["logits"], b["best_v"], self.best_i, state, a["v"], a["inv_T"], a["seed"])
+        if self.filtered:  # top-k or top-p, fixed at construction: the kept set as bounds on the logits
+            launch(k["sample_filter"], b["logits"], b["bounds"], state, a["v"], a["inv_T"], a["top_k"], a["top_p"])
+        launch(k["sample_blocks"], b["logits"], self.bounds, b["best_v"], self.best_i, state, a["v"], a["inv_T"],
+               a["seed"])  # per block: the best (Gumbel-max) score among the kept tokens
         launch(k["sample_finish"], b["best_v"], self.best_i, state, self.out, a["nb"], a["max_new"], a["eos"])
 
     def start(self, first: int, n_prompt: int) -> bool:
@@ -123,21 +133,30 @@ class DecodeStep:
         return [self.arena, self.best_i]
 
 
-def first_token(logits, temperature: float, seed: int) -> int:  # [v] NumPy -> id
-    """The first new id, from the prefill's logits, by the device's rule at step 0: argmax, or
-    argmax(logits / T + Gumbel(u(seed, 0, i))) (decode_twins.sample_blocks over one block)."""
-    z = np.asarray(logits, dtype=np.float32)  # [v]
-    if temperature != 0:
-        u = counter_uniforms(seed, 0, z.shape[-1])  # [v]
-        z = z * np.float32(1.0 / temperature) - np.log(-np.log(u))  # [v]
-    return int(np.argmax(z))
+def first_token(logits, temperature: float, seed: int, top_k=None, top_p=None) -> int:  # [v] NumPy -> id
+    """The first new id, from the prefill's logits, by the device's rule at step 0, through the kernels'
+    twins (one vocabulary block): argmax, or argmax(logits / T + Gumbel(u(seed, 0, i))) over the tokens
+    that top_k and top_p keep (decode_twins.sample_filter, then sample_blocks).
+
+    >>> x = np.array([0.0, 2.0, 1.0, 2.5], np.float32)
+    >>> first_token(x, 0.0, seed=0), first_token(x, 1.0, seed=0, top_k=1)  # greedy; top-1 at any temperature
+    (3, 3)
+    """
+    z = np.ascontiguousarray(logits, dtype=np.float32)  # [v]
+    v, state = z.shape[-1], np.zeros(4, np.int32)  # TOK, POS, STEP = 0, DONE = 0
+    inv_T, top_k, top_p, filtered = sampling_arguments(temperature, top_k, top_p, v)
+    bounds = np.empty(2, np.float32) if filtered else np.uint64(0)  # as DecodeStep.bounds
+    if filtered:
+        sample_filter(z, bounds, state, v, inv_T, top_k, top_p)
+    best_v, best_i = np.empty(1, np.float32), np.empty(1, np.int32)  # one block: the whole vocabulary
+    sample_blocks(z, bounds, best_v, best_i, state, v, inv_T, np.uint32(seed & 0xFFFFFFFF), grid=(1,))
+    return int(best_i[0])
 
 
 class TwinLauncher:
     """Runs each launch as its kernel's NumPy twin (decode_twins.TWINS), on the CPU."""
 
     def __init__(self):
-        from .decode_twins import TWINS
         self.twins = TWINS
 
     def __call__(self, spec: LaunchSpec, *args):

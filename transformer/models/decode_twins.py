@@ -22,7 +22,8 @@ the GPU; sums run in NumPy's order, not the kernel's, so a twin agrees with its 
     attend_combine          o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s
     matvec_residual         x += W · a
     swiglu_matvec_residual  x += W · (silu(g) ⊙ u)
-    sample_blocks           per block of the vocabulary: its best (score, index)
+    sample_filter           top-k, then top-p: the kept set as bounds = (threshold, last) on the logits
+    sample_blocks           per block of the vocabulary: its best (score, index) among the kept tokens
     sample_finish           tok = the best of the blocks; out[step] = tok; pos, step += 1; done?
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..core.positions import apply_rope_interleaved
 from .decode_plan import DONE, POS, STEP, TOK, counter_uniforms
 
 __all__ = ["embed", "norm_matvec", "rope_append", "attend_split", "attend_combine", "matvec_residual",
-           "swiglu_matvec_residual", "sample_blocks", "sample_finish", "gumbel", "TWINS"]
+           "swiglu_matvec_residual", "sample_filter", "sample_blocks", "sample_finish", "gumbel", "kept", "TWINS"]
 
 F32 = np.float32
 
@@ -156,12 +157,61 @@ def swiglu_matvec_residual(gu, W, x, state, n_rows, d_ff, *, grid=None):  # [2·
     _flat(x)[:n_rows] += _rows(W, n_rows, d_ff) @ act  # [n_rows]
 
 
-def sample_blocks(logits, best_v, best_i, state, v, inv_temperature, seed, *, grid):
+def sample_filter(logits, bounds, state, v, inv_temperature, top_k, top_p, *, grid=None):
+    """The kept set of top-k, then top-p, by core.sampling.filter_logits' rule, written as
+    bounds = (threshold, last): token i is kept iff logits_i > threshold, or logits_i = threshold and i ≤ last.
+
+    In the order of falling logit (ties in vocabulary order) both filters keep a head of the order:
+    top-k every token ≥ the k-th largest logit (ties at it all kept); top-p, over those, with
+    w_i = e^{(x_i − max)·inv_temperature} and Z = Σ w_i, each token whose mass before it is < top_p·Z.
+    threshold is the last kept token's logit; last is its id when the tokens tied at that logit are cut
+    (a tie at the top-p boundary), else v. top_k = 0 (or ≥ v) and top_p = 1 are off: (−∞, v).
+
+    >>> bounds, x = np.zeros(2, np.float32), np.array([1, 3, 2, 3, 0], np.float32)
+    >>> sample_filter(x, bounds, np.zeros(4, np.int32), 5, 1.0, 3, 1.0)
+    >>> bounds.tolist()  # top-3: the logits ≥ 2, ids 1, 2, 3
+    [2.0, 5.0]
+    >>> sample_filter(x, bounds, np.zeros(4, np.int32), 5, 1.0, 0, 0.5)
+    >>> bounds.tolist()  # p ≈ (.05, .39, .14, .39, .02): .39 before id 3 (kept), .78 before id 2
+    [3.0, 5.0]
+    >>> sample_filter(x, bounds, np.zeros(4, np.int32), 5, 1.0, 0, 0.3)
+    >>> bounds.tolist()  # .39 before id 3: of the two 3s only id 1 is kept
+    [3.0, 1.0]
+    """
+    if _done(state):
+        return
+    if not (0 < top_k < v or F32(top_p) < 1):  # nothing to filter
+        _flat(bounds)[:2] = -np.inf, v
+        return
+    x = _flat(logits)[:v] + F32(0)  # [v]; −0 made +0: the two tie, as floats do
+    order = np.argsort(-x, kind="stable")  # [v] falling logit, ties in vocabulary order
+    n_kept = v  # the kept set is order[:n_kept]
+    if 0 < top_k < v:
+        n_kept = int((x >= x[order[top_k - 1]]).sum())  # every token ≥ the k-th largest
+    if F32(top_p) < 1:
+        w = np.exp((x[order[:n_kept]] - x.max()) * F32(inv_temperature)).astype(np.float64)  # [n_kept]
+        mass_before = np.cumsum(w) - w  # [n_kept] the mass of the tokens before each
+        n_kept = int((mass_before < float(F32(top_p) * F32(w.sum()))).sum())  # ≥ 1: the first has 0 before it
+    cut_tie = n_kept < v and x[order[n_kept]] == x[order[n_kept - 1]]
+    _flat(bounds)[:2] = x[order[n_kept - 1]], order[n_kept - 1] if cut_tie else v
+
+
+def kept(logits, bounds, v):  # [v], (threshold, last) or a null pointer -> [v] bool
+    """Which tokens sample_blocks keeps: logits_i > threshold, or = threshold and i ≤ last (all: no bounds)."""
+    x = _flat(logits)[:v]  # [v]
+    if not isinstance(bounds, np.ndarray):  # a null pointer (np.uint64(0), as CuPy passes one): no filter
+        return np.ones(v, dtype=bool)
+    threshold, last = _flat(bounds)[0], int(_flat(bounds)[1])
+    return (x > threshold) | ((x == threshold) & (np.arange(v) <= last))  # [v]
+
+
+def sample_blocks(logits, bounds, best_v, best_i, state, v, inv_temperature, seed, *, grid):
     """Block b of grid[0] takes [b·chunk, min(v, (b+1)·chunk)), chunk = ⌈v / grid[0]⌉, and writes its
     best score and its index (ties: the lowest index; an empty block: −∞ and v).
 
     score = logits (inv_temperature = 0, greedy), else logits · inv_temperature + gumbel(u),
-    u = counter_uniforms(seed, state[STEP], v)."""
+    u = counter_uniforms(seed, state[STEP], v); −∞ outside the kept set of sample_filter's bounds
+    (a null pointer, np.uint64(0): every token kept)."""
     if _done(state):
         return
     n_blocks = int(grid[0])
@@ -169,6 +219,7 @@ def sample_blocks(logits, best_v, best_i, state, v, inv_temperature, seed, *, gr
     score = _flat(logits)[:v]  # [v]
     if inv_temperature != 0:
         score = score * F32(inv_temperature) + gumbel(counter_uniforms(int(seed), int(_flat(state)[STEP]), v))  # [v]
+    score = np.where(kept(logits, bounds, v), score, -np.inf).astype(F32)  # [v]
     padded = np.full(n_blocks * chunk, -np.inf, F32)  # [n_blocks·chunk]
     padded[:v] = score
     blocks = padded.reshape(n_blocks, chunk)  # [n_blocks, chunk]
@@ -201,5 +252,5 @@ def sample_finish(best_v, best_i, state, out, n_blocks, max_new, eos, *, grid=No
 
 TWINS = {"embed": embed, "norm_matvec": norm_matvec, "rope_append": rope_append, "attend_split": attend_split,
          "attend_combine": attend_combine, "matvec_residual": matvec_residual,
-         "swiglu_matvec_residual": swiglu_matvec_residual, "sample_blocks": sample_blocks,
-         "sample_finish": sample_finish}
+         "swiglu_matvec_residual": swiglu_matvec_residual, "sample_filter": sample_filter,
+         "sample_blocks": sample_blocks, "sample_finish": sample_finish}

@@ -139,15 +139,16 @@ def device_kind(model, cache, sampling: tuple, stop) -> str | None:
     """Where the decode step runs on the device, how (decode_graph.RUNNERS), else None.
 
     model.device_step says which runner a model asks for: "graph" by default, which applies to a CuPy
-    model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature (no
-    top-k or top-p: those stay on the host) and at most one end token. "recorded" and "twins" run the same
-    step's NumPy twins on the CPU (slow: for tests and lessons). None: the host loop, always."""
+    model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature, with
+    or without top-k and top-p (filtered on the device by the host's rule), and at most one end token.
+    "recorded" and "twins" run the same step's NumPy twins on the CPU (slow: for tests and lessons).
+    None: the host loop, always."""
     kind, w = getattr(model, "device_step", None), model.weights
     on_gpu = not isinstance(w.W_E, np.ndarray)  # CuPy: the only other backend a model is loaded on
     if kind is None or kind not in (("graph", "kernels") if on_gpu else ("recorded", "twins")):
         return None
     one_row = type(cache) is KVCache and cache.k[0].shape[0] == 1 and cache.length == 0
-    plain = sampling[1] is None and sampling[2] is None and len(stop) <= 1 and model.fast_path
+    plain = len(stop) <= 1 and model.fast_path
     return kind if one_row and plain and w.W_E.dtype == np.float32 else None
 
 
@@ -167,15 +168,15 @@ def device_rows(kind: str, model, x, cache, cos, sin, max_new_tokens: int, sampl
     """The loop of decode_rows with its steps on the device: yields (the new id [1], [True]) as decode_rows.
 
     Prefill through the readable engine gives the first id (by the device's rule: argmax, or Gumbel-max on
-    the counter stream u(seed, step, i)); then a DecodeStep runs in `kind` (decode_graph.StepRunner), which
-    samples on the device and stops at the end token or after max_new_tokens. The cache advances by the
-    tokens the steps fed through it."""
-    temperature = sampling[0]
+    the counter stream u(seed, step, i) over the tokens top-k and top-p keep); then a DecodeStep runs in
+    `kind` (decode_graph.StepRunner), which samples on the device and stops at the end token or after
+    max_new_tokens. The cache advances by the tokens the steps fed through it."""
+    temperature, top_k, top_p = sampling
     seed = int(np.random.SeedSequence().entropy) & 0xFFFFFFFF if seed is None else int(seed)  # the stream u(seed, ·, ·)
     t0 = time.perf_counter()
     logits = to_host(through_cache(model.readable_engine, x, cache, cos, sin))  # [1, v] on the host
     core_checks.step_logits(logits, 0)
-    first = first_token(logits[0], temperature, seed)
+    first = first_token(logits[0], temperature, seed, top_k, top_p)
     stats.engine, stats.new_tokens = kind, 1
     stats.prefill_s = time.perf_counter() - t0
     stats.steps.append(stats.prefill_s)
@@ -184,7 +185,8 @@ def device_rows(kind: str, model, x, cache, cos, sin, max_new_tokens: int, sampl
     if max_new_tokens <= 1 or first == eos:
         return
     step = DecodeStep(model.weights, model.config, cache, cos, sin, max_new_tokens, temperature=temperature,
-                      seed=seed, eos=eos, mats=matrices_of(model.weights), xp=get_xp(model.weights.W_E))
+                      seed=seed, top_k=top_k, top_p=top_p, eos=eos, mats=matrices_of(model.weights),
+                      xp=get_xp(model.weights.W_E))
     runner, fed = StepRunner(step, kind), 0
     for ids in runner.run(first, x.shape[1]):
         fed += len(ids)

@@ -1,15 +1,20 @@
-// Sampling on the device, in two kernels: each block finds the best of its part of the vocabulary,
-// then one block finds the best of the blocks and advances the state.
+// Sampling on the device: each block finds the best of its part of the vocabulary, then one block
+// finds the best of the blocks and advances the state. With top-k or top-p, a kernel before them
+// finds the kept set first, as a threshold on the logits.
 //
 //   score_i = logits_i                                          greedy (inv_temperature = 0)
 //   score_i = logits_i / T + g_i,   g_i = −log(−log u_i)        Gumbel-max: argmax_i score_i is a draw
 //                                                               from softmax(logits / T)
+//   score_i = −∞ for a token outside the kept set               a draw from softmax over the kept set:
+//                                                               the host's filter_logits, then softmax
 //   u_i = counter_uniform(seed, state[STEP], i): a pure function of three counters (decode_common.cuh)
 //   tok = argmax_i score_i, ties to the lowest index (as np.argmax)
 //
+// decode_sample_filter   grid = (1,), block = (FILTER_THREADS,): bounds = (threshold, last), the kept set
+//                        being {i : logits_i > threshold, or logits_i = threshold and i ≤ last}.
 // decode_sample_blocks   grid = (n_blocks,), block = (256,): block b takes [b·chunk, min(v, (b+1)·chunk)),
 //                        chunk = ⌈v / n_blocks⌉, and writes its best (best_v[b], best_i[b]); an empty
-//                        block writes (−∞, v).
+//                        block writes (−∞, v). bounds = NULL: every token is kept.
 // decode_sample_finish   grid = (1,), block = (256,): tok = the best of the n_blocks; out[step] = tok;
 //                        tok, pos, step advance; done = (tok == eos) or (step ≥ max_new)  (eos = −1: none).
 
@@ -43,8 +48,8 @@ __device__ __forceinline__ void block_best(float& v, int& i, float* shared_v, in
         }
 }
 
-extern "C" __global__ void decode_sample_blocks(const float* logits, float* best_v, int* best_i, const int* state,
-                                                int v, float inv_temperature, unsigned int seed)
+extern "C" __global__ void decode_sample_blocks(const float* logits, const float* bounds, float* best_v, int* best_i,
+                                                const int* state, int v, float inv_temperature, unsigned int seed)
 {
     if (state[DONE]) return;
     __shared__ float warp_v[32];
@@ -52,11 +57,14 @@ extern "C" __global__ void decode_sample_blocks(const float* logits, float* best
     const int n_blocks = gridDim.x, chunk = (v + n_blocks - 1) / n_blocks;
     const int lo = blockIdx.x * chunk, hi = min(v, lo + chunk);
     const unsigned int step = state[STEP];
+    const float threshold = bounds ? bounds[0] : -INFINITY;  // no bounds: every logit is kept
+    const int last = bounds ? (int)bounds[1] : v;
     float best = -INFINITY;
     int arg = v;  // an empty block's answer
     for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         float score = logits[i];
         if (inv_temperature != 0.f) score = score * inv_temperature - logf(-logf(counter_uniform(seed, step, i)));
+        if (!(logits[i] > threshold || (logits[i] == threshold && i <= last))) score = -INFINITY;  // filtered out
         if (better(score, i, best, arg)) {
             best = score;
             arg = i;
@@ -90,4 +98,111 @@ extern "C" __global__ void decode_sample_finish(const float* best_v, const int* 
     state[POS] += 1;
     state[STEP] = step + 1;
     state[DONE] = (tok == eos) || (step + 1 >= max_new);
+}
+
+// ---------------------------------------------------------------- top-k and top-p: the kept set
+
+#define FILTER_THREADS 256  // decode_sample_filter's block: its tree holds 15 × 256 floats (15 KiB of shared memory)
+#define CANDIDATES 15       // thresholds one pass of select_key tries: 4 bits of the key a pass, 8 passes for 32
+
+// The order key of a float: a uint32 whose order is the floats' (−∞ < … < 0 < … < +∞). A positive gets its
+// sign bit set, a negative every bit flipped; x + 0 makes −0 into +0 first, so the two tie as floats do.
+__device__ __forceinline__ unsigned int order_key(float x) {
+    const unsigned int bits = __float_as_uint(x + 0.f);
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// The float whose order key this is.
+__device__ __forceinline__ float key_value(unsigned int key) {
+    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// Each thread's acc[0 … N) reduced over the block by op (+ or max), the totals on every thread: a tree in
+// shared memory (log₂ 256 = 8 levels) that adds in the same order at every launch, so the same bits each time.
+template <int N, class Op>
+__device__ __forceinline__ void block_reduce(float (&acc)[N], float (*tree)[FILTER_THREADS], Op op) {
+#pragma unroll  // acc stays in registers: every index is known at compile time
+    for (int j = 0; j < N; ++j) tree[j][threadIdx.x] = acc[j];
+    for (int half = FILTER_THREADS / 2; half > 0; half >>= 1) {
+        __syncthreads();  // the level below is written
+        if (threadIdx.x < half)
+            for (int j = 0; j < N; ++j) tree[j][threadIdx.x] = op(tree[j][threadIdx.x], tree[j][threadIdx.x + half]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc[j] = tree[j][0];
+    __syncthreads();  // every thread has its totals before the tree is written again
+}
+
+// The largest key K with G(K) = Σ_{i : key(i) ≥ K} weight(i) ≥ target (G(0) ≥ target), 4 bits a pass from the
+// top: a pass sums G at the candidates prefix + d·2^shift, d = 1 … 15, and keeps the largest d whose G still
+// reaches the target (G falls as K grows). A token below the first candidate adds to none: no weight computed.
+template <class Key, class Weight>
+__device__ unsigned int select_key(int v, float target, Key key, Weight weight, float (*tree)[FILTER_THREADS]) {
+    unsigned int prefix = 0;
+    for (int shift = 28; shift >= 0; shift -= 4) {
+        float acc[CANDIDATES] = {};
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
+            const unsigned int k = key(i);
+            if (k < prefix + (1u << shift)) continue;
+            const float w = weight(i);
+#pragma unroll
+            for (int d = 1; d <= CANDIDATES; ++d) acc[d - 1] += k >= prefix + ((unsigned int)d << shift) ? w : 0.f;
+        }
+        block_reduce(acc, tree, [](float a, float b) { return a + b; });
+        int digit = 0;
+#pragma unroll
+        for (int d = 1; d <= CANDIDATES; ++d)
+            if (acc[d - 1] >= target) digit = d;
+        prefix += (unsigned int)digit << shift;
+    }
+    return prefix;
+}
+
+// The kept set of top-k, then top-p, as the host's filter_logits keeps it, on the logits' order keys:
+//   top-k   the k-th largest key; every token at or above it is kept (ties at it all kept)
+//   top-p   over those, w_i = e^{(x_i − max)·inv_temperature} and Z = Σ w_i. Token j is kept iff the mass of the
+//           tokens before it (falling logit, ties in vocabulary order) is < top_p·Z: the threshold is the largest
+//           key with G(key) = Σ_{key_i ≥ key} w_i ≥ top_p·Z, and of its n tied tokens (w each, S the mass above
+//           them) the first ⌈(top_p·Z − S) / w⌉ in vocabulary order are kept, the last of them `last`.
+// bounds = (the threshold's logit, last); top_k = 0 (or ≥ v) and top_p = 1 are off; inv_temperature > 0.
+extern "C" __global__ void decode_sample_filter(const float* logits, float* bounds, const int* state, int v,
+                                                float inv_temperature, int top_k, float top_p)
+{
+    if (state[DONE]) return;
+    __shared__ float tree[CANDIDATES][FILTER_THREADS];
+    const auto plus = [](float a, float b) { return a + b; };
+    const auto key = [&](int i) { return order_key(logits[i]); };
+    const unsigned int k_key = (0 < top_k && top_k < v)  // top-k: weight 1, the count at or above K reaches k
+        ? select_key(v, (float)top_k, key, [](int) { return 1.f; }, tree) : order_key(-INFINITY);
+    unsigned int p_key = k_key;
+    int last = v;  // every token at the threshold is kept
+    if (top_p < 1.f) {
+        float x_max[1] = {-INFINITY};
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) x_max[0] = fmaxf(x_max[0], logits[i]);
+        block_reduce(x_max, tree, [](float a, float b) { return fmaxf(a, b); });
+        const auto weight = [&](int i) {  // w_i, 0 outside the top-k
+            return key(i) >= k_key ? expf((logits[i] - x_max[0]) * inv_temperature) : 0.f;
+        };
+        float z[1] = {0.f};
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) z[0] += weight(i);
+        block_reduce(z, tree, plus);
+        const float target = top_p * z[0];
+        p_key = select_key(v, target, key, weight, tree);
+        float above_tied[2] = {0.f, 0.f};  // S = the mass above the threshold, n = the tokens at it
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
+            above_tied[0] += key(i) > p_key ? weight(i) : 0.f;
+            above_tied[1] += key(i) == p_key ? 1.f : 0.f;
+        }
+        block_reduce(above_tied, tree, plus);
+        const float w = expf((key_value(p_key) - x_max[0]) * inv_temperature);
+        const float keep = fminf(ceilf((target - above_tied[0]) / w), above_tied[1]);
+        if (keep < above_tied[1])  // the keep-th tied token in vocabulary order: the keep-th largest key ~i
+            last = (int)~select_key(v, keep, [](int i) { return ~(unsigned int)i; },
+                                    [&](int i) { return key(i) == p_key ? 1.f : 0.f; }, tree);
+    }
+    if (threadIdx.x == 0) {
+        bounds[0] = key_value(p_key);
+        bounds[1] = (float)last;
+    }
 }
