@@ -105,7 +105,7 @@ def test_wrong_rope_layout_is_detected(model, hf, monkeypatch):
     """Rotate-half RoPE on the file's interleaved rows is wrong, and the logits test sees it."""
     ids = model.tokenizer.encode(PROMPTS[0])
     ref = hf_forward(hf, ids).logits[0].numpy()
-    monkeypatch.setattr(llama_mod.apply_rope_interleaved, "unchecked", T.apply_rope_half.unchecked)  # the blocks call the bare formula
+    monkeypatch.setattr(llama_mod, "apply_rope_interleaved", T.apply_rope_half)  # the name the blocks call
     wrong = model.logits(ids)
     assert np.abs(wrong - ref).max() > 100 * LOGITS_ATOL
 

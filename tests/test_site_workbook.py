@@ -57,10 +57,10 @@ def test_the_package_version_shows_only_when_asked(site_url, browser_context):
     assert not code.is_visible(), "the package's version of scaled_dot_product_attention shows before any click"
     before = p.locator("article").inner_text()  # the rendered text: what a reader sees
     assert "def scaled_dot_product_attention(" in before, "the stub is not on the page"
-    assert "attention_scores.unchecked" not in before, "a line of the package's version shows before any click"
+    assert "s = attention_scores(q, k, scale)" not in before, "a line of the package's version shows before any click"
     sdpa.locator("summary").click()
     code.wait_for(state="visible", timeout=5_000)
     shown = code.inner_text()
-    assert "def scaled_dot_product_attention" in shown and "attention_scores.unchecked" in shown
+    assert "def scaled_dot_product_attention" in shown and "s = attention_scores(q, k, scale)" in shown
     assert p.locator(f"{SOLUTION}[open]").count() == 1, "one click opens one solution, not all"
     assert not log.console_errors and not log.page_errors

@@ -7,13 +7,21 @@ them:
     @checked_by(checks.softmax)
     def softmax(x, axis=-1, mask=None): ...
 
-Calling `softmax(...)` runs `checks.softmax(...)` on the same arguments first. The bare formula
-stays reachable as `softmax.unchecked` for a model's hot path, where the inputs were checked
-once (at load, or by the caller) and a check would cost as much as the formula itself.
+The first door checks, the package's inner calls are trusted. Calling `softmax(...)` from outside
+any door (a user, a lesson, a test, the CLI) binds the call to softmax's own signature, fills in its
+defaults and runs `checks.softmax(x=…, axis=…, mask=…)` with every argument by keyword, so a check
+states no defaults of its own; then the formula runs with the door's depth raised. A call made
+while a door's formula is running (softmax inside `attention`) skips its check: the outer door
+refused bad input already. The depth is a context variable, so each thread (`serve`'s requests)
+counts its own. A generator returned through a door runs later, outside it: the calls it makes are
+checked again, unless they name the bare formula, `softmax.unchecked`, where a check would cost
+as much as the step (a comment there gives the measurement).
 """
 from __future__ import annotations
 
+import contextvars
 import functools
+import inspect
 import math
 import numbers
 import operator
@@ -24,13 +32,18 @@ import array_api_compat
 from .backend import get_xp, is_floating
 
 __all__ = ["checked_by", "require_named_weights", "require_float", "require_vector", "require_array", "require_int", "require_real",
-           "require_bool", "broadcastable_to"]
+           "require_bool", "broadcastable_to", "stand_in"]
+
+
+# How many doors' formulas are running in this thread or context: > 0 means a package's own call.
+_inside = contextvars.ContextVar("inside_a_door", default=0)
 
 
 def checked_by(check):
-    """Decorator: run `check(*args, **kwargs)` before the formula; `formula.unchecked` skips it.
+    """Decorator: a call from outside any door runs `check` on the complete arguments first;
+    a call from inside one runs the formula directly. `formula.unchecked` skips the check anywhere.
 
-    >>> def positive(x): 
+    >>> def positive(x):
     ...     if x <= 0: raise ValueError(f"x must be > 0, got x={x}")
     >>> @checked_by(positive)
     ... def log2(x): return x.bit_length() - 1
@@ -41,14 +54,81 @@ def checked_by(check):
     ValueError: x must be > 0, got x=0
     """
     def door(formula):
+        by_name = None  # binder(formula): the signature is read once, on the first checked call
+
         @functools.wraps(formula)
         def checked(*args, **kwargs):
-            check(*args, **kwargs)
-            return formula(*args, **kwargs)
+            nonlocal by_name
+            if _inside.get():  # inside a door: the outer check covered this call
+                return formula(*args, **kwargs)
+            if by_name is None:
+                by_name = binder(formula)
+            arguments = by_name(args, kwargs)
+            if arguments is None:  # an unknown keyword, a missing argument: Python's own TypeError, naming formula
+                return formula(*args, **kwargs)
+            check(**arguments)
+            token = _inside.set(1)
+            try:
+                return formula(*args, **kwargs)
+            finally:
+                _inside.reset(token)
         checked.unchecked = formula
         checked.check = check
         return checked
     return door
+
+
+def binder(formula):
+    """(args, kwargs) -> every argument of a call to `formula` by name, its defaults filled in (a
+    **kwargs parameter spread among them), or None where Python would refuse the call.
+
+    A signature of named parameters (every door's) is bound here as Python binds it, a few dict
+    operations; others through inspect's Signature.bind, several times slower (a *args parameter
+    then reaches the check as one tuple, by its name).
+
+    >>> def f(x, y=2, *, z=3): ...
+    >>> binder(f)((1,), {"z": 4}) == {"x": 1, "y": 2, "z": 4}
+    True
+    >>> binder(f)((1, 2, 3), {}), binder(f)((), {"y": 1}), binder(f)((1,), {"x": 1}), binder(f)((1,), {"w": 0})
+    (None, None, None, None)
+    """
+    signature = inspect.signature(formula)
+    params = list(signature.parameters.values())
+    P = inspect.Parameter
+    if any(p.kind not in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY) for p in params):
+        def by_inspect(args, kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return None
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            for p in params:
+                if p.kind is P.VAR_KEYWORD:
+                    arguments.update(arguments.pop(p.name))
+            return arguments
+        return by_inspect
+
+    names = [p.name for p in params]
+    known = set(names)
+    n_positional = sum(p.kind is P.POSITIONAL_OR_KEYWORD for p in params)  # they come first
+    defaults = [(p.name, p.default) for p in params if p.default is not P.empty]
+
+    def by_hand(args, kwargs):
+        if len(args) > n_positional:
+            return None  # too many positional arguments
+        arguments = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name in arguments or name not in known:
+                return None  # given twice, or unknown
+            arguments[name] = value
+        if len(arguments) < len(names):
+            for name, default in defaults:
+                arguments.setdefault(name, default)
+            if len(arguments) < len(names):
+                return None  # a required argument is missing
+        return arguments
+    return by_hand
 
 
 def _is_scalar_array(v) -> bool:  # a 0-d array: a CuPy reduction, a torch scalar
@@ -146,6 +226,17 @@ def broadcastable_to(shape, target) -> bool:
     """Whether an array of `shape` broadcasts to exactly `target` (it never grows target)."""
     shape, target = tuple(shape), tuple(target)
     return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
+def stand_in(like, shape):
+    """Zeros of `shape` in like's dtype and backend, one element broadcast (no memory): what a formula
+    will compute, so that an outer check can run an inner door's check on it before anything is computed.
+
+    >>> stand_in(np.ones(3, dtype=np.float32), (2, 1000, 1000)).strides
+    (0, 0, 0)
+    """
+    xp = get_xp(like)
+    return xp.broadcast_to(xp.zeros((), dtype=like.dtype), tuple(shape))
 
 
 def require_named_weights(params, shapes: dict):

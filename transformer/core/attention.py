@@ -119,9 +119,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     ct = compute_dtype(xp, in_dtype)
     q, k, v = (xp.astype(t, ct, copy=False) for t in (q, k, v))
     n_rep = q.shape[1] // k.shape[1]
-    k, v = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n_k, d_h]
-    s = attention_scores.unchecked(q, k, scale)  # [b, h, n_q, n_k]
-    p = softmax.unchecked(s, axis=-1, mask=mask)  # [b, h, n_q, n_k], rows sum to 1 (or 0 if all masked)
+    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [b, h, n_k, d_h]
+    s = attention_scores(q, k, scale)  # [b, h, n_q, n_k]
+    p = softmax(s, axis=-1, mask=mask)  # [b, h, n_q, n_k], rows sum to 1 (or 0 if all masked)
     out = xp.astype(p @ v, in_dtype, copy=False)  # [b, h, n_q, d_h]
     if return_weights:
         return out, xp.astype(p, in_dtype, copy=False)
@@ -145,12 +145,12 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
     """
     n_rep = q.shape[1] // k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n_k, d_h]
+    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [b, h, n_k, d_h]
     dV = P.mT @ dO  # [b, h, n_k, d_h]
-    dS = softmax_backward.unchecked(dO @ V.mT, P)  # [b, h, n_q, n_k]
+    dS = softmax_backward(dO @ V.mT, P)  # [b, h, n_q, n_k]
     dq = (dS @ K) * scale  # [b, h, n_q, d_h]
     dK = (dS.mT @ q) * scale  # [b, h, n_k, d_h]
-    return dq, repeat_kv_backward.unchecked(dK, n_rep), repeat_kv_backward.unchecked(dV, n_rep)
+    return dq, repeat_kv_backward(dK, n_rep), repeat_kv_backward(dV, n_rep)
 
 
 @checked_by(checks.dropout)

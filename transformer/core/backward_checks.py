@@ -36,7 +36,7 @@ def output_gradient(dY, x, d_out):
 
 
 # --- layers.py ------------------------------------------------------------------------------
-def linear(x, W, b=None):
+def linear(x, W, b):
     require_float("x", x)
     matrix("W", W, x.shape[-1] if x.ndim else 0)
     if b is not None:
@@ -45,20 +45,20 @@ def linear(x, W, b=None):
             raise ValueError(f"b must have shape (d_out,) = ({W.shape[1]},), got {tuple(b.shape)}")
 
 
-def linear_backward(dY, x, W, has_bias=False):
+def linear_backward(dY, x, W, has_bias):
     require_float("x", x)
     matrix("W", W, x.shape[-1] if x.ndim else 0)
     output_gradient(dY, x, W.shape[1])
     require_bool(has_bias=has_bias)
 
 
-def layer_norm_backward(dY, x, gamma, eps=1e-5, has_beta=True):
+def layer_norm_backward(dY, x, gamma, eps, has_beta):
     checks.norm_input(x, eps, gamma=gamma)
     same_shape("dY", dY, "x", x)
     require_bool(has_beta=has_beta)
 
 
-def rms_norm_backward(dY, x, gamma, eps=1e-6):
+def rms_norm_backward(dY, x, gamma, eps):
     checks.norm_input(x, eps, gamma=gamma)
     same_shape("dY", dY, "x", x)
 
@@ -76,12 +76,12 @@ def silu_backward(dY, x):
     relu_backward(dY, x)
 
 
-def gelu_backward(dY, x, approximate="none"):
+def gelu_backward(dY, x, approximate):
     relu_backward(dY, x)
     checks.gelu(x, approximate)
 
 
-def ffn_backward(dY, x, W1, W2, b1=None, b2=None, activation="relu"):
+def ffn_backward(dY, x, W1, W2, b1, b2, activation):
     checks.ffn_shapes(x, ("W2", W2), b1, b2, W1=W1)
     if activation not in ("relu", "gelu", "gelu_tanh", "silu"):
         raise ValueError(f"activation must be 'relu', 'gelu', 'gelu_tanh' or 'silu', got {activation!r}")
@@ -104,7 +104,7 @@ def embed_backward(dX, ids, v):
 
 
 def lm_head_backward(d_logits, x, W_E):
-    checks.lm_head(x, W_E)
+    checks.lm_head(x, W_E, W_out=None)
     require_float("d_logits", d_logits)
     want = (*x.shape[:-1], W_E.shape[0])
     if tuple(d_logits.shape) != want:
@@ -112,7 +112,7 @@ def lm_head_backward(d_logits, x, W_E):
 
 
 # --- positions.py ---------------------------------------------------------------------------
-def learned_positions_backward(dP, n_pos, offset=0):
+def learned_positions_backward(dP, n_pos, offset):
     require_float("dP", dP)
     if dP.ndim < 2:
         raise ValueError(f"dP must be (..., n, d), got shape {tuple(dP.shape)}")
@@ -143,7 +143,7 @@ def repeat_kv_backward(dX, n_rep):
                          f"got shape {tuple(dX.shape)}")
 
 
-def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale):
     checks.attention_shapes(q, k, v, None)
     checks.optional_scale(scale)
     same_shape("dO", dO, "q", q)
@@ -170,7 +170,7 @@ def merge_heads_backward(dY, h):
 
 
 # --- loss.py --------------------------------------------------------------------------------
-def cross_entropy(logits, targets, *, ignore_index=-100):
+def cross_entropy(logits, targets, *, ignore_index):
     require_float("logits", logits)
     require_array("targets", targets)
     require_int(ignore_index=ignore_index, low=None)
@@ -189,5 +189,5 @@ def cross_entropy(logits, targets, *, ignore_index=-100):
                          f"got min {int(xp.min(targets))}, max {int(xp.max(targets))}")
 
 
-def cross_entropy_backward(logits, targets, *, ignore_index=-100):
+def cross_entropy_backward(logits, targets, *, ignore_index):
     cross_entropy(logits, targets, ignore_index=ignore_index)

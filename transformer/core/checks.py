@@ -1,7 +1,8 @@
 """Every refusal of the core's public functions, one check per function and of the same name.
 
 A formula in `core/` names its check at the door (`@checked_by(checks.softmax)`); the check
-receives the same arguments and raises a one-line error naming the bad value, or returns None.
+receives every argument by keyword, the formula's defaults filled in (it states none), and raises
+a one-line error naming the bad value, or returns None.
 Checks shared by several doors (a mask's shape, a scale, a cache's layer index) are the small
 functions at the top of the file, or of the section whose doors share them.
 """
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..backend import get_xp, is_floating, namespace, to_numpy
 from ..require import (broadcastable_to, require_array, require_bool, require_float, require_int, require_real,
-                       require_vector)
+                       require_vector, stand_in)
 # The doors of kv_cache.py, paged_kv.py, packing.py and sampling.py: checks of state and host-side lists
 from .decoding_checks import (
     kv_cache_init, kv_cache_update, kv_cache_advance, paged_kv_cache_init,
@@ -66,7 +67,7 @@ def attention_shapes(q, k, v, mask):
 
 
 # --- attention.py ---------------------------------------------------------------------------
-def softmax(x, axis=-1, mask=None):
+def softmax(x, axis, mask):
     require_array("x", x)
     if not (is_floating(x) or get_xp(x).isdtype(x.dtype, "integral")):
         raise TypeError(f"x must hold real numbers (floating point or integers), got dtype {x.dtype}")
@@ -88,7 +89,7 @@ def repeat_kv(x, n_rep):
     require_int(n_rep=n_rep, low=1)
 
 
-def attention_scores(q, k, scale=None):
+def attention_scores(q, k, scale):
     for name, t in (("q", q), ("k", k)):
         require_float(name, t)
         if t.ndim < 2 or t.shape[-1] == 0:
@@ -98,7 +99,7 @@ def attention_scores(q, k, scale=None):
     optional_scale(scale)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+def scaled_dot_product_attention(q, k, v, mask, *, scale, return_weights):
     attention_shapes(q, k, v, mask)
     optional_scale(scale)
 
@@ -120,7 +121,7 @@ def keep_mask(mask, x, x_name):
         raise ValueError(f"mask must have the shape of {x_name} {tuple(x.shape)}, got {tuple(mask.shape)}")
 
 
-def dropout(x, p, *, rng=None, mask=None, training=True):
+def dropout(x, p, *, rng, mask, training):
     require_float("x", x)
     dropout_p(p)
     require_bool(training=training)
@@ -148,14 +149,16 @@ def additive_scores(q, k, W_q, W_k, w):
         raise ValueError(f"W_q {tuple(W_q.shape)}, W_k {tuple(W_k.shape)} and w {tuple(w.shape)} must share d_a")
 
 
-def additive_attention(q, k, v, W_q, W_k, w, mask=None, *, return_weights=False):
+def additive_attention(q, k, v, W_q, W_k, w, mask, *, return_weights):
     require_float("v", v)
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in all but the last dim")
-    # q, k, the weights and the mask are checked by the checked additive_scores and softmax it calls
+    additive_scores(q, k, W_q, W_k, w)
+    batch = np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]))
+    softmax(stand_in(q, (*batch, q.shape[-2], k.shape[-2])), -1, mask)  # the scores e [..., n_q, n_k] and the mask
 
 
-def additive_peak_bytes(n_q, n_k, d_a, itemsize=4):
+def additive_peak_bytes(n_q, n_k, d_a, itemsize):
     require_int(n_q=n_q, n_k=n_k, d_a=d_a, itemsize=itemsize)
 
 
@@ -220,11 +223,11 @@ def projections(x, w, h, h_kv, context):
     optional_bias(w, "b_v", h_kv * d_h)
 
 
-def qkv_heads(x, w, h, h_kv, context=None):
+def qkv_heads(x, w, h, h_kv, context):
     projections(x, w, h, h_kv, context)
 
 
-def multi_head_attention(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):
+def multi_head_attention(x, w, h, h_kv, *, mask, context, return_weights):
     h_kv = h if h_kv is None else h_kv
     projections(x, w, h, h_kv, context)
     h_d_h = w.W_q.shape[1]  # h·d_h, the columns of W_q
@@ -254,15 +257,15 @@ def query_key_positions(n_q, n_k, offset):
         raise ValueError(f"offset must be ≥ 0 (queries after no key), got offset={offset} with n_q={n_q}, n_k={n_k}")
 
 
-def causal_mask(n_q, n_k=None, offset=None, *, xp=None):
+def causal_mask(n_q, n_k, offset, *, xp):
     query_key_positions(n_q, n_k, offset)
 
 
-def bidirectional_mask(n_q, n_k=None, *, xp=None):
+def bidirectional_mask(n_q, n_k, *, xp):
     require_int(n_q=n_q, n_k=n_q if n_k is None else n_k)
 
 
-def padding_mask(lengths, n=None, *, xp=None):
+def padding_mask(lengths, n, *, xp):
     xp = namespace(xp) if not hasattr(lengths, "shape") else get_xp(lengths)
     lengths = xp.asarray(lengths)
     if lengths.ndim != 1:
@@ -278,17 +281,17 @@ def padding_mask(lengths, n=None, *, xp=None):
         raise ValueError(f"lengths must lie in [0, {n}], got {lengths.tolist() if hasattr(lengths, 'tolist') else lengths}")
 
 
-def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+def sliding_window_mask(n_q, w, n_k, offset, *, causal, xp):
     require_int(w=w, low=1)
     query_key_positions(n_q, n_k, offset)
 
 
-def strided_mask(n, stride, *, xp=None):
+def strided_mask(n, stride, *, xp):
     require_int(stride=stride, low=1)
     query_key_positions(n, n, 0)
 
 
-def fixed_mask(n, block, c=1, *, xp=None):
+def fixed_mask(n, block, c, *, xp):
     require_int(block=block, c=c, low=1)
     if c > block:
         raise ValueError(f"c must be ≤ block={block} (summary cells of a block), got c={c}")
@@ -309,7 +312,7 @@ def positions(name, values):
         raise TypeError(f"{name} must hold integer positions, got {bad}")
 
 
-def global_mask(n, global_tokens, *, xp=None):
+def global_mask(n, global_tokens, *, xp):
     require_int(n=n)
     positions("global_tokens", global_tokens)
     values = to_numpy(global_tokens).tolist() if hasattr(global_tokens, "dtype") else global_tokens
@@ -318,7 +321,7 @@ def global_mask(n, global_tokens, *, xp=None):
         raise ValueError(f"global token positions must lie in [0, {n}), got {bad}")
 
 
-def random_mask(n, k, *, seed=0, causal=False, xp=None):
+def random_mask(n, k, *, seed, causal, xp):
     require_int(n=n, k=k)
 
 
@@ -330,7 +333,7 @@ def same_document(doc_q, doc_k):
                          f"and {tuple(doc_k.shape)}")
 
 
-def document_mask(doc, *, causal=True):
+def document_mask(doc, *, causal):
     require_array("doc", doc)
     if doc.ndim != 2 or not get_xp(doc).isdtype(doc.dtype, "integral"):
         raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
@@ -355,7 +358,7 @@ def embed(ids, W_E):
         raise ValueError(f"token ids must lie in [0, {v}), got min {int(xp.min(ids))}, max {int(xp.max(ids))}")
 
 
-def lm_head(x, W_E=None, *, W_out=None):
+def lm_head(x, W_E, *, W_out):
     if (W_E is None) == (W_out is None):
         raise ValueError("lm_head needs exactly one of W_E (tied) or W_out (untied)")
     require_float("x", x)
@@ -374,13 +377,13 @@ def pairs(name, size, where=""):
         raise ValueError(f"{name} must be even and ≥ 2 (features come in sin/cos pairs), got {name}={size}{where}")
 
 
-def sinusoidal_positions(n, d, *, base=10000.0, xp=None, dtype=None):
+def sinusoidal_positions(n, d, *, base, xp, dtype):
     require_int(n=n, d=d)
     pairs("d", d)
     require_real(base=base, positive=True)
 
 
-def learned_positions(n, W_pos, offset=0):
+def learned_positions(n, W_pos, offset):
     require_int(n=n, offset=offset)
     require_array("W_pos", W_pos)
     if W_pos.ndim != 2:
@@ -389,7 +392,7 @@ def learned_positions(n, W_pos, offset=0):
         raise ValueError(f"positions {offset}…{offset + n - 1} exceed the table's {W_pos.shape[0]} rows")
 
 
-def rope_angles(positions, d_h, base=10000.0):
+def rope_angles(positions, d_h, base):
     require_array("positions", positions)
     if positions.ndim != 1:
         raise ValueError(f"positions must be 1-D (one per token), got shape {tuple(positions.shape)}")
@@ -398,7 +401,7 @@ def rope_angles(positions, d_h, base=10000.0):
     require_real(base=base, positive=True)
 
 
-def rope_cos_sin(positions, d_h, base=10000.0, dtype=None):
+def rope_cos_sin(positions, d_h, base, dtype):
     rope_angles(positions, d_h, base)
 
 
@@ -437,15 +440,15 @@ def norm_input(x, eps, **params):
         raise ValueError(f"eps must be ≥ 0, got eps={eps}")
 
 
-def layer_norm(x, gamma, beta=None, eps=1e-5):
+def layer_norm(x, gamma, beta, eps):
     norm_input(x, eps, gamma=gamma, beta=beta)
 
 
-def rms_norm(x, gamma, eps=1e-6):
+def rms_norm(x, gamma, eps):
     norm_input(x, eps, gamma=gamma)
 
 
-def gelu(x, approximate="none"):
+def gelu(x, approximate):
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
@@ -470,13 +473,13 @@ def ffn_shapes(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out)
             require_vector(b_name, b, size)
 
 
-def ffn(x, W1, W2, b1=None, b2=None, activation=None):
+def ffn(x, W1, W2, b1, b2, activation):
     ffn_shapes(x, ("W2", W2), b1, b2, W1=W1)
 
 
-def glu_ffn(x, W_gate, W_up, W_down, activation=None):
+def glu_ffn(x, W_gate, W_up, W_down, activation):
     ffn_shapes(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
 
 
 def swiglu_ffn(x, W_gate, W_up, W_down):
-    glu_ffn(x, W_gate, W_up, W_down)
+    ffn_shapes(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)

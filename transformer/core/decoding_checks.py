@@ -68,7 +68,7 @@ def cache_dtype(dtype, xp):
                         f"values are real numbers, got dtype={getattr(dtype, '__name__', dtype)!r}")
 
 
-def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype=None, xp=None):
+def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype, xp):
     namespace(xp)  # an unknown backend name is refused first
     require_int(n_layers=n_layers, b=b, h_kv=h_kv, n_max=n_max, d_h=d_h, low=1)  # 4.7 or True is no size
     cache_dtype(dtype, xp)
@@ -89,8 +89,7 @@ def kv_cache_advance(self, t):
 
 
 # --- paged_kv.py ----------------------------------------------------------------------------
-def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size=16, n_blocks=None, dtype=None,
-                        xp=None):
+def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size, n_blocks, dtype, xp):
     namespace(xp)  # an unknown backend name is refused first
     require_int(n_layers=n_layers, h_kv=h_kv, n_max=n_max, d_h=d_h, block_size=block_size, low=1)
     require_int(b=b)  # b = 0: sequences come one by one through add_sequence
@@ -134,7 +133,7 @@ def paged_kv_cache_extend(self, seq, t):
                   "write(seq, layer, k, v)")
 
 
-def paged_kv_cache_gather(self, seq, layer, n=None):
+def paged_kv_cache_gather(self, seq, layer, n):
     open_sequence(self, seq)
     cache_layer(layer, self.n_layers)
     n = self.lengths[seq] if n is None else n
@@ -155,7 +154,7 @@ def paged_kv_cache_advance(self, t):
         paged_kv_cache_extend(self, seq, t)
 
 
-def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None):
+def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal, scale):
     for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
         require_float(name, t)
     if q.ndim != 3:
@@ -209,7 +208,7 @@ def documents_fit(lengths, n_ctx):
                          "split it or raise n_ctx")
 
 
-def pack_documents(docs, n_ctx, *, pad_id=0, longest_first=False):
+def pack_documents(docs, n_ctx, *, pad_id, longest_first):
     require_int(n_ctx=n_ctx, low=1)
     require_int(pad_id=pad_id, low=None)
     require_bool(longest_first=longest_first)
@@ -224,7 +223,7 @@ def unpack(x, packed):
                          f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")
 
 
-def packing_report(lengths, n_ctx, *, batch=None):
+def packing_report(lengths, n_ctx, *, batch):
     if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
         raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")
     lengths = list(lengths)
@@ -250,7 +249,7 @@ def setting(name, value, inside, want):
         raise ValueError(f"{name} must {want}, got {name}={value!r}")
 
 
-def check_sampling(temperature=0.0, top_k=None, top_p=None):
+def check_sampling(temperature, top_k, top_p):
     setting("temperature", temperature, lambda t: t >= 0, "be a finite number ≥ 0 (0 = greedy)")
     if top_k is not None:
         require_int(top_k=top_k, low=1)
@@ -293,14 +292,14 @@ def greedy(logits):
     host_logits(logits)
 
 
-def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+def filter_logits(logits, temperature, top_k, top_p):
     check_sampling(temperature, top_k, top_p)
     host_logits(logits)
 
 
-def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+def next_token_probs(logits, temperature, top_k, top_p):
     filter_logits(logits, temperature, top_k, top_p)
 
 
-def sample_next(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+def sample_next(logits, temperature, top_k, top_p, rng):
     filter_logits(logits, temperature, top_k, top_p)

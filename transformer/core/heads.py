@@ -44,13 +44,13 @@ def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
 @checked_by(backward_checks.split_heads_backward)
 def split_heads_backward(dX):  # [b, h, n, d_h] -> [b, n, h·d_h]
     """split_heads only moves numbers, so its gradient moves them back: dX = merge_heads(dY)."""
-    return merge_heads.unchecked(dX)
+    return merge_heads(dX)
 
 
 @checked_by(backward_checks.merge_heads_backward)
 def merge_heads_backward(dY, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
     """The gradient of a concatenation is cut where the pieces were joined: split_heads(dY, h)."""
-    return split_heads.unchecked(dY, h)
+    return split_heads(dY, h)
 
 
 @dataclass
@@ -71,9 +71,9 @@ def qkv_heads(x, w: AttentionWeights, h: int, h_kv: int, context=None):
     # [b, n, d] (, [b, n_k, d_c]) -> [b, h, n, d_h], 2 × [b, h_kv, n_k, d_h]
     """Project and split: q (b, h, n, d_h), k and v (b, h_kv, n_k, d_h)."""
     c = x if context is None else context  # self-attention: keys and values come from x too
-    q = split_heads.unchecked(linear.unchecked(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
-    k = split_heads.unchecked(linear.unchecked(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
-    v = split_heads.unchecked(linear.unchecked(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
+    q = split_heads(linear(x, w.W_q, w.b_q), h)  # [b, h, n, d_h]
+    k = split_heads(linear(c, w.W_k, w.b_k), h_kv)  # [b, h_kv, n_k, d_h]
+    v = split_heads(linear(c, w.W_v, w.b_v), h_kv)  # [b, h_kv, n_k, d_h]
     return q, k, v
 
 
@@ -88,9 +88,9 @@ def multi_head_attention(x, w: AttentionWeights, h: int, h_kv: int | None = None
     (b, h, n, n_k), True = may attend. With return_weights, also the (b, h, n, n_k) weights.
     """
     h_kv = h if h_kv is None else h_kv
-    # the door checked every shape once: the parts run bare
-    q, k, v = qkv_heads.unchecked(x, w, h, h_kv, context)  # [b, h, n, d_h], k and v [b, h_kv, n_k, d_h]
-    res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
+    # the door checked every shape once: the parts it calls are trusted
+    q, k, v = qkv_heads(x, w, h, h_kv, context)  # [b, h, n, d_h], k and v [b, h_kv, n_k, d_h]
+    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = linear.unchecked(merge_heads.unchecked(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = linear(merge_heads(o), w.W_o, w.b_o)  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return (out, p) if return_weights else out

@@ -233,10 +233,10 @@ def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [
 
 
 _ACTIVATIONS = {  # name -> (g, g's backward), for the backward passes that take the activation by name
-    "relu": (relu, relu_backward.unchecked),
-    "gelu": (gelu.unchecked, gelu_backward.unchecked),
-    "gelu_tanh": (lambda z: gelu.unchecked(z, "tanh"), lambda dA, z: gelu_backward.unchecked(dA, z, "tanh")),
-    "silu": (silu, silu_backward.unchecked),
+    "relu": (relu, relu_backward),
+    "gelu": (gelu, gelu_backward),
+    "gelu_tanh": (lambda z: gelu(z, "tanh"), lambda dA, z: gelu_backward(dA, z, "tanh")),
+    "silu": (silu, silu_backward),
 }
 
 
@@ -253,10 +253,10 @@ def ffn_backward(dY, x, W1, W2, b1=None, b2=None, activation: str = "relu"):
     Returns (dx, dW1, dW2, db1, db2), a bias gradient None where the bias is None.
     """
     g, g_backward = _ACTIVATIONS[activation]
-    z = linear.unchecked(x, W1, b1)  # [..., d_ff] recomputed
-    dA, dW2, db2 = linear_backward.unchecked(dY, g(z), W2, b2 is not None)  # dA [..., d_ff]
+    z = linear(x, W1, b1)  # [..., d_ff] recomputed
+    dA, dW2, db2 = linear_backward(dY, g(z), W2, b2 is not None)  # dA [..., d_ff]
     dZ = g_backward(dA, z)  # [..., d_ff]
-    dx, dW1, db1 = linear_backward.unchecked(dZ, x, W1, b1 is not None)  # dx [..., d]
+    dx, dW1, db1 = linear_backward(dZ, x, W1, b1 is not None)  # dx [..., d]
     return dx, dW1, dW2, db1, db2
 
 
@@ -269,7 +269,7 @@ def glu_ffn(x, W_gate, W_up, W_down, activation=sigmoid):  # [..., d] -> [..., d
 @checked_by(checks.swiglu_ffn)
 def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     """SwiGLU (Llama): (SiLU(x W_gate) ∘ x W_up) W_down."""
-    return glu_ffn.unchecked(x, W_gate, W_up, W_down, activation=silu)  # [..., d], checked at this door
+    return glu_ffn(x, W_gate, W_up, W_down, activation=silu)  # [..., d], checked at this door
 
 
 @checked_by(backward_checks.swiglu_ffn_backward)
@@ -286,10 +286,10 @@ def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
     """
     A, U = x @ W_gate, x @ W_up  # [..., d_ff] each, recomputed
     S = silu(A)  # [..., d_ff]
-    dH, dW_down, _ = linear_backward.unchecked(dY, S * U, W_down)  # dH [..., d_ff]
-    dA = silu_backward.unchecked(dH * U, A)  # [..., d_ff]
-    dx_gate, dW_gate, _ = linear_backward.unchecked(dA, x, W_gate)  # [..., d]
-    dx_up, dW_up, _ = linear_backward.unchecked(dH * S, x, W_up)  # [..., d]
+    dH, dW_down, _ = linear_backward(dY, S * U, W_down)  # dH [..., d_ff]
+    dA = silu_backward(dH * U, A)  # [..., d_ff]
+    dx_gate, dW_gate, _ = linear_backward(dA, x, W_gate)  # [..., d]
+    dx_up, dW_up, _ = linear_backward(dH * S, x, W_up)  # [..., d]
     return dx_gate + dx_up, dW_gate, dW_up, dW_down
 
 

@@ -67,7 +67,7 @@ def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..
     xp = get_xp(logits, targets)
     ct = compute_dtype(xp, logits.dtype)
     keep, t = _targets_kept(targets, ignore_index)  # [...] each
-    p = softmax.unchecked(xp.astype(logits, ct, copy=False), axis=-1)  # [..., v]
+    p = softmax(xp.astype(logits, ct, copy=False), axis=-1)  # [..., v]
     v = logits.shape[-1]
     one_hot = xp.astype(xp.arange(v, dtype=t.dtype) == t[..., None], ct)  # [..., v]
     count = xp.sum(xp.astype(keep, ct))  # kept positions

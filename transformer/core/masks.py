@@ -148,10 +148,10 @@ def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
     A block-diagonal mask: one causal (or full) block per document, zeros between them.
     """
     xp = get_xp(doc)
-    same = same_document.unchecked(doc, doc)  # [b, n, n], doc checked at the door
+    same = same_document(doc, doc)  # [b, n, n], doc checked at the door
     if causal:
         n = doc.shape[1]
-        same = same & causal_mask.unchecked(n, xp=xp)[None, :, :]  # [b, n, n]
+        same = same & causal_mask(n, xp=xp)[None, :, :]  # [b, n, n]
     return same[:, None, :, :]  # [b, 1, n, n], broadcasts over heads
 
 

@@ -118,12 +118,12 @@ def online_softmax_history(x, block: int = 1):  # [..., n] -> [T, ...], [T, ...]
     The last step's values are the full row's max and Σ e^(x - max).
     """
     history = []
-    online_softmax_stats.unchecked(x, block, history)  # x and block were checked at this door
+    online_softmax_stats(x, block, history)  # x and block were checked at this door
     return np.stack([m for m, _ in history]), np.stack([l for _, l in history])
 
 
 @checked_by(checks.online_softmax)
 def online_softmax(x, block: int = 1):  # [..., n] -> [..., n]
     """softmax(x) from the one-pass statistics: e^(x - m) / l."""
-    m, l = online_softmax_stats.unchecked(x, block)  # x and block were checked at this door
+    m, l = online_softmax_stats(x, block)  # x and block were checked at this door
     return exp_minus(x, m) / l

@@ -17,19 +17,19 @@ def online_attention_update(m, l, O, S_j, V_j):
                          f"{tuple(S_j.shape)}, V_j {tuple(V_j.shape)}, O {tuple(O.shape)}")
 
 
-def online_softmax_stats(x, block=1, history=None):
+def online_softmax_stats(x, block, history):
     require_float("x", x)
     if x.ndim < 1:
         raise ValueError(f"x must have at least one axis (..., n), got shape {tuple(x.shape)}")
     require_int(block=block, low=1)
 
 
-def online_softmax_history(x, block=1):
+def online_softmax_history(x, block):
     require_float("x", x)
     if x.ndim < 1 or x.shape[-1] == 0:
         raise ValueError(f"x has no entries to take a softmax over: shape {tuple(x.shape)}")
     require_int(block=block, low=1)
 
 
-def online_softmax(x, block=1):
-    online_softmax_stats(x, block)
+def online_softmax(x, block):
+    online_softmax_stats(x, block, None)

@@ -133,9 +133,9 @@ class PagedKVCache:
         xp = self.xp
         n = self.length + k_new.shape[2]
         ks, vs = [], []
-        for i, seq in enumerate(self.batch):  # the door checked the whole batch once: write and read bare
-            PagedKVCache.write.unchecked(self, seq, layer, k_new[i, ...], v_new[i, ...])  # [h_kv, t, d_h] × 2
-            k, v = PagedKVCache.gather.unchecked(self, seq, layer, n)  # [h_kv, n, d_h] each
+        for i, seq in enumerate(self.batch):  # the door checked the whole batch once
+            self.write(seq, layer, k_new[i, ...], v_new[i, ...])  # [h_kv, t, d_h] × 2
+            k, v = self.gather(seq, layer, n)  # [h_kv, n, d_h] each
             ks.append(k)
             vs.append(v)
         return xp.stack(ks, axis=0), xp.stack(vs, axis=0)  # [b, h_kv, n, d_h]

@@ -70,7 +70,7 @@ def rope_angles(positions, d_h: int, base: float = 10000.0):  # [n] -> [n, d_h/2
 @checked_by(checks.rope_cos_sin)
 def rope_cos_sin(positions, d_h: int, base: float = 10000.0, dtype=None):  # [n] -> 2 × [n, d_h/2]
     """cos θ and sin θ of the RoPE angles, computed in float64 and cast to dtype."""
-    a = rope_angles.unchecked(positions, d_h, base)  # [n, d_h/2], checked at this door
+    a = rope_angles(positions, d_h, base)  # [n, d_h/2], checked at this door
     xp = get_xp(positions)
     dtype = xp.float32 if dtype is None else dtype
     return xp.astype(xp.cos(a), dtype), xp.astype(xp.sin(a), dtype)

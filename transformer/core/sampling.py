@@ -9,7 +9,7 @@ Filters are applied in that order (temperature, top-k, top-p), as HF transformer
 Sampling runs on the host in NumPy: the step's logits are one (b, v) array, and the random
 draw is made with a seeded `numpy.random.Generator` so a seed gives the same text on any backend.
 Each public function checks its input at the door (`checks.py`, same name); `f.unchecked` is the
-bare formula, which a model calls per token once its request was checked.
+bare formula, which the generation loop calls per token once its request was checked.
 """
 from __future__ import annotations
 
@@ -88,14 +88,14 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
     x = to_host(logits)  # [..., v] NumPy
     temperature, top_k, top_p = sampling_settings(temperature, top_k, top_p)  # Python numbers (checked at the door)
     if temperature == 0:  # greedy: every token but the argmax gets -inf
-        argmax = greedy.unchecked(x)[..., None]  # [..., 1]
+        argmax = greedy(x)[..., None]  # [..., 1]
         return np.where(np.arange(x.shape[-1]) == argmax, x, -np.inf).astype(x.dtype)  # [..., v]
     x = _scale(x, temperature)  # [..., v]
     if top_k is not None and top_k < x.shape[-1]:
         kth = np.partition(x, -top_k, axis=-1)[..., -top_k:].min(axis=-1, keepdims=True)  # [..., 1]
         x = np.where(x >= kth, x, -np.inf)  # [..., v]
     if top_p is not None and top_p < 1.0:
-        probs = softmax.unchecked(x)  # [..., v]
+        probs = softmax(x)  # [..., v]
         keep = np.zeros(x.shape, dtype=bool)  # [..., v]; tokens past the head of the order stay False
         for row in np.ndindex(x.shape[:-1]):  # one row at a time: generation samples a few rows
             order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
@@ -150,7 +150,7 @@ def next_token_probs(logits, temperature: float = 1.0, top_k=None, top_p=None): 
     >>> next_token_probs(np.array([1.0, 3.0, 2.0]), temperature=0).tolist()
     [0.0, 1.0, 0.0]
     """
-    return softmax.unchecked(filter_logits.unchecked(logits, temperature, top_k, top_p))  # [..., v]
+    return softmax(filter_logits(logits, temperature, top_k, top_p))  # [..., v]
 
 
 @checked_by(checks.sample_next)
@@ -162,9 +162,9 @@ def sample_next(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=No
     """
     x = to_host(logits)  # [..., v] NumPy
     if float(temperature) == 0:
-        return greedy.unchecked(x)  # [...]
+        return greedy(x)  # [...]
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)  # greedy needs none
-    p = next_token_probs.unchecked(x, temperature, top_k, top_p)  # [..., v]
+    p = next_token_probs(x, temperature, top_k, top_p)  # [..., v]
     c = np.cumsum(p, axis=-1)  # [..., v], non-decreasing up to 1
     u = rng.random(size=(*c.shape[:-1], 1), dtype=np.float32) * c[..., -1:]  # [..., 1]
     idx = np.sum(c <= u, axis=-1)  # [...]; tokens with zero probability add empty intervals: never chosen

@@ -42,7 +42,7 @@ def attention_backward_naive(dout, q, k, v, *, causal=False, scale=None):
     dO = xp.astype(xp.reshape(dout, Q.shape), ct, copy=False)  # [..., n_q, d_h]
     S = (Q @ K.mT) * scale  # [..., n_q, n_k]
     mask = tile_mask(xp, 0, n_q, 0, n_k, n_k - n_q) if causal else None
-    P = softmax.unchecked(S, axis=-1, mask=mask)  # [..., n_q, n_k] the full P; S is made here from checked inputs
+    P = softmax(S, axis=-1, mask=mask)  # [..., n_q, n_k] the full P; S is made here from checked inputs
     dV = xp.sum(P.mT @ dO, axis=2, keepdims=True)  # [b, h_kv, 1, n_k, d_h]
     dP = dO @ V.mT  # [..., n_q, n_k]
     dS = P * (dP - xp.sum(P * dP, axis=-1, keepdims=True))  # [..., n_q, n_k]

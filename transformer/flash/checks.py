@@ -1,10 +1,10 @@
 """Every refusal of FlashAttention's public functions, one check per function and of the same name.
 
 A formula in `flash/` names its check at the door (`@checked_by(checks.flash_attention)`); the
-check receives the same arguments and raises a one-line error naming the bad value, or returns
-None. Checks shared by several doors (the tiles' shapes, the options, packed rows' documents,
-the kernels' inputs) are the small functions at the top; the core's own (a scale, attention's
-shapes) come from `core.checks`.
+check receives every argument by keyword, the formula's defaults filled in (it states none), and
+raises a one-line error naming the bad value, or returns None. Checks shared by several doors (the
+tiles' shapes, the options, packed rows' documents, the kernels' inputs) are the small functions at
+the top; the core's own (a scale, attention's shapes) come from `core.checks`.
 """
 from __future__ import annotations
 
@@ -110,14 +110,13 @@ def on_gpu(**arrays):
 
 
 # --- tiled.py -------------------------------------------------------------------------------
-def standard_attention(q, k, v, *, causal=False, scale=None, return_lse=False, io=None):
+def standard_attention(q, k, v, *, causal, scale, return_lse, io):
     tiled_shapes(q, k, v)
     tile_options(causal)
     core_checks.optional_scale(scale)
 
 
-def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None, return_lse=False,
-                    scale=None, version=2, io=None, trace=None, doc=None):
+def flash_attention(q, k, v, *, causal, block_q, block_k, return_lse, scale, version, io, trace, doc):
     tiled_shapes(q, k, v)
     b, h, n_q, _ = q.shape
     tile_options(causal, block_q, block_k)
@@ -134,14 +133,13 @@ def flash_trace_row_history(self, r):
         raise ValueError(f"row r must lie in [0, {self.n_q}), got r={r}")
 
 
-def flash_trace_history(self, name="m"):
+def flash_trace_history(self, name):
     if name not in ("m", "l"):
         raise ValueError(f"history name must be 'm' or 'l', got {name!r}")
 
 
 # --- tiled_fast.py --------------------------------------------------------------------------
-def flash_attention_fast(q, k, v, *, causal=False, block_q=None, block_k=None, return_lse=False,
-                         scale=None, threads=None):
+def flash_attention_fast(q, k, v, *, causal, block_q, block_k, return_lse, scale, threads):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, np.ndarray):
             raise TypeError(f"flash_attention_fast runs on NumPy arrays on the CPU, {name} is a {type(t).__name__}: "
@@ -153,30 +151,29 @@ def flash_attention_fast(q, k, v, *, causal=False, block_q=None, block_k=None, r
         require_int(threads=threads, low=1)
 
 
-def cache_bytes(level=2, root=None):
+def cache_bytes(level, root):
     require_int(level=level, low=1)
 
 
-def fast_block_size(d_h, itemsize, l2=None):
+def fast_block_size(d_h, itemsize, l2):
     require_int(d_h=d_h, itemsize=itemsize, low=1)
     if l2 is not None:
         require_int(l2=l2, low=1)
 
 
-def flash_attention_fast_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, threads=1, causal=False,
-                                    h_kv=None, out_itemsize=None):
+def flash_attention_fast_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, threads, causal,
+                                    h_kv, out_itemsize):
     flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize, h_kv)
     require_int(threads=threads, low=1)
     require_bool(causal=causal)
 
 
 # --- backward.py ----------------------------------------------------------------------------
-def attention_backward_naive(dout, q, k, v, *, causal=False, scale=None):
+def attention_backward_naive(dout, q, k, v, *, causal, scale):
     backward_inputs(q, k, v, causal, scale, dout=dout)
 
 
-def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=None,
-                             scale=None, io=None, doc=None):
+def flash_attention_backward(dout, q, k, v, out, lse, *, causal, block_q, block_k, scale, io, doc):
     backward_inputs(q, k, v, causal, scale, dout=dout, out=out, lse=lse)
     tile_options(causal, block_q, block_k)
     packed_doc(doc, q.shape[0], q.shape[2], k.shape[2])
@@ -187,7 +184,7 @@ def paper_block_sizes(M, d_h):
     require_int(M=M, d_h=d_h, low=1)
 
 
-def standard_attention_io(n_q, n_k, d_h, heads=1):
+def standard_attention_io(n_q, n_k, d_h, heads):
     require_int(n_q=n_q, n_k=n_k, d_h=d_h, heads=heads)
 
 
@@ -197,12 +194,12 @@ def visible_key_tiles(n_q, n_k, block_q, block_k, causal):
     require_bool(causal=causal)
 
 
-def flash1_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1):
+def flash1_io(n_q, n_k, d_h, block_q, block_k, causal, heads):
     require_int(d_h=d_h, heads=heads)
     visible_key_tiles(n_q, n_k, block_q, block_k, causal)
 
 
-def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1):
+def flash2_io(n_q, n_k, d_h, block_q, block_k, causal, heads):
     flash1_io(n_q, n_k, d_h, block_q, block_k, causal, heads)
 
 
@@ -215,26 +212,25 @@ def flash_io_bound(n, d_h, M):
     require_int(M=M, low=1)
 
 
-def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal=False):
+def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal):
     require_int(b=b, h=h, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
 
 
-def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize=None, h_kv=None):
+def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize, h_kv):
     h_kv = h if h_kv is None else h_kv  # multi-head attention unless given
     require_int(b=b, h=h, h_kv=h_kv, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
     require_int(block_q=block_q, block_k=block_k, low=1)
 
 
 # --- cuda_kernels.py ------------------------------------------------------------------------
-def mma_fragment_layout(operand, shape="m16n8k16"):
+def mma_fragment_layout(operand, shape):
     if shape not in ("m16n8k16", "m16n8k8"):
         raise ValueError(f"shape must be 'm16n8k16' (float16) or 'm16n8k8' (TF32), got {shape!r}")
     if operand not in ("A", "B", "C"):
         raise ValueError(f"operand must be 'A', 'B' or 'C', got {operand!r}")
 
 
-def launch_plan(q_shape, k_shape, dtype_name, *, causal, scale, kernel="auto", compute_capability=None,
-                wmma_headers=True):
+def launch_plan(q_shape, k_shape, dtype_name, *, causal, scale, kernel, compute_capability, wmma_headers):
     plan_options(causal, scale, kernel)
 
 
@@ -250,7 +246,7 @@ def packed_row_args(doc, block_q):
                          f"shape {tuple(doc.shape)}")
 
 
-def key_tiles_read(n, block_q, block_k, *, causal, doc=None):
+def key_tiles_read(n, block_q, block_k, *, causal, doc):
     require_int(n=n, block_q=block_q, block_k=block_k, low=1)
     require_bool(causal=causal)
     if doc is not None:
@@ -260,14 +256,14 @@ def key_tiles_read(n, block_q, block_k, *, causal, doc=None):
 
 
 # --- cuda.py --------------------------------------------------------------------------------
-def flash_attention_cuda(q, k, v, *, causal=False, scale=None, return_lse=False, kernel="auto", doc=None):
+def flash_attention_cuda(q, k, v, *, causal, scale, return_lse, kernel, doc):
     on_gpu(q=q, k=k, v=v)
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     packed_doc(doc, q.shape[0], q.shape[2], k.shape[2])
     plan_options(causal, scale, kernel)
 
 
-def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal=False, scale=None, doc=None):
+def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal, scale, doc):
     on_gpu(dout=dout, q=q, k=k, v=v, out=out, lse=lse)
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), "simt")
     backward_inputs(q, k, v, causal, scale, dout=dout, out=out, lse=lse)

@@ -180,8 +180,8 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
     device_id = cupy.cuda.get_device_id()
     compute_capability, wmma_headers = device_facts(device_id)
     # causal, scale and kernel were checked at this door
-    plan = launch_plan.unchecked(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel,
-                                 compute_capability=compute_capability, wmma_headers=wmma_headers)
+    plan = launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel,
+                       compute_capability=compute_capability, wmma_headers=wmma_headers)
     fn = compiled(plan.kernel, plan.options, plan.shared_bytes, device_id)
     packed = (NULL, NULL) if doc is None else tuple(cupy.asarray(a) for a in packed_row_args(doc, plan.kernel.block_q))
     fn(plan.grid, plan.block, (q, k, v, out, lse, *plan.scalars, *packed), shared_mem=plan.shared_bytes)
@@ -210,7 +210,7 @@ def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = Fal
     dv = cupy.zeros((b, h, n_k, d_h), dtype=cupy.float32)
     if n_q and n_k and b * h:
         # causal and scale were checked at this door
-        plan = backward_launch_plan.unchecked(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
+        plan = backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
         device_id = cupy.cuda.get_device_id()
         fn = compiled(plan.kernel, plan.options, 0, device_id)
         packed = (NULL, NULL) if doc is None else tuple(cupy.asarray(a) for a in packed_row_args(doc, plan.block[0]))

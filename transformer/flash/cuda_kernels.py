@@ -271,7 +271,7 @@ def key_tiles_read(n: int, block_q: int, block_k: int, *, causal: bool, doc=None
     if doc is None:
         spans = np.tile([0, n], (1, n_q_tiles, 1))  # [1, Tr, 2]: every key a candidate
     else:
-        _, spans = packed_row_args.unchecked(doc, block_q)  # [b, Tr, 2]; doc was checked at this door
+        _, spans = packed_row_args(doc, block_q)  # [b, Tr, 2]; doc was checked at this door
     first, end = spans[..., 0], spans[..., 1]  # [b, Tr]
     if causal:  # no key past the block's last row
         end = np.minimum(end, np.minimum(n, block_q * (np.arange(n_q_tiles) + 1)))  # [b, Tr]

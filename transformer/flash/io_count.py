@@ -127,7 +127,7 @@ def flash1_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
                                                         loads  Br_i·(2d + 2), stores Br_i·(d + 2)
     Non-causal: Tc tiles per query block, so Tc·n_q·(3d + 4) ≈ n²d²/M for Bc ≈ M/4d.
     """
-    tiles = visible_key_tiles.unchecked(n_q, n_k, block_q, block_k, causal)  # checked at this door
+    tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)  # checked at this door
     rows_x_tiles = sum(r * t for r, t in zip(_rows(n_q, block_q), tiles))  # Σ_i Br_i · (tiles of i)
     loads = 2 * n_k * d_h + rows_x_tiles * (2 * d_h + 2)
     stores = n_q * (d_h + 2) + rows_x_tiles * (d_h + 2)
@@ -142,7 +142,7 @@ def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
         query block i streams the first t_i key blocks: K and V      2·d·min(n_k, t_i·Bc)
     Non-causal: Tr·2·n_k·d ≈ 2n²d/Br, again Θ(n²d²/M) for Br ≈ M/4d.
     """
-    tiles = visible_key_tiles.unchecked(n_q, n_k, block_q, block_k, causal)  # checked at this door
+    tiles = visible_key_tiles(n_q, n_k, block_q, block_k, causal)  # checked at this door
     keys = sum(min(n_k, t * block_k) for t in tiles)  # Σ_i keys streamed by query block i
     loads = n_q * d_h + 2 * d_h * keys
     stores = n_q * (d_h + 1)

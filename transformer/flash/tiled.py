@@ -78,7 +78,7 @@ def tile_mask(xp, r0, r1, c0, c1, offset):  # -> [Br, Bc], True = may attend
 
 def _doc_tile_mask(xp, doc, r0, r1, c0, c1, causal):  # [b, n] -> [b, Br, Bc], True = may attend
     """`masks.document_mask`'s tile: same document, not padding, and j ≤ i when causal."""
-    keep = same_document.unchecked(doc[:, r0:r1], doc[:, c0:c1])  # [b, Br, Bc], doc checked at the door
+    keep = same_document(doc[:, r0:r1], doc[:, c0:c1])  # [b, Br, Bc], doc checked at the door
     return keep & tile_mask(xp, r0, r1, c0, c1, 0)[None, :, :] if causal else keep
 
 

@@ -95,9 +95,9 @@ class BertWeights:
 
 
 # ---------------------------------------------------------------- the forward pass
-# Each public function checks its input once at the door (models/checks.py, same name). The forward
-# pass then runs the bare formulas (`f.unchecked`): bert_encode calls encoder_layer L times, and the
-# layers would otherwise re-check the same weights and shapes on every call.
+# Each public function checks its input once at the door (models/checks.py, same name). Inside it the
+# calls are trusted, their checks skipped: bert_encode calls encoder_layer L times, and the layers
+# would otherwise re-check the same weights and shapes on every call.
 
 @checked_by(checks.bert_embeddings)
 def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
@@ -108,13 +108,13 @@ def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
     n = ids.shape[1]
     if token_types is None:
         token_types = xp.zeros_like(ids)
-    x = embed.unchecked(ids, w.W_E)  # [b, n, d]
+    x = embed(ids, w.W_E)  # [b, n, d]
     if positions is None:
         x = x + w.W_pos[None, :n, :]  # + [1, n, d]: position j gets row j
     else:
-        x = x + embed.unchecked(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
-    x = x + embed.unchecked(token_types, w.W_type)  # + [b, n, d]
-    return layer_norm.unchecked(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
+        x = x + embed(positions, w.W_pos)  # + [b, n, d]: each slot's own position (packed rows)
+    x = x + embed(token_types, w.W_type)  # + [b, n, d]
+    return layer_norm(x, w.ln_g, w.ln_b, cfg.eps)  # [b, n, d]
 
 
 @checked_by(checks.encoder_mask)
@@ -136,11 +136,11 @@ def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, 
     """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN.
     mask: broadcastable to (b, h, n, n), True = may attend; None: every key."""
     # Multi-head self-attention; kept apart from residual() because we also want its weights
-    a, p = multi_head_attention.unchecked(x, lw.attn, cfg.h, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
-    x = layer_norm.unchecked(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
+    a, p = multi_head_attention(x, lw.attn, cfg.h, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
+    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
     # Position-wise GELU feed-forward: d -> d_ff -> d
-    x = residual(x, lambda t: ffn.unchecked(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu.unchecked),
-                 lambda t: layer_norm.unchecked(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
+    x = residual(x, lambda t: ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
+                 lambda t: layer_norm(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
     return x, p
 
 
@@ -168,10 +168,10 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
     n = ids.shape[1]
     if mask is None:
         mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]; padding_mask checks lengths
-    x = bert_embeddings.unchecked(ids, w, cfg, token_types, positions)  # [b, n, d]
+    x = bert_embeddings(ids, w, cfg, token_types, positions)  # [b, n, d]
     states, weights = [x], []
     for lw in w.layers:
-        x, p = encoder_layer.unchecked(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
+        x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
         if keep:
             states.append(x)
             weights.append(p)
@@ -214,8 +214,8 @@ class MiniLM:
 
     @checked_by(checks.minilm)
     def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
-        # The weights and the tokenizer's ids are checked once, here: every method then runs the bare
-        # forward pass (bert_encode.unchecked), each of its L layers unchecked.
+        # The weights and the tokenizer's ids are checked once, here: every method's door then trusts
+        # the forward pass it runs (bert_encode and its L layers).
         self.weights, self.config, self.tokenizer, self.xp = weights, config, tokenizer, xp
 
     @checked_by(checks.minilm_forward)
@@ -232,7 +232,7 @@ class MiniLM:
     def _run(self, batch, causal, keep) -> EncoderOutput:  # forward of a tokenized batch
         ids = self.xp.asarray(batch.ids)  # [b, n], ids in [0, v): checked in __init__; moved to the backend once
         lengths = self.xp.asarray(batch.lengths)  # [b]
-        return bert_encode.unchecked(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
+        return bert_encode(ids, lengths, self.weights, self.config, causal=causal, keep=keep)
 
     @checked_by(checks.minilm_embed)
     def embed(self, texts, *, batch_size: int = 32):  # list of b str -> [b, d]
@@ -246,7 +246,7 @@ class MiniLM:
         parts = []
         for i in range(0, len(rows), batch_size):  # bounded memory: (batch, h, n, n) weights
             out = self._run(self.tokenizer.pad([rows[j] for j in order[i:i + batch_size]]), False, False)
-            parts.append(l2_normalize.unchecked(mean_pool.unchecked(out.hidden, out.lengths)))  # [batch, d]
+            parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
         return self.xp.take(e, where, axis=0)  # [b, d], rows in input order
@@ -267,9 +267,9 @@ class MiniLM:
         n_ctx = min(sum(map(len, docs)), self.config.n_max) if n_ctx is None else n_ctx
         p = pack_documents(docs, n_ctx, pad_id=self.tokenizer.pad_id)
         ids, positions, mask = p.model_inputs(self.xp, causal=False, restart_positions=restart_positions)
-        out = bert_encode.unchecked(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
+        out = bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
         rows = unpack(out.hidden, p)  # per text [n_i, d]
-        return l2_normalize.unchecked(self.xp.stack([self.xp.mean(r, axis=0) for r in rows]))  # [b, d]
+        return l2_normalize(self.xp.stack([self.xp.mean(r, axis=0) for r in rows]))  # [b, d]
 
     def tokens(self, text: str) -> list[str]:
         """The pieces the model sees, [CLS] and [SEP] included: labels for attention plots."""
@@ -281,10 +281,10 @@ class MiniLM:
         is asked for, so memory holds one layer's (h, n, n), never all L of them."""
         batch = self.tokenizer.encode_batch([text], self.config.n_seq)  # [CLS] ids… [SEP], cut to n_seq
         ids, lengths = self.xp.asarray(batch.ids), self.xp.asarray(batch.lengths)  # [1, n], [1]
-        mask = encoder_mask.unchecked(lengths, ids.shape[1], causal)  # [1, 1, 1, n] or [1, 1, n, n]
-        x = bert_embeddings.unchecked(ids, self.weights, self.config)  # [1, n, d]; ids checked in __init__
+        mask = encoder_mask(lengths, ids.shape[1], causal)  # [1, 1, 1, n] or [1, 1, n, n]
+        x = bert_embeddings(ids, self.weights, self.config)  # [1, n, d]; ids checked in __init__
         for lw in self.weights.layers:
-            x, p = encoder_layer.unchecked(x, lw, self.config, mask)  # [1, n, d], [1, h, n, n]
+            x, p = encoder_layer(x, lw, self.config, mask)  # [1, n, d], [1, h, n, n]
             yield to_numpy(p[0, ...])  # [h, n, n]
 
     @checked_by(checks.minilm_attention_weights)

@@ -1,10 +1,11 @@
 """Every refusal of the models' public functions, one check per function and of the same name.
 
 A function of `bert.py` or `llama.py` names its check at the door (`@checked_by(checks.bert_encode)`);
-the check receives the same arguments and raises a one-line error naming the bad value, or
-returns None. A method's check takes `self` first and is named class_method (`minilm_embed`); a
-config's is named after its class (`bert_config`). Checks shared by several doors (a weight
-matrix, an index array, one layer's weights) are the small functions at the top.
+the check receives every argument by keyword, the function's defaults filled in (it states none), and
+raises a one-line error naming the bad value, or returns None. A method's check takes `self` first
+and is named class_method (`minilm_embed`); a config's is named after its class (`bert_config`).
+Checks shared by several doors (a weight matrix, an index array, one layer's weights) are the small
+functions at the top.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from ..backend import get_xp, to_numpy
 from ..core import checks as core_checks
+from ..core.decoding_checks import documents_fit
 from ..require import (broadcastable_to, require_array, require_bool, require_float, require_int, require_real,
-                       require_vector)
+                       require_vector, stand_in)
 from ..tokenizers import checks as tokenizer_checks
 # The doors of encoder_decoder.py (the original Transformer's layers)
 from .encoder_decoder_checks import seq2seq_decoder_layer, seq2seq_encoder_layer
@@ -120,13 +122,16 @@ def bert_config(cfg: BertConfig):
                          f"learned positions), got n_seq={n_seq}")
 
 
-def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None, positions=None):
+def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types, positions):
     bert_tokens(ids, cfg, token_types, positions)
     bert_embedding_weights(w, cfg)
 
 
-def encoder_mask(lengths, n, causal=False):
-    require_bool(causal=causal)  # lengths and n: padding_mask checks them
+def encoder_mask(lengths, n, causal):
+    require_bool(causal=causal)
+    core_checks.padding_mask(lengths, n, xp=None)
+    if causal:
+        core_checks.causal_mask(n, None, None, xp=None)
 
 
 def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):
@@ -139,8 +144,7 @@ def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):
         core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
 
 
-def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=None, causal=False, keep=True,
-                mask=None, positions=None):
+def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types, causal, keep, mask, positions):
     bert_tokens(ids, cfg, token_types, positions)
     require_bool(causal=causal, keep=keep)
     bert_weights(w, cfg)
@@ -149,10 +153,11 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
         core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
     elif lengths is None:
         raise ValueError("bert_encode needs lengths (real tokens per row) or a mask")
-    else:  # the padding mask is built from lengths, which padding_mask checks for type and range
+    else:  # the padding mask is built from lengths: their type and range as encoder_mask refuses them
         require_array("lengths", lengths)
         if tuple(lengths.shape) != (b,):
             raise ValueError(f"lengths must have shape (b,) = ({b},), one per row of ids, got {tuple(lengths.shape)}")
+        encoder_mask(lengths, n, causal)
 
 
 def mean_pool(hidden, lengths):
@@ -166,7 +171,7 @@ def mean_pool(hidden, lengths):
         raise ValueError(f"lengths must be {b} numbers in [0, n={n}], got {lengths_np.tolist()}")
 
 
-def l2_normalize(x, eps=1e-12):
+def l2_normalize(x, eps):
     require_float("x", x)
     require_real(eps=eps, positive=True)  # the floor of the norm: a zero row stays zero
 
@@ -178,7 +183,7 @@ def minilm(self: MiniLM, weights: BertWeights, config: BertConfig, tokenizer, xp
         raise ValueError(f"the tokenizer's ids reach {top}, beyond the v={config.v} rows of the embedding table")
 
 
-def minilm_forward(self: MiniLM, texts, *, causal=False, max_length=None, keep=True):
+def minilm_forward(self: MiniLM, texts, *, causal, max_length, keep):
     max_length = self.config.n_seq if max_length is None else max_length
     require_int(max_length=max_length, low=None)  # its range is checked next
     learned_positions_range("max_length", max_length, self.config.n_max)
@@ -186,18 +191,21 @@ def minilm_forward(self: MiniLM, texts, *, causal=False, max_length=None, keep=T
     tokenizer_checks.check_texts(texts)
 
 
-def minilm_embed(self: MiniLM, texts, *, batch_size=32):
+def minilm_embed(self: MiniLM, texts, *, batch_size):
     tokenizer_checks.check_texts(texts)
     require_int(batch_size=batch_size, low=1)
 
 
-def minilm_embed_packed(self: MiniLM, texts, n_ctx=None, *, restart_positions=True):
+def minilm_embed_packed(self: MiniLM, texts, n_ctx, *, restart_positions):
     tokenizer_checks.check_texts(texts)
     if n_ctx is not None:  # None: the total length, at most n_max
         require_int(n_ctx=n_ctx)
     require_bool(restart_positions=restart_positions)
     if n_ctx is not None:
         learned_positions_range("n_ctx", n_ctx, self.config.n_max)
+    if n_ctx is not None and n_ctx < self.config.n_seq:  # a text cut to n_seq tokens may then not fit a row
+        texts = [texts] if isinstance(texts, str) else texts
+        documents_fit([len(self.tokenizer.encode(t, self.config.n_seq)) for t in texts], n_ctx)
 
 
 def layer_and_head(L: int, h: int, layer, head):
@@ -210,23 +218,24 @@ def layer_and_head(L: int, h: int, layer, head):
                                  f"(0 … {count - 1}, or -1 for the last)")
 
 
-def minilm_iter_attention_weights(self: MiniLM, text, *, causal=False):
+def minilm_iter_attention_weights(self: MiniLM, text, *, causal):
     one_text(text)
     tokenizer_checks.check_texts([text])
     require_bool(causal=causal)
 
 
-def minilm_attention_weights(self: MiniLM, text, *, causal=False, layer=None, head=None):
+def minilm_attention_weights(self: MiniLM, text, *, causal, layer, head):
     minilm_iter_attention_weights(self, text, causal=causal)
     layer_and_head(self.config.L, self.config.h, layer, head)
 
 
 def minilm_hidden_states(self: MiniLM, text):
     one_text(text)
+    minilm_forward(self, [text], causal=False, max_length=None, keep=True)  # as forward([text]) refuses it
 
 
 # --- llama_fast.py --------------------------------------------------------------------------
-def fast_forward_call(self, ids, cache, cos, sin, positions, key_valid=None, *, last_only=True):
+def fast_forward_call(self, ids, cache, cos, sin, positions, key_valid, *, last_only):
     """Shapes, and the few ids and positions of the pass (b·n numbers, not the weights): ids (b, n)
     integers in [0, v) for a NumPy KVCache of b rows with room for n more, positions (b or 1, n)
     rows of the RoPE tables, key_valid (b, t + n) booleans."""
@@ -271,8 +280,8 @@ def llama_config(cfg: LlamaConfig):
         raise ValueError(f"d_h must be even (RoPE rotates pairs of features), got d_h={int(cfg.d_h)}")
 
 
-def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache=None, positions=None,
-            key_valid=None, mask=None, last_only=False, attn_out=None, hidden_out=None):
+def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache, positions,
+            key_valid, mask, last_only, attn_out, hidden_out):
     # ids in [0, v): checked on the host by Llama.encode, not here once per step on the device
     if mask is not None and key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
@@ -280,6 +289,13 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
         b, n = ids.shape
         n_past = 0 if cache is None else cache.length
         core_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
+    update = getattr(type(cache), "update", None)
+    if hasattr(update, "check"):  # the new keys and values as the cache's own door refuses them, once, not per layer
+        b, n = ids.shape
+        kv = stand_in(w.W_E, (b, cfg.h_kv, n, cfg.d_h))  # [b, h_kv, n, d_h]
+        update.check(cache, 0, kv, kv)
+    if not cfg.tied:  # the untied LM head as lm_head refuses it
+        core_checks.lm_head(stand_in(w.W_E, (cfg.d,)), None, W_out=w.W_out)
 
 
 def context_length(self: Llama, n: int):
@@ -302,6 +318,7 @@ def llama_encode(self: Llama, prompt):
     if isinstance(prompt, str):
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer: pass token ids, not text")
+        tokenizer_checks.utf8_text(prompt)  # as the tokenizers' own encode refuses a lone surrogate
         return
     arr = np.asarray(to_numpy(prompt))
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
@@ -319,14 +336,17 @@ def llama_logits(self: Llama, ids):
     context_length(self, n)
 
 
-def llama_packed_logits(self: Llama, docs, n_ctx=None, *, restart_positions=True):
+def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
     if isinstance(docs, str) or not docs:
         raise ValueError("docs must be a non-empty list of texts or id sequences")
-    lengths = [len(self.encode(d)) for d in docs]
+    ids = [self.encode(d) for d in docs]
+    lengths = [len(d) for d in ids]
     empty = [i for i, n in enumerate(lengths) if not n]
     if empty:
         raise ValueError(f"documents {empty} have no tokens: every packed document needs at least one")
-    context_length(self, min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx)
+    n_ctx = min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx
+    context_length(self, n_ctx)
+    core_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
 
 
 def some_tokens(self: Llama, text_or_ids, what: str):
@@ -341,7 +361,7 @@ def llama_iter_attention_weights(self: Llama, text_or_ids):
     some_tokens(self, text_or_ids, "attention_weights")
 
 
-def llama_attention_weights(self: Llama, text_or_ids, *, layer=None, head=None):
+def llama_attention_weights(self: Llama, text_or_ids, *, layer, head):
     layer_and_head(self.config.L, self.config.h, layer, head)
     some_tokens(self, text_or_ids, "attention_weights")
 
@@ -350,7 +370,7 @@ def llama_hidden_states(self: Llama, text_or_ids):
     some_tokens(self, text_or_ids, "hidden_states")
 
 
-def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b=1, use_cache=True):
+def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b, use_cache):
     require_int(n_prompt=n_prompt, b=b, low=1)
     require_int(max_new_tokens=max_new_tokens)
     require_bool(use_cache=use_cache)
@@ -377,13 +397,12 @@ def given_cache(self: Llama, cache, n_tokens: int):
                          f"need {n_tokens}")
 
 
-def llama_next_token_probs(self: Llama, prompt, k=10):
+def llama_next_token_probs(self: Llama, prompt, k):
     require_int(k=k, low=1)
     llama_logits(self, prompt)  # the prompt, as logits checks it
 
 
-def llama_stream(self: Llama, prompt, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None, seed=None,
-                 use_cache=True, cache=None, stop_at_eos=True):
+def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
     n = len(self.encode(prompt))
     if not n:
         raise ValueError("the prompt is empty: give at least one token")
@@ -394,8 +413,7 @@ def llama_stream(self: Llama, prompt, max_new_tokens=64, temperature=0.0, top_k=
         given_cache(self, cache, n + int(max_new_tokens))
 
 
-def llama_generate_batch(self: Llama, prompts, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None,
-                         seed=None, stop_at_eos=True):
+def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos):
     if isinstance(prompts, str):
         raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
                         "pass [text], or use generate(text)")

@@ -73,11 +73,11 @@ def seq2seq_encoder_layer(x, lw: Seq2SeqEncoderLayer, h: int, *, mask=None, acti
     # [b, n_enc, d] -> [b, n_enc, d], [b, h, n_enc, n_enc]
     """Post-norm encoder layer. mask: broadcastable to (b, h, n_enc, n_enc), True = may attend
     (None: every key, the bidirectional encoder; pass a padding mask for padded batches)."""
-    # the door checked every shape once: the parts run bare
-    a, p = multi_head_attention.unchecked(x, lw.self_attn, h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
-    x = layer_norm.unchecked(x + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n, d]
-    f = ffn.unchecked(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # d -> d_ff -> d
-    return layer_norm.unchecked(x + f, lw.ln2_g, lw.ln2_b, eps), p  # [b, n, d]
+    # the door checked every shape once: the parts it calls are trusted
+    a, p = multi_head_attention(x, lw.self_attn, h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
+    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n, d]
+    f = ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # d -> d_ff -> d
+    return layer_norm(x + f, lw.ln2_g, lw.ln2_b, eps), p  # [b, n, d]
 
 
 @checked_by(checks.seq2seq_decoder_layer)
@@ -93,15 +93,15 @@ def seq2seq_decoder_layer(y, z, lw: Seq2SeqDecoderLayer, h: int, *, causal: bool
     xp = get_xp(y)
     keep = self_mask
     if causal:  # the future of the target is hidden
-        future = causal_mask.unchecked(y.shape[1], xp=xp)  # [n_dec, n_dec]
+        future = causal_mask(y.shape[1], xp=xp)  # [n_dec, n_dec]
         keep = future if keep is None else keep & future
     # 1. masked self-attention
-    a, p_self = multi_head_attention.unchecked(y, lw.self_attn, h, mask=keep, return_weights=True)
-    y = layer_norm.unchecked(y + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n_dec, d]
+    a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
+    y = layer_norm(y + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n_dec, d]
     # 2. cross-attention: queries from y, keys and values from z
-    c, p_cross = multi_head_attention.unchecked(y, lw.cross_attn, h, mask=cross_mask, context=z,
-                                                return_weights=True)  # [b, n_dec, d], [b, h, n_dec, n_enc]
-    y = layer_norm.unchecked(y + c, lw.ln2_g, lw.ln2_b, eps)  # [b, n_dec, d]
+    c, p_cross = multi_head_attention(y, lw.cross_attn, h, mask=cross_mask, context=z,
+                                      return_weights=True)  # [b, n_dec, d], [b, h, n_dec, n_enc]
+    y = layer_norm(y + c, lw.ln2_g, lw.ln2_b, eps)  # [b, n_dec, d]
     # 3. position-wise FFN
-    f = ffn.unchecked(y, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # [b, n_dec, d]
-    return layer_norm.unchecked(y + f, lw.ln3_g, lw.ln3_b, eps), p_self, p_cross
+    f = ffn(y, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # [b, n_dec, d]
+    return layer_norm(y + f, lw.ln3_g, lw.ln3_b, eps), p_self, p_cross

@@ -3,7 +3,6 @@ checks.seq2seq_decoder_layer: each names the bad value in one line, or returns N
 from __future__ import annotations
 
 from ..core import checks as core_checks
-from ..core.layers import relu
 from ..require import require_bool, require_float, require_int, require_real
 
 
@@ -23,23 +22,23 @@ def sublayers(x, lw, h, activation, eps, norms):
     if not callable(activation):
         raise TypeError(f"activation must be a function such as T.relu, got {activation!r}")
     require_real(eps=eps)
-    core_checks.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2)
+    core_checks.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation)
     for k in norms:
         core_checks.layer_norm(x, getattr(lw, f"ln{k}_g"), getattr(lw, f"ln{k}_b"), eps)
 
 
-def seq2seq_encoder_layer(x, lw, h, *, mask=None, activation=relu, eps=1e-5):
+def seq2seq_encoder_layer(x, lw, h, *, mask, activation, eps):
     sequence("x", x)
     sublayers(x, lw, h, activation, eps, (1, 2))
-    core_checks.multi_head_attention(x, lw.self_attn, h, mask=mask)
+    core_checks.multi_head_attention(x, lw.self_attn, h, None, mask=mask, context=None, return_weights=True)
 
 
-def seq2seq_decoder_layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
+def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activation, eps):
     sequence("y", y)
     sequence("z", z, y.shape[2])
     if z.shape[0] != y.shape[0]:
         raise ValueError(f"z (encoder output) must have the batch b={y.shape[0]} of y, got shape {tuple(z.shape)}")
     require_bool(causal=causal)
     sublayers(y, lw, h, activation, eps, (1, 2, 3))
-    core_checks.multi_head_attention(y, lw.self_attn, h, mask=self_mask)
-    core_checks.multi_head_attention(y, lw.cross_attn, h, mask=cross_mask, context=z)
+    core_checks.multi_head_attention(y, lw.self_attn, h, None, mask=self_mask, context=None, return_weights=True)
+    core_checks.multi_head_attention(y, lw.cross_attn, h, None, mask=cross_mask, context=z, return_weights=True)

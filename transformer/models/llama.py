@@ -95,37 +95,37 @@ class LlamaWeights:
 
 # --- the forward pass, top-down from small parts ----------------------------------------
 # The weights were checked when loaded, and forward() builds q, k, v and the mask itself (or checks
-# a caller's mask once), so the blocks call the unchecked cores (rms_norm.unchecked, …) of the public
-# functions: a decode step runs ~10 of them per layer, and checking each again cost ~20 % of a small
+# a caller's mask once): inside its door the blocks' calls (rms_norm, …) are trusted, their checks
+# skipped. A decode step runs ~10 of them per layer, and checking each again cost ~20 % of a small
 # model's step.
 def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                     return_weights: bool = False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k])
     """Self-attention of one block: project, RoPE, cache, GQA attention, output projection."""
-    q = split_heads.unchecked(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
-    k = split_heads.unchecked(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
-    v = split_heads.unchecked(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
+    q = split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
+    k = split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
+    v = split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
     # RoPE: rotate q and k by their positions, so q·k depends on the distance between them
-    q = apply_rope_interleaved.unchecked(q, cos, sin)  # [b, h, n, d_h]
-    k = apply_rope_interleaved.unchecked(k, cos, sin)  # [b, h_kv, n, d_h]
+    q = apply_rope_interleaved(q, cos, sin)  # [b, h, n, d_h]
+    k = apply_rope_interleaved(k, cos, sin)  # [b, h_kv, n, d_h]
     # KV cache: store the new positions, read back all of them (only the h_kv heads are kept)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
     # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
-    res = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=return_weights)
+    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
     o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = merge_heads.unchecked(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
+    out = merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
     return out, p
 
 
 def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
                   attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
     """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
-    a, p = attention_block(rms_norm.unchecked(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
+    a, p = attention_block(rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
                            return_weights=attn_out is not None)
     if attn_out is not None:
         attn_out.append(p)
     x = x + a  # [b, n, d] residual
-    return x + swiglu_ffn.unchecked(rms_norm.unchecked(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
+    return x + swiglu_ffn(rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
 
 
 def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
@@ -172,7 +172,7 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     if mask is None:
         mask = decoder_mask(n, n_past, key_valid, xp=xp)  # [n, n_k] or [b, 1, n, n_k] or None
     # Embedding, then L decoder blocks on the residual stream
-    x = embed.unchecked(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
+    x = embed(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
     if hidden_out is not None:
         hidden_out.append(x)
     for layer, lw in enumerate(w.layers):
@@ -184,7 +184,7 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     # Final RMSNorm and the LM head (tied: the embedding table transposed)
     if last_only:
         x = x[:, -1:, :]  # [b, 1, d]
-    x = rms_norm.unchecked(x, w.norm, cfg.eps)  # [b, n, d]
+    x = rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
     return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
 
 
@@ -265,7 +265,7 @@ class Llama:
         n, w, cfg = len(ids), self.weights, self.config
         cos, sin = (t[:n, ...] for t in self.rope_tables(n))  # [n, d_h/2]: positions 0 … n − 1
         mask = decoder_mask(n, 0, xp=self.xp)  # [n, n] causal (None for one token)
-        x = embed.unchecked(self._ids_array(ids), w.W_E)  # [1, n, d]; ids checked by encode
+        x = embed(self._ids_array(ids), w.W_E)  # [1, n, d]; ids checked by encode
         for lw in w.layers:
             maps: list = []
             x = decoder_block(x, lw, cfg, cos, sin, mask, attn_out=maps)  # [1, n, d]
@@ -393,9 +393,9 @@ class Llama:
         update/advance/length (default: a contiguous KVCache sized to the request).
         stop_at_eos=False always produces max_new_tokens (for timing). Timings land in
         `self.last_stats`, and which path computed the steps in `self.last_stats.engine`.
-        On a GPU (CuPy, float32, one prompt, no top-k/top-p) the decode steps run as a CUDA graph
-        that also samples ("graph", `device_step`): greedy gives the same ids, a temperature draws from
-        the same distribution with the device's own random stream, reproducible from `seed`.
+        On a GPU (CuPy, float32, one prompt) the decode steps run as a CUDA graph that also samples
+        ("graph", `device_step`): greedy gives the same ids; a temperature, top-k and top-p draw from the
+        same distribution with the device's own random stream, reproducible from `seed`.
         """
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache,
                                 stop_at_eos))

@@ -14,7 +14,7 @@ Each of its lines rewrites one readable formula of llama.py:
     q, k, v = x W_q, x W_k, x W_v  (then split_heads)              x @ [W_q | W_k | W_v] into one buffer (fused)
     apply_rope_interleaved(q | k, cos, sin)                        q and k as complex pairs × e^{iθ}, one multiply
     scores · 1/√d_h                                                the 1/√d_h rides on the query's turn
-    cache.update(layer, k, v)                                      the same (KVCache.update, its bare formula)
+    cache.update(layer, k, v)                                      the same (KVCache.update)
     repeat_kv, then softmax(q Kᵀ + mask) V                         attend: g·n queries per KV head against K, V
                                                                    unrepeated; the mask as a 0 / −inf bias
     merge_heads(o) @ W_o,  x + …                                   np.matmul(o, W_o, out=y); x += y
@@ -220,7 +220,7 @@ class FastForward:
             for W, cols in qkv_mats:
                 np.matmul(xn, W, out=B.qkv[..., cols])  # [b, n, d] @ [d, ·] -> [b, n, ·]
             np.multiply(B.qk, turn, out=B.qk)  # q and k turned, q scaled by 1/√d_h
-            K, V = KVCache.update.unchecked(cache, layer, B.k.swapaxes(1, 2), B.v.swapaxes(1, 2))  # [b, h_kv, t + n, d_h]
+            K, V = cache.update(layer, B.k.swapaxes(1, 2), B.v.swapaxes(1, 2))  # [b, h_kv, t + n, d_h]
             # GQA: each KV head's g·n queries against its t + n keys
             q = np.reshape(B.q.transpose(0, 2, 3, 1, 4), (b, h_kv, g * n, d_h))  # a view when n = 1, else a copy
             pv = self.attend(q, K, V, hide, empty_rows)  # [b, h_kv, g·n, d_h]

@@ -65,7 +65,7 @@ def greedy_generate(params: dict, cfg, prompt_ids, max_new: int):  # [b, n0] -> 
     products overflow) are refused, as for SmolLM2: an argmax of NaN would be token 0."""
     xp = get_xp(params["W_E"])
     rows = to_numpy(prompt_ids).astype(np.int64)  # [b, n0]
-    new = llama_from_params.unchecked(params, cfg).generate_batch([list(r) for r in rows], max_new,
-                                                                  stop_at_eos=False)  # b × max_new ids
+    new = llama_from_params(params, cfg).generate_batch([list(r) for r in rows], max_new,
+                                                        stop_at_eos=False)  # b × max_new ids
     out = np.concatenate([rows, np.asarray(new, dtype=np.int64).reshape(len(rows), max_new)], axis=1)
     return xp.asarray(out)  # [b, n0 + max_new]

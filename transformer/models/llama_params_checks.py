@@ -9,7 +9,7 @@ __all__ = ["llama_from_params", "trained_greedy_generate"]
 CONFIG_FIELDS = ("v", "d", "h", "h_kv", "L", "d_ff", "n_max", "rope_base", "eps", "tied", "parameter_shapes")
 
 
-def llama_from_params(params, cfg, tokenizer=None):
+def llama_from_params(params, cfg, tokenizer):
     """params holds exactly the config's weights (cfg.parameter_shapes()), each of its shape, of one dtype."""
     missing_fields = [f for f in CONFIG_FIELDS if not hasattr(cfg, f)]
     if missing_fields:
@@ -19,7 +19,7 @@ def llama_from_params(params, cfg, tokenizer=None):
 
 
 def trained_greedy_generate(params, cfg, prompt_ids, max_new):
-    llama_from_params(params, cfg)
+    llama_from_params(params, cfg, None)
     require_array("prompt_ids", prompt_ids)
     xp = get_xp(prompt_ids)
     if not xp.isdtype(prompt_ids.dtype, "integral"):

@@ -2,8 +2,9 @@
 
 A function in `tokenizers/` names its check at the door (`@checked_by(checks.basic_tokenize)`);
 a method's check takes `self` first and is named after its class (`bpe_tokenizer_encode`).
-The check receives the same arguments and raises a one-line error naming the bad value, or
-returns None. Checks shared by several doors (a text, a token id) are the functions at the top.
+The check receives every argument by keyword, the function's defaults filled in (it states none), and
+raises a one-line error naming the bad value, or returns None. Checks shared by several doors (a
+text, a token id) are the functions at the top.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def sequence_length(max_length):
 
 
 # --- bpe.py ---------------------------------------------------------------------------------
-def pre_tokenize(text, pre="smollm"):
+def pre_tokenize(text, pre):
     if pre not in ("smollm", "gpt2"):
         raise ValueError(f"unknown pre-tokenizer {pre!r}: use 'smollm' or 'gpt2'")
 
@@ -75,8 +76,9 @@ def bpe_tokenizer_post_init(self):
         raise ValueError(f"special tokens {missing} are not in the vocabulary")
 
 
-def bpe_tokenizer_encode(self, text, *, allow_special=True):
+def bpe_tokenizer_encode(self, text, *, allow_special):
     utf8_text(text)
+    pre_tokenize(text, self.pre)  # the tokenizer's pre-tokenizer, as its words are cut
 
 
 def bpe_tokenizer_pieces(self, ids):
@@ -92,7 +94,7 @@ def bpe_tokenizer_decode(self, ids):
     bpe_tokenizer_pieces(self, ids)
 
 
-def bpe_tokenizer_apply_chat_template(self, messages, add_generation_prompt=True):
+def bpe_tokenizer_apply_chat_template(self, messages, add_generation_prompt):
     if isinstance(messages, str):
         return
     if not messages:
@@ -103,7 +105,7 @@ def bpe_tokenizer_apply_chat_template(self, messages, add_generation_prompt=True
 
 
 # --- wordpiece.py ---------------------------------------------------------------------------
-def basic_tokenize(text, lower=True):
+def basic_tokenize(text, lower):
     utf8_text(text)
 
 
@@ -123,7 +125,7 @@ def check_texts(texts):
         utf8_text(t, f"texts[{i}]")  # a lone surrogate, named by its text and position
 
 
-def wordpiece_tokenizer_init(self, vocab, *, lower=True, max_length=512):
+def wordpiece_tokenizer_init(self, vocab, *, lower, max_length):
     missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
     if missing:
         raise ValueError(f"vocabulary lacks the special tokens {missing}")
@@ -134,7 +136,7 @@ def wordpiece_tokenizer_tokenize(self, text):
     utf8_text(text)
 
 
-def wordpiece_tokenizer_encode(self, text, max_length=None):
+def wordpiece_tokenizer_encode(self, text, max_length):
     if max_length is not None:
         sequence_length(max_length)
     utf8_text(text)
@@ -147,7 +149,7 @@ def wordpiece_tokenizer_convert_ids_to_tokens(self, ids):
             raise ValueError(f"ids[{k}]={int(i)} is outside the vocabulary [0, {len(self.vocab)})")
 
 
-def wordpiece_tokenizer_encode_batch(self, texts, max_length=None):
+def wordpiece_tokenizer_encode_batch(self, texts, max_length):
     check_texts(texts)
     if max_length is not None:
         sequence_length(max_length)

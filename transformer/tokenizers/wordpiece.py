@@ -250,7 +250,7 @@ class WordPieceTokenizer:
             if part in self.specials:
                 pieces.append(part)
                 continue
-            for word in basic_tokenize.unchecked(part, self.lower):  # part of the text checked at this door
+            for word in basic_tokenize(part, self.lower):  # part of the text checked at this door
                 pieces.extend(wordpiece(word, self.vocab))
         return pieces
 

@@ -1,8 +1,9 @@
 """The refusals of train/'s public functions, one check per function and of the same name.
 
-Each receives the same arguments as its function and raises a one-line error naming the bad
-value, or returns None. The shared pieces (a parameter dict, a seed, a generator, a split)
-come first; then one section per module: optim, data, translation_data, checkpoint, loop.
+Each receives every argument of its function by keyword, the function's defaults filled in (it states
+none), and raises a one-line error naming the bad value, or returns None. The shared pieces (a
+parameter dict, a seed, a generator, a split) come first; then one section per module: optim, data,
+translation_data, checkpoint, loop.
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def optimizer_settings(lr, betas, eps, weight_decay, decay):
     callable_arg("decay", decay, optional=True)
 
 
-def adamw_step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+def adamw_step(params, grads, state, lr, *, betas, eps, weight_decay, decay):
     param_dict("params", params)
     same_arrays("grads", grads, params)
     if not (hasattr(state, "m") and hasattr(state, "v") and hasattr(state, "t")):
@@ -101,7 +102,7 @@ def adamw_step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_
     optimizer_settings(lr, betas, eps, weight_decay, decay)
 
 
-def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+def lr_at(step, *, lr_max, warmup, total, lr_min):
     require_int(step=step, warmup=warmup, total=total)
     require_real(lr_max=lr_max, lr_min=lr_min)
     if lr_max < 0 or not 0 <= lr_min <= lr_max:
@@ -127,7 +128,7 @@ def token_range(v, first_token):
         raise ValueError(f"first_token={first_token} leaves no token below v={v} to draw")
 
 
-def induction_batch(rng, b, n_half, v, *, first_token=1, distinct=True, split="train"):
+def induction_batch(rng, b, n_half, v, *, first_token, distinct, split):
     generator(rng)
     require_int(b=b, n_half=n_half, low=1)
     token_range(v, first_token)
@@ -138,9 +139,9 @@ def induction_batch(rng, b, n_half, v, *, first_token=1, distinct=True, split="t
                          f"raise v or pass distinct=False")
 
 
-def induction_split(seed, n_train_batches, n_heldout_batches, b, n_half, v, *, first_token=1, distinct=True):
+def induction_split(seed, n_train_batches, n_heldout_batches, b, n_half, v, *, first_token, distinct):
     require_int(seed=seed, n_train_batches=n_train_batches, n_heldout_batches=n_heldout_batches)
-    induction_batch(np.random.default_rng(0), b, n_half, v, first_token=first_token, distinct=distinct)
+    induction_batch(np.random.default_rng(0), b, n_half, v, first_token=first_token, distinct=distinct, split="train")
 
 
 def induction_accuracy(pred_ids, ids):
@@ -154,7 +155,7 @@ def induction_accuracy(pred_ids, ids):
         raise ValueError(f"ids must hold two equal halves of ≥ 2 tokens, got length {np.shape(ids)[1]}")
 
 
-def induction_documents(rng, count, v, n_half_range=(4, 16), *, first_token=1, distinct=True, split="train"):
+def induction_documents(rng, count, v, n_half_range, *, first_token, distinct, split):
     require_int(count=count, low=1)
     int_range("n_half_range", n_half_range, low=1)
     induction_batch(rng, 1, n_half_range[1], v, first_token=first_token, distinct=distinct, split=split)
@@ -171,13 +172,13 @@ def doc_list(docs, score_from, pad_id):
         require_int(**{f"score_from[{i}]": s for i, s in enumerate(score_from)})
 
 
-def padded_rows(docs, n, *, score_from=None, pad_id=0):
+def padded_rows(docs, n, *, score_from, pad_id):
     doc_list(docs, score_from, pad_id)
     require_int(n=n, low=1)
     documents_fit([len(np.asarray(d)) for d in docs], n)
 
 
-def packed_rows(docs, n_ctx, *, score_from=None, pad_id=0, longest_first=False):
+def packed_rows(docs, n_ctx, *, score_from, pad_id, longest_first):
     doc_list(docs, score_from, pad_id)
     require_int(n_ctx=n_ctx, low=1)
     require_bool(longest_first=longest_first)
@@ -190,16 +191,16 @@ def batches(make_batch, seed, steps):
 
 
 # --- translation_data.py --------------------------------------------------------------------
-def translation_batch(rng, b, *, n_range=(4, 12), split="train"):
+def translation_batch(rng, b, *, n_range, split):
     generator(rng)
     require_int(b=b, low=1)
     int_range("n_range", n_range, low=1)
     split_name(split)
 
 
-def translation_split(seed, n_train_batches, n_heldout_batches, b, *, n_range=(4, 12)):
+def translation_split(seed, n_train_batches, n_heldout_batches, b, *, n_range):
     require_int(seed=seed, n_train_batches=n_train_batches, n_heldout_batches=n_heldout_batches)
-    translation_batch(np.random.default_rng(0), b, n_range=n_range)
+    translation_batch(np.random.default_rng(0), b, n_range=n_range, split="train")
 
 
 def translation_alignment(n_src):
@@ -216,7 +217,7 @@ def token_ids(ids, vocab):
         raise ValueError(f"token ids must lie in [0, {v}) (or be -100), got {int(bad[0])}")
 
 
-def detokenize(ids, vocab=None):
+def detokenize(ids, vocab):
     token_ids(ids, vocab)
 
 
@@ -255,7 +256,7 @@ def path_like(name, p):
         raise TypeError(f"{name} must be a path (str or Path), got {name}={p!r}")
 
 
-def save_checkpoint(dir, params, config, *, extra=None):
+def save_checkpoint(dir, params, config, *, extra):
     path_like("dir", dir)
     d = Path(dir)
     if d.exists() and not d.is_dir():
@@ -273,7 +274,7 @@ def save_checkpoint(dir, params, config, *, extra=None):
         json_object(name, x)
 
 
-def load_checkpoint(path_or_dir, *, expected_shapes=None, max_bytes=4 << 30, xp=None):
+def load_checkpoint(path_or_dir, *, expected_shapes, max_bytes, xp):
     path_like("path_or_dir", path_or_dir)
     require_int(max_bytes=max_bytes, low=1)
     if expected_shapes is not None and not (isinstance(expected_shapes, dict) or callable(expected_shapes)):
@@ -281,12 +282,12 @@ def load_checkpoint(path_or_dir, *, expected_shapes=None, max_bytes=4 << 30, xp=
                         f"got {type(expected_shapes).__name__}")
 
 
-def checkpoint_extra(path_or_dir, *, max_bytes=4 << 30):
+def checkpoint_extra(path_or_dir, *, max_bytes):
     path_like("path_or_dir", path_or_dir)
     require_int(max_bytes=max_bytes, low=1)
 
 
-def checkpoint_contents(path_or_dir, *, max_bytes=4 << 30):
+def checkpoint_contents(path_or_dir, *, max_bytes):
     checkpoint_extra(path_or_dir, max_bytes=max_bytes)
 
 
@@ -314,9 +315,8 @@ def read_metrics(path_or_dir):
 
 
 # --- loop.py --------------------------------------------------------------------------------
-def train_loop(loss_and_grads, params, batch_iter, *, steps, lr_max, warmup, min_lr=0.0, clip=1.0,
-               weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8, decay=None, progress=True, on_step=None,
-               desc="training", tokens_of=None):
+def train_loop(loss_and_grads, params, batch_iter, *, steps, lr_max, warmup, min_lr, clip, weight_decay, betas, eps,
+               decay, progress, on_step, desc, tokens_of):
     callable_arg("loss_and_grads", loss_and_grads)
     param_dict("params", params)
     if not hasattr(batch_iter, "__iter__") and not hasattr(batch_iter, "__next__"):

@@ -148,8 +148,8 @@ def induction_documents(rng, count: int, v: int, n_half_range=(4, 16), *, first_
     score_from=[len(d) // 2 for d in docs] to padded_rows / packed_rows."""
     lo, hi = n_half_range
     halves = rng.integers(lo, hi + 1, size=count)  # [count]
-    return [induction_batch.unchecked(rng, 1, int(n), v, first_token=first_token, distinct=distinct,
-                                      split=split).ids[0] for n in halves]  # arguments checked at the door
+    return [induction_batch(rng, 1, int(n), v, first_token=first_token, distinct=distinct,
+                            split=split).ids[0] for n in halves]  # arguments checked at the door
 
 
 # --- rows for a decoder: padded or packed -----------------------------------------------------

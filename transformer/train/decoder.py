@@ -15,9 +15,9 @@ the arrays the forward keeps for it (`saved`) are the model's activation memory,
 `activation_bytes`. With attention="tiled" the forward is FlashAttention's and the backward
 rebuilds the weights tile by tile from the saved row log-sum-exp, so no n × n array is kept.
 
-The door of each public function checks its inputs once (`decoder_checks.py`); inside, the core's
-formulas run as `.unchecked`, as in models/llama.py: the shapes were checked at the door, and a
-check per call would cost as much as a small model's maths.
+The door of each public function checks its inputs once (`decoder_checks.py`); the core's formulas it
+calls inside are trusted (require.checked_by skips their checks), as in models/llama.py: the shapes were
+checked at the door, and a check per call would cost as much as a small model's maths.
 """
 from __future__ import annotations
 
@@ -118,15 +118,15 @@ def _layer(params, l):  # -> this layer's weights without the "layers.{l}." pref
 def _rope_tables(positions, cfg, dtype):  # [b, n] -> cos, sin [b, 1, n, d_h/2]
     xp = get_xp(positions)
     b, n = positions.shape
-    cos, sin = rope_cos_sin.unchecked(xp.reshape(positions, (-1,)), cfg.d_h, cfg.rope_base, dtype)  # [b·n, d_h/2]
+    cos, sin = rope_cos_sin(xp.reshape(positions, (-1,)), cfg.d_h, cfg.rope_base, dtype)  # [b·n, d_h/2]
     return xp.reshape(cos, (b, 1, n, cfg.d_h // 2)), xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
 
 
 def _qkv(a, p, cfg, cos, sin):  # [b, n, d] -> q [b, h, n, d_h], k, v [b, h_kv, n, d_h]
     """Project, split into heads, and rotate q and k by their positions (RoPE)."""
-    q = apply_rope_half.unchecked(split_heads.unchecked(a @ p["W_q"], cfg.h), cos, sin)  # [b, h, n, d_h]
-    k = apply_rope_half.unchecked(split_heads.unchecked(a @ p["W_k"], cfg.h_kv), cos, sin)  # [b, h_kv, n, d_h]
-    v = split_heads.unchecked(a @ p["W_v"], cfg.h_kv)  # [b, h_kv, n, d_h]
+    q = apply_rope_half(split_heads(a @ p["W_q"], cfg.h), cos, sin)  # [b, h, n, d_h]
+    k = apply_rope_half(split_heads(a @ p["W_k"], cfg.h_kv), cos, sin)  # [b, h_kv, n, d_h]
+    v = split_heads(a @ p["W_v"], cfg.h_kv)  # [b, h_kv, n, d_h]
     return q, k, v
 
 
@@ -167,28 +167,28 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
         saved["doc"] = doc  # the tiled backward rebuilds the mask of each tile from it
     mask = None  # tiled: each tile builds its own part of the mask
     if attention == "plain":  # [n, n] or [b, 1, n, n]: causal, and a token sees only its own document
-        mask = causal_mask.unchecked(n, xp=xp) if doc is None else document_mask.unchecked(doc, causal=True)
+        mask = causal_mask(n, xp=xp) if doc is None else document_mask(doc, causal=True)
     drop = training and cfg.dropout > 0
     draw = (rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)) if drop else None
-    x = embed.unchecked(ids, params["W_E"])  # [b, n, d]
+    x = embed(ids, params["W_E"])  # [b, n, d]
     for l in range(cfg.L):
         p, s = _layer(params, l), {}
         s["x"] = x
-        s["a"] = a = rms_norm.unchecked(x, p["norm1"], cfg.eps)  # [b, n, d]
+        s["a"] = a = rms_norm(x, p["norm1"], cfg.eps)  # [b, n, d]
         s["q"], s["k"], s["v"] = q, k, v = _qkv(a, p, cfg, cos, sin)
         if drop:  # attention-weight dropout: O = dropout(P) V, as the Annotated Transformer and nanoGPT do
             s["o"], s["P"], s["keep"] = _attention_dropout(q, k, v, mask, cfg.dropout, draw)
         elif attention == "plain":  # GQA inside: query head i reads key/value head i // (h / h_kv)
-            s["o"], s["P"] = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=True)
+            s["o"], s["P"] = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
         else:  # [b, h, n, d_h], [b, h, n]
-            s["o"], s["lse"] = flash_attention.unchecked(q, k, v, causal=True, doc=doc, return_lse=True,
-                                                         block_q=block_q, block_k=block_k)
-        s["x_mid"] = x = x + merge_heads.unchecked(s["o"]) @ p["W_o"]  # [b, n, d] residual
-        s["f"] = f = rms_norm.unchecked(x, p["norm2"], cfg.eps)  # [b, n, d]
-        x = x + swiglu_ffn.unchecked(f, p["W_gate"], p["W_up"], p["W_down"])  # [b, n, d] residual
+            s["o"], s["lse"] = flash_attention(q, k, v, causal=True, doc=doc, return_lse=True,
+                                               block_q=block_q, block_k=block_k)
+        s["x_mid"] = x = x + merge_heads(s["o"]) @ p["W_o"]  # [b, n, d] residual
+        s["f"] = f = rms_norm(x, p["norm2"], cfg.eps)  # [b, n, d]
+        x = x + swiglu_ffn(f, p["W_gate"], p["W_up"], p["W_down"])  # [b, n, d] residual
         saved.update({f"layers.{l}.{k}": t for k, t in s.items()})
     saved["x_final"] = x
-    saved["h"] = hN = rms_norm.unchecked(x, params["norm"], cfg.eps)  # [b, n, d]
+    saved["h"] = hN = rms_norm(x, params["norm"], cfg.eps)  # [b, n, d]
     logits = hN @ (params["W_E"].mT if cfg.tied else params["W_out"])  # [b, n, v]
     return logits, saved
 
@@ -197,9 +197,9 @@ def _attention_dropout(q, k, v, mask, p, rng):  # q [b, h, n, d_h], k, v [b, h_k
     """scaled_dot_product_attention with dropout on its weights: P = softmax(q kᵀ/√d_h + mask),
     P̃ = dropout(P), o = P̃ V. Keeps P (for the softmax backward) and the keep-mask (for P̃)."""
     n_rep = q.shape[1] // k.shape[1]
-    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # GQA: [b, h, n, d_h]
-    P = softmax.unchecked(attention_scores.unchecked(q, K), mask=mask)  # [b, h, n, n]
-    P_drop, keep = dropout.unchecked(P, p, rng=rng)  # [b, h, n, n], kept weights scaled by 1/(1 − p)
+    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # GQA: [b, h, n, d_h]
+    P = softmax(attention_scores(q, K), mask=mask)  # [b, h, n, n]
+    P_drop, keep = dropout(P, p, rng=rng)  # [b, h, n, n], kept weights scaled by 1/(1 − p)
     return P_drop @ V, P, keep  # [b, h, n, d_h]
 
 
@@ -211,12 +211,12 @@ def _attention_dropout_backward(do, q, k, v, P, keep, p):  # [b, h, n, d_h] -> d
     (scaled_dot_product_attention_backward's lines, with the dropout's transpose added)."""
     n_rep = q.shape[1] // k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    K, V = repeat_kv.unchecked(k, n_rep), repeat_kv.unchecked(v, n_rep)  # [b, h, n, d_h]
-    dV = dropout.unchecked(P, p, mask=keep)[0].mT @ do  # P̃ rebuilt from P and the mask: [b, h, n, d_h]
-    dS = softmax_backward.unchecked(dropout_backward.unchecked(do @ V.mT, keep, p), P)  # [b, h, n, n]
+    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [b, h, n, d_h]
+    dV = dropout(P, p, mask=keep)[0].mT @ do  # P̃ rebuilt from P and the mask: [b, h, n, d_h]
+    dS = softmax_backward(dropout_backward(do @ V.mT, keep, p), P)  # [b, h, n, n]
     dq = (dS @ K) * scale  # [b, h, n, d_h]
     dK = (dS.mT @ q) * scale
-    return dq, repeat_kv_backward.unchecked(dK, n_rep), repeat_kv_backward.unchecked(dV, n_rep)
+    return dq, repeat_kv_backward(dK, n_rep), repeat_kv_backward(dV, n_rep)
 
 
 def _block_backward(dx, p, s, cfg, cos, sin, doc, block_q, block_k):  # [b, n, d] -> [b, n, d], grads
@@ -224,27 +224,27 @@ def _block_backward(dx, p, s, cfg, cos, sin, doc, block_q, block_k):  # [b, n, d
     each sub-block's backward adds its part to the dx that flows past it unchanged."""
     g = {}
     # FFN sub-block: x_out = x_mid + SwiGLU(RMSNorm(x_mid))
-    df, g["W_gate"], g["W_up"], g["W_down"] = swiglu_ffn_backward.unchecked(dx, s["f"], p["W_gate"], p["W_up"],
-                                                                            p["W_down"])  # df [b, n, d]
-    dx_mid, g["norm2"] = rms_norm_backward.unchecked(df, s["x_mid"], p["norm2"], cfg.eps)
+    df, g["W_gate"], g["W_up"], g["W_down"] = swiglu_ffn_backward(dx, s["f"], p["W_gate"], p["W_up"],
+                                                                  p["W_down"])  # df [b, n, d]
+    dx_mid, g["norm2"] = rms_norm_backward(df, s["x_mid"], p["norm2"], cfg.eps)
     dx = dx + dx_mid  # [b, n, d]
     # attention sub-block: x_mid = x + merge(o) W_o
-    dz, g["W_o"], _ = linear_backward.unchecked(dx, merge_heads.unchecked(s["o"]), p["W_o"])  # dz [b, n, h·d_h]
-    do = merge_heads_backward.unchecked(dz, cfg.h)  # [b, h, n, d_h]
+    dz, g["W_o"], _ = linear_backward(dx, merge_heads(s["o"]), p["W_o"])  # dz [b, n, h·d_h]
+    do = merge_heads_backward(dz, cfg.h)  # [b, h, n, d_h]
     if "keep" in s:  # the forward dropped out attention weights
         dq, dk, dv = _attention_dropout_backward(do, s["q"], s["k"], s["v"], s["P"], s["keep"], cfg.dropout)
     elif "P" in s:  # dq [b, h, n, d_h], dk, dv [b, h_kv, n, d_h]
-        dq, dk, dv = scaled_dot_product_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["P"])
+        dq, dk, dv = scaled_dot_product_attention_backward(do, s["q"], s["k"], s["v"], s["P"])
     else:
-        dq, dk, dv = flash_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["o"], s["lse"], causal=True,
-                                                        doc=doc, block_q=block_q, block_k=block_k)
-    dq = apply_rope_half_backward.unchecked(dq, cos, sin)  # RoPE's transpose: the rotation by −θ
-    dk = apply_rope_half_backward.unchecked(dk, cos, sin)
+        dq, dk, dv = flash_attention_backward(do, s["q"], s["k"], s["v"], s["o"], s["lse"], causal=True,
+                                              doc=doc, block_q=block_q, block_k=block_k)
+    dq = apply_rope_half_backward(dq, cos, sin)  # RoPE's transpose: the rotation by −θ
+    dk = apply_rope_half_backward(dk, cos, sin)
     da = 0.0
     for name, dH in (("W_q", dq), ("W_k", dk), ("W_v", dv)):  # a feeds three projections: their dA add
-        dA, g[name], _ = linear_backward.unchecked(split_heads_backward.unchecked(dH), s["a"], p[name])
+        dA, g[name], _ = linear_backward(split_heads_backward(dH), s["a"], p[name])
         da = da + dA  # [b, n, d]
-    dx_attn, g["norm1"] = rms_norm_backward.unchecked(da, s["x"], p["norm1"], cfg.eps)
+    dx_attn, g["norm1"] = rms_norm_backward(da, s["x"], p["norm1"], cfg.eps)
     return dx + dx_attn, g
 
 
@@ -255,29 +255,31 @@ def decoder_backward(d_logits, saved: dict, params: dict, cfg: DecoderConfig, *,
     With tied weights W_E gets two terms, the LM head's and the embedding's."""
     grads = {}
     if cfg.tied:  # logits = h W_Eᵀ
-        dh, dW_head = lm_head_backward.unchecked(d_logits, saved["h"], params["W_E"])  # [b, n, d], [v, d]
+        dh, dW_head = lm_head_backward(d_logits, saved["h"], params["W_E"])  # [b, n, d], [v, d]
     else:  # logits = h W_out
-        dh, grads["W_out"], _ = linear_backward.unchecked(d_logits, saved["h"], params["W_out"])
-    dx, grads["norm"] = rms_norm_backward.unchecked(dh, saved["x_final"], params["norm"], cfg.eps)  # [b, n, d]
+        dh, grads["W_out"], _ = linear_backward(d_logits, saved["h"], params["W_out"])
+    dx, grads["norm"] = rms_norm_backward(dh, saved["x_final"], params["norm"], cfg.eps)  # [b, n, d]
     for l in reversed(range(cfg.L)):
         s = {k.split(".", 2)[2]: t for k, t in saved.items() if k.startswith(f"layers.{l}.")}
         dx, g = _block_backward(dx, _layer(params, l), s, cfg, saved["cos"], saved["sin"], saved.get("doc"),
                                 block_q, block_k)
         grads.update({f"layers.{l}.{k}": t for k, t in g.items()})
-    dW_E = embed_backward.unchecked(dx, saved["ids"], cfg.v)  # [v, d] scatter-add over the ids
+    dW_E = embed_backward(dx, saved["ids"], cfg.v)  # [v, d] scatter-add over the ids
     grads["W_E"] = dW_E + dW_head if cfg.tied else dW_E
     return {k: grads[k] for k in params}
 
 
 @checked_by(decoder_checks.decoder_loss_and_grads)
-def decoder_loss_and_grads(params: dict, ids, targets, cfg: DecoderConfig, **kw):  # [b, n] ×2 -> float, grads
+def decoder_loss_and_grads(params: dict, ids, targets, cfg: DecoderConfig, *, positions=None, doc_ids=None,
+                           attention="plain", block_q=None, block_k=None, training=False,
+                           rng=None):  # [b, n] ×2 -> float, grads
     """Mean next-token cross-entropy over the targets that are not −100, and its gradients.
-    kw: decoder_forward's options (positions, doc_ids, attention, block_q, block_k, training, rng)."""
-    logits, saved = decoder_forward.unchecked(params, ids, cfg, **kw)  # [b, n, v]
-    loss = cross_entropy(logits, targets)  # the door checks targets against the logits
-    d_logits = cross_entropy_backward.unchecked(logits, targets)  # [b, n, v]
-    blocks = {k: kw[k] for k in ("block_q", "block_k") if k in kw}
-    return float(loss), decoder_backward.unchecked(d_logits, saved, params, cfg, **blocks)
+    The options are decoder_forward's."""
+    logits, saved = decoder_forward(params, ids, cfg, positions=positions, doc_ids=doc_ids, attention=attention,
+                                    block_q=block_q, block_k=block_k, training=training, rng=rng)  # [b, n, v]
+    loss = cross_entropy(logits, targets)
+    d_logits = cross_entropy_backward(logits, targets)  # [b, n, v]
+    return float(loss), decoder_backward(d_logits, saved, params, cfg, block_q=block_q, block_k=block_k)
 
 
 @checked_by(decoder_checks.activation_bytes)

@@ -1,6 +1,6 @@
 """The refusals of decoder.py's public functions, one check per function and of the same name.
 
-The decoder's maths runs the core's formulas unchecked, so these doors check everything once:
+Inside these doors the core's formulas are trusted (their own checks skipped), so they check everything once:
 the config, the weight dict against the config, the ids, positions and document ids against the
 config's sizes, and the saved activations against the weights.
 """
@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_xp
-from ..require import require_array, require_bool, require_float, require_int, require_named_weights, require_real
+from ..core import backward_checks
+from ..require import (require_array, require_bool, require_float, require_int, require_named_weights, require_real,
+                       stand_in)
 
 ATTENTION = ("plain", "tiled")
 DTYPES = ("float32", "float64")
@@ -64,15 +66,14 @@ def blocks(block_q, block_k):
             require_int(**{name: bsz}, low=1)
 
 
-def init_decoder(cfg, seed=0, *, dtype="float32", xp=None):
+def init_decoder(cfg, seed, *, dtype, xp):
     config(cfg)
     require_int(seed=seed)
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
 
 
-def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention="plain", block_q=None, block_k=None,
-                    training=False, rng=None):
+def decoder_forward(params, ids, cfg, *, positions, doc_ids, attention, block_q, block_k, training, rng):
     params_of(params, cfg)
     token_rows("ids", ids, cfg, 0, cfg.v, "token ids")
     for name, t, low, high, what in (("positions", positions, 0, cfg.n_max, "RoPE positions below n_max"),
@@ -96,7 +97,7 @@ def decoder_forward(params, ids, cfg, *, positions=None, doc_ids=None, attention
                              f"the weights dropped must be reproducible")
 
 
-def decoder_backward(d_logits, saved, params, cfg, *, block_q=None, block_k=None):
+def decoder_backward(d_logits, saved, params, cfg, *, block_q, block_k):
     params_of(params, cfg)
     blocks(block_q, block_k)
     if not isinstance(saved, dict) or "ids" not in saved or "layers.0.x" not in saved:
@@ -109,14 +110,18 @@ def decoder_backward(d_logits, saved, params, cfg, *, block_q=None, block_k=None
         raise ValueError(f"d_logits must have shape (b, n, v) = {want}, got {tuple(d_logits.shape)}")
 
 
-def decoder_loss_and_grads(params, ids, targets, cfg, **kw):
-    decoder_forward(params, ids, cfg, **kw)
+def decoder_loss_and_grads(params, ids, targets, cfg, *, positions, doc_ids, attention, block_q, block_k,
+                           training, rng):
+    decoder_forward(params, ids, cfg, positions=positions, doc_ids=doc_ids, attention=attention, block_q=block_q,
+                    block_k=block_k, training=training, rng=rng)
     require_array("targets", targets)
     if tuple(targets.shape) != tuple(ids.shape):
         raise ValueError(f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}")
+    logits = stand_in(params["W_E"], (*ids.shape, cfg.v))  # [b, n, v], what the forward pass will give
+    backward_checks.cross_entropy(logits, targets, ignore_index=-100)  # dtype and range; -100: cross_entropy's default
 
 
-def activation_bytes(cfg, b, n, *, attention="plain", packed=False, itemsize=4):
+def activation_bytes(cfg, b, n, *, attention, packed, itemsize):
     config(cfg)
     require_int(b=b, n=n, itemsize=itemsize, low=1)
     if attention not in ATTENTION:

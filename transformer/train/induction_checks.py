@@ -6,8 +6,10 @@ from pathlib import Path
 import numpy as np
 
 from . import decoder_checks
-from .checks import output_folder
+from .checks import documents_fit, output_folder, path_like
 from ..require import require_bool, require_int, require_real
+
+N_CTX = 64  # induction.N_CTX, a packed row: restated, since induction.py imports this module (a test holds them equal)
 
 
 def documents(docs):
@@ -25,12 +27,17 @@ def documents(docs):
 
 def induction_rows(docs, *, packed):
     documents(docs)
-    require_bool(packed=packed)  # a document longer than a packed row: packed_rows refuses it
+    require_bool(packed=packed)
+    if packed:  # a document longer than a packed row, as packed_rows refuses it
+        documents_fit([len(np.asarray(d)) for d in docs], N_CTX)
 
 
 def induction_heldout_accuracy(params, cfg, docs):
     decoder_checks.params_of(params, cfg)
     documents(docs)
+    for n in sorted({len(d) for d in docs}):  # the ids of each batch of one length, as decoder_forward refuses them
+        ids = np.stack([np.asarray(d, dtype=np.int64) for d in docs if len(d) == n])  # [b, n]
+        decoder_checks.token_rows("ids", ids, cfg, 0, cfg.v, "token ids")
 
 
 def attention_maps(params, cfg, ids):
@@ -39,6 +46,7 @@ def attention_maps(params, cfg, ids):
     if a.dtype.kind not in "iu" or a.size == 0 or a.ndim > 2 or (a.ndim == 2 and a.shape[0] != 1):
         raise ValueError(f"ids must be one sequence of integer ids, (n,) or (1, n), got dtype {a.dtype}, "
                          f"shape {a.shape}")
+    decoder_checks.token_rows("ids", a.astype(np.int64).reshape(1, -1), cfg, 0, cfg.v, "token ids")  # decoder_forward's
 
 
 def induction_head_scores(maps, n_half):
@@ -48,8 +56,7 @@ def induction_head_scores(maps, n_half):
         raise ValueError(f"maps must end in (n, n) with n ≥ 2·n_half = {2 * n_half}, got shape {W.shape}")
 
 
-def train_induction(*, steps=300, seed=0, out=None, progress=True, packed=False, snapshot_every=10, on_step=None,
-                    sizes=None, lr_max=None):
+def train_induction(*, steps, seed, out, progress, packed, snapshot_every, on_step, sizes, lr_max):
     require_int(steps=steps, snapshot_every=snapshot_every, low=1)
     if sizes is not None:
         if not isinstance(sizes, dict):
@@ -81,3 +88,4 @@ def writable_folder(out: Path) -> None:
 def load_decoder(path_or_dir):
     if not isinstance(path_or_dir, (str, Path)):
         raise TypeError(f"path_or_dir must be a path (str or Path), got {path_or_dir!r}")
+    path_like("path_or_dir", path_or_dir)  # "" too, as checkpoint_contents refuses it

@@ -64,18 +64,18 @@ def train_loop(loss_and_grads, params: dict, batch_iter, *, steps: int, lr_max: 
                 batch = next(batch_iter)
             except StopIteration:
                 raise ValueError(f"batch_iter ran out after {s} batches, steps={steps} were asked for") from None
-            lr = lr_at.unchecked(s, lr_max=lr_max, warmup=warmup, total=steps, lr_min=min_lr)  # checked at the door
+            lr = lr_at(s, lr_max=lr_max, warmup=warmup, total=steps, lr_min=min_lr)  # checked at the door
             loss, grads = loss_and_grads(params, batch)
             loss = float(loss)
             if not math.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss} at step {s} (lr={lr:.3g}): training stopped; "
                                          f"try a lower lr_max or a smaller clip")
             checks.grads_match(params, grads)  # the model's own grads: wrong keys or shapes stop here
-            norm = global_norm.unchecked(grads) if clip is None else clip_by_global_norm.unchecked(grads, clip)
+            norm = global_norm(grads) if clip is None else clip_by_global_norm(grads, clip)
             if not math.isfinite(norm):
                 raise FloatingPointError(f"gradient norm is {norm} at step {s} (loss {loss:.4g}): training stopped")
-            adamw_step.unchecked(params, grads, state, lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                 decay=decay)  # settings checked at the door, grads just above
+            adamw_step(params, grads, state, lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                       decay=decay)  # settings checked at the door, grads just above
             tokens = int(tokens_of(batch))
             seen += tokens
             for key, value in (("loss", loss), ("lr", lr), ("grad_norm", norm), ("tokens", tokens)):

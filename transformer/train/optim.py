@@ -143,7 +143,7 @@ def clip_by_global_norm(grads: dict, max_norm: float) -> float:
     >>> clip_by_global_norm(g, 1.0), g["a"].round(6).tolist()
     (5.0, [0.6, 0.8])
     """
-    norm = global_norm.unchecked(grads)  # grads checked at this door
+    norm = global_norm(grads)  # grads checked at this door
     scale = max_norm / (norm + 1e-6)
     if scale < 1 and math.isfinite(norm):  # a NaN or inf norm: left for the caller to stop on
         for g in grads.values():

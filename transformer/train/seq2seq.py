@@ -28,7 +28,7 @@ the tied head's, the target embedding's, the source embedding's (each scaled by 
 forward).
 
 Greedy decoding with a KV cache is in `seq2seq_decode.py`. The doors check once
-(`seq2seq_checks.py`); inside, the core's formulas run `.unchecked`, as in `decoder.py`.
+(`seq2seq_checks.py`); the core's formulas they call inside are trusted, as in `decoder.py`.
 """
 from __future__ import annotations
 
@@ -134,19 +134,19 @@ def embed_tokens(ids, W_E, n_offset: int = 0):  # [b, n] -> [b, n, d]
     xp = get_xp(W_E)
     d = W_E.shape[1]
     n = ids.shape[1]
-    pe = sinusoidal_positions.unchecked(n_offset + n, d, xp=xp, dtype=W_E.dtype)[n_offset:, :]  # [n, d]
-    return embed.unchecked(ids, W_E) * math.sqrt(d) + pe  # [b, n, d]
+    pe = sinusoidal_positions(n_offset + n, d, xp=xp, dtype=W_E.dtype)[n_offset:, :]  # [n, d]
+    return embed(ids, W_E) * math.sqrt(d) + pe  # [b, n, d]
 
 
 # --- attention as a sub-layer: forward keeps q, k, v, P, o; backward returns dx, dc ---------------
 def attention_sublayer(x, c, p: dict, pre: str, h: int, mask):  # [b, n_q, d], [b, n_k, d] -> [b, n_q, d], saved
     """softmax(Q Kᵀ/√d_h + mask) V W_o with Q = x W_q, K = c W_k, V = c W_v (c = x: self-attention;
     c = z: cross-attention). saved: q, k, v (b, h, ·, d_h), P (b, h, n_q, n_k), o (b, h, n_q, d_h)."""
-    q = split_heads.unchecked(x @ p[pre + "W_q"], h)  # [b, h, n_q, d_h]
-    k = split_heads.unchecked(c @ p[pre + "W_k"], h)  # [b, h, n_k, d_h]
-    v = split_heads.unchecked(c @ p[pre + "W_v"], h)  # [b, h, n_k, d_h]
-    o, P = scaled_dot_product_attention.unchecked(q, k, v, mask, return_weights=True)  # [b,h,n_q,d_h], [b,h,n_q,n_k]
-    out = merge_heads.unchecked(o) @ p[pre + "W_o"]  # [b, n_q, d]
+    q = split_heads(x @ p[pre + "W_q"], h)  # [b, h, n_q, d_h]
+    k = split_heads(c @ p[pre + "W_k"], h)  # [b, h, n_k, d_h]
+    v = split_heads(c @ p[pre + "W_v"], h)  # [b, h, n_k, d_h]
+    o, P = scaled_dot_product_attention(q, k, v, mask, return_weights=True)  # [b,h,n_q,d_h], [b,h,n_q,n_k]
+    out = merge_heads(o) @ p[pre + "W_o"]  # [b, n_q, d]
     return out, {"q": q, "k": k, "v": v, "P": P, "o": o}
 
 
@@ -159,33 +159,33 @@ def attention_sublayer_backward(d_out, x, c, s: dict, p: dict, pre: str, h: int)
         dx = dQ W_qᵀ,   dc = dK W_kᵀ + dV W_vᵀ       (dQ = merge(dq), …)
     """
     g = {}
-    dm, g[pre + "W_o"], _ = linear_backward.unchecked(d_out, merge_heads.unchecked(s["o"]), p[pre + "W_o"])
-    do = merge_heads_backward.unchecked(dm, h)  # [b, h, n_q, d_h]
-    dq, dk, dv = scaled_dot_product_attention_backward.unchecked(do, s["q"], s["k"], s["v"], s["P"])
-    dx, g[pre + "W_q"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dq), x, p[pre + "W_q"])
-    dc_k, g[pre + "W_k"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dk), c, p[pre + "W_k"])
-    dc_v, g[pre + "W_v"], _ = linear_backward.unchecked(split_heads_backward.unchecked(dv), c, p[pre + "W_v"])
+    dm, g[pre + "W_o"], _ = linear_backward(d_out, merge_heads(s["o"]), p[pre + "W_o"])
+    do = merge_heads_backward(dm, h)  # [b, h, n_q, d_h]
+    dq, dk, dv = scaled_dot_product_attention_backward(do, s["q"], s["k"], s["v"], s["P"])
+    dx, g[pre + "W_q"], _ = linear_backward(split_heads_backward(dq), x, p[pre + "W_q"])
+    dc_k, g[pre + "W_k"], _ = linear_backward(split_heads_backward(dk), c, p[pre + "W_k"])
+    dc_v, g[pre + "W_v"], _ = linear_backward(split_heads_backward(dv), c, p[pre + "W_v"])
     return dx, dc_k + dc_v, g  # c feeds K and V: their gradients add
 
 
 def add_norm(x, f, p: dict, k: int, eps: float):  # [b, n, d] ×2 -> r, LayerNorm(r)
     """Post-norm: r = x + F(x), then LayerNorm(r) with γ = ln{k}_g, β = ln{k}_b."""
     r = x + f  # [b, n, d] residual
-    return r, layer_norm.unchecked(r, p[f"ln{k}_g"], p[f"ln{k}_b"], eps)
+    return r, layer_norm(r, p[f"ln{k}_g"], p[f"ln{k}_b"], eps)
 
 
 def norm_backward(dy, r, p: dict, k: int, eps: float, g: dict):  # [b, n, d] -> dr [b, n, d]
-    dr, g[f"ln{k}_g"], g[f"ln{k}_b"] = layer_norm_backward.unchecked(dy, r, p[f"ln{k}_g"], eps)
+    dr, g[f"ln{k}_g"], g[f"ln{k}_b"] = layer_norm_backward(dy, r, p[f"ln{k}_g"], eps)
     return dr
 
 
 def ffn_sublayer(x, p):  # [b, n, d] -> [b, n, d]
-    return ffn.unchecked(x, p["W_1"], p["W_2"], p["b_1"], p["b_2"], activation=relu)
+    return ffn(x, p["W_1"], p["W_2"], p["b_1"], p["b_2"], activation=relu)
 
 
 def ffn_sublayer_backward(dy, x, p, g):  # [b, n, d] -> dx [b, n, d]; recomputes x W_1 (not saved)
-    dx, g["W_1"], g["W_2"], g["b_1"], g["b_2"] = ffn_backward.unchecked(dy, x, p["W_1"], p["W_2"], p["b_1"],
-                                                                         p["b_2"], activation="relu")
+    dx, g["W_1"], g["W_2"], g["b_1"], g["b_2"] = ffn_backward(dy, x, p["W_1"], p["W_2"], p["b_1"],
+                                                               p["b_2"], activation="relu")
     return dx
 
 
@@ -238,7 +238,7 @@ def seq2seq_encode(params, src, cfg, src_lengths):  # [b, n_src], [b] -> z [b, n
     xp = get_xp(params["W_E"])
     src = xp.astype(xp.asarray(src), xp.int64)
     lengths = xp.astype(xp.asarray(src_lengths), xp.int64)
-    mask = padding_mask.unchecked(lengths, src.shape[1])  # [b, 1, 1, n_src]: PAD keys hidden
+    mask = padding_mask(lengths, src.shape[1])  # [b, 1, 1, n_src]: PAD keys hidden
     x = embed_tokens(src, params["W_E"])  # [b, n_src, d]
     saved = []
     for l in range(cfg.L_enc):
@@ -251,7 +251,7 @@ def seq2seq_decoder(params, tgt, z, cfg, cross_mask):  # [b, n_tgt], [b, n_src, 
     """The decoder on the whole target prefix at once: embeddings·√d + positions, then L_dec layers,
     each computing its cross-attention K = z C_k and V = z C_v from the encoder output."""
     xp = get_xp(params["W_E"])
-    self_mask = causal_mask.unchecked(tgt.shape[1], xp=xp)  # [n_tgt, n_tgt]
+    self_mask = causal_mask(tgt.shape[1], xp=xp)  # [n_tgt, n_tgt]
     y = embed_tokens(tgt, params["W_E"])  # [b, n_tgt, d]
     saved = []
     for l in range(cfg.L_dec):
@@ -296,7 +296,7 @@ def seq2seq_backward(d_logits, saved: dict, params: dict, cfg: Seq2SeqConfig) ->
     """∂loss/∂(every weight) from ∂loss/∂logits: the decoder last layer first, z's gradient summed
     over the decoder layers, then the encoder; W_E's four terms added at the end."""
     grads = {}
-    dy, dW_head = lm_head_backward.unchecked(d_logits, saved["y"], params["W_E"])  # [b, n_tgt, d], [v, d]
+    dy, dW_head = lm_head_backward(d_logits, saved["y"], params["W_E"])  # [b, n_tgt, d], [v, d]
     z = saved["z"]
     dz = 0.0
     for l in reversed(range(cfg.L_dec)):
@@ -310,8 +310,8 @@ def seq2seq_backward(d_logits, saved: dict, params: dict, cfg: Seq2SeqConfig) ->
         dx, g = encoder_layer_backward(dx, layer_params(params, pre), saved["enc"][l], cfg)
         grads.update({pre + k: t for k, t in g.items()})
     scale = math.sqrt(cfg.d)  # X = W_E[ids]·√d + PE: the positions are fixed, the table gets dX·√d
-    grads["W_E"] = (dW_head + embed_backward.unchecked(dy * scale, saved["tgt"], cfg.v)
-                    + embed_backward.unchecked(dx * scale, saved["src"], cfg.v))
+    grads["W_E"] = (dW_head + embed_backward(dy * scale, saved["tgt"], cfg.v)
+                    + embed_backward(dx * scale, saved["src"], cfg.v))
     return {k: grads[k] for k in params}
 
 
@@ -323,8 +323,8 @@ def seq2seq_loss_and_grads(params: dict, batch, cfg: Seq2SeqConfig):  # Translat
     batch: a TranslationBatch, or any (src_ids, src_lengths, tgt_in, tgt_out) tuple."""
     src_ids, src_lengths, tgt_in, tgt_out = batch
     xp = get_xp(params["W_E"])
-    logits, saved = seq2seq_forward.unchecked(params, src_ids, tgt_in, cfg, src_lengths)  # [b, n_tgt, v]
+    logits, saved = seq2seq_forward(params, src_ids, tgt_in, cfg, src_lengths)  # [b, n_tgt, v]
     targets = xp.astype(xp.asarray(tgt_out), xp.int64)  # [b, n_tgt]
-    loss = cross_entropy.unchecked(logits, targets)
-    d_logits = cross_entropy_backward.unchecked(logits, targets)  # [b, n_tgt, v]
-    return float(loss), seq2seq_backward.unchecked(d_logits, saved, params, cfg)
+    loss = cross_entropy(logits, targets)
+    d_logits = cross_entropy_backward(logits, targets)  # [b, n_tgt, v]
+    return float(loss), seq2seq_backward(d_logits, saved, params, cfg)

@@ -1,7 +1,7 @@
 """The refusals of the public functions of seq2seq.py, seq2seq_decode.py and translate.py, one check
 per function and of the same name.
 
-The encoder–decoder runs the core's formulas unchecked, so these doors check everything once: the
+Inside these doors the core's formulas are trusted (their own checks skipped), so they check everything once: the
 config, the weight dict against it, the source and target ids against the vocabulary and n_max,
 the source lengths against the source, and the saved activations against the weights.
 """
@@ -54,7 +54,7 @@ def source(src, src_lengths, cfg):
                          f"got min {lo}, max {hi}")
 
 
-def init_seq2seq(cfg, seed=0, *, dtype="float32", xp=None):
+def init_seq2seq(cfg, seed, *, dtype, xp):
     config(cfg)
     require_int(seed=seed)
     if str(dtype) not in DTYPES:
@@ -100,7 +100,7 @@ def seq2seq_loss_and_grads(params, batch, cfg):
                          f"{int(xp.max(tgt_out))}")
 
 
-def translate_greedy(params, cfg, src_ids, src_lengths, max_len, *, bos=1, eos=2, pad=0, counts=None):
+def translate_greedy(params, cfg, src_ids, src_lengths, max_len, *, bos, eos, pad, counts):
     params_of(params, cfg)
     source(src_ids, src_lengths, cfg)
     require_int(max_len=max_len, low=1)
@@ -119,7 +119,7 @@ translate_greedy_uncached = translate_greedy
 
 
 # --- translate.py ---------------------------------------------------------------------------
-def translation_exact_match(params, cfg, held, vocab=None):
+def translation_exact_match(params, cfg, held, vocab):
     params_of(params, cfg)
     if not isinstance(held, (list, tuple)) or not held:
         raise TypeError(f"held must be a non-empty list of TranslationBatch, got {type(held).__name__}")
@@ -132,8 +132,7 @@ def translation_exact_match(params, cfg, held, vocab=None):
                              f"n_max ≥ {batch.src_ids.shape[1] + 2}, the config has n_max={cfg.n_max}")
 
 
-def train_translation(*, steps=600, seed=0, out=None, progress=True, on_step=None, dtype="float32",
-                      cross_attention=True):
+def train_translation(*, steps, seed, out, progress, on_step, dtype, cross_attention):
     require_int(steps=steps, low=1)
     require_int(seed=seed)
     if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
@@ -147,6 +146,6 @@ def train_translation(*, steps=600, seed=0, out=None, progress=True, on_step=Non
         output_folder(out)
 
 
-def load_seq2seq(dir, *, xp=None):
+def load_seq2seq(dir, *, xp):
     if not isinstance(dir, (str, Path)) or str(dir) == "":
         raise TypeError(f"dir must be a checkpoint folder (str or Path), got dir={dir!r}")

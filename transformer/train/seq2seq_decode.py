@@ -77,18 +77,18 @@ def cached_step(params, cfg, token, t, cache, cross_kv, cross_mask):
     for l in range(cfg.L_dec):
         p = layer_params(params, f"dec.{l}.")
         # 1. masked self-attention, KV cache: the new query reads positions 0 … t, all of them earlier
-        q = split_heads.unchecked(y @ p["self.W_q"], cfg.h)  # [b, h, 1, d_h]
-        k, v = cache.update(l, split_heads.unchecked(y @ p["self.W_k"], cfg.h),
-                            split_heads.unchecked(y @ p["self.W_v"], cfg.h))  # [b, h, t + 1, d_h] each
-        o = scaled_dot_product_attention.unchecked(q, k, v)  # [b, h, 1, d_h]
-        y = layer_norm.unchecked(y + merge_heads.unchecked(o) @ p["self.W_o"], p["ln1_g"], p["ln1_b"], cfg.eps)
+        q = split_heads(y @ p["self.W_q"], cfg.h)  # [b, h, 1, d_h]
+        k, v = cache.update(l, split_heads(y @ p["self.W_k"], cfg.h),
+                            split_heads(y @ p["self.W_v"], cfg.h))  # [b, h, t + 1, d_h] each
+        o = scaled_dot_product_attention(q, k, v)  # [b, h, 1, d_h]
+        y = layer_norm(y + merge_heads(o) @ p["self.W_o"], p["ln1_g"], p["ln1_b"], cfg.eps)
         # 2. cross-attention: K, V of the source made once, before the first step
-        q = split_heads.unchecked(y @ p["cross.W_q"], cfg.h)  # [b, h, 1, d_h]
+        q = split_heads(y @ p["cross.W_q"], cfg.h)  # [b, h, 1, d_h]
         k_c, v_c = cross_kv[l]  # [b, h, n_src, d_h] each
-        o, P = scaled_dot_product_attention.unchecked(q, k_c, v_c, cross_mask, return_weights=True)
-        y = layer_norm.unchecked(y + merge_heads.unchecked(o) @ p["cross.W_o"], p["ln2_g"], p["ln2_b"], cfg.eps)
+        o, P = scaled_dot_product_attention(q, k_c, v_c, cross_mask, return_weights=True)
+        y = layer_norm(y + merge_heads(o) @ p["cross.W_o"], p["ln2_g"], p["ln2_b"], cfg.eps)
         # 3. FFN
-        y = layer_norm.unchecked(y + ffn_sublayer(y, p), p["ln3_g"], p["ln3_b"], cfg.eps)  # [b, 1, d]
+        y = layer_norm(y + ffn_sublayer(y, p), p["ln3_g"], p["ln3_b"], cfg.eps)  # [b, 1, d]
         weights.append(P)  # [b, h, 1, n_src]
     cache.advance(1)
     return y[:, -1, :] @ params["W_E"].mT, xp.stack(weights)  # [b, v], [L_dec, b, h, 1, n_src]
@@ -121,8 +121,8 @@ def translate_greedy(params: dict, cfg, src_ids, src_lengths, max_len: int, *, b
     cross_kv = []
     for l in range(cfg.L_dec):  # the source's keys and values: once per layer, for every step
         p = layer_params(params, f"dec.{l}.")
-        cross_kv.append((split_heads.unchecked(z @ p["cross.W_k"], cfg.h),  # [b, h, n_src, d_h]
-                         split_heads.unchecked(z @ p["cross.W_v"], cfg.h)))
+        cross_kv.append((split_heads(z @ p["cross.W_k"], cfg.h),  # [b, h, n_src, d_h]
+                         split_heads(z @ p["cross.W_v"], cfg.h)))
     tally(counts, "cross_kv", cfg.L_dec)
     b = z.shape[0]
     cache = KVCache(cfg.L_dec, b, cfg.h, max_len, cfg.d_h, dtype=z.dtype, xp=xp)  # self-attention K, V

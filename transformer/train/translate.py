@@ -84,8 +84,8 @@ def translation_exact_match(params: dict, cfg: Seq2SeqConfig, held: list, vocab:
     for batch in held:
         n_src = batch.src_ids.shape[1]
         max_len = min(n_src + 2, cfg.n_max)
-        ids, _ = translate_greedy.unchecked(params, cfg, batch.src_ids, batch.src_lengths, max_len,
-                                            bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)  # [b, n_out]
+        ids, _ = translate_greedy(params, cfg, batch.src_ids, batch.src_lengths, max_len,
+                                  bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)  # [b, n_out]
         got = padded_to(to_numpy(ids), n_src + 1, vocab.pad)  # [b, n_tgt]
         want = np.asarray(batch.tgt_out)  # [b, n_tgt]: the translation, EOS, then IGNORE_INDEX
         right.append(np.all((got == want) | (want == IGNORE_INDEX), axis=1))  # [b]
@@ -94,8 +94,8 @@ def translation_exact_match(params: dict, cfg: Seq2SeqConfig, held: list, vocab:
 
 
 def cross_attention_of(params, cfg, example, vocab):  # -> ids written, weights [L_dec, h, n_out, n_src]
-    ids, rows = translate_greedy.unchecked(params, cfg, example.src_ids, example.src_lengths,
-                                           example.src_ids.shape[1] + 2, bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
+    ids, rows = translate_greedy(params, cfg, example.src_ids, example.src_lengths,
+                                 example.src_ids.shape[1] + 2, bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
     return to_numpy(ids)[0], to_numpy(rows)[:, 0]
 
 
@@ -128,7 +128,7 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
         params[name][...] = 0
 
     def loss_and_grads(p, batch):
-        loss, grads = seq2seq_loss_and_grads.unchecked(p, batch, cfg)
+        loss, grads = seq2seq_loss_and_grads(p, batch, cfg)
         for name in cut:  # and stays 0: no gradient, so AdamW never moves it (its decay keeps 0 at 0)
             grads[name] = grads[name] * 0
         return loss, grads
@@ -147,7 +147,7 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
                              desc="translation")
         t0 = time.perf_counter()
         _, held = translation_split(seed, 0, HELDOUT_SENTENCES // 128, 128)
-        exact, _ = translation_exact_match.unchecked(params, cfg, held, vocab)
+        exact, _ = translation_exact_match(params, cfg, held, vocab)
         output, cross = cross_attention_of(params, cfg, example, vocab)
         eval_seconds = time.perf_counter() - t0
     result = {
