@@ -201,11 +201,6 @@ def test_machine_state_verdict():
     assert "busy" in M.start_line([4.0, 0, 0], cores=2) and "busy" not in M.start_line([0.5, 0, 0], cores=2)
 
 
-def test_bench_gpu_help_names_quick_and_out():
-    res = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--help"], capture_output=True, text=True)
-    assert res.returncode == 0 and "--quick" in res.stdout and "--out DIR" in res.stdout
-
-
 def test_bench_gpu_report_writes_into_out(tmp_path):
     """The report writer on a hand-made row: gpu.json and gpu.md land in --out, with the load verdict."""
     bench = load("bench_gpu.py")
@@ -222,31 +217,19 @@ def test_bench_gpu_report_writes_into_out(tmp_path):
     assert "CANNOT BE TRUSTED" in md and "| 1024 | float16 | yes | 0.10 | 0.40 |" in md
 
 
-def test_bench_gpu_without_a_gpu_writes_nothing(tmp_path):
-    bench = load("bench_gpu.py")
+@pytest.mark.parametrize("name", GPU_BENCHMARKS)
+def test_a_gpu_benchmark_without_a_gpu_refuses_in_one_line_and_writes_nothing(tmp_path, name):
+    bench = load(name)
     try:
         bench.T.import_cupy()
         pytest.skip("CuPy and a GPU are here: the benchmark would run")
     except RuntimeError:
         pass
-    res = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--out", str(tmp_path / "out")],
+    res = subprocess.run([sys.executable, str(BENCH / name), "--quick", "--out", str(tmp_path / "out")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()
-
-
-def test_bench_decode_gpu_without_a_gpu_refuses_in_one_line(tmp_path):
-    bench = load("bench_decode_gpu.py")
-    try:
-        bench.T.import_cupy()
-        pytest.skip("CuPy and a GPU are here: the benchmark would run")
-    except RuntimeError:
-        pass
-    res = subprocess.run([sys.executable, str(BENCH / "bench_decode_gpu.py"), "--quick", "--out", str(tmp_path / "o")],
-                         capture_output=True, text=True)
-    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
-    assert not (tmp_path / "o").exists()
-    help_ = subprocess.run([sys.executable, str(BENCH / "bench_decode_gpu.py"), "--help"], capture_output=True, text=True)
+    help_ = subprocess.run([sys.executable, str(BENCH / name), "--help"], capture_output=True, text=True)
     assert help_.returncode == 0 and "--quick" in help_.stdout and "--out DIR" in help_.stdout
 
 
