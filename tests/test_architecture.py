@@ -4,9 +4,12 @@ Read from the source with `ast` (nothing is imported), so a rule broken by an im
 inside a function is caught as well:
 - the core (`core/`) and the tokenizers import only the array backend (`backend`, `require`);
 - `flash/` and `models/` build on the core (models also on the tokenizers) and never on each other;
+- `train/` uses the models: one Llama forward and one backward (models/llama.py, llama_backward.py), which
+  the tiny trained decoder runs too, and no other module turns q and k by RoPE;
 - a model's maths (`llama.py`, `bert.py`) never imports the file format it is read from;
 - only the CLI draws (`plotting`); no import cycle; no underscore name crosses a module;
 - no module a reader cannot hold in one sitting (over 500 lines);
+- the refusals of `X/name.py` live in `X/name_checks.py`, each named after its function;
 - lessons and benchmarks reach the package through its public names only.
 """
 from __future__ import annotations
@@ -32,7 +35,7 @@ ALLOWED = {
     "tokenizers": ("backend", "require"),
     "flash": ("backend", "require", "core"),
     "models": ("backend", "require", "core", "tokenizers"),
-    "train": ("backend", "require", "files", "core", "flash"),
+    "train": ("backend", "require", "files", "core", "flash", "models"),  # the tasks use the models
     "tutor": ("backend", "require", "core", "flash", "train"),  # the workbook's checker: cases and references
     "cli": ("backend", "require", "files", "core", "tokenizers", "flash", "models", "train", "plotting", "tutor"),
 }
@@ -126,6 +129,44 @@ def test_one_generation_loop_with_the_fast_path_below_it():
     assert "models.llama_fast" in imports["models.generation"], "the fast path is not an engine of the loop"
 
 
+# RoPE turns q and k inside a decoder's attention: a module that uses it writes a Llama forward (or its
+# backward). Besides the core, which defines it, the package's public names (__init__.py), and the tutor,
+# which checks a learner's RoPE against it, these do:
+ROPE_USERS = {
+    "models.llama": "the forward",
+    "models.llama_backward": "its backward",
+    "models.decode_twins": "the GPU decode step's kernels in NumPy, tested equal to the forward",
+}
+
+
+def names_used(name: str) -> set[str]:  # every identifier a module imports, reads or calls
+    used = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used |= {a.name for a in node.names}
+    return used
+
+
+def test_one_llama_forward_and_one_backward():
+    """The Llama's maths is written once: only llama.py and its backward (and the decode step's twins) use
+    RoPE, and the trained decoder's forward and backward are llama.forward and llama_backward.forward_backward.
+    A second forward, in train/ or anywhere, would turn q and k itself."""
+    users = {name for name in MODULES if room(name) not in ("", "core", "tutor")
+             and any(n.startswith("apply_rope") for n in names_used(name))}
+    extra = sorted(users - set(ROPE_USERS))
+    assert not extra, f"a second Llama forward or backward: RoPE used in {extra}; run models.llama.forward"
+    assert users == set(ROPE_USERS), f"{sorted(set(ROPE_USERS) - users)} no longer use RoPE: update ROPE_USERS"
+    taken = {m: set(names) for m, names, _ in GRAPH["train.decoder"]}
+    assert "forward" in taken.get("models.llama", set()), "train/decoder.py does not run llama.forward"
+    assert "forward_backward" in taken.get("models.llama_backward", set()), (
+        "train/decoder.py does not run llama_backward.forward_backward")
+    assert {"forward", "forward_backward"} <= names_used("train.decoder")
+
+
 def test_only_the_cli_draws():
     wrong = [(name, line) for name, imps in GRAPH.items() for m, _, line in imps
              if room(m) == "plotting" and room(name) not in ("cli", "plotting")]
@@ -160,6 +201,96 @@ def test_no_import_cycle():
 def test_no_module_is_over_500_lines(name):
     n = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, f"transformer/{name.replace('.', '/')}.py has {n} lines: split it by concept"
+
+
+# --- where a refusal lives -------------------------------------------------------------------------
+# The rooms the rule holds in; models/ and train/ follow.
+CHECK_RULE_ROOMS = {"core", "flash", "tokenizers"}
+
+
+def is_check_module(name: str) -> bool:  # "core.attention_checks", "core.shared_checks", "core.checks"
+    return name.split(".")[-1] == "checks" or name.endswith("_checks")
+
+
+def imported_names(name: str) -> dict[str, tuple[str, str | None]]:
+    """alias -> (module, None) for a module imported whole, (module, name) for a name taken from one."""
+    names = {}
+    for node in ast.parse(MODULES[name].read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if is_ours(alias.name) and alias.asname:
+                    names[alias.asname] = (alias.name.removeprefix("transformer").lstrip("."), None)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:  # `from . import attention_checks as checks`, `from .x import y`
+                for module, taken in resolve(name, ast.ImportFrom(module=node.module, names=[alias], level=node.level)):
+                    names[alias.asname or alias.name] = (module, taken[0] if taken else None)
+    return names
+
+
+def doors_of(name: str):
+    """(class or None, function, decorator node) for each function of the module with `@checked_by(...)`."""
+    def visit(body, cls):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                yield from visit(node.body, node.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in node.decorator_list:
+                    f = d.func if isinstance(d, ast.Call) else None
+                    if (getattr(f, "id", None) or getattr(f, "attr", None)) == "checked_by":
+                        yield cls, node, d
+    yield from visit(ast.parse(MODULES[name].read_text(encoding="utf-8")).body, None)
+
+
+def check_of(name: str, door: ast.Call, names: dict) -> tuple[str | None, str | None]:
+    """The check a door names, as (its module, its name): `checks.softmax` or `softmax` imported."""
+    arg = door.args[0] if len(door.args) == 1 and not door.keywords else None
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
+        module, taken = names.get(arg.value.id, (None, None))
+        return (module, arg.attr) if taken is None else (None, None)
+    if isinstance(arg, ast.Name):
+        return names.get(arg.id, (name, arg.id))  # imported from a check module, or defined here
+    return None, None
+
+
+def check_name_fits(check: str, cls: str | None, function: str) -> bool:
+    """softmax for softmax; for a method, the class in snake case, then the method without its
+    dunder underscores: KVCache.update -> kv_cache_update, BPETokenizer.__post_init__ ->
+    bpe_tokenizer_post_init. The class part is compared without its underscores, as a class's
+    words are spoken (WordPieceTokenizer -> wordpiece_tokenizer)."""
+    if cls is None:
+        return check == function
+    method = function.strip("_")
+    prefix = check.removesuffix(f"_{method}")
+    return prefix != check and prefix.replace("_", "") == cls.lower()
+
+
+FORMULA_MODULES = [m for m in MODULES if room(m) in CHECK_RULE_ROOMS and not is_check_module(m) and not is_package(m)]
+
+
+@pytest.mark.parametrize("name", FORMULA_MODULES)
+def test_the_refusals_of_a_module_live_in_its_checks_module(name):
+    """Each door of X/name.py names a check in X/name_checks.py, called after its function."""
+    own, names = f"{name}_checks", imported_names(name)
+    wrong = []
+    for cls, function, door in doors_of(name):
+        module, check = check_of(name, door, names)
+        where = f"{cls}.{function.name}" if cls else function.name
+        if module != own:
+            wrong.append(f"line {door.lineno}: {where}'s check comes from {module!r}, not {own!r}")
+        elif not check_name_fits(check, cls, function.name):
+            wrong.append(f"line {door.lineno}: {where}'s check is named {check!r}")
+    assert not wrong, f"transformer/{name.replace('.', '/')}.py: " + "; ".join(wrong)
+
+
+def test_the_check_rule_sees_the_doors():
+    """The rule above reads every door: a parser that found none would pass it in silence."""
+    doors = [d for m in FORMULA_MODULES for d in doors_of(m)]
+    assert len(doors) > 100, len(doors)  # 124 when this was written
+    assert check_name_fits("kv_cache_update", "KVCache", "update")
+    assert check_name_fits("bpe_tokenizer_post_init", "BPETokenizer", "__post_init__")
+    assert check_name_fits("wordpiece_tokenizer_init", "WordPieceTokenizer", "__init__")
+    assert not check_name_fits("kv_cache_advance", "KVCache", "update")
+    assert not check_name_fits("softmax_backward", None, "softmax")
 
 
 def is_ours(module) -> bool:  # "transformer" or one of its modules (not HF's "transformers")

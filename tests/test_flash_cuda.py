@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from transformer.flash import checks as flash_checks, cuda as flash_cuda, cuda_kernels as CK
+from transformer.flash import cuda as flash_cuda, cuda_checks as flash_checks, cuda_kernels as CK
 import cuda_emulator
 import nvrtc
 

@@ -73,6 +73,7 @@ from .core.attention import (softmax_backward, repeat_kv_backward, scaled_dot_pr
                              dropout_backward)
 from .core.heads import split_heads_backward, merge_heads_backward
 from .core.loss import cross_entropy, cross_entropy_backward
+from .models.llama_backward import forward_backward as llama_forward_backward  # llama_forward's backward, beside it
 from .train.decoder import (DecoderConfig, init_decoder, decoder_forward, decoder_backward, decoder_loss_and_grads,
                             activation_bytes)
 from .models.llama_params import llama_from_params, greedy_generate  # a trained decoder as a Llama: one loop

@@ -1,8 +1,8 @@
 """The door of every public function: argument checks that name the bad value.
 
-A formula file shows the formula. Its refusals of bad input live in a `checks` module beside
-it, one check per public function and of the same name, and one decorator line at the door joins
-them:
+A formula file shows the formula. Its refusals of bad input live in a check module beside it,
+named after it (`core/attention.py` -> `core/attention_checks.py`, imported as `checks`), one check
+per public function and of the same name, and one decorator line at the door joins them:
 
     @checked_by(checks.softmax)
     def softmax(x, axis=-1, mask=None): ...

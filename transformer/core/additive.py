@@ -7,7 +7,7 @@ memory with the dot product's.
 """
 from __future__ import annotations
 
-from . import checks
+from . import additive_checks as checks
 from .attention import softmax
 from ..backend import get_xp
 from ..require import checked_by

@@ -5,7 +5,7 @@
 Shapes follow the notes: q is (b, h, n_q, d_h), k and v are (b, h_kv, n_k, d_h).
 With h_kv < h (grouped-query attention) query head i reads key/value head
 i // (h // h_kv), as PyTorch's `enable_gqa=True` does.
-Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
+Each public function checks its input at the door (`attention_checks.py`, same name); `f.unchecked`
 is the bare formula.
 
 Dropout sits here because that is where the Transformer's recipes apply it to attention: on the
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from . import backward_checks, checks
+from . import attention_checks as checks
 from ..backend import compute_dtype, get_xp, is_floating
 from ..require import checked_by
 
@@ -56,7 +56,7 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     return xp.astype(e / xp.where(z == 0, 1.0, z), out_dtype, copy=False)  # all-masked row: 0 / 1 = 0
 
 
-@checked_by(backward_checks.softmax_backward)
+@checked_by(checks.softmax_backward)
 def softmax_backward(dP, P):  # [..., n], [..., n] -> [..., n]
     """Gradient of P = softmax(S) along the last axis. Saved: P itself (not S).
 
@@ -82,7 +82,7 @@ def repeat_kv(x, n_rep: int):  # [b, h_kv, n, d_h] -> [b, h_kv·n_rep, n, d_h]
     return xp.repeat(x, n_rep, axis=1)  # head j becomes heads j·n_rep … j·n_rep + n_rep-1
 
 
-@checked_by(backward_checks.repeat_kv_backward)
+@checked_by(checks.repeat_kv_backward)
 def repeat_kv_backward(dX, n_rep: int):  # [b, h_kv·n_rep, n, d_h] -> [b, h_kv, n, d_h]
     """Gradient of repeat_kv: key/value head j served query heads j·n_rep … j·n_rep + n_rep − 1,
     so it receives the sum of their gradients, dK_j = Σ_{i in group j} dK_rep_i. Saved: nothing."""
@@ -128,7 +128,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
     return out
 
 
-@checked_by(backward_checks.scaled_dot_product_attention_backward)
+@checked_by(checks.scaled_dot_product_attention_backward)
 def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
     # [b, h, n_q, d_h], q, k/v [b, h_kv, n_k, d_h], P [b, h, n_q, n_k] -> dq, dk, dv
     """Gradients of O = P V, P = softmax(S), S = Q Kᵀ·scale (+ mask). Saved: q, k, v (after RoPE)
@@ -181,7 +181,7 @@ def dropout(x, p: float, *, rng=None, mask=None, training: bool = True):  # [...
     return x * mask / (1 - p), mask  # [...]: a Python float keeps x's dtype
 
 
-@checked_by(backward_checks.dropout_backward)
+@checked_by(checks.dropout_backward)
 def dropout_backward(dY, mask, p: float):  # [...], keep [...] or None -> [...]
     """Gradient of Y = X ∘ keep / (1 − p). Saved: the keep-mask only (not X).
 

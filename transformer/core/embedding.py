@@ -3,11 +3,11 @@
     ids (b, n) --embedding--> x (b, n, d) --… blocks …--> h (b, n, d) --LM head--> logits (b, n, v)
 
 Where each token sits is `positions.py`. Each public function checks its input at the door
-(`checks.py`, same name); `f.unchecked` is the bare formula.
+(`embedding_checks.py`, same name); `f.unchecked` is the bare formula.
 """
 from __future__ import annotations
 
-from . import backward_checks, checks
+from . import embedding_checks as checks
 from ..backend import get_xp
 from ..require import checked_by
 
@@ -22,7 +22,7 @@ def embed(ids, W_E):  # [b, n] int, [v, d] -> [b, n, d]
     return xp.reshape(flat, (*ids.shape, W_E.shape[1]))  # [b, n, d]
 
 
-@checked_by(backward_checks.embed_backward)
+@checked_by(checks.embed_backward)
 def embed_backward(dX, ids, v: int):  # [b, n, d], [b, n] int -> [v, d]
     """Gradient of the lookup X[b, n] = W_E[ids[b, n]]. Saved: the ids.
 
@@ -63,7 +63,7 @@ def lm_head(x, W_E=None, *, W_out=None):  # [b, n, d] -> [b, n, v]
     return x @ W_out  # [b, n, d] @ [d, v] -> [b, n, v]
 
 
-@checked_by(backward_checks.lm_head_backward)
+@checked_by(checks.lm_head_backward)
 def lm_head_backward(d_logits, x, W_E):  # [b, n, v], [b, n, d], [v, d] -> dx [b, n, d], dW_E [v, d]
     """Gradients of the tied head, logits = X W_Eᵀ. Saved: X (the final normed hidden states).
 

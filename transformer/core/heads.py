@@ -5,7 +5,7 @@
 
 All heads' projections live in one matrix: W_q (d, h·d_h), W_k and W_v (d, h_kv·d_h),
 W_o (h·d_h, d). h_kv = h is MHA, 1 < h_kv < h is GQA, h_kv = 1 is MQA.
-Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
+Each public function checks its input at the door (`heads_checks.py`, same name); `f.unchecked`
 is the bare formula.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import backward_checks, checks
+from . import heads_checks as checks
 from .attention import scaled_dot_product_attention
 from .layers import linear
 from ..backend import get_xp
@@ -41,13 +41,13 @@ def merge_heads(x):  # [b, h, n, d_h] -> [b, n, h·d_h]
     return xp.reshape(x, (b, n, h * d_h))  # [b, n, h·d_h]
 
 
-@checked_by(backward_checks.split_heads_backward)
+@checked_by(checks.split_heads_backward)
 def split_heads_backward(dX):  # [b, h, n, d_h] -> [b, n, h·d_h]
     """split_heads only moves numbers, so its gradient moves them back: dX = merge_heads(dY)."""
     return merge_heads(dX)
 
 
-@checked_by(backward_checks.merge_heads_backward)
+@checked_by(checks.merge_heads_backward)
 def merge_heads_backward(dY, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
     """The gradient of a concatenation is cut where the pieces were joined: split_heads(dY, h)."""
     return split_heads(dY, h)

@@ -6,11 +6,11 @@ stored (GQA/MQA shrink the cache); heads are repeated for the queries after read
 
     bytes = 2 (K and V) · L · b · h_kv · n_max · d_h · bytes per element
 
-Each public method checks its input at the door (`checks.kv_cache_update` for `update`, …).
+Each public method checks its input at the door (`kv_cache_checks.kv_cache_update` for `update`, …).
 """
 from __future__ import annotations
 
-from . import checks
+from . import kv_cache_checks as checks
 from ..backend import namespace, nbytes
 from ..require import checked_by
 

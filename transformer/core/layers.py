@@ -3,14 +3,14 @@
 Original Transformer (post-norm):  x = LayerNorm(x + Sublayer(x))
 Llama / GPT-2 style (pre-norm):    x = x + Sublayer(Norm(x))
 
-Each public function that can refuse its input checks it at the door (`checks.py`, same name);
+Each public function that can refuse its input checks it at the door (`layers_checks.py`, same name);
 `f.unchecked` is the bare formula. The elementwise activations take any array and refuse nothing.
 """
 from __future__ import annotations
 
 import math
 
-from . import backward_checks, checks
+from . import layers_checks as checks
 from ..backend import compute_dtype, get_xp
 from ..require import checked_by
 
@@ -23,14 +23,14 @@ __all__ = [
 ]
 
 
-@checked_by(backward_checks.linear)
+@checked_by(checks.linear)
 def linear(x, W, b=None):  # [..., d_in], [d_in, d_out] -> [..., d_out]
     """Y = X W + b: every projection of the model (W_q, W_o, W_up, …) in the notes' orientation."""
     y = x @ W  # [..., d_out]
     return y if b is None else y + b
 
 
-@checked_by(backward_checks.linear_backward)
+@checked_by(checks.linear_backward)
 def linear_backward(dY, x, W, has_bias: bool = False):  # [..., d_out], [..., d_in], [d_in, d_out] -> dx, dW, db
     """Gradients of Y = X W + b. Saved: the input X.
 
@@ -82,7 +82,7 @@ def _sum_rows(t):  # [..., d] -> [d]: a gain's gradient sums over every position
     return xp.sum(xp.reshape(t, (-1, t.shape[-1])), axis=0)
 
 
-@checked_by(backward_checks.layer_norm_backward)
+@checked_by(checks.layer_norm_backward)
 def layer_norm_backward(dY, x, gamma, eps: float = 1e-5, has_beta: bool = True):  # [..., d] ×2, [d] -> dx, dγ, dβ
     """Gradients of Y = γ ∘ x̂ + β, x̂ = (x − μ)/σ, σ = √(var + eps), over the last axis. Saved: x
     (μ and σ are recomputed from it, one pass over d).
@@ -111,7 +111,7 @@ def layer_norm_backward(dY, x, gamma, eps: float = 1e-5, has_beta: bool = True):
     return xp.astype(dx, x.dtype, copy=False), dgamma, dbeta
 
 
-@checked_by(backward_checks.rms_norm_backward)
+@checked_by(checks.rms_norm_backward)
 def rms_norm_backward(dY, x, gamma, eps: float = 1e-6):  # [..., d] ×2, [d] -> dx [..., d], dγ [d]
     """Gradients of Y = γ ∘ x̂, x̂ = x / r, r = √(mean(x²) + eps). Saved: x (r is recomputed).
 
@@ -139,7 +139,7 @@ def relu(x):
     return xp.maximum(x, 0.0)
 
 
-@checked_by(backward_checks.relu_backward)
+@checked_by(checks.relu_backward)
 def relu_backward(dY, x):  # [...], [...] -> [...]
     """dX = dY ∘ 1[x > 0]. Saved: x. At x = 0 the gradient is taken as 0, as torch does."""
     xp = get_xp(dY, x)
@@ -151,7 +151,7 @@ def sigmoid(x):
     return 1.0 / (1.0 + xp.exp(-x))
 
 
-@checked_by(backward_checks.sigmoid_backward)
+@checked_by(checks.sigmoid_backward)
 def sigmoid_backward(dY, x):  # [...], [...] -> [...]
     """dX = dY ∘ σ(x)(1 − σ(x)). Saved: x."""
     s = sigmoid(x)
@@ -163,7 +163,7 @@ def silu(x):
     return x * sigmoid(x)
 
 
-@checked_by(backward_checks.silu_backward)
+@checked_by(checks.silu_backward)
 def silu_backward(dY, x):  # [...], [...] -> [...]
     """d/dx [x σ(x)] = σ(x) + x σ(x)(1 − σ(x)) = σ(x)(1 + x(1 − σ(x))), so
     dX = dY ∘ σ(x)(1 + x(1 − σ(x))). Saved: x."""
@@ -203,7 +203,7 @@ def gelu(x, approximate: str = "none"):
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
-@checked_by(backward_checks.gelu_backward)
+@checked_by(checks.gelu_backward)
 def gelu_backward(dY, x, approximate: str = "none"):  # [...], [...] -> [...]
     """Gradient of GELU. Saved: x.
 
@@ -240,7 +240,7 @@ _ACTIVATIONS = {  # name -> (g, g's backward), for the backward passes that take
 }
 
 
-@checked_by(backward_checks.ffn_backward)
+@checked_by(checks.ffn_backward)
 def ffn_backward(dY, x, W1, W2, b1=None, b2=None, activation: str = "relu"):
     # [..., d], [..., d], [d, d_ff], [d_ff, d] -> dx [..., d], dW1, dW2, db1 | None, db2 | None
     """Gradients of Y = g(Z) W₂ + b₂, Z = X W₁ + b₁. Saved: X (Z is recomputed, one matmul, rather
@@ -272,7 +272,7 @@ def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     return glu_ffn(x, W_gate, W_up, W_down, activation=silu)  # [..., d], checked at this door
 
 
-@checked_by(backward_checks.swiglu_ffn_backward)
+@checked_by(checks.swiglu_ffn_backward)
 def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
     # [..., d], [..., d], [d, d_ff] ×2, [d_ff, d] -> dx [..., d], dW_gate, dW_up, dW_down
     """Gradients of Y = (SiLU(A) ∘ U) W_down, A = X W_gate, U = X W_up. Saved: X (A and U are

@@ -7,11 +7,11 @@ carry target = ignore_index (−100, as in torch) and count for nothing.
 
     −log p_t = log Σ_j e^(z_j) − z_t = LSE(z) − z_t
 
-Each public function checks its input at the door (`backward_checks.py`, same name).
+Each public function checks its input at the door (`loss_checks.py`, same name).
 """
 from __future__ import annotations
 
-from . import backward_checks
+from . import loss_checks as checks
 from .attention import softmax
 from ..backend import compute_dtype, get_xp
 from ..require import checked_by
@@ -26,7 +26,7 @@ def _targets_kept(targets, ignore_index):  # [...] int -> kept [...] bool, safe 
     return keep, xp.where(keep, targets, 0)
 
 
-@checked_by(backward_checks.cross_entropy)
+@checked_by(checks.cross_entropy)
 def cross_entropy(logits, targets, *, ignore_index: int = -100):  # [..., v], [...] int -> 0-d array
     """Mean over the kept positions of LSE(z) − z_t, computed stably:
 
@@ -52,7 +52,7 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100):  # [..., v], [.
     return xp.astype(loss, ct)
 
 
-@checked_by(backward_checks.cross_entropy_backward)
+@checked_by(checks.cross_entropy_backward)
 def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..., v], [...] -> [..., v]
     """Gradient of the mean cross-entropy with respect to the logits. Saved: the logits.
 

@@ -3,12 +3,12 @@
 Every builder returns True where query i may attend to key j. Combine masks
 with `&` (both allow) and `|` (either allows). Shapes are (n_q, n_k) unless
 noted, which broadcast against scores of shape (b, h, n_q, n_k).
-Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
+Each public function checks its input at the door (`masks_checks.py`, same name); `f.unchecked`
 is the bare formula.
 """
 from __future__ import annotations
 
-from . import checks
+from . import masks_checks as checks
 from ..backend import get_xp, namespace, to_numpy
 from ..require import checked_by
 

@@ -12,7 +12,7 @@ to back. Two things must then change, or the documents leak into each other:
   the distance between two tokens, and the mask keeps both in one document.
 
 Packing is bookkeeping on the host: the arrays here are NumPy; a model moves them to its
-device with the ids. Each public function checks its input at the door (`checks.py`, same name).
+device with the ids. Each public function checks its input at the door (`packing_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checks
+from . import packing_checks as checks
 from ..backend import namespace
 from ..require import checked_by
 from .masks import document_mask

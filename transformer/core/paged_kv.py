@@ -10,14 +10,14 @@ finishes. Waste is limited to the unfilled end of each sequence's last block.
 
 Pool per layer: K and V of shape (n_blocks, h_kv, block_size, d_h); block id i indexes
 every layer's pool (one table serves all layers).
-Each public function and method checks its input at the door (`checks.paged_kv_cache_write` for
+Each public function and method checks its input at the door (`paged_kv_checks.paged_kv_cache_write` for
 `PagedKVCache.write`, …); `f.unchecked` is the bare formula.
 """
 from __future__ import annotations
 
 import math
 
-from . import checks
+from . import paged_kv_checks as checks
 from ..backend import compute_dtype, get_xp, namespace, nbytes, to_numpy
 from ..require import checked_by
 from .online_softmax import exp_minus  # e^(x - m) that is 0, not NaN, while m is still -inf

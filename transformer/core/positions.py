@@ -3,12 +3,12 @@
 Absolute positions are added to the token vectors once, at the bottom of the model
 (a fixed sinusoidal table, or a learned one). RoPE instead rotates q and k in every layer,
 so that q·k depends only on the distance between two tokens.
-Each public function checks its input at the door (`checks.py`, same name); `f.unchecked`
+Each public function checks its input at the door (`positions_checks.py`, same name); `f.unchecked`
 is the bare formula.
 """
 from __future__ import annotations
 
-from . import backward_checks, checks
+from . import positions_checks as checks
 from ..backend import get_xp, namespace
 from ..require import checked_by
 
@@ -42,7 +42,7 @@ def learned_positions(n: int, W_pos, offset: int = 0):  # -> [n, d]
     return W_pos[offset:offset + n, :]  # [n, d]
 
 
-@checked_by(backward_checks.learned_positions_backward)
+@checked_by(checks.learned_positions_backward)
 def learned_positions_backward(dP, n_pos: int, offset: int = 0):  # [..., n, d] -> [n_pos, d]
     """Gradient of P = W_pos[offset : offset + n]. Saved: nothing but the offset.
 
@@ -91,7 +91,7 @@ def apply_rope_interleaved(x, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n
     return xp.reshape(out, x.shape)  # [..., n, d_h]
 
 
-@checked_by(backward_checks.apply_rope_interleaved_backward)
+@checked_by(checks.apply_rope_interleaved_backward)
 def apply_rope_interleaved_backward(dY, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
     """Gradient of RoPE on interleaved pairs. Saved: cos θ and sin θ (no activation at all).
 
@@ -119,7 +119,7 @@ def apply_rope_half(x, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
     return xp.concat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)  # [..., n, d_h]
 
 
-@checked_by(backward_checks.apply_rope_half_backward)
+@checked_by(checks.apply_rope_half_backward)
 def apply_rope_half_backward(dY, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
     """Gradient of rotate-half RoPE: the rotation by −θ of each pair (i, i + d_h/2). Saved: cos, sin.
 

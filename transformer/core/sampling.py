@@ -8,14 +8,14 @@
 Filters are applied in that order (temperature, top-k, top-p), as HF transformers does.
 Sampling runs on the host in NumPy: the step's logits are one (b, v) array, and the random
 draw is made with a seeded `numpy.random.Generator` so a seed gives the same text on any backend.
-Each public function checks its input at the door (`checks.py`, same name); `f.unchecked` is the
+Each public function checks its input at the door (`sampling_checks.py`, same name); `f.unchecked` is the
 bare formula, which the generation loop calls per token once its request was checked.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import checks
+from . import sampling_checks as checks
 from .attention import softmax
 from ..backend import to_host
 from ..require import checked_by

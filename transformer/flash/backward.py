@@ -8,13 +8,13 @@ it never stores an n_q × n_k matrix either: `flash_attention_backward`. For com
 Shapes as in `tiled.py`: q, dout, out (b, h, n_q, d_h), k, v (b, h_kv, n_k, d_h), lse
 (b, h, n_q); inside, q is viewed as (b, h_kv, g, n_q, d_h) and `...` in shape comments
 stands for the leading (b, h_kv, g) axes.
-Each public function checks its input at the door (`checks.py`, same name).
+Each public function checks its input at the door (`backward_checks.py`, same name).
 """
 from __future__ import annotations
 
 import math
 
-from . import checks
+from . import backward_checks as checks
 from ..backend import compute_dtype, get_xp
 from ..core.attention import softmax
 from ..require import checked_by

@@ -38,7 +38,7 @@ and on a GPU where there is one.
 
 Only this module is CuPy-specific: the kernels are CUDA C and need a GPU. Everything else in
 the package runs on CuPy arrays through the same `xp` code as on NumPy.
-Each public entry point checks its input at the door (`checks.py`, same name).
+Each public entry point checks its input at the door (`cuda_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks
+from . import cuda_checks as checks
 from ..backend import import_cupy
 from ..require import checked_by
-from .checks import check_device
+from .cuda_checks import check_device
 from .cuda_kernels import Kernel, backward_launch_plan, backward_rows, launch_plan, packed_row_args, sum_query_groups
 
 __all__ = ["flash_attention_cuda", "flash_attention_backward_cuda", "kernel_source", "toolkit_include_dirs",

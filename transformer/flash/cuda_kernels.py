@@ -11,7 +11,7 @@ layouts, launch plans and packed-row arguments (NumPy only, so all is tested wit
     backward_rows, sum_query_groups      the arrays around the backward kernel (any backend)
 
 The table of kernels is `kernel_table.py`; compiling and launching is `cuda.py`.
-Each public function with a refusal checks its input at the door (`checks.py`, same name).
+Each public function with a refusal checks its input at the door (`cuda_kernels_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checks
+from . import cuda_kernels_checks as checks
 from ..backend import get_xp, to_numpy
 from ..require import checked_by
 from .kernel_table import BACKWARD, HEAD_SIZES, KERNEL_DIR, KERNELS, Kernel

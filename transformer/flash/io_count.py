@@ -24,7 +24,7 @@ import math
 import tracemalloc
 from dataclasses import dataclass, field
 
-from . import checks
+from . import io_count_checks as checks
 from ..require import checked_by
 
 __all__ = [

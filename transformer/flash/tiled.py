@@ -26,7 +26,7 @@ in `masks.causal_mask`; with n_q > n_k the first rows see no key and return zero
 Packed rows (`packing.pack_documents`): doc (b, n) gives each position's document, and a
 query reads only keys of its own document (`masks.document_mask`); tiles that hold no
 such pair are skipped like the tiles above a causal diagonal.
-Each public function checks its input at the door (`checks.py`, same name).
+Each public function checks its input at the door (`tiled_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checks
+from . import tiled_checks as checks
 from ..backend import compute_dtype, get_xp, to_numpy
 from ..core.masks import same_document
 from ..core.online_softmax import exp_minus, merge_softmax_stats

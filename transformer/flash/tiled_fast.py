@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from . import checks
+from . import tiled_fast_checks as checks
 from ..backend import compute_dtype, get_xp
 from ..require import checked_by
 from .tiled import grouped

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_xp, to_numpy
-from ..core import checks as core_checks
-from ..core.decoding_checks import documents_fit
+from ..core import embedding_checks, masks_checks, packing_checks, sampling_checks, shared_checks
+from ..core.packing_checks import documents_fit
 from ..require import (broadcastable_to, require_array, require_bool, require_float, require_int, require_real,
                        require_vector, stand_in)
-from ..tokenizers import checks as tokenizer_checks
+from ..tokenizers import shared_checks as tokenizer_shared, wordpiece_checks
 # The doors of encoder_decoder.py (the original Transformer's layers)
 from .encoder_decoder_checks import seq2seq_decoder_layer, seq2seq_encoder_layer
 
@@ -129,9 +129,9 @@ def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types, positions
 
 def encoder_mask(lengths, n, causal):
     require_bool(causal=causal)
-    core_checks.padding_mask(lengths, n, xp=None)
+    masks_checks.padding_mask(lengths, n, xp=None)
     if causal:
-        core_checks.causal_mask(n, None, None, xp=None)
+        masks_checks.causal_mask(n, None, None, xp=None)
 
 
 def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):
@@ -141,7 +141,7 @@ def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):
     bert_layer_weights(lw, cfg)
     if mask is not None:
         b, n = x.shape[:2]
-        core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+        shared_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
 
 
 def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types, causal, keep, mask, positions):
@@ -150,7 +150,7 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types, c
     bert_weights(w, cfg)
     b, n = ids.shape
     if mask is not None:
-        core_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
+        shared_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
     elif lengths is None:
         raise ValueError("bert_encode needs lengths (real tokens per row) or a mask")
     else:  # the padding mask is built from lengths: their type and range as encoder_mask refuses them
@@ -188,16 +188,16 @@ def minilm_forward(self: MiniLM, texts, *, causal, max_length, keep):
     require_int(max_length=max_length, low=None)  # its range is checked next
     learned_positions_range("max_length", max_length, self.config.n_max)
     require_bool(causal=causal, keep=keep)
-    tokenizer_checks.check_texts(texts)
+    wordpiece_checks.check_texts(texts)
 
 
 def minilm_embed(self: MiniLM, texts, *, batch_size):
-    tokenizer_checks.check_texts(texts)
+    wordpiece_checks.check_texts(texts)
     require_int(batch_size=batch_size, low=1)
 
 
 def minilm_embed_packed(self: MiniLM, texts, n_ctx, *, restart_positions):
-    tokenizer_checks.check_texts(texts)
+    wordpiece_checks.check_texts(texts)
     if n_ctx is not None:  # None: the total length, at most n_max
         require_int(n_ctx=n_ctx)
     require_bool(restart_positions=restart_positions)
@@ -220,7 +220,7 @@ def layer_and_head(L: int, h: int, layer, head):
 
 def minilm_iter_attention_weights(self: MiniLM, text, *, causal):
     one_text(text)
-    tokenizer_checks.check_texts([text])
+    wordpiece_checks.check_texts([text])
     require_bool(causal=causal)
 
 
@@ -278,24 +278,31 @@ def llama_config(cfg: LlamaConfig):
                          f"got h={int(cfg.h)}, h_kv={int(cfg.h_kv)}")
     if int(cfg.d_h) % 2:
         raise ValueError(f"d_h must be even (RoPE rotates pairs of features), got d_h={int(cfg.d_h)}")
+    if cfg.rope_layout not in ("interleaved", "half"):
+        raise ValueError(f"rope_layout must be 'interleaved' or 'half', got rope_layout={cfg.rope_layout!r}")
 
 
 def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache, positions,
-            key_valid, mask, last_only, attn_out, hidden_out):
+            key_valid, mask, attention, saved, last_only, attn_out, hidden_out):
     # ids in [0, v): checked on the host by Llama.encode, not here once per step on the device
     if mask is not None and key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
     if mask is not None:  # a caller's mask: checked here once, not in every layer
         b, n = ids.shape
         n_past = 0 if cache is None else cache.length
-        core_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
+        shared_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
     update = getattr(type(cache), "update", None)
     if hasattr(update, "check"):  # the new keys and values as the cache's own door refuses them, once, not per layer
         b, n = ids.shape
         kv = stand_in(w.W_E, (b, cfg.h_kv, n, cfg.d_h))  # [b, h_kv, n, d_h]
         update.check(cache, 0, kv, kv)
     if not cfg.tied:  # the untied LM head as lm_head refuses it
-        core_checks.lm_head(stand_in(w.W_E, (cfg.d,)), None, W_out=w.W_out)
+        embedding_checks.lm_head(stand_in(w.W_E, (cfg.d,)), None, W_out=w.W_out)
+    if attention is not None and not callable(attention):
+        raise TypeError(f"attention must be a function attention(q, k, v, mask) -> (o, kept), "
+                        f"got {type(attention).__name__}")
+    if saved is not None and not isinstance(saved, dict):
+        raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
 
 
 def context_length(self: Llama, n: int):
@@ -307,7 +314,7 @@ def context_length(self: Llama, n: int):
 def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
     """A generation request, refused before any work, naming the bad setting."""
     require_int(max_new_tokens=max_new_tokens)
-    core_checks.check_sampling(temperature, top_k, top_p)
+    sampling_checks.check_sampling(temperature, top_k, top_p)
     if n_prompt + max_new_tokens > self.config.n_ctx:
         raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
                          f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
@@ -318,7 +325,7 @@ def llama_encode(self: Llama, prompt):
     if isinstance(prompt, str):
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer: pass token ids, not text")
-        tokenizer_checks.utf8_text(prompt)  # as the tokenizers' own encode refuses a lone surrogate
+        tokenizer_shared.utf8_text(prompt)  # as the tokenizers' own encode refuses a lone surrogate
         return
     arr = np.asarray(to_numpy(prompt))
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
@@ -346,7 +353,7 @@ def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
         raise ValueError(f"documents {empty} have no tokens: every packed document needs at least one")
     n_ctx = min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx
     context_length(self, n_ctx)
-    core_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
+    packing_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
 
 
 def some_tokens(self: Llama, text_or_ids, what: str):

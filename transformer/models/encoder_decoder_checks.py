@@ -2,7 +2,7 @@
 checks.seq2seq_decoder_layer: each names the bad value in one line, or returns None."""
 from __future__ import annotations
 
-from ..core import checks as core_checks
+from ..core import heads_checks, layers_checks
 from ..require import require_bool, require_float, require_int, require_real
 
 
@@ -22,15 +22,15 @@ def sublayers(x, lw, h, activation, eps, norms):
     if not callable(activation):
         raise TypeError(f"activation must be a function such as T.relu, got {activation!r}")
     require_real(eps=eps)
-    core_checks.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation)
+    layers_checks.ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation)
     for k in norms:
-        core_checks.layer_norm(x, getattr(lw, f"ln{k}_g"), getattr(lw, f"ln{k}_b"), eps)
+        layers_checks.layer_norm(x, getattr(lw, f"ln{k}_g"), getattr(lw, f"ln{k}_b"), eps)
 
 
 def seq2seq_encoder_layer(x, lw, h, *, mask, activation, eps):
     sequence("x", x)
     sublayers(x, lw, h, activation, eps, (1, 2))
-    core_checks.multi_head_attention(x, lw.self_attn, h, None, mask=mask, context=None, return_weights=True)
+    heads_checks.multi_head_attention(x, lw.self_attn, h, None, mask=mask, context=None, return_weights=True)
 
 
 def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activation, eps):
@@ -40,5 +40,5 @@ def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activat
         raise ValueError(f"z (encoder output) must have the batch b={y.shape[0]} of y, got shape {tuple(z.shape)}")
     require_bool(causal=causal)
     sublayers(y, lw, h, activation, eps, (1, 2, 3))
-    core_checks.multi_head_attention(y, lw.self_attn, h, None, mask=self_mask, context=None, return_weights=True)
-    core_checks.multi_head_attention(y, lw.cross_attn, h, None, mask=cross_mask, context=z, return_weights=True)
+    heads_checks.multi_head_attention(y, lw.self_attn, h, None, mask=self_mask, context=None, return_weights=True)
+    heads_checks.multi_head_attention(y, lw.cross_attn, h, None, mask=cross_mask, context=z, return_weights=True)

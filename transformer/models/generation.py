@@ -30,7 +30,7 @@ from .decode_plan import device_matrices
 from .decode_step import DecodeStep, first_token
 from .llama_fast import FastForward
 from ..backend import get_xp, to_host
-from ..core import checks as core_checks
+from ..core import sampling_checks
 from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
 
@@ -121,7 +121,7 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
         logits = to_host(step(x))  # [b, v] on the host (syncs the device)
-        core_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
+        sampling_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
         nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
         t1 = time.perf_counter()
         stats.steps.append(t1 - t0)
@@ -140,15 +140,16 @@ def device_kind(model, cache, sampling: tuple, stop) -> str | None:
 
     model.device_step says which runner a model asks for: "graph" by default, which applies to a CuPy
     model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature, with
-    or without top-k and top-p (filtered on the device by the host's rule), and at most one end token.
+    or without top-k and top-p (filtered on the device by the host's rule), at most one end token, and RoPE
+    on interleaved pairs (SmolLM2's; a trained decoder's rotate-half layout decodes on the host).
     "recorded" and "twins" run the same step's NumPy twins on the CPU (slow: for tests and lessons).
     None: the host loop, always."""
     kind, w = getattr(model, "device_step", None), model.weights
-    on_gpu = not isinstance(w.W_E, np.ndarray)  # CuPy: the only other backend a model is loaded on
+    on_gpu = type(w.W_E).__module__.split(".")[0] == "cupy"  # not NumPy, nor array-api-strict
     if kind is None or kind not in (("graph", "kernels") if on_gpu else ("recorded", "twins")):
         return None
     one_row = type(cache) is KVCache and cache.k[0].shape[0] == 1 and cache.length == 0
-    plain = len(stop) <= 1 and model.fast_path
+    plain = len(stop) <= 1 and model.fast_path and model.config.rope_layout == "interleaved"  # the kernels' RoPE
     return kind if one_row and plain and w.W_E.dtype == np.float32 else None
 
 
@@ -175,7 +176,7 @@ def device_rows(kind: str, model, x, cache, cos, sin, max_new_tokens: int, sampl
     seed = int(np.random.SeedSequence().entropy) & 0xFFFFFFFF if seed is None else int(seed)  # the stream u(seed, ·, ·)
     t0 = time.perf_counter()
     logits = to_host(through_cache(model.readable_engine, x, cache, cos, sin))  # [1, v] on the host
-    core_checks.step_logits(logits, 0)
+    sampling_checks.step_logits(logits, 0)
     first = first_token(logits[0], temperature, seed, top_k, top_p)
     stats.engine, stats.new_tokens = kind, 1
     stats.prefill_s = time.perf_counter() - t0

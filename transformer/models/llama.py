@@ -8,6 +8,11 @@
 Generation is one forward pass per new token. Without a cache, step t recomputes all t
 positions; with the KV cache, the prompt is processed once (prefill) and each step then
 feeds one token (decode), reading the keys and values of earlier positions from the cache.
+
+Training runs the same forward: with `saved=` it keeps the activations its backward needs
+(`llama_backward.forward_backward`), and the attention is a function passed in: `softmax_attention`
+keeps the weights P, `dropout_attention` drops some of them out, and train/ passes FlashAttention's
+tiled forward, which keeps each row's log-sum-exp instead (this module never imports flash/).
 """
 from __future__ import annotations
 
@@ -18,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from . import checks
-from ..core.attention import scaled_dot_product_attention, softmax
+from ..core.attention import attention_scores, dropout, repeat_kv, scaled_dot_product_attention, softmax
 from . import counting
 from .generation import (PREFILL_CHUNK, GenerationStats, decode_rows, device_kind, device_rows, engine_for, left_padded,
                          through_cache)
 from ..backend import get_xp, namespace, to_host, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed, lm_head
-from ..core.positions import apply_rope_interleaved, rope_cos_sin
+from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_cos_sin
 from ..core.heads import merge_heads, split_heads
 from ..core.kv_cache import KVCache
 from ..core.layers import rms_norm, swiglu_ffn
@@ -33,8 +38,8 @@ from ..core.masks import causal_mask
 from ..core.packing import pack_documents, unpack
 from ..core.sampling import sampling_settings
 
-__all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats",
-           "forward", "decoder_block", "attention_block", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
+__all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats", "forward", "decoder_block",
+           "attention_block", "softmax_attention", "dropout_attention", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
 
 # PREFILL_CHUNK (generation.py): the prompt goes through the cache in passes of 512 tokens, because
 SDPA_BUFFERS = 4  # scores, masked scores, exp, and the normalised weights, alive together in softmax
@@ -58,6 +63,7 @@ class LlamaConfig:
     rope_base: float = 100000.0  # RoPE θ base: pair i turns by m · base^(-2i/d_h)
     tied: bool = True  # LM head = embedding table transposed
     name: str = ""
+    rope_layout: str = "interleaved"  # RoPE's pairs: (x_2i, x_2i+1) as GGUF stores SmolLM2, or "half": (x_i, x_i+d_h/2)
 
     def __post_init__(self):
         """Refuse a config no model can have, naming the field: sizes are whole numbers ≥ 1, each
@@ -75,7 +81,7 @@ class LlamaConfig:
 class LayerWeights:
     """One decoder block, every matrix as (d_in, d_out) so that y = x @ W."""
     attn_norm: Any  # (d,)
-    W_q: Any  # (d, h·d_h), rows of each head in interleaved-RoPE order (as GGUF stores them)
+    W_q: Any  # (d, h·d_h), each head's columns in the order of cfg.rope_layout (GGUF's: interleaved pairs)
     W_k: Any  # (d, h_kv·d_h), same order
     W_v: Any  # (d, h_kv·d_h)
     W_o: Any  # (h·d_h, d)
@@ -98,34 +104,66 @@ class LlamaWeights:
 # a caller's mask once): inside its door the blocks' calls (rms_norm, …) are trusted, their checks
 # skipped. A decode step runs ~10 of them per layer, and checking each again cost ~20 % of a small
 # model's step.
+def softmax_attention(q, k, v, mask):  # [b, h, n, d_h], 2 × [b, h_kv, n_k, d_h] -> [b, h, n, d_h], {"P"}
+    """softmax(q kᵀ/√d_h + mask) V with GQA, keeping the weights P (b, h, n, n_k): its backward needs them."""
+    o, P = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    return o, {"P": P}
+
+
+def attention_without_weights(q, k, v, mask):  # -> [b, h, n, d_h], {}
+    """softmax_attention keeping nothing: generation's."""
+    return scaled_dot_product_attention(q, k, v, mask), {}
+
+
+def dropout_attention(q, k, v, mask, *, p: float, rng):  # -> [b, h, n, d_h], {"P", "keep": [b, h, n, n_k]}
+    """softmax_attention with dropout on its weights, for training (as the Annotated Transformer and nanoGPT):
+    P = softmax(q kᵀ/√d_h + mask), P̃ = dropout(P), o = P̃ V. Keeps P (for the softmax backward) and
+    the keep-mask (for P̃), drawn from rng (a np.random.Generator: each layer draws the next masks)."""
+    n_rep = q.shape[1] // k.shape[1]
+    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # GQA: [b, h, n_k, d_h]
+    P = softmax(attention_scores(q, K), mask=mask)  # [b, h, n, n_k]
+    P_drop, keep = dropout(P, p, rng=rng)  # [b, h, n, n_k], the kept weights scaled by 1/(1 − p)
+    return P_drop @ V, {"P": P, "keep": keep}  # [b, h, n, d_h]
+
+
 def attention_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
-                    return_weights: bool = False):  # [b, n, d] -> [b, n, d] (, [b, h, n, n_k])
-    """Self-attention of one block: project, RoPE, cache, GQA attention, output projection."""
+                    attention=softmax_attention, saved: dict | None = None,
+                    attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
+    """Self-attention of one block: project, RoPE, cache, GQA attention, output projection.
+    attention(q, k, v, mask) -> (o, kept: what its backward needs); saved receives q, k, v, o and kept,
+    attn_out the weights P."""
     q = split_heads(x @ lw.W_q, cfg.h)  # [b, n, h·d_h] -> [b, h, n, d_h]
     k = split_heads(x @ lw.W_k, cfg.h_kv)  # [b, h_kv, n, d_h]
     v = split_heads(x @ lw.W_v, cfg.h_kv)  # [b, h_kv, n, d_h]
     # RoPE: rotate q and k by their positions, so q·k depends on the distance between them
-    q = apply_rope_interleaved(q, cos, sin)  # [b, h, n, d_h]
-    k = apply_rope_interleaved(k, cos, sin)  # [b, h_kv, n, d_h]
+    rope = apply_rope_interleaved if cfg.rope_layout == "interleaved" else apply_rope_half  # the weights' layout
+    q = rope(q, cos, sin)  # [b, h, n, d_h]
+    k = rope(k, cos, sin)  # [b, h_kv, n, d_h]
     # KV cache: store the new positions, read back all of them (only the h_kv heads are kept)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [b, h_kv, n_past + n, d_h]
     # GQA: each group of h / h_kv query heads shares one key/value head (repeated after the cache)
-    res = scaled_dot_product_attention(q, k, v, mask, return_weights=return_weights)
-    o, p = res if return_weights else (res, None)  # o: [b, h, n, d_h]
-    out = merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
-    return out, p
+    o, kept = attention(q, k, v, mask)  # o: [b, h, n, d_h]
+    if saved is not None:
+        saved.update(q=q, k=k, v=v, o=o, **kept)
+    if attn_out is not None:
+        attn_out.append(kept.get("P"))
+    return merge_heads(o) @ lw.W_o  # [b, n, h·d_h] @ [h·d_h, d] -> [b, n, d]
 
 
 def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=None, layer: int = 0,
-                  attn_out: list | None = None):  # [b, n, d] -> [b, n, d]
-    """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
-    a, p = attention_block(rms_norm(x, lw.attn_norm, cfg.eps), lw, cfg, cos, sin, mask, cache, layer,
-                           return_weights=attn_out is not None)
-    if attn_out is not None:
-        attn_out.append(p)
-    x = x + a  # [b, n, d] residual
-    return x + swiglu_ffn(rms_norm(x, lw.ffn_norm, cfg.eps), lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d]
+                  attn_out: list | None = None, attention=softmax_attention,
+                  saved: dict | None = None):  # [b, n, d] -> [b, n, d]
+    """Pre-norm block: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)). attn_out receives the
+    attention weights P; saved the block's activations its backward needs."""
+    a = rms_norm(x, lw.attn_norm, cfg.eps)  # [b, n, d]
+    if saved is not None:
+        saved.update(x=x, a=a)
+    x_mid = x + attention_block(a, lw, cfg, cos, sin, mask, cache, layer, attention, saved, attn_out)  # residual
+    f = rms_norm(x_mid, lw.ffn_norm, cfg.eps)  # [b, n, d]
+    if saved is not None:
+        saved.update(x_mid=x_mid, f=f)
+    return x_mid + swiglu_ffn(f, lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d] residual
 
 
 def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
@@ -142,7 +180,8 @@ def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q,
 
 @checked_by(checks.forward)
 def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache=None, positions=None,
-            key_valid=None, mask=None, last_only: bool = False, attn_out: list | None = None,
+            key_valid=None, mask=None, attention=None, saved: dict | None = None,
+            last_only: bool = False, attn_out: list | None = None,
             hidden_out: list | None = None):  # [b, n] int -> [b, n, v] (or [b, 1, v] if last_only)
     """The whole model on ids (b, n); with a cache, the ids come after cache.length cached ones.
 
@@ -153,6 +192,15 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     key_valid: (b, n_past + n) bool, False where a key is left padding.
     mask: a boolean mask broadcastable to (b, h, n, n_past + n) used instead of the causal
     one, e.g. `document_mask` for packed documents (then key_valid must be None).
+    attention: attention(q, k, v, mask) -> (o (b, h, n, d_h), kept: a dict of what its backward needs),
+    run by every block. None (the default): softmax attention over the causal mask (or `mask`), keeping
+    its weights P where a caller takes them (saved, attn_out). One passed in (`dropout_attention`,
+    train/'s FlashAttention) gets `mask` as the caller gave it: None where it masks itself.
+    saved: a dict that receives the activations `llama_backward.forward_backward` needs: "ids", "cos",
+    "sin" (RoPE's angles), per layer "layers.{l}." + "x" (the block's input), "a" (RMSNorm 1), "q", "k",
+    "v" (after RoPE), "o" (the attention output), what the attention kept ("P", "keep" or "lse"), "x_mid"
+    (after the attention residual), "f" (RMSNorm 2: SwiGLU's backward recomputes its hidden from f), then
+    "x_final" and "h" (the final RMSNorm's input and output).
     last_only: apply the LM head to the last position only (all generation needs).
     attn_out / hidden_out: lists that receive each layer's attention weights (b, h, n, n_k)
     and the residual stream (b, n, d) after the embedding and after each block.
@@ -165,18 +213,25 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     # RoPE angles: rows of the precomputed (n_ctx, d_h/2) tables
     cos = xp.take(cos_table, xp.reshape(positions, (-1,)), axis=0)  # [b·n or n, d_h/2]
     sin = xp.take(sin_table, xp.reshape(positions, (-1,)), axis=0)
-    if positions.ndim == 2:  # one row of positions per sequence (left padding)
+    if positions.ndim == 2:  # one row of positions per sequence (left padding, packed rows)
         cos = xp.reshape(cos, (b, 1, n, cfg.d_h // 2))  # [b, 1, n, d_h/2], broadcasts over heads
         sin = xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
-    # Mask: causal (and padded keys hidden), unless the caller gave one (checked at the door, once)
-    if mask is None:
-        mask = decoder_mask(n, n_past, key_valid, xp=xp)  # [n, n_k] or [b, 1, n, n_k] or None
+    if saved is not None:
+        saved.update(ids=ids, cos=cos, sin=sin)
+    # Attention and mask: softmax over the causal mask (and padded keys hidden), unless the caller gave
+    # a mask (checked at the door, once) or an attention of its own
+    if attention is None:
+        attention = softmax_attention if saved is not None or attn_out is not None else attention_without_weights
+        mask = decoder_mask(n, n_past, key_valid, xp=xp) if mask is None else mask  # [n, n_k], [b, 1, n, n_k], None
     # Embedding, then L decoder blocks on the residual stream
     x = embed(ids, w.W_E)  # [b, n, d]; the ids were checked on the host (Llama.encode)
     if hidden_out is not None:
         hidden_out.append(x)
     for layer, lw in enumerate(w.layers):
-        x = decoder_block(x, lw, cfg, cos, sin, mask, cache, layer, attn_out)  # [b, n, d]
+        acts = None if saved is None else {}  # what this block's backward needs
+        x = decoder_block(x, lw, cfg, cos, sin, mask, cache, layer, attn_out, attention, acts)  # [b, n, d]
+        if saved is not None:
+            saved.update({f"layers.{layer}.{name}": t for name, t in acts.items()})
         if hidden_out is not None:
             hidden_out.append(x)
     if cache is not None:
@@ -184,8 +239,10 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
     # Final RMSNorm and the LM head (tied: the embedding table transposed)
     if last_only:
         x = x[:, -1:, :]  # [b, 1, d]
-    x = rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
-    return lm_head(x, w.W_E) if cfg.tied else lm_head(x, W_out=w.W_out)  # [b, n, v]
+    x_norm = rms_norm(x, w.norm, cfg.eps)  # [b, n, d]
+    if saved is not None:
+        saved.update(x_final=x, h=x_norm)
+    return lm_head(x_norm, w.W_E) if cfg.tied else lm_head(x_norm, W_out=w.W_out)  # [b, n, v]
 
 
 class Llama:

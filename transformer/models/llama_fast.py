@@ -13,6 +13,7 @@ Each of its lines rewrites one readable formula of llama.py:
     rms_norm(x, γ, eps)                                            rms_norm_into(x, γ, eps, out, ms)
     q, k, v = x W_q, x W_k, x W_v  (then split_heads)              x @ [W_q | W_k | W_v] into one buffer (fused)
     apply_rope_interleaved(q | k, cos, sin)                        q and k as complex pairs × e^{iθ}, one multiply
+    apply_rope_half (rope_layout="half", a trained decoder)        the same, W_q and W_k's columns reordered once
     scores · 1/√d_h                                                the 1/√d_h rides on the query's turn
     cache.update(layer, k, v)                                      the same (KVCache.update)
     repeat_kv, then softmax(q Kᵀ + mask) V                         attend: g·n queries per KV head against K, V
@@ -38,9 +39,10 @@ import numpy as np
 
 from . import checks
 from ..core.kv_cache import KVCache
+from ..core.positions import interleaved_to_half_permutation
 from ..require import checked_by
 
-__all__ = ["fuse_columns", "FastForward", "decode_matrices"]
+__all__ = ["fuse_columns", "FastForward", "decode_matrices", "half_to_interleaved_columns"]
 
 
 def fuse_columns(*Ws, xp=np):  # k × [d_in, d_j] -> [d_in, Σ d_j], k × [d_in, d_j]
@@ -97,6 +99,18 @@ def joined_columns(*Ws):  # k × [d_in, d_j] -> [d_in, Σ d_j] or None
     return base
 
 
+def half_to_interleaved_columns(W, heads: int, d_h: int):  # [d, heads·d_h] -> [d, heads·d_h], a copy
+    """Each head's columns reordered from the rotate-half layout to interleaved pairs: W[:, p⁻¹] per head.
+
+    Why it is exact: `interleaved_to_half_permutation` gives p with apply_rope_half(x[p]) =
+    apply_rope_interleaved(x)[p]. With W' = W[:, p⁻¹], q' = a W' = q[p⁻¹], whose interleaved rotation is
+    the half rotation of q, permuted by p⁻¹; the same for k, and q·k does not change when both vectors
+    are permuted alike. So the complex-pair RoPE below serves both layouts."""
+    inverse = np.argsort(interleaved_to_half_permutation(d_h))  # p⁻¹
+    cols = (np.arange(heads)[:, None] * d_h + inverse[None, :]).reshape(-1)  # [heads·d_h]
+    return np.take(W, cols, axis=1)
+
+
 class Buffers:
     """The arrays one pass of n new tokens for b sequences writes, made once, and views into them."""
 
@@ -141,7 +155,9 @@ class FastForward:
     position (b, v), or of every position (b, n, v) with last_only=False: a buffer, overwritten
     by the next call of the same shape. n = 1 is a decode step; n > 1 a prefill pass, causal within
     the new tokens. NumPy arrays and the contiguous `KVCache` only (`applies`). `fused=False`
-    reads the separate matrices even where fused ones exist (to measure what fusing buys).
+    reads the separate matrices even where fused ones exist (to measure what fusing buys). With
+    rope_layout="half" the cache holds each key head's features in the reordered order: a cache only
+    this engine writes and reads (the loop runs one engine per generation).
     """
 
     def __init__(self, w, cfg, *, fused: bool = True):
@@ -153,9 +169,12 @@ class FastForward:
         # per head, the factor on its RoPE turn: 1/√d_h for queries (the score scale), 1 for keys
         self.head_scale = np.array([d_h ** -0.5] * h + [1.0] * h_kv, dtype=self.dtype)[:, None]  # [h + h_kv, 1]
         self.layers = []  # per layer: the norms, and each product as (matrix, the columns of the buffer it fills)
+        half = cfg.rope_layout == "half"  # RoPE on pairs (i, i + d_h/2): W_q and W_k reordered to adjacent pairs
         for i, lw in enumerate(w.layers):
-            fz = fused_layer(w, i) if fused else None
-            qkv = [(fz[0], slice(None))] if fz else [(lw.W_q, slice(0, qd)), (lw.W_k, slice(qd, qd + kvd)),
+            fz = fused_layer(w, i) if fused and not half else None
+            W_q, W_k = ((half_to_interleaved_columns(lw.W_q, h, d_h), half_to_interleaved_columns(lw.W_k, h_kv, d_h))
+                        if half else (lw.W_q, lw.W_k))
+            qkv = [(fz[0], slice(None))] if fz else [(W_q, slice(0, qd)), (W_k, slice(qd, qd + kvd)),
                                                      (lw.W_v, slice(qd + kvd, None))]
             gu = [(fz[1], slice(None))] if fz else [(lw.W_gate, slice(0, cfg.d_ff)), (lw.W_up, slice(cfg.d_ff, None))]
             self.layers.append((lw.attn_norm, qkv, lw.W_o, lw.ffn_norm, gu, lw.W_down))

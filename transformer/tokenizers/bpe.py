@@ -10,7 +10,7 @@ Byte level: every string is first turned into its UTF-8 bytes, so no text is eve
 The pre-tokenizer cuts text into words that merges never cross. SmolLM2's ("smollm"):
 every digit alone (so numbers are read digit by digit), then the GPT-2 split pattern
 (contractions, letter runs, digit runs, punctuation runs, whitespace).
-Each public function with a refusal checks its input at the door (`checks.py`, same name).
+Each public function with a refusal checks its input at the door (`bpe_checks.py`, same name).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import regex
 
-from . import checks
+from . import bpe_checks as checks
 from ..require import checked_by
 
 __all__ = ["bytes_to_unicode", "pre_tokenize", "merge_symbols", "BPETokenizer", "CHATML_SYSTEM"]

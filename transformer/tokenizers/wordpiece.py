@@ -11,7 +11,7 @@ Two stages turn a string into ids:
    A word with no complete cover, or longer than 100 characters, becomes [UNK].
 
 A sequence is then framed as [CLS] pieces… [SEP] and cut to the model's positions.
-Each public function with a refusal checks its input at the door (`checks.py`, same name).
+Each public function with a refusal checks its input at the door (`wordpiece_checks.py`, same name).
 
 >>> tok = WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3,
 ...                           "un": 4, "##aff": 5, "##able": 6, ",": 7})
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checks
+from . import wordpiece_checks as checks
 from .unicode_tables import category
 from ..require import checked_by
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.decoding_checks import documents, documents_fit
+from ..core.packing_checks import documents, documents_fit
 from ..backend import to_numpy
 from ..files import check_writable_folder
 from ..require import require_bool, require_float, require_int, require_real

@@ -1,4 +1,5 @@
-"""A tiny trainable decoder: a forward pass that keeps what its backward needs, and the backward.
+"""The tiny trainable decoder: SmolLM2's architecture (models/llama.py) at the sizes of a DecoderConfig,
+with its weights in a dict of named arrays that an optimizer updates in place.
 
     ids (b, n) --embed--> x (b, n, d)
     L × [ a = RMSNorm(x)
@@ -8,19 +9,23 @@
           x = x + SwiGLU(RMSNorm(x)) ]
     RMSNorm --tied LM head: x W_Eᵀ--> logits (b, n, v)
 
-SmolLM2's architecture (models/llama.py), with RoPE in the rotate-half layout, written as pure
-functions of a dict of named weights so that an optimizer can update them in place. The backward
-pass walks the same steps in reverse, each through the core's `*_backward` beside its forward;
-the arrays the forward keeps for it (`saved`) are the model's activation memory, counted by
-`activation_bytes`. With attention="tiled" the forward is FlashAttention's and the backward
-rebuilds the weights tile by tile from the saved row log-sum-exp, so no n × n array is kept.
+The maths is not here: a DecoderConfig is a LlamaConfig (`cfg.llama_config`: d_h = d / h,
+n_ctx = n_max, RoPE in the rotate-half layout of HF checkpoints) and the dict is a LlamaWeights of
+the same arrays (`weights_from_params`), so `decoder_forward` is `llama.forward` keeping `saved`,
+the activations its backward needs (the model's activation memory, counted by `activation_bytes`),
+and `decoder_backward` is `llama_backward.forward_backward`, walking the same steps in reverse,
+each through the core's `*_backward` beside its forward. What training adds is the attention it
+passes in: the softmax keeping its weights P (with dropout in training), or with attention="tiled"
+FlashAttention's tiled forward and backward (flash/), whose backward rebuilds the weights tile by
+tile from the saved row log-sum-exp, so that no n × n array is kept.
 
-The door of each public function checks its inputs once (`decoder_checks.py`); the core's formulas it
-calls inside are trusted (require.checked_by skips their checks), as in models/llama.py: the shapes were
-checked at the door, and a check per call would cost as much as a small model's maths.
+The door of each public function checks its inputs once (`decoder_checks.py`); the formulas it calls
+inside are trusted (require.checked_by skips their checks): a check per call would cost as much as a
+small model's maths.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -29,17 +34,14 @@ import numpy as np
 from . import decoder_checks
 from ..backend import get_xp, namespace
 from ..require import checked_by
-from ..core.attention import (attention_scores, dropout, dropout_backward, repeat_kv, repeat_kv_backward,
-                              scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax,
-                              softmax_backward)
-from ..core.embedding import embed, embed_backward, lm_head_backward
-from ..core.heads import merge_heads, merge_heads_backward, split_heads, split_heads_backward
-from ..core.layers import linear_backward, rms_norm, rms_norm_backward, swiglu_ffn, swiglu_ffn_backward
 from ..core.loss import cross_entropy, cross_entropy_backward
 from ..core.masks import causal_mask, document_mask
-from ..core.positions import apply_rope_half, apply_rope_half_backward, rope_cos_sin
+from ..core.positions import rope_cos_sin
 from ..flash.backward import flash_attention_backward
 from ..flash.tiled import flash_attention
+from ..models.llama import LlamaConfig, dropout_attention, forward, softmax_attention
+from ..models.llama_backward import dropout_attention_backward, forward_backward, softmax_attention_backward
+from ..models.llama_params import llama_config_of, params_from_weights, weights_from_params
 
 __all__ = ["DecoderConfig", "init_decoder", "decoder_forward", "decoder_backward",
            "decoder_loss_and_grads", "activation_bytes"]
@@ -73,6 +75,10 @@ class DecoderConfig:
     @property
     def d_h(self) -> int:
         return self.d // self.h
+
+    @functools.cached_property
+    def llama_config(self) -> LlamaConfig:  # the same model as a LlamaConfig, made once
+        return llama_config_of(self)
 
     def parameter_shapes(self) -> dict:  # name -> shape, in the order init_decoder draws them
         """Every weight's name and shape: "W_E", then per layer "layers.{l}.norm1", "layers.{l}.W_q",
@@ -110,24 +116,24 @@ def init_decoder(cfg: DecoderConfig, seed: int = 0, *, dtype="float32", xp=None)
     return params
 
 
-def _layer(params, l):  # -> this layer's weights without the "layers.{l}." prefix
-    pre = f"layers.{l}."
-    return {k[len(pre):]: w for k, w in params.items() if k.startswith(pre)}
+@functools.lru_cache(maxsize=16)
+def rope_tables(n_max: int, d_h: int, base: float, dtype, xp):  # -> cos, sin [n_max, d_h/2]
+    """RoPE's cos and sin of positions 0 … n_max − 1, made once per size, dtype and backend: a training
+    run asks for them at every step, and `forward` takes the rows of each token's position."""
+    return rope_cos_sin(xp.arange(n_max), d_h, base, dtype)
 
 
-def _rope_tables(positions, cfg, dtype):  # [b, n] -> cos, sin [b, 1, n, d_h/2]
-    xp = get_xp(positions)
-    b, n = positions.shape
-    cos, sin = rope_cos_sin(xp.reshape(positions, (-1,)), cfg.d_h, cfg.rope_base, dtype)  # [b·n, d_h/2]
-    return xp.reshape(cos, (b, 1, n, cfg.d_h // 2)), xp.reshape(sin, (b, 1, n, cfg.d_h // 2))
+def tiled_attention(q, k, v, mask, *, doc=None, block_q=None, block_k=None):  # -> [b, h, n, d_h], {"lse"}
+    """FlashAttention's tiled forward as the model's attention: causal, and same-document for packed rows
+    (doc), each tile building its own part of the mask (mask: None); keeps each row's log-sum-exp (b, h, n)."""
+    o, lse = flash_attention(q, k, v, causal=True, doc=doc, return_lse=True, block_q=block_q, block_k=block_k)
+    return o, {"lse": lse}
 
 
-def _qkv(a, p, cfg, cos, sin):  # [b, n, d] -> q [b, h, n, d_h], k, v [b, h_kv, n, d_h]
-    """Project, split into heads, and rotate q and k by their positions (RoPE)."""
-    q = apply_rope_half(split_heads(a @ p["W_q"], cfg.h), cos, sin)  # [b, h, n, d_h]
-    k = apply_rope_half(split_heads(a @ p["W_k"], cfg.h_kv), cos, sin)  # [b, h_kv, n, d_h]
-    v = split_heads(a @ p["W_v"], cfg.h_kv)  # [b, h_kv, n, d_h]
-    return q, k, v
+def tiled_attention_backward(do, q, k, v, o, kept, *, doc=None, block_q=None, block_k=None):  # -> dq, dk, dv
+    """Its backward: P rebuilt tile by tile from q, k and the saved log-sum-exp (flash/backward.py)."""
+    return flash_attention_backward(do, q, k, v, o, kept["lse"], causal=True, doc=doc, block_q=block_q,
+                                    block_k=block_k)
 
 
 @checked_by(decoder_checks.decoder_forward)
@@ -155,118 +161,45 @@ def decoder_forward(params: dict, ids, cfg: DecoderConfig, *, positions=None, do
       "x_final" (final RMSNorm backward), "h" its output (LM head backward).
     """
     xp = get_xp(params["W_E"])
-    dtype = params["W_E"].dtype
     b, n = ids.shape
     ids = xp.astype(ids, xp.int64)
     if positions is None:
-        positions = xp.broadcast_to(xp.arange(n)[None, :], (b, n))  # [b, n]
-    cos, sin = _rope_tables(positions, cfg, dtype)  # [b, 1, n, d_h/2] each
-    saved = {"ids": ids, "cos": cos, "sin": sin}
+        positions = xp.broadcast_to(xp.arange(n)[None, :], (b, n))  # [b, n]: RoPE's angles kept per row
     doc = None if doc_ids is None else xp.astype(doc_ids, xp.int64)  # [b, n]
+    if attention == "tiled":  # FlashAttention: each tile builds its own part of the mask
+        mask, attend = None, functools.partial(tiled_attention, doc=doc, block_q=block_q, block_k=block_k)
+    else:  # [n, n] or [b, 1, n, n]: causal, and a token sees only its own document
+        mask = causal_mask(n, xp=xp) if doc is None else document_mask(doc, causal=True)
+        attend = softmax_attention  # GQA inside: query head i reads key/value head i // (h / h_kv)
+        if training and cfg.dropout > 0:  # O = dropout(P) V, keep-masks drawn from one generator, layer by layer
+            draw = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+            attend = functools.partial(dropout_attention, p=cfg.dropout, rng=draw)
+    saved = {}
+    cos, sin = rope_tables(cfg.n_max, cfg.d_h, cfg.rope_base, params["W_E"].dtype, xp)  # [n_max, d_h/2] each
+    logits = forward(ids, weights_from_params(params, cfg.L), cfg.llama_config, cos, sin, positions=positions,
+                     mask=mask, attention=attend, saved=saved)  # [b, n, v]
     if attention == "tiled" and doc is not None:
         saved["doc"] = doc  # the tiled backward rebuilds the mask of each tile from it
-    mask = None  # tiled: each tile builds its own part of the mask
-    if attention == "plain":  # [n, n] or [b, 1, n, n]: causal, and a token sees only its own document
-        mask = causal_mask(n, xp=xp) if doc is None else document_mask(doc, causal=True)
-    drop = training and cfg.dropout > 0
-    draw = (rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)) if drop else None
-    x = embed(ids, params["W_E"])  # [b, n, d]
-    for l in range(cfg.L):
-        p, s = _layer(params, l), {}
-        s["x"] = x
-        s["a"] = a = rms_norm(x, p["norm1"], cfg.eps)  # [b, n, d]
-        s["q"], s["k"], s["v"] = q, k, v = _qkv(a, p, cfg, cos, sin)
-        if drop:  # attention-weight dropout: O = dropout(P) V, as the Annotated Transformer and nanoGPT do
-            s["o"], s["P"], s["keep"] = _attention_dropout(q, k, v, mask, cfg.dropout, draw)
-        elif attention == "plain":  # GQA inside: query head i reads key/value head i // (h / h_kv)
-            s["o"], s["P"] = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
-        else:  # [b, h, n, d_h], [b, h, n]
-            s["o"], s["lse"] = flash_attention(q, k, v, causal=True, doc=doc, return_lse=True,
-                                               block_q=block_q, block_k=block_k)
-        s["x_mid"] = x = x + merge_heads(s["o"]) @ p["W_o"]  # [b, n, d] residual
-        s["f"] = f = rms_norm(x, p["norm2"], cfg.eps)  # [b, n, d]
-        x = x + swiglu_ffn(f, p["W_gate"], p["W_up"], p["W_down"])  # [b, n, d] residual
-        saved.update({f"layers.{l}.{k}": t for k, t in s.items()})
-    saved["x_final"] = x
-    saved["h"] = hN = rms_norm(x, params["norm"], cfg.eps)  # [b, n, d]
-    logits = hN @ (params["W_E"].mT if cfg.tied else params["W_out"])  # [b, n, v]
     return logits, saved
-
-
-def _attention_dropout(q, k, v, mask, p, rng):  # q [b, h, n, d_h], k, v [b, h_kv, n, d_h] -> o, P, keep
-    """scaled_dot_product_attention with dropout on its weights: P = softmax(q kᵀ/√d_h + mask),
-    P̃ = dropout(P), o = P̃ V. Keeps P (for the softmax backward) and the keep-mask (for P̃)."""
-    n_rep = q.shape[1] // k.shape[1]
-    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # GQA: [b, h, n, d_h]
-    P = softmax(attention_scores(q, K), mask=mask)  # [b, h, n, n]
-    P_drop, keep = dropout(P, p, rng=rng)  # [b, h, n, n], kept weights scaled by 1/(1 − p)
-    return P_drop @ V, P, keep  # [b, h, n, d_h]
-
-
-def _attention_dropout_backward(do, q, k, v, P, keep, p):  # [b, h, n, d_h] -> dq, dk, dv
-    """The attention backward with P̃ = dropout(P) between the softmax and V:
-
-        dV = P̃ᵀ dO,   dP̃ = dO Vᵀ,   dP = dropout_backward(dP̃) = dP̃ ∘ keep / (1 − p)
-        dS = P ∘ (dP − rowsum(dP ∘ P)),   dQ = dS K / √d_h,   dK = dSᵀ Q / √d_h
-    (scaled_dot_product_attention_backward's lines, with the dropout's transpose added)."""
-    n_rep = q.shape[1] // k.shape[1]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    K, V = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [b, h, n, d_h]
-    dV = dropout(P, p, mask=keep)[0].mT @ do  # P̃ rebuilt from P and the mask: [b, h, n, d_h]
-    dS = softmax_backward(dropout_backward(do @ V.mT, keep, p), P)  # [b, h, n, n]
-    dq = (dS @ K) * scale  # [b, h, n, d_h]
-    dK = (dS.mT @ q) * scale
-    return dq, repeat_kv_backward(dK, n_rep), repeat_kv_backward(dV, n_rep)
-
-
-def _block_backward(dx, p, s, cfg, cos, sin, doc, block_q, block_k):  # [b, n, d] -> [b, n, d], grads
-    """One pre-norm block in reverse. Residual: the gradient of x + F(x) is dx + (∂F/∂x)ᵀ dx, so
-    each sub-block's backward adds its part to the dx that flows past it unchanged."""
-    g = {}
-    # FFN sub-block: x_out = x_mid + SwiGLU(RMSNorm(x_mid))
-    df, g["W_gate"], g["W_up"], g["W_down"] = swiglu_ffn_backward(dx, s["f"], p["W_gate"], p["W_up"],
-                                                                  p["W_down"])  # df [b, n, d]
-    dx_mid, g["norm2"] = rms_norm_backward(df, s["x_mid"], p["norm2"], cfg.eps)
-    dx = dx + dx_mid  # [b, n, d]
-    # attention sub-block: x_mid = x + merge(o) W_o
-    dz, g["W_o"], _ = linear_backward(dx, merge_heads(s["o"]), p["W_o"])  # dz [b, n, h·d_h]
-    do = merge_heads_backward(dz, cfg.h)  # [b, h, n, d_h]
-    if "keep" in s:  # the forward dropped out attention weights
-        dq, dk, dv = _attention_dropout_backward(do, s["q"], s["k"], s["v"], s["P"], s["keep"], cfg.dropout)
-    elif "P" in s:  # dq [b, h, n, d_h], dk, dv [b, h_kv, n, d_h]
-        dq, dk, dv = scaled_dot_product_attention_backward(do, s["q"], s["k"], s["v"], s["P"])
-    else:
-        dq, dk, dv = flash_attention_backward(do, s["q"], s["k"], s["v"], s["o"], s["lse"], causal=True,
-                                              doc=doc, block_q=block_q, block_k=block_k)
-    dq = apply_rope_half_backward(dq, cos, sin)  # RoPE's transpose: the rotation by −θ
-    dk = apply_rope_half_backward(dk, cos, sin)
-    da = 0.0
-    for name, dH in (("W_q", dq), ("W_k", dk), ("W_v", dv)):  # a feeds three projections: their dA add
-        dA, g[name], _ = linear_backward(split_heads_backward(dH), s["a"], p[name])
-        da = da + dA  # [b, n, d]
-    dx_attn, g["norm1"] = rms_norm_backward(da, s["x"], p["norm1"], cfg.eps)
-    return dx + dx_attn, g
 
 
 @checked_by(decoder_checks.decoder_backward)
 def decoder_backward(d_logits, saved: dict, params: dict, cfg: DecoderConfig, *, block_q=None, block_k=None):
     # [b, n, v] -> grads: name -> array, the keys and shapes of params
-    """∂loss/∂(every weight) from ∂loss/∂logits and the saved activations, last layer first.
+    """∂loss/∂(every weight) from ∂loss/∂logits and the saved activations, last layer first
+    (`llama_backward.forward_backward`), with the backward of the attention the forward ran.
     With tied weights W_E gets two terms, the LM head's and the embedding's."""
-    grads = {}
-    if cfg.tied:  # logits = h W_Eᵀ
-        dh, dW_head = lm_head_backward(d_logits, saved["h"], params["W_E"])  # [b, n, d], [v, d]
-    else:  # logits = h W_out
-        dh, grads["W_out"], _ = linear_backward(d_logits, saved["h"], params["W_out"])
-    dx, grads["norm"] = rms_norm_backward(dh, saved["x_final"], params["norm"], cfg.eps)  # [b, n, d]
-    for l in reversed(range(cfg.L)):
-        s = {k.split(".", 2)[2]: t for k, t in saved.items() if k.startswith(f"layers.{l}.")}
-        dx, g = _block_backward(dx, _layer(params, l), s, cfg, saved["cos"], saved["sin"], saved.get("doc"),
-                                block_q, block_k)
-        grads.update({f"layers.{l}.{k}": t for k, t in g.items()})
-    dW_E = embed_backward(dx, saved["ids"], cfg.v)  # [v, d] scatter-add over the ids
-    grads["W_E"] = dW_E + dW_head if cfg.tied else dW_E
-    return {k: grads[k] for k in params}
+    if "layers.0.lse" in saved:  # FlashAttention's forward
+        attention_backward = functools.partial(tiled_attention_backward, doc=saved.get("doc"), block_q=block_q,
+                                               block_k=block_k)
+    elif "layers.0.keep" in saved:  # the forward dropped out attention weights
+        attention_backward = functools.partial(dropout_attention_backward, p=cfg.dropout)
+    else:
+        attention_backward = softmax_attention_backward
+    grads = forward_backward(d_logits, saved, weights_from_params(params, cfg.L), cfg.llama_config,
+                             attention_backward=attention_backward)  # LlamaWeights of gradients
+    named = params_from_weights(grads)
+    return {k: named[k] for k in params}
 
 
 @checked_by(decoder_checks.decoder_loss_and_grads)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_xp
-from ..core import backward_checks
+from ..core import loss_checks
 from ..require import (require_array, require_bool, require_float, require_int, require_named_weights, require_real,
                        stand_in)
 
@@ -118,7 +118,7 @@ def decoder_loss_and_grads(params, ids, targets, cfg, *, positions, doc_ids, att
     if tuple(targets.shape) != tuple(ids.shape):
         raise ValueError(f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}")
     logits = stand_in(params["W_E"], (*ids.shape, cfg.v))  # [b, n, v], what the forward pass will give
-    backward_checks.cross_entropy(logits, targets, ignore_index=-100)  # dtype and range; -100: cross_entropy's default
+    loss_checks.cross_entropy(logits, targets, ignore_index=-100)  # dtype and range; -100: cross_entropy's default
 
 
 def activation_bytes(cfg, b, n, *, attention, packed, itemsize):

@@ -18,7 +18,7 @@ The two give the same tokens, and the same cross-attention rows (tests/test_trai
 from __future__ import annotations
 
 from . import seq2seq_checks
-from ..core.decoding_checks import step_logits
+from ..core.sampling_checks import step_logits
 from ..backend import get_xp
 from ..require import checked_by
 from ..core.attention import scaled_dot_product_attention

@@ -1,0 +1,17 @@
+"""Pieces of the refusals that both tokenizers share: a text with a UTF-8 form."""
+from __future__ import annotations
+
+
+def utf8_text(text, name: str = "text"):
+    """text must be a str that UTF-8 can encode (both tokenizers check their texts here).
+
+    A lone surrogate (U+D800–U+DFFF, half of a UTF-16 pair; what Python's surrogateescape
+    makes of undecodable bytes) is no character: it has no UTF-8 form, so no byte-level
+    token, and HF tokenizers refuse such a str. It is refused here, by its position."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}: {text!r:.60}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
+                         f"{e.start} has no UTF-8 form") from None
