@@ -335,3 +335,24 @@ def test_the_gpu_runners_host_code_on_a_stand_in_for_cupy(model, reference, monk
     finally:
         del model.device_step
     assert stats.engine == kind and stats.new_tokens == N_NEW and cache.length == len(PROMPT) + N_NEW - 1
+
+
+def test_a_rotate_half_model_decodes_on_the_device_and_its_cache_comes_back_in_its_layout():
+    """A trained decoder's RoPE turns pairs (i, i + d_h/2); the kernels turn adjacent pairs. With W_q's and
+    W_k's columns reordered per head and the prompt's keys reordered to match, the device path gives the host
+    loop's ids, and the cache it leaves holds the keys as the readable engine writes them."""
+    import dataclasses
+    half = T.random_llama(dataclasses.replace(TINY, rope_layout="half"), seed=2, std=0.3)
+    host_cache, device_cache = half.new_cache(1, len(PROMPT) + 12), half.new_cache(1, len(PROMPT) + 12)
+    half.fast_path = False  # the readable engine: its cache holds the keys in the model's own layout
+    want = half.generate(PROMPT, 12, stop_at_eos=False, cache=host_cache)
+    del half.fast_path
+    half.device_step = "recorded"
+    got = half.generate(PROMPT, 12, stop_at_eos=False, cache=device_cache)
+    assert half.last_stats.engine == "recorded"
+    logits = half.logits(PROMPT + want)[len(PROMPT) - 1:len(PROMPT) + 11]
+    k = first_near_tie(logits)
+    assert k >= 6 and got[:k] == want[:k]
+    assert device_cache.length == host_cache.length == len(PROMPT) + 11
+    for K_dev, K_host in zip(device_cache.k, host_cache.k):
+        np.testing.assert_allclose(K_dev[:, :, :len(PROMPT) + k], K_host[:, :, :len(PROMPT) + k], rtol=1e-5, atol=1e-5)

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.positions import interleaved_to_half_permutation
+
 __all__ = ["KERNEL_DIR", "KERNELS", "TOK", "POS", "STEP", "DONE", "ROWS_PER_BLOCK", "DEFAULT_SPLIT",
            "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "step_kernels", "kernels_per_step", "sampling_arguments",
            "lowbias32", "counter_uniforms", "device_matrices"]
@@ -166,6 +168,13 @@ def sampling_arguments(temperature: float, top_k, top_p, v: int) -> tuple:  # ->
     return inv_T, k, p, bool(temperature != 0 and (0 < k < v or p < 1))
 
 
+def half_to_interleaved_order(heads: int, d_h: int):  # -> [heads·d_h] column indices
+    """Each head's features from the rotate-half layout to adjacent pairs: column order p⁻¹ per head, the
+    order `llama_fast.half_to_interleaved_columns` takes (p = `interleaved_to_half_permutation(d_h)`)."""
+    inverse = np.argsort(interleaved_to_half_permutation(d_h))  # p⁻¹
+    return (np.arange(heads)[:, None] * d_h + inverse[None, :]).reshape(-1)  # [heads·d_h]
+
+
 def lowbias32(x):  # uint32 [...] -> uint32 [...]
     """A 32-bit integer hash (Chris Wellons' "lowbias32"): every output bit depends on every input bit.
     Wraps around as uint32 arithmetic does in CUDA.
@@ -196,15 +205,26 @@ def counter_uniforms(seed: int, step: int, n: int):  # -> [n] float32 in (0, 1)
     return (((h >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -23))  # [n]
 
 
-def device_matrices(w, xp=np) -> list:  # LlamaWeights -> per layer 4 × [d_out, d_in], then the head [v, d]
+def device_matrices(w, cfg, xp=np) -> list:  # LlamaWeights -> per layer 4 × [d_out, d_in], then the head [v, d]
     """The matrices the kernels read, each [d_out, d_in] C-contiguous (a row per output): per layer
     [W_q | W_k | W_v]ᵀ, W_oᵀ, [W_gate | W_up]ᵀ, W_downᵀ; then the head, W_E itself when tied (it is
     already [v, d]) or W_outᵀ. New arrays (the readable weights are [d_in, d_out]): on a GPU the step
-    holds the weights a second time, transposed (538 MB for SmolLM2 in float32)."""
+    holds the weights a second time, transposed (538 MB for SmolLM2 in float32).
+
+    The kernels turn adjacent pairs (interleaved RoPE). For a model in the rotate-half layout
+    (cfg.rope_layout = "half", a trained decoder) W_q's and W_k's columns are reordered per head to
+    adjacent pairs, as FastForward does (llama_fast.half_to_interleaved_columns): q·k is unchanged, and
+    the keys the step writes to the cache are in that order (generation.device_rows reorders the cache)."""
     def rows(*Ws):  # k × [d_in, d_j] -> [Σ d_j, d_in]
         return xp.ascontiguousarray(xp.concatenate([xp.asarray(W).T for W in Ws], axis=0))
+
+    def pairs(W, heads):  # [d, heads·d_h] -> the same, each head's columns as adjacent RoPE pairs
+        if cfg.rope_layout != "half":
+            return W
+        return xp.take(xp.asarray(W), xp.asarray(half_to_interleaved_order(heads, cfg.d_h)), axis=1)
     mats = []
     for lw in w.layers:
-        mats.append([rows(lw.W_q, lw.W_k, lw.W_v), rows(lw.W_o), rows(lw.W_gate, lw.W_up), rows(lw.W_down)])
+        mats.append([rows(pairs(lw.W_q, cfg.h), pairs(lw.W_k, cfg.h_kv), lw.W_v), rows(lw.W_o),
+                     rows(lw.W_gate, lw.W_up), rows(lw.W_down)])
     head = w.W_E if w.W_out is None else rows(w.W_out)
     return mats, xp.ascontiguousarray(head)

@@ -49,7 +49,7 @@ class DecodeStep:
         s = DecodeSizes.of(cfg, cache.n_max, max_new) if split is None else DecodeSizes.of(cfg, cache.n_max, max_new,
                                                                                             split)
         self.sizes, self.xp = s, xp
-        self.mats, self.head = device_matrices(w, xp) if mats is None else mats  # L × 4 × [d_out, d_in], [v, d]
+        self.mats, self.head = device_matrices(w, cfg, xp) if mats is None else mats  # L × 4 × [d_out, d_in], [v, d]
         self.W_E, self.final_norm = w.W_E, w.norm  # [v, d], [d]
         self.norms = [(lw.attn_norm, lw.ffn_norm) for lw in w.layers]  # L × 2 × [d]
         self.caches = [(cache.k[i][0], cache.v[i][0]) for i in range(s.L)]  # L × 2 × [h_kv, n_max, d_h]

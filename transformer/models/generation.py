@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .decode_graph import StepRunner
-from .decode_plan import device_matrices
+from .decode_plan import device_matrices, half_to_interleaved_order
 from .decode_step import DecodeStep, first_token
 from .llama_fast import FastForward
 from ..backend import get_xp, to_host
@@ -35,7 +35,7 @@ from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
 
 __all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "decode_rows",
-           "device_kind", "device_rows"]
+           "device_kind", "device_rows", "reorder_keys"]
 
 # Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
 # SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once (llama.py), so one pass over an 8,000-token
@@ -140,8 +140,8 @@ def device_kind(model, cache, sampling: tuple, stop) -> str | None:
 
     model.device_step says which runner a model asks for: "graph" by default, which applies to a CuPy
     model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature, with
-    or without top-k and top-p (filtered on the device by the host's rule), at most one end token, and RoPE
-    on interleaved pairs (SmolLM2's; a trained decoder's rotate-half layout decodes on the host).
+    or without top-k and top-p (filtered on the device by the host's rule), at most one end token; RoPE in
+    either layout (a trained decoder's rotate-half one through reordered columns, decode_plan.device_matrices).
     "recorded" and "twins" run the same step's NumPy twins on the CPU (slow: for tests and lessons).
     None: the host loop, always."""
     kind, w = getattr(model, "device_step", None), model.weights
@@ -149,17 +149,17 @@ def device_kind(model, cache, sampling: tuple, stop) -> str | None:
     if kind is None or kind not in (("graph", "kernels") if on_gpu else ("recorded", "twins")):
         return None
     one_row = type(cache) is KVCache and cache.k[0].shape[0] == 1 and cache.length == 0
-    plain = len(stop) <= 1 and model.fast_path and model.config.rope_layout == "interleaved"  # the kernels' RoPE
+    plain = len(stop) <= 1 and model.fast_path
     return kind if one_row and plain and w.W_E.dtype == np.float32 else None
 
 
 _MATRICES: dict = {}  # id(weights) -> (a weak reference to them, their device_matrices): made once per model
 
 
-def matrices_of(w):  # LlamaWeights -> device_matrices(w), made on the first call for these weights
+def matrices_of(w, cfg):  # LlamaWeights -> device_matrices(w, cfg), made on the first call for these weights
     held = _MATRICES.get(id(w))
     if held is None or held[0]() is not w:
-        held = _MATRICES[id(w)] = (weakref.ref(w), device_matrices(w, get_xp(w.W_E)))
+        held = _MATRICES[id(w)] = (weakref.ref(w), device_matrices(w, cfg, get_xp(w.W_E)))
         weakref.finalize(w, _MATRICES.pop, id(w), None)
     return held[1]
 
@@ -186,15 +186,28 @@ def device_rows(kind: str, model, x, cache, cos, sin, max_new_tokens: int, sampl
     if max_new_tokens <= 1 or first == eos:
         return
     step = DecodeStep(model.weights, model.config, cache, cos, sin, max_new_tokens, temperature=temperature,
-                      seed=seed, top_k=top_k, top_p=top_p, eos=eos, mats=matrices_of(model.weights),
+                      seed=seed, top_k=top_k, top_p=top_p, eos=eos, mats=matrices_of(model.weights, model.config),
                       xp=get_xp(model.weights.W_E))
     runner, fed = StepRunner(step, kind), 0
-    for ids in runner.run(first, x.shape[1]):
-        fed += len(ids)
-        stats.decode_s += runner.seconds[-1]
-        stats.steps += [runner.seconds[-1] / max(len(ids), 1)] * len(ids)
-        for i in ids:
-            stats.new_tokens += 1
-            yield np.array([i]), np.array([True])
+    order = half_to_interleaved_order(1, model.config.d_h) if model.config.rope_layout == "half" else None
+    if order is not None:  # the step's keys come in adjacent pairs (decode_plan.device_matrices): so must the prompt's
+        reorder_keys(cache, order)
+    try:
+        for ids in runner.run(first, x.shape[1]):
+            fed += len(ids)
+            stats.decode_s += runner.seconds[-1]
+            stats.steps += [runner.seconds[-1] / max(len(ids), 1)] * len(ids)
+            for i in ids:
+                stats.new_tokens += 1
+                yield np.array([i]), np.array([True])
+    finally:  # also when the caller stops early: the cache is left as the readable engine writes it
+        if order is not None:
+            reorder_keys(cache, np.argsort(order))
     cache.written = [cache.length + fed] * len(cache.written)  # each step wrote its input token's keys and values
     cache.advance(fed)
+
+
+def reorder_keys(cache, order):  # KVCache, [d_h] -> the same cache, each key's features in that order
+    """K[..., j] ← K[..., order[j]] in every layer: the rotate-half layout's keys as adjacent RoPE pairs, or back."""
+    for K in cache.k:
+        K[...] = get_xp(K).take(K, get_xp(K).asarray(order), axis=-1)  # [b, h_kv, n_max, d_h]
