@@ -43,10 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.positions import interleaved_to_half_permutation
+from .llama_fast import half_to_interleaved_order
 
 __all__ = ["KERNEL_DIR", "KERNELS", "TOK", "POS", "STEP", "DONE", "ROWS_PER_BLOCK", "DEFAULT_SPLIT",
-           "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "step_kernels", "kernels_per_step", "sampling_arguments",
+           "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "launch_specs", "step_kernels", "kernels_per_step", "sampling_arguments",
            "lowbias32", "counter_uniforms", "device_matrices"]
 
 KERNEL_DIR = Path(__file__).with_name("decode_kernels")
@@ -119,16 +119,32 @@ def _blocks(rows: int) -> tuple:
     return (math.ceil(rows / ROWS_PER_BLOCK),)
 
 
+def launch_specs(s: DecodeSizes) -> dict[str, LaunchSpec]:
+    """Each launch of a step by its role (a kernel serves several: norm_matvec is the qkv, gate_up and head
+    products), with its grid, block and dynamic shared memory: what DecodeStep launches."""
+    def spec(name, grid, shared_bytes=0):
+        return LaunchSpec(name, grid, (KERNELS[name][1],), shared_bytes)
+    return {"embed": spec("embed", (1,)),
+            "qkv": spec("norm_matvec", _blocks(s.qkv)),
+            "rope_append": spec("rope_append", (1,)),
+            "attend_split": spec("attend_split", (s.h_kv, s.n_splits)),
+            "attend_combine": spec("attend_combine", (s.h,)),
+            "W_o": spec("matvec_residual", _blocks(s.d)),
+            "gate_up": spec("norm_matvec", _blocks(2 * s.d_ff)),
+            "W_down": spec("swiglu_matvec_residual", _blocks(s.d), 4 * s.d_ff),
+            "head": spec("norm_matvec", _blocks(s.v)),
+            "sample_filter": spec("sample_filter", (1,)),
+            "sample_blocks": spec("sample_blocks", (s.vocab_blocks,)),
+            "sample_finish": spec("sample_finish", (1,))}
+
+
+LAYER = ("qkv", "rope_append", "attend_split", "attend_combine", "W_o", "gate_up", "W_down")  # a layer's launches
+
+
 def layer_kernels(s: DecodeSizes) -> list[LaunchSpec]:
     """The 7 launches of one decoder layer."""
-    t = {name: (threads,) for name, (_, threads) in KERNELS.items()}
-    return [LaunchSpec("norm_matvec", _blocks(s.qkv), t["norm_matvec"]),
-            LaunchSpec("rope_append", (1,), t["rope_append"]),
-            LaunchSpec("attend_split", (s.h_kv, s.n_splits), t["attend_split"]),
-            LaunchSpec("attend_combine", (s.h,), t["attend_combine"]),
-            LaunchSpec("matvec_residual", _blocks(s.d), t["matvec_residual"]),
-            LaunchSpec("norm_matvec", _blocks(2 * s.d_ff), t["norm_matvec"]),
-            LaunchSpec("swiglu_matvec_residual", _blocks(s.d), t["swiglu_matvec_residual"], 4 * s.d_ff)]
+    specs = launch_specs(s)
+    return [specs[role] for role in LAYER]
 
 
 def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
@@ -139,13 +155,10 @@ def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
     >>> len(step_kernels(DecodeSizes.of(LlamaConfig(), max_len=1024, max_new=64)))
     214
     """
-    t = {name: (threads,) for name, (_, threads) in KERNELS.items()}
-    head = [LaunchSpec("norm_matvec", _blocks(s.v), t["norm_matvec"])]
-    if filtered:
-        head.append(LaunchSpec("sample_filter", (1,), t["sample_filter"]))
-    return ([LaunchSpec("embed", (1,), t["embed"])] + layer_kernels(s) * s.L + head
-            + [LaunchSpec("sample_blocks", (s.vocab_blocks,), t["sample_blocks"]),
-               LaunchSpec("sample_finish", (1,), t["sample_finish"])])
+    specs = launch_specs(s)
+    head = ("head", "sample_filter") if filtered else ("head",)
+    return ([specs["embed"]] + layer_kernels(s) * s.L
+            + [specs[role] for role in (*head, "sample_blocks", "sample_finish")])
 
 
 def kernels_per_step(L: int, filtered: bool = False) -> int:
@@ -166,13 +179,6 @@ def sampling_arguments(temperature: float, top_k, top_p, v: int) -> tuple:  # ->
     inv_T = np.float32(0.0 if temperature == 0 else 1.0 / temperature)
     k, p = np.int32(0 if top_k is None else top_k), np.float32(1.0 if top_p is None else top_p)
     return inv_T, k, p, bool(temperature != 0 and (0 < k < v or p < 1))
-
-
-def half_to_interleaved_order(heads: int, d_h: int):  # -> [heads·d_h] column indices
-    """Each head's features from the rotate-half layout to adjacent pairs: column order p⁻¹ per head, the
-    order `llama_fast.half_to_interleaved_columns` takes (p = `interleaved_to_half_permutation(d_h)`)."""
-    inverse = np.argsort(interleaved_to_half_permutation(d_h))  # p⁻¹
-    return (np.arange(heads)[:, None] * d_h + inverse[None, :]).reshape(-1)  # [heads·d_h]
 
 
 def lowbias32(x):  # uint32 [...] -> uint32 [...]

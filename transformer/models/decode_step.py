@@ -19,18 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode_plan import KERNELS, ROWS_PER_BLOCK, DecodeSizes, LaunchSpec, device_matrices, sampling_arguments
+from .decode_plan import DecodeSizes, LaunchSpec, device_matrices, launch_specs, sampling_arguments
 from .decode_twins import TWINS, sample_blocks, sample_filter
 
 __all__ = ["DecodeStep", "TwinLauncher", "RecordingLauncher", "first_token"]
-
-
-def _spec(name: str, grid, shared_bytes: int = 0) -> LaunchSpec:
-    return LaunchSpec(name, tuple(grid), (KERNELS[name][1],), shared_bytes)
-
-
-def _row_blocks(rows: int) -> tuple:  # a warp per row, ROWS_PER_BLOCK warps a block
-    return (-(-rows // ROWS_PER_BLOCK),)
 
 
 class DecodeStep:
@@ -69,18 +61,7 @@ class DecodeStep:
         self.bounds = self.buf["bounds"] if self.filtered else np.uint64(0)
         # every launch and every scalar argument, fixed here: enqueue only launches
         i32, f32 = np.int32, np.float32
-        self.k = {"embed": _spec("embed", (1,)),
-                  "qkv": _spec("norm_matvec", _row_blocks(s.qkv)),
-                  "rope_append": _spec("rope_append", (1,)),
-                  "attend_split": _spec("attend_split", (s.h_kv, S)),
-                  "attend_combine": _spec("attend_combine", (s.h,)),
-                  "W_o": _spec("matvec_residual", _row_blocks(s.d)),
-                  "gate_up": _spec("norm_matvec", _row_blocks(2 * s.d_ff)),
-                  "W_down": _spec("swiglu_matvec_residual", _row_blocks(s.d), 4 * s.d_ff),
-                  "head": _spec("norm_matvec", _row_blocks(s.v)),
-                  "sample_filter": _spec("sample_filter", (1,)),
-                  "sample_blocks": _spec("sample_blocks", (nb,)),
-                  "sample_finish": _spec("sample_finish", (1,))}
+        self.k = launch_specs(s)  # each launch by its role, its grid from the plan
         self.a = {"d": i32(s.d), "qkv": i32(s.qkv), "eps": f32(s.eps), "h": i32(s.h), "h_kv": i32(s.h_kv),
                   "d_h": i32(s.d_h), "max_len": i32(s.max_len), "q_scale": f32(s.d_h ** -0.5), "split": i32(s.split),
                   "S": i32(S), "qd": i32(qd), "gu": i32(2 * s.d_ff), "d_ff": i32(s.d_ff), "v": i32(s.v),

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .decode_graph import StepRunner
-from .decode_plan import device_matrices, half_to_interleaved_order
+from .decode_plan import device_matrices
 from .decode_step import DecodeStep, first_token
-from .llama_fast import FastForward
+from .llama_fast import FastForward, half_to_interleaved_order
 from ..backend import get_xp, to_host
 from ..core import sampling_checks
 from ..core.kv_cache import KVCache

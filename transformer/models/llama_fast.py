@@ -42,7 +42,7 @@ from ..core.kv_cache import KVCache
 from ..core.positions import interleaved_to_half_permutation
 from ..require import checked_by
 
-__all__ = ["fuse_columns", "FastForward", "decode_matrices", "half_to_interleaved_columns"]
+__all__ = ["fuse_columns", "FastForward", "decode_matrices", "half_to_interleaved_columns", "half_to_interleaved_order"]
 
 
 def fuse_columns(*Ws, xp=np):  # k × [d_in, d_j] -> [d_in, Σ d_j], k × [d_in, d_j]
@@ -106,9 +106,14 @@ def half_to_interleaved_columns(W, heads: int, d_h: int):  # [d, heads·d_h] -> 
     apply_rope_interleaved(x)[p]. With W' = W[:, p⁻¹], q' = a W' = q[p⁻¹], whose interleaved rotation is
     the half rotation of q, permuted by p⁻¹; the same for k, and q·k does not change when both vectors
     are permuted alike. So the complex-pair RoPE below serves both layouts."""
+    return np.take(W, half_to_interleaved_order(heads, d_h), axis=1)
+
+
+def half_to_interleaved_order(heads: int, d_h: int):  # -> [heads·d_h] column indices
+    """The column order `half_to_interleaved_columns` takes: p⁻¹ within each head, p =
+    `interleaved_to_half_permutation(d_h)` (also the GPU decode step's, decode_plan.device_matrices)."""
     inverse = np.argsort(interleaved_to_half_permutation(d_h))  # p⁻¹
-    cols = (np.arange(heads)[:, None] * d_h + inverse[None, :]).reshape(-1)  # [heads·d_h]
-    return np.take(W, cols, axis=1)
+    return (np.arange(heads)[:, None] * d_h + inverse[None, :]).reshape(-1)  # [heads·d_h]
 
 
 class Buffers:
