@@ -18,7 +18,8 @@ installed, else `T.random_llama(seed=0)` (SmolLM2's shapes: the same speed, mean
                  (`device_step=None`; N = 64 only), the kernels launched eagerly, the graph; kernels per
                  step counted from the captured graph; % of the weights-bandwidth floor (bytes of the
                  weights / the memory bandwidth from the device's clock and bus width)
-  4 peers        HF `LlamaForCausalLM` of the same config, random weights: eager, and
+  4 per kernel   each launch of the step alone in a CUDA graph at position 512: µs, launches a step, GB/s
+  5 peers        HF `LlamaForCausalLM` of the same config, random weights: eager, and
                  `generate(cache_implementation="static")` (torch.compile + CUDA graphs), float32
                  (and bfloat16 without --quick), timed the same way in the same process
 
@@ -67,6 +68,27 @@ def decode_rate(run, n: int, repeats: int) -> float:  # run(n) generates n token
     return (n - 1) / (median_time(lambda: run(n), repeats) - median_time(lambda: run(1), repeats))
 
 
+def graph_seconds(stream, body, nodes: int, replays: int = 20) -> float:  # -> seconds a replay of body() × nodes
+    """body() once (compiles, loads), then captured `nodes` times as one CUDA graph, replayed once untimed
+    and `replays` times between two events on the stream."""
+    import cupy
+    with stream:
+        body()
+        stream.begin_capture()
+        for _ in range(nodes):
+            body()
+        g = stream.end_capture()
+        g.upload(stream)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        g.launch(stream)
+        start.record(stream)
+        for _ in range(replays):
+            g.launch(stream)
+        end.record(stream)
+        end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / 1e3 / replays
+
+
 def env_stage() -> dict:
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(0)
@@ -87,24 +109,7 @@ def micro_stage(quick: bool) -> dict:
     cupy.cuda.Device().synchronize()
     res = {"eager_launch_us": 1e6 * t / n}
     stream = cupy.cuda.Stream(non_blocking=True)
-
-    def graph_of(body, nodes: int):  # -> seconds per replay of a graph of body() × nodes
-        with stream:
-            body()
-            stream.begin_capture()
-            for _ in range(nodes):
-                body()
-            g = stream.end_capture()
-            g.upload(stream)
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            g.launch(stream)
-            start.record(stream)
-            for _ in range(20):
-                g.launch(stream)
-            end.record(stream)
-            end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) / 1e3 / 20
-
+    graph_of = lambda body, nodes: graph_seconds(stream, body, nodes)  # noqa: E731
     res["graph_node_us"] = 1e6 * graph_of(lambda: empty((1,), (32,), ()), 200) / 200
     launch, rng = T.CupyLauncher.shared(), np.random.default_rng(0)
     state = cupy.zeros(4, dtype=cupy.int32)
@@ -185,6 +190,47 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
     return res
 
 
+def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
+    """Each role's launch of one step (layer 0's for a layer's roles), alone, 20 times in a CUDA graph:
+    µs a launch, × its launches a step, against the whole graph's step. At position 512: attention reads
+    512 keys (the cache beyond the prompt holds zeros; only the times are read). GB/s counts the bytes of
+    the arrays the launch is given (for the matrix–vector products: their weights, read once)."""
+    import cupy
+
+    n_new, pos = 1024, 512
+    n_max = len(prompt) + n_new
+    cache = gpu.new_cache(1, n_max)
+    cos, sin = gpu.rope_tables(n_max)
+    T.through_cache(gpu.readable_engine, np.asarray([prompt]), cache, cos, sin)
+    step = T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, n_new, xp=cupy)
+    step.start(int(prompt[-1]), pos)
+    recording = T.RecordingLauncher()
+    step.enqueue(recording)
+    role_of = {id(spec): role for role, spec in step.k.items()}
+    count: dict[str, int] = {}
+    first: dict[str, tuple] = {}
+    for spec, args in recording.calls:
+        role = role_of.get(id(spec), spec.name)
+        count[role] = count.get(role, 0) + 1
+        first.setdefault(role, (spec, args))
+    launch, stream = T.CupyLauncher.shared(), cupy.cuda.Stream(non_blocking=True)
+    res = {"position": pos, "roles": {}}
+    # sample_finish moves the position and the step on (21 replays × 20 launches stay inside the cache): last
+    for role in sorted(first, key=lambda r: r == "sample_finish"):
+        spec, args = first[role]
+        s = graph_seconds(stream, lambda: launch(spec, *args), 20) / 20
+        nbytes = sum(int(a.nbytes) for a in args if isinstance(a, cupy.ndarray))
+        res["roles"][role] = {"kernel": spec.name, "grid": list(spec.grid), "block": list(spec.block),
+                              "launches_a_step": count[role], "us": 1e6 * s, "GB_s": nbytes / s / 1e9,
+                              "us_a_step": 1e6 * s * count[role]}
+        print(f"  {role:15s} {spec.name:22s} ×{count[role]:3d} {1e6 * s:8.2f} µs {nbytes / s / 1e9:8.0f} GB/s",
+              flush=True)
+    res["sum_us_a_step"] = sum(r["us_a_step"] for r in res["roles"].values())
+    if step_tok_s:
+        res["graph_us_a_step"] = 1e6 / step_tok_s
+    return res
+
+
 def hf_stage(cfg, prompt, ns, repeats: int, dtypes) -> dict:
     import torch
     from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
@@ -203,7 +249,8 @@ def hf_stage(cfg, prompt, ns, repeats: int, dtypes) -> dict:
                     hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
                                 do_sample=False, pad_token_id=0, **extra)
                 torch.cuda.synchronize()
-            run(2)  # the compile, for the static cache
+            run(ns[0])  # the compile, at the longest cache: HF sizes a static cache by the longest length asked
+            # so far, so the shorter calls that follow reuse its shape instead of compiling again
             key = f"hf_{name}_decode_tok_s" + ("" if dtype == "float32" else f"_{dtype}")
             res[key] = decode_rate(run, ns[0], repeats)
             print(f"  HF {name} {dtype}: {res[key]:.1f} tok/s", flush=True)
@@ -301,6 +348,7 @@ def main(argv=None) -> int:
     del host
     bandwidth = (data.get("env") or {}).get("bandwidth_bytes_s", float("nan"))
     stage("speed", lambda: speed_stage(gpu, prompt, ns, repeats, bandwidth))
+    stage("per_kernel", lambda: per_kernel_stage(gpu, prompt, (data.get("speed") or {}).get("cupy_graph_decode_tok_s")))
     stage("peers", lambda: hf_stage(gpu.config, prompt, ns, repeats, ("float32",) if args.quick else
                                     ("float32", "bfloat16")))
     print("\n".join(data["summary"]), flush=True)

@@ -17,7 +17,7 @@ Attention, b = 1, h = 16, d_h = 64, causal and not, float32 and float16, for eac
   torch          torch.nn.functional.scaled_dot_product_attention on the same arrays (DLPack, no copy),
                  whichever backend torch picks; the kernel it ran is recorded
 Times: medians of GPU-event timings (`cupyx.profiler.benchmark` for ours, CUDA events on torch's
-stream for torch) after warm-up. Peak memory: extra bytes during one call, from CuPy's memory pool
+stream for torch) after 10 warm-up calls each, on a GPU kept busy for a second first. Peak memory: extra bytes during one call, from CuPy's memory pool
 (`T.measure_peak_bytes_gpu`) and torch's allocator (`max_memory_allocated`), beside the formulas
 (io_count.py; the kernels hold O and lse only). A path that runs out of memory is recorded so.
 TFLOP/s count 4·b·h·n²·d_h FLOPs (Q Kᵀ and P V, 2·n²·d_h each per head), half of it when causal.
@@ -81,15 +81,28 @@ def kernel_extra_bytes(n: int, itemsize: int) -> int:
     return B * H * n * D_H * itemsize + B * H * n * 4
 
 
+WARMUP = 10  # untimed calls before each timing: with 2, torch's first float16 point at n = 1024 read 2× slow
+
+
+def spin_up(seconds: float = 1.0) -> None:
+    """Matrix products for about `seconds`, so the clocks are up before the first timed point."""
+    import cupy
+    a = cupy.ones((4096, 4096), dtype=cupy.float32)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ a
+        cupy.cuda.Device().synchronize()
+
+
 def ours_time(fn, repeats: int) -> float:  # -> median seconds, GPU events
     from cupyx.profiler import benchmark
-    res = benchmark(fn, n_repeat=repeats, n_warmup=2)
+    res = benchmark(fn, n_repeat=repeats, n_warmup=WARMUP)
     return float(np.median(res.gpu_times[0]))
 
 
 def torch_time(fn, repeats: int) -> float:  # -> median seconds, CUDA events on torch's stream
     import torch
-    for _ in range(2):
+    for _ in range(WARMUP):
         fn()
     times = []
     for _ in range(repeats):
@@ -563,6 +576,7 @@ def main(argv=None) -> int:
     load_start = M.load_average()
     print(M.start_line(load_start), flush=True)
     run = {"out": args.out, "argv": argv, "t0": t0, "load_start": load_start}  # what every save repeats
+    spin_up()
     rows = attention_rows(ns, repeats_for)
     save(run, rows, None)  # the attention table is kept even if a later part fails
     n_packed = 8192 if 8192 in ns else max(ns)

@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
-# The whole GPU check in one command, under 5 minutes, its results in one folder:
+# The whole GPU check in one command, its results in one folder (at most 5 files):
 #
-#     bash benchmarks/gpu_check.sh OUT_DIR
+#     bash benchmarks/gpu_check.sh OUT_DIR [SECONDS]        # SECONDS: the whole run's budget (default 540)
 #
-#   1 the GPU tests: the decode step's graph, its kernels and the readable CuPy path against NumPy
-#     (tests/test_decode_gpu.py), and every other test that runs on CuPy (-k "gpu or cupy")
-#   2 benchmarks/bench_decode_gpu.py --quick: micro-costs, the teacher-forced comparison over 64 steps,
-#     decode tok/s for the readable path, the eager kernels and the CUDA graph, HF eager and HF
-#     static-compiled in the same process (decode_gpu.json, decode_gpu.md)
-# A machine without the package's pure-Python needs gets them from wheels in .whl/ (pip download there first).
+#   1 benchmarks/bench_decode_gpu.py --quick: micro-costs, the teacher-forced comparison over 64 steps,
+#     decode tok/s for the readable path, the eager kernels and the CUDA graph, each kernel's time,
+#     HF eager and HF static-compiled in the same process (decode_gpu.json, decode_gpu.md)
+#   2 the decode step's GPU tests (tests/test_decode_gpu.py)
+#   3 every other test that runs on CuPy (-k "gpu or cupy"): without the model wheels they skip
+#   4 benchmarks/bench_gpu.py's attention part again, with its warm-up, the SmolLM2 part taken from the
+#     published gpu.json (gpu.json, gpu.md)
+# Each part has its own time limit inside the budget, so a part that hangs cannot take the next one's
+# time; everything printed goes to OUT_DIR/log.txt. A machine without the package's pure-Python needs gets
+# them from wheels in .whl/ (`pip download` them there first).
 set -o pipefail
 OUT=${1:-gpu-check}
+BUDGET=${2:-540}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
-if [ -d .whl ]; then $PY -m pip install -q --no-deps .whl/*.whl 2>&1 | tail -2; fi
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; uname -r;
-  $PY -c "import cupy, sys; print('cupy', cupy.__version__, 'python', sys.version.split()[0])"; } | tee "$OUT/env.txt"
-PYTHONUNBUFFERED=1 timeout 150 $PY -m pytest -q -p no:cacheprovider -x tests/test_decode_gpu.py 2>&1 | tee "$OUT/tests_decode.txt"
-PYTHONUNBUFFERED=1 timeout 60 $PY -m pytest -q -p no:cacheprovider -k "gpu or cupy" tests/test_llama.py tests/test_bert.py \
-    tests/test_counting.py tests/test_wordpiece.py tests/test_backend.py 2>&1 | tail -15 | tee "$OUT/tests_cupy.txt"
-PYTHONUNBUFFERED=1 timeout 300 $PY benchmarks/bench_decode_gpu.py --quick --out "$OUT" 2>&1 | tee "$OUT/bench.txt"
+LOG="$OUT/log.txt"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+part() {  # part NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS, and never past the budget
+  local name=$1 limit=$2; shift 2
+  local left=$((BUDGET - SECONDS - 5))
+  if [ "$left" -lt 20 ]; then echo "=== $name: skipped, ${left}s of the budget left" | tee -a "$LOG"; return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "=== $name (at ${SECONDS}s, limit ${limit}s): $*" | tee -a "$LOG"
+  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+  echo "=== $name: exit ${PIPESTATUS[0]} at ${SECONDS}s" | tee -a "$LOG"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; uname -r; nproc
+  $PY -c "import cupy, numpy, torch, sys; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__, 'python', sys.version.split()[0])"
+} 2>&1 | tee -a "$LOG"
+part bench_decode_gpu 270 $PY benchmarks/bench_decode_gpu.py --quick --out "$OUT"
+part test_decode_gpu 90 $PY -m pytest -q -p no:cacheprovider tests/test_decode_gpu.py
+part bench_gpu_attention 150 $PY benchmarks/bench_gpu.py --model-from benchmarks/results/gpu.json --out "$OUT"
+part tests_cupy 60 $PY -m pytest -q -p no:cacheprovider -rs -k "gpu or cupy" tests/test_llama.py tests/test_bert.py \
+    tests/test_counting.py tests/test_wordpiece.py tests/test_backend.py
+echo "=== done at ${SECONDS}s" | tee -a "$LOG"
