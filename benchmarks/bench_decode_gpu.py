@@ -16,10 +16,11 @@ installed, else `T.random_llama(seed=0)` (SmolLM2's shapes: the same speed, mean
                  CuPy path against NumPy's, until the reference's first near-tie (top-2 gap < 1e-3)
   3 speed        decode tok/s = (N − 1) / (T(N) − T(1)), medians, N = 64 and 512: readable CuPy
                  (`device_step=None`; N = 64 only), the kernels launched eagerly, the graph; kernels per
-                 step counted from the captured graph; % of the weights-bandwidth floor (bytes of the
+                 step counted from the captured graph (the driver's node list); % of the weights-bandwidth floor (bytes of the
                  weights / the memory bandwidth from the device's clock and bus width)
   4 per kernel   each launch of the step alone in a CUDA graph at position 512: µs, launches a step, GB/s
-  5 peers        HF `LlamaForCausalLM` of the same config, random weights: eager, and
+  5 splits       attention's two kernels at keys per block 16 … 256 and positions 64, 512, 2000
+  6 peers        HF `LlamaForCausalLM` of the same config, random weights: eager, and
                  `generate(cache_implementation="static")` (torch.compile + CUDA graphs), float32
                  (and bfloat16 without --quick), timed the same way in the same process
 
@@ -181,7 +182,10 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
     cos, sin = gpu.rope_tables(len(prompt) + 8)
     T.through_cache(gpu.readable_engine, np.asarray([prompt]), cache, cos, sin)
     runner = T.StepRunner(T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, 8, xp=cupy), "graph")
-    res["kernels_per_step"] = runner.kernels_per_step
+    try:  # asked of the CUDA driver; a failure here keeps the rates above
+        res["kernels_per_step"] = runner.kernels_per_step
+    except Exception as e:
+        res["kernels_per_step"], res["kernels_per_step_error"] = None, f"{type(e).__name__}: {e}"
     res["kernels_per_step_planned"] = 7 * gpu.config.L + 4
     weights = 4 * T.count_parameters(gpu.config)
     res["weights_bytes"] = weights
@@ -190,19 +194,16 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
     return res
 
 
-def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
-    """Each role's launch of one step (layer 0's for a layer's roles), alone, 20 times in a CUDA graph:
-    µs a launch, × its launches a step, against the whole graph's step. At position 512: attention reads
-    512 keys (the cache beyond the prompt holds zeros; only the times are read). GB/s counts the bytes of
-    the arrays the launch is given (for the matrix–vector products: their weights, read once)."""
+def step_launches(gpu, prompt, pos: int, n_new: int = 1024, split: int | None = None):
+    """A DecodeStep set at position `pos` (the cache beyond the prompt holds zeros: for timing only), its
+    launches recorded: -> (each role's first (spec, args), each role's launches a step)."""
     import cupy
 
-    n_new, pos = 1024, 512
-    n_max = len(prompt) + n_new
+    n_max = max(len(prompt), pos + 1) + n_new
     cache = gpu.new_cache(1, n_max)
     cos, sin = gpu.rope_tables(n_max)
     T.through_cache(gpu.readable_engine, np.asarray([prompt]), cache, cos, sin)
-    step = T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, n_new, xp=cupy)
+    step = T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, n_new, split=split, xp=cupy)
     step.start(int(prompt[-1]), pos)
     recording = T.RecordingLauncher()
     step.enqueue(recording)
@@ -213,12 +214,29 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
         role = role_of.get(id(spec), spec.name)
         count[role] = count.get(role, 0) + 1
         first.setdefault(role, (spec, args))
-    launch, stream = T.CupyLauncher.shared(), cupy.cuda.Stream(non_blocking=True)
+    return first, count, step  # the step keeps its cache and arena alive
+
+
+def launch_seconds(spec, args) -> float:  # -> seconds a launch, 20 in a CUDA graph
+    import cupy
+    launch = T.CupyLauncher.shared()
+    return graph_seconds(cupy.cuda.Stream(non_blocking=True), lambda: launch(spec, *args), 20) / 20
+
+
+def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
+    """Each role's launch of one step (layer 0's for a layer's roles), alone, 20 times in a CUDA graph:
+    µs a launch, × its launches a step, against the whole graph's step. At position 512: attention reads
+    512 keys. GB/s counts the bytes of the arrays the launch is given (for the matrix–vector products:
+    their weights, read once; from L2 where they fit, as 20 launches in a row read the same ones)."""
+    import cupy
+
+    pos = 512
+    first, count, _step = step_launches(gpu, prompt, pos)
     res = {"position": pos, "roles": {}}
     # sample_finish moves the position and the step on (21 replays × 20 launches stay inside the cache): last
     for role in sorted(first, key=lambda r: r == "sample_finish"):
         spec, args = first[role]
-        s = graph_seconds(stream, lambda: launch(spec, *args), 20) / 20
+        s = launch_seconds(spec, args)
         nbytes = sum(int(a.nbytes) for a in args if isinstance(a, cupy.ndarray))
         res["roles"][role] = {"kernel": spec.name, "grid": list(spec.grid), "block": list(spec.block),
                               "launches_a_step": count[role], "us": 1e6 * s, "GB_s": nbytes / s / 1e9,
@@ -228,6 +246,19 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
     res["sum_us_a_step"] = sum(r["us_a_step"] for r in res["roles"].values())
     if step_tok_s:
         res["graph_us_a_step"] = 1e6 / step_tok_s
+    return res
+
+
+def splits_stage(gpu, prompt) -> dict:
+    """attend_split + attend_combine, µs a layer, for keys per block × position: what DEFAULT_SPLIT is chosen by."""
+    res = {}
+    for split in (16, 32, 64, 128, 256):
+        for pos in (64, 512, 2000):
+            first, _, _step = step_launches(gpu, prompt, pos, n_new=64, split=split)
+            us = 1e6 * sum(launch_seconds(*first[role]) for role in ("attend_split", "attend_combine"))
+            res[f"split{split}_pos{pos}_us"] = us
+        print("  split %3d: " % split + ", ".join(f"pos {p}: {res[f'split{split}_pos{p}_us']:.1f} µs"
+                                                  for p in (64, 512, 2000)), flush=True)
     return res
 
 
@@ -349,6 +380,7 @@ def main(argv=None) -> int:
     bandwidth = (data.get("env") or {}).get("bandwidth_bytes_s", float("nan"))
     stage("speed", lambda: speed_stage(gpu, prompt, ns, repeats, bandwidth))
     stage("per_kernel", lambda: per_kernel_stage(gpu, prompt, (data.get("speed") or {}).get("cupy_graph_decode_tok_s")))
+    stage("splits", lambda: splits_stage(gpu, prompt))
     stage("peers", lambda: hf_stage(gpu.config, prompt, ns, repeats, ("float32",) if args.quick else
                                     ("float32", "bfloat16")))
     print("\n".join(data["summary"]), flush=True)

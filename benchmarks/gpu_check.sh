@@ -2,6 +2,7 @@
 # The whole GPU check in one command, its results in one folder (at most 5 files):
 #
 #     bash benchmarks/gpu_check.sh OUT_DIR [SECONDS]        # SECONDS: the whole run's budget (default 540)
+#     ONLY=bench_decode_gpu,test_decode_gpu bash benchmarks/gpu_check.sh OUT_DIR 240   # some parts only
 #
 #   1 benchmarks/bench_decode_gpu.py --quick: micro-costs, the teacher-forced comparison over 64 steps,
 #     decode tok/s for the readable path, the eager kernels and the CUDA graph, each kernel's time,
@@ -27,6 +28,7 @@ fi
 
 part() {  # part NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS, and never past the budget
   local name=$1 limit=$2; shift 2
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$name,"* ]]; then return; fi
   local left=$((BUDGET - SECONDS - 5))
   if [ "$left" -lt 20 ]; then echo "=== $name: skipped, ${left}s of the budget left" | tee -a "$LOG"; return; fi
   [ "$limit" -gt "$left" ] && limit=$left

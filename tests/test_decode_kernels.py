@@ -37,7 +37,7 @@ SIGNATURES = {
     "attend_split": "const float* q, const float* K, const float* V, float* part_o, float* part_ml, const int* state, "
                     "int h, int h_kv, int d_h, int max_len, int split",
     "attend_combine": "const float* part_o, const float* part_ml, float* o, const int* state, int h, int d_h, "
-                      "int n_splits",
+                      "int n_splits, int split",
     "matvec_residual": "const float* a, const float* W, float* x, const int* state, int n_rows, int d_in",
     "swiglu_matvec_residual": "const float* gu, const float* W, float* x, const int* state, int n_rows, int d_ff",
     "sample_filter": "const float* logits, float* bounds, const int* state, int v, float inv_temperature, int top_k, "
@@ -168,13 +168,14 @@ def attend_split_case(h, h_kv, d_h, max_len, split, pos):
         part_ml=nans(h, n_splits, 2), state=state(pos=pos), h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, split=split))
 
 
-def attend_combine_case(h, d_h, n_splits, empty):
+def attend_combine_case(h, d_h, n_splits, empty, split=8):
     rng = np.random.default_rng(h * n_splits + empty)
     m, l = normal(rng, h, n_splits, scale=3.0), rng.uniform(1, 5, (h, n_splits)).astype(np.float32)  # [h, n_splits]
     o = normal(rng, h, n_splits, d_h) * l[..., None]  # [h, n_splits, d_h]
-    m[:, n_splits - empty:], l[:, n_splits - empty:], o[:, n_splits - empty:] = -np.inf, 0, 0  # splits past pos
+    m[:, n_splits - empty:], l[:, n_splits - empty:], o[:, n_splits - empty:] = np.nan, np.nan, np.nan  # past pos
+    pos = (n_splits - empty - 1) * split + split // 2  # inside the last split that holds a key
     return Case("attend_combine", (h,), dict(part_o=o, part_ml=np.stack([m, l], axis=-1), o=nans(h * d_h),
-                                             state=state(), h=h, d_h=d_h, n_splits=n_splits))
+                                             state=state(pos=pos), h=h, d_h=d_h, n_splits=n_splits, split=split))
 
 
 def matvec_residual_case(n_rows, d_in):
@@ -249,6 +250,7 @@ CASES = {
     "attend_split-g1-d64-last_pos": lambda: attend_split_case(3, 3, 64, 33, 16, 32),
     "attend_split-g9-two_passes": lambda: attend_split_case(9, 1, 16, 12, 8, 10),
     "attend_split-g3-d128": lambda: attend_split_case(6, 2, 128, 20, 8, 19),
+    "attend_split-g3-d64-runs": lambda: attend_split_case(3, 1, 64, 100, 40, 93),  # 2½ runs a warp, a short last run
     "attend_combine-no_empty": lambda: attend_combine_case(3, 64, 4, 0),
     "attend_combine-empty": lambda: attend_combine_case(5, 16, 4, 2),
     "attend_combine-one_split": lambda: attend_combine_case(2, 24, 1, 0),
@@ -335,8 +337,8 @@ def reference_attend_split(c):
     for head in range(h):
         for s in range(n_splits):
             keys = range(s * split, min(s * split + split, pos + 1))
-            if not keys:
-                part_ml[head, s] = -np.inf, 0
+            if not keys:  # past pos: not written, the NaN stays
+                part_o[head, s], part_ml[head, s] = np.nan, np.nan
                 continue
             scores = np.array([c["q"][head * d_h:(head + 1) * d_h] @ c["K"][head // g, k] for k in keys])
             m = scores.max()
@@ -346,8 +348,9 @@ def reference_attend_split(c):
 
 
 def reference_attend_combine(c):
-    m, l, o = c["part_ml"][..., 0], c["part_ml"][..., 1], c["part_o"]  # [h, S], [h, S], [h, S, d_h]
-    w = np.exp(m - m.max(axis=1, keepdims=True))  # e^{−∞} = 0: an empty split weighs nothing
+    used = c["state"][POS] // c["split"] + 1  # the splits that hold a key
+    m, l, o = c["part_ml"][:, :used, 0], c["part_ml"][:, :used, 1], c["part_o"][:, :used]  # [h, S], [h, S], [h, S, d_h]
+    w = np.exp(m - m.max(axis=1, keepdims=True))
     return {"o": (np.einsum("hs,hsd->hd", w, o) / (w * l).sum(axis=1, keepdims=True)).reshape(-1)}
 
 
@@ -448,7 +451,8 @@ def test_split_then_combine_is_softmax_attention(case_id, runner):
     run = run_kernel if runner == "kernel" else run_twin
     run(split)
     combine = Case("attend_combine", (h,), dict(part_o=split.values["part_o"], part_ml=split.values["part_ml"],
-                                                o=nans(h * d_h), state=state(), h=h, d_h=d_h, n_splits=split.grid[1]))
+                                                o=nans(h * d_h), state=state(pos=pos), h=h, d_h=d_h,
+                                                n_splits=split.grid[1], split=c["split"]))
     run(combine)
     q = c["q"].reshape(h, d_h)
     K, V = np.repeat(c["K"][:, :pos + 1], h // h_kv, axis=0), np.repeat(c["V"][:, :pos + 1], h // h_kv, axis=0)

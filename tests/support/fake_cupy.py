@@ -3,8 +3,8 @@
 `StepRunner(step, "graph")` compiles kernels, opens a stream, warms up, captures a CUDA graph and replays
 it: host code that otherwise first runs on a GPU. With `fake_cupy.install(monkeypatch)` it runs here:
 a RawModule's function runs the kernel's NumPy twin, or, while its stream is capturing, records the
-launch into the graph the capture returns; `Graph.launch` replays the recording; the memory pool counts
-what `pool_alloc` was told. Capturing refuses what CuPy refuses: a synchronize, a nested capture.
+launch into the graph the capture returns; `Graph.launch` replays the recording; the driver lists a
+graph's nodes; the memory pool counts what `pool_alloc` was told. Capturing refuses what CuPy refuses: a synchronize, a nested capture.
 """
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ from transformer.models import decode_graph
 from transformer.models.decode_twins import TWINS
 
 
+GRAPHS = {}  # handle -> Graph: what the stand-in driver looks a graph up by
+
+
 class Graph:
     def __init__(self, calls):
         self.calls, self.uploaded, self.launches = calls, False, 0
+        self.graph = len(GRAPHS) + 1  # the handle, as CuPy's Graph.graph holds the cudaGraph_t
+        GRAPHS[self.graph] = self
 
     def upload(self, stream):
         self.uploaded = True
@@ -26,9 +31,25 @@ class Graph:
         for run in self.calls:
             run()
 
-    def debug_dot_str(self, flags=0):  # one record per kernel node, as CUDA writes them
-        return "digraph g {\n" + "".join(f'"n{i}"[label="{{KERNEL\\n| {{ID | {i}}}}}"];\n'
-                                         for i in range(len(self.calls))) + "}\n"
+
+
+class Driver:
+    """The two calls of the CUDA driver that graph_kernel_nodes makes, with ctypes' pointers: each recorded
+    launch is a kernel node (CU_GRAPH_NODE_TYPE_KERNEL = 0), plus one empty node (type 2) that must not count."""
+
+    def cuGraphGetNodes(self, handle, nodes, count_ref):
+        graph, count = GRAPHS[handle.value], count_ref._obj
+        n = len(graph.calls) + 1
+        if nodes is not None:
+            for i in range(min(count.value, n)):
+                nodes[i] = (handle.value << 20) + i + 1
+        count.value = n
+        return 0
+
+    def cuGraphNodeGetType(self, node, kind_ref):
+        graph, i = GRAPHS[node.value >> 20], (node.value & 0xFFFFF) - 1
+        kind_ref._obj.value = 0 if i < len(graph.calls) else 2
+        return 0
 
 
 class Stream:
@@ -101,5 +122,6 @@ def install(monkeypatch) -> types.SimpleNamespace:
     cp = types.SimpleNamespace(RawModule=RawModule, get_default_memory_pool=lambda: pool,
                                cuda=types.SimpleNamespace(Stream=Stream))
     monkeypatch.setattr(decode_graph, "import_cupy", lambda: cp)
+    monkeypatch.setattr(decode_graph, "cuda_driver", Driver)
     monkeypatch.setattr(decode_graph.CupyLauncher, "_shared", None)
     return cp

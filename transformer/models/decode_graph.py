@@ -23,6 +23,7 @@ Runners, one interface (`run(first, n_prompt)` yields the new ids in chunks) for
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 
 import numpy as np
@@ -31,10 +32,34 @@ from ..backend import import_cupy
 from .decode_plan import DONE, KERNEL_DIR, KERNELS, STEP, TOK
 from .decode_step import RecordingLauncher, TwinLauncher
 
-__all__ = ["CupyLauncher", "StepRunner", "RUNNERS", "CHUNK"]
+__all__ = ["CupyLauncher", "StepRunner", "RUNNERS", "CHUNK", "graph_kernel_nodes"]
 
 CHUNK = 16  # tokens between two looks at the device state: an end token is seen within 16 steps
 RUNNERS = ("graph", "kernels", "recorded", "twins")
+KERNEL_NODE = 0  # the driver's CU_GRAPH_NODE_TYPE_KERNEL
+
+
+def cuda_driver():  # -> the CUDA driver's library, through ctypes
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def graph_kernel_nodes(graph) -> int:
+    """Kernel nodes in a captured CUDA graph, asked of the driver: cuGraphGetNodes (the count, then the
+    nodes) and cuGraphNodeGetType of each. CuPy's Graph holds its cudaGraph_t, the driver's CUgraph, as `.graph`."""
+    cuda, handle, n = cuda_driver(), ctypes.c_void_p(graph.graph), ctypes.c_size_t(0)
+    _ok(cuda.cuGraphGetNodes(handle, None, ctypes.byref(n)), "cuGraphGetNodes")
+    nodes = (ctypes.c_void_p * n.value)()
+    _ok(cuda.cuGraphGetNodes(handle, nodes, ctypes.byref(n)), "cuGraphGetNodes")
+    kind, count = ctypes.c_int(), 0
+    for node in nodes[:n.value]:
+        _ok(cuda.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)), "cuGraphNodeGetType")
+        count += kind.value == KERNEL_NODE
+    return count
+
+
+def _ok(result: int, call: str) -> None:
+    if result != 0:
+        raise RuntimeError(f"{call} failed with CUresult {result}")
 
 
 class CupyLauncher:
@@ -102,7 +127,7 @@ class StepRunner:
     def kernels_per_step(self) -> int:
         """Kernel nodes in the captured graph (CuPy), or launches in the recording."""
         if self.kind == "graph":
-            return self.graph.debug_dot_str().count("{KERNEL")  # a kernel node's label: {KERNEL | ID | name<<<grid>>> …
+            return graph_kernel_nodes(self.graph)
         recording = RecordingLauncher()
         self.step.enqueue(recording)
         return len(recording.calls)

@@ -67,7 +67,9 @@ KERNELS = {
 
 TOK, POS, STEP, DONE = 0, 1, 2, 3  # state[4] int32: the input id, the cache length, the step, finished (0/1)
 ROWS_PER_BLOCK = 8  # the matrix-vector kernels: a warp per output row, 8 warps a block
-DEFAULT_SPLIT = 256  # keys per attention block (flash-decoding): 3 KV heads alone would fill 3 SMs
+DEFAULT_SPLIT = 32  # keys per attention block (flash-decoding): 3 KV heads alone would fill 3 SMs.
+# Measured on an H200 at position 512: 256 keys a block took 36.9 µs a layer (6 blocks, each warp 64 keys
+# one after another); see benchmarks/results/decode_gpu.md for 32.
 VOCAB_BLOCK = 1024  # logits per block of sample_blocks
 SEED_MIX = np.uint32(0x9E3779B9)  # lowbias32(0) = 0: seed 0 must not start the stream at 0
 

@@ -87,7 +87,8 @@ class DecodeStep:
                    a["max_len"], a["q_scale"])  # q = RoPE(q)/√d_h; K[pos], V[pos] = RoPE(k), v
             launch(k["attend_split"], b["q"], K, V, b["part_o"], b["part_ml"], state, a["h"], a["h_kv"], a["d_h"],
                    a["max_len"], a["split"])  # per split of the keys: (m, ℓ, Σ e^{s−m} v)
-            launch(k["attend_combine"], b["part_o"], b["part_ml"], b["o"], state, a["h"], a["d_h"], a["S"])  # o
+            launch(k["attend_combine"], b["part_o"], b["part_ml"], b["o"], state, a["h"], a["d_h"], a["S"],
+                   a["split"])  # o
             launch(k["W_o"], b["o"], W_o, x, state, a["d"], a["qd"])  # x += W_o·o
             launch(k["gate_up"], x, g2, W_gu, b["gu"], state, a["gu"], a["d"], a["eps"])  # gu = W_gu·RMSNorm(x)
             launch(k["W_down"], b["gu"], W_down, x, state, a["d"], a["d_ff"])  # x += W_down·(silu(g) ⊙ u)

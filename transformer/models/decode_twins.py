@@ -102,7 +102,7 @@ def rope_append(qkv, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, q_scale, *
 def attend_split(q, K, V, part_o, part_ml, state, h, h_kv, d_h, max_len, split, *, grid=None):
     """Per KV head kvh and split s of the keys [s·split, min(s·split + split, pos + 1)), for its g = h/h_kv
     query heads: m = max_k s_k, ℓ = Σ_k e^{s_k − m}, o = Σ_k e^{s_k − m} V[kvh, k] (not divided by ℓ),
-    s_k = q · K[kvh, k]. A split with no key: m = −∞, ℓ = 0, o = 0.
+    s_k = q · K[kvh, k]. A split with no key (past pos) is not written.
 
     q [h·d_h] (scaled already); K, V [h_kv, max_len, d_h]; part_o [h, n_splits, d_h] and
     part_ml [h, n_splits, 2] = (m, ℓ) written; n_splits = grid[1], else ⌈max_len / split⌉."""
@@ -113,31 +113,28 @@ def attend_split(q, K, V, part_o, part_ml, state, h, h_kv, d_h, max_len, split, 
     Kc = _rows(K, h_kv * max_len, d_h).reshape(h_kv, max_len, d_h)[:, :n_keys]  # [h_kv, n_keys, d_h]
     Vc = _rows(V, h_kv * max_len, d_h).reshape(h_kv, max_len, d_h)[:, :n_keys]  # [h_kv, n_keys, d_h]
     scores = _rows(q, h, d_h).reshape(h_kv, g, d_h) @ Kc.swapaxes(-1, -2)  # [h_kv, g, n_keys]  (GQA: g heads a KV head)
-    m = np.full((h_kv, g, n_splits), -np.inf, F32)  # [h_kv, g, n_splits]
-    l = np.zeros((h_kv, g, n_splits), F32)  # [h_kv, g, n_splits]
-    o = np.zeros((h_kv, g, n_splits, d_h), F32)  # [h_kv, g, n_splits, d_h]
-    for s in range(n_splits):
+    part_o = _rows(part_o, h * n_splits, d_h).reshape(h_kv, g, n_splits, d_h)  # row (head, s), head = kvh·g + a
+    part_ml = _rows(part_ml, h * n_splits, 2).reshape(h_kv, g, n_splits, 2)  # (m, ℓ)
+    for s in range(min(n_splits, math.ceil(n_keys / split))):  # the splits that hold a key
         k0, k1 = s * split, min(s * split + split, n_keys)
-        if k0 >= k1:
-            continue  # no key in this split
-        m[..., s] = scores[..., k0:k1].max(axis=-1)  # [h_kv, g]
-        p = np.exp(scores[..., k0:k1] - m[..., s, None])  # [h_kv, g, k1 − k0]
-        l[..., s] = p.sum(axis=-1)  # [h_kv, g]
-        o[..., s, :] = p @ Vc[:, k0:k1]  # [h_kv, g, d_h]
-    _rows(part_o, h * n_splits, d_h)[:] = o.reshape(h * n_splits, d_h)  # row (head, s), head = kvh·g + a
-    _rows(part_ml, h * n_splits, 2)[:] = np.stack([m, l], axis=-1).reshape(h * n_splits, 2)  # (m, ℓ)
+        m = scores[..., k0:k1].max(axis=-1)  # [h_kv, g]
+        p = np.exp(scores[..., k0:k1] - m[..., None])  # [h_kv, g, k1 − k0]
+        part_ml[:, :, s] = np.stack([m, p.sum(axis=-1)], axis=-1)  # [h_kv, g, 2]
+        part_o[:, :, s] = p @ Vc[:, k0:k1]  # [h_kv, g, d_h]
 
 
-def attend_combine(part_o, part_ml, o, state, h, d_h, n_splits, *, grid=None):
-    """o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s, M = max_s m_s: the splits merged (m = −∞ weighs 0).
+def attend_combine(part_o, part_ml, o, state, h, d_h, n_splits, split, *, grid=None):
+    """o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s, M = max_s m_s: the splits that hold a key merged
+    (s ≤ pos / split; the others are not read).
 
     part_o [h, n_splits, d_h]; part_ml [h, n_splits, 2] = (m, ℓ); o [h·d_h] written."""
     if _done(state):
         return
-    ml = _rows(part_ml, h * n_splits, 2).reshape(h, n_splits, 2)  # [h, n_splits, (m, ℓ)]
-    m, l = ml[..., 0], ml[..., 1]  # [h, n_splits] each
-    w = np.exp(m - m.max(axis=-1, keepdims=True))  # [h, n_splits]  e^{m_s − M}
-    o_s = _rows(part_o, h * n_splits, d_h).reshape(h, n_splits, d_h)  # [h, n_splits, d_h]
+    used = min(n_splits, int(_flat(state)[POS]) // split + 1)
+    ml = _rows(part_ml, h * n_splits, 2).reshape(h, n_splits, 2)[:, :used]  # [h, used, (m, ℓ)]
+    m, l = ml[..., 0], ml[..., 1]  # [h, used] each
+    w = np.exp(m - m.max(axis=-1, keepdims=True))  # [h, used]  e^{m_s − M}
+    o_s = _rows(part_o, h * n_splits, d_h).reshape(h, n_splits, d_h)[:, :used]  # [h, used, d_h]
     _rows(o, h, d_h)[:] = (w[..., None] * o_s).sum(axis=1) / (w * l).sum(axis=-1, keepdims=True)  # [h, d_h]
 
 

@@ -7,13 +7,17 @@
 //     score_k = q · K[kvh, k]                    (q is scaled by 1/√d_h already)
 //     m = max_k score_k,   ℓ = Σ_k e^{score_k − m},   o = Σ_k e^{score_k − m} V[kvh, k]   (not divided by ℓ)
 //
-//   grid  = (h_kv, n_splits)   n_splits = ⌈max_len / split⌉: fixed, so one graph serves every length
-//   block = (128,)             4 warps; warp w takes keys k0 + w, k0 + w + 4, …, lane c holds dims c, c + 32, …
+//   grid  = (h_kv, n_splits)   n_splits = ⌈max_len / split⌉: fixed, so one graph serves every length; a block
+//                              past pos (s·split > pos) returns at once and writes nothing (attend_combine
+//                              reads the splits up to pos only)
+//   block = (128,)             4 warps; warp w takes keys in runs of U: k0 + U·w … k0 + U·w + U − 1, then
+//                              U·WARPS further on; lane c holds dims c, c + 32, …
 //
-// Each warp keeps its own (m, ℓ, o) by the online softmax: for a key, m' = max(m, score),
-// ℓ = ℓ·e^{m − m'} + e^{score − m'}, o = o·e^{m − m'} + e^{score − m'}·v. Then the 4 warps' statistics
-// meet in shared memory and merge the same way (attend_combine.cu merges the splits).
-// A split with no key writes m = −∞, ℓ = 0, o = 0. d_h ≤ 128; any g (MAX_G heads a pass).
+// A warp loads its U keys and values before it scores any of them, so their loads overlap (one memory
+// latency a run, not one a key). It keeps its own (m, ℓ, o) by the online softmax: for a run of scores,
+// m' = max(m, scores), ℓ = ℓ·e^{m − m'} + Σ e^{score − m'}, o = o·e^{m − m'} + Σ e^{score − m'}·v. Then
+// the 4 warps' statistics meet in shared memory and merge the same way (attend_combine.cu merges the
+// splits). A warp with no key keeps m = −∞, ℓ = 0, o = 0. d_h ≤ 128; any g (MAX_G heads a pass).
 // q [h·d_h]; K, V [h_kv, max_len, d_h]; part_o [h, n_splits, d_h]; part_ml [h, n_splits, 2] = (m, ℓ).
 
 #include "decode_common.cuh"
@@ -21,6 +25,7 @@
 #define WARPS 4     // 128 threads
 #define DIMS 4      // dims a lane holds: d_h ≤ 32·DIMS = 128
 #define MAX_G 8     // query heads a pass holds in registers (SmolLM2: g = 3, one pass)
+#define U 4         // keys a warp loads before it scores them
 
 extern "C" __global__ void decode_attend_split(const float* q, const float* K, const float* V, float* part_o,
                                                float* part_ml, const int* state, int h, int h_kv, int d_h,
@@ -30,6 +35,7 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
     __shared__ float warp_m[WARPS][MAX_G], warp_l[WARPS][MAX_G], warp_o[WARPS][MAX_G][32 * DIMS];
     const int kvh = blockIdx.x, s = blockIdx.y, g = h / h_kv, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int k0 = s * split, k1 = min(k0 + split, state[POS] + 1);
+    if (k0 >= k1) return;  // a split past pos: nothing to write, attend_combine does not read it
     const float *Kh = K + (size_t)kvh * max_len * d_h, *Vh = V + (size_t)kvh * max_len * d_h;  // [max_len, d_h]
     for (int a0 = 0; a0 < g; a0 += MAX_G) {  // query heads kvh·g + a0 + a, a < n_a
         const int n_a = min(MAX_G, g - a0);
@@ -41,23 +47,39 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
                 qr[a][c] = (a < n_a && j < d_h) ? q[(kvh * g + a0 + a) * d_h + j] : 0.f;
             }
         }
-        for (int k = k0 + warp; k < k1; k += WARPS) {  // this warp's keys
-            float kr[DIMS], vr[DIMS];
-            for (int c = 0; c < DIMS; ++c) {
-                const int j = lane + 32 * c;
-                kr[c] = j < d_h ? Kh[(size_t)k * d_h + j] : 0.f;
-                vr[c] = j < d_h ? Vh[(size_t)k * d_h + j] : 0.f;
+        for (int kb = k0 + U * warp; kb < k1; kb += U * WARPS) {  // this warp's run of keys kb … kb + U − 1
+            float kr[U][DIMS], vr[U][DIMS];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {  // every load of the run first
+                const int k = kb + u;
+                for (int c = 0; c < DIMS; ++c) {
+                    const int j = lane + 32 * c;
+                    kr[u][c] = (k < k1 && j < d_h) ? Kh[(size_t)k * d_h + j] : 0.f;
+                    vr[u][c] = (k < k1 && j < d_h) ? Vh[(size_t)k * d_h + j] : 0.f;
+                }
             }
 #pragma unroll
             for (int a = 0; a < MAX_G; ++a) {
-                if (a >= n_a) break;
-                float dot = 0.f;
-                for (int c = 0; c < DIMS; ++c) dot += qr[a][c] * kr[c];
-                const float score = warp_sum(dot), m_new = fmaxf(m[a], score);
-                const float rescale = expf(m[a] - m_new), p = expf(score - m_new);
-                l[a] = l[a] * rescale + p;
-                for (int c = 0; c < DIMS; ++c) o[a][c] = o[a][c] * rescale + p * vr[c];
-                m[a] = m_new;
+                if (a < n_a) {
+                    float score[U], m_new = m[a];
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+                        float dot = 0.f;
+                        for (int c = 0; c < DIMS; ++c) dot += qr[a][c] * kr[u][c];
+                        score[u] = kb + u < k1 ? warp_sum(dot) : -INFINITY;  // past k1: weighs e^{−∞} = 0
+                        m_new = fmaxf(m_new, score[u]);  // finite: key kb is in the range
+                    }
+                    const float rescale = expf(m[a] - m_new);  // 0 on the first run (m = −∞)
+                    l[a] *= rescale;
+                    for (int c = 0; c < DIMS; ++c) o[a][c] *= rescale;
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+                        const float p = expf(score[u] - m_new);
+                        l[a] += p;
+                        for (int c = 0; c < DIMS; ++c) o[a][c] += p * vr[u][c];
+                    }
+                    m[a] = m_new;
+                }
             }
         }
         for (int a = 0; a < MAX_G; ++a) {  // this warp's (m, ℓ, o), for the merge
