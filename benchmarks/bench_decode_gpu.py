@@ -307,6 +307,23 @@ def markdown(data: dict) -> str:
     lines += ["| float32, b = 1, greedy, prompt 16 | decode tok/s |", "|---|---:|"]
     lines += [f"| {name} | {'–' if v is None else f'{v:.0f}'} |" for name, v in rows]
     lines += [""] + [f"- {line}" for line in r.get("summary", [])]
+    k = r.get("per_kernel") or {}
+    if k.get("roles"):
+        lines += ["", f"Each launch alone, 20 in a CUDA graph, at position {k['position']} (the weights stay in L2 "
+                      "between the 20: a lower bound of its time inside the step):", "",
+                  "| role | kernel | grid × block | a step | µs | µs a step | GB/s |", "|---|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {role} | {x['kernel']} | {x['grid']} × {x['block'][0]} | {x['launches_a_step']} | {x['us']:.2f} | "
+                  f"{x['us_a_step']:.0f} | {x['GB_s']:.0f} |" for role, x in k["roles"].items()]
+        step_us = f", the graph's measured step {k['graph_us_a_step']:.0f} µs" if k.get("graph_us_a_step") else ""
+        lines += ["", f"Sum: {k['sum_us_a_step']:.0f} µs a step{step_us}."]
+    sp = r.get("splits") or {}
+    if sp:
+        splits = sorted({int(key.split("_")[0][5:]) for key in sp})
+        positions = sorted({int(key.split("_")[1][3:]) for key in sp})
+        lines += ["", "Attention (attend_split + attend_combine), µs a layer, by keys a block:", "",
+                  "| keys a block | " + " | ".join(f"position {p}" for p in positions) + " |",
+                  "|---:|" + "---:|" * len(positions)]
+        lines += [f"| {n} | " + " | ".join(f"{sp[f'split{n}_pos{p}_us']:.1f}" for p in positions) + " |" for n in splits]
     for stage, error in (r.get("errors") or {}).items():
         lines.append(f"- stage {stage} failed: `{error}`")
     return "\n".join(lines) + "\n"

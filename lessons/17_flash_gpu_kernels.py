@@ -19,7 +19,7 @@
 # instruction `mma.sync`, and why the scores can feed the next product without moving; how a
 # float32 kernel keeps float32's accuracy on tensor cores that round to TF32; what one thread
 # block holds in its shared memory, buffer by buffer, against an H100's limits; the backward
-# kernel; the kernels' times and memory measured on an H100, against torch; and why a decode step
+# kernel; the kernels' times and memory measured on an H200, against torch; and why a decode step
 # of a small model is bound by kernel launches, not by bytes, until it runs as one CUDA graph.
 # Everything but the GPU cells runs without a GPU: the layouts and launch plans are pure functions,
 # and the kernels themselves are tested on the CPU by running their CUDA C.
@@ -254,15 +254,15 @@ else:
         assert diff < 1e-4
 
 # %% [markdown]
-# ## 7. Times and memory on an H100
+# ## 7. Times and memory on an H200
 #
 # What the kernels do on a real GPU: `benchmarks/bench_gpu.py` times them against torch's
 # `scaled_dot_product_attention` and standard attention on CuPy arrays, and measures the memory
-# each call takes from the GPU's memory pool. Its results file from an H100 is part of the
+# each call takes from the GPU's memory pool. Its results file from an H200 is part of the
 # repository; drawn here, time (top) and extra memory, measured as dots and by formula as lines
-# (bottom), for b = 1, h = 16, d_h = 64, no mask. One point is not a property of the kernel:
-# torch float16 at $n = 1024$ took longer than at $2048$, a warm-up left in the measurement,
-# marked on the figure; read nothing into it.
+# (bottom), for b = 1, h = 16, d_h = 64, no mask. Each time follows 10 untimed calls on a GPU kept
+# busy for a second: with 2, an earlier run read torch's float16 at $n = 1024$ slower than at
+# $2048$, a warm-up left in the measurement (the figure would mark such a point).
 
 # %%
 gpu_json = ROOT / "benchmarks" / "results" / "gpu.json"
@@ -285,8 +285,8 @@ else:
 # Generating one token at $b = 1$ multiplies one vector by every weight matrix: it reads all the
 # weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
 # 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
-# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 22 tokens/s
-# there (45 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
+# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 25 tokens/s
+# there (40 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
 # the time: the step is many small array operations, each launched from Python, and the GPU
 # waits for the host between them. First, how many: an array that counts every operation made on
 # it (each would be one kernel launch on a GPU), fed through the readable step.
@@ -343,28 +343,43 @@ assert len(plan) == T.kernels_per_step(smol.L) == 7 * smol.L + 4 < readable_ops
 # Python each costs host time; a **CUDA graph** records the launches once and the GPU replays them
 # from one host call. Then nothing a step needs may change on the host: the token, the position and
 # the step live in device memory (`state`), the kernels read and advance them, and sampling happens
-# on the device too. Measured on an H200 (docs/gpu.md): an empty kernel costs 4.9 µs launched from
-# Python and 0.5 µs as a node of a graph; the readable path's 45 ms a token over its operations is
-# ~27 µs each.
+# on the device too. Measured on an H200 (`benchmarks/results/decode_gpu.md`): an empty kernel costs
+# 4.7 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 40 ms a token
+# over its operations is ~24 µs each.
 
 # %%
 decode_json = ROOT / "benchmarks" / "results" / "decode_gpu.json"
-measured = json.loads(decode_json.read_text(encoding="utf-8")).get("micro") if decode_json.is_file() else None
-eager_us, node_us = (measured["eager_launch_us"], measured["graph_node_us"]) if measured else (4.9, 0.5)
-readable_us = 45e3 / readable_ops  # the H200's 45 ms a token, over the operations counted above
+run = json.loads(decode_json.read_text(encoding="utf-8")) if decode_json.is_file() else {}
+micro, speed, peers = (run.get(k) or {} for k in ("micro", "speed", "peers"))
+eager_us, node_us = micro.get("eager_launch_us", 4.7), micro.get("graph_node_us", 0.53)
+readable_us = 1e6 / speed.get("cupy_readable_decode_tok_s_n64", 25.4) / readable_ops  # a token's time, per operation
 bytes_us = 4 * T.count_parameters(smol) / 4.8e12 * 1e6  # the weights once, at the H200's 4.8 TB/s
 paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, round(readable_us)),
          ("the step's kernels, launched one by one", len(plan), eager_us),
          ("the same kernels, one CUDA graph", len(plan), node_us)]
-fig, ax = P.late.launch_bound(paths, bytes_us=bytes_us, title="SmolLM2-135M, one decode token on an H200, float32")
+graph_tok_s = speed.get("cupy_graph_decode_tok_s", 870.0)
+hf_tok_s = peers.get("hf_static_compiled_decode_tok_s", 334.0)
+measured = [("the graph, measured", 1e6 / graph_tok_s), ("HF static cache + torch.compile, measured", 1e6 / hf_tok_s)]
+fig, ax = P.late.launch_bound(paths, bytes_us=bytes_us, measured=measured,
+                              title="SmolLM2-135M, one decode token on an H200, float32")
 P.save(fig, P.figure_path("17_launch_bound.png"))
 for label, n, cost in paths:
     print(f"{label:45s} launching {n * cost / 1e3:7.2f} ms   the weights once {bytes_us / 1e3:.2f} ms")
-assert len(plan) * node_us < bytes_us < len(plan) * eager_us  # as a graph, the launches cost no more than the bytes
+for label, us in measured:
+    print(f"{label:45s} {us / 1e3:7.2f} ms a token = {1e6 / us:,.0f} tok/s")
+assert len(plan) * node_us < 2 * bytes_us < len(plan) * eager_us  # in a graph, launching costs about the bytes
+assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster than the compiled peer, far from the floor
 
 # %% [markdown]
-# Only the graph turns the step byte-bound. That the graph replays a *recording* is what makes it
-# hard to get right: a value frozen in when it was recorded, or a buffer allocated while recording,
+# The graph decodes 2.6× faster than HF's compiled static-cache step on the same GPU, and 34× faster
+# than the readable path; but a token still takes ten times the bytes' time. With the host gone,
+# what is left is each kernel's own time: `benchmarks/results/decode_gpu.md` times every launch
+# alone, and a product over 2 MB of weights takes ~3.5 µs however fast the memory, as a few hundred
+# threads each read a row and sum it, while each of the 214 waits for the one before. Attention
+# over the cache is the one kernel that grows with the position: with 256 keys a block it took 37 µs
+# a layer at position 512 (6 blocks for 132 multiprocessors); with 32 keys a block, 6 µs.
+#
+# That the graph replays a *recording* is what makes it hard to get right: a value frozen in when it was recorded, or a buffer allocated while recording,
 # gives wrong tokens with no error. The package checks the step without a GPU: the same body
 # (`T.DecodeStep.enqueue`) records into a `T.RecordingLauncher` (a CUDA graph's model on the CPU)
 # and replays through the kernels' NumPy twins, which split the work exactly as the kernels do.
@@ -390,8 +405,9 @@ assert replayed == host_ids
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite
-# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python 45 ms; 7 fused kernels a
-# layer, replayed as one CUDA graph with the token and position in device memory, remove the host.
+# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python 40 ms; 7 fused kernels a
+# layer, replayed as one CUDA graph with the token and position in device memory, remove the host
+# (1.15 ms a token, 870 tok/s), and what is left is each small kernel's own time.
 
 # %% [markdown]
 # ## Try it

@@ -358,24 +358,29 @@ def gpu_timings(rows, series, *, device, mib=2.0 ** 20):
     return fig, axes
 
 
-def launch_bound(paths, *, bytes_us: float, title: str):
+def launch_bound(paths, *, bytes_us: float, title: str, measured=()):
     """One decode step's time per token, split into launching (kernels × the cost of one, host time the GPU
     waits through) and reading the weights once (bytes / bandwidth). paths: (label, kernels, µs per kernel)
-    per row. Log-scaled µs, each bar labelled with its kernels and the tokens/s it bounds. -> (fig, ax)"""
-    fig, ax = plt.subplots(figsize=(11, 4.2), constrained_layout=True)
+    per row; measured: (label, µs a token) rows drawn below them as one bar each, the time a run took.
+    Log-scaled µs, each bar labelled with its kernels and the tokens/s it bounds. -> (fig, ax)"""
+    fig, ax = plt.subplots(figsize=(11, 4.2 + 0.5 * len(measured)), constrained_layout=True)
     for y, (label, kernels, cost) in enumerate(paths):
         launch = kernels * cost  # µs
         ax.barh(y, launch, color=LINE_COLORS[1], label="launching the kernels" if y == 0 else None)
         ax.barh(y, bytes_us, left=launch, color=LINE_COLORS[0], label="reading the weights once" if y == 0 else None)
         total = launch + bytes_us
-        ax.annotate(f"{kernels:,} × {cost:g} µs + {bytes_us:.0f} µs → ≤ {1e6 / total:,.0f} tok/s", (total, y),
+        ax.annotate(f"{kernels:,} × {cost:.2g} µs + {bytes_us:.0f} µs → ≤ {1e6 / total:,.0f} tok/s", (total, y),
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=TICK_SIZE)
-    ax.set_yticks(range(len(paths)), [p[0] for p in paths], fontsize=TICK_SIZE)
+    for y, (label, us) in enumerate(measured, start=len(paths)):
+        ax.barh(y, us, color=LINE_COLORS[2], label="measured, one token" if y == len(paths) else None)
+        ax.annotate(f"{us:,.0f} µs → {1e6 / us:,.0f} tok/s", (us, y), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=TICK_SIZE)
+    ax.set_yticks(range(len(paths) + len(measured)), [p[0] for p in [*paths, *measured]], fontsize=TICK_SIZE)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlim(10, 2e6)
+    ax.set_xlim(10, 1e7)
     style_axes(ax, title=title, xlabel="µs per token (log scale)")
-    ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return fig, ax
 
 
