@@ -277,3 +277,50 @@ def test_the_llama_doors_refuse_what_their_inner_doors_did(tiny):
         llama_mod.forward(np.zeros((1, 5), np.int64), tiny.weights, tiny.config, cos, sin, cache=tiny.new_cache(1, 4))
     with pytest.raises(ValueError, match=r"^k_new must be \(b, h_kv, t, d_h\) = \(2, 1, t, 8\)"):
         llama_mod.forward(np.zeros((1, 2), np.int64), tiny.weights, tiny.config, cos, sin, cache=tiny.new_cache(2, 4))
+
+
+# --- parse, then check ---------------------------------------------------------------------------------
+def test_a_checks_parse_reaches_the_formula_in_place_of_the_argument():
+    parses = []
+
+    def check(text, n=2):
+        parses.append(text)
+        return {"text": text.split()}  # what the formula would otherwise parse again
+
+    @checked_by(check)
+    def count(text, n=2):
+        return len(text) * n
+
+    assert count("a b c") == 6 and count("a b", n=3) == 6 and parses == ["a b c", "a b"]
+    assert count.unchecked(["x"]) == 2  # the formula takes the parsed form as it is
+
+
+class CountingTokenizer(BPETokenizer):
+    """tiny's byte tokenizer, counting the texts it encodes."""
+    calls = 0
+
+    def encode(self, text, *args, **kwargs):
+        CountingTokenizer.calls += 1
+        return super().encode(text, *args, **kwargs)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.logits("abc"),
+    lambda m: m.next_token_probs("abc", 3),
+    lambda m: m.hidden_states("abc"),
+    lambda m: m.attention_weights("abc", layer=0),
+    lambda m: list(m.iter_attention_weights("abc")),
+    lambda m: m.generate("abc", 2, stop_at_eos=False),
+    lambda m: list(m.stream("abc", 2, stop_at_eos=False)),
+    lambda m: m.generate_batch(["abc", "de"], 2, stop_at_eos=False),
+    lambda m: m.packed_logits(["abc", "de"]),
+], ids=["logits", "next_token_probs", "hidden_states", "attention_weights", "iter_attention_weights", "generate",
+        "stream", "generate_batch", "packed_logits"])
+def test_a_text_prompt_is_tokenized_once(call):
+    """The door's check tokenizes a text to judge its length; the formula gets those ids, not the text again."""
+    m = T.random_llama(T.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=256, n_ctx=32))
+    m.tokenizer = CountingTokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
+    texts = 2 if any("batch" in n or "packed" in n for n in call.__code__.co_names) else 1  # two prompts
+    CountingTokenizer.calls = 0
+    call(m)
+    assert CountingTokenizer.calls == texts

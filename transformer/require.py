@@ -43,6 +43,10 @@ def checked_by(check):
     """Decorator: a call from outside any door runs `check` on the complete arguments first;
     a call from inside one runs the formula directly. `formula.unchecked` skips the check anywhere.
 
+    Parse, then check: a check that had to parse an argument to judge it (a prompt tokenized to count
+    its tokens) may return {name: parsed value}; the formula is then called with those in place of
+    what was given, so nothing is parsed twice. A check that returns None changes nothing.
+
     >>> def positive(x):
     ...     if x <= 0: raise ValueError(f"x must be > 0, got x={x}")
     >>> @checked_by(positive)
@@ -66,9 +70,11 @@ def checked_by(check):
             arguments = by_name(args, kwargs)
             if arguments is None:  # an unknown keyword, a missing argument: Python's own TypeError, naming formula
                 return formula(*args, **kwargs)
-            check(**arguments)
+            parsed = check(**arguments)
             token = _inside.set(1)
             try:
+                if parsed:  # the check's parse, handed on: every argument by name
+                    return formula(**{**arguments, **parsed})
                 return formula(*args, **kwargs)
             finally:
                 _inside.reset(token)

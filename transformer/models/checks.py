@@ -337,10 +337,11 @@ def llama_encode(self: Llama, prompt):
 
 
 def llama_logits(self: Llama, ids):
-    n = len(self.encode(ids))  # the checked encode names a bad prompt
-    if not n:
+    parsed = self.encode(ids)  # the checked encode names a bad prompt
+    if not parsed:
         raise ValueError("logits needs at least one token, got an empty sequence")
-    context_length(self, n)
+    context_length(self, len(parsed))
+    return {"ids": parsed}  # parsed once: logits gets the ids
 
 
 def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
@@ -354,27 +355,29 @@ def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
     n_ctx = min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx
     context_length(self, n_ctx)
     packing_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
+    return {"docs": ids}
 
 
 def some_tokens(self: Llama, text_or_ids, what: str):
-    """At least one token (an empty list has no position to read), and no more than n_ctx."""
-    n = len(self.encode(text_or_ids))
-    if not n:
+    """At least one token (an empty list has no position to read), and no more than n_ctx. -> the ids"""
+    ids = self.encode(text_or_ids)
+    if not ids:
         raise ValueError(f"{what} needs at least one token, got an empty sequence")
-    context_length(self, n)
+    context_length(self, len(ids))
+    return ids
 
 
 def llama_iter_attention_weights(self: Llama, text_or_ids):
-    some_tokens(self, text_or_ids, "attention_weights")
+    return {"text_or_ids": some_tokens(self, text_or_ids, "attention_weights")}
 
 
 def llama_attention_weights(self: Llama, text_or_ids, *, layer, head):
     layer_and_head(self.config.L, self.config.h, layer, head)
-    some_tokens(self, text_or_ids, "attention_weights")
+    return {"text_or_ids": some_tokens(self, text_or_ids, "attention_weights")}
 
 
 def llama_hidden_states(self: Llama, text_or_ids):
-    some_tokens(self, text_or_ids, "hidden_states")
+    return {"text_or_ids": some_tokens(self, text_or_ids, "hidden_states")}
 
 
 def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b, use_cache):
@@ -406,27 +409,29 @@ def given_cache(self: Llama, cache, n_tokens: int):
 
 def llama_next_token_probs(self: Llama, prompt, k):
     require_int(k=k, low=1)
-    llama_logits(self, prompt)  # the prompt, as logits checks it
+    return {"prompt": llama_logits(self, prompt)["ids"]}  # the prompt, as logits checks it
 
 
 def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
-    n = len(self.encode(prompt))
-    if not n:
+    ids = self.encode(prompt)
+    if not ids:
         raise ValueError("the prompt is empty: give at least one token")
-    generation_request(self, n, max_new_tokens, temperature, top_k, top_p)
+    generation_request(self, len(ids), max_new_tokens, temperature, top_k, top_p)
     sampling_seed(seed)
     require_bool(use_cache=use_cache, stop_at_eos=stop_at_eos)
     if use_cache and cache is not None:
-        given_cache(self, cache, n + int(max_new_tokens))
+        given_cache(self, cache, len(ids) + int(max_new_tokens))
+    return {"prompt": ids}
 
 
 def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos):
     if isinstance(prompts, str):
         raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
                         "pass [text], or use generate(text)")
-    lengths = [len(self.encode(p)) for p in prompts]
-    if not lengths or not all(lengths):
+    rows = [self.encode(p) for p in prompts]
+    if not rows or not all(rows):
         raise ValueError("generate_batch needs at least one prompt and no empty prompt")
-    generation_request(self, max(lengths), max_new_tokens, temperature, top_k, top_p)
+    generation_request(self, max(map(len, rows)), max_new_tokens, temperature, top_k, top_p)
     sampling_seed(seed)
     require_bool(stop_at_eos=stop_at_eos)
+    return {"prompts": rows}
