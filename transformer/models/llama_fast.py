@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import checks
+from . import llama_fast_checks as checks
 from ..core.kv_cache import KVCache
 from ..core.positions import interleaved_to_half_permutation
 from ..require import checked_by

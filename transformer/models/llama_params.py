@@ -57,7 +57,7 @@ def llama_from_params(params: dict, cfg, tokenizer=None) -> Llama:
     return Llama(llama_config_of(cfg), weights_from_params(params, cfg.L), tokenizer)
 
 
-@checked_by(checks.trained_greedy_generate)
+@checked_by(checks.greedy_generate)
 def greedy_generate(params: dict, cfg, prompt_ids, max_new: int):  # [b, n0] -> [b, n0 + max_new]
     """Greedy decoding of a trained decoder through `Llama.generate_batch`, the loop SmolLM2 runs: the
     prompts (equal lengths) in one prefill, then one token a row a step through the KV cache. Returns

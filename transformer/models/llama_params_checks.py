@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..backend import get_xp
 from ..require import require_array, require_int, require_named_weights
 
-__all__ = ["llama_from_params", "trained_greedy_generate"]
+__all__ = ["llama_from_params", "greedy_generate"]
 
 CONFIG_FIELDS = ("v", "d", "h", "h_kv", "L", "d_ff", "n_max", "rope_base", "eps", "tied", "parameter_shapes")
 
@@ -18,7 +18,7 @@ def llama_from_params(params, cfg, tokenizer):
     require_named_weights(params, cfg.parameter_shapes())
 
 
-def trained_greedy_generate(params, cfg, prompt_ids, max_new):
+def greedy_generate(params, cfg, prompt_ids, max_new):
     llama_from_params(params, cfg, None)
     require_array("prompt_ids", prompt_ids)
     xp = get_xp(prompt_ids)

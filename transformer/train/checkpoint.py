@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy_format
 
-from . import checks
+from . import checkpoint_checks as checks
 from ..backend import namespace, to_numpy
 from ..files import write_atomic
 from ..require import checked_by

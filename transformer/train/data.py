@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import checks
+from . import data_checks as checks
 from ..core.packing import pack_documents
 from ..require import checked_by
 

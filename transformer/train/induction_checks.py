@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 
 from . import decoder_checks
-from .checks import documents_fit, output_folder, path_like
+from .shared_checks import output_folder, path_like
+from ..core.packing_checks import documents_fit
 from ..require import require_bool, require_int, require_real
 
 N_CTX = 64  # induction.N_CTX, a packed row: restated, since induction.py imports this module (a test holds them equal)
@@ -81,7 +82,7 @@ def train_induction(*, steps, seed, out, progress, packed, snapshot_every, on_st
 
 def writable_folder(out: Path) -> None:
     """Refuse, before any training, a folder that cannot receive checkpoint.npz and metrics.json
-    (train/checks.output_folder: creates it and writes a probe file)."""
+    (train/shared_checks.output_folder: creates it and writes a probe file)."""
     output_folder(out)
 
 

@@ -12,9 +12,10 @@ import math
 import os
 import time
 
-from . import checks
+from . import loop_checks as checks
 from .data import batch_tokens
 from .optim import adamw_state, adamw_step, clip_by_global_norm, global_norm, lr_at
+from ..backend import reuse_freed_memory
 from ..require import checked_by
 
 __all__ = ["train_loop", "progress_enabled"]
@@ -47,10 +48,12 @@ def train_loop(loss_and_grads, params: dict, batch_iter, *, steps: int, lr_max: 
     the batch's real tokens), "tokens_seen", "seconds" (training time, on_step's excluded),
     "tokens_per_s" (tokens_seen / seconds), "steps". A loss or gradient
     norm that is NaN or ±inf stops training with FloatingPointError naming the step (the
-    parameters are left as they were before that step's update).
+    parameters are left as they were before that step's update). It first asks malloc to keep
+    freed memory for reuse (`reuse_freed_memory`: process-wide, glibc only).
     """
     from tqdm.auto import tqdm
 
+    reuse_freed_memory()  # a step's temporaries reuse the last step's memory (backend.py: 53 -> 33 ms a step)
     tokens_of = batch_tokens if tokens_of is None else tokens_of
     state = adamw_state(params)
     history = {"loss": [], "lr": [], "grad_norm": [], "tokens": []}

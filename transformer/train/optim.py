@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import checks
+from . import optim_checks as checks
 from ..backend import get_xp
 from ..require import checked_by
 

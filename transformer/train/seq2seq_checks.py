@@ -1,5 +1,6 @@
-"""The refusals of the public functions of seq2seq.py, seq2seq_decode.py and translate.py, one check
-per function and of the same name.
+"""The refusals of seq2seq.py's public functions, one check per function and of the same name; the
+pieces they share (the weight dict against the config, the source ids and lengths) serve the checks
+of seq2seq_decode.py and translate.py too.
 
 Inside these doors the core's formulas are trusted (their own checks skipped), so they check everything once: the
 config, the weight dict against it, the source and target ids against the vocabulary and n_max,
@@ -7,11 +8,8 @@ the source lengths against the source, and the saved activations against the wei
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..backend import get_xp
-from ..require import require_array, require_bool, require_float, require_int, require_named_weights, require_real
-from .checks import output_folder
+from ..require import require_array, require_float, require_int, require_named_weights, require_real
 from .decoder_checks import DTYPES, token_rows
 
 FIELDS = ("v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max")
@@ -98,54 +96,3 @@ def seq2seq_loss_and_grads(params, batch, cfg):
     if bool(xp.any(bad)):
         raise ValueError(f"tgt_out must lie in [0, {cfg.v}) or be −100 (ignored), got {int(xp.min(tgt_out))} … "
                          f"{int(xp.max(tgt_out))}")
-
-
-def translate_greedy(params, cfg, src_ids, src_lengths, max_len, *, bos, eos, pad, counts):
-    params_of(params, cfg)
-    source(src_ids, src_lengths, cfg)
-    require_int(max_len=max_len, low=1)
-    if max_len > cfg.n_max:
-        raise ValueError(f"max_len={max_len} exceeds n_max={cfg.n_max}: the positions stop there")
-    require_int(bos=bos, eos=eos, pad=pad)
-    for name, t in (("bos", bos), ("eos", eos), ("pad", pad)):
-        if t >= cfg.v:
-            raise ValueError(f"{name}={t} is not a token id of the vocabulary (v={cfg.v})")
-    if counts is not None and not isinstance(counts, dict):
-        raise TypeError(f"counts must be a dict (filled with the projections computed) or None, got "
-                        f"{type(counts).__name__}")
-
-
-translate_greedy_uncached = translate_greedy
-
-
-# --- translate.py ---------------------------------------------------------------------------
-def translation_exact_match(params, cfg, held, vocab):
-    params_of(params, cfg)
-    if not isinstance(held, (list, tuple)) or not held:
-        raise TypeError(f"held must be a non-empty list of TranslationBatch, got {type(held).__name__}")
-    for i, batch in enumerate(held):
-        if not all(hasattr(batch, f) for f in ("src_ids", "src_lengths", "tgt_in", "tgt_out")):
-            raise TypeError(f"held[{i}] must be a TranslationBatch, got {type(batch).__name__}")
-        source(batch.src_ids, batch.src_lengths, cfg)
-        if batch.src_ids.shape[1] + 2 > cfg.n_max:
-            raise ValueError(f"held[{i}] has sources of {batch.src_ids.shape[1]} words: decoding them needs "
-                             f"n_max ≥ {batch.src_ids.shape[1] + 2}, the config has n_max={cfg.n_max}")
-
-
-def train_translation(*, steps, seed, out, progress, on_step, dtype, cross_attention):
-    require_int(steps=steps, low=1)
-    require_int(seed=seed)
-    if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
-        raise TypeError(f"out must be a folder path (str or Path) or None, got out={out!r}")
-    require_bool(progress=progress, cross_attention=cross_attention)
-    if on_step is not None and not callable(on_step):
-        raise TypeError(f"on_step must be a function (step, params, loss) or None, got {on_step!r}")
-    if str(dtype) not in DTYPES:
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-    if out is not None:  # last: it creates the folder
-        output_folder(out)
-
-
-def load_seq2seq(dir, *, xp):
-    if not isinstance(dir, (str, Path)) or str(dir) == "":
-        raise TypeError(f"dir must be a checkpoint folder (str or Path), got dir={dir!r}")

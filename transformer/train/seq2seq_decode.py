@@ -17,7 +17,7 @@ The two give the same tokens, and the same cross-attention rows (tests/test_trai
 """
 from __future__ import annotations
 
-from . import seq2seq_checks
+from . import seq2seq_decode_checks
 from ..core.sampling_checks import step_logits
 from ..backend import get_xp
 from ..require import checked_by
@@ -40,7 +40,7 @@ def next_tokens(logits, done, pad: int):  # [b, v], [b] bool -> [b] int64: argma
     return xp.where(done, pad, xp.astype(xp.argmax(logits, axis=-1), xp.int64))
 
 
-@checked_by(seq2seq_checks.translate_greedy_uncached)
+@checked_by(seq2seq_decode_checks.translate_greedy_uncached)
 def translate_greedy_uncached(params: dict, cfg, src_ids, src_lengths, max_len: int, *, bos: int = 1, eos: int = 2,
                               pad: int = 0, counts=None):
     # [b, n_src], [b] -> ids [b, n_out], cross-attention rows [L_dec, b, h, n_out, n_src]
@@ -94,7 +94,7 @@ def cached_step(params, cfg, token, t, cache, cross_kv, cross_mask):
     return y[:, -1, :] @ params["W_E"].mT, xp.stack(weights)  # [b, v], [L_dec, b, h, 1, n_src]
 
 
-@checked_by(seq2seq_checks.translate_greedy)
+@checked_by(seq2seq_decode_checks.translate_greedy)
 def translate_greedy(params: dict, cfg, src_ids, src_lengths, max_len: int, *, bos: int = 1, eos: int = 2,
                      pad: int = 0, counts=None):
     # [b, n_src], [b] -> ids [b, n_out], cross-attention rows [L_dec, b, h, n_out, n_src]

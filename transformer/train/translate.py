@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import seq2seq_checks
+from . import translate_checks
 from ..backend import to_numpy
 from ..files import interrupts_deferred
 from ..require import checked_by
@@ -74,7 +74,7 @@ def padded_to(ids, n: int, pad: int):  # [b, n_out] -> [b, n]: cut, or filled wi
     return out
 
 
-@checked_by(seq2seq_checks.translation_exact_match)
+@checked_by(translate_checks.translation_exact_match)
 def translation_exact_match(params: dict, cfg: Seq2SeqConfig, held: list, vocab: TranslationVocab | None = None):
     # list of TranslationBatch -> (fraction right, [sentences] bool)
     """Greedy-translate every sentence of the batches (max_len = n_src + 2: one spare step, so a
@@ -99,7 +99,7 @@ def cross_attention_of(params, cfg, example, vocab):  # -> ids written, weights 
     return to_numpy(ids)[0], to_numpy(rows)[:, 0]
 
 
-@checked_by(seq2seq_checks.train_translation)
+@checked_by(translate_checks.train_translation)
 def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, progress: bool = True, on_step=None,
                       dtype: str = "float32", cross_attention: bool = True) -> dict:
     """Train the encoder–decoder on "reverse and translate" from init_seq2seq(cfg, seed), with batches
@@ -211,7 +211,7 @@ def config_from_checkpoint(config: dict, where: str, held: dict | None = None): 
     return cfg, TranslationVocab(tuple(tokens), **ints)
 
 
-@checked_by(seq2seq_checks.load_seq2seq)
+@checked_by(translate_checks.load_seq2seq)
 def load_seq2seq(dir, *, xp=None) -> tuple:  # -> (params, cfg, vocab)
     """Read a checkpoint written by train_translation: (params, Seq2SeqConfig, TranslationVocab).
     The checkpoint's own checks run (load_checkpoint), then its config is read as a Seq2SeqConfig

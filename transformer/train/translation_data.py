@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import checks
+from . import translation_data_checks as checks
 from ..require import checked_by
 from .data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, MAX_DRAWS, is_heldout
 

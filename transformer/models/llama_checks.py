@@ -1,0 +1,191 @@
+"""The refusals of llama.py's public functions, one check per function and of the same name.
+
+A method's check takes `self` first and is named class_method (`llama_logits`). Parse, then check:
+a check that tokenizes a prompt to judge it returns `{name: ids}`, and the door hands the ids to the
+method, so a prompt is tokenized once. The small pieces several doors share (a prompt's tokens
+against the context, a generation request, a seed, a given cache) sit beside the first door that
+uses them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import to_numpy
+from ..core import embedding_checks, packing_checks, sampling_checks, shared_checks
+from ..require import require_bool, require_int, require_real, stand_in
+from ..tokenizers import shared_checks as tokenizer_shared
+from .shared_checks import layer_and_head
+
+# The config and weight classes (LlamaConfig, …) appear in annotations only, never imported:
+# llama.py imports this module, and the annotations are never evaluated.
+
+
+def llama_config(cfg: LlamaConfig):
+    """Sizes are whole numbers ≥ 1, each key/value head serves a whole group of query heads, RoPE
+    turns pairs of features, and eps and the RoPE base are positive."""
+    sizes = {f: getattr(cfg, f) for f in ("L", "d", "h", "h_kv", "d_h", "d_ff", "v", "n_ctx")}
+    require_int(**sizes, low=1)
+    require_real(eps=cfg.eps, rope_base=cfg.rope_base, positive=True)
+    require_bool(tied=cfg.tied)
+    if int(cfg.h) % int(cfg.h_kv):
+        raise ValueError(f"h must be a multiple of h_kv (each key/value head serves h / h_kv query heads), "
+                         f"got h={int(cfg.h)}, h_kv={int(cfg.h_kv)}")
+    if int(cfg.d_h) % 2:
+        raise ValueError(f"d_h must be even (RoPE rotates pairs of features), got d_h={int(cfg.d_h)}")
+    if cfg.rope_layout not in ("interleaved", "half"):
+        raise ValueError(f"rope_layout must be 'interleaved' or 'half', got rope_layout={cfg.rope_layout!r}")
+
+
+def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache, positions,
+            key_valid, mask, attention, saved, last_only, attn_out, hidden_out):
+    # ids in [0, v): checked on the host by Llama.encode, not here once per step on the device
+    if mask is not None and key_valid is not None:
+        raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
+    if mask is not None:  # a caller's mask: checked here once, not in every layer
+        b, n = ids.shape
+        n_past = 0 if cache is None else cache.length
+        shared_checks.mask_against(mask, (b, cfg.h, n, n_past + n), "(b, h, n, n_past + n)")
+    update = getattr(type(cache), "update", None)
+    if hasattr(update, "check"):  # the new keys and values as the cache's own door refuses them, once, not per layer
+        b, n = ids.shape
+        kv = stand_in(w.W_E, (b, cfg.h_kv, n, cfg.d_h))  # [b, h_kv, n, d_h]
+        update.check(cache, 0, kv, kv)
+    if not cfg.tied:  # the untied LM head as lm_head refuses it
+        embedding_checks.lm_head(stand_in(w.W_E, (cfg.d,)), None, W_out=w.W_out)
+    if attention is not None and not callable(attention):
+        raise TypeError(f"attention must be a function attention(q, k, v, mask) -> (o, kept), "
+                        f"got {type(attention).__name__}")
+    if saved is not None and not isinstance(saved, dict):
+        raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
+
+
+def context_length(self: Llama, n: int):
+    """n tokens fit in the model's context."""
+    if n > self.config.n_ctx:
+        raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
+
+
+def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
+    """A generation request, refused before any work, naming the bad setting."""
+    require_int(max_new_tokens=max_new_tokens)
+    sampling_checks.check_sampling(temperature, top_k, top_p)
+    if n_prompt + max_new_tokens > self.config.n_ctx:
+        raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
+                         f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
+                         f"n_ctx={self.config.n_ctx}: shorten the prompt or lower max_new_tokens")
+
+
+def llama_encode(self: Llama, prompt):
+    if isinstance(prompt, str):
+        if self.tokenizer is None:
+            raise ValueError("this model has no tokenizer: pass token ids, not text")
+        tokenizer_shared.utf8_text(prompt)  # as the tokenizers' own encode refuses a lone surrogate
+        return
+    arr = np.asarray(to_numpy(prompt))
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"prompt must be text or a 1-D sequence of integer ids, got shape {arr.shape}, "
+                        f"dtype {arr.dtype}")
+    bad = [int(i) for i in arr if not 0 <= int(i) < self.config.v]
+    if bad:
+        raise ValueError(f"token ids must lie in [0, {self.config.v}), got {bad[:5]}")
+
+
+def llama_logits(self: Llama, ids):
+    parsed = self.encode(ids)  # the checked encode names a bad prompt
+    if not parsed:
+        raise ValueError("logits needs at least one token, got an empty sequence")
+    context_length(self, len(parsed))
+    return {"ids": parsed}  # parsed once: logits gets the ids
+
+
+def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
+    if isinstance(docs, str) or not docs:
+        raise ValueError("docs must be a non-empty list of texts or id sequences")
+    ids = [self.encode(d) for d in docs]
+    lengths = [len(d) for d in ids]
+    empty = [i for i, n in enumerate(lengths) if not n]
+    if empty:
+        raise ValueError(f"documents {empty} have no tokens: every packed document needs at least one")
+    n_ctx = min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx
+    context_length(self, n_ctx)
+    packing_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
+    return {"docs": ids}
+
+
+def some_tokens(self: Llama, text_or_ids, what: str):
+    """At least one token (an empty list has no position to read), and no more than n_ctx. -> the ids"""
+    ids = self.encode(text_or_ids)
+    if not ids:
+        raise ValueError(f"{what} needs at least one token, got an empty sequence")
+    context_length(self, len(ids))
+    return ids
+
+
+def llama_iter_attention_weights(self: Llama, text_or_ids):
+    return {"text_or_ids": some_tokens(self, text_or_ids, "attention_weights")}
+
+
+def llama_attention_weights(self: Llama, text_or_ids, *, layer, head):
+    layer_and_head(self.config.L, self.config.h, layer, head)
+    return {"text_or_ids": some_tokens(self, text_or_ids, "attention_weights")}
+
+
+def llama_hidden_states(self: Llama, text_or_ids):
+    return {"text_or_ids": some_tokens(self, text_or_ids, "hidden_states")}
+
+
+def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b, use_cache):
+    require_int(n_prompt=n_prompt, b=b, low=1)
+    require_int(max_new_tokens=max_new_tokens)
+    require_bool(use_cache=use_cache)
+
+
+def sampling_seed(seed):
+    """None, a NumPy Generator, or an integer ≥ 0: what np.random.default_rng takes as a seed."""
+    if seed is not None and not isinstance(seed, np.random.Generator):
+        require_int(seed=seed)
+
+
+def given_cache(self: Llama, cache, n_tokens: int):
+    """An empty cache with this model's L layers of h_kv heads of d_h, room for n_tokens."""
+    if cache.length != 0:
+        raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
+    k, cfg = getattr(cache, "k", None), self.config
+    if isinstance(k, list) and all(hasattr(a, "shape") for a in k):  # KVCache, PagedKVCache: L × (·, h_kv, ·, d_h)
+        got = (len(k), *(k[0].shape[1::2] if k else ()))
+        if got != (cfg.L, cfg.h_kv, cfg.d_h):
+            raise ValueError(f"the cache given holds (L, h_kv, d_h) = {got}; this model needs "
+                             f"{(cfg.L, cfg.h_kv, cfg.d_h)}")
+    if getattr(cache, "n_max", n_tokens) < n_tokens:
+        raise ValueError(f"the cache given holds n_max={cache.n_max} tokens; the prompt and the new tokens "
+                         f"need {n_tokens}")
+
+
+def llama_next_token_probs(self: Llama, prompt, k):
+    require_int(k=k, low=1)
+    return {"prompt": llama_logits(self, prompt)["ids"]}  # the prompt, as logits checks it
+
+
+def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
+    ids = self.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt is empty: give at least one token")
+    generation_request(self, len(ids), max_new_tokens, temperature, top_k, top_p)
+    sampling_seed(seed)
+    require_bool(use_cache=use_cache, stop_at_eos=stop_at_eos)
+    if use_cache and cache is not None:
+        given_cache(self, cache, len(ids) + int(max_new_tokens))
+    return {"prompt": ids}
+
+
+def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos):
+    if isinstance(prompts, str):
+        raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
+                        "pass [text], or use generate(text)")
+    rows = [self.encode(p) for p in prompts]
+    if not rows or not all(rows):
+        raise ValueError("generate_batch needs at least one prompt and no empty prompt")
+    generation_request(self, max(map(len, rows)), max_new_tokens, temperature, top_k, top_p)
+    sampling_seed(seed)
+    require_bool(stop_at_eos=stop_at_eos)
+    return {"prompts": rows}

@@ -1,0 +1,50 @@
+"""The refusals of optim.py's public functions, one check per function and of the same name."""
+from __future__ import annotations
+
+from ..require import require_int, require_real
+from .shared_checks import callable_arg, param_dict, same_arrays
+
+
+def adamw_state(params):
+    param_dict("params", params)
+
+
+def optimizer_settings(lr, betas, eps, weight_decay, decay):
+    require_real(lr=lr, eps=eps, weight_decay=weight_decay)
+    for name, x in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+        if x < 0:
+            raise ValueError(f"{name} must be ≥ 0, got {name}={x!r}")
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (β₁, β₂), got betas={betas!r}")
+    require_real(**{"betas[0]": betas[0], "betas[1]": betas[1]})
+    if not all(0 <= b < 1 for b in betas):
+        raise ValueError(f"betas must lie in [0, 1), got betas={tuple(betas)}")
+    callable_arg("decay", decay, optional=True)
+
+
+def adamw_step(params, grads, state, lr, *, betas, eps, weight_decay, decay):
+    param_dict("params", params)
+    same_arrays("grads", grads, params)
+    if not (hasattr(state, "m") and hasattr(state, "v") and hasattr(state, "t")):
+        raise TypeError(f"state must be an AdamWState (adamw_state(params)), got {type(state).__name__}")
+    same_arrays("state.m", state.m, params)
+    same_arrays("state.v", state.v, params)
+    optimizer_settings(lr, betas, eps, weight_decay, decay)
+
+
+def lr_at(step, *, lr_max, warmup, total, lr_min):
+    require_int(step=step, warmup=warmup, total=total)
+    require_real(lr_max=lr_max, lr_min=lr_min)
+    if lr_max < 0 or not 0 <= lr_min <= lr_max:
+        raise ValueError(f"need 0 ≤ lr_min ≤ lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
+    if total < warmup or total == 0:
+        raise ValueError(f"total must be ≥ warmup and ≥ 1, got total={total}, warmup={warmup}")
+
+
+def global_norm(grads):
+    param_dict("grads", grads)
+
+
+def clip_by_global_norm(grads, max_norm):
+    param_dict("grads", grads)
+    require_real(max_norm=max_norm, positive=True)
