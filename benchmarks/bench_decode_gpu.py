@@ -194,16 +194,17 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
     return res
 
 
-def step_launches(gpu, prompt, pos: int, n_new: int = 1024, split: int | None = None):
+def step_launches(gpu, prompt, pos: int, n_new: int = 1024, split: int | None = None, **sampling):
     """A DecodeStep set at position `pos` (the cache beyond the prompt holds zeros: for timing only), its
-    launches recorded: -> (each role's first (spec, args), each role's launches a step)."""
+    launches recorded: -> (each role's first (spec, args), each role's launches a step). sampling:
+    DecodeStep's temperature, top_k, top_p."""
     import cupy
 
     n_max = max(len(prompt), pos + 1) + n_new
     cache = gpu.new_cache(1, n_max)
     cos, sin = gpu.rope_tables(n_max)
     T.through_cache(gpu.readable_engine, np.asarray([prompt]), cache, cos, sin)
-    step = T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, n_new, split=split, xp=cupy)
+    step = T.DecodeStep(gpu.weights, gpu.config, cache, cos, sin, n_new, split=split, xp=cupy, **sampling)
     step.start(int(prompt[-1]), pos)
     recording = T.RecordingLauncher()
     step.enqueue(recording)
@@ -244,6 +245,16 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
         print(f"  {role:15s} {spec.name:22s} ×{count[role]:3d} {1e6 * s:8.2f} µs {nbytes / s / 1e9:8.0f} GB/s",
               flush=True)
     res["sum_us_a_step"] = sum(r["us_a_step"] for r in res["roles"].values())
+    # top-k and top-p: the filter kernel on the logits of one real step (the step run once first)
+    first, _, step = step_launches(gpu, prompt, pos, temperature=1.0, top_k=50, top_p=0.9)
+    recording = T.RecordingLauncher()
+    step.enqueue(recording)
+    recording.replay(T.CupyLauncher.shared())
+    cupy.cuda.Device().synchronize()  # the timing streams below do not wait for the default stream
+    for role in ("sample_filter", "sample_blocks"):
+        res[f"filtered_{role}_us"] = 1e6 * launch_seconds(*first[role])
+    print(f"  with top_k=50, top_p=0.9: sample_filter {res['filtered_sample_filter_us']:.1f} µs, "
+          f"sample_blocks {res['filtered_sample_blocks_us']:.1f} µs", flush=True)
     if step_tok_s:
         res["graph_us_a_step"] = 1e6 / step_tok_s
     return res
@@ -316,6 +327,10 @@ def markdown(data: dict) -> str:
                   f"{x['us_a_step']:.0f} | {x['GB_s']:.0f} |" for role, x in k["roles"].items()]
         step_us = f", the graph's measured step {k['graph_us_a_step']:.0f} µs" if k.get("graph_us_a_step") else ""
         lines += ["", f"Sum: {k['sum_us_a_step']:.0f} µs a step{step_us}."]
+        if k.get("filtered_sample_filter_us"):
+            lines += ["", f"With top_k = 50 and top_p = 0.9 (temperature 1): the filter kernel "
+                          f"{k['filtered_sample_filter_us']:.1f} µs, sample_blocks {k['filtered_sample_blocks_us']:.1f} µs, "
+                          "once a step."]
     sp = r.get("splits") or {}
     if sp:
         splits = sorted({int(key.split("_")[0][5:]) for key in sp})
