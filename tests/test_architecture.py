@@ -167,6 +167,21 @@ def test_one_llama_forward_and_one_backward():
     assert {"forward", "forward_backward"} <= names_used("train.decoder")
 
 
+def test_one_encoder_decoder():
+    """The original Transformer's layers are written once as well: train/seq2seq.py runs
+    models/encoder_decoder.py's layers and encoder_decoder_backward.py's backward, and besides MiniLM's
+    `encoder_layer` (models/bert.py) no module defines a function named encoder_layer… or decoder_layer…."""
+    taken = {m: set(names) for m, names, _ in GRAPH["train.seq2seq"]}
+    assert {"seq2seq_encoder_layer", "seq2seq_decoder_layer"} <= taken.get("models.encoder_decoder", set()), (
+        "train/seq2seq.py does not run models/encoder_decoder.py's layers")
+    assert {"seq2seq_encoder_layer_backward", "seq2seq_decoder_layer_backward"} <= taken.get(
+        "models.encoder_decoder_backward", set()), "train/seq2seq.py does not run the layers' backward"
+    layers = sorted((name, node.name) for name in MODULES if not is_check_module(name)
+                    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+                    if isinstance(node, ast.FunctionDef) and node.name.startswith(("encoder_layer", "decoder_layer")))
+    assert layers == [("models.bert", "encoder_layer")], f"a second encoder or decoder layer: {layers}"
+
+
 def test_only_the_cli_draws():
     wrong = [(name, line) for name, imps in GRAPH.items() for m, _, line in imps
              if room(m) == "plotting" and room(name) not in ("cli", "plotting")]

@@ -115,3 +115,100 @@ def test_bad_input_names_the_value(rng):
         T.seq2seq_decoder_layer(y, rng.standard_normal((1, 3, D)), lw, 5)
     with pytest.raises(ValueError, match=r"mask of shape \(4, 4\)"):
         T.seq2seq_decoder_layer(y, rng.standard_normal((1, 3, D)), lw, H, cross_mask=np.ones((4, 4), bool))
+    with pytest.raises(TypeError, match="saved must be a dict"):
+        T.seq2seq_decoder_layer(y, rng.standard_normal((1, 3, D)), lw, H, saved=[])
+
+
+# --- the layers' backward (models/encoder_decoder_backward.py) against torch autograd -------------------
+def grads_from_torch(layer, attentions):  # torch's .grad of every weight, in the orientation of our records
+    g = {k: t.grad.numpy() for k, t in layer.named_parameters()}
+
+    def attn(pre):
+        W, b = g[pre + "in_proj_weight"], g[pre + "in_proj_bias"]
+        return {"W_q": W[:D].T, "W_k": W[D:2 * D].T, "W_v": W[2 * D:].T, "W_o": g[pre + "out_proj.weight"].T,
+                "b_q": b[:D], "b_k": b[D:2 * D], "b_v": b[2 * D:], "b_o": g[pre + "out_proj.bias"]}
+    ref = {"W_1": g["linear1.weight"].T, "W_2": g["linear2.weight"].T, "b_1": g["linear1.bias"],
+           "b_2": g["linear2.bias"]}
+    ref.update({f"ln{k}_{s}": g[f"norm{k}.{t}"] for k in (1, 2, 3) if f"norm{k}.weight" in g
+                for s, t in (("g", "weight"), ("b", "bias"))})
+    for field, pre in attentions.items():
+        ref.update({f"{field}.{name}": w for name, w in attn(pre).items()})
+    return ref
+
+
+def assert_grads(grads, ref, tol):
+    for name, want in ref.items():
+        record, _, field = name.rpartition(".")
+        got = getattr(getattr(grads, record), field) if record else getattr(grads, field)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_layer_backward_matches_torch_autograd(activation, rng):
+    """seq2seq_encoder_layer with saved=, then its backward: dx and every weight's gradient (biases of the
+    attention included) against torch autograd through TransformerEncoderLayer, float64, a padded row."""
+    from transformer.models.encoder_decoder_backward import seq2seq_encoder_layer_backward
+    layer, p = torch_layer(torch.nn.TransformerEncoderLayer, activation)
+    lw = T.Seq2SeqEncoderLayer(self_attn=attention_from_torch(p, "self_attn."), W_1=p["linear1.weight"].T,
+                               W_2=p["linear2.weight"].T, b_1=p["linear1.bias"], b_2=p["linear2.bias"],
+                               ln1_g=p["norm1.weight"], ln1_b=p["norm1.bias"], ln2_g=p["norm2.weight"],
+                               ln2_b=p["norm2.bias"])
+    x, dy = rng.standard_normal((2, 5, D)), rng.standard_normal((2, 5, D))
+    lengths = np.array([5, 3])
+    x_t = torch.from_numpy(x).requires_grad_()
+    pad = torch.from_numpy(np.arange(5)[None, :] >= lengths[:, None])  # with autograd on, torch's slow path: every row
+    (layer(x_t, src_key_padding_mask=pad) * torch.from_numpy(dy)).sum().backward()
+    saved = {}
+    act = {"relu": T.relu, "gelu": T.gelu}[activation]
+    T.seq2seq_encoder_layer(x, lw, H, mask=T.padding_mask(lengths, 5), activation=act, saved=saved)
+    assert set(saved) == {"x", "self", "r1", "x1", "r2"} and set(saved["self"]) == {"q", "k", "v", "P", "o"}
+    dx, grads = seq2seq_encoder_layer_backward(dy, lw, H, saved, activation=activation)
+    tol = 1e-10 if activation == "relu" else 1e-6  # T.erf is a polynomial, |error| ≤ 1.5e-7
+    np.testing.assert_allclose(dx, x_t.grad.numpy(), rtol=tol, atol=tol)
+    assert_grads(grads, grads_from_torch(layer, {"self_attn": "self_attn."}), tol)
+
+
+def test_decoder_layer_backward_matches_torch_autograd(rng):
+    """seq2seq_decoder_layer with saved=, then its backward: dy, dz (cross-attention's keys and values)
+    and every weight's gradient against torch autograd through TransformerDecoderLayer, float64."""
+    from transformer.models.encoder_decoder_backward import seq2seq_decoder_layer_backward
+    layer, p = torch_layer(torch.nn.TransformerDecoderLayer, "relu")
+    lw = T.Seq2SeqDecoderLayer(self_attn=attention_from_torch(p, "self_attn."),
+                               cross_attn=attention_from_torch(p, "multihead_attn."),
+                               W_1=p["linear1.weight"].T, W_2=p["linear2.weight"].T, b_1=p["linear1.bias"],
+                               b_2=p["linear2.bias"], ln1_g=p["norm1.weight"], ln1_b=p["norm1.bias"],
+                               ln2_g=p["norm2.weight"], ln2_b=p["norm2.bias"], ln3_g=p["norm3.weight"],
+                               ln3_b=p["norm3.bias"])
+    n_dec, n_enc = 4, 6
+    y, z, dout = (rng.standard_normal((2, n, D)) for n in (n_dec, n_enc, n_dec))
+    src_len = np.array([6, 4])
+    src_pad = np.arange(n_enc)[None, :] >= src_len[:, None]  # (b, n_enc) True = padding (torch)
+    future = np.triu(np.ones((n_dec, n_dec), dtype=bool), 1)  # True = may NOT attend (torch)
+    y_t, z_t = torch.from_numpy(y).requires_grad_(), torch.from_numpy(z).requires_grad_()
+    out = layer(y_t, z_t, tgt_mask=torch.from_numpy(future), memory_key_padding_mask=torch.from_numpy(src_pad))
+    (out * torch.from_numpy(dout)).sum().backward()
+    saved = {}
+    T.seq2seq_decoder_layer(y, z, lw, H, cross_mask=~src_pad[:, None, None, :], saved=saved)
+    assert set(saved) == {"y", "self", "r1", "y1", "cross", "r2", "y2", "r3"}
+    dy, dz, grads = seq2seq_decoder_layer_backward(dout, z, lw, H, saved)
+    np.testing.assert_allclose(dy, y_t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dz, z_t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(dz[1, 4:], 0)  # a padded source position was read by no query
+    assert_grads(grads, grads_from_torch(layer, {"self_attn": "self_attn.", "cross_attn": "multihead_attn."}), 1e-10)
+
+
+def test_a_trained_weight_dict_read_as_layers_is_the_same_arrays():
+    """encoder_decoder_params.py: a layer of the dict as a record holds the dict's arrays themselves (an
+    optimizer's in-place update is the layer's), and params_from_layer gives back exactly the layer's names."""
+    from transformer.models.encoder_decoder_params import (params_from_layer, seq2seq_decoder_weights,
+                                                           seq2seq_encoder_weights)
+    cfg = T.Seq2SeqConfig(v=11, d=8, h=2, d_ff=12, L_enc=2, L_dec=2, n_max=8)
+    params = T.init_seq2seq(cfg, 0)
+    for prefix, view in (("enc.1.", seq2seq_encoder_weights(params, 1)),
+                         ("dec.0.", seq2seq_decoder_weights(params, 0))):
+        back = params_from_layer(view, prefix)
+        assert sorted(back) == sorted(k for k in params if k.startswith(prefix))  # the layer's names, all of them
+        assert all(back[k] is params[k] for k in back), prefix  # no copy
+    lw = seq2seq_decoder_weights(params, 1)
+    params["dec.1.cross.W_k"][0, 0] += 1.0  # an in-place update, as AdamW's
+    assert lw.cross_attn.W_k[0, 0] == params["dec.1.cross.W_k"][0, 0]

@@ -105,8 +105,9 @@ def test_gradients_against_finite_differences():
 
 
 def test_forward_equals_the_encoder_decoder_layers_of_models():
-    """seq2seq_forward, built from the core's formulas, against T.seq2seq_encoder_layer and
-    T.seq2seq_decoder_layer (models/encoder_decoder.py, tested against torch.nn's Transformer layers)."""
+    """seq2seq_forward against T.seq2seq_encoder_layer and T.seq2seq_decoder_layer (models/encoder_decoder.py,
+    tested against torch.nn's Transformer layers), driven by hand: the weight dict's layers cast into records
+    here (not through encoder_decoder_params.py), the embeddings, positions and masks written out."""
     cfg = T.Seq2SeqConfig(**SIZES["deeper_encoder"])
     params = params_of(cfg)
     batch = batch_of(cfg)

@@ -13,6 +13,10 @@ Both are post-norm: each sub-layer is wrapped as LayerNorm(x + Sublayer(x)).
 Cross-attention's weights are (b, h, n_dec, n_enc): not square. torch.nn.TransformerEncoderLayer
 and TransformerDecoderLayer with norm_first=False compute the same layers (tests/test_encoder_decoder.py).
 
+Training runs these same layers (train/seq2seq.py): with `saved=` each keeps the activations its
+backward needs (`encoder_decoder_backward.py`, beside it), and `encoder_decoder_params.py` reads a
+trained weight dict's layers as Seq2SeqEncoderLayer / Seq2SeqDecoderLayer, the same arrays.
+
 >>> import numpy as np, transformer as T
 >>> rng = np.random.default_rng(0); d, h, d_ff = 8, 2, 16
 >>> attn = lambda: T.AttentionWeights(*(rng.normal(size=(d, d)) / d ** 0.5 for _ in range(4)))
@@ -29,12 +33,14 @@ from typing import Any
 
 from . import encoder_decoder_checks as checks
 from ..backend import get_xp
-from ..core.heads import AttentionWeights, multi_head_attention
-from ..core.layers import ffn, layer_norm, relu
+from ..core.attention import scaled_dot_product_attention
+from ..core.heads import AttentionWeights, merge_heads, split_heads
+from ..core.layers import ffn, layer_norm, linear, relu
 from ..core.masks import causal_mask
 from ..require import checked_by
 
-__all__ = ["Seq2SeqEncoderLayer", "Seq2SeqDecoderLayer", "seq2seq_encoder_layer", "seq2seq_decoder_layer"]
+__all__ = ["Seq2SeqEncoderLayer", "Seq2SeqDecoderLayer", "attention_sublayer", "seq2seq_encoder_layer",
+           "seq2seq_decoder_layer"]
 
 
 @dataclass
@@ -68,40 +74,69 @@ class Seq2SeqDecoderLayer:
     ln3_b: Any = None  # (d,)
 
 
+def attention_sublayer(x, c, w: AttentionWeights, h: int, mask=None, saved: dict | None = None):
+    # [b, n_q, d], [b, n_k, d] -> [b, n_q, d], [b, h, n_q, n_k]
+    """softmax(Q Kᵀ/√d_h + mask) V W_o with Q = x W_q, K = c W_k, V = c W_v (c = x: self-attention;
+    c = z: cross-attention): `multi_head_attention` written out step by step, so that saved can
+    receive what the backward reads: q, k, v (b, h, ·, d_h), P (b, h, n_q, n_k), o (b, h, n_q, d_h)."""
+    q = split_heads(linear(x, w.W_q, w.b_q), h)  # [b, h, n_q, d_h]
+    k = split_heads(linear(c, w.W_k, w.b_k), h)  # [b, h, n_k, d_h]
+    v = split_heads(linear(c, w.W_v, w.b_v), h)  # [b, h, n_k, d_h]
+    o, P = scaled_dot_product_attention(q, k, v, mask, return_weights=True)  # [b, h, n_q, d_h], [b, h, n_q, n_k]
+    if saved is not None:
+        saved.update(q=q, k=k, v=v, P=P, o=o)
+    return linear(merge_heads(o), w.W_o, w.b_o), P  # [b, n_q, h·d_h] @ [h·d_h, d] -> [b, n_q, d]
+
+
 @checked_by(checks.seq2seq_encoder_layer)
-def seq2seq_encoder_layer(x, lw: Seq2SeqEncoderLayer, h: int, *, mask=None, activation=relu, eps: float = 1e-5):
+def seq2seq_encoder_layer(x, lw: Seq2SeqEncoderLayer, h: int, *, mask=None, activation=relu, eps: float = 1e-5,
+                          saved: dict | None = None):
     # [b, n_enc, d] -> [b, n_enc, d], [b, h, n_enc, n_enc]
     """Post-norm encoder layer. mask: broadcastable to (b, h, n_enc, n_enc), True = may attend
-    (None: every key, the bidirectional encoder; pass a padding mask for padded batches)."""
+    (None: every key, the bidirectional encoder; pass a padding mask for padded batches).
+
+    saved: a dict that receives what `seq2seq_encoder_layer_backward` reads: "x" (the layer's input),
+    "r1", "r2" (the LayerNorms' inputs), "x1" (the FFN's input), "self": q, k, v, P, o of the attention."""
     # the door checked every shape once: the parts it calls are trusted
-    a, p = multi_head_attention(x, lw.self_attn, h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
-    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n, d]
-    f = ffn(x, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # d -> d_ff -> d
-    return layer_norm(x + f, lw.ln2_g, lw.ln2_b, eps), p  # [b, n, d]
+    s_self = None if saved is None else {}
+    a, p = attention_sublayer(x, x, lw.self_attn, h, mask, s_self)  # [b, n, d], [b, h, n, n]
+    r1 = x + a  # [b, n, d] residual
+    x1 = layer_norm(r1, lw.ln1_g, lw.ln1_b, eps)  # [b, n, d]
+    r2 = x1 + ffn(x1, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # d -> d_ff -> d, residual
+    if saved is not None:
+        saved.update(x=x, self=s_self, r1=r1, x1=x1, r2=r2)
+    return layer_norm(r2, lw.ln2_g, lw.ln2_b, eps), p  # [b, n, d]
 
 
 @checked_by(checks.seq2seq_decoder_layer)
 def seq2seq_decoder_layer(y, z, lw: Seq2SeqDecoderLayer, h: int, *, causal: bool = True, self_mask=None,
-                          cross_mask=None, activation=relu, eps: float = 1e-5):
+                          cross_mask=None, activation=relu, eps: float = 1e-5, saved: dict | None = None):
     # [b, n_dec, d], [b, n_enc, d] -> [b, n_dec, d], [b, h, n_dec, n_dec], [b, h, n_dec, n_enc]
     """Post-norm decoder layer over the encoder output z.
 
     causal: position i of y sees only j ≤ i (training with the target shifted right).
     self_mask, broadcastable to (b, h, n_dec, n_dec), is combined with it by &; cross_mask,
     broadcastable to (b, h, n_dec, n_enc), hides source keys (padding). True = may attend.
+    saved: a dict that receives what `seq2seq_decoder_layer_backward` reads: "y" (the layer's input),
+    "r1", "r2", "r3" (the LayerNorms' inputs), "y1" (the cross-attention's queries' input), "y2" (the
+    FFN's input), "self" and "cross": q, k, v, P, o of each attention.
     """
     xp = get_xp(y)
     keep = self_mask
     if causal:  # the future of the target is hidden
         future = causal_mask(y.shape[1], xp=xp)  # [n_dec, n_dec]
         keep = future if keep is None else keep & future
+    s_self, s_cross = (None, None) if saved is None else ({}, {})
     # 1. masked self-attention
-    a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
-    y = layer_norm(y + a, lw.ln1_g, lw.ln1_b, eps)  # [b, n_dec, d]
-    # 2. cross-attention: queries from y, keys and values from z
-    c, p_cross = multi_head_attention(y, lw.cross_attn, h, mask=cross_mask, context=z,
-                                      return_weights=True)  # [b, n_dec, d], [b, h, n_dec, n_enc]
-    y = layer_norm(y + c, lw.ln2_g, lw.ln2_b, eps)  # [b, n_dec, d]
+    a, p_self = attention_sublayer(y, y, lw.self_attn, h, keep, s_self)  # [b, n_dec, d], [b, h, n_dec, n_dec]
+    r1 = y + a  # [b, n_dec, d] residual
+    y1 = layer_norm(r1, lw.ln1_g, lw.ln1_b, eps)  # [b, n_dec, d]
+    # 2. cross-attention: queries from y1, keys and values from z
+    c, p_cross = attention_sublayer(y1, z, lw.cross_attn, h, cross_mask, s_cross)  # [b, n_dec, d], [b, h, n_dec, n_enc]
+    r2 = y1 + c  # [b, n_dec, d]
+    y2 = layer_norm(r2, lw.ln2_g, lw.ln2_b, eps)  # [b, n_dec, d]
     # 3. position-wise FFN
-    f = ffn(y, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # [b, n_dec, d]
-    return layer_norm(y + f, lw.ln3_g, lw.ln3_b, eps), p_self, p_cross
+    r3 = y2 + ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)  # [b, n_dec, d]
+    if saved is not None:
+        saved.update(y=y, self=s_self, r1=r1, y1=y1, cross=s_cross, r2=r2, y2=y2, r3=r3)
+    return layer_norm(r3, lw.ln3_g, lw.ln3_b, eps), p_self, p_cross  # [b, n_dec, d]

@@ -27,13 +27,20 @@ def sublayers(x, lw, h, activation, eps, norms):
         layers_checks.layer_norm(x, getattr(lw, f"ln{k}_g"), getattr(lw, f"ln{k}_b"), eps)
 
 
-def seq2seq_encoder_layer(x, lw, h, *, mask, activation, eps):
+def saved_dict(saved):
+    """saved None, or a dict to fill: the activations a backward pass reads."""
+    if saved is not None and not isinstance(saved, dict):
+        raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
+
+
+def seq2seq_encoder_layer(x, lw, h, *, mask, activation, eps, saved):
     sequence("x", x)
     sublayers(x, lw, h, activation, eps, (1, 2))
     heads_checks.multi_head_attention(x, lw.self_attn, h, None, mask=mask, context=None, return_weights=True)
+    saved_dict(saved)
 
 
-def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activation, eps):
+def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activation, eps, saved):
     sequence("y", y)
     sequence("z", z, y.shape[2])
     if z.shape[0] != y.shape[0]:
@@ -42,3 +49,4 @@ def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activat
     sublayers(y, lw, h, activation, eps, (1, 2, 3))
     heads_checks.multi_head_attention(y, lw.self_attn, h, None, mask=self_mask, context=None, return_weights=True)
     heads_checks.multi_head_attention(y, lw.cross_attn, h, None, mask=cross_mask, context=z, return_weights=True)
+    saved_dict(saved)

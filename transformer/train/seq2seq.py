@@ -13,14 +13,15 @@
 "Attention Is All You Need" (§3) at toy size: sinusoidal positions (§3.5), embeddings scaled by
 √d (§3.4) and one table W_E shared by the source, the target and the output projection (the
 vocabulary is shared: `translation_data.py`). The projections of attention have no bias; the FFN
-has b_1, b_2 and every LayerNorm its γ, β. The forward is the same maths as
-`models/encoder_decoder.py`'s layers (`seq2seq_encoder_layer`, `seq2seq_decoder_layer`; a test
-holds them equal), written here from the core's formulas so that it keeps what the backward needs.
+has b_1, b_2 and every LayerNorm its γ, β.
 
-Backward of a post-norm sub-layer, y = LayerNorm(r), r = x + F(x):
-
-    dr = layer_norm_backward(dy, r)          the norm is on the residual path itself,
-    dx = dr + (∂F/∂x)ᵀ dr                    so every gradient passes through it
+The layers are not written here: each runs `models/encoder_decoder.py`'s `seq2seq_encoder_layer` or
+`seq2seq_decoder_layer`, the layers tested against torch's, with `saved=` keeping what the backward
+needs, and the backward is theirs, beside them (`models/encoder_decoder_backward.py`). The weights
+stay a dict of named arrays (the optimizer's and the checkpoint's format); each layer reads its
+part as a Seq2SeqEncoderLayer / Seq2SeqDecoderLayer of the same arrays (`encoder_decoder_params.py`).
+This module adds what surrounds the layers: the embeddings, the masks, the tied head, and the
+gradients that gather from several layers.
 
 Cross-attention's keys and values are read from z by every decoder layer, so z's gradient is the
 sum of L_dec terms (one per layer) before it enters the encoder's backward. W_E gets four terms:
@@ -40,18 +41,18 @@ import numpy as np
 from . import seq2seq_checks
 from ..backend import get_xp, namespace
 from ..require import checked_by
-from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
 from ..core.embedding import embed, embed_backward, lm_head_backward
-from ..core.heads import merge_heads, merge_heads_backward, split_heads, split_heads_backward
-from ..core.layers import ffn, ffn_backward, layer_norm, layer_norm_backward, linear_backward, relu
 from ..core.loss import cross_entropy, cross_entropy_backward
-from ..core.masks import causal_mask, padding_mask
+from ..core.masks import padding_mask
 from ..core.positions import sinusoidal_positions
+from ..models.encoder_decoder import attention_sublayer, seq2seq_decoder_layer, seq2seq_encoder_layer
+from ..models.encoder_decoder_backward import seq2seq_decoder_layer_backward, seq2seq_encoder_layer_backward
+from ..models.encoder_decoder_params import (ATTENTION_NAMES, params_from_layer, seq2seq_decoder_weights,
+                                             seq2seq_encoder_weights)
 
+# attention_sublayer was defined here: it lives beside the layers now (models/encoder_decoder.py)
 __all__ = ["Seq2SeqConfig", "init_seq2seq", "seq2seq_forward", "seq2seq_backward", "seq2seq_loss_and_grads",
-           "seq2seq_encode", "seq2seq_decoder", "embed_tokens", "layer_params", "attention_sublayer"]
-
-ATTENTION_NAMES = ("W_q", "W_k", "W_v", "W_o")
+           "seq2seq_encode", "seq2seq_decoder", "embed_tokens", "attention_sublayer"]
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,6 @@ def init_seq2seq(cfg: Seq2SeqConfig, seed: int = 0, *, dtype="float32", xp=None)
     return params
 
 
-def layer_params(params: dict, prefix: str) -> dict:  # "enc.0." -> that layer's weights, prefix removed
-    return {k[len(prefix):]: w for k, w in params.items() if k.startswith(prefix)}
-
-
 def embed_tokens(ids, W_E, n_offset: int = 0):  # [b, n] -> [b, n, d]
     """X = W_E[ids]·√d + PE[n_offset : n_offset + n] (§3.4–3.5): at √d the token part and the
     sinusoidal positions (entries in [−1, 1]) have the same scale."""
@@ -138,103 +135,10 @@ def embed_tokens(ids, W_E, n_offset: int = 0):  # [b, n] -> [b, n, d]
     return embed(ids, W_E) * math.sqrt(d) + pe  # [b, n, d]
 
 
-# --- attention as a sub-layer: forward keeps q, k, v, P, o; backward returns dx, dc ---------------
-def attention_sublayer(x, c, p: dict, pre: str, h: int, mask):  # [b, n_q, d], [b, n_k, d] -> [b, n_q, d], saved
-    """softmax(Q Kᵀ/√d_h + mask) V W_o with Q = x W_q, K = c W_k, V = c W_v (c = x: self-attention;
-    c = z: cross-attention). saved: q, k, v (b, h, ·, d_h), P (b, h, n_q, n_k), o (b, h, n_q, d_h)."""
-    q = split_heads(x @ p[pre + "W_q"], h)  # [b, h, n_q, d_h]
-    k = split_heads(c @ p[pre + "W_k"], h)  # [b, h, n_k, d_h]
-    v = split_heads(c @ p[pre + "W_v"], h)  # [b, h, n_k, d_h]
-    o, P = scaled_dot_product_attention(q, k, v, mask, return_weights=True)  # [b,h,n_q,d_h], [b,h,n_q,n_k]
-    out = merge_heads(o) @ p[pre + "W_o"]  # [b, n_q, d]
-    return out, {"q": q, "k": k, "v": v, "P": P, "o": o}
-
-
-def attention_sublayer_backward(d_out, x, c, s: dict, p: dict, pre: str, h: int):
-    # [b, n_q, d] -> dx [b, n_q, d], dc [b, n_k, d], grads of pre + W_q, W_k, W_v, W_o
-    """out = merge(P V) W_o, P = softmax(Q Kᵀ/√d_h), through the core's backward passes:
-
-        dW_o = merge(o)ᵀ d_out,   do = split(d_out W_oᵀ)
-        dq, dk, dv = scaled_dot_product_attention_backward(do, q, k, v, P)
-        dx = dQ W_qᵀ,   dc = dK W_kᵀ + dV W_vᵀ       (dQ = merge(dq), …)
-    """
-    g = {}
-    dm, g[pre + "W_o"], _ = linear_backward(d_out, merge_heads(s["o"]), p[pre + "W_o"])
-    do = merge_heads_backward(dm, h)  # [b, h, n_q, d_h]
-    dq, dk, dv = scaled_dot_product_attention_backward(do, s["q"], s["k"], s["v"], s["P"])
-    dx, g[pre + "W_q"], _ = linear_backward(split_heads_backward(dq), x, p[pre + "W_q"])
-    dc_k, g[pre + "W_k"], _ = linear_backward(split_heads_backward(dk), c, p[pre + "W_k"])
-    dc_v, g[pre + "W_v"], _ = linear_backward(split_heads_backward(dv), c, p[pre + "W_v"])
-    return dx, dc_k + dc_v, g  # c feeds K and V: their gradients add
-
-
-def add_norm(x, f, p: dict, k: int, eps: float):  # [b, n, d] ×2 -> r, LayerNorm(r)
-    """Post-norm: r = x + F(x), then LayerNorm(r) with γ = ln{k}_g, β = ln{k}_b."""
-    r = x + f  # [b, n, d] residual
-    return r, layer_norm(r, p[f"ln{k}_g"], p[f"ln{k}_b"], eps)
-
-
-def norm_backward(dy, r, p: dict, k: int, eps: float, g: dict):  # [b, n, d] -> dr [b, n, d]
-    dr, g[f"ln{k}_g"], g[f"ln{k}_b"] = layer_norm_backward(dy, r, p[f"ln{k}_g"], eps)
-    return dr
-
-
-def ffn_sublayer(x, p):  # [b, n, d] -> [b, n, d]
-    return ffn(x, p["W_1"], p["W_2"], p["b_1"], p["b_2"], activation=relu)
-
-
-def ffn_sublayer_backward(dy, x, p, g):  # [b, n, d] -> dx [b, n, d]; recomputes x W_1 (not saved)
-    dx, g["W_1"], g["W_2"], g["b_1"], g["b_2"] = ffn_backward(dy, x, p["W_1"], p["W_2"], p["b_1"],
-                                                               p["b_2"], activation="relu")
-    return dx
-
-
-# --- the two layers --------------------------------------------------------------------------------
-def encoder_layer(x, p, cfg, mask):  # [b, n_src, d] -> [b, n_src, d], saved
-    s = {"x": x}
-    a, s["self"] = attention_sublayer(x, x, p, "self.", cfg.h, mask)  # no query reads a PAD key
-    s["r1"], s["x1"] = add_norm(x, a, p, 1, cfg.eps)  # [b, n_src, d]
-    s["r2"], x2 = add_norm(s["x1"], ffn_sublayer(s["x1"], p), p, 2, cfg.eps)
-    return x2, s
-
-
-def encoder_layer_backward(dx2, p, s, cfg):  # [b, n_src, d] -> dx [b, n_src, d], grads
-    g = {}
-    dx1 = norm_backward(dx2, s["r2"], p, 2, cfg.eps, g)  # through LayerNorm(x1 + FFN(x1))
-    dx1 = dx1 + ffn_sublayer_backward(dx1, s["x1"], p, g)  # residual: both paths add
-    dr1 = norm_backward(dx1, s["r1"], p, 1, cfg.eps, g)
-    dx_q, dx_kv, g_attn = attention_sublayer_backward(dr1, s["x"], s["x"], s["self"], p, "self.", cfg.h)
-    g.update(g_attn)
-    return dr1 + dx_q + dx_kv, g  # x feeds the residual, the queries, the keys and the values
-
-
-def decoder_layer(y, z, p, cfg, self_mask, cross_mask):  # [b, n_tgt, d], [b, n_src, d] -> [b, n_tgt, d], saved
-    s = {"y": y}
-    a, s["self"] = attention_sublayer(y, y, p, "self.", cfg.h, self_mask)  # 1. masked self-attention
-    s["r1"], s["y1"] = add_norm(y, a, p, 1, cfg.eps)
-    c, s["cross"] = attention_sublayer(s["y1"], z, p, "cross.", cfg.h, cross_mask)  # 2. Q from y1, K, V from z
-    s["r2"], s["y2"] = add_norm(s["y1"], c, p, 2, cfg.eps)
-    s["r3"], y3 = add_norm(s["y2"], ffn_sublayer(s["y2"], p), p, 3, cfg.eps)  # 3. FFN
-    return y3, s
-
-
-def decoder_layer_backward(dy3, z, p, s, cfg):  # [b, n_tgt, d] -> dy [b, n_tgt, d], dz [b, n_src, d], grads
-    g = {}
-    dy2 = norm_backward(dy3, s["r3"], p, 3, cfg.eps, g)
-    dy2 = dy2 + ffn_sublayer_backward(dy2, s["y2"], p, g)
-    dr2 = norm_backward(dy2, s["r2"], p, 2, cfg.eps, g)
-    dy1_q, dz, g_cross = attention_sublayer_backward(dr2, s["y1"], z, s["cross"], p, "cross.", cfg.h)
-    dy1 = dr2 + dy1_q
-    dr1 = norm_backward(dy1, s["r1"], p, 1, cfg.eps, g)
-    dy_q, dy_kv, g_self = attention_sublayer_backward(dr1, s["y"], s["y"], s["self"], p, "self.", cfg.h)
-    g.update(g_cross)
-    g.update(g_self)
-    return dr1 + dy_q + dy_kv, dz, g
-
-
 # --- the whole model ---------------------------------------------------------------------------------
 def seq2seq_encode(params, src, cfg, src_lengths):  # [b, n_src], [b] -> z [b, n_src, d], per-layer saved
-    """The encoder: embeddings·√d + positions, then L_enc post-norm layers under the padding mask."""
+    """The encoder: embeddings·√d + positions, then L_enc post-norm layers (`seq2seq_encoder_layer`)
+    under the padding mask. Returns z, what each layer saved for its backward, and the mask."""
     xp = get_xp(params["W_E"])
     src = xp.astype(xp.asarray(src), xp.int64)
     lengths = xp.astype(xp.asarray(src_lengths), xp.int64)
@@ -242,20 +146,23 @@ def seq2seq_encode(params, src, cfg, src_lengths):  # [b, n_src], [b] -> z [b, n
     x = embed_tokens(src, params["W_E"])  # [b, n_src, d]
     saved = []
     for l in range(cfg.L_enc):
-        x, s = encoder_layer(x, layer_params(params, f"enc.{l}."), cfg, mask)
+        s = {}  # what this layer's backward reads
+        x, _ = seq2seq_encoder_layer(x, seq2seq_encoder_weights(params, l), cfg.h, mask=mask, eps=cfg.eps,
+                                     saved=s)  # [b, n_src, d]
         saved.append(s)
     return x, saved, mask
 
 
 def seq2seq_decoder(params, tgt, z, cfg, cross_mask):  # [b, n_tgt], [b, n_src, d] -> y [b, n_tgt, d], saved
-    """The decoder on the whole target prefix at once: embeddings·√d + positions, then L_dec layers,
-    each computing its cross-attention K = z C_k and V = z C_v from the encoder output."""
-    xp = get_xp(params["W_E"])
-    self_mask = causal_mask(tgt.shape[1], xp=xp)  # [n_tgt, n_tgt]
+    """The decoder on the whole target prefix at once: embeddings·√d + positions, then L_dec layers
+    (`seq2seq_decoder_layer`: causal self-attention), each computing its cross-attention K = z C_k and
+    V = z C_v from the encoder output."""
     y = embed_tokens(tgt, params["W_E"])  # [b, n_tgt, d]
     saved = []
     for l in range(cfg.L_dec):
-        y, s = decoder_layer(y, z, layer_params(params, f"dec.{l}."), cfg, self_mask, cross_mask)
+        s = {}  # what this layer's backward reads
+        y, _, _ = seq2seq_decoder_layer(y, z, seq2seq_decoder_weights(params, l), cfg.h, cross_mask=cross_mask,
+                                        eps=cfg.eps, saved=s)  # [b, n_tgt, d]
         saved.append(s)
     return y, saved
 
@@ -300,15 +207,15 @@ def seq2seq_backward(d_logits, saved: dict, params: dict, cfg: Seq2SeqConfig) ->
     z = saved["z"]
     dz = 0.0
     for l in reversed(range(cfg.L_dec)):
-        pre = f"dec.{l}."
-        dy, dz_l, g = decoder_layer_backward(dy, z, layer_params(params, pre), saved["dec"][l], cfg)
+        dy, dz_l, g = seq2seq_decoder_layer_backward(dy, z, seq2seq_decoder_weights(params, l), cfg.h,
+                                                     saved["dec"][l], eps=cfg.eps)  # [b, n_tgt, d], [b, n_src, d]
         dz = dz + dz_l  # every decoder layer read K and V from z
-        grads.update({pre + k: t for k, t in g.items()})
+        grads.update(params_from_layer(g, f"dec.{l}."))
     dx = dz  # [b, n_src, d]
     for l in reversed(range(cfg.L_enc)):
-        pre = f"enc.{l}."
-        dx, g = encoder_layer_backward(dx, layer_params(params, pre), saved["enc"][l], cfg)
-        grads.update({pre + k: t for k, t in g.items()})
+        dx, g = seq2seq_encoder_layer_backward(dx, seq2seq_encoder_weights(params, l), cfg.h, saved["enc"][l],
+                                               eps=cfg.eps)  # [b, n_src, d]
+        grads.update(params_from_layer(g, f"enc.{l}."))
     scale = math.sqrt(cfg.d)  # X = W_E[ids]·√d + PE: the positions are fixed, the table gets dX·√d
     grads["W_E"] = (dW_head + embed_backward(dy * scale, saved["tgt"], cfg.v)
                     + embed_backward(dx * scale, saved["src"], cfg.v))

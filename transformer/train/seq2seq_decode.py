@@ -24,8 +24,9 @@ from ..require import checked_by
 from ..core.attention import scaled_dot_product_attention
 from ..core.heads import merge_heads, split_heads
 from ..core.kv_cache import KVCache
-from ..core.layers import layer_norm
-from .seq2seq import embed_tokens, ffn_sublayer, layer_params, seq2seq_decoder, seq2seq_encode
+from ..core.layers import ffn, layer_norm, relu
+from ..models.encoder_decoder_params import seq2seq_decoder_weights
+from .seq2seq import embed_tokens, seq2seq_decoder, seq2seq_encode
 
 __all__ = ["translate_greedy", "translate_greedy_uncached"]
 
@@ -70,25 +71,28 @@ def translate_greedy_uncached(params: dict, cfg, src_ids, src_lengths, max_len: 
 
 def cached_step(params, cfg, token, t, cache, cross_kv, cross_mask):
     # [b, 1] at position t -> logits [b, v], cross weights [L_dec, b, h, 1, n_src]
-    """One new token through the decoder: its own K, V appended to the cache; cross K, V from the table."""
+    """One new token through the decoder: its own K, V appended to the cache; cross K, V from the table.
+    Each layer is seq2seq_decoder_layer's lines (models/encoder_decoder.py) on one query row, its
+    attentions' keys and values read from the cache and the table instead of projected again."""
     xp = get_xp(params["W_E"])
     y = embed_tokens(token, params["W_E"], t)  # [b, 1, d], position t
     weights = []
     for l in range(cfg.L_dec):
-        p = layer_params(params, f"dec.{l}.")
+        lw = seq2seq_decoder_weights(params, l)  # the dict's arrays, no copy
         # 1. masked self-attention, KV cache: the new query reads positions 0 … t, all of them earlier
-        q = split_heads(y @ p["self.W_q"], cfg.h)  # [b, h, 1, d_h]
-        k, v = cache.update(l, split_heads(y @ p["self.W_k"], cfg.h),
-                            split_heads(y @ p["self.W_v"], cfg.h))  # [b, h, t + 1, d_h] each
+        q = split_heads(y @ lw.self_attn.W_q, cfg.h)  # [b, h, 1, d_h]
+        k, v = cache.update(l, split_heads(y @ lw.self_attn.W_k, cfg.h),
+                            split_heads(y @ lw.self_attn.W_v, cfg.h))  # [b, h, t + 1, d_h] each
         o = scaled_dot_product_attention(q, k, v)  # [b, h, 1, d_h]
-        y = layer_norm(y + merge_heads(o) @ p["self.W_o"], p["ln1_g"], p["ln1_b"], cfg.eps)
+        y = layer_norm(y + merge_heads(o) @ lw.self_attn.W_o, lw.ln1_g, lw.ln1_b, cfg.eps)
         # 2. cross-attention: K, V of the source made once, before the first step
-        q = split_heads(y @ p["cross.W_q"], cfg.h)  # [b, h, 1, d_h]
+        q = split_heads(y @ lw.cross_attn.W_q, cfg.h)  # [b, h, 1, d_h]
         k_c, v_c = cross_kv[l]  # [b, h, n_src, d_h] each
         o, P = scaled_dot_product_attention(q, k_c, v_c, cross_mask, return_weights=True)
-        y = layer_norm(y + merge_heads(o) @ p["cross.W_o"], p["ln2_g"], p["ln2_b"], cfg.eps)
+        y = layer_norm(y + merge_heads(o) @ lw.cross_attn.W_o, lw.ln2_g, lw.ln2_b, cfg.eps)
         # 3. FFN
-        y = layer_norm(y + ffn_sublayer(y, p), p["ln3_g"], p["ln3_b"], cfg.eps)  # [b, 1, d]
+        f = ffn(y, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=relu)  # [b, 1, d]
+        y = layer_norm(y + f, lw.ln3_g, lw.ln3_b, cfg.eps)  # [b, 1, d]
         weights.append(P)  # [b, h, 1, n_src]
     cache.advance(1)
     return y[:, -1, :] @ params["W_E"].mT, xp.stack(weights)  # [b, v], [L_dec, b, h, 1, n_src]
@@ -120,9 +124,9 @@ def translate_greedy(params: dict, cfg, src_ids, src_lengths, max_len: int, *, b
     tally(counts, "encoder", 1)
     cross_kv = []
     for l in range(cfg.L_dec):  # the source's keys and values: once per layer, for every step
-        p = layer_params(params, f"dec.{l}.")
-        cross_kv.append((split_heads(z @ p["cross.W_k"], cfg.h),  # [b, h, n_src, d_h]
-                         split_heads(z @ p["cross.W_v"], cfg.h)))
+        C = seq2seq_decoder_weights(params, l).cross_attn  # C_q, C_k, C_v, C_o
+        cross_kv.append((split_heads(z @ C.W_k, cfg.h),  # [b, h, n_src, d_h]
+                         split_heads(z @ C.W_v, cfg.h)))
     tally(counts, "cross_kv", cfg.L_dec)
     b = z.shape[0]
     cache = KVCache(cfg.L_dec, b, cfg.h, max_len, cfg.d_h, dtype=z.dtype, xp=xp)  # self-attention K, V
