@@ -60,7 +60,7 @@ KERNELS = {
     "attend_combine": ("attend_combine.cu", 128),
     "matvec_residual": ("matvec_residual.cu", 256),
     "swiglu_matvec_residual": ("swiglu_matvec_residual.cu", 256),
-    "sample_filter": ("sample.cu", 256),  # FILTER_THREADS in sample.cu: its shared tree is sized for 256
+    "sample_filter": ("sample.cu", 512),  # FILTER_THREADS in sample.cu: its shared tree is sized for 512
     "sample_blocks": ("sample.cu", 256),
     "sample_finish": ("sample.cu", 256),
 }

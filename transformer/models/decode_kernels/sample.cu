@@ -102,7 +102,7 @@ extern "C" __global__ void decode_sample_finish(const float* best_v, const int* 
 
 // ---------------------------------------------------------------- top-k and top-p: the kept set
 
-#define FILTER_THREADS 256  // decode_sample_filter's block: its tree holds 15 × 256 floats (15 KiB of shared memory)
+#define FILTER_THREADS 512  // decode_sample_filter's block: its tree holds 15 × 512 floats (30 KiB of shared memory)
 #define CANDIDATES 15       // thresholds one pass of select_key tries: 4 bits of the key a pass, 8 passes for 32
 
 // The order key of a float: a uint32 whose order is the floats' (−∞ < … < 0 < … < +∞). A positive gets its
@@ -118,7 +118,7 @@ __device__ __forceinline__ float key_value(unsigned int key) {
 }
 
 // Each thread's acc[0 … N) reduced over the block by op (+ or max), the totals on every thread: a tree in
-// shared memory (log₂ 256 = 8 levels) that adds in the same order at every launch, so the same bits each time.
+// shared memory (log₂ 512 = 9 levels) that adds in the same order at every launch, so the same bits each time.
 template <int N, class Op>
 __device__ __forceinline__ void block_reduce(float (&acc)[N], float (*tree)[FILTER_THREADS], Op op) {
 #pragma unroll  // acc stays in registers: every index is known at compile time
@@ -142,6 +142,7 @@ __device__ unsigned int select_key(int v, float target, Key key, Weight weight, 
     unsigned int prefix = 0;
     for (int shift = 28; shift >= 0; shift -= 4) {
         float acc[CANDIDATES] = {};
+#pragma unroll 4  // four loads in flight: a pass is ~100 loads a thread, each waiting on L2 otherwise
         for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
             const unsigned int k = key(i);
             if (k < prefix + (1u << shift)) continue;
@@ -179,17 +180,20 @@ extern "C" __global__ void decode_sample_filter(const float* logits, float* boun
     int last = v;  // every token at the threshold is kept
     if (top_p < 1.f) {
         float x_max[1] = {-INFINITY};
+#pragma unroll 4
         for (int i = threadIdx.x; i < v; i += FILTER_THREADS) x_max[0] = fmaxf(x_max[0], logits[i]);
         block_reduce(x_max, tree, [](float a, float b) { return fmaxf(a, b); });
         const auto weight = [&](int i) {  // w_i, 0 outside the top-k
             return key(i) >= k_key ? expf((logits[i] - x_max[0]) * inv_temperature) : 0.f;
         };
         float z[1] = {0.f};
+#pragma unroll 4
         for (int i = threadIdx.x; i < v; i += FILTER_THREADS) z[0] += weight(i);
         block_reduce(z, tree, plus);
         const float target = top_p * z[0];
         p_key = select_key(v, target, key, weight, tree);
         float above_tied[2] = {0.f, 0.f};  // S = the mass above the threshold, n = the tokens at it
+#pragma unroll 4
         for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
             above_tied[0] += key(i) > p_key ? weight(i) : 0.f;
             above_tied[1] += key(i) == p_key ? 1.f : 0.f;
