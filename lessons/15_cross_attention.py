@@ -217,19 +217,10 @@ print("encoder input (b, n_enc, d):", embed_with_positions(ex_src).shape)
 print("encoder output Z (b, n_enc, d):", Z.shape, "  self-attention weights (b, h, n_enc, n_enc):", enc_w[0].shape)
 
 # %% [markdown]
-# This block is the one MiniLM uses (lesson 12), only with ReLU where BERT has GELU. With
-# GELU, the package's `T.encoder_layer` (MiniLM's layer) on the same trained weights must agree:
-
-# %%
-p0 = enc_layers[0]
-as_bert = T.BertLayer(attn=p0.self_attn, ln1_g=p0.ln1_g, ln1_b=p0.ln1_b, W_1=p0.W_1, b_1=p0.b_1,
-                      W_2=p0.W_2, b_2=p0.b_2, ln2_g=p0.ln2_g, ln2_b=p0.ln2_b)
-x0 = embed_with_positions(ex_src)
-ours, _ = T.seq2seq_encoder_layer(x0, p0, h, activation=T.gelu)
-theirs, _ = T.encoder_layer(x0, as_bert, T.BertConfig(d=d_model, h=h, d_ff=cfg.d_ff, eps=cfg.eps), mask=None)
-bert_ok = np.allclose(ours, theirs, atol=1e-5)  # float32 weights
-print("T.seq2seq_encoder_layer (GELU) == T.encoder_layer (MiniLM's):", bert_ok)
-assert bert_ok
+# This block is the one MiniLM uses (lesson 12), only with ReLU where BERT has GELU: MiniLM's
+# six layers are `T.Seq2SeqEncoderLayer` records too (read from its safetensors), and
+# `T.bert_encode` runs each through this same function,
+# `T.seq2seq_encoder_layer(x, lw, h, mask=padding, activation=T.gelu, eps=1e-12)`.
 
 # %% [markdown]
 # ## 5. The decoder: masked self-attention, cross-attention, FFN

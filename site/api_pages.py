@@ -20,7 +20,8 @@ FOLDER_TITLES = {  # folder -> page title; a folder not listed gets its own name
     "flash": "flash: FlashAttention",
     "tokenizers": "tokenizers: BPE and WordPiece",
     "models": "models: SmolLM2, MiniLM, the encoder–decoder, counting",
-    "train": "train: training from scratch",
+    "train": "train: training from scratch, the machinery",
+    "tasks": "tasks: the induction and translation tasks",
 }
 EXTRA_MODULES = {"flash": ["transformer.flash.cuda_kernels"]}  # reached as T.cuda_kernels.NAME
 

@@ -77,9 +77,9 @@ def test_weights_are_transposed_once(model):
     from safetensors.numpy import load_file
     t = load_file(os.path.join(minilm_dir(), "model.safetensors"))
     lw = model.weights.layers[2]
-    np.testing.assert_array_equal(lw.attn.W_q, t["encoder.layer.2.attention.self.query.weight"].T)
+    np.testing.assert_array_equal(lw.self_attn.W_q, t["encoder.layer.2.attention.self.query.weight"].T)
     assert lw.W_1.shape == (384, 1536) and lw.W_2.shape == (1536, 384)
-    assert all(a.dtype == np.float32 for a in (lw.W_1, lw.attn.W_o, model.weights.W_E))
+    assert all(a.dtype == np.float32 for a in (lw.W_1, lw.self_attn.W_o, model.weights.W_E))
 
 
 def test_embeddings_equal_sentence_transformers(ours_emb, st_ref):
@@ -277,15 +277,19 @@ def test_missing_files_are_named(tmp_path):
 # ---------------------------------------------------------------- the checked entry points, alone
 
 def test_encoder_layer_alone_equals_bertmodel_layer(model, hf_ref):
-    """The public encoder_layer (checked, then the core bert_encode runs L times) on BertModel's own
-    hidden states gives BertModel's next hidden states and attention weights."""
+    """BERT's layer is the package's one encoder layer: seq2seq_encoder_layer with GELU and eps=1e-12
+    (checked here, then run unchecked L times by bert_encode) on BertModel's own hidden states gives
+    BertModel's next hidden states and attention weights."""
     import torch
     ids = model.tokenizer.encode(TEXTS[0])
     with torch.no_grad():
         ref = hf_ref[False](torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    cfg = model.config
+    assert all(isinstance(lw, T.Seq2SeqEncoderLayer) for lw in model.weights.layers)
+    assert T.BertLayer is T.Seq2SeqEncoderLayer and T.encoder_layer is T.seq2seq_encoder_layer  # the older names
     for layer in (0, 3, 5):
         x = ref.hidden_states[layer].numpy()  # (1, n, d)
-        out, p = T.models.bert.encoder_layer(x, model.weights.layers[layer], model.config, mask=None)
+        out, p = T.seq2seq_encoder_layer(x, model.weights.layers[layer], cfg.h, activation=T.gelu, eps=cfg.eps)
         np.testing.assert_allclose(out, ref.hidden_states[layer + 1].numpy(), rtol=0, atol=ATOL_HIDDEN)
         np.testing.assert_allclose(p, ref.attentions[layer].numpy(), rtol=0, atol=ATOL_ATTN)
 
@@ -413,20 +417,23 @@ def test_bert_encode_names_bad_inputs(model):
             call()
 
 
-def test_encoder_layer_names_bad_inputs(model):
-    lw, cfg = model.weights.layers[0], model.config
+def test_a_bad_layer_is_named(model):
+    """A layer's weights are checked against the config at bert_encode's door, named by their place
+    in w; the layer alone (seq2seq_encoder_layer) refuses by its own check."""
+    w, cfg = model.weights, model.config
+    ids, lengths = np.array([[101, 2023, 102]]), np.array([3])
+    lw = w.layers[0]
+    bad_attn = _bad(lw, self_attn=_bad(lw.self_attn, W_q=lw.self_attn.W_q[:, :48]))
+    with pytest.raises(ValueError, match=r"w\.layers\[0\]\.self_attn\.W_q must have shape \(d, d\) = \(384, 384\), "
+                                         r"got \(384, 48\)"):
+        T.bert_encode(ids, lengths, _bad(w, layers=[bad_attn, *w.layers[1:]]), cfg)
+    with pytest.raises(ValueError, match=r"w\.layers\[0\]\.b_1 must have shape \(d_ff,\) = \(1536,\), got \(384,\)"):
+        T.bert_encode(ids, lengths, _bad(w, layers=[_bad(lw, b_1=lw.b_2), *w.layers[1:]]), cfg)
     x = np.zeros((1, 3, 384), np.float32)
-    with pytest.raises(ValueError, match=r"x must be \(b, n, d\) with n ≥ 1 and d=384, got shape \(1, 3, 383\)"):
-        T.models.bert.encoder_layer(x[..., 1:], lw, cfg, mask=None)
     with pytest.raises(TypeError, match="x must be a floating-point array, got dtype int64"):
-        T.models.bert.encoder_layer(np.zeros((1, 3, 384), np.int64), lw, cfg, mask=None)
-    bad_attn = _bad(lw, attn=_bad(lw.attn, W_q=lw.attn.W_q[:, :48]))
-    with pytest.raises(ValueError, match=r"lw\.attn\.W_q must have shape \(d, d\) = \(384, 384\), got \(384, 48\)"):
-        T.models.bert.encoder_layer(x, bad_attn, cfg, mask=None)
-    with pytest.raises(ValueError, match=r"lw\.b_1 must have shape \(d_ff,\) = \(1536,\), got \(384,\)"):
-        T.models.bert.encoder_layer(x, _bad(lw, b_1=lw.b_2), cfg, mask=None)
-    with pytest.raises(ValueError, match=r"not broadcastable to \(b, h, n, n\) = \(1, 12, 3, 3\)"):
-        T.models.bert.encoder_layer(x, lw, cfg, mask=np.ones((2, 1, 1, 3), bool))
+        T.seq2seq_encoder_layer(np.zeros((1, 3, 384), np.int64), lw, cfg.h, activation=T.gelu, eps=cfg.eps)
+    with pytest.raises(ValueError, match=r"not broadcastable to \(b, h, n_q, n_k\) = \(1, 12, 3, 3\)"):
+        T.seq2seq_encoder_layer(x, lw, cfg.h, mask=np.ones((2, 1, 1, 3), bool), activation=T.gelu, eps=cfg.eps)
 
 
 def test_minilm_checks_its_parts_once(model):

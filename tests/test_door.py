@@ -20,7 +20,7 @@ import transformer as T
 from transformer.models import llama as llama_mod
 from transformer.require import binder, checked_by
 from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode
-from transformer.train import induction, induction_checks
+from transformer.tasks import induction, induction_checks
 
 
 # --- every door of the package ----------------------------------------------------------------------

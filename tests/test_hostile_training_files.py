@@ -30,7 +30,7 @@ from transformer.cli.main import main
 from transformer.files import interrupts_deferred, write_atomic
 from transformer.flash import tiled_fast
 from transformer.train import shared_checks as train_checks
-from transformer.train.translate import seq2seq_checkpoint_config
+from transformer.tasks.translate import seq2seq_checkpoint_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_BOUND = 32 << 20  # bytes: reading or refusing any of these small files may take this much at its peak
@@ -397,7 +397,7 @@ def test_output_folder_layouts(tmp_path_factory, ckpt, metrics, umask):
 
 @pytest.mark.parametrize("layout", ["link", "foreign npz", "proc"])
 def test_a_bad_out_costs_no_training_time(tmp_path, capsys, monkeypatch, layout):
-    from transformer.train import induction, translate
+    from transformer.tasks import induction, translate
     for module in (induction, translate):
         monkeypatch.setattr(module, "train_loop", lambda *a, **k: pytest.fail("training started"))
     out = tmp_path / "run"

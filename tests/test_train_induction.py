@@ -1,4 +1,4 @@
-"""The induction run (transformer/train/induction.py): the trained decoder is judged by torch
+"""The induction run (transformer/tasks/induction.py): the trained decoder is judged by torch
 (tests/support/torch_tiny.py) running its weights on held-out documents; the padded-slot counts by a
 first-fit packing and a padding count written here; the attention maps by torch's own weights;
 the head scores by a loop over the definition; packed and padded losses by torch on each

@@ -51,11 +51,14 @@ from .models.llama_gguf import read_tokenizer as read_gguf_tokenizer  # the BPE 
 from .tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
 from .models.bert import BertConfig, MiniLM, bert_encode, mean_pool, l2_normalize, encoder_mask
 from .models.bert_files import load_minilm
-from .models.bert import BertLayer, encoder_layer
+from .models.bert import BertLayer  # = Seq2SeqEncoderLayer: a BERT layer's weights are an encoder layer's
 
-# the original Transformer's post-norm encoder and decoder layers (cross-attention)
+# the original Transformer's post-norm encoder and decoder layers (cross-attention); MiniLM runs the
+# encoder layer with activation=gelu, eps=1e-12. encoder_layer: the same function by the older name it
+# had as MiniLM's own layer, encoder_layer(x, lw, h, *, mask=…, activation=…, eps=…)
 from .models.encoder_decoder import (Seq2SeqEncoderLayer, Seq2SeqDecoderLayer, seq2seq_encoder_layer,
                                      seq2seq_decoder_layer)
+from .models.encoder_decoder import seq2seq_encoder_layer as encoder_layer
 
 # counting parameters, FLOPs and bytes; the paged KV cache
 from .models.configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
@@ -80,10 +83,11 @@ from .models.llama_params import llama_from_params, greedy_generate  # a trained
 
 # training: the optimizer and its schedule, seeded data, checkpoints and metrics, the loop
 from .train.optim import AdamWState, adamw_state, adamw_step, decays_by_default, lr_at, global_norm, clip_by_global_norm
-from .train.data import (IGNORE_INDEX, HELDOUT_SEED_OFFSET, is_heldout, InductionBatch, induction_batch,
-                         induction_split, induction_accuracy, induction_documents, TrainRows, padded_rows,
-                         packed_rows, next_token_targets, batches, batch_tokens)
-from .train.translation_data import (TranslationVocab, translation_vocab, TranslationBatch, translation_batch,
+from .train.data import (IGNORE_INDEX, HELDOUT_SEED_OFFSET, is_heldout, TrainRows, padded_rows, packed_rows,
+                         next_token_targets, batches, batch_tokens)
+from .tasks.induction_data import (InductionBatch, induction_batch, induction_split, induction_accuracy,
+                                   induction_documents)
+from .tasks.translation_data import (TranslationVocab, translation_vocab, TranslationBatch, translation_batch,
                                      translation_split, reference_translation, translation_alignment, detokenize)
 from .train.checkpoint import (save_checkpoint, load_checkpoint, checkpoint_contents, checkpoint_extra, check_params,
                                write_metrics, read_metrics)
@@ -93,11 +97,11 @@ from .train.loop import train_loop
 from .train.seq2seq import (Seq2SeqConfig, init_seq2seq, seq2seq_forward, seq2seq_backward,
                             seq2seq_loss_and_grads)
 from .train.seq2seq_decode import translate_greedy, translate_greedy_uncached
-from .train.translate import (TRANSLATION_SIZES, TRANSLATION_RECIPE, DEFAULT_STEPS, translation_config,
+from .tasks.translate import (TRANSLATION_SIZES, TRANSLATION_RECIPE, DEFAULT_STEPS, translation_config,
                               train_translation, translation_exact_match, load_seq2seq)
 
 # training: the tiny decoder on the induction task, padded or packed; its heads found by a score
-from .train.induction import (INDUCTION_SIZES, INDUCTION_STEPS, INDUCTION_RECIPE, induction_config, induction_rows,
+from .tasks.induction import (INDUCTION_SIZES, INDUCTION_STEPS, INDUCTION_RECIPE, induction_config, induction_rows,
                               induction_rows_loss, induction_heldout_accuracy, attention_maps, induction_head_scores,
                               train_induction, load_decoder, decoder_config_from)
 

@@ -40,7 +40,7 @@ def register(sub) -> None:
 
 def check_train_options(args) -> None:
     """Refuse what cannot train, before the first step, naming the option."""
-    from ..train.induction_checks import writable_folder
+    from ..tasks.induction_checks import writable_folder
 
     if args.steps is not None and args.steps < 1:
         raise ValueError(f"--steps must be an integer ≥ 1, got {args.steps}")
@@ -58,7 +58,7 @@ def _train(args) -> int:
     check_train_options(args)
     steps = {} if args.steps is None else {"steps": args.steps}
     if args.task == "induction":
-        from ..train.induction import train_induction
+        from ..tasks.induction import train_induction
 
         r = train_induction(seed=args.seed, out=args.out, packed=args.packed, **steps)
         h, slots = r["history"], r["slots"]
@@ -71,7 +71,7 @@ def _train(args) -> int:
         print(f"held-out accuracy: {r['heldout_accuracy']:.2%} of {r['heldout_predictions']:,} predictions "
               f"(the second halves of held-out documents)")
     else:
-        from ..train.translate import train_translation
+        from ..tasks.translate import train_translation
 
         r = train_translation(seed=args.seed, out=args.out, **steps)
         h = r["history"]
@@ -181,7 +181,7 @@ def _logits_named(args, run):
 
 def _continue_ids(args) -> int:
     from ..models.llama_params import llama_from_params
-    from ..train.induction import load_decoder
+    from ..tasks.induction import load_decoder
 
     params, cfg, config = load_decoder(args.checkpoint)
     first = int(config.get("first_token", 0)) if isinstance(config.get("first_token", 0), int) else 0
@@ -207,8 +207,8 @@ def _continue_ids(args) -> int:
 def _translate(args) -> int:
     import numpy as np
     from ..train.seq2seq_decode import translate_greedy
-    from ..train.translate import load_seq2seq
-    from ..train.translation_data import detokenize
+    from ..tasks.translate import load_seq2seq
+    from ..tasks.translation_data import detokenize
 
     params, cfg, vocab = load_seq2seq(args.checkpoint)
     words = args.prompt.split()

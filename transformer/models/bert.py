@@ -4,7 +4,8 @@ An encoder reads the whole sentence at once, so its self-attention is *bidirecti
 every token may look at every other token, before and after it (a decoder's causal
 mask would hide the future). The only mask left is the *padding* mask, which hides
 the [PAD] keys added to make a batch rectangular. Each layer is the original
-Transformer's post-norm block (note 003):
+Transformer's post-norm encoder layer (note 003), the package's one: `seq2seq_encoder_layer`
+(models/encoder_decoder.py) with GELU where the 2017 paper has ReLU, and BERT's eps = 1e-12:
 
     ids (b, n) -> word + position + token-type embeddings -> LayerNorm          (b, n, d)
     L × [ x = LayerNorm(x + MultiHead(x, mask)) ; x = LayerNorm(x + FFN_GELU(x)) ]
@@ -31,15 +32,15 @@ from . import bert_checks as checks
 from ..backend import get_xp, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed
-from ..core.heads import AttentionWeights, multi_head_attention
-from ..core.layers import ffn, gelu, layer_norm, residual
+from ..core.layers import gelu, layer_norm
 from ..core.masks import causal_mask, padding_mask
 from ..core.packing import pack_documents, unpack
 from ..tokenizers.wordpiece import WordPieceTokenizer
+from .encoder_decoder import Seq2SeqEncoderLayer, seq2seq_encoder_layer
 
 __all__ = [
     "BertConfig", "BertLayer", "BertWeights", "EncoderOutput",
-    "bert_embeddings", "encoder_mask", "encoder_layer", "bert_encode", "mean_pool", "l2_normalize", "MiniLM",
+    "bert_embeddings", "encoder_mask", "bert_encode", "mean_pool", "l2_normalize", "MiniLM",
 ]
 
 
@@ -70,18 +71,10 @@ class BertConfig:
         return self.d // self.h
 
 
-@dataclass
-class BertLayer:
-    """One post-norm encoder layer, weights in the notes' orientation (x @ W)."""
-    attn: AttentionWeights  # W_q, W_k, W_v (d, d), W_o (d, d), all with biases
-    ln1_g: Any  # (d,) LayerNorm after attention
-    ln1_b: Any  # (d,)
-    W_1: Any  # (d, d_ff)
-    b_1: Any  # (d_ff,)
-    W_2: Any  # (d_ff, d)
-    b_2: Any  # (d,)
-    ln2_g: Any  # (d,) LayerNorm after the FFN
-    ln2_b: Any  # (d,)
+# One BERT layer's weights are one original-Transformer encoder layer's: self_attn (W_q, W_k, W_v, W_o,
+# all (d, d), with biases), W_1 (d, d_ff), b_1, W_2 (d_ff, d), b_2, and both LayerNorms' γ and β.
+# BertLayer is that record's older name, kept for code written against it.
+BertLayer = Seq2SeqEncoderLayer
 
 
 @dataclass
@@ -91,13 +84,13 @@ class BertWeights:
     W_type: Any  # (n_types, d) token-type embeddings
     ln_g: Any  # (d,) LayerNorm over the summed embeddings
     ln_b: Any  # (d,)
-    layers: list[BertLayer] = field(default_factory=list)
+    layers: list[Seq2SeqEncoderLayer] = field(default_factory=list)  # L layers, run by seq2seq_encoder_layer
 
 
 # ---------------------------------------------------------------- the forward pass
 # Each public function checks its input once at the door (bert_checks.py, same name). Inside it the
-# calls are trusted, their checks skipped: bert_encode calls encoder_layer L times, and the layers
-# would otherwise re-check the same weights and shapes on every call.
+# calls are trusted, their checks skipped: bert_encode calls seq2seq_encoder_layer L times, and the
+# layers would otherwise re-check the same weights and shapes on every call.
 
 @checked_by(checks.bert_embeddings)
 def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
@@ -131,19 +124,6 @@ def encoder_mask(lengths, n: int, causal: bool = False):  # [b] -> [b, 1, 1, n] 
     return keep
 
 
-@checked_by(checks.encoder_layer)
-def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):  # [b, n, d] -> [b, n, d], [b, h, n, n]
-    """One post-norm layer (note 003): LayerNorm(x + Sublayer(x)) around attention, then the FFN.
-    mask: broadcastable to (b, h, n, n), True = may attend; None: every key."""
-    # Multi-head self-attention; kept apart from residual() because we also want its weights
-    a, p = multi_head_attention(x, lw.attn, cfg.h, cfg.h, mask=mask, return_weights=True)  # [b, n, d], [b, h, n, n]
-    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, cfg.eps)  # [b, n, d]
-    # Position-wise GELU feed-forward: d -> d_ff -> d
-    x = residual(x, lambda t: ffn(t, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=gelu),
-                 lambda t: layer_norm(t, lw.ln2_g, lw.ln2_b, cfg.eps), pre_norm=False)  # [b, n, d]
-    return x, p
-
-
 @dataclass
 class EncoderOutput:
     """Everything a lesson may want from one forward pass (arrays on the model's backend)."""
@@ -170,8 +150,8 @@ def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types=No
         mask = encoder_mask(lengths, n, causal)  # [b, 1, 1, n] or [b, 1, n, n]; padding_mask checks lengths
     x = bert_embeddings(ids, w, cfg, token_types, positions)  # [b, n, d]
     states, weights = [x], []
-    for lw in w.layers:
-        x, p = encoder_layer(x, lw, cfg, mask)  # [b, n, d], [b, h, n, n]
+    for lw in w.layers:  # post-norm: LayerNorm(x + MultiHead(x)), then LayerNorm(x + FFN_GELU(x))
+        x, p = seq2seq_encoder_layer(x, lw, cfg.h, mask=mask, activation=gelu, eps=cfg.eps)  # [b, n, d], [b, h, n, n]
         if keep:
             states.append(x)
             weights.append(p)
@@ -283,8 +263,9 @@ class MiniLM:
         ids, lengths = self.xp.asarray(batch.ids), self.xp.asarray(batch.lengths)  # [1, n], [1]
         mask = encoder_mask(lengths, ids.shape[1], causal)  # [1, 1, 1, n] or [1, 1, n, n]
         x = bert_embeddings(ids, self.weights, self.config)  # [1, n, d]; ids checked in __init__
-        for lw in self.weights.layers:
-            x, p = encoder_layer(x, lw, self.config, mask)  # [1, n, d], [1, h, n, n]
+        for lw in self.weights.layers:  # the layer bert_encode runs
+            x, p = seq2seq_encoder_layer(x, lw, self.config.h, mask=mask, activation=gelu,
+                                         eps=self.config.eps)  # [1, n, d], [1, h, n, n]
             yield to_numpy(p[0, ...])  # [h, n, n]
 
     @checked_by(checks.minilm_attention_weights)

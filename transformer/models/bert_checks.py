@@ -17,8 +17,8 @@ from ..require import (broadcastable_to, require_array, require_bool, require_fl
 from ..tokenizers import wordpiece_checks
 from .shared_checks import layer_and_head
 
-# The config and weight classes (BertConfig, …) appear in annotations only, never imported:
-# bert.py imports this module, and the annotations are never evaluated.
+# The config and weight classes (BertConfig, Seq2SeqEncoderLayer, …) appear in annotations only, never
+# imported: bert.py imports this module, and the annotations are never evaluated.
 
 
 def require_matrix(name: str, W, shape: tuple, dims: str):
@@ -40,15 +40,16 @@ def indices(name: str, a, size: int, dim: str, shape=None):
         raise ValueError(f"{name} must lie in [0, {dim}={size}), got min {int(xp.min(a))}, max {int(xp.max(a))}")
 
 
-def bert_layer_weights(lw: BertLayer, cfg: BertConfig, where: str = "lw."):
+def bert_layer_weights(lw: Seq2SeqEncoderLayer, cfg: BertConfig, where: str = "lw."):
     """One layer's arrays against cfg: matrices and LayerNorm gains required, biases and β may be None."""
     d, f = cfg.d, cfg.d_ff
     for name in ("W_q", "W_k", "W_v", "W_o"):  # h heads of d_h = d / h: h·d_h = d columns
-        require_matrix(f"{where}attn.{name}", getattr(lw.attn, name), (d, d), "(d, d)")
+        require_matrix(f"{where}self_attn.{name}", getattr(lw.self_attn, name), (d, d), "(d, d)")
     require_matrix(f"{where}W_1", lw.W_1, (d, f), "(d, d_ff)")
     require_matrix(f"{where}W_2", lw.W_2, (f, d), "(d_ff, d)")
     gains = {"ln1_g": lw.ln1_g, "ln2_g": lw.ln2_g}  # LayerNorm γ (d,)
-    biases = {"attn.b_q": lw.attn.b_q, "attn.b_k": lw.attn.b_k, "attn.b_v": lw.attn.b_v, "attn.b_o": lw.attn.b_o,
+    a = lw.self_attn
+    biases = {"self_attn.b_q": a.b_q, "self_attn.b_k": a.b_k, "self_attn.b_v": a.b_v, "self_attn.b_o": a.b_o,
               "ln1_b": lw.ln1_b, "b_2": lw.b_2, "ln2_b": lw.ln2_b}  # (d,), or None: no bias, no β
     for name, p in [*gains.items(), *((k, p) for k, p in biases.items() if p is not None)]:
         require_vector(where + name, p, d, "d")
@@ -127,16 +128,6 @@ def encoder_mask(lengths, n, causal):
     masks_checks.padding_mask(lengths, n, xp=None)
     if causal:
         masks_checks.causal_mask(n, None, None, xp=None)
-
-
-def encoder_layer(x, lw: BertLayer, cfg: BertConfig, mask):
-    require_float("x", x)
-    if x.ndim != 3 or x.shape[1] == 0 or x.shape[2] != cfg.d:
-        raise ValueError(f"x must be (b, n, d) with n ≥ 1 and d={cfg.d}, got shape {tuple(x.shape)}")
-    bert_layer_weights(lw, cfg)
-    if mask is not None:
-        b, n = x.shape[:2]
-        shared_checks.mask_against(mask, (b, cfg.h, n, n), "(b, h, n, n)")
 
 
 def bert_encode(ids, lengths, w: BertWeights, cfg: BertConfig, *, token_types, causal, keep, mask, positions):

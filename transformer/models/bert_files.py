@@ -19,8 +19,9 @@ import numpy as np
 from ..backend import namespace
 from ..core.heads import AttentionWeights
 from ..tokenizers.wordpiece import MAX_VOCAB_BYTES, WordPieceTokenizer
-from .bert import BertConfig, BertLayer, BertWeights, MiniLM
+from .bert import BertConfig, BertWeights, MiniLM
 from .configs import check_capped, key_int, key_real, need_keys, read_json, with_keys
+from .encoder_decoder import Seq2SeqEncoderLayer
 
 __all__ = ["MINILM_INSTALL", "minilm_dir", "read_config", "read_tokenizer", "read_weights",
            "load_minilm"]
@@ -127,8 +128,8 @@ def read_weights(path, cfg: BertConfig, *, xp=None) -> BertWeights:
             b_k=get(p + "attention.self.key.bias", (d,)),
             b_v=get(p + "attention.self.value.bias", (d,)),
             b_o=get(p + "attention.output.dense.bias", (d,)))
-        w.layers.append(BertLayer(
-            attn=attn,
+        w.layers.append(Seq2SeqEncoderLayer(  # BERT's layer is the original encoder layer, with GELU
+            self_attn=attn,
             ln1_g=get(p + "attention.output.LayerNorm.weight", (d,)),
             ln1_b=get(p + "attention.output.LayerNorm.bias", (d,)),
             W_1=get(p + "intermediate.dense.weight", (d, f), True),

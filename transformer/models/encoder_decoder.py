@@ -12,6 +12,8 @@ Both are post-norm: each sub-layer is wrapped as LayerNorm(x + Sublayer(x)).
 
 Cross-attention's weights are (b, h, n_dec, n_enc): not square. torch.nn.TransformerEncoderLayer
 and TransformerDecoderLayer with norm_first=False compute the same layers (tests/test_encoder_decoder.py).
+BERT's layer is the encoder layer with GELU for ReLU: MiniLM (bert.py) runs seq2seq_encoder_layer with
+activation=gelu, eps=1e-12 on Seq2SeqEncoderLayer records (BertLayer is the same class).
 
 Training runs these same layers (train/seq2seq.py): with `saved=` each keeps the activations its
 backward needs (`encoder_decoder_backward.py`, beside it), and `encoder_decoder_params.py` reads a
@@ -45,7 +47,8 @@ __all__ = ["Seq2SeqEncoderLayer", "Seq2SeqDecoderLayer", "attention_sublayer", "
 
 @dataclass
 class Seq2SeqEncoderLayer:
-    """One encoder layer's weights, in the notes' orientation (x @ W); biases and β may be None."""
+    """One encoder layer's weights, in the notes' orientation (x @ W); biases and β may be None.
+    A BERT layer's too (MiniLM has every bias and β): BertLayer is this class."""
     self_attn: AttentionWeights  # W_q, W_k, W_v (d, d), W_o (d, d)
     W_1: Any  # (d, d_ff)
     W_2: Any  # (d_ff, d)

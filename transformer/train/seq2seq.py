@@ -12,7 +12,7 @@
 
 "Attention Is All You Need" (§3) at toy size: sinusoidal positions (§3.5), embeddings scaled by
 √d (§3.4) and one table W_E shared by the source, the target and the output projection (the
-vocabulary is shared: `translation_data.py`). The projections of attention have no bias; the FFN
+vocabulary is shared: `tasks/translation_data.py`). The projections of attention have no bias; the FFN
 has b_1, b_2 and every LayerNorm its γ, β.
 
 The layers are not written here: each runs `models/encoder_decoder.py`'s `seq2seq_encoder_layer` or

@@ -1,6 +1,6 @@
 """The refusals of seq2seq.py's public functions, one check per function and of the same name; the
 pieces they share (the weight dict against the config, the source ids and lengths) serve the checks
-of seq2seq_decode.py and translate.py too.
+of seq2seq_decode.py and tasks/translate.py too.
 
 Inside these doors the core's formulas are trusted (their own checks skipped), so they check everything once: the
 config, the weight dict against it, the source and target ids against the vocabulary and n_max,

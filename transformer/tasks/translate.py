@@ -28,11 +28,11 @@ from . import translate_checks
 from ..backend import to_numpy
 from ..files import interrupts_deferred
 from ..require import checked_by
-from .checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
-from .data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, batches
-from .loop import train_loop
-from .seq2seq import Seq2SeqConfig, init_seq2seq, seq2seq_loss_and_grads
-from .seq2seq_decode import translate_greedy
+from ..train.checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
+from ..train.data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, batches
+from ..train.loop import train_loop
+from ..train.seq2seq import Seq2SeqConfig, init_seq2seq, seq2seq_loss_and_grads
+from ..train.seq2seq_decode import translate_greedy
 from .translation_data import TranslationVocab, translation_batch, translation_split, translation_vocab
 
 __all__ = ["TRANSLATION_SIZES", "TRANSLATION_RECIPE", "DEFAULT_STEPS", "translation_config", "train_translation",

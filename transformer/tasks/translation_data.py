@@ -14,7 +14,7 @@ cross-attention a trained model learned.
 
 One shared vocabulary serves both sides, so one embedding table can: PAD = 0, BOS = 1,
 EOS = 2, the source words 3 … 26, the target words 27 … 50 (v = 51); source word 3 + k
-translates to target word 27 + k. Seeds and the held-out split work as in data.py.
+translates to target word 27 + k. Seeds and the held-out split work as in train/data.py.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from . import translation_data_checks as checks
 from ..require import checked_by
-from .data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, MAX_DRAWS, is_heldout
+from ..train.data import HELDOUT_SEED_OFFSET, IGNORE_INDEX, MAX_DRAWS, is_heldout
 
 __all__ = ["SOURCE_WORDS", "TARGET_WORDS", "TranslationVocab", "translation_vocab", "TranslationBatch",
            "translation_batch", "translation_split", "reference_translation", "translation_alignment",

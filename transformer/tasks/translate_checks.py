@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..require import require_bool, require_int
-from .decoder_checks import DTYPES
-from .seq2seq_checks import params_of, source
-from .shared_checks import output_folder
+from ..train.decoder_checks import DTYPES
+from ..train.seq2seq_checks import params_of, source
+from ..train.shared_checks import output_folder
 
 
 def translation_exact_match(params, cfg, held, vocab):

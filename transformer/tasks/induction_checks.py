@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import decoder_checks
-from .shared_checks import output_folder, path_like
+from ..train import decoder_checks
+from ..train.shared_checks import output_folder, path_like
 from ..core.packing_checks import documents_fit
 from ..require import require_bool, require_int, require_real
 

@@ -1,6 +1,6 @@
 """The tiny decoder trained from scratch on the induction task, and what its heads learn.
 
-The task (data.py): random tokens t₁ … t_m, then the same tokens again. In the second copy the
+The task (`induction_data.py`): random tokens t₁ … t_m, then the same tokens again. In the second copy the
 next token is always predictable — it is the token that followed the current one the first
 time — and nothing else is. A 2-layer decoder solves it with two heads working in series:
 
@@ -29,11 +29,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import induction_checks as checks
-from .checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
-from .data import (HELDOUT_SEED_OFFSET, batches, induction_accuracy, induction_batch, induction_documents,
-                   packed_rows, padded_rows)
-from .decoder import DecoderConfig, decoder_forward, decoder_loss_and_grads, init_decoder
-from .loop import train_loop
+from .induction_data import induction_accuracy, induction_batch, induction_documents
+from ..train.checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
+from ..train.data import HELDOUT_SEED_OFFSET, batches, packed_rows, padded_rows
+from ..train.decoder import DecoderConfig, decoder_forward, decoder_loss_and_grads, init_decoder
+from ..train.loop import train_loop
 from ..backend import to_numpy
 from ..files import interrupts_deferred
 from ..require import checked_by

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..require import require_int
-from .shared_checks import generator, int_range, split_name
+from ..train.shared_checks import generator, int_range, split_name
 
 
 def translation_batch(rng, b, *, n_range, split):
