@@ -309,7 +309,7 @@ def markdown(data: dict) -> str:
               f"{r['meta'].get('date', '')}, `{r['meta'].get('command', '')}`.", ""]
     s = r.get("speed") or {}
     hf = r.get("peers") or {}
-    rows = [("readable CuPy (`llama.forward`, ~40 operations a layer)", s.get(next(
+    rows = [("readable CuPy (`llama.forward`, 55 operations a layer)", s.get(next(
                 (k for k in s if k.startswith("cupy_readable")), ""))),
             ("the step's kernels, launched one by one", s.get(next((k for k in s if k.startswith("cupy_kernels")), ""))),
             ("**the step as one CUDA graph**", s.get("cupy_graph_decode_tok_s")),

@@ -286,7 +286,7 @@ else:
 # weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
 # 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
 # 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 25 tokens/s
-# there (40 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
+# there (36–45 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
 # the time: the step is many small array operations, each launched from Python, and the GPU
 # waits for the host between them. First, how many: an array that counts every operation made on
 # it (each would be one kernel launch on a GPU), fed through the readable step.
@@ -344,21 +344,21 @@ assert len(plan) == T.kernels_per_step(smol.L) == 7 * smol.L + 4 < readable_ops
 # from one host call. Then nothing a step needs may change on the host: the token, the position and
 # the step live in device memory (`state`), the kernels read and advance them, and sampling happens
 # on the device too. Measured on an H200 (`benchmarks/results/decode_gpu.md`): an empty kernel costs
-# 4.7 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 40 ms a token
-# over its operations is ~24 µs each.
+# 4.0 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 36 ms a token
+# over its operations is ~22 µs each.
 
 # %%
 decode_json = ROOT / "benchmarks" / "results" / "decode_gpu.json"
 run = json.loads(decode_json.read_text(encoding="utf-8")) if decode_json.is_file() else {}
 micro, speed, peers = (run.get(k) or {} for k in ("micro", "speed", "peers"))
-eager_us, node_us = micro.get("eager_launch_us", 4.7), micro.get("graph_node_us", 0.53)
-readable_us = 1e6 / speed.get("cupy_readable_decode_tok_s_n64", 25.4) / readable_ops  # a token's time, per operation
+eager_us, node_us = micro.get("eager_launch_us", 4.0), micro.get("graph_node_us", 0.50)
+readable_us = 1e6 / speed.get("cupy_readable_decode_tok_s_n64", 28.0) / readable_ops  # a token's time, per operation
 bytes_us = 4 * T.count_parameters(smol) / 4.8e12 * 1e6  # the weights once, at the H200's 4.8 TB/s
 paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, round(readable_us)),
          ("the step's kernels, launched one by one", len(plan), eager_us),
          ("the same kernels, one CUDA graph", len(plan), node_us)]
-graph_tok_s = speed.get("cupy_graph_decode_tok_s", 870.0)
-hf_tok_s = peers.get("hf_static_compiled_decode_tok_s", 334.0)
+graph_tok_s = speed.get("cupy_graph_decode_tok_s", 888.0)
+hf_tok_s = peers.get("hf_static_compiled_decode_tok_s", 376.0)
 measured = [("the graph, measured", 1e6 / graph_tok_s), ("HF static cache + torch.compile, measured", 1e6 / hf_tok_s)]
 fig, ax = P.late.launch_bound(paths, bytes_us=bytes_us, measured=measured,
                               title="SmolLM2-135M, one decode token on an H200, float32")
@@ -371,7 +371,7 @@ assert len(plan) * node_us < 2 * bytes_us < len(plan) * eager_us  # in a graph, 
 assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster than the compiled peer, far from the floor
 
 # %% [markdown]
-# The graph decodes 2.6× faster than HF's compiled static-cache step on the same GPU, and 34× faster
+# The graph decodes 2.4× faster than HF's compiled static-cache step on the same GPU, and 32× faster
 # than the readable path; but a token still takes ten times the bytes' time. With the host gone,
 # what is left is each kernel's own time: `benchmarks/results/decode_gpu.md` times every launch
 # alone, and a product over 2 MB of weights takes ~3.5 µs however fast the memory, as a few hundred
@@ -405,9 +405,9 @@ assert replayed == host_ids
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite
-# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python 40 ms; 7 fused kernels a
+# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python ~40 ms; 7 fused kernels a
 # layer, replayed as one CUDA graph with the token and position in device memory, remove the host
-# (1.15 ms a token, 870 tok/s), and what is left is each small kernel's own time.
+# (1.13 ms a token, 888 tok/s), and what is left is each small kernel's own time.
 
 # %% [markdown]
 # ## Try it
