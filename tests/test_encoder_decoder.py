@@ -19,6 +19,16 @@ def attention_from_torch(p, prefix, xp=np):  # torch's packed in_proj (3d, d) ->
                               b_v=a(b[2 * D:]), b_o=a(p[prefix + "out_proj.bias"]))
 
 
+def decoder_layer_from_torch(p, xp=np):  # torch's TransformerDecoderLayer state -> Seq2SeqDecoderLayer
+    a = lambda t: asarray(xp, t)  # noqa: E731
+    return T.Seq2SeqDecoderLayer(self_attn=attention_from_torch(p, "self_attn.", xp),
+                                 cross_attn=attention_from_torch(p, "multihead_attn.", xp),
+                                 W_1=a(p["linear1.weight"].T), W_2=a(p["linear2.weight"].T), b_1=a(p["linear1.bias"]),
+                                 b_2=a(p["linear2.bias"]), ln1_g=a(p["norm1.weight"]), ln1_b=a(p["norm1.bias"]),
+                                 ln2_g=a(p["norm2.weight"]), ln2_b=a(p["norm2.bias"]), ln3_g=a(p["norm3.weight"]),
+                                 ln3_b=a(p["norm3.bias"]))
+
+
 def torch_layer(cls, activation):
     torch.manual_seed(0)
     layer = cls(D, H, D_FF, dropout=0.0, activation=activation, batch_first=True, norm_first=False,
@@ -53,13 +63,8 @@ def test_encoder_layer_matches_torch(activation, rng):
 def test_decoder_layer_matches_torch(xp, rng):
     """Masked self-attention, cross-attention to a padded source, FFN; every sub-layer post-norm."""
     layer, p = torch_layer(torch.nn.TransformerDecoderLayer, "relu")
+    lw = decoder_layer_from_torch(p, xp)
     a = lambda t: asarray(xp, t)  # noqa: E731
-    lw = T.Seq2SeqDecoderLayer(self_attn=attention_from_torch(p, "self_attn.", xp),
-                               cross_attn=attention_from_torch(p, "multihead_attn.", xp),
-                               W_1=a(p["linear1.weight"].T), W_2=a(p["linear2.weight"].T), b_1=a(p["linear1.bias"]),
-                               b_2=a(p["linear2.bias"]), ln1_g=a(p["norm1.weight"]), ln1_b=a(p["norm1.bias"]),
-                               ln2_g=a(p["norm2.weight"]), ln2_b=a(p["norm2.bias"]), ln3_g=a(p["norm3.weight"]),
-                               ln3_b=a(p["norm3.bias"]))
     n_dec, n_enc = 4, 6
     y, z = rng.standard_normal((2, n_dec, D)), rng.standard_normal((2, n_enc, D))
     src_len = np.array([6, 4])
@@ -80,12 +85,7 @@ def test_decoder_layer_matches_torch(xp, rng):
 def test_decoder_layer_uncausal_and_extra_mask_match_torch(rng):
     """causal=False with a self_mask of our own: the same as torch given that mask alone."""
     layer, p = torch_layer(torch.nn.TransformerDecoderLayer, "relu")
-    lw = T.Seq2SeqDecoderLayer(self_attn=attention_from_torch(p, "self_attn."),
-                               cross_attn=attention_from_torch(p, "multihead_attn."),
-                               W_1=p["linear1.weight"].T, W_2=p["linear2.weight"].T, b_1=p["linear1.bias"],
-                               b_2=p["linear2.bias"], ln1_g=p["norm1.weight"], ln1_b=p["norm1.bias"],
-                               ln2_g=p["norm2.weight"], ln2_b=p["norm2.bias"], ln3_g=p["norm3.weight"],
-                               ln3_b=p["norm3.bias"])
+    lw = decoder_layer_from_torch(p)
     y, z = rng.standard_normal((1, 5, D)), rng.standard_normal((1, 3, D))
     keep = T.sliding_window_mask(5, 2) | (np.arange(5) == 0)[None, :]  # window 2 or token 0, in both directions
     keep = keep | keep.T
@@ -173,12 +173,7 @@ def test_decoder_layer_backward_matches_torch_autograd(rng):
     and every weight's gradient against torch autograd through TransformerDecoderLayer, float64."""
     from transformer.models.encoder_decoder_backward import seq2seq_decoder_layer_backward
     layer, p = torch_layer(torch.nn.TransformerDecoderLayer, "relu")
-    lw = T.Seq2SeqDecoderLayer(self_attn=attention_from_torch(p, "self_attn."),
-                               cross_attn=attention_from_torch(p, "multihead_attn."),
-                               W_1=p["linear1.weight"].T, W_2=p["linear2.weight"].T, b_1=p["linear1.bias"],
-                               b_2=p["linear2.bias"], ln1_g=p["norm1.weight"], ln1_b=p["norm1.bias"],
-                               ln2_g=p["norm2.weight"], ln2_b=p["norm2.bias"], ln3_g=p["norm3.weight"],
-                               ln3_b=p["norm3.bias"])
+    lw = decoder_layer_from_torch(p)
     n_dec, n_enc = 4, 6
     y, z, dout = (rng.standard_normal((2, n, D)) for n in (n_dec, n_enc, n_dec))
     src_len = np.array([6, 4])
