@@ -4,7 +4,7 @@ Dimension names used everywhere: b batch, n sequence (n_q, n_k), d model width,
 h query heads, h_kv key/value heads, d_h head size, v vocabulary, L layers.
 """
 # the attention core
-from .backend import get_xp, namespace, to_numpy, import_cupy
+from .backend import get_xp, namespace, to_numpy, import_cupy, reuse_freed_memory
 from .core.attention import softmax, scaled_dot_product_attention, repeat_kv, attention_scores
 from .core.additive import additive_scores, additive_attention, additive_peak_bytes
 from .core.embedding import embed, lm_head
