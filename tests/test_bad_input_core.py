@@ -154,6 +154,9 @@ def test_zero_head_size_is_a_clear_error(fn):
     (dict(context=np.zeros((1, 4, 5))), r"W_k/W_v need context's 5 input rows"),
     (dict(context=np.zeros((4, 8))), r"context must be \(b, n_k, d_c\) with b=1, got shape \(4, 8\)"),
     (dict(W_q=[[0.0] * 8] * 8), r"W_q must be an array, got list"),
+    (dict(W_q=np.zeros((8, 4))), r"^W_q's 4 columns give d_h = 2 over h=2 heads, but W_k and W_v's 8 give d_h = 4 "
+                                 r"over h_kv=2: the three must share d_h$"),
+    (dict(W_k=np.zeros((8, 4))), r"^W_k/W_v need h_kv·d_h = 2·4 = 8 columns, got 4 and 8$"),
 ])
 def test_multi_head_attention_names_the_bad_weight(change, match):
     context = change.pop("context", None)

@@ -61,6 +61,10 @@ def projections(x, w, h, h_kv, context):
     if w.W_q.shape[1] % h or w.W_q.shape[1] == 0:
         raise ValueError(f"W_q's {w.W_q.shape[1]} columns do not split into h={h} heads")
     d_h = w.W_q.shape[1] // h
+    kv_cols = w.W_k.shape[1]
+    if kv_cols == w.W_v.shape[1] and kv_cols % h_kv == 0 and kv_cols != h_kv * d_h:  # W_k and W_v agree: W_q is off
+        raise ValueError(f"W_q's {w.W_q.shape[1]} columns give d_h = {d_h} over h={h} heads, but W_k and W_v's "
+                         f"{kv_cols} give d_h = {kv_cols // h_kv} over h_kv={h_kv}: the three must share d_h")
     if w.W_k.shape[1] != h_kv * d_h or w.W_v.shape[1] != h_kv * d_h:
         raise ValueError(f"W_k/W_v need h_kv·d_h = {h_kv}·{d_h} = {h_kv * d_h} columns, "
                          f"got {w.W_k.shape[1]} and {w.W_v.shape[1]}")
