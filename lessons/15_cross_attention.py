@@ -143,25 +143,14 @@ P.save(fig, P.figure_path("15_training_loss.png"))
 # %% [markdown]
 # ## 3. The trained weights, as the layers of the original Transformer
 #
-# The trained parameters are a dict of named arrays. Cast into the package's layer records,
-# they run through `T.seq2seq_encoder_layer` and `T.seq2seq_decoder_layer`, the layers tested
+# The trained parameters are a dict of named arrays (the checkpoint's format). Viewed as the
+# package's layer records (`T.seq2seq_encoder_weights`, no copy), they run through `T.seq2seq_encoder_layer` and `T.seq2seq_decoder_layer`, the layers tested
 # against torch's `TransformerEncoderLayer` and `TransformerDecoderLayer`:
 
 # %%
-def as_layers(params):  # the dict of named weights -> (encoder layers, decoder layers)
-    def attn(p, pre):
-        return T.AttentionWeights(p[pre + "W_q"], p[pre + "W_k"], p[pre + "W_v"], p[pre + "W_o"])
-
-    def layer(prefix):
-        return {k[len(prefix):]: w for k, w in params.items() if k.startswith(prefix)}
-    enc = [T.Seq2SeqEncoderLayer(self_attn=attn(p, "self."), W_1=p["W_1"], W_2=p["W_2"], b_1=p["b_1"], b_2=p["b_2"],
-                                 ln1_g=p["ln1_g"], ln1_b=p["ln1_b"], ln2_g=p["ln2_g"], ln2_b=p["ln2_b"])
-           for p in (layer(f"enc.{l}.") for l in range(cfg.L_enc))]
-    dec = [T.Seq2SeqDecoderLayer(self_attn=attn(p, "self."), cross_attn=attn(p, "cross."), W_1=p["W_1"], W_2=p["W_2"],
-                                 b_1=p["b_1"], b_2=p["b_2"], ln1_g=p["ln1_g"], ln1_b=p["ln1_b"], ln2_g=p["ln2_g"],
-                                 ln2_b=p["ln2_b"], ln3_g=p["ln3_g"], ln3_b=p["ln3_b"])
-           for p in (layer(f"dec.{l}.") for l in range(cfg.L_dec))]
-    return enc, dec
+def as_layers(params):  # the dict of named weights -> (encoder layers, decoder layers): views, no copies
+    return ([T.seq2seq_encoder_weights(params, l) for l in range(cfg.L_enc)],
+            [T.seq2seq_decoder_weights(params, l) for l in range(cfg.L_dec)])
 
 
 params = run["params"]

@@ -59,6 +59,7 @@ from .models.bert import BertLayer  # = Seq2SeqEncoderLayer: a BERT layer's weig
 from .models.encoder_decoder import (Seq2SeqEncoderLayer, Seq2SeqDecoderLayer, seq2seq_encoder_layer,
                                      seq2seq_decoder_layer)
 from .models.encoder_decoder import seq2seq_encoder_layer as encoder_layer
+from .models.encoder_decoder_params import seq2seq_encoder_weights, seq2seq_decoder_weights  # views of a params dict
 
 # counting parameters, FLOPs and bytes; the paged KV cache
 from .models.configs import ModelConfig, load_config, hf_config, from_hf, HF_CONFIGS, BUILTIN_NAMES
