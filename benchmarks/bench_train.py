@@ -2,11 +2,13 @@
 
     python benchmarks/bench_train.py               # the default run, 600 steps each (~1 minute on 2 cores)
     python benchmarks/bench_train.py --quick       # a check that it runs: 30 steps each (seconds)
-    python benchmarks/bench_train.py --threads 1   # torch on one thread (ours keeps BLAS on one)
+    python benchmarks/bench_train.py --threads 1   # both on one thread
     python benchmarks/bench_train.py --out /tmp/b  # write the results elsewhere
 
 Ours is `T.train_induction` as the lesson and the CLI run it (NumPy, one BLAS thread, padded
-rows); its clock leaves out the snapshots. The peer is the same decoder written here with torch's
+rows) with workers=--threads: each batch's rows split over that many threads (data parallelism),
+the same cores torch's threads get; and once more with one thread, for the record. Its clock
+leaves out the snapshots. The peer is the same decoder written here with torch's
 modules (RMSNorm, RoPE in the rotate-half layout, SDPA with the causal mask, SwiGLU, tied LM head),
 from the same initial weights, on the same documents (re-drawn from the same seed), with
 torch.optim.AdamW and the same schedule, clip and weight decay, torch.set_num_threads(--threads).
@@ -110,15 +112,19 @@ def markdown(res, meta):
     o, t = res["ours"], res["torch"]
     return "\n".join([
         "# Training the induction decoder (CPU)", "",
-        f"`T.train_induction` (NumPy, one BLAS thread) against the same decoder in torch eager "
+        f"`T.train_induction(workers={meta['torch_threads']})` (NumPy, one BLAS thread a worker, each worker "
+        f"a share of the batch's rows) against the same decoder in torch eager "
         f"({meta['torch_threads']} thread(s)), same initial weights and documents, {res['steps']} steps of "
         f"{res['docs_per_step']} documents each, one run each. {meta['machine']}. "
         f"Run: `{meta['command']}` ({meta['wall_s']:.0f} s, {meta['date']}).", "",
         meta["load_line"], "", f"Trustworthy: {'yes' if meta['load']['trusted'] else 'no'}.", "",
         "| | steps/s | tokens/s | seconds | first loss | last loss | held-out accuracy |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| ours (NumPy) | {o['steps_per_s']:.1f} | {o['tokens_per_s']:,.0f} | {o['seconds']:.1f} | "
-        f"{o['first_loss']:.5f} | {o['last_loss']:.4f} | {o['heldout_accuracy']:.2%} |",
+        f"| ours (NumPy, {meta['torch_threads']} worker(s)) | {o['steps_per_s']:.1f} | {o['tokens_per_s']:,.0f} | "
+        f"{o['seconds']:.1f} | {o['first_loss']:.5f} | {o['last_loss']:.4f} | {o['heldout_accuracy']:.2%} |",
+        *([f"| ours (NumPy, 1 thread) | {res['ours_one_thread']['steps_per_s']:.1f} | "
+           f"{res['ours_one_thread']['tokens_per_s']:,.0f} | {res['ours_one_thread']['seconds']:.1f} | | | |"]
+          if "ours_one_thread" in res else []),
         f"| torch eager | {t['steps_per_s']:.1f} | {t['tokens_per_s']:,.0f} | {t['seconds']:.1f} | "
         f"{t['first_loss']:.5f} | {t['last_loss']:.4f} | {t['heldout_accuracy']:.2%} |", "",
         f"torch / ours (steps per second): **{res['torch_over_ours']:.2f}×**. Tokens: the real tokens of the "
@@ -143,8 +149,10 @@ def main():
     cfg = T.induction_config()
     held = T.induction_documents(np.random.default_rng(T.HELDOUT_SEED_OFFSET + 7), 256, cfg.v,
                                  T.INDUCTION_RECIPE["n_half_range"], split="heldout")
-    ours = T.train_induction(steps=steps, seed=0, progress=False, snapshot_every=steps)
-    print(f"ours:  {steps / ours['history']['seconds']:6.1f} steps/s", flush=True)
+    ours = T.train_induction(steps=steps, seed=0, progress=False, snapshot_every=steps, workers=args.threads)
+    print(f"ours:  {steps / ours['history']['seconds']:6.1f} steps/s ({args.threads} worker(s))", flush=True)
+    one = ours if args.threads == 1 else T.train_induction(steps=steps, seed=0, progress=False, snapshot_every=steps)
+    print(f"ours:  {steps / one['history']['seconds']:6.1f} steps/s (1 thread)", flush=True)
     t_seconds, t_losses, forward = train_torch(cfg, steps, 0, args.threads)
     print(f"torch: {steps / t_seconds:6.1f} steps/s ({args.threads} thread(s))", flush=True)
     first = ours["history"]["loss"][0]
@@ -155,6 +163,8 @@ def main():
                     "tokens_per_s": tokens / ours["history"]["seconds"], "first_loss": first,
                     "last_loss": ours["history"]["loss"][-1],
                     "heldout_accuracy": T.induction_heldout_accuracy(ours["params"], cfg, held)[0]},
+           "ours_one_thread": {"seconds": one["history"]["seconds"], "steps_per_s": steps / one["history"]["seconds"],
+                               "tokens_per_s": tokens / one["history"]["seconds"]},
            "torch": {"seconds": t_seconds, "steps_per_s": steps / t_seconds, "tokens_per_s": tokens / t_seconds,
                      "first_loss": t_losses[0], "last_loss": t_losses[-1],
                      "heldout_accuracy": torch_accuracy(forward, held)}}

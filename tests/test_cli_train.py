@@ -113,11 +113,23 @@ def test_train_without_out_saves_nothing(tmp_path, capsys, monkeypatch):
     assert stdout.strip().splitlines()[-1].startswith("held-out accuracy: ")
 
 
+def test_train_with_two_workers_gives_one_workers_loss(capsys):
+    """--workers 2 splits each batch over two threads: the printed final loss is one thread's."""
+    losses = []
+    for workers in ("1", "2"):
+        rc, stdout, _ = run_cli(capsys, "train", "induction", "--steps", 3, "--workers", workers)
+        assert rc == 0
+        losses.append(float(stdout.split("final loss ")[1].split()[0]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+
+
 @pytest.mark.parametrize("argv, match", [
     (["train", "induction", "--steps", "0"], "--steps must be an integer ≥ 1, got 0"),
     (["train", "induction", "--steps", "-5"], "--steps must be an integer ≥ 1, got -5"),
     (["train", "induction", "--seed", "-1"], "--seed must be an integer ≥ 0, got -1"),
     (["train", "translate", "--packed"], "--packed applies to the induction task only"),
+    (["train", "induction", "--workers", "0"], "--workers must be an integer ≥ 1, got 0"),
+    (["train", "translate", "--workers", "2"], "--workers applies to the induction task only"),
     (["train", "induction", "--out", ""], "--out must name a folder"),
 ])
 def test_bad_train_options_are_one_line(argv, match, capsys):

@@ -35,6 +35,9 @@ def register(sub) -> None:
                    help="write DIR/checkpoint.npz and DIR/metrics.json (default: keep nothing)")
     p.add_argument("--packed", action="store_true",
                    help="induction: train on packed rows (document mask, restarted positions) instead of padded ones")
+    p.add_argument("--workers", type=int, default=1,
+                   help="induction: split each batch's rows over this many threads, one core each (default 1; "
+                        "the same losses up to float rounding)")
     p.set_defaults(func=_train)
 
 
@@ -48,6 +51,10 @@ def check_train_options(args) -> None:
         raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
     if args.packed and args.task != "induction":
         raise ValueError(f"--packed applies to the induction task only, not to {args.task}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be an integer ≥ 1, got {args.workers}")
+    if args.workers != 1 and args.task != "induction":
+        raise ValueError(f"--workers applies to the induction task only, not to {args.task}")
     if args.out is not None:
         if not args.out.strip():
             raise ValueError("--out must name a folder, got an empty string")
@@ -60,7 +67,7 @@ def _train(args) -> int:
     if args.task == "induction":
         from ..tasks.induction import train_induction
 
-        r = train_induction(seed=args.seed, out=args.out, packed=args.packed, **steps)
+        r = train_induction(seed=args.seed, out=args.out, packed=args.packed, workers=args.workers, **steps)
         h, slots = r["history"], r["slots"]
         print(f"trained {h['steps']} steps on {r['layout']} rows in {h['seconds']:.1f} s "
               f"({h['tokens_per_s']:,.0f} tokens/s); final loss {h['loss'][-1]:.4f}")

@@ -23,6 +23,7 @@ both layouts' slots on its own documents.
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from .induction_data import induction_accuracy, induction_batch, induction_docum
 from ..train.checkpoint import checkpoint_contents, load_checkpoint, save_checkpoint, write_metrics
 from ..train.data import HELDOUT_SEED_OFFSET, batches, packed_rows, padded_rows
 from ..train.decoder import DecoderConfig, decoder_forward, decoder_loss_and_grads, init_decoder
-from ..train.loop import train_loop
+from ..train.loop import sharded_loss, train_loop
 from ..backend import to_numpy
 from ..files import interrupts_deferred
 from ..require import checked_by
@@ -140,7 +141,7 @@ def induction_head_scores(maps, n_half: int) -> dict:  # [..., L, h, n, n] -> na
 @checked_by(checks.train_induction)
 def train_induction(*, steps: int = INDUCTION_STEPS, seed: int = 0, out=None, progress: bool = True,
                     packed: bool = False, snapshot_every: int = 10, on_step=None, sizes: dict | None = None,
-                    lr_max: float | None = None) -> dict:
+                    lr_max: float | None = None, workers: int = 1) -> dict:
     """Train the induction decoder from scratch (AdamW, warm-up then cosine, clip 1.0); seeded.
 
     Each step draws DOCS_PER_STEP = 64 documents (m uniform in N_HALF_RANGE = 4 … 16) from
@@ -160,6 +161,8 @@ def train_induction(*, steps: int = INDUCTION_STEPS, seed: int = 0, out=None, pr
 
     To change the run: sizes overrides INDUCTION_SIZES (sizes={"L": 1}: one layer; {"h": 4, "h_kv": 4}:
     four heads of d_h = 16), lr_max INDUCTION_RECIPE's peak learning rate. Everything else stays.
+    workers > 1 splits each batch's rows over that many threads (`train.loop.sharded_loss`: data
+    parallelism over the CPU's cores); the losses equal workers=1's up to the order of float additions.
     """
     cfg = induction_config() if sizes is None else DecoderConfig(**{**INDUCTION_SIZES, **sizes})
     lr_peak = INDUCTION_RECIPE["lr_max"] if lr_max is None else float(lr_max)
@@ -195,10 +198,12 @@ def train_induction(*, steps: int = INDUCTION_STEPS, seed: int = 0, out=None, pr
 
     # One BLAS thread: the matrices are small ((2048, 64) @ (64, 128) at most), and a second thread
     # mostly waits on the first; on a busy 2-core machine it slows a step several times over.
-    with threadpool_limits(limits=1, user_api="blas"):
+    # workers threads share the batch instead (sharded_loss): each its rows, its own core.
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
         snapshot(0, params)
         r = INDUCTION_RECIPE
-        history = train_loop(lambda p, rows: induction_rows_loss(p, rows, cfg, packed=packed), params,
+        loss = lambda p, rows: induction_rows_loss(p, rows, cfg, packed=packed)  # noqa: E731
+        history = train_loop(loss if workers == 1 else sharded_loss(loss, pool), params,
                              batches(make_batch, seed, steps), steps=steps, lr_max=lr_peak,
                              warmup=min(r["warmup"], steps), min_lr=r["min_lr"], clip=r["clip"],
                              weight_decay=r["weight_decay"], betas=r["betas"], progress=progress, on_step=hook,

@@ -57,8 +57,8 @@ def induction_head_scores(maps, n_half):
         raise ValueError(f"maps must end in (n, n) with n ≥ 2·n_half = {2 * n_half}, got shape {W.shape}")
 
 
-def train_induction(*, steps, seed, out, progress, packed, snapshot_every, on_step, sizes, lr_max):
-    require_int(steps=steps, snapshot_every=snapshot_every, low=1)
+def train_induction(*, steps, seed, out, progress, packed, snapshot_every, on_step, sizes, lr_max, workers):
+    require_int(steps=steps, snapshot_every=snapshot_every, workers=workers, low=1)
     if sizes is not None:
         if not isinstance(sizes, dict):
             raise TypeError(f"sizes must be a dict of DecoderConfig fields to change, got {type(sizes).__name__}")

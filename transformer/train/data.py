@@ -25,7 +25,7 @@ from ..core.packing import pack_documents
 from ..require import checked_by
 
 __all__ = ["IGNORE_INDEX", "HELDOUT_SEED_OFFSET", "is_heldout", "TrainRows", "padded_rows", "packed_rows",
-           "batches", "batch_tokens", "next_token_targets"]
+           "batches", "batch_tokens", "next_token_targets", "row_shards"]
 
 IGNORE_INDEX = -100  # torch's cross_entropy ignore_index: no loss, no gradient at this position
 HELDOUT_SEED_OFFSET = 10_000  # held-out batches come from seed + 10 000, training from seed
@@ -139,6 +139,23 @@ def packed_rows(docs, n_ctx: int, *, score_from=None, pad_id: int = 0,
 
 
 # --- feeding the loop -------------------------------------------------------------------------
+def row_shards(rows: TrainRows, k: int) -> list:  # [b, n] -> k × [≈ b/k, n]
+    """The rows cut into k shards of consecutive rows (the first b mod k one row longer), each a
+    TrainRows, for k workers that each compute one shard's loss; a shard without a scored target is
+    dropped (it would weigh 0).
+
+    >>> r = padded_rows([[1, 2, 3], [4, 5], [6, 7, 8]], 3)
+    >>> [s.ids.tolist() for s in row_shards(r, 2)], [s.scored for s in row_shards(r, 2)]
+    ([[[1, 2, 3], [4, 5, 0]], [[6, 7, 8]]], [3, 2])
+    """
+    b = rows.ids.shape[0]
+    size, extra = divmod(b, k)
+    edges = np.cumsum([0] + [size + (i < extra) for i in range(k)])  # [k + 1]
+    shards = [TrainRows(rows.ids[a:e], rows.targets[a:e], rows.positions[a:e], rows.doc_ids[a:e],
+                        int((rows.doc_ids[a:e] < 0).sum())) for a, e in zip(edges[:-1], edges[1:])]
+    return [s for s in shards if s.scored]
+
+
 @checked_by(checks.batches)
 def batches(make_batch, seed: int, steps: int):  # -> an iterator of `steps` batches
     """Yield make_batch(rng) `steps` times, rng = np.random.default_rng(seed) made afresh.

@@ -13,12 +13,12 @@ import os
 import time
 
 from . import loop_checks as checks
-from .data import batch_tokens
+from .data import batch_tokens, row_shards
 from .optim import adamw_state, adamw_step, clip_by_global_norm, global_norm, lr_at
 from ..backend import reuse_freed_memory
 from ..require import checked_by
 
-__all__ = ["train_loop", "progress_enabled"]
+__all__ = ["train_loop", "progress_enabled", "sharded_loss"]
 
 
 def progress_enabled(progress: bool) -> bool:
@@ -98,3 +98,21 @@ def train_loop(loss_and_grads, params: dict, batch_iter, *, steps: int, lr_max: 
     history["tokens_per_s"] = history["tokens_seen"] / seconds if seconds > 0 else 0.0
     history["steps"] = steps
     return history
+
+
+def sharded_loss(loss_and_grads, pool):  # -> (params, rows) -> (loss, grads)
+    """loss_and_grads over the batch's rows cut into one shard a worker of `pool` (data parallelism on
+    the CPU's cores: NumPy and BLAS release the GIL), the shards' means combined by their scored targets:
+
+        L = Σ_i (n_i / N) L_i,   ∇L = Σ_i (n_i / N) ∇L_i          n_i: shard i's scored targets, N = Σ n_i
+
+    the batch's mean loss and its gradient, as one call on the whole batch computes them (up to the
+    order of float additions). pool: a concurrent.futures executor (its _max_workers shards)."""
+    def loss(params, rows):
+        shards = row_shards(rows, pool._max_workers)
+        results = list(pool.map(lambda shard: loss_and_grads(params, shard), shards))
+        weights = [shard.scored / rows.scored for shard in shards]  # n_i / N
+        total = sum(w * L for w, (L, _) in zip(weights, results))
+        grads = {k: sum(w * g[k] for w, (_, g) in zip(weights, results)) for k in results[0][1]}
+        return total, grads
+    return loss
