@@ -28,7 +28,7 @@ def test_the_sharded_loss_and_gradients_are_the_whole_batchs(setup, packed, work
     loss = lambda p, r: induction_rows_loss(p, r, cfg, packed=packed)  # noqa: E731
     want_L, want_g = loss(params, rows)
     with ThreadPoolExecutor(workers) as pool:
-        got_L, got_g = sharded_loss(loss, pool)(params, rows)
+        got_L, got_g = sharded_loss(loss, pool, workers)(params, rows)
     assert abs(got_L - want_L) <= 1e-6 * abs(want_L)
     assert set(got_g) == set(want_g)
     for k in want_g:

@@ -203,7 +203,7 @@ def train_induction(*, steps: int = INDUCTION_STEPS, seed: int = 0, out=None, pr
         snapshot(0, params)
         r = INDUCTION_RECIPE
         loss = lambda p, rows: induction_rows_loss(p, rows, cfg, packed=packed)  # noqa: E731
-        history = train_loop(loss if workers == 1 else sharded_loss(loss, pool), params,
+        history = train_loop(loss if workers == 1 else sharded_loss(loss, pool, workers), params,
                              batches(make_batch, seed, steps), steps=steps, lr_max=lr_peak,
                              warmup=min(r["warmup"], steps), min_lr=r["min_lr"], clip=r["clip"],
                              weight_decay=r["weight_decay"], betas=r["betas"], progress=progress, on_step=hook,

@@ -100,18 +100,21 @@ def train_loop(loss_and_grads, params: dict, batch_iter, *, steps: int, lr_max: 
     return history
 
 
-def sharded_loss(loss_and_grads, pool):  # -> (params, rows) -> (loss, grads)
-    """loss_and_grads over the batch's rows cut into one shard a worker of `pool` (data parallelism on
-    the CPU's cores: NumPy and BLAS release the GIL), the shards' means combined by their scored targets:
+def sharded_loss(loss_and_grads, pool, shards: int):  # -> (params, rows) -> (loss, grads)
+    """loss_and_grads over the batch's rows cut into `shards` shards, run by `pool` (a concurrent.futures
+    executor of as many workers: data parallelism on the CPU's cores, as NumPy and BLAS release the
+    GIL), the shards' means combined by their scored targets:
 
         L = Σ_i (n_i / N) L_i,   ∇L = Σ_i (n_i / N) ∇L_i          n_i: shard i's scored targets, N = Σ n_i
 
     the batch's mean loss and its gradient, as one call on the whole batch computes them (up to the
-    order of float additions). pool: a concurrent.futures executor (its _max_workers shards)."""
+    order of float additions)."""
     def loss(params, rows):
-        shards = row_shards(rows, pool._max_workers)
-        results = list(pool.map(lambda shard: loss_and_grads(params, shard), shards))
-        weights = [shard.scored / rows.scored for shard in shards]  # n_i / N
+        parts = row_shards(rows, shards)
+        results = list(pool.map(lambda part: loss_and_grads(params, part), parts))
+        n = [part.scored for part in parts]  # n_i
+        N = sum(n)
+        weights = [n_i / N for n_i in n]  # n_i / N
         total = sum(w * L for w, (L, _) in zip(weights, results))
         grads = {k: sum(w * g[k] for w, (_, g) in zip(weights, results)) for k in results[0][1]}
         return total, grads
