@@ -186,7 +186,7 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
         res["kernels_per_step"] = runner.kernels_per_step
     except Exception as e:
         res["kernels_per_step"], res["kernels_per_step_error"] = None, f"{type(e).__name__}: {e}"
-    res["kernels_per_step_planned"] = 7 * gpu.config.L + 4
+    res["kernels_per_step_planned"] = T.kernels_per_step(gpu.config.L)
     weights = 4 * T.count_parameters(gpu.config)
     res["weights_bytes"] = weights
     res["bandwidth_floor_tok_s"] = bandwidth / weights
@@ -196,8 +196,8 @@ def speed_stage(gpu, prompt, ns, repeats: int, bandwidth: float) -> dict:
 
 def step_launches(gpu, prompt, pos: int, n_new: int = 1024, split: int | None = None, **sampling):
     """A DecodeStep set at position `pos` (the cache beyond the prompt holds zeros: for timing only), its
-    launches recorded: -> (each role's first (spec, args), each role's launches a step). sampling:
-    DecodeStep's temperature, top_k, top_p."""
+    launches recorded: -> (each role's first (spec, args), each role's launches a step, the recording,
+    whose arguments keep the cache and the arena alive). sampling: DecodeStep's temperature, top_k, top_p."""
     import cupy
 
     n_max = max(len(prompt), pos + 1) + n_new
@@ -215,7 +215,7 @@ def step_launches(gpu, prompt, pos: int, n_new: int = 1024, split: int | None = 
         role = role_of.get(id(spec), spec.name)
         count[role] = count.get(role, 0) + 1
         first.setdefault(role, (spec, args))
-    return first, count, step  # the step keeps its cache and arena alive
+    return first, count, recording
 
 
 def launch_seconds(spec, args) -> float:  # -> seconds a launch, 20 in a CUDA graph
@@ -232,7 +232,7 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
     import cupy
 
     pos = 512
-    first, count, _step = step_launches(gpu, prompt, pos)
+    first, count, _ = step_launches(gpu, prompt, pos)
     res = {"position": pos, "roles": {}}
     # sample_finish moves the position and the step on (21 replays × 20 launches stay inside the cache): last
     for role in sorted(first, key=lambda r: r == "sample_finish"):
@@ -246,9 +246,7 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
               flush=True)
     res["sum_us_a_step"] = sum(r["us_a_step"] for r in res["roles"].values())
     # top-k and top-p: the filter kernel on the logits of one real step (the step run once first)
-    first, _, step = step_launches(gpu, prompt, pos, temperature=1.0, top_k=50, top_p=0.9)
-    recording = T.RecordingLauncher()
-    step.enqueue(recording)
+    first, _, recording = step_launches(gpu, prompt, pos, temperature=1.0, top_k=50, top_p=0.9)
     recording.replay(T.CupyLauncher.shared())
     cupy.cuda.Device().synchronize()  # the timing streams below do not wait for the default stream
     for role in ("sample_filter", "sample_blocks"):
@@ -265,7 +263,7 @@ def splits_stage(gpu, prompt) -> dict:
     res = {}
     for split in (16, 32, 64, 128, 256):
         for pos in (64, 512, 2000):
-            first, _, _step = step_launches(gpu, prompt, pos, n_new=64, split=split)
+            first, _, _ = step_launches(gpu, prompt, pos, n_new=64, split=split)
             us = 1e6 * sum(launch_seconds(*first[role]) for role in ("attend_split", "attend_combine"))
             res[f"split{split}_pos{pos}_us"] = us
         print("  split %3d: " % split + ", ".join(f"pos {p}: {res[f'split{split}_pos{p}_us']:.1f} µs"
