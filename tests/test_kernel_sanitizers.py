@@ -51,13 +51,14 @@ SANITIZERS = [_available("thread"), _available("address")]
 # d_h = 64 and 128 (so key tiles of 64, 32 and 16), packed rows with padding.
 FORWARD_CASES = ["test_kernel_equals_naive_attention[2-3-3-70-133-64-True-{kernel}-{dtype}-",
                  "test_kernel_packed_rows_equal_attention_under_the_document_mask[True-128-{kernel}-{dtype}-"]
-BACKWARD_CASES = ["test_backward_kernel_equals_torch_autograd[1-4-2-100-45-32-True-{dtype}-",
-                  "test_backward_kernel_equals_torch_autograd[1-3-1-37-90-128-False-{dtype}-",
-                  "test_backward_kernel_packed_rows_equal_torch_autograd[True-64-{dtype}-"]
-KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{kernel}-{dtype}") for kernel, dtype, cases in [
+BACKWARD_CASES = ["test_backward_kernel_equals_torch_autograd[1-4-2-100-45-32-True-{kernel}-{dtype}-",
+                  "test_backward_kernel_equals_torch_autograd[1-3-1-37-90-128-False-{kernel}-{dtype}-",
+                  "test_backward_kernel_packed_rows_equal_torch_autograd[True-64-{kernel}-{dtype}-"]
+KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{'backward ' if cases is BACKWARD_CASES else ''}{kernel}-{dtype}")
+                for kernel, dtype, cases in [
     ("simt", "float32", FORWARD_CASES), ("simt", "float16", FORWARD_CASES), ("tensor_cores", "float16", FORWARD_CASES),
     ("mma", "float16", FORWARD_CASES), ("mma_tf32", "float32", FORWARD_CASES),
-    ("backward", "float32", BACKWARD_CASES), ("backward", "float16", BACKWARD_CASES)]]
+    ("simt", "float32", BACKWARD_CASES), ("simt", "float16", BACKWARD_CASES), ("mma", "float16", BACKWARD_CASES)]]
 
 
 def _report(stderr: str, lines: int = 40) -> str:
@@ -118,6 +119,14 @@ MUTANTS = {
     "backward, no __syncthreads before dQ += dS K": (
         "thread", "backward", "float32", "flash_attention_bwd.cu",
         "        __syncthreads();  // dS_ij is complete\n", ""),
+    # the same in the mma backward: warps write dSᵀ for their 16 keys, each reads all 64 for dQ
+    "backward_mma, no __syncthreads before dQ += dS K": (
+        "thread", "backward_mma", "float16", "flash_attention_bwd_mma.cu",
+        "        __syncthreads();  // dSᵀ of all 64 keys is in\n", ""),
+    # its double buffer: Q_i+1, dO_i+1 are copied into the buffers of tile i-1 while warps still read them
+    "backward_mma, no __syncthreads before starting tile i+1": (
+        "thread", "backward_mma", "float16", "flash_attention_bwd_mma.cu",
+        "        __syncthreads();      // everyone's has; every warp is done with tile i-1 and its dSᵀ\n", ""),
     # the bound on the last key tile: a tail of n_k past the end of K and V
     "simt, key tile read past n_k": (
         "address", "simt", "float32", "flash_attention_fwd.cu",
@@ -137,14 +146,15 @@ def mutant(tmp_path, file, old, new):
 
 def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
     """One case (b = 2, GQA, causal, n = 133: partial last query and key tiles) of `kernel` (a
-    forward kernel's name, or "backward") built from `source` with extra `options`, launched with
+    forward kernel's name, "backward" or "backward_mma") built from `source` with extra `options`, launched with
     `shared_scale` times the dynamic shared memory of its launch plan. Returns everything the kernel
     wrote (O, lse; or dQ, dK, dV) and the float64 reference of the first."""
     import test_flash_cuda as tf
     q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
     ref, ref_lse = tf._reference(q, k, v, True)
-    if kernel == "backward":
-        plan = CK.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None)
+    if kernel.startswith("backward"):
+        plan = CK.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None,
+                                       kernel="mma" if kernel == "backward_mma" else "simt")
         dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
         L, D = CK.backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
         dq = np.zeros(q.shape, np.float32)  # added to
@@ -174,7 +184,9 @@ def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
 
 
 def source_of(kernel):
-    return (CK.BACKWARD if kernel == "backward" else CK.KERNELS[kernel]).source
+    if kernel.startswith("backward"):
+        return CK.BACKWARD_KERNELS["mma" if kernel == "backward_mma" else "simt"].source
+    return CK.KERNELS[kernel].source
 
 
 @pytest.mark.parametrize("sanitizer,kernel,dtype,file,old,new",

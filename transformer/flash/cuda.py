@@ -190,31 +190,37 @@ def flash_attention_cuda(q, k, v, *, causal: bool = False, scale: float | None =
 
 @checked_by(checks.flash_attention_backward_cuda)
 def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = False, scale: float | None = None,
-                                  doc=None):
-    """The gradients of `flash_attention_cuda` on the GPU, by recomputation (kernels/flash_attention_bwd.cu).
+                                  doc=None, kernel: str = "auto"):
+    """The gradients of `flash_attention_cuda` on the GPU, by recomputation.
 
     dout, q, out (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h) CuPy arrays, float32 or float16, and
     lse (b, h, n_q) float32 from `flash_attention_cuda(..., return_lse=True)` -> dq (b, h, n_q, d_h),
     dk, dv (b, h_kv, n_k, d_h) in q's dtype. The same formulas as `flash_attention_backward`: P is
     rebuilt tile by tile from the saved lse, never whole; accumulation in float32.
+    kernel: "simt" (kernels/flash_attention_bwd.cu, the readable one: a thread per key, float32
+    and float16), "mma" (kernels/flash_attention_bwd_mma.cu: 4 warps on tensor cores, every
+    product an mma.sync.m16n8k16; float16, compute capability 8.0 or later) or "auto": "mma" where
+    it runs, else "simt" (`backward_auto_kernel`).
     doc: the packed rows' document indices given to the forward pass (see `flash_attention_cuda`);
     a key tile then visits only the query tiles of its documents.
     """
     cupy = import_cupy()
     b, h, n_q, d_h = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
-    q, k, v, dout = (t if t.flags.c_contiguous else cupy.ascontiguousarray(t) for t in (q, k, v, dout))
+    # contiguous, and 16-byte aligned for the tensor-core kernel's 16-byte copies
+    q, k, v, dout = (t if t.flags.c_contiguous and t.data.ptr % 16 == 0 else t.copy() for t in (q, k, v, dout))
     L, D = backward_rows(dout, out, lse)  # [b, h, n_q] float32 each
     dq = cupy.zeros((b, h, n_q, d_h), dtype=cupy.float32)  # [b, h, n_q, d_h] the blocks add to it
     dk = cupy.zeros((b, h, n_k, d_h), dtype=cupy.float32)  # [b, h, n_k, d_h] per query head
     dv = cupy.zeros((b, h, n_k, d_h), dtype=cupy.float32)
     if n_q and n_k and b * h:
-        # causal and scale were checked at this door
-        plan = backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale)
         device_id = cupy.cuda.get_device_id()
-        fn = compiled(plan.kernel, plan.options, 0, device_id)
-        packed = (NULL, NULL) if doc is None else tuple(cupy.asarray(a) for a in packed_row_args(doc, plan.block[0]))
+        # causal, scale and kernel were checked at this door
+        plan = backward_launch_plan(q.shape, k.shape, q.dtype.name, causal=causal, scale=scale, kernel=kernel,
+                                    compute_capability=device_facts(device_id)[0])
+        fn = compiled(plan.kernel, plan.options, plan.shared_bytes, device_id)
+        packed = (NULL, NULL) if doc is None else tuple(cupy.asarray(a) for a in packed_row_args(doc, plan.tile))
         fn(plan.grid, plan.block, (q, k, v, dout, cupy.ascontiguousarray(L), cupy.ascontiguousarray(D),
-                                   dq, dk, dv, *plan.scalars, *packed))
+                                   dq, dk, dv, *plan.scalars, *packed), shared_mem=plan.shared_bytes)
     return (dq.astype(q.dtype), sum_query_groups(dk, h_kv).astype(k.dtype),  # [b, h_kv, n_k, d_h]
             sum_query_groups(dv, h_kv).astype(v.dtype))

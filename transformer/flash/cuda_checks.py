@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..backend import import_cupy
 from .kernel_table import HEAD_SIZES, KERNELS
-from .shared_checks import backward_inputs, kernel_name, packed_doc, plan_options
+from .shared_checks import backward_inputs, backward_kernel_name, kernel_name, packed_doc, plan_options
 
 
 def check_inputs(q_shape, k_shape, v_shape, dtypes, kernel: str = "auto") -> None:
@@ -53,9 +53,10 @@ def flash_attention_cuda(q, k, v, *, causal, scale, return_lse, kernel, doc):
     plan_options(causal, scale, kernel)
 
 
-def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal, scale, doc):
+def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal, scale, doc, kernel):
     on_gpu(dout=dout, q=q, k=k, v=v, out=out, lse=lse)
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), "simt")
+    backward_kernel_name(kernel, str(q.dtype))
     backward_inputs(q, k, v, causal, scale, dout=dout, out=out, lse=lse)
     if dout.dtype != q.dtype:
         raise TypeError(f"dout must have q's dtype {q.dtype}, got {dout.dtype}")

@@ -7,7 +7,7 @@ layouts, launch plans and packed-row arguments (NumPy only, so all is tested wit
     tf32_round, split_tf32               TF32 rounding, and float32 as two TF32 parts ("3xTF32")
     auto_kernel, launch_plan             which kernel, how many blocks, which -D constants
     packed_row_args, key_tiles_read      the packed rows' document spans and the key tiles read
-    backward_*                           the same for the backward kernel
+    backward_*                           the same for the backward kernels ("simt", "mma")
     backward_rows, sum_query_groups      the arrays around the backward kernel (any backend)
 
 The table of kernels is `kernel_table.py`; compiling and launching is `cuda.py`.
@@ -23,12 +23,13 @@ import numpy as np
 from . import cuda_kernels_checks as checks
 from ..backend import get_xp, to_numpy
 from ..require import checked_by
-from .kernel_table import BACKWARD, HEAD_SIZES, KERNEL_DIR, KERNELS, Kernel
+from .kernel_table import BACKWARD, BACKWARD_KERNELS, HEAD_SIZES, KERNEL_DIR, KERNELS, Kernel
 
-__all__ = ["Kernel", "KERNELS", "BACKWARD", "HEAD_SIZES", "KERNEL_DIR", "block_k", "block_threads",
+__all__ = ["Kernel", "KERNELS", "BACKWARD", "BACKWARD_KERNELS", "HEAD_SIZES", "KERNEL_DIR", "block_k", "block_threads",
            "shared_memory_buffers", "mma_fragment_layout", "tf32_round", "split_tf32", "simt_shared_bytes",
            "dynamic_shared_bytes", "LaunchPlan", "auto_kernel", "launch_plan", "packed_row_args",
-           "key_tiles_read", "backward_block", "backward_shared_bytes", "backward_launch_plan", "backward_rows",
+           "key_tiles_read", "backward_block", "backward_tiles", "backward_shared_bytes", "backward_auto_kernel",
+           "backward_launch_plan", "backward_rows",
            "sum_query_groups"]
 
 
@@ -54,13 +55,20 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     bank conflicts; the Q tile passes once through S's space on its way into registers.
     mma: the Q tile and two buffers each of K_j and V_j (the next tile lands while this one is
     used), float16, rows padded by 8 halves; S, P and O live in registers. mma_tf32: the same
-    buffers in float32, rows padded by 4 floats. "backward" (the backward kernel, float32 tiles
-    of Bc rows): K_j, V_j, the Q tile Q_i, dO_i, dS_ij (rows padded by one float), L_i and D_i.
+    buffers in float32, rows padded by 4 floats. "backward" (the SIMT backward kernel, float32
+    tiles of Bc rows): K_j, V_j, the Q tile Q_i, dO_i, dS_ij (rows padded by one float), L_i and
+    D_i. "backward_mma": K_j, V_j, two buffers each of Q_i and dO_i (float16, rows padded by 8
+    halves), dS_ijᵀ (Bc keys × Br queries, float16, padded by 8), and two of L_i, D_i (float32).
     """
     if kernel == "backward":
         bc = backward_block(d_h)
         tile = 4 * bc * d_h
         return {"K_j": tile, "V_j": tile, "Q tile": tile, "dO_i": tile, "dS_ij": 4 * bc * (bc + 1), "L_i, D_i": 8 * bc}
+    if kernel == "backward_mma":
+        br, bc = backward_tiles("mma", d_h)
+        kv, qo = 2 * bc * (d_h + 8), 2 * br * (d_h + 8)
+        return {"K_j": kv, "V_j": kv, "Q_i, Q_i+1": 2 * qo, "dO_i, dO_i+1": 2 * qo, "dS_ijᵀ": 2 * bc * (br + 8),
+                "L_i, D_i twice": 4 * 4 * br}
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, block_k("simt", d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
@@ -150,6 +158,7 @@ class LaunchPlan:
     block: tuple[int]         # threads per block
     shared_bytes: int         # dynamic shared memory per block (0: the kernel's is static)
     scalars: tuple            # n_q, n_k, h, h_kv, scale, causal as the kernel's int/float types
+    tile: int = 0             # backward: Bc, the positions of a tile in packed rows' spans (packed_row_args)
 
 
 def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_headers: bool = True) -> str:
@@ -285,26 +294,62 @@ def backward_block(d_h: int) -> int:
     return BACKWARD.block_k // 2 if d_h > 64 else BACKWARD.block_k
 
 
-def backward_shared_bytes(d_h: int) -> int:
-    """Static shared memory per block of the backward kernel: K_j, V_j, Q_i, dO_i (Bc × d_h
-    float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i."""
-    return sum(shared_memory_buffers("backward", d_h).values())
+def backward_tiles(kernel: str, d_h: int) -> tuple[int, int]:
+    """(Br, Bc) of a backward kernel: query rows a tile, keys a block. "simt": Br = Bc =
+    `backward_block`. "mma": Bc = 64 keys, 16 a warp; Br = 64 query rows, 32 at d_h = 128, where a
+    warp's rows of dK_j and dV_j already take 128 registers a lane."""
+    if kernel == "simt":
+        return backward_block(d_h), backward_block(d_h)
+    kern = BACKWARD_KERNELS["mma"]
+    return (kern.block_q // 2 if d_h > 64 else kern.block_q), kern.block_k
+
+
+def backward_shared_bytes(d_h: int, kernel: str = "simt") -> int:
+    """Shared memory per block of a backward kernel. "simt", static: K_j, V_j, Q_i, dO_i (Bc × d_h
+    float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i. "mma",
+    dynamic: `shared_memory_buffers("backward_mma", d_h)`, each rounded up to 128 bytes."""
+    if kernel == "simt":
+        return sum(shared_memory_buffers("backward", d_h).values())
+    return dynamic_shared_bytes("backward_mma", d_h)
+
+
+def backward_auto_kernel(dtype_name: str, compute_capability: int | None = None) -> str:
+    """The backward kernel `kernel="auto"` stands for: "mma" (tensor cores) for float16 from
+    compute capability 8.0, else "simt". compute_capability None: a GPU new enough for every kernel.
+
+    >>> backward_auto_kernel("float16", 90), backward_auto_kernel("float32", 90), backward_auto_kernel("float16", 75)
+    ('mma', 'simt', 'simt')
+    """
+    cc = 1000 if compute_capability is None else compute_capability
+    mma = BACKWARD_KERNELS["mma"]
+    return "mma" if dtype_name in mma.dtypes and cc >= mma.min_compute_capability else "simt"
 
 
 @checked_by(checks.backward_launch_plan)
-def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None) -> LaunchPlan:
-    """How to launch the backward kernel for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h): one
-    block of Bc threads per (key tile, batch·head)."""
+def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
+                         kernel: str = "auto", compute_capability: int | None = None) -> LaunchPlan:
+    """How to launch a backward kernel for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h): one block
+    per (key tile of Bc keys, batch·head); "simt" with Bc threads, "mma" with 4 warps. `tile` is
+    Bc, the positions a tile of packed rows' spans covers (`packed_row_args(doc, plan.tile)`).
+    kernel "auto": `backward_auto_kernel` for that GPU."""
     b, h, n_q, d_h = q_shape
     h_kv, n_k = k_shape[1], k_shape[2]
-    bc = backward_block(d_h)
-    scalar = {"float32": "float", "float16": "__half"}[dtype_name]
+    if kernel == "auto":
+        kernel = backward_auto_kernel(dtype_name, compute_capability)
+    kern = BACKWARD_KERNELS[kernel]
+    _, bc = backward_tiles(kernel, d_h)
+    if kernel == "simt":
+        scalar = {"float32": "float", "float16": "__half"}[dtype_name]
+        options, shared, threads = (f"-DD_H={d_h}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14"), 0, bc
+    else:
+        shared = backward_shared_bytes(d_h, "mma")
+        options, threads = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17"), kern.threads
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
-    return LaunchPlan(kernel=BACKWARD, options=(f"-DD_H={d_h}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14"),
+    return LaunchPlan(kernel=kern, options=options,
                       grid=(math.ceil(n_k / bc), b * h),  # Tc = ⌈n_k / Bc⌉
-                      block=(bc,), shared_bytes=0,
+                      block=(threads,), shared_bytes=shared,
                       scalars=(np.int32(n_q), np.int32(n_k), np.int32(h), np.int32(h_kv),
-                               np.float32(scale), np.int32(bool(causal))))
+                               np.float32(scale), np.int32(bool(causal))), tile=bc)
 
 
 def backward_rows(dout, out, lse):  # [b, h, n_q, d_h] ×2, [b, h, n_q] -> L, D [b, h, n_q] float32

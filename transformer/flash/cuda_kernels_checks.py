@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..backend import get_xp
 from ..require import require_array, require_bool, require_int
-from .shared_checks import plan_options
+from .shared_checks import backward_kernel_name, plan_options
 
 
 def mma_fragment_layout(operand, shape):
@@ -34,5 +34,6 @@ def key_tiles_read(n, block_q, block_k, *, causal, doc):
             raise ValueError(f"doc must hold n={n} positions a row, got shape {tuple(doc.shape)}")
 
 
-def backward_launch_plan(q_shape, k_shape, dtype_name, *, causal, scale):
+def backward_launch_plan(q_shape, k_shape, dtype_name, *, causal, scale, kernel, compute_capability):
     plan_options(causal, scale, "auto")
+    backward_kernel_name(kernel, dtype_name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Kernel", "KERNELS", "BACKWARD", "HEAD_SIZES", "KERNEL_DIR"]
+__all__ = ["Kernel", "KERNELS", "BACKWARD", "BACKWARD_KERNELS", "HEAD_SIZES", "KERNEL_DIR"]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")  # the .cu files and their .cuh headers
 HEAD_SIZES = (32, 64, 128)  # d_h is compiled in as a constant so the inner loops unroll
@@ -36,5 +36,11 @@ KERNELS = {
 }
 
 
-# The backward pass (one kernel, SIMT): one block per key tile, a thread per key row.
-BACKWARD = Kernel(KERNEL_DIR / "flash_attention_bwd.cu", "flash_attention_bwd", 32, 32, 32, ("float32", "float16"), 50)
+# The backward pass: one block per key tile, which owns dK_j and dV_j and loops over the query
+# tiles. "simt", the readable one: a thread per key row (Br = Bc). "mma": 4 warps of 16 keys on
+# tensor cores (mma.sync.m16n8k16), query tiles of 64 rows (32 at d_h = 128).
+BACKWARD_KERNELS = {
+    "simt": Kernel(KERNEL_DIR / "flash_attention_bwd.cu", "flash_attention_bwd", 32, 32, 32, ("float32", "float16"), 50),
+    "mma": Kernel(KERNEL_DIR / "flash_attention_bwd_mma.cu", "flash_attention_bwd_mma", 64, 64, 128, ("float16",), 80),
+}
+BACKWARD = BACKWARD_KERNELS["simt"]

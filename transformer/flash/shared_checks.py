@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..backend import get_xp
 from ..core import shared_checks as core_checks
 from ..require import require_array, require_bool, require_float, require_int
-from .kernel_table import KERNELS
+from .kernel_table import BACKWARD_KERNELS, KERNELS
 
 
 def tiled_shapes(q, k, v):
@@ -61,3 +61,15 @@ def plan_options(causal, scale, kernel):
     require_bool(causal=causal)
     core_checks.optional_scale(scale)
     kernel_name(kernel)
+
+
+def backward_kernel_name(kernel, dtype_name):
+    """"auto" or a backward kernel of the table that takes dtype_name."""
+    if kernel == "auto":
+        return
+    if kernel not in BACKWARD_KERNELS:
+        raise ValueError(f"kernel={kernel!r}: the backward kernels are 'auto', "
+                         f"{', '.join(repr(k) for k in BACKWARD_KERNELS)}")
+    if dtype_name not in BACKWARD_KERNELS[kernel].dtypes:
+        raise TypeError(f"backward kernel={kernel!r} takes {' or '.join(BACKWARD_KERNELS[kernel].dtypes)}, "
+                        f"got {dtype_name}")

@@ -1,0 +1,289 @@
+// FlashAttention-2's backward pass on tensor cores: float16 Q, K, V, dO, float32 sums, the
+// products as mma.sync.m16n8k16 with every fragment in registers (mma_ptx.cuh). The same
+// formulas and loop order as flash_attention_bwd.cu, the readable one:
+//
+//   P_ij  = e^(S_ij - L_i)          S_ij = q_i · k_j · scale, recomputed from the saved L
+//   dV_j += P_ijᵀ dO_i
+//   dP_ij = dO_i · v_j
+//   dS_ij = P_ij (dP_ij - D_i)      D_i = rowsum(dO_i ∘ O_i), computed on the host
+//   dK_j += dS_ijᵀ Q_i · scale
+//   dQ_i += dS_ij K_j · scale
+//
+//   grid  = (Tc, b·h)   one block per (batch·head, key tile of BC = 64 keys): it owns dK_j, dV_j
+//   block = 4 warps     warp w owns keys 16w … 16w + 15 of the tile: their rows of dK_j and dV_j
+//                       stay in mma accumulators (registers) for the whole loop
+//
+// and the loop over query tiles of BR rows (64; 32 at d_h = 128, where dK_j and dV_j alone take
+// 128 registers a lane), Q_i, dO_i, L_i and D_i double-buffered in shared memory (cp.async
+// brings tile i+1 while the tensor cores work on tile i). A warp works on the transposes,
+// its 16 keys as the rows:
+//
+//   Sᵀ   = K_w Q_iᵀ, dPᵀ = V_w dO_iᵀ       16 × BR each, float32 accumulators
+//   Pᵀ   = 2^(Sᵀ·scale·log2 e - L·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D), masked pairs 0
+//   dV_w += Pᵀ dO_i,  dK_w += dSᵀ Q_i       Pᵀ and dSᵀ, as float16 pairs, already are the A
+//                                           operands: the accumulator layout of two 8-column
+//                                           blocks is the A layout of one 16-wide step
+//
+// dQ_i = dS_ij K_j needs all 64 keys of the tile, which four warps hold: each writes its dSᵀ
+// (float16) to shared memory, and after a barrier warp w computes a 16-row × d_h slab of
+// dS_ij K_j (at BR = 32: half the columns of one) and adds it to dQ in HBM with atomicAdd,
+// since the blocks of the other key tiles add to the same rows. dQ is float32, zero on entry.
+//
+// dK and dV are written per query head, (b, h, n_k, d_h), float32: under GQA/MQA the host sums
+// the query heads that share a key/value head. L arrives with -∞ (a row that saw no key) as +∞,
+// so its P = 0; rows past n_q get L = +∞, D = 0 and zero Q, dO. causal: query row i sits at
+// position i + n_k - n_q and sees keys j ≤ that position; the block starts at the first query
+// tile holding a row that sees one of its keys. Packed rows (DOC, DOC_KEYS; null for one
+// sequence a row, packed_rows.cuh): DOC_KEYS is computed for tiles of BC positions, and the
+// same-document relation is symmetric, so the span of a key tile is the queries that may see
+// it; the block visits only the query tiles inside. A pair is masked (P = dS = 0 exactly) only
+// in tiles that hold a pair some row may not see.
+//
+// Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the dynamic
+// shared memory the host gives each block (checked below).
+
+#include <cuda_fp16.h>
+#include "mma_ptx.cuh"
+#include "packed_rows.cuh"
+
+#ifndef D_H
+#define D_H 64
+#endif
+#ifndef SMEM_BYTES
+#define SMEM_BYTES 0
+#endif
+#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+constexpr int BC = 64;                   // keys per block: 16 a warp
+constexpr int BR = D_H <= 64 ? 64 : 32;  // query rows per tile
+constexpr int WARPS = BC / 16;
+constexpr int THREADS = 32 * WARPS;
+constexpr int LD = D_H + 8;              // shared rows padded by 8 halves: an ldmatrix touches 32 banks once
+constexpr int LDS = BR + 8;              // the same for dSᵀ's rows of BR queries
+constexpr int KV_TILE = BC * LD;         // halves in K_j or V_j
+constexpr int Q_TILE = BR * LD;          // halves in one Q_i or dO_i buffer
+// dQ_i = dS K_j, BR × D_H in 16 × 8 mma tiles, split over the warps: RT row tiles, each shared by
+// WARPS / RT warps that take DQ_COLS of its 8-column blocks.
+constexpr int RT = BR / 16;
+constexpr int DQ_COLS = (D_H / 8) * RT / WARPS;
+constexpr int LAYOUT_BYTES = (2 * KV_TILE + 4 * Q_TILE + BC * LDS) * 2 + 4 * BR * 4;  // halves, then L, D twice
+static_assert(D_H % 16 == 0, "mma.m16n8k16 takes d_h in steps of 16");
+static_assert(WARPS % RT == 0 && DQ_COLS % 2 == 0, "dQ's tiles must split evenly over the warps");
+static_assert(2 * BR <= THREADS, "a thread brings one L or D of the next tile");
+static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
+
+// Rows first … first+ROWS-1 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
+// rows past n become zeros.
+template <int ROWS>
+__device__ __forceinline__ void copy_tile_async(half* dst, const half* __restrict__ src, int first, int n) {
+    constexpr int CHUNKS = D_H / 8;
+    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
+        const int r = e / CHUNKS, c = (e % CHUNKS) * 8;
+        const bool inside = first + r < n;
+        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
+    }
+}
+
+// Two floats -> one register of two halves, the first in the low 16 bits.
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    const __half2 h2 = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h2);
+}
+
+// acc (16 × BR, BR / 8 blocks) += A X_iᵀ, A the warp's 16 rows of a BC × D_H tile (K_j or V_j),
+// X_i a BR × D_H tile (Q_i or dO_i): Xᵀ as the B operand is X read row by row, ldmatrix
+// without transpose, two 8-row blocks of X at once.
+__device__ __forceinline__ void rows_times_tile_t(float acc[BR / 8][4], const half* A, const half* X, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < D_H / 16; ++kk) {
+        unsigned a[4];  // matrices: rows +0/+8 (lane / 8 odd), columns +0/+8 (lane ≥ 16)
+        ldmatrix_x4(a, A + (lane % 8 + 8 * (lane / 8 % 2)) * LD + 16 * kk + 8 * (lane / 16));
+#pragma unroll
+        for (int nb = 0; nb < BR / 8; nb += 2) {
+            unsigned b[4];  // matrices: rows of X +0/+8 (lane ≥ 16), columns +0/+8 (lane / 8 odd)
+            ldmatrix_x4(b, X + (8 * nb + lane % 8 + 8 * (lane / 16)) * LD + 16 * kk + 8 * (lane / 8 % 2));
+            mma_16x8x16(acc[nb], a, b);
+            mma_16x8x16(acc[nb + 1], a, b + 2);
+        }
+    }
+}
+
+// acc (16 × D_H) += Mᵀ-rows X_i: the A operand is the warp's 16 × BR accumulator m (Pᵀ or dSᵀ)
+// as float16 pairs, X_i (BR × D_H) the B operand read down its columns, ldmatrix with transpose.
+__device__ __forceinline__ void acc_times_tile(float acc[D_H / 8][4], const float m[BR / 8][4], const half* X,
+                                               int lane) {
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) {
+        const unsigned a[4] = {pack_half2(m[2 * kk][0], m[2 * kk][1]), pack_half2(m[2 * kk][2], m[2 * kk][3]),
+                               pack_half2(m[2 * kk + 1][0], m[2 * kk + 1][1]),
+                               pack_half2(m[2 * kk + 1][2], m[2 * kk + 1][3])};
+#pragma unroll
+        for (int db = 0; db < D_H / 8; db += 2) {
+            unsigned b[4];  // matrices: rows of X +0/+8 (lane / 8 odd), columns +0/+8 (lane ≥ 16)
+            ldmatrix_x4_trans(b, X + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * db + 8 * (lane / 16));
+            mma_16x8x16(acc[db], a, b);
+            mma_16x8x16(acc[db + 1], a, b + 2);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
+    const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
+    const half* __restrict__ dO, const float* __restrict__ L, const float* __restrict__ D,
+    float* __restrict__ dQ, float* __restrict__ dK, float* __restrict__ dV,
+    const int n_q, const int n_k, const int h, const int h_kv, const float scale, const int causal,
+    const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    half* Ks = reinterpret_cast<half*>(smem);  // [BC][LD]
+    half* Vs = Ks + KV_TILE;                   // [BC][LD]
+    half* Qs = Vs + KV_TILE;                   // Q_i at Qs + (i % 2)·Q_TILE
+    half* dOs = Qs + 2 * Q_TILE;               // dO_i at dOs + (i % 2)·Q_TILE
+    half* dSs = dOs + 2 * Q_TILE;              // [BC][LDS]: dSᵀ, a key a row
+    float* Ls = reinterpret_cast<float*>(dSs + BC * LDS);  // L_i · log2 e at Ls + (i % 2)·BR
+    float* Ds = Ls + 2 * BR;                   // D_i at Ds + (i % 2)·BR
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;      // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
+    const int bh = blockIdx.y;                 // which (batch, query head)
+    const int b = bh / h, head = bh % h;
+    const int kv_head = head / (h / h_kv);     // GQA: the key/value head this query head reads
+    const int j0 = blockIdx.x * BC;            // first key of this tile
+    const int offset = n_k - n_q;              // absolute position of query row r is r + offset
+    const int keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};  // this lane's two keys
+    const half* Qg = Q + (size_t)bh * n_q * D_H;
+    const half* dOg = dO + (size_t)bh * n_q * D_H;
+    const float* Lg = L + (size_t)bh * n_q;
+    const float* Dg = D + (size_t)bh * n_q;
+    const size_t kv_base = ((size_t)b * h_kv + kv_head) * n_k * D_H;
+    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
+    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
+    const int key_doc[2] = {doc_of_row(doc, keys[0], n_k), doc_of_row(doc, keys[1], n_k)};
+    const int block_doc = block_document(doc, j0, BC, n_k, lane);  // the one document of all 64 keys, or -1
+
+    // The query rows that may see our keys: those of our keys' documents (all n_q without
+    // documents), and, causal, none before j0 - offset, the first row that sees key j0.
+    int row_first, row_end;
+    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_q, row_first, row_end);
+    if (causal) row_first = max(row_first, j0 - offset);
+    const int r_first = max(0, row_first) / BR * BR;
+
+    // K_j, V_j and the first Q_i, dO_i, L_i, D_i: HBM -> SRAM.
+    copy_tile_async<BC>(Ks, K + kv_base, j0, n_k);
+    copy_tile_async<BC>(Vs, V + kv_base, j0, n_k);
+    if (r_first < row_end) {
+        copy_tile_async<BR>(Qs, Qg, r_first, n_q);
+        copy_tile_async<BR>(dOs, dOg, r_first, n_q);
+    }
+    cp_async_commit();
+    // A thread's share of the next tile's L (threads 0 … BR-1) or D (BR … 2BR-1), read into a
+    // register at once and stored to shared memory when no warp reads that buffer any more.
+    auto row_value = [&](int r0) -> float {
+        const int r = r0 + tid % BR;
+        if (tid < BR) return r < n_q ? Lg[r] * 1.4426950408889634f : INFINITY;  // rows past n_q: P = 0
+        return r < n_q ? Dg[r] : 0.f;
+    };
+    if (tid < 2 * BR) (tid < BR ? Ls : Ds)[tid % BR] = row_value(r_first);
+
+    float dk[D_H / 8][4] = {}, dv[D_H / 8][4] = {};  // this warp's 16 rows of dK_j, dV_j
+    const half* Kw = Ks + 16 * warp * LD;            // this warp's keys in K_j, V_j
+    const half* Vw = Vs + 16 * warp * LD;
+
+    int buf = 0;
+    for (int r0 = r_first; r0 < row_end; r0 += BR, buf ^= 1) {
+        const half* Qi = Qs + buf * Q_TILE;
+        const half* dOi = dOs + buf * Q_TILE;
+        const float* Li = Ls + buf * BR;
+        const float* Di = Ds + buf * BR;
+        cp_async_wait_all();  // this thread's part of tile i has landed
+        __syncthreads();      // everyone's has; every warp is done with tile i-1 and its dSᵀ
+        const bool more = r0 + BR < row_end;
+        float next = 0.f;
+        if (more) {           // start tile i+1 into the buffers tile i-1 used
+            copy_tile_async<BR>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
+            copy_tile_async<BR>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
+            cp_async_commit();
+            if (tid < 2 * BR) next = row_value(r0 + BR);
+        }
+
+        // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16 keys × BR queries each.
+        float s[BR / 8][4] = {}, dp[BR / 8][4] = {};
+        rows_times_tile_t(s, Kw, Qi, lane);
+        rows_times_tile_t(dp, Vw, dOi, lane);
+
+        // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ. A pair is masked only in a tile that holds one some
+        // row may not see: past n_k or n_q, across the causal diagonal, or of another document.
+        const bool other_docs = doc && !tile_in_document(doc, r0, BR, n_q, block_doc, lane);
+        const bool edge = j0 + BC > n_k || r0 + BR > n_q || (causal && j0 + BC - 1 > r0 + offset) || other_docs;
+#pragma unroll
+        for (int nb = 0; nb < BR / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int c = 8 * nb + 2 * t + e % 2;  // the query column in the tile
+                const int i = r0 + c, j = keys[e / 2];
+                const bool seen = !edge || (j < n_k && i < n_q && (!causal || j <= i + offset)
+                                            && in_document(doc, i, key_doc[e / 2]));
+                const float p = seen ? exp2f(s[nb][e] * scale_log2 - Li[c]) : 0.f;  // P = e^(S·scale - L)
+                s[nb][e] = p;
+                dp[nb][e] = seen ? p * (dp[nb][e] - Di[c]) : 0.f;                  // dS = P (dP - D)
+            }
+        }
+
+        acc_times_tile(dv, s, dOi, lane);  // dV_w += Pᵀ dO_i
+        acc_times_tile(dk, dp, Qi, lane);  // dK_w += dSᵀ Q_i (· scale at the end)
+
+        // dSᵀ -> shared memory, float16 pairs: this lane's keys 16w + g (+8), queries 8nb + 2t, +1.
+#pragma unroll
+        for (int nb = 0; nb < BR / 8; ++nb) {
+            *reinterpret_cast<unsigned*>(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t) = pack_half2(dp[nb][0], dp[nb][1]);
+            *reinterpret_cast<unsigned*>(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t) =
+                pack_half2(dp[nb][2], dp[nb][3]);
+        }
+        __syncthreads();  // dSᵀ of all 64 keys is in
+
+        // dQ_i += dS K_j · scale. Warp w: row tile w % RT, 8-column blocks from (w / RT)·DQ_COLS.
+        // dS as the A operand is dSᵀ read down its columns (ldmatrix with transpose; matrices:
+        // queries +0/+8 (lane / 8 odd), keys +0/+8 (lane ≥ 16)); K_j as the B operand likewise.
+        const int rt = warp % RT, col0 = (warp / RT) * DQ_COLS;
+        float dq[DQ_COLS][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            unsigned a[4];
+            ldmatrix_x4_trans(a, dSs + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + 16 * rt + 8 * (lane / 8 % 2));
+#pragma unroll
+            for (int db = 0; db < DQ_COLS; db += 2) {
+                unsigned bk[4];
+                ldmatrix_x4_trans(bk, Ks + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * (col0 + db)
+                                          + 8 * (lane / 16));
+                mma_16x8x16(dq[db], a, bk);
+                mma_16x8x16(dq[db + 1], a, bk + 2);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int i = r0 + 16 * rt + g + 8 * r;
+            if (i >= n_q) continue;
+            float* dq_row = dQ + ((size_t)bh * n_q + i) * D_H + 8 * col0 + 2 * t;
+#pragma unroll
+            for (int db = 0; db < DQ_COLS; ++db) {
+                atomicAdd(dq_row + 8 * db, dq[db][2 * r] * scale);
+                atomicAdd(dq_row + 8 * db + 1, dq[db][2 * r + 1] * scale);
+            }
+        }
+        if (more && tid < 2 * BR) (tid < BR ? Ls : Ds)[(buf ^ 1) * BR + tid % BR] = next;  // tile i-1's L, D are read
+    }
+
+    // dK_w · scale and dV_w -> HBM, per query head: (b, h, n_k, d_h).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= n_k) continue;
+        const size_t out = ((size_t)bh * n_k + keys[r]) * D_H + 2 * t;
+#pragma unroll
+        for (int db = 0; db < D_H / 8; ++db) {
+            *reinterpret_cast<float2*>(dK + out + 8 * db) = make_float2(dk[db][2 * r] * scale, dk[db][2 * r + 1] * scale);
+            *reinterpret_cast<float2*>(dV + out + 8 * db) = make_float2(dv[db][2 * r], dv[db][2 * r + 1]);
+        }
+    }
+}
