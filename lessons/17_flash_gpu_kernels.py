@@ -168,13 +168,14 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 # ## 4. What one thread block holds
 #
 # A block's fast memory is small and does not grow with $n$. Here it is, buffer by buffer, for
-# the four forward kernels and the backward one (below) at $d_h = 64$ and $128$, against an
+# the four forward kernels and the two backward ones (below) at $d_h = 64$ and $128$, against an
 # H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 # (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
 # into registers, then it holds the scores of every tile. Two buffers, the mma kernels'
 # $e^{m - m_\text{new}}$ and the backward's $L_i, D_i$, are a few hundred bytes: too thin to
-# draw, the figure names them under its legend.)
+# draw, the figure names them under its legend. Hatched: the tile being copied in while the
+# block works on the one before.)
 
 # %%
 b_g, h_g, n_g = 1, 16, 8192
@@ -192,12 +193,15 @@ buffer_colours = {"Q tile": P.LINE_COLORS[0], "K_j": P.LINE_COLORS[1], "V_j": P.
                   "K_j+1": P.LINE_COLORS[1], "V_j+1": P.LINE_COLORS[2],  # hatched: the tile being copied in
                   "S (Q tile first)": P.LINE_COLORS[4], "P": P.LINE_COLORS[3], "O": P.LINE_COLORS[5],
                   "e^(m - m_new)": P.LINE_COLORS[7],
-                  "dO_i": P.LINE_COLORS[6], "dS_ij": "#7f7f7f", "L_i, D_i": "#bcbd22"}  # the backward's own
-legend_names = {"S (Q tile first)": "S (holds the Q tile first)", "dS_ij": "dS_ij (backward)",
-                "dO_i": "dO_i (backward)"}
+                  "dO_i": P.LINE_COLORS[6], "dS_ij": "#7f7f7f", "L_i, D_i": "#bcbd22",  # the backward's own
+                  "Q_i": P.LINE_COLORS[0], "Q_i+1": P.LINE_COLORS[0], "dO_i+1": P.LINE_COLORS[6],
+                  "dS_ijᵀ": "#7f7f7f", "L_i+1, D_i+1": "#bcbd22"}  # and the mma backward's
+legend_names = {"S (Q tile first)": "S (holds the Q tile first)", "dS_ij": "dS_ij (backward; mma: dS_ijᵀ, float16)",
+                "dS_ijᵀ": "dS_ij (backward; mma: dS_ijᵀ, float16)", "dO_i": "dO_i (backward)",
+                "Q_i": "Q tile", "Q_i+1": "Q_i+1 (mma backward)", "dO_i+1": "dO_i+1 (mma backward)"}
 bars = [(f"{name}, d_h = {d_g}", CK.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
         for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"),
-                           ("backward (SIMT)", "backward"))]
+                           ("backward (SIMT)", "backward"), ("backward (mma)", "backward_mma"))]
 fig, ax = P.late.shared_memory_bars(
     bars, buffer_colours, legend_names,
     [(48, "48 KiB: a block's static limit "), (227, "227 KiB: the most one block\nmay opt in to ")],
@@ -217,11 +221,28 @@ P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
 # every key of the tile, so the block writes $dS_{ij}$ to shared memory, each thread then takes
 # one query row of $dS_{ij} K_j$, and adds it to $dQ$ in HBM with `atomicAdd`: the blocks of the
 # other key tiles add to the same rows.
+#
+# That kernel is the readable one, and slow: a thread does every product of its key on the
+# ordinary cores. The second backward kernel, `"mma"` (`flash_attention_bwd_mma.cu`, float16),
+# keeps the same loops and does all five products on tensor cores, as the `"mma"` forward does
+# (§3): a block of 4 warps owns 64 keys, 16 a warp, and each warp keeps its rows of $dK_j$ and
+# $dV_j$ in mma accumulators. It works on transposes, its keys as the rows:
+# $S^\top = K_w Q_i^\top$ and $dP^\top = V_w\, dO_i^\top$ come out as accumulators whose layout
+# is already the A operand of the next products, $dV_w \mathrel{+}= P^\top dO_i$ and
+# $dK_w \mathrel{+}= dS^\top Q_i$, so $P$ and $dS$ never leave registers for those.
+# $dQ_i = dS_{ij} K_j$ needs all 64 keys, which four warps hold: each writes its $dS^\top$ (float16)
+# to shared memory, and after a barrier each warp multiplies a 16-row slab of it by $K_j$ and adds
+# the slab to $dQ$ with `atomicAdd`. `flash_attention_backward_cuda` takes it by default for
+# float16 on GPUs of compute capability 8.0 or later (`kernel="auto"`).
 
 # %%
 for d_h_b in (64, 128):
-    print(f"backward kernel, d_h = {d_h_b}: tiles of {CK.backward_block(d_h_b)} keys and {CK.backward_block(d_h_b)} "
-          f"query rows, {CK.backward_shared_bytes(d_h_b) / 1024:.1f} KiB of shared memory a block")
+    for kern in ("simt", "mma"):
+        br, bc = CK.backward_tiles(kern, d_h_b)
+        plan = CK.backward_launch_plan((1, 16, 8192, d_h_b), (1, 16, 8192, d_h_b), "float16", causal=True,
+                                       scale=None, kernel=kern)
+        print(f"backward {kern:4s}, d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
+              f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:4.1f} KiB of shared memory a block")
 
 # %% [markdown]
 # ## 6. Tested without a GPU, run on one
@@ -252,6 +273,13 @@ else:
         diff = float(np.abs(T.to_numpy(g) - r).max() / max(1.0, np.abs(r).max()))
         print(f"backward {name}: max |GPU kernel - NumPy tiles| = {diff:.1e} of its largest entry")
         assert diff < 1e-4
+    halves = [t.astype(np.float16) for t in (dout, q, k, v, out_np)]  # the mma backward: float16 on tensor cores
+    grads = T.flash_attention_backward_cuda(*(cp.asarray(t) for t in halves), cp.asarray(lse_np), causal=True,
+                                            kernel="mma")
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+        diff = float(np.abs(T.to_numpy(g).astype(np.float32) - r).max() / max(1.0, np.abs(r).max()))
+        print(f"backward (mma, float16) {name}: max |GPU kernel - NumPy tiles| = {diff:.1e} of its largest entry")
+        assert diff < 5e-3
 
 # %% [markdown]
 # ## 7. Times and memory on an H200

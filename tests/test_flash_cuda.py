@@ -1040,27 +1040,31 @@ def test_bench_gpu_report_backward():
     TFLOP/s count 2.5 forward passes; a failed kernel shows as failed, its torch time still given."""
     bench = _bench_gpu()
     flops = 2.5 * bench.attention_flops(8192, True)
-    rows = [{"n": 8192, "dtype": "float16", "causal": True, "flops": flops, "kernel_s": 8e-3, "torch_s": 2e-3,
+    rows = [{"n": 8192, "dtype": "float16", "kernel": "mma", "causal": True, "flops": flops, "kernel_s": 8e-3,
+             "torch_s": 2e-3,
              "kernel_peak_bytes": 3 * 2 ** 20, "dq_max_rel_diff_vs_torch": 1e-3, "dk_max_rel_diff_vs_torch": 2e-3,
              "dv_max_rel_diff_vs_torch": 5e-4},
-            {"n": 8192, "dtype": "float32", "causal": True, "flops": flops, "kernel_s": None, "torch_s": 4e-3,
+            {"n": 8192, "dtype": "float32", "kernel": "simt", "causal": True, "flops": flops, "kernel_s": None,
+             "torch_s": 4e-3,
              "kernel_error": "RuntimeError: no"}]
     assert bench.summarise([], None, None, rows) == [
-        "Backward at n = 8192, float16, causal: kernel 8.00 ms = 4.00× torch's SDPA backward (2.00 ms)."]
+        "Backward at n = 8192, float16, causal: mma kernel 8.00 ms = 4.00× torch's SDPA backward (2.00 ms)."]
     meta = {"device": "a GPU", "command": "c", "wall_s": 1.0, "date": "d", "cupy": "x", "torch": "y",
             "cuda_runtime": 0, "summary": []}
     text = bench.markdown([], None, meta, None, rows)
     tf = flops / 8e-3 / 1e12  # 4·b·h·n²·d_h/2 · 2.5 FLOPs in 8 ms
-    assert f"| 8192 | float16 | 8.00 | 2.00 | 4.00× | {tf:.1f} | {4 * tf:.1f} | 1e-03, 2e-03, 5e-04 | 3.0 |" in text
-    assert "| 8192 | float32 | failed | 4.00 | – | – |" in text
-    assert bench.backward_line(rows[1]) == "backward n=  8192 float32: kernel failed (RuntimeError: no) | torch 4.00 ms"
+    assert f"| 8192 | float16 | mma | 8.00 | 2.00 | 4.00× | {tf:.1f} | {4 * tf:.1f} | 1e-03, 2e-03, 5e-04 | 3.0 |" in text
+    assert "| 8192 | float32 | simt | failed | 4.00 | – | – |" in text
+    assert (bench.backward_line(rows[1])
+            == "backward n=  8192 float32 simt: kernel failed (RuntimeError: no) | torch 4.00 ms")
 
 
 @needs_gpu
 def test_bench_gpu_backward_runs_on_gpu():
     bench = _bench_gpu()
-    r32, r16 = bench.backward_rows([1024], lambda n: 2)  # float32, then float16
-    for r, tol in ((r32, 1e-4), (r16, 1e-2)):
+    r32, r16, r16_mma = bench.backward_rows([1024], lambda n: 2)  # float32 simt, then float16 simt and mma
+    assert (r16["kernel"], r16_mma["kernel"]) == ("simt", "mma")
+    for r, tol in ((r32, 1e-4), (r16, 1e-2), (r16_mma, 1e-2)):
         assert r["kernel_s"] and r["torch_s"], r
         assert max(r[f"{g}_max_rel_diff_vs_torch"] for g in ("dq", "dk", "dv")) < tol, r
 

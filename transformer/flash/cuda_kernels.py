@@ -58,7 +58,8 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     buffers in float32, rows padded by 4 floats. "backward" (the SIMT backward kernel, float32
     tiles of Bc rows): K_j, V_j, the Q tile Q_i, dO_i, dS_ij (rows padded by one float), L_i and
     D_i. "backward_mma": K_j, V_j, two buffers each of Q_i and dO_i (float16, rows padded by 8
-    halves), dS_ijᵀ (Bc keys × Br queries, float16, padded by 8), and two of L_i, D_i (float32).
+    halves: tile i+1 lands while tile i is used), dS_ijᵀ (Bc keys × Br queries, float16, padded
+    by 8), and two of L_i, D_i (float32).
     """
     if kernel == "backward":
         bc = backward_block(d_h)
@@ -67,8 +68,8 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     if kernel == "backward_mma":
         br, bc = backward_tiles("mma", d_h)
         kv, qo = 2 * bc * (d_h + 8), 2 * br * (d_h + 8)
-        return {"K_j": kv, "V_j": kv, "Q_i, Q_i+1": 2 * qo, "dO_i, dO_i+1": 2 * qo, "dS_ijᵀ": 2 * bc * (br + 8),
-                "L_i, D_i twice": 4 * 4 * br}
+        return {"K_j": kv, "V_j": kv, "Q_i": qo, "Q_i+1": qo, "dO_i": qo, "dO_i+1": qo, "dS_ijᵀ": 2 * bc * (br + 8),
+                "L_i, D_i": 2 * 4 * br, "L_i+1, D_i+1": 2 * 4 * br}
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, block_k("simt", d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
