@@ -9,7 +9,9 @@
 //   dK_j += dS_ijᵀ Q_i · scale
 //   dQ_i += dS_ij K_j · scale
 //
-//   grid  = (Tc, b·h)   one block per (batch·head, key tile of BC = 64 keys): it owns dK_j, dV_j
+//   grid  = (Tc, b·h)   one block per (batch·head, key tile of BC = 64 keys): it owns dK_j, dV_j;
+//                       handed out as key tile 0 of every head, then tile 1, …: with causal, the
+//                       first key tiles are seen by the most query rows, so the longest start first
 //   block = 4 warps     warp w owns keys 16w … 16w + 15 of the tile: their rows of dK_j and dV_j
 //                       stay in mma accumulators (registers) for the whole loop
 //
@@ -27,7 +29,8 @@
 // dQ_i = dS_ij K_j needs all 64 keys of the tile, which four warps hold: each writes its dSᵀ
 // (float16) to shared memory, and after a barrier warp w computes a 16-row × d_h slab of
 // dS_ij K_j (at BR = 32: half the columns of one) and adds it to dQ in HBM with atomicAdd,
-// since the blocks of the other key tiles add to the same rows. dQ is float32, zero on entry.
+// since the blocks of the other key tiles add to the same rows (two floats an instruction from
+// compute capability 9.0, which has vector atomics). dQ is float32, zero on entry.
 //
 // dK and dV are written per query head, (b, h, n_k, d_h), float32: under GQA/MQA the host sums
 // the query heads that share a key/value head. L arrives with -∞ (a row that saw no key) as +∞,
@@ -147,10 +150,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;      // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
-    const int bh = blockIdx.y;                 // which (batch, query head)
+    // Blocks start in the order of blockIdx.x + Tc·blockIdx.y; handing them out as key tile 0 of every
+    // head, then tile 1, … starts the blocks with the most query rows to visit first.
+    const int start = blockIdx.x + gridDim.x * blockIdx.y;
+    const int bh = start % gridDim.y;          // which (batch, query head)
+    const int tile = start / gridDim.y;        // which key tile
     const int b = bh / h, head = bh % h;
     const int kv_head = head / (h / h_kv);     // GQA: the key/value head this query head reads
-    const int j0 = blockIdx.x * BC;            // first key of this tile
+    const int j0 = tile * BC;                  // first key of this tile
     const int offset = n_k - n_q;              // absolute position of query row r is r + offset
     const int keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};  // this lane's two keys
     const half* Qg = Q + (size_t)bh * n_q * D_H;
@@ -166,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
     // The query rows that may see our keys: those of our keys' documents (all n_q without
     // documents), and, causal, none before j0 - offset, the first row that sees key j0.
     int row_first, row_end;
-    doc_key_span(DOC_KEYS, b, blockIdx.x, gridDim.x, n_q, row_first, row_end);
+    doc_key_span(DOC_KEYS, b, tile, gridDim.x, n_q, row_first, row_end);
     if (causal) row_first = max(row_first, j0 - offset);
     const int r_first = max(0, row_first) / BR * BR;
 
@@ -268,8 +275,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
             float* dq_row = dQ + ((size_t)bh * n_q + i) * D_H + 8 * col0 + 2 * t;
 #pragma unroll
             for (int db = 0; db < DQ_COLS; ++db) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // one vector atomic for the lane's two columns
+                atomicAdd(reinterpret_cast<float2*>(dq_row + 8 * db), make_float2(dq[db][2 * r] * scale,
+                                                                                  dq[db][2 * r + 1] * scale));
+#else
                 atomicAdd(dq_row + 8 * db, dq[db][2 * r] * scale);
                 atomicAdd(dq_row + 8 * db + 1, dq[db][2 * r + 1] * scale);
+#endif
             }
         }
         if (more && tid < 2 * BR) (tid < BR ? Ls : Ds)[(buf ^ 1) * BR + tid % BR] = next;  // tile i-1's L, D are read
