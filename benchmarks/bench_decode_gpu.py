@@ -259,12 +259,13 @@ def per_kernel_stage(gpu, prompt, step_tok_s: float | None) -> dict:
 
 
 def splits_stage(gpu, prompt) -> dict:
-    """attend_split + attend_combine, µs a layer, for keys per block × position: what DEFAULT_SPLIT is chosen by."""
+    """attend_split (its last block of a KV head merges the splits), µs a layer, for keys per block × position:
+    what DEFAULT_SPLIT is chosen by."""
     res = {}
     for split in (16, 32, 64, 128, 256):
         for pos in (64, 512, 2000):
             first, _, _ = step_launches(gpu, prompt, pos, n_new=64, split=split)
-            us = 1e6 * sum(launch_seconds(*first[role]) for role in ("attend_split", "attend_combine"))
+            us = 1e6 * launch_seconds(*first["attend_split"])
             res[f"split{split}_pos{pos}_us"] = us
         print("  split %3d: " % split + ", ".join(f"pos {p}: {res[f'split{split}_pos{p}_us']:.1f} µs"
                                                   for p in (64, 512, 2000)), flush=True)
@@ -333,7 +334,7 @@ def markdown(data: dict) -> str:
     if sp:
         splits = sorted({int(key.split("_")[0][5:]) for key in sp})
         positions = sorted({int(key.split("_")[1][3:]) for key in sp})
-        lines += ["", "Attention (attend_split + attend_combine), µs a layer, by keys a block:", "",
+        lines += ["", "Attention (attend_split, the splits merged by its last block), µs a layer, by keys a block:", "",
                   "| keys a block | " + " | ".join(f"position {p}" for p in positions) + " |",
                   "|---:|" + "---:|" * len(positions)]
         lines += [f"| {n} | " + " | ".join(f"{sp[f'split{n}_pos{p}_us']:.1f}" for p in positions) + " |" for n in splits]

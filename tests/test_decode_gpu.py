@@ -78,7 +78,7 @@ def test_greedy_ids_equal_numpy_until_a_near_tie(models, reference, kind):
 
 def test_the_capture_allocates_nothing_and_holds_every_kernel(models):
     r = runner(models[1], "graph")  # StepRunner.capture raises if the pool's bytes in use changed
-    assert r.kernels_per_step == 7 * SMALL.L + 4
+    assert r.kernels_per_step == 5 * SMALL.L + 4
 
 
 def test_a_graph_replayed_after_the_end_token_changes_nothing(models, reference):
@@ -93,7 +93,7 @@ def test_a_graph_replayed_after_the_end_token_changes_nothing(models, reference)
 
 
 def test_top_k_and_top_p_in_the_graph_draw_from_the_host_filters_kept_set(models):
-    """The graph with the filter kernel (7L + 5 nodes; sample_blocks reads its bounds, or a null pointer
+    """The graph with the filter kernel (5L + 5 nodes; sample_blocks reads its bounds, or a null pointer
     without it): every id is one the host's filter_logits keeps from NumPy's Llama.logits of its prefix."""
     from transformer.core.sampling import filter_logits
     host, gpu = models
@@ -111,4 +111,4 @@ def test_top_k_and_top_p_in_the_graph_draw_from_the_host_filters_kept_set(models
     cos, sin = gpu.rope_tables(len(PROMPT) + 8)
     generation.through_cache(gpu.readable_engine, np.asarray([PROMPT]), cache, cos, sin)
     step = DecodeStep(gpu.weights, gpu.config, cache, cos, sin, 8, temperature=T_, top_k=top_k, top_p=top_p, xp=cupy)
-    assert StepRunner(step, "graph").kernels_per_step == 7 * SMALL.L + 5
+    assert StepRunner(step, "graph").kernels_per_step == 5 * SMALL.L + 5

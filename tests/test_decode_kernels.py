@@ -32,12 +32,11 @@ SIGNATURES = {
     "embed": "const float* W_E, const int* state, float* x, int d",
     "norm_matvec": "const float* x, const float* gamma, const float* W, float* y, const int* state, int n_rows, "
                    "int d_in, float eps",
-    "rope_append": "const float* qkv, const float* cos, const float* sin, float* q, float* K, float* V, "
-                   "const int* state, int h, int h_kv, int d_h, int max_len, float q_scale",
-    "attend_split": "const float* q, const float* K, const float* V, float* part_o, float* part_ml, const int* state, "
-                    "int h, int h_kv, int d_h, int max_len, int split",
-    "attend_combine": "const float* part_o, const float* part_ml, float* o, const int* state, int h, int d_h, "
-                      "int n_splits, int split",
+    "norm_matvec_rope": "const float* x, const float* gamma, const float* W, const float* cos, const float* sin, "
+                        "float* q, float* K, float* V, const int* state, int h, int h_kv, int d_h, int max_len, "
+                        "int d_in, float eps, float q_scale",
+    "attend_split": "const float* q, const float* K, const float* V, float* part_o, float* part_ml, float* o, "
+                    "int* arrivals, const int* state, int h, int h_kv, int d_h, int max_len, int split",
     "matvec_residual": "const float* a, const float* W, float* x, const int* state, int n_rows, int d_in",
     "swiglu_matvec_residual": "const float* gu, const float* W, float* x, const int* state, int n_rows, int d_ff",
     "sample_filter": "const float* logits, float* bounds, const int* state, int v, float inv_temperature, int top_k, "
@@ -149,13 +148,16 @@ def norm_matvec_case(n_rows, d_in, x_scale=3.0):
         y=nans(n_rows), state=state(), n_rows=n_rows, d_in=d_in, eps=1e-5))
 
 
-def rope_append_case(h, h_kv, d_h, max_len, pos):
-    rng = np.random.default_rng(h * d_h + pos)
+def norm_matvec_rope_case(h, h_kv, d_h, max_len, pos, d_in):
+    rng = np.random.default_rng(h * d_h + pos + d_in)
     theta = rng.uniform(0, 2 * np.pi, (max_len, d_h // 2))  # [max_len, d_h/2] any angles
-    return Case("rope_append", (1,), dict(
-        qkv=normal(rng, (h + 2 * h_kv) * d_h), cos=np.cos(theta).astype(np.float32),
-        sin=np.sin(theta).astype(np.float32), q=nans(h * d_h), K=nans(h_kv, max_len, d_h), V=nans(h_kv, max_len, d_h),
-        state=state(pos=pos), h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, q_scale=d_h ** -0.5))
+    K, V = normal(rng, h_kv, max_len, d_h), normal(rng, h_kv, max_len, d_h)  # the cache: only slot pos changes
+    K[:, pos], V[:, pos] = np.nan, np.nan
+    return Case("norm_matvec_rope", (math.ceil((h + 2 * h_kv) * d_h / ROWS_PER_BLOCK),), dict(
+        x=normal(rng, d_in, scale=3.0), gamma=1 + normal(rng, d_in, scale=0.2),
+        W=normal(rng, (h + 2 * h_kv) * d_h, d_in), cos=np.cos(theta).astype(np.float32),
+        sin=np.sin(theta).astype(np.float32), q=nans(h * d_h), K=K, V=V, state=state(pos=pos), h=h, h_kv=h_kv,
+        d_h=d_h, max_len=max_len, d_in=d_in, eps=1e-5, q_scale=d_h ** -0.5))
 
 
 def attend_split_case(h, h_kv, d_h, max_len, split, pos):
@@ -165,17 +167,8 @@ def attend_split_case(h, h_kv, d_h, max_len, split, pos):
     n_splits = math.ceil(max_len / split)
     return Case("attend_split", (h_kv, n_splits), dict(
         q=normal(rng, h * d_h, scale=2.0 / math.sqrt(d_h)), K=K, V=V, part_o=nans(h, n_splits, d_h),
-        part_ml=nans(h, n_splits, 2), state=state(pos=pos), h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, split=split))
-
-
-def attend_combine_case(h, d_h, n_splits, empty, split=8):
-    rng = np.random.default_rng(h * n_splits + empty)
-    m, l = normal(rng, h, n_splits, scale=3.0), rng.uniform(1, 5, (h, n_splits)).astype(np.float32)  # [h, n_splits]
-    o = normal(rng, h, n_splits, d_h) * l[..., None]  # [h, n_splits, d_h]
-    m[:, n_splits - empty:], l[:, n_splits - empty:], o[:, n_splits - empty:] = np.nan, np.nan, np.nan  # past pos
-    pos = (n_splits - empty - 1) * split + split // 2  # inside the last split that holds a key
-    return Case("attend_combine", (h,), dict(part_o=o, part_ml=np.stack([m, l], axis=-1), o=nans(h * d_h),
-                                             state=state(pos=pos), h=h, d_h=d_h, n_splits=n_splits, split=split))
+        part_ml=nans(h, n_splits, 2), o=nans(h * d_h), arrivals=np.zeros(h_kv, np.int32), state=state(pos=pos),
+        h=h, h_kv=h_kv, d_h=d_h, max_len=max_len, split=split))
 
 
 def matvec_residual_case(n_rows, d_in):
@@ -241,9 +234,10 @@ CASES = {
     "norm_matvec-21x576": lambda: norm_matvec_case(21, 576),
     "norm_matvec-9x1536": lambda: norm_matvec_case(9, 1536),
     "norm_matvec-x_near_eps": lambda: norm_matvec_case(6, 40, x_scale=3e-3),  # Σx²/d_in ≈ ε: ε matters
-    "rope_append-mqa-pos0": lambda: rope_append_case(3, 1, 16, 8, 0),
-    "rope_append-gqa-last_pos": lambda: rope_append_case(9, 3, 64, 6, 5),
-    "rope_append-mha": lambda: rope_append_case(4, 4, 16, 5, 2),
+    "norm_matvec_rope-mqa-pos0": lambda: norm_matvec_rope_case(3, 1, 16, 8, 0, 40),  # 5 heads: a spare warp
+    "norm_matvec_rope-gqa-last_pos": lambda: norm_matvec_rope_case(9, 3, 64, 6, 5, 70),
+    "norm_matvec_rope-mha": lambda: norm_matvec_rope_case(4, 4, 16, 5, 2, 576),
+    "norm_matvec_rope-d_h6": lambda: norm_matvec_rope_case(2, 1, 6, 4, 3, 33),  # 3 pairs a head: heads cross warps
     "attend_split-g3-d64-boundary": lambda: attend_split_case(3, 1, 64, 40, 16, 37),
     "attend_split-g1-d16-empty_splits": lambda: attend_split_case(2, 2, 16, 50, 16, 20),
     "attend_split-g3-d16-pos0": lambda: attend_split_case(6, 2, 16, 20, 8, 0),
@@ -251,9 +245,6 @@ CASES = {
     "attend_split-g9-two_passes": lambda: attend_split_case(9, 1, 16, 12, 8, 10),
     "attend_split-g3-d128": lambda: attend_split_case(6, 2, 128, 20, 8, 19),
     "attend_split-g3-d64-runs": lambda: attend_split_case(3, 1, 64, 100, 40, 93),  # 2½ runs a warp, a short last run
-    "attend_combine-no_empty": lambda: attend_combine_case(3, 64, 4, 0),
-    "attend_combine-empty": lambda: attend_combine_case(5, 16, 4, 2),
-    "attend_combine-one_split": lambda: attend_combine_case(2, 24, 1, 0),
     "matvec_residual-13x70": lambda: matvec_residual_case(13, 70),
     "matvec_residual-20x576": lambda: matvec_residual_case(20, 576),
     "swiglu_matvec_residual-11x1536": lambda: swiglu_case(11, 1536),
@@ -318,10 +309,11 @@ def reference_norm_matvec(c):
     return {"y": c["W"] @ (c["gamma"] * x / np.sqrt(np.mean(x ** 2) + c["eps"]))}
 
 
-def reference_rope_append(c):
-    """RoPE as a complex product: pair (a, b) is a + ib, turned by e^{iθ} = cos θ + i sin θ."""
+def reference_norm_matvec_rope(c):
+    """qkv as norm_matvec's formula; RoPE as a complex product: pair (a, b) is a + ib, turned by
+    e^{iθ} = cos θ + i sin θ."""
     h, h_kv, d_h, pos = c["h"], c["h_kv"], c["d_h"], c["state"][POS]
-    heads = c["qkv"].reshape(h + 2 * h_kv, d_h)
+    heads = reference_norm_matvec(c)["y"].reshape(h + 2 * h_kv, d_h)
     z = heads[:h + h_kv, 0::2] + 1j * heads[:h + h_kv, 1::2]  # [h + h_kv, d_h/2]
     turned = z * (c["cos"][pos] + 1j * c["sin"][pos])
     rotated = np.stack([turned.real, turned.imag], axis=-1).reshape(h + h_kv, d_h)  # interleaved again
@@ -344,14 +336,16 @@ def reference_attend_split(c):
             m = scores.max()
             part_ml[head, s] = m, np.exp(scores - m).sum()
             part_o[head, s] = sum(np.exp(sc - m) * c["V"][head // g, k] for sc, k in zip(scores, keys))
-    return {"part_o": part_o, "part_ml": part_ml}
+    return {"part_o": part_o, "part_ml": part_ml, "o": softmax_attention(c).reshape(-1), "arrivals": c["arrivals"]}
 
 
-def reference_attend_combine(c):
-    used = c["state"][POS] // c["split"] + 1  # the splits that hold a key
-    m, l, o = c["part_ml"][:, :used, 0], c["part_ml"][:, :used, 1], c["part_o"][:, :used]  # [h, S], [h, S], [h, S, d_h]
-    w = np.exp(m - m.max(axis=1, keepdims=True))
-    return {"o": (np.einsum("hs,hsd->hd", w, o) / (w * l).sum(axis=1, keepdims=True)).reshape(-1)}
+def softmax_attention(c):  # -> [h, d_h]: softmax(q·Kᵀ)·V over keys 0 … pos, the GQA heads sharing K and V
+    h, h_kv, d_h, pos = c["h"], c["h_kv"], c["d_h"], c["state"][POS]
+    q = c["q"].reshape(h, d_h)
+    K, V = np.repeat(c["K"][:, :pos + 1], h // h_kv, axis=0), np.repeat(c["V"][:, :pos + 1], h // h_kv, axis=0)
+    scores = np.einsum("hd,hkd->hk", q, K)  # [h, pos + 1]
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return np.einsum("hk,hkd->hd", weights / weights.sum(axis=1, keepdims=True), V)  # [h, d_h]
 
 
 def reference_matvec_residual(c):
@@ -441,25 +435,17 @@ def test_twin_equals_the_float64_formula(case_id):
 
 @needs_gxx
 @pytest.mark.parametrize("case_id", [i for i in CASES if i.startswith("attend_split")])
-@pytest.mark.parametrize("runner", ["kernel", "twin"])
-def test_split_then_combine_is_softmax_attention(case_id, runner):
-    """attend_split's partials merged by attend_combine: softmax(q·Kᵀ)·V over keys 0 … pos, the GQA heads
-    sharing K and V."""
-    split = CASES[case_id]()
-    c = f64(split)
-    h, h_kv, d_h, pos = c["h"], c["h_kv"], c["d_h"], c["state"][POS]
-    run = run_kernel if runner == "kernel" else run_twin
-    run(split)
-    combine = Case("attend_combine", (h,), dict(part_o=split.values["part_o"], part_ml=split.values["part_ml"],
-                                                o=nans(h * d_h), state=state(pos=pos), h=h, d_h=d_h,
-                                                n_splits=split.grid[1], split=c["split"]))
-    run(combine)
-    q = c["q"].reshape(h, d_h)
-    K, V = np.repeat(c["K"][:, :pos + 1], h // h_kv, axis=0), np.repeat(c["V"][:, :pos + 1], h // h_kv, axis=0)
-    scores = np.einsum("hd,hkd->hk", q, K)  # [h, pos + 1]
-    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-    expected = np.einsum("hk,hkd->hd", weights / weights.sum(axis=1, keepdims=True), V)  # [h, d_h]
-    np.testing.assert_allclose(combine.values["o"].reshape(h, d_h), expected, rtol=1e-5, atol=1e-5)
+def test_the_kernels_merged_splits_are_softmax_attention_and_its_count_is_reset(case_id):
+    """attend_split's last block of each KV head merges the splits: o = softmax(q·Kᵀ)·V over keys 0 … pos,
+    the GQA heads sharing K and V; its count of finished blocks is 0 again, for the next step. Launched a
+    second time on the same buffers (the next token of a graph), it merges again."""
+    case = CASES[case_id]()
+    expected = softmax_attention(f64(case))
+    for _ in range(2):
+        case.values["o"][:] = np.nan
+        run_kernel(case)
+        np.testing.assert_allclose(case.values["o"].reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+        assert case.values["arrivals"].tolist() == [0] * case.values["h_kv"]
 
 
 @needs_gxx
@@ -671,7 +657,8 @@ def _in_subprocesses(sanitizer, parts, folder=KERNEL_DIR):
 # kernels whose threads share memory (a barrier orders them); in the others no two threads touch one
 # address, and each sanitizer build costs g++ ~4 s.
 SANITIZER_CASES = {"address": list(FIRST_CASE.values()) + ["attend_split-g9-two_passes"]}
-SHARING = ("norm_matvec", "attend_split", "swiglu_matvec_residual", "sample_filter", "sample_blocks", "sample_finish")
+SHARING = ("norm_matvec", "norm_matvec_rope", "attend_split", "swiglu_matvec_residual", "sample_filter",
+           "sample_blocks", "sample_finish")
 SANITIZER_CASES["thread"] = [i for i in SANITIZER_CASES["address"] if i.split("-")[0] in SHARING]
 
 
@@ -706,6 +693,19 @@ def test_thread_sanitizer_catches_the_merge_without_its_barrier(tmp_path):
     """Without the barrier, warp 0 merges the 4 warps' (m, ℓ, o) while the others still write theirs."""
     require("thread")
     [(returncode, stdout, stderr, _)] = _in_subprocesses("thread", [[MUTANT_CASE]], without_the_barrier(tmp_path))
+    assert returncode == cuda_emulator.SANITIZER_EXIT, stdout[-2000:] + stderr[-2000:]
+    assert "ThreadSanitizer: data race" in stderr and "decode_attend_split" in stderr, stderr[-4000:]
+
+
+LAST_BARRIER = "    __syncthreads();  // every thread knows whether to merge\n"
+
+
+def test_thread_sanitizer_catches_the_last_block_read_before_it_is_known(tmp_path):
+    """Without the barrier after thread 0 counts the block in, the other threads read the shared flag
+    `last` while thread 0 writes it."""
+    require("thread")
+    folder = without_the_barrier(tmp_path, barrier=LAST_BARRIER)
+    [(returncode, stdout, stderr, _)] = _in_subprocesses("thread", [[MUTANT_CASE]], folder)
     assert returncode == cuda_emulator.SANITIZER_EXIT, stdout[-2000:] + stderr[-2000:]
     assert "ThreadSanitizer: data race" in stderr and "decode_attend_split" in stderr, stderr[-4000:]
 

@@ -1,6 +1,6 @@
 """The GPU decode step without a GPU: its body, recorded and replayed as a CUDA graph would be, on the CPU.
 
-The step (transformer/models/decode_step.py) is 7L + 4 kernel launches on buffers made once. Here it
+The step (transformer/models/decode_step.py) is 5L + 4 kernel launches on buffers made once. Here it
 runs under the kernels' NumPy twins and under the CUDA emulator, against `Llama.logits` (a full
 forward pass with no cache, no kernel, no twin) and the host loop's greedy ids. A CUDA graph replays
 what was recorded, so the tests look for what a graph would get wrong: a value frozen at record time
@@ -69,31 +69,31 @@ def first_near_tie(logits, gap=1e-3) -> int:  # [n, v] -> steps before the first
     return int(close[0]) if close.size else len(logits)
 
 
-def test_a_step_is_7_kernels_a_layer_and_4(model):
+def test_a_step_is_5_kernels_a_layer_and_4(model):
     step, _ = prefilled(model)
     recording = RecordingLauncher()
     step.enqueue(recording)
     names = [spec.name for spec, _ in recording.calls]
-    assert len(names) == decode_plan.kernels_per_step(TINY.L) == 7 * 2 + 4
-    assert names[:8] == ["embed", "norm_matvec", "rope_append", "attend_split", "attend_combine", "matvec_residual",
-                         "norm_matvec", "swiglu_matvec_residual"]
+    assert len(names) == decode_plan.kernels_per_step(TINY.L) == 5 * 2 + 4
+    assert names[:6] == ["embed", "norm_matvec_rope", "attend_split", "matvec_residual", "norm_matvec",
+                         "swiglu_matvec_residual"]
     assert names[-3:] == ["norm_matvec", "sample_blocks", "sample_finish"]
     assert [s.name for s in decode_plan.step_kernels(step.sizes)] == names
-    assert decode_plan.kernels_per_step(30) == 214  # SmolLM2-135M: 30 layers (gpu-decode design, 7 a layer)
+    assert decode_plan.kernels_per_step(30) == 154  # SmolLM2-135M: 30 layers, 5 a layer
 
 
 @pytest.mark.parametrize("sampling, filtered", [((0.7, 5, None), True), ((0.7, None, 0.9), True),
                                                 ((0.7, 40, 0.5), True), ((0.0, 5, 0.9), False),
                                                 ((0.7, TINY.v, 1.0), False)])
 def test_top_k_or_top_p_adds_the_filter_kernel_only_where_it_filters(model, sampling, filtered):
-    """7L + 5 launches at a temperature with top_k < v or top_p < 1 (the filter before sample_blocks, which
-    reads its bounds), else the 7L + 4 of before, sample_blocks given a null pointer; greedy needs no filter."""
+    """5L + 5 launches at a temperature with top_k < v or top_p < 1 (the filter before sample_blocks, which
+    reads its bounds), else the 5L + 4 of before, sample_blocks given a null pointer; greedy needs no filter."""
     T_, top_k, top_p = sampling
     step, _ = prefilled(model, temperature=T_, top_k=top_k, top_p=top_p)
     recording = RecordingLauncher()
     step.enqueue(recording)
     names = [spec.name for spec, _ in recording.calls]
-    assert len(names) == decode_plan.kernels_per_step(TINY.L, filtered) == 7 * 2 + 4 + filtered
+    assert len(names) == decode_plan.kernels_per_step(TINY.L, filtered) == 5 * 2 + 4 + filtered
     assert [s.name for s in decode_plan.step_kernels(step.sizes, filtered)] == names
     blocks_bounds = recording.calls[-2][1][1]  # sample_blocks(logits, bounds, …)
     if filtered:
@@ -150,10 +150,10 @@ def test_replayed_20_times_with_scratch_poisoned_the_recording_follows_the_refer
 
 def test_every_argument_is_made_before_the_step_and_none_depends_on_the_position(model):
     """The arena check: each array a kernel gets is one the step made at construction (a view of the arena,
-    the state, the ids, the cache, the weights in the kernels' layout); the numbers are the same whatever
+    the blocks' counts, the state, the ids, the cache, the weights in the kernels' layout); the numbers are the same whatever
     the position, the step and the token."""
     step, _ = prefilled(model, split=SPLIT)
-    owned = [step.arena, step.best_i, step.state, step.out, step.head, step.W_E, step.final_norm, step.cos, step.sin,
+    owned = [step.arena, step.best_i, step.arrivals, step.state, step.out, step.head, step.W_E, step.final_norm, step.cos, step.sin,
              *(M for layer in step.mats for M in layer), *(g for pair in step.norms for g in pair),
              *(c for pair in step.caches for c in pair)]
     records = []
@@ -282,7 +282,8 @@ def test_where_the_device_step_does_not_apply_the_host_loop_runs(model, why):
 
 @pytest.mark.parametrize("steps", [3])
 def test_the_cuda_kernels_on_the_emulator_give_the_twins_logits(model, reference, steps):
-    """The same body under the CUDA emulator: each kernel's CUDA C, run on the CPU, teacher-forced."""
+    """The same body under the CUDA emulator: each kernel's CUDA C, run on the CPU, teacher-forced. The
+    count of attention's finished blocks is back at 0 after every step, as the next step needs it."""
     decode_emulator = pytest.importorskip("decode_emulator")
     import cuda_emulator
     if cuda_emulator.CXX is None:
@@ -294,14 +295,15 @@ def test_the_cuda_kernels_on_the_emulator_give_the_twins_logits(model, reference
     scale = np.abs(want[1:steps + 1]).max()
     assert np.abs(got - want[1:steps + 1]).max() <= 1e-5 * scale
     assert [int(i) for i in greedy(got)] == [int(i) for i in np.argmax(want[1:steps + 1], axis=-1)]
+    assert step.arrivals.tolist() == [0] * TINY.h_kv
 
 
 def test_the_step_counts_its_own_bytes(model):
     step, _ = prefilled(model)
     mats = sum(M.nbytes for layer in step.mats for M in layer)  # the tied head is W_E itself: not held again
-    scratch = 4 * (TINY.d + (TINY.h + 2 * TINY.h_kv) * TINY.d_h + 2 * TINY.h * TINY.d_h + TINY.h * TINY.d_h * 1
-                   + 2 * TINY.h * 1 + 2 * TINY.d_ff + TINY.v + 1)  # one split (n_max 29 < 256), one vocabulary block
-    assert step.nbytes == mats + scratch + 4 * (1 + 4 + N_NEW)
+    scratch = 4 * (TINY.d + 2 * TINY.h * TINY.d_h + TINY.h * TINY.d_h * 1
+                   + 2 * TINY.h * 1 + 2 * TINY.d_ff + TINY.v + 1)  # one split (n_max 29 < 32), one vocabulary block
+    assert step.nbytes == mats + scratch + 4 * (1 + TINY.h_kv + 4 + N_NEW)  # best_i, arrivals, state, out
     assert mats == 4 * TINY.L * (TINY.d * (TINY.h + 2 * TINY.h_kv) * TINY.d_h + TINY.h * TINY.d_h * TINY.d
                                  + 3 * TINY.d * TINY.d_ff)  # the layers' weights, once more
 
@@ -310,7 +312,7 @@ def test_the_step_counts_its_own_bytes(model):
 def test_the_gpu_runners_host_code_on_a_stand_in_for_cupy(model, reference, monkeypatch, kind):
     """StepRunner's CuPy code (compile, stream, warm-up, capture, upload, replay, read back 16 at a time) on
     fake_cupy, whose kernels are the twins: the warm-up leaves the cache as it was, the graph holds the
-    step's 7L + 4 kernels, one replay a token gives the reference ids, and the loop advances the cache."""
+    step's 5L + 4 kernels, one replay a token gives the reference ids, and the loop advances the cache."""
     import fake_cupy
     fake_cupy.install(monkeypatch)
     ids, want = reference

@@ -1,7 +1,7 @@
 """The decode step on the GPU: its kernels compiled by CuPy, captured once as a CUDA graph, replayed per token.
 
 A CUDA graph is a recording of kernel launches that the GPU replays from one host call: one launch per
-token instead of 7L + 4 (7L + 5 with top-k or top-p), and the host never waits for the device in between.
+token instead of 5L + 4 (5L + 5 with top-k or top-p), and the host never waits for the device in between.
 CuPy records a graph by stream capture:
 
     with stream:

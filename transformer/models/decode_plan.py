@@ -2,13 +2,13 @@
 
 A decode step of SmolLM2-135M on a GPU is ~1,200 array operations when written as `llama.forward`;
 each one launched from Python costs more host time than the GPU needs to run it, so the GPU waits.
-`decode_step.DecodeStep` writes the step as 7 kernels a layer instead, and a CUDA graph replays them
+`decode_step.DecodeStep` writes the step as 5 kernels a layer instead, and a CUDA graph replays them
 without the host (decode_graph.py). This module is what every launcher of that step shares, tested
 without a GPU:
 
     KERNELS                 name -> (the .cu file in decode_kernels/, threads a block)
     DecodeSizes             the sizes a step is built for (from a LlamaConfig and the cache length)
-    step_kernels(sizes)     the kernels of one step, in order, with their grids: 7 a layer + 4 (+ 1 to filter)
+    step_kernels(sizes)     the kernels of one step, in order, with their grids: 5 a layer + 4 (+ 1 to filter)
     sampling_arguments      temperature, top-k, top-p -> the sampling kernels' numbers, and whether to filter
     TOK, POS, STEP, DONE    the device state: four int32 the kernels read and write, so that a graph
                             recorded once serves every step (a Python int would be frozen into it)
@@ -19,10 +19,11 @@ One step, as the kernels run it (x the residual stream, [d]):
 
     embed                   x = W_E[tok]
     per layer:
-      norm_matvec           qkv = W_qkv · (γ₁ ⊙ x / rms(x))            [(h + 2h_kv)·d_h]
-      rope_append           q = RoPE(q)/√d_h;  K[pos], V[pos] = RoPE(k), v   (the cache write)
-      attend_split          per KV head and per range of `split` keys: (m, ℓ, Σ e^{s−m} v)   (flash-decoding)
-      attend_combine        o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s  (the online-softmax merge)
+      norm_matvec_rope      qkv = W_qkv · (γ₁ ⊙ x / rms(x)), then q = RoPE(q)/√d_h;  K[pos], V[pos] = RoPE(k), v
+                            (the cache write; a warp computes a RoPE pair of rows and turns it at once)
+      attend_split          per KV head and per range of `split` keys: (m, ℓ, Σ e^{s−m} v)   (flash-decoding);
+                            the last block of a KV head to finish merges its splits:
+                            o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s  (the online-softmax merge)
       matvec_residual       x += W_o · o
       norm_matvec           gu = W_gate‖up · (γ₂ ⊙ x / rms(x))        [2·d_ff]
       swiglu_matvec_residual  x += W_down · (silu(g) ⊙ u)
@@ -55,9 +56,8 @@ KERNEL_DIR = Path(__file__).with_name("decode_kernels")
 KERNELS = {
     "embed": ("embed.cu", 256),
     "norm_matvec": ("norm_matvec.cu", 256),
-    "rope_append": ("rope_append.cu", 256),
+    "norm_matvec_rope": ("norm_matvec_rope.cu", 128),  # 4 warps of a row pair: 8 rows a block, as norm_matvec
     "attend_split": ("attend_split.cu", 128),
-    "attend_combine": ("attend_combine.cu", 128),
     "matvec_residual": ("matvec_residual.cu", 256),
     "swiglu_matvec_residual": ("swiglu_matvec_residual.cu", 256),
     "sample_filter": ("sample.cu", 512),  # FILTER_THREADS in sample.cu: its shared tree is sized for 512
@@ -127,10 +127,8 @@ def launch_specs(s: DecodeSizes) -> dict[str, LaunchSpec]:
     def spec(name, grid, shared_bytes=0):
         return LaunchSpec(name, grid, (KERNELS[name][1],), shared_bytes)
     return {"embed": spec("embed", (1,)),
-            "qkv": spec("norm_matvec", _blocks(s.qkv)),
-            "rope_append": spec("rope_append", (1,)),
+            "qkv": spec("norm_matvec_rope", _blocks(s.qkv)),
             "attend_split": spec("attend_split", (s.h_kv, s.n_splits)),
-            "attend_combine": spec("attend_combine", (s.h,)),
             "W_o": spec("matvec_residual", _blocks(s.d)),
             "gate_up": spec("norm_matvec", _blocks(2 * s.d_ff)),
             "W_down": spec("swiglu_matvec_residual", _blocks(s.d), 4 * s.d_ff),
@@ -140,11 +138,11 @@ def launch_specs(s: DecodeSizes) -> dict[str, LaunchSpec]:
             "sample_finish": spec("sample_finish", (1,))}
 
 
-LAYER = ("qkv", "rope_append", "attend_split", "attend_combine", "W_o", "gate_up", "W_down")  # a layer's launches
+LAYER = ("qkv", "attend_split", "W_o", "gate_up", "W_down")  # a layer's launches
 
 
 def layer_kernels(s: DecodeSizes) -> list[LaunchSpec]:
-    """The 7 launches of one decoder layer."""
+    """The 5 launches of one decoder layer."""
     specs = launch_specs(s)
     return [specs[role] for role in LAYER]
 
@@ -155,7 +153,7 @@ def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
 
     >>> from transformer.models.llama import LlamaConfig  # SmolLM2-135M's sizes: L = 30
     >>> len(step_kernels(DecodeSizes.of(LlamaConfig(), max_len=1024, max_new=64)))
-    214
+    154
     """
     specs = launch_specs(s)
     head = ("head", "sample_filter") if filtered else ("head",)
@@ -164,8 +162,8 @@ def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
 
 
 def kernels_per_step(L: int, filtered: bool = False) -> int:
-    """7 a layer, plus the embedding, the head and the two sampling kernels (three with top-k or top-p)."""
-    return 7 * L + 4 + int(filtered)
+    """5 a layer, plus the embedding, the head and the two sampling kernels (three with top-k or top-p)."""
+    return len(LAYER) * L + 4 + int(filtered)
 
 
 def sampling_arguments(temperature: float, top_k, top_p, v: int) -> tuple:  # -> (inv_T, top_k, top_p, filtered)

@@ -1,6 +1,6 @@
 """A Llama decode step as kernel launches on buffers made once: the body a CUDA graph replays.
 
-`DecodeStep.enqueue(launch)` issues the step's 7L + 4 kernels (7L + 5 with top-k or top-p; decode_plan.py
+`DecodeStep.enqueue(launch)` issues the step's 5L + 4 kernels (5L + 5 with top-k or top-p; decode_plan.py
 lists them) and does nothing else: no array is allocated, no value is read back, no Python number in it
 changes from one step to the next. What changes (the token, the position, the step, whether the run is
 over) lives in `state`, four int32 the kernels themselves read and advance. So one recording of the body
@@ -11,7 +11,8 @@ serves every step, and the same body runs under any launcher:
     CupyLauncher        the CUDA kernels on a GPU (decode_graph.py), eagerly or inside a capture
 
 Every buffer is a view of one arena allocated at construction (plus `state`, the generated ids `out`,
-the per-block sampling results and the weights in the kernels' layout, `decode_plan.device_matrices`).
+the per-block sampling results, attention's count of finished blocks and the weights in the kernels'
+layout, `decode_plan.device_matrices`).
 The KV cache is the model's own `KVCache` (b = 1): layer l's keys are `cache.k[l][0]`, [h_kv, n_max, d_h],
 and the step writes the new token's at slot state[POS], as `KVCache.update` would.
 """
@@ -49,12 +50,13 @@ class DecodeStep:
         inv_T, top_k, top_p, self.filtered = sampling_arguments(temperature, top_k, top_p, s.v)
         # the arena: every scratch buffer of the step, one allocation
         qd, S, nb = s.h * s.d_h, s.n_splits, s.vocab_blocks
-        sizes = {"x": s.d, "qkv": s.qkv, "q": qd, "part_o": qd * S, "part_ml": 2 * s.h * S, "o": qd,
+        sizes = {"x": s.d, "q": qd, "part_o": qd * S, "part_ml": 2 * s.h * S, "o": qd,
                  "gu": 2 * s.d_ff, "logits": s.v, "best_v": nb, "bounds": 2 * self.filtered}
         self.arena = xp.empty(sum(sizes.values()), dtype=xp.float32)  # [Σ sizes]
         edges = np.cumsum([0, *sizes.values()])
         self.buf = {k: self.arena[int(a):int(b)] for k, a, b in zip(sizes, edges[:-1], edges[1:])}  # views
         self.best_i = xp.empty(nb, dtype=xp.int32)  # [blocks of the vocabulary]
+        self.arrivals = xp.zeros(s.h_kv, dtype=xp.int32)  # attend_split's finished blocks a KV head: 0 between steps
         self.state = xp.zeros(4, dtype=xp.int32)  # TOK, POS, STEP, DONE
         self.out = xp.zeros(max(s.max_new, 1), dtype=xp.int32)  # [max_new] the generated ids
         # sample_filter's (threshold, last), or a null pointer (8 zero bytes, as CuPy passes one): keep every token
@@ -62,19 +64,19 @@ class DecodeStep:
         # every launch and every scalar argument, fixed here: enqueue only launches
         i32, f32 = np.int32, np.float32
         self.k = launch_specs(s)  # each launch by its role, its grid from the plan
-        self.a = {"d": i32(s.d), "qkv": i32(s.qkv), "eps": f32(s.eps), "h": i32(s.h), "h_kv": i32(s.h_kv),
+        self.a = {"d": i32(s.d), "eps": f32(s.eps), "h": i32(s.h), "h_kv": i32(s.h_kv),
                   "d_h": i32(s.d_h), "max_len": i32(s.max_len), "q_scale": f32(s.d_h ** -0.5), "split": i32(s.split),
-                  "S": i32(S), "qd": i32(qd), "gu": i32(2 * s.d_ff), "d_ff": i32(s.d_ff), "v": i32(s.v),
+                  "qd": i32(qd), "gu": i32(2 * s.d_ff), "d_ff": i32(s.d_ff), "v": i32(s.v),
                   "inv_T": inv_T, "top_k": top_k, "top_p": top_p, "seed": np.uint32(seed & 0xFFFFFFFF),
                   "nb": i32(nb), "max_new": i32(s.max_new), "eos": i32(eos)}
 
     @property
     def nbytes(self) -> int:
         """Bytes the step allocates beyond the model and its cache: the weights in the kernels' layout
-        (all of them again: [d_out, d_in]), the arena, the state and the ids."""
+        (all of them again: [d_out, d_in]), the arena, the blocks' counts, the state and the ids."""
         mats = sum(int(M.nbytes) for layer in self.mats for M in layer) + (0 if self.head is self.W_E
                                                                            else int(self.head.nbytes))
-        return mats + sum(int(a.nbytes) for a in (self.arena, self.best_i, self.state, self.out))
+        return mats + sum(int(a.nbytes) for a in (self.arena, self.best_i, self.arrivals, self.state, self.out))
 
     def enqueue(self, launch):
         """The step: every kernel in order, nothing else. launch(spec, *args) runs or records one kernel."""
@@ -82,13 +84,10 @@ class DecodeStep:
         x = b["x"]
         launch(k["embed"], self.W_E, state, x, a["d"])  # x = W_E[tok]
         for (W_qkv, W_o, W_gu, W_down), (g1, g2), (K, V) in zip(self.mats, self.norms, self.caches):
-            launch(k["qkv"], x, g1, W_qkv, b["qkv"], state, a["qkv"], a["d"], a["eps"])  # qkv = W_qkv·RMSNorm(x)
-            launch(k["rope_append"], b["qkv"], self.cos, self.sin, b["q"], K, V, state, a["h"], a["h_kv"], a["d_h"],
-                   a["max_len"], a["q_scale"])  # q = RoPE(q)/√d_h; K[pos], V[pos] = RoPE(k), v
-            launch(k["attend_split"], b["q"], K, V, b["part_o"], b["part_ml"], state, a["h"], a["h_kv"], a["d_h"],
-                   a["max_len"], a["split"])  # per split of the keys: (m, ℓ, Σ e^{s−m} v)
-            launch(k["attend_combine"], b["part_o"], b["part_ml"], b["o"], state, a["h"], a["d_h"], a["S"],
-                   a["split"])  # o
+            launch(k["qkv"], x, g1, W_qkv, self.cos, self.sin, b["q"], K, V, state, a["h"], a["h_kv"], a["d_h"],
+                   a["max_len"], a["d"], a["eps"], a["q_scale"])  # q = RoPE(q)/√d_h; K[pos], V[pos] = RoPE(k), v
+            launch(k["attend_split"], b["q"], K, V, b["part_o"], b["part_ml"], b["o"], self.arrivals, state, a["h"],
+                   a["h_kv"], a["d_h"], a["max_len"], a["split"])  # per split: (m, ℓ, Σ e^{s−m} v); merged: o
             launch(k["W_o"], b["o"], W_o, x, state, a["d"], a["qd"])  # x += W_o·o
             launch(k["gate_up"], x, g2, W_gu, b["gu"], state, a["gu"], a["d"], a["eps"])  # gu = W_gu·RMSNorm(x)
             launch(k["W_down"], b["gu"], W_down, x, state, a["d"], a["d_ff"])  # x += W_down·(silu(g) ⊙ u)

@@ -17,9 +17,9 @@ the GPU; sums run in NumPy's order, not the kernel's, so a twin agrees with its 
 
     embed                   x = W_E[tok]
     norm_matvec             y = W · (γ ⊙ x / rms(x))
-    rope_append             q = RoPE(q)·q_scale;  K[:, pos], V[:, pos] = RoPE(k), v
-    attend_split            per (KV head, split of the keys): m, ℓ, o for its g query heads
-    attend_combine          o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s
+    norm_matvec_rope        the same for W_qkv, then q = RoPE(q)·q_scale;  K[:, pos], V[:, pos] = RoPE(k), v
+    attend_split            per (KV head, split of the keys): m, ℓ, o for its g query heads; then
+                            o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s (the kernel's last block of a KV head)
     matvec_residual         x += W · a
     swiglu_matvec_residual  x += W · (silu(g) ⊙ u)
     sample_filter           top-k, then top-p: the kept set as bounds = (threshold, last) on the logits
@@ -35,7 +35,7 @@ import numpy as np
 from ..core.positions import apply_rope_interleaved
 from .decode_plan import DONE, POS, STEP, TOK, counter_uniforms
 
-__all__ = ["embed", "norm_matvec", "rope_append", "attend_split", "attend_combine", "matvec_residual",
+__all__ = ["embed", "norm_matvec", "norm_matvec_rope", "attend_split", "matvec_residual",
            "swiglu_matvec_residual", "sample_filter", "sample_blocks", "sample_finish", "gumbel", "kept", "TWINS"]
 
 F32 = np.float32
@@ -83,13 +83,21 @@ def norm_matvec(x, gamma, W, y, state, n_rows, d_in, eps, *, grid=None):  # [d_i
     _flat(y)[:n_rows] = inv * (_rows(W, n_rows, d_in) @ (gamma * x))  # [n_rows]
 
 
-def rope_append(qkv, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, q_scale, *, grid=None):
-    """q = RoPE(q)·q_scale;  K[kvh, pos] = RoPE(k);  V[kvh, pos] = v  (pos = state[POS]).
+def norm_matvec_rope(x, gamma, W, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, d_in, eps, q_scale, *,
+                     grid=None):
+    """qkv = W · (γ ⊙ x / rms(x)) (`norm_matvec`), then q = RoPE(q)·q_scale;  K[kvh, pos] = RoPE(k);
+    V[kvh, pos] = v  (pos = state[POS]); qkv itself is not kept.
 
-    qkv [(h + 2h_kv)·d_h] = [q heads | k heads | v heads]; cos, sin [max_len, d_h/2]; q [h·d_h] (written);
-    K, V [h_kv, max_len, d_h]: one layer's cache, slot pos written."""
+    W [(h + 2h_kv)·d_h, d_in]: rows [q heads | k heads | v heads]; cos, sin [max_len, d_h/2]; q [h·d_h]
+    (written); K, V [h_kv, max_len, d_h]: one layer's cache, slot pos written."""
     if _done(state):
         return
+    qkv = np.empty((h + 2 * h_kv) * d_h, F32)  # [(h + 2h_kv)·d_h]: the kernel keeps it in registers
+    norm_matvec(x, gamma, W, qkv, state, len(qkv), d_in, eps)
+    _rope_append(qkv, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, q_scale)
+
+
+def _rope_append(qkv, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, q_scale):
     pos, half = int(_flat(state)[POS]), d_h // 2
     heads = _rows(qkv, h + 2 * h_kv, d_h)  # [h + 2h_kv, d_h]
     c, s = _rows(cos, max_len, half)[pos:pos + 1], _rows(sin, max_len, half)[pos:pos + 1]  # [1, d_h/2] each
@@ -99,13 +107,15 @@ def rope_append(qkv, cos, sin, q, K, V, state, h, h_kv, d_h, max_len, q_scale, *
     _rows(V, h_kv * max_len, d_h).reshape(h_kv, max_len, d_h)[:, pos] = heads[h + h_kv:]  # [h_kv, d_h]
 
 
-def attend_split(q, K, V, part_o, part_ml, state, h, h_kv, d_h, max_len, split, *, grid=None):
+def attend_split(q, K, V, part_o, part_ml, o, arrivals, state, h, h_kv, d_h, max_len, split, *, grid=None):
     """Per KV head kvh and split s of the keys [s·split, min(s·split + split, pos + 1)), for its g = h/h_kv
-    query heads: m = max_k s_k, ℓ = Σ_k e^{s_k − m}, o = Σ_k e^{s_k − m} V[kvh, k] (not divided by ℓ),
-    s_k = q · K[kvh, k]. A split with no key (past pos) is not written.
+    query heads: m = max_k s_k, ℓ = Σ_k e^{s_k − m}, o_s = Σ_k e^{s_k − m} V[kvh, k] (not divided by ℓ),
+    s_k = q · K[kvh, k]. A split with no key (past pos) is not written. Then the splits merged
+    (`_merge_splits`; on the GPU by the last block of each KV head to finish): o. arrivals, the kernel's
+    count of finished blocks, is 0 before and after.
 
-    q [h·d_h] (scaled already); K, V [h_kv, max_len, d_h]; part_o [h, n_splits, d_h] and
-    part_ml [h, n_splits, 2] = (m, ℓ) written; n_splits = grid[1], else ⌈max_len / split⌉."""
+    q [h·d_h] (scaled already); K, V [h_kv, max_len, d_h]; part_o [h, n_splits, d_h],
+    part_ml [h, n_splits, 2] = (m, ℓ) and o [h·d_h] written; n_splits = grid[1], else ⌈max_len / split⌉."""
     if _done(state):
         return
     g, n_keys = h // h_kv, int(_flat(state)[POS]) + 1
@@ -121,15 +131,12 @@ def attend_split(q, K, V, part_o, part_ml, state, h, h_kv, d_h, max_len, split, 
         p = np.exp(scores[..., k0:k1] - m[..., None])  # [h_kv, g, k1 − k0]
         part_ml[:, :, s] = np.stack([m, p.sum(axis=-1)], axis=-1)  # [h_kv, g, 2]
         part_o[:, :, s] = p @ Vc[:, k0:k1]  # [h_kv, g, d_h]
+    _merge_splits(part_o, part_ml, o, state, h, d_h, n_splits, split)
 
 
-def attend_combine(part_o, part_ml, o, state, h, d_h, n_splits, split, *, grid=None):
+def _merge_splits(part_o, part_ml, o, state, h, d_h, n_splits, split):
     """o = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} ℓ_s, M = max_s m_s: the splits that hold a key merged
-    (s ≤ pos / split; the others are not read).
-
-    part_o [h, n_splits, d_h]; part_ml [h, n_splits, 2] = (m, ℓ); o [h·d_h] written."""
-    if _done(state):
-        return
+    (s ≤ pos / split; the others are not read)."""
     used = min(n_splits, int(_flat(state)[POS]) // split + 1)
     ml = _rows(part_ml, h * n_splits, 2).reshape(h, n_splits, 2)[:, :used]  # [h, used, (m, ℓ)]
     m, l = ml[..., 0], ml[..., 1]  # [h, used] each
@@ -247,7 +254,7 @@ def sample_finish(best_v, best_i, state, out, n_blocks, max_new, eos, *, grid=No
     st[DONE] = int(tok == eos or step + 1 >= max_new)
 
 
-TWINS = {"embed": embed, "norm_matvec": norm_matvec, "rope_append": rope_append, "attend_split": attend_split,
-         "attend_combine": attend_combine, "matvec_residual": matvec_residual,
+TWINS = {"embed": embed, "norm_matvec": norm_matvec, "norm_matvec_rope": norm_matvec_rope,
+         "attend_split": attend_split, "matvec_residual": matvec_residual,
          "swiglu_matvec_residual": swiglu_matvec_residual, "sample_filter": sample_filter,
          "sample_blocks": sample_blocks, "sample_finish": sample_finish}

@@ -160,6 +160,12 @@ inline bool __all_sync(unsigned, bool predicate) {
 inline float __expf(float x) { return std::exp(x); }
 // atomicAdd: with the threads engine two threads of a block may add to one address at once.
 inline float atomicAdd(float* address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }
+inline int atomicAdd(int* address, int value) { return std::atomic_ref<int>(*address).fetch_add(value); }
+// __threadfence: this thread's writes are seen by every other block before its later ones. Blocks run one
+// after another here, so only the threads engine's order inside a block is at stake: a full fence.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// __ldcg: a load that skips the SM's L1 (it reads what other blocks wrote, from L2); here a plain load.
+inline float __ldcg(const float* address) { return *address; }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, sizeof f); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, sizeof u); return u; }
 using std::max;
