@@ -233,16 +233,17 @@ P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
 # $dQ_i = dS_{ij} K_j$ needs all 64 keys, which four warps hold: each writes its $dS^\top$ (float16)
 # to shared memory, and after a barrier each warp multiplies a 16-row slab of it by $K_j$ and adds
 # the slab to $dQ$ with `atomicAdd`. `flash_attention_backward_cuda` takes it by default for
-# float16 on GPUs of compute capability 8.0 or later (`kernel="auto"`).
+# float16 on GPUs of compute capability 8.0 or later (`kernel="auto"`), and for float32 its TF32
+# twin `"mma_tf32"`, with three products a product as the `mma_tf32` forward (§3).
 
 # %%
 for d_h_b in (64, 128):
-    for kern in ("simt", "mma"):
+    for kern, dtype in (("simt", "float16"), ("mma", "float16"), ("mma_tf32", "float32")):
         br, bc = CK.backward_tiles(kern, d_h_b)
-        plan = CK.backward_launch_plan((1, 16, 8192, d_h_b), (1, 16, 8192, d_h_b), "float16", causal=True,
+        plan = CK.backward_launch_plan((1, 16, 8192, d_h_b), (1, 16, 8192, d_h_b), dtype, causal=True,
                                        scale=None, kernel=kern)
-        print(f"backward {kern:4s}, d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
-              f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:4.1f} KiB of shared memory a block")
+        print(f"backward {kern:8s}, d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
+              f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:5.1f} KiB of shared memory a block")
 
 # %% [markdown]
 # ## 6. Tested without a GPU, run on one

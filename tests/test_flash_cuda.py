@@ -78,11 +78,12 @@ def test_kernel_compiles_as_cupy_compiles_it(kernel):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("kernel,d_h,dtype", [("simt", 32, "float32"), ("simt", 128, "float32"),
                                               ("simt", 128, "float16"), ("mma", 32, "float16"),
-                                              ("mma", 64, "float16"), ("mma", 128, "float16")])
+                                              ("mma", 64, "float16"), ("mma", 128, "float16"),
+                                              ("mma_tf32", 32, "float32"), ("mma_tf32", 128, "float32")])
 def test_backward_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
     """The backward kernels build for an H100. "simt": ptxas's count of its static shared memory
-    equals the formula and stays within 48 KiB. "mma": no register spills, and no static shared
-    memory beside the dynamic bytes the host gives it."""
+    equals the formula and stays within 48 KiB. "mma", "mma_tf32": no register spills, and no static
+    shared memory beside the dynamic bytes the host gives it."""
     plan = CK.backward_launch_plan((1, 1, 1, d_h), (1, 1, 1, d_h), dtype, causal=False, scale=None, kernel=kernel)
     res = _ptxas(plan, tmp_path)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
@@ -95,7 +96,8 @@ def test_backward_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
 
 
 @pytest.mark.skipif(not nvrtc.available(), reason="needs NVRTC and the CUDA headers (requirements-dev.txt)")
-@pytest.mark.parametrize("kernel,dtype", [("simt", "float32"), ("simt", "float16"), ("mma", "float16")])
+@pytest.mark.parametrize("kernel,dtype", [("simt", "float32"), ("simt", "float16"), ("mma", "float16"),
+                                          ("mma_tf32", "float32")])
 def test_backward_kernel_compiles_as_cupy_compiles_it(kernel, dtype):
     plan = CK.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None, kernel=kernel)
     for arch in sorted({max(75, plan.kernel.min_compute_capability), 90}):
@@ -259,11 +261,13 @@ def test_toolkit_include_dirs_come_from_the_environment(monkeypatch, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("kernel", ["tensor_cores", "mma", "mma_tf32", "backward_mma"])
+@pytest.mark.parametrize("kernel", ["tensor_cores", "mma", "mma_tf32", "backward_mma", "backward_mma_tf32"])
 def test_tensor_core_kernel_refuses_too_little_shared_memory(kernel, tmp_path):
     """The kernel's static_assert holds the host's byte count to its own layout."""
-    if kernel == "backward_mma":
-        plan = CK.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float16", causal=False, scale=None, kernel="mma")
+    if kernel.startswith("backward_"):
+        kern = kernel.removeprefix("backward_")
+        plan = CK.backward_launch_plan((1, 1, 1, 64), (1, 1, 1, 64), CK.BACKWARD_KERNELS[kern].dtypes[0], causal=False,
+                                       scale=None, kernel=kern)
     else:
         dtype = CK.KERNELS[kernel].dtypes[0]
         plan = CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), dtype, causal=False, scale=None, kernel=kernel)
@@ -614,7 +618,8 @@ def run_backward_on_gpu(dout, q, k, v, out, lse, *, causal, scale=None, doc=None
 BACKWARD_WHERE = [pytest.param(run_backward_on_cpu, id="cpu", marks=needs_gxx),
                   pytest.param(run_backward_on_gpu, id="gpu", marks=needs_gpu)]
 # (kernel, dtype, tolerance): float16 rounds the inputs, and "mma" P and dS too, before the products
-BACKWARD_KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 3e-3), ("mma", "float16", 3e-3)]
+BACKWARD_KERNEL_DTYPES = [("simt", "float32", 2e-5), ("simt", "float16", 3e-3), ("mma", "float16", 3e-3),
+                          ("mma_tf32", "float32", 2e-5)]
 
 
 def _torch_gradients(dout, q, k, v, causal, scale=None, keep=None):
@@ -666,29 +671,35 @@ def test_backward_launch_plan_tiles_the_keys():
     assert plan.grid == (10, 16) and plan.block == (32,) and plan.shared_bytes == 0  # ⌈300 / 32⌉ key tiles
     assert {"-DD_H=64", "-DBC=32", "-DSCALAR_T=__half"} <= set(plan.options)
     assert [int(x) for x in plan.scalars[:4]] == [257, 300, 8, 2] and int(plan.scalars[5]) == 1
-    plan = CK.backward_launch_plan((1, 1, 5, 128), (1, 1, 40, 128), "float32", causal=False, scale=0.5)
+    plan = CK.backward_launch_plan((1, 1, 5, 128), (1, 1, 40, 128), "float32", causal=False, scale=0.5, kernel="simt")
     assert plan.grid == (3, 1) and plan.block == (16,) and float(plan.scalars[4]) == 0.5 and plan.tile == 16
     with pytest.raises(TypeError, match="causal"):
         CK.backward_launch_plan((1, 1, 5, 64), (1, 1, 5, 64), "float32", causal="yes", scale=None)
 
 
-@pytest.mark.parametrize("d_h,br", [(32, 64), (64, 64), (128, 32)])
-def test_backward_mma_launch_plan_and_shared_memory(d_h, br):
-    """"mma": a block of 4 warps per (64 keys, batch·head); query tiles of 64 rows, 32 at d_h = 128.
-    Hand count of its shared memory: K_j, V_j (64 rows) and two Q_i, two dO_i (Br rows), d_h + 8
-    halves a row; dSᵀ, 64 keys × (Br + 8) halves; L_i and D_i twice, Br floats each."""
-    expected = (2 * 64 + 4 * br) * (d_h + 8) * 2 + 64 * (br + 8) * 2 + 4 * br * 4
-    assert CK.backward_tiles("mma", d_h) == (br, 64)
-    plan = CK.backward_launch_plan((2, 8, 257, d_h), (2, 2, 300, d_h), "float16", causal=True, scale=None)
-    assert plan.kernel is CK.BACKWARD_KERNELS["mma"]  # "auto" for float16 on a GPU new enough
+@pytest.mark.parametrize("kernel,dtype,d_h,br,size,pad", [
+    ("mma", "float16", 32, 64, 2, 8), ("mma", "float16", 64, 64, 2, 8), ("mma", "float16", 128, 32, 2, 8),
+    ("mma_tf32", "float32", 32, 32, 4, 4), ("mma_tf32", "float32", 64, 32, 4, 4), ("mma_tf32", "float32", 128, 32, 4, 4)])
+def test_backward_mma_launch_plan_and_shared_memory(kernel, dtype, d_h, br, size, pad):
+    """"mma", "mma_tf32": a block of 4 warps per (64 keys, batch·head); query tiles of 64 rows (32 at
+    d_h = 128) in float16, 32 in float32. Hand count of the shared memory: K_j, V_j (64 rows) and
+    two Q_i, two dO_i (Br rows), d_h + pad elements a row; dSᵀ, 64 keys × (Br + pad); L_i and D_i
+    twice, Br floats each. Within what an A100 gives a block (163 KiB)."""
+    expected = (2 * 64 + 4 * br) * (d_h + pad) * size + 64 * (br + pad) * size + 4 * br * 4
+    assert CK.backward_tiles(kernel, d_h) == (br, 64)
+    plan = CK.backward_launch_plan((2, 8, 257, d_h), (2, 2, 300, d_h), dtype, causal=True, scale=None)
+    assert plan.kernel is CK.BACKWARD_KERNELS[kernel]  # "auto" for the dtype on a GPU new enough
     assert plan.grid == (5, 16) and plan.block == (128,) and plan.tile == 64  # ⌈300 / 64⌉ key tiles
-    assert plan.shared_bytes == CK.backward_shared_bytes(d_h, "mma") == expected <= 227 * 1024
+    assert plan.shared_bytes == CK.backward_shared_bytes(d_h, kernel) == expected <= 163 * 1024
     assert f"-DSMEM_BYTES={expected}" in plan.options
-    assert CK.backward_launch_plan((1, 1, 5, d_h), (1, 1, 5, d_h), "float16", causal=False, scale=None,
+    assert CK.backward_launch_plan((1, 1, 5, d_h), (1, 1, 5, d_h), dtype, causal=False, scale=None,
                                    compute_capability=75).kernel is CK.BACKWARD  # before sm_80: "simt"
     with pytest.raises(TypeError, match="backward kernel='mma' takes float16, got float32"):
         CK.backward_launch_plan((1, 1, 5, d_h), (1, 1, 5, d_h), "float32", causal=False, scale=None, kernel="mma")
-    with pytest.raises(ValueError, match="kernel='tensor_cores': the backward kernels are 'auto', 'simt', 'mma'"):
+    with pytest.raises(TypeError, match="backward kernel='mma_tf32' takes float32, got float16"):
+        CK.backward_launch_plan((1, 1, 5, d_h), (1, 1, 5, d_h), "float16", causal=False, scale=None, kernel="mma_tf32")
+    with pytest.raises(ValueError, match="kernel='tensor_cores': the backward kernels are 'auto', 'simt', 'mma', "
+                                         "'mma_tf32'"):
         CK.backward_launch_plan((1, 1, 5, d_h), (1, 1, 5, d_h), "float16", causal=False, scale=None,
                                 kernel="tensor_cores")
 
@@ -752,7 +763,8 @@ def test_backward_kernel_skips_query_tiles_outside_the_documents(run, kernel, dt
 
 
 @needs_gxx
-@pytest.mark.parametrize("kernel,dtype,tol", [("simt", "float32", 2e-5), ("mma", "float16", 3e-3)])
+@pytest.mark.parametrize("kernel,dtype,tol", [("simt", "float32", 2e-5), ("mma", "float16", 3e-3),
+                                              ("mma_tf32", "float32", 2e-5)])
 def test_backward_kernel_honours_scale(kernel, dtype, tol):
     q, k, v = _inputs(dtype, 1, 2, 1, 40, 40, 64)
     dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
@@ -1062,9 +1074,9 @@ def test_bench_gpu_report_backward():
 @needs_gpu
 def test_bench_gpu_backward_runs_on_gpu():
     bench = _bench_gpu()
-    r32, r16, r16_mma = bench.backward_rows([1024], lambda n: 2)  # float32 simt, then float16 simt and mma
-    assert (r16["kernel"], r16_mma["kernel"]) == ("simt", "mma")
-    for r, tol in ((r32, 1e-4), (r16, 1e-2), (r16_mma, 1e-2)):
+    r32, r32_mma, r16, r16_mma = bench.backward_rows([1024], lambda n: 2)  # float32, then float16: simt, tensor cores
+    assert [r["kernel"] for r in (r32, r32_mma, r16, r16_mma)] == ["simt", "mma_tf32", "simt", "mma"]
+    for r, tol in ((r32, 1e-4), (r32_mma, 1e-4), (r16, 1e-2), (r16_mma, 1e-2)):
         assert r["kernel_s"] and r["torch_s"], r
         assert max(r[f"{g}_max_rel_diff_vs_torch"] for g in ("dq", "dk", "dv")) < tol, r
 

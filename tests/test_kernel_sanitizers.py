@@ -54,11 +54,13 @@ FORWARD_CASES = ["test_kernel_equals_naive_attention[2-3-3-70-133-64-True-{kerne
 BACKWARD_CASES = ["test_backward_kernel_equals_torch_autograd[1-4-2-100-45-32-True-{kernel}-{dtype}-",
                   "test_backward_kernel_equals_torch_autograd[1-3-1-37-90-128-False-{kernel}-{dtype}-",
                   "test_backward_kernel_packed_rows_equal_torch_autograd[True-64-{kernel}-{dtype}-"]
-KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{'backward ' if cases is BACKWARD_CASES else ''}{kernel}-{dtype}")
+KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{'' if cases is FORWARD_CASES else 'backward '}{kernel}-{dtype}")
                 for kernel, dtype, cases in [
     ("simt", "float32", FORWARD_CASES), ("simt", "float16", FORWARD_CASES), ("tensor_cores", "float16", FORWARD_CASES),
     ("mma", "float16", FORWARD_CASES), ("mma_tf32", "float32", FORWARD_CASES),
-    ("simt", "float32", BACKWARD_CASES), ("simt", "float16", BACKWARD_CASES), ("mma", "float16", BACKWARD_CASES)]]
+    ("simt", "float32", BACKWARD_CASES), ("simt", "float16", BACKWARD_CASES), ("mma", "float16", BACKWARD_CASES),
+    # the same loops as "mma" with other operands (3 TF32 products a product: slow to emulate): the GQA causal edge
+    ("mma_tf32", "float32", BACKWARD_CASES[:1])]]
 
 
 def _report(stderr: str, lines: int = 40) -> str:
@@ -145,16 +147,18 @@ def mutant(tmp_path, file, old, new):
 
 
 def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
-    """One case (b = 2, GQA, causal, n = 133: partial last query and key tiles) of `kernel` (a
-    forward kernel's name, "backward" or "backward_mma") built from `source` with extra `options`, launched with
+    """One case (GQA, causal, n = 133: partial last query and key tiles; b = 2, 4 heads for the forward,
+    b = 1, 2 heads for the slower backward) of `kernel` (a forward kernel's name, "backward",
+    "backward_mma" or "backward_mma_tf32") built from `source` with extra `options`, launched with
     `shared_scale` times the dynamic shared memory of its launch plan. Returns everything the kernel
     wrote (O, lse; or dQ, dK, dV) and the float64 reference of the first."""
     import test_flash_cuda as tf
-    q, k, v = tf._inputs(dtype, 2, 4, 2, 133, 133, 64)
+    backward = kernel.startswith("backward")
+    q, k, v = tf._inputs(dtype, *((1, 2, 1) if backward else (2, 4, 2)), 133, 133, 64)  # the backward: b = 1, 2 heads
     ref, ref_lse = tf._reference(q, k, v, True)
-    if kernel.startswith("backward"):
+    if backward:
         plan = CK.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None,
-                                       kernel="mma" if kernel == "backward_mma" else "simt")
+                                       kernel=kernel.removeprefix("backward").removeprefix("_") or "simt")
         dout = np.random.default_rng(1).standard_normal(q.shape).astype(dtype)
         L, D = CK.backward_rows(dout, ref.astype(dtype), ref_lse.astype(np.float32))
         dq = np.zeros(q.shape, np.float32)  # added to
@@ -185,7 +189,7 @@ def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
 
 def source_of(kernel):
     if kernel.startswith("backward"):
-        return CK.BACKWARD_KERNELS["mma" if kernel == "backward_mma" else "simt"].source
+        return CK.BACKWARD_KERNELS[kernel.removeprefix("backward").removeprefix("_") or "simt"].source
     return CK.KERNELS[kernel].source
 
 

@@ -199,8 +199,10 @@ def flash_attention_backward_cuda(dout, q, k, v, out, lse, *, causal: bool = Fal
     rebuilt tile by tile from the saved lse, never whole; accumulation in float32.
     kernel: "simt" (kernels/flash_attention_bwd.cu, the readable one: a thread per key, float32
     and float16), "mma" (kernels/flash_attention_bwd_mma.cu: 4 warps on tensor cores, every
-    product an mma.sync.m16n8k16; float16, compute capability 8.0 or later) or "auto": "mma" where
-    it runs, else "simt" (`backward_auto_kernel`).
+    product an mma.sync.m16n8k16; float16, compute capability 8.0 or later), "mma_tf32"
+    (kernels/flash_attention_bwd_mma_tf32.cu: the same for float32 in TF32, three products a
+    product, float32's accuracy; compute capability 8.0 or later) or "auto": the tensor-core kernel
+    of the dtype where it runs, else "simt" (`backward_auto_kernel`).
     doc: the packed rows' document indices given to the forward pass (see `flash_attention_cuda`);
     a key tile then visits only the query tiles of its documents.
     """

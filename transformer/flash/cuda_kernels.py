@@ -59,17 +59,19 @@ def shared_memory_buffers(kernel: str, d_h: int) -> dict[str, int]:
     tiles of Bc rows): K_j, V_j, the Q tile Q_i, dO_i, dS_ij (rows padded by one float), L_i and
     D_i. "backward_mma": K_j, V_j, two buffers each of Q_i and dO_i (float16, rows padded by 8
     halves: tile i+1 lands while tile i is used), dS_ijᵀ (Bc keys × Br queries, float16, padded
-    by 8), and two of L_i, D_i (float32).
+    by 8), and two of L_i, D_i (float32). "backward_mma_tf32": the same in float32, rows padded by
+    4 floats.
     """
     if kernel == "backward":
         bc = backward_block(d_h)
         tile = 4 * bc * d_h
         return {"K_j": tile, "V_j": tile, "Q tile": tile, "dO_i": tile, "dS_ij": 4 * bc * (bc + 1), "L_i, D_i": 8 * bc}
-    if kernel == "backward_mma":
-        br, bc = backward_tiles("mma", d_h)
-        kv, qo = 2 * bc * (d_h + 8), 2 * br * (d_h + 8)
-        return {"K_j": kv, "V_j": kv, "Q_i": qo, "Q_i+1": qo, "dO_i": qo, "dO_i+1": qo, "dS_ijᵀ": 2 * bc * (br + 8),
-                "L_i, D_i": 2 * 4 * br, "L_i+1, D_i+1": 2 * 4 * br}
+    if kernel in ("backward_mma", "backward_mma_tf32"):
+        br, bc = backward_tiles(kernel.removeprefix("backward_"), d_h)
+        size, pad = (2, 8) if kernel == "backward_mma" else (4, 4)  # bytes per element, elements of padding a row
+        kv, qo = size * bc * (d_h + pad), size * br * (d_h + pad)
+        return {"K_j": kv, "V_j": kv, "Q_i": qo, "Q_i+1": qo, "dO_i": qo, "dO_i+1": qo,
+                "dS_ijᵀ": size * bc * (br + pad), "L_i, D_i": 2 * 4 * br, "L_i+1, D_i+1": 2 * 4 * br}
     if kernel == "simt":
         br, bc = KERNELS["simt"].block_q, block_k("simt", d_h)
         return {"Q tile": 4 * d_h * br, "K_j": 4 * bc * d_h, "V_j": 4 * bc * d_h}
@@ -298,39 +300,43 @@ def backward_block(d_h: int) -> int:
 def backward_tiles(kernel: str, d_h: int) -> tuple[int, int]:
     """(Br, Bc) of a backward kernel: query rows a tile, keys a block. "simt": Br = Bc =
     `backward_block`. "mma": Bc = 64 keys, 16 a warp; Br = 64 query rows, 32 at d_h = 128, where a
-    warp's rows of dK_j and dV_j already take 128 registers a lane."""
+    warp's rows of dK_j and dV_j already take 128 registers a lane. "mma_tf32": Bc = 64, Br = 32
+    (float32 tiles: two blocks a multiprocessor at d_h = 64)."""
     if kernel == "simt":
         return backward_block(d_h), backward_block(d_h)
-    kern = BACKWARD_KERNELS["mma"]
-    return (kern.block_q // 2 if d_h > 64 else kern.block_q), kern.block_k
+    kern = BACKWARD_KERNELS[kernel]
+    return (kern.block_q // 2 if kernel == "mma" and d_h > 64 else kern.block_q), kern.block_k
 
 
 def backward_shared_bytes(d_h: int, kernel: str = "simt") -> int:
     """Shared memory per block of a backward kernel. "simt", static: K_j, V_j, Q_i, dO_i (Bc × d_h
-    float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i. "mma",
-    dynamic: `shared_memory_buffers("backward_mma", d_h)`, each rounded up to 128 bytes."""
+    float32 each), dS_ij (Bc × (Bc + 1), padded against bank conflicts), L_i and D_i. "mma" and
+    "mma_tf32", dynamic: `shared_memory_buffers("backward_" + kernel, d_h)`, each rounded up to 128 bytes."""
     if kernel == "simt":
         return sum(shared_memory_buffers("backward", d_h).values())
-    return dynamic_shared_bytes("backward_mma", d_h)
+    return dynamic_shared_bytes("backward_" + kernel, d_h)
 
 
 def backward_auto_kernel(dtype_name: str, compute_capability: int | None = None) -> str:
-    """The backward kernel `kernel="auto"` stands for: "mma" (tensor cores) for float16 from
-    compute capability 8.0, else "simt". compute_capability None: a GPU new enough for every kernel.
+    """The backward kernel `kernel="auto"` stands for: from compute capability 8.0 the tensor-core
+    ones, "mma" for float16 and "mma_tf32" for float32; else "simt". compute_capability None: a GPU
+    new enough for every kernel.
 
     >>> backward_auto_kernel("float16", 90), backward_auto_kernel("float32", 90), backward_auto_kernel("float16", 75)
-    ('mma', 'simt', 'simt')
+    ('mma', 'mma_tf32', 'simt')
     """
     cc = 1000 if compute_capability is None else compute_capability
-    mma = BACKWARD_KERNELS["mma"]
-    return "mma" if dtype_name in mma.dtypes and cc >= mma.min_compute_capability else "simt"
+    tensor_cores = {"float16": "mma", "float32": "mma_tf32"}.get(dtype_name)
+    if tensor_cores and cc >= BACKWARD_KERNELS[tensor_cores].min_compute_capability:
+        return tensor_cores
+    return "simt"
 
 
 @checked_by(checks.backward_launch_plan)
 def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
                          kernel: str = "auto", compute_capability: int | None = None) -> LaunchPlan:
     """How to launch a backward kernel for q (b, h, n_q, d_h), k/v (b, h_kv, n_k, d_h): one block
-    per (key tile of Bc keys, batch·head); "simt" with Bc threads, "mma" with 4 warps. `tile` is
+    per (key tile of Bc keys, batch·head); "simt" with Bc threads, "mma" and "mma_tf32" with 4 warps. `tile` is
     Bc, the positions a tile of packed rows' spans covers (`packed_row_args(doc, plan.tile)`).
     kernel "auto": `backward_auto_kernel` for that GPU."""
     b, h, n_q, d_h = q_shape
@@ -343,7 +349,7 @@ def backward_launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, sca
         scalar = {"float32": "float", "float16": "__half"}[dtype_name]
         options, shared, threads = (f"-DD_H={d_h}", f"-DBC={bc}", f"-DSCALAR_T={scalar}", "-std=c++14"), 0, bc
     else:
-        shared = backward_shared_bytes(d_h, "mma")
+        shared = backward_shared_bytes(d_h, kernel)
         options, threads = (f"-DD_H={d_h}", f"-DSMEM_BYTES={shared}", "-std=c++17"), kern.threads
     scale = 1.0 / math.sqrt(d_h) if scale is None else scale
     return LaunchPlan(kernel=kern, options=options,

@@ -38,9 +38,12 @@ KERNELS = {
 
 # The backward pass: one block per key tile, which owns dK_j and dV_j and loops over the query
 # tiles. "simt", the readable one: a thread per key row (Br = Bc). "mma": 4 warps of 16 keys on
-# tensor cores (mma.sync.m16n8k16), query tiles of 64 rows (32 at d_h = 128).
+# tensor cores (mma.sync.m16n8k16), query tiles of 64 rows (32 at d_h = 128). "mma_tf32": the same
+# for float32 in TF32 (mma.sync.m16n8k8, three products a product: "3xTF32"), query tiles of 32 rows.
 BACKWARD_KERNELS = {
     "simt": Kernel(KERNEL_DIR / "flash_attention_bwd.cu", "flash_attention_bwd", 32, 32, 32, ("float32", "float16"), 50),
     "mma": Kernel(KERNEL_DIR / "flash_attention_bwd_mma.cu", "flash_attention_bwd_mma", 64, 64, 128, ("float16",), 80),
+    "mma_tf32": Kernel(KERNEL_DIR / "flash_attention_bwd_mma_tf32.cu", "flash_attention_bwd_mma_tf32", 32, 64, 128,
+                       ("float32",), 80),
 }
 BACKWARD = BACKWARD_KERNELS["simt"]
