@@ -47,16 +47,15 @@
 
 #include <cuda_fp16.h>
 #include "mma_ptx.cuh"
+#include "mma_operands.cuh"
 #include "packed_rows.cuh"
+#include "scalars.cuh"
 
 #ifndef D_H
 #define D_H 64
 #endif
 #ifndef SMEM_BYTES
 #define SMEM_BYTES 0
-#endif
-#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
-#define INFINITY __int_as_float(0x7f800000)
 #endif
 
 constexpr int BC = 64;                   // keys per block: 16 a warp
@@ -87,12 +86,6 @@ __device__ __forceinline__ void copy_tile_async(half* dst, const half* __restric
         const bool inside = first + r < n;
         cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
     }
-}
-
-// Two floats -> one register of two halves, the first in the low 16 bits.
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-    const __half2 h2 = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&h2);
 }
 
 // acc (16 × BR, BR / 8 blocks) += A X_iᵀ, A the warp's 16 rows of a BC × D_H tile (K_j or V_j),

@@ -22,17 +22,17 @@
 // Compile-time constants (-D options): D_H head size (a multiple of 8), SMEM_BYTES the dynamic
 // shared memory the host gives each block (checked below).
 
+#include <cuda_fp16.h>
 #include "mma_ptx.cuh"
+#include "mma_operands.cuh"
 #include "packed_rows.cuh"
+#include "scalars.cuh"
 
 #ifndef D_H
 #define D_H 64
 #endif
 #ifndef SMEM_BYTES
 #define SMEM_BYTES 0
-#endif
-#ifndef INFINITY  // NVRTC, which CuPy compiles with, has no <math.h>: +∞ from its bits
-#define INFINITY __int_as_float(0x7f800000)
 #endif
 
 constexpr int BC = 64;                   // keys per block: 16 a warp
@@ -62,20 +62,6 @@ __device__ __forceinline__ void copy_rows_async(float* dst, const float* __restr
         const bool inside = first + r < n;
         cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
     }
-}
-
-// x = hi + lo, both TF32.
-__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
-    hi = to_tf32(x);
-    lo = to_tf32(x - __uint_as_float(hi));
-}
-
-// D += A B for A, B given as TF32 pairs: the small products first, then the large one.
-__device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
-                                           const unsigned b_hi[2], const unsigned b_lo[2]) {
-    mma_16x8x8_tf32(d, a_lo, b_hi);
-    mma_16x8x8_tf32(d, a_hi, b_lo);
-    mma_16x8x8_tf32(d, a_hi, b_hi);
 }
 
 // acc (16 × BR) += A X_iᵀ: A the warp's 16 rows of K_j or V_j, X_i (BR × D_H) Q_i or dO_i, whose

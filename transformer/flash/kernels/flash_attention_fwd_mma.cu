@@ -40,6 +40,7 @@
 
 #include <cuda_fp16.h>
 #include "mma_ptx.cuh"
+#include "mma_operands.cuh"
 #include "mma_softmax.cuh"
 
 #ifndef D_H
@@ -79,12 +80,6 @@ __device__ __forceinline__ void copy_tile_async(half* dst, const half* __restric
         const bool inside = first + r < n;
         cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
     }
-}
-
-// Two floats -> one register of two halves, the first in the low 16 bits (one cvt.rn.f16x2.f32).
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-    const __half2 h2 = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&h2);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_attention_fwd_mma(

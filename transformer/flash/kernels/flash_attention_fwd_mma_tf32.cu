@@ -30,7 +30,9 @@
 // Compile-time constants (-D options): D_H head size (a multiple of 8), BC keys per K/V tile,
 // SMEM_BYTES the dynamic shared memory the host gives each block (checked below).
 
+#include <cuda_fp16.h>
 #include "mma_ptx.cuh"
+#include "mma_operands.cuh"
 #include "mma_softmax.cuh"
 
 #ifndef D_H
@@ -41,9 +43,6 @@
 #endif
 #ifndef SMEM_BYTES
 #define SMEM_BYTES 0
-#endif
-#ifndef TF32_PRODUCTS
-#define TF32_PRODUCTS 3
 #endif
 
 constexpr int BR = 64;                  // query rows per block
@@ -70,22 +69,6 @@ __device__ __forceinline__ void copy_rows_async(float* dst, const float* __restr
         const bool inside = first + r < n;
         cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
     }
-}
-
-// x = hi + lo, both TF32. (For x = ±∞, lo = ∞ - ∞ = NaN: an infinite input turns every row that sees it NaN.)
-__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
-    hi = to_tf32(x);
-    lo = to_tf32(x - __uint_as_float(hi));
-}
-
-// D += A B for A, B given as TF32 pairs: the small products first, then the large one.
-__device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
-                                           const unsigned b_hi[2], const unsigned b_lo[2]) {
-#if TF32_PRODUCTS == 3
-    mma_16x8x8_tf32(d, a_lo, b_hi);
-    mma_16x8x8_tf32(d, a_hi, b_lo);
-#endif
-    mma_16x8x8_tf32(d, a_hi, b_hi);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma_tf32(

@@ -42,3 +42,18 @@ __device__ __forceinline__ float counter_uniform(unsigned int seed, unsigned int
     const unsigned int h = lowbias32(lowbias32(lowbias32(seed ^ 0x9E3779B9u) ^ step) ^ i);
     return ((float)(h >> 9) + 0.5f) * 1.1920928955078125e-07f;  // 2⁻²³
 }
+
+// 1 / rms(x) = 1 / √(Σ_j x_j² / d_in + ε), computed by the whole block (every thread a strided part, each
+// warp a shuffle sum, the warps' sums through shared memory), the same on every thread. Its one
+// __syncthreads needs every thread of the block to call it.
+__device__ __forceinline__ float block_inv_rms(const float* x, int d_in, float eps, float* warp_sums) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+    float sq = 0.f;
+    for (int j = threadIdx.x; j < d_in; j += blockDim.x) sq += x[j] * x[j];
+    sq = warp_sum(sq);
+    if (lane == 0) warp_sums[warp] = sq;
+    __syncthreads();  // every warp's sum is in shared memory
+    float sum_sq = 0.f;
+    for (int w = 0; w < n_warps; ++w) sum_sq += warp_sums[w];
+    return 1.f / sqrtf(sum_sq / d_in + eps);
+}

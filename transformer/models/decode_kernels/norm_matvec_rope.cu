@@ -27,15 +27,7 @@ extern "C" __global__ void decode_norm_matvec_rope(const float* x, const float* 
     __shared__ float warp_sums[32];  // Σ x² of each warp's share of x
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
 
-    // Σ_j x_j², by the whole block
-    float sq = 0.f;
-    for (int j = threadIdx.x; j < d_in; j += blockDim.x) sq += x[j] * x[j];
-    sq = warp_sum(sq);
-    if (lane == 0) warp_sums[warp] = sq;
-    __syncthreads();  // every warp's sum is in shared memory
-    float sum_sq = 0.f;
-    for (int w = 0; w < n_warps; ++w) sum_sq += warp_sums[w];
-    const float inv = 1.f / sqrtf(sum_sq / d_in + eps);  // 1 / rms(x)
+    const float inv = block_inv_rms(x, d_in, eps, warp_sums);  // 1 / rms(x), by the whole block
 
     // rows 2p, 2p + 1: y = inv · Σ_j W[r, j] γ_j x_j, a warp per pair
     const int p = blockIdx.x * n_warps + warp, half = d_h / 2;

@@ -1,0 +1,31 @@
+// Operands of the register kernels (flash_attention_*_mma*.cu), made from float32 values: float16
+// pairs for mma.m16n8k16, TF32 pairs for the 3xTF32 products of mma.m16n8k8. Include after
+// mma_ptx.cuh and <cuda_fp16.h> (the CPU emulator puts its own mma_ptx.cuh in their place).
+#pragma once
+
+// Two floats -> one register of two halves, the first in the low 16 bits (one cvt.rn.f16x2.f32).
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    const __half2 h2 = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h2);
+}
+
+// x = hi + lo, both TF32. (For x = ±∞, lo = ∞ - ∞ = NaN: an infinite input turns every row that sees it NaN.)
+__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+    hi = to_tf32(x);
+    lo = to_tf32(x - __uint_as_float(hi));
+}
+
+#ifndef TF32_PRODUCTS
+#define TF32_PRODUCTS 3
+#endif
+
+// D += A B for A, B given as TF32 pairs: the small products first, then the large one
+// (TF32_PRODUCTS=1: the large one only, float16-level accuracy).
+__device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
+                                           const unsigned b_hi[2], const unsigned b_lo[2]) {
+#if TF32_PRODUCTS == 3
+    mma_16x8x8_tf32(d, a_lo, b_hi);
+    mma_16x8x8_tf32(d, a_hi, b_lo);
+#endif
+    mma_16x8x8_tf32(d, a_hi, b_hi);
+}
