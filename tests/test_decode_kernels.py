@@ -266,6 +266,8 @@ CASES = {
     "sample_filter-4999-k1000-p.5": lambda: sample_filter_case(4999, top_k=1000, top_p=0.5, temperature=0.5),
     "sample_filter-49152-k50-p.9": lambda: sample_filter_case(49152, top_k=50, top_p=0.9),  # SmolLM2's v
     "sample_filter-49152-p.95": lambda: sample_filter_case(49152, top_p=0.95),
+    "sample_filter-49152-peaked-p.9": lambda: sample_filter_case(  # an LM's few likely tokens: 59 candidates
+        49152, top_p=0.9, logits=tie_free_logits(np.random.default_rng(5), 49152, scale=2.0)),
     "sample_filter-ties-k7": lambda: sample_filter_case(301, top_k=7, ties=True),
     "sample_filter-ties-p.5-cut": lambda: sample_filter_case(301, top_p=0.5, temperature=0.9, ties=True),
     "sample_filter-off": lambda: sample_filter_case(300),
@@ -468,6 +470,33 @@ def test_blocks_then_finish_draw_the_argmax_of_the_whole_vocabulary(runner, temp
 
 
 FILTER_CASES = [i for i in CASES if i.startswith("sample_filter")]
+
+
+def filter_candidates(case) -> int:
+    """How many tokens sample_filter's top-p searches in shared memory: w_i ≥ (1 − top_p)·Z / 2v over the
+    tokens top-k keeps (w_i = e^{(x_i − max)/T}), in float32 as the kernel computes it."""
+    c = case.values
+    x, v, k = c["logits"], c["v"], c["top_k"]
+    keep = x >= np.sort(x)[-k] if 0 < k < v else np.ones(v, bool)
+    w = np.where(keep, np.exp((x - x.max()) * np.float32(c["inv_temperature"])), 0).astype(np.float32)
+    return int((w >= (1 - np.float32(c["top_p"])) * w.sum() / (2 * v)).sum())
+
+
+@needs_gxx
+def test_the_filters_candidate_search_and_its_vocabulary_search_give_the_same_bounds():
+    """top-p searches its candidates in shared memory when there are at most 2,048 of them (an LM's
+    peaked logits, or top-k first), else the whole vocabulary. The cases take both ways; each, with the
+    kernel built for 1 candidate (the vocabulary search), writes the same bounds, the twin's."""
+    vocabulary_search = cuda_emulator.load(KERNEL_DIR / "sample.cu", "decode_sample_filter", ("-DCAPACITY=1",))
+    counts = []
+    for case_id in ("sample_filter-300-p.5", "sample_filter-4999-k1000-p.5", "sample_filter-49152-k50-p.9",
+                    "sample_filter-49152-peaked-p.9", "sample_filter-4999-p.95", "sample_filter-49152-p.95"):
+        on_kernel, on_twin = check_against_twin(CASES[case_id]())
+        again = CASES[case_id]()
+        vocabulary_search((1,), (KERNELS["sample_filter"][1],), again.args(emulator_scalar))
+        assert np.array_equal(again.values["bounds"], on_kernel.values["bounds"]), case_id
+        counts.append(filter_candidates(on_twin))
+    assert counts[:4] == [299, 1000, 50, 59] and min(counts[4:]) > 2048, counts  # 4 in shared memory, 2 not
 
 
 def test_the_filter_is_launched_with_the_block_its_shared_tree_is_sized_for():

@@ -104,6 +104,9 @@ extern "C" __global__ void decode_sample_finish(const float* best_v, const int* 
 
 #define FILTER_THREADS 512  // decode_sample_filter's block: its tree holds 15 × 512 floats (30 KiB of shared memory)
 #define CANDIDATES 15       // thresholds one pass of select_key tries: 4 bits of the key a pass, 8 passes for 32
+#ifndef CAPACITY
+#define CAPACITY 2048       // top-p's candidates in shared memory (16 KiB; with the tree, 46 of a block's static 48)
+#endif
 
 // The order key of a float: a uint32 whose order is the floats' (−∞ < … < 0 < … < +∞). A positive gets its
 // sign bit set, a negative every bit flipped; x + 0 makes −0 into +0 first, so the two tie as floats do.
@@ -160,18 +163,67 @@ __device__ unsigned int select_key(int v, float target, Key key, Weight weight, 
     return prefix;
 }
 
+// The first-tied-token search of top-p and the mass counts, over n tokens given by their logit x(c) and id
+// id(c) (the vocabulary, or the candidates in shared memory): the threshold key K, the largest with
+// G(K) = Σ_{key_c ≥ K} w_c ≥ target, and `last` (v: every token at K kept). w(c) is 0 outside the top-k.
+template <class X, class Id, class W>
+__device__ void top_p_cut(int n, int v, float target, float x_max, float inv_temperature, X x, Id id, W w,
+                          float (*tree)[FILTER_THREADS], unsigned int& p_key, int& last) {
+    const auto plus = [](float a, float b) { return a + b; };
+    const auto key = [&](int c) { return order_key(x(c)); };
+    p_key = select_key(n, target, key, w, tree);
+    float above_tied[2] = {0.f, 0.f};  // S = the mass above the threshold, n = the tokens at it
+#pragma unroll 4
+    for (int c = threadIdx.x; c < n; c += FILTER_THREADS) {
+        above_tied[0] += key(c) > p_key ? w(c) : 0.f;
+        above_tied[1] += key(c) == p_key ? 1.f : 0.f;
+    }
+    block_reduce(above_tied, tree, plus);
+    const float w_at = expf((key_value(p_key) - x_max) * inv_temperature);
+    const float keep = fminf(ceilf((target - above_tied[0]) / w_at), above_tied[1]);
+    last = v;
+    if (keep < above_tied[1])  // the keep-th tied token in vocabulary order: the keep-th largest key ~id
+        last = (int)~select_key(n, keep, [&](int c) { return ~(unsigned int)id(c); },
+                                [&](int c) { return key(c) == p_key ? 1.f : 0.f; }, tree);
+}
+
+// Each thread's count, and the sum of the counts of the threads before it (and of all), over the block:
+// a Hillis–Steele scan in shared memory (counts are exact in float32 up to 2²⁴).
+__device__ __forceinline__ int block_offset(int count, int& total, float (*tree)[FILTER_THREADS]) {
+    tree[0][threadIdx.x] = (float)count;
+    for (int step = 1; step < FILTER_THREADS; step <<= 1) {
+        __syncthreads();  // the previous step is written
+        const float before = threadIdx.x >= step ? tree[0][threadIdx.x - step] : 0.f;
+        __syncthreads();  // every thread has read it
+        tree[0][threadIdx.x] += before;
+    }
+    __syncthreads();
+    total = (int)tree[0][FILTER_THREADS - 1];
+    const int offset = (int)tree[0][threadIdx.x] - count;
+    __syncthreads();  // every thread has its offset before the tree is written again
+    return offset;
+}
+
 // The kept set of top-k, then top-p, as the host's filter_logits keeps it, on the logits' order keys:
 //   top-k   the k-th largest key; every token at or above it is kept (ties at it all kept)
 //   top-p   over those, w_i = e^{(x_i − max)·inv_temperature} and Z = Σ w_i. Token j is kept iff the mass of the
 //           tokens before it (falling logit, ties in vocabulary order) is < top_p·Z: the threshold is the largest
 //           key with G(key) = Σ_{key_i ≥ key} w_i ≥ top_p·Z, and of its n tied tokens (w each, S the mass above
 //           them) the first ⌈(top_p·Z − S) / w⌉ in vocabulary order are kept, the last of them `last`.
+//           The search runs over candidates in shared memory where it can: the tokens with w_i ≥ τ =
+//           (1 − top_p)·Z / (2v). The others weigh less than (1 − top_p)·Z / 2 together, so the candidates
+//           hold more than top_p·Z (checked on their sum) and every token at or above the threshold: G is
+//           the same over them. Found in the vocabulary order (a count, a scan, a copy), so the sums run in
+//           the same order at every launch. More than CAPACITY of them (a flat distribution), or a sum
+//           short of the target (rounding, top_p within ~1e-6 of 1): the search runs over the vocabulary.
 // bounds = (the threshold's logit, last); top_k = 0 (or ≥ v) and top_p = 1 are off; inv_temperature > 0.
 extern "C" __global__ void decode_sample_filter(const float* logits, float* bounds, const int* state, int v,
                                                 float inv_temperature, int top_k, float top_p)
 {
     if (state[DONE]) return;
     __shared__ float tree[CANDIDATES][FILTER_THREADS];
+    __shared__ float cand_x[CAPACITY];  // the candidates' logits and ids, in vocabulary order
+    __shared__ int cand_i[CAPACITY];
     const auto plus = [](float a, float b) { return a + b; };
     const auto key = [&](int i) { return order_key(logits[i]); };
     const unsigned int k_key = (0 < top_k && top_k < v)  // top-k: weight 1, the count at or above K reaches k
@@ -190,20 +242,33 @@ extern "C" __global__ void decode_sample_filter(const float* logits, float* boun
 #pragma unroll 4
         for (int i = threadIdx.x; i < v; i += FILTER_THREADS) z[0] += weight(i);
         block_reduce(z, tree, plus);
-        const float target = top_p * z[0];
-        p_key = select_key(v, target, key, weight, tree);
-        float above_tied[2] = {0.f, 0.f};  // S = the mass above the threshold, n = the tokens at it
+        const float target = top_p * z[0], tau = (1.f - top_p) * z[0] / (2.f * v);
+
+        // The candidates: count, scan, copy (each thread its own in vocabulary order), check their mass.
+        int count = 0;
 #pragma unroll 4
-        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
-            above_tied[0] += key(i) > p_key ? weight(i) : 0.f;
-            above_tied[1] += key(i) == p_key ? 1.f : 0.f;
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += weight(i) >= tau;
+        int n_cand;
+        int at = block_offset(count, n_cand, tree);
+        float mass[1] = {0.f};
+        if (n_cand <= CAPACITY) {
+            for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
+                if (weight(i) >= tau) {
+                    cand_x[at] = logits[i];
+                    cand_i[at++] = i;
+                }
+            __syncthreads();  // every candidate is in
+            for (int c = threadIdx.x; c < n_cand; c += FILTER_THREADS)
+                mass[0] += expf((cand_x[c] - x_max[0]) * inv_temperature);
+            block_reduce(mass, tree, plus);
         }
-        block_reduce(above_tied, tree, plus);
-        const float w = expf((key_value(p_key) - x_max[0]) * inv_temperature);
-        const float keep = fminf(ceilf((target - above_tied[0]) / w), above_tied[1]);
-        if (keep < above_tied[1])  // the keep-th tied token in vocabulary order: the keep-th largest key ~i
-            last = (int)~select_key(v, keep, [](int i) { return ~(unsigned int)i; },
-                                    [&](int i) { return key(i) == p_key ? 1.f : 0.f; }, tree);
+        if (n_cand <= CAPACITY && mass[0] >= target)
+            top_p_cut(n_cand, v, target, x_max[0], inv_temperature, [&](int c) { return cand_x[c]; },
+                      [&](int c) { return cand_i[c]; },
+                      [&](int c) { return expf((cand_x[c] - x_max[0]) * inv_temperature); }, tree, p_key, last);
+        else
+            top_p_cut(v, v, target, x_max[0], inv_temperature, [&](int i) { return logits[i]; },
+                      [](int i) { return i; }, weight, tree, p_key, last);
     }
     if (threadIdx.x == 0) {
         bounds[0] = key_value(p_key);
