@@ -41,7 +41,7 @@ from .models.generation import GenerationStats, through_cache  # the generation 
 from .models.llama import decoder_mask, forward as llama_forward
 from .models.llama_fast import FastForward, decode_matrices  # the same maths through the cache, in buffers made once
 from .models.decode_plan import (DecodeSizes, LaunchSpec, step_kernels, kernels_per_step, counter_uniforms,
-                                 device_matrices)  # the GPU decode step: 7 kernels a layer, its plan
+                                 device_matrices)  # the GPU decode step: 5 kernels a layer, its plan
 from .models.decode_step import DecodeStep, TwinLauncher, RecordingLauncher  # its body, under any launcher
 from .models.decode_graph import StepRunner, CupyLauncher  # on a GPU: the kernels, one CUDA graph a token
 from .models.llama_gguf import load_smollm2, load_llama, smollm2_path, open_gguf
