@@ -242,7 +242,7 @@ for d_h_b in (64, 128):
         br, bc = CK.backward_tiles(kern, d_h_b)
         plan = CK.backward_launch_plan((1, 16, 8192, d_h_b), (1, 16, 8192, d_h_b), dtype, causal=True,
                                        scale=None, kernel=kern)
-        print(f"backward {kern:8s}, d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
+        print(f"backward {kern + ',':9s} d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
               f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:5.1f} KiB of shared memory a block")
 
 # %% [markdown]
