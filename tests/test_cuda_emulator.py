@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
 
 @pytest.mark.parametrize("kernel,dtype", [("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"),
                                           ("mma_tf32", "float32"), ("backward", "float32"),
-                                          ("backward_mma", "float16"), ("backward_mma_tf32", "float32")])
+                                          ("backward_mma", "float16")])
 def test_fibers_and_threads_give_the_same_numbers(kernel, dtype):
     """Each CUDA thread as a fiber (the default) or as a std::thread (-DCUDA_CPU_THREADS, the
     sanitizers' way): the same arithmetic in the same order, so the same bits in everything the
