@@ -49,6 +49,7 @@
 #include "mma_ptx.cuh"
 #include "mma_operands.cuh"
 #include "packed_rows.cuh"
+#include "bwd_tiles.cuh"
 #include "scalars.cuh"
 
 #ifndef D_H
@@ -217,19 +218,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
         // row may not see: past n_k or n_q, across the causal diagonal, or of another document.
         const bool other_docs = doc && !tile_in_document(doc, r0, BR, n_q, block_doc, lane);
         const bool edge = j0 + BC > n_k || r0 + BR > n_q || (causal && j0 + BC - 1 > r0 + offset) || other_docs;
-#pragma unroll
-        for (int nb = 0; nb < BR / 8; ++nb) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int c = 8 * nb + 2 * t + e % 2;  // the query column in the tile
-                const int i = r0 + c, j = keys[e / 2];
-                const bool seen = !edge || (j < n_k && i < n_q && (!causal || j <= i + offset)
-                                            && in_document(doc, i, key_doc[e / 2]));
-                const float p = seen ? exp2f(s[nb][e] * scale_log2 - Li[c]) : 0.f;  // P = e^(S·scale - L)
-                s[nb][e] = p;
-                dp[nb][e] = seen ? p * (dp[nb][e] - Di[c]) : 0.f;                  // dS = P (dP - D)
-            }
-        }
+        p_and_ds<BR>(s, dp, Li, Di, r0, t, keys, key_doc, edge, n_q, n_k, causal, offset, doc, scale_log2);
 
         acc_times_tile(dv, s, dOi, lane);  // dV_w += Pᵀ dO_i
         acc_times_tile(dk, dp, Qi, lane);  // dK_w += dSᵀ Q_i (· scale at the end)
@@ -261,34 +250,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
                 mma_16x8x16(dq[db + 1], a, bk + 2);
             }
         }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int i = r0 + 16 * rt + g + 8 * r;
-            if (i >= n_q) continue;
-            float* dq_row = dQ + ((size_t)bh * n_q + i) * D_H + 8 * col0 + 2 * t;
-#pragma unroll
-            for (int db = 0; db < DQ_COLS; ++db) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // one vector atomic for the lane's two columns
-                atomicAdd(reinterpret_cast<float2*>(dq_row + 8 * db), make_float2(dq[db][2 * r] * scale,
-                                                                                  dq[db][2 * r + 1] * scale));
-#else
-                atomicAdd(dq_row + 8 * db, dq[db][2 * r] * scale);
-                atomicAdd(dq_row + 8 * db + 1, dq[db][2 * r + 1] * scale);
-#endif
-            }
-        }
+        add_to_dq<DQ_COLS, D_H>(dQ + (size_t)bh * n_q * D_H, dq, r0 + 16 * rt, 8 * col0, n_q, g, t, scale);
         if (more && tid < 2 * BR) (tid < BR ? Ls : Ds)[(buf ^ 1) * BR + tid % BR] = next;  // tile i-1's L, D are read
     }
 
     // dK_w · scale and dV_w -> HBM, per query head: (b, h, n_k, d_h).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        if (keys[r] >= n_k) continue;
-        const size_t out = ((size_t)bh * n_k + keys[r]) * D_H + 2 * t;
-#pragma unroll
-        for (int db = 0; db < D_H / 8; ++db) {
-            *reinterpret_cast<float2*>(dK + out + 8 * db) = make_float2(dk[db][2 * r] * scale, dk[db][2 * r + 1] * scale);
-            *reinterpret_cast<float2*>(dV + out + 8 * db) = make_float2(dv[db][2 * r], dv[db][2 * r + 1]);
-        }
-    }
+    write_dk_dv<D_H>(dK + (size_t)bh * n_k * D_H, dV + (size_t)bh * n_k * D_H, dk, dv, keys, n_k, t, scale);
 }
