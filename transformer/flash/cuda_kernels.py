@@ -7,7 +7,7 @@ layouts, launch plans and packed-row arguments (NumPy only, so all is tested wit
     tf32_round, split_tf32               TF32 rounding, and float32 as two TF32 parts ("3xTF32")
     auto_kernel, launch_plan             which kernel, how many blocks, which -D constants
     packed_row_args, key_tiles_read      the packed rows' document spans and the key tiles read
-    backward_*                           the same for the backward kernels ("simt", "mma")
+    backward_*                           the same for the backward kernels ("simt", "mma", "mma_tf32")
     backward_rows, sum_query_groups      the arrays around the backward kernel (any backend)
 
 The table of kernels is `kernel_table.py`; compiling and launching is `cuda.py`.
