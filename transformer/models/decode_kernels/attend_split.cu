@@ -120,14 +120,13 @@ extern "C" __global__ void decode_attend_split(const float* q, const float* K, c
     }
 
     // Count this block in; the last of the used splits merges them all.
-    const int used = min((int)gridDim.y, state[POS] / split + 1);  // the splits that hold a key
+    const int n_splits = gridDim.y, used = min(n_splits, state[POS] / split + 1);  // the splits that hold a key
     __threadfence();  // this thread's partials are visible to every block before the count says so
     __syncthreads();  // every thread of the block has written and fenced
     if (threadIdx.x == 0) last = atomicAdd(&arrivals[kvh], 1) == used - 1;
     __syncthreads();  // every thread knows whether to merge
     if (!last) return;
     __threadfence();  // read the other blocks' partials only after seeing their count
-    const int n_splits = gridDim.y;
     for (int t = threadIdx.x; t < g * d_h; t += blockDim.x) {  // head kvh·g + a, dim j
         const int head = kvh * g + t / d_h, j = t % d_h;
         const float* ml = part_ml + (size_t)head * n_splits * 2;
