@@ -77,18 +77,6 @@ static_assert(WARPS % RT == 0 && DQ_COLS % 2 == 0, "dQ's tiles must split evenly
 static_assert(2 * BR <= THREADS, "a thread brings one L or D of the next tile");
 static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
 
-// Rows first … first+ROWS-1 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
-// rows past n become zeros.
-template <int ROWS>
-__device__ __forceinline__ void copy_tile_async(half* dst, const half* __restrict__ src, int first, int n) {
-    constexpr int CHUNKS = D_H / 8;
-    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
-        const int r = e / CHUNKS, c = (e % CHUNKS) * 8;
-        const bool inside = first + r < n;
-        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
-    }
-}
-
 // acc (16 × BR, BR / 8 blocks) += A X_iᵀ, A the warp's 16 rows of a BC × D_H tile (K_j or V_j),
 // X_i a BR × D_H tile (Q_i or dO_i): Xᵀ as the B operand is X read row by row, ldmatrix
 // without transpose, two 8-row blocks of X at once.
@@ -172,11 +160,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
     const int r_first = max(0, row_first) / BR * BR;
 
     // K_j, V_j and the first Q_i, dO_i, L_i, D_i: HBM -> SRAM.
-    copy_tile_async<BC>(Ks, K + kv_base, j0, n_k);
-    copy_tile_async<BC>(Vs, V + kv_base, j0, n_k);
+    copy_rows_async<BC, D_H, LD, THREADS>(Ks, K + kv_base, j0, n_k);
+    copy_rows_async<BC, D_H, LD, THREADS>(Vs, V + kv_base, j0, n_k);
     if (r_first < row_end) {
-        copy_tile_async<BR>(Qs, Qg, r_first, n_q);
-        copy_tile_async<BR>(dOs, dOg, r_first, n_q);
+        copy_rows_async<BR, D_H, LD, THREADS>(Qs, Qg, r_first, n_q);
+        copy_rows_async<BR, D_H, LD, THREADS>(dOs, dOg, r_first, n_q);
     }
     cp_async_commit();
     // A thread's share of the next tile's L (threads 0 … BR-1) or D (BR … 2BR-1), read into a
@@ -203,8 +191,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
         const bool more = r0 + BR < row_end;
         float next = 0.f;
         if (more) {           // start tile i+1 into the buffers tile i-1 used
-            copy_tile_async<BR>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
-            copy_tile_async<BR>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
+            copy_rows_async<BR, D_H, LD, THREADS>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
+            copy_rows_async<BR, D_H, LD, THREADS>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
             cp_async_commit();
             if (tid < 2 * BR) next = row_value(r0 + BR);
         }

@@ -53,18 +53,6 @@ static_assert(WARPS % RT == 0 && (D_H / 8) * RT % WARPS == 0, "dQ's tiles must s
 static_assert(2 * BR <= THREADS, "a thread brings one L or D of the next tile");
 static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
 
-// Rows first … first+ROWS-1 of an (n, D_H) float32 matrix -> shared memory, 16 bytes a copy;
-// rows past n become zeros.
-template <int ROWS>
-__device__ __forceinline__ void copy_rows_async(float* dst, const float* __restrict__ src, int first, int n) {
-    constexpr int CHUNKS = D_H / 4;
-    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
-        const int r = e / CHUNKS, c = (e % CHUNKS) * 4;
-        const bool inside = first + r < n;
-        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
-    }
-}
-
 // acc (16 × BR) += A X_iᵀ: A the warp's 16 rows of K_j or V_j, X_i (BR × D_H) Q_i or dO_i, whose
 // transpose as the B operand is X read along its rows: b[0] = X[8nb + g][8kk + t].
 __device__ __forceinline__ void rows_times_tile_t(float acc[BR / 8][4], const float* A, const float* X, int g, int t) {
@@ -154,11 +142,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma_tf
     const int r_first = max(0, row_first) / BR * BR;
 
     // K_j, V_j and the first Q_i, dO_i, L_i, D_i: HBM -> SRAM.
-    copy_rows_async<BC>(Ks, K + kv_base, j0, n_k);
-    copy_rows_async<BC>(Vs, V + kv_base, j0, n_k);
+    copy_rows_async<BC, D_H, LD, THREADS>(Ks, K + kv_base, j0, n_k);
+    copy_rows_async<BC, D_H, LD, THREADS>(Vs, V + kv_base, j0, n_k);
     if (r_first < row_end) {
-        copy_rows_async<BR>(Qs, Qg, r_first, n_q);
-        copy_rows_async<BR>(dOs, dOg, r_first, n_q);
+        copy_rows_async<BR, D_H, LD, THREADS>(Qs, Qg, r_first, n_q);
+        copy_rows_async<BR, D_H, LD, THREADS>(dOs, dOg, r_first, n_q);
     }
     cp_async_commit();
     // A thread's share of the next tile's L (threads 0 … BR-1) or D (BR … 2BR-1), read into a
@@ -185,8 +173,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma_tf
         const bool more = r0 + BR < row_end;
         float next = 0.f;
         if (more) {           // start tile i+1 into the buffers tile i-1 used
-            copy_rows_async<BR>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
-            copy_rows_async<BR>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
+            copy_rows_async<BR, D_H, LD, THREADS>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
+            copy_rows_async<BR, D_H, LD, THREADS>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
             cp_async_commit();
             if (tid < 2 * BR) next = row_value(r0 + BR);
         }

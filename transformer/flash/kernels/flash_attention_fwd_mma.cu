@@ -70,18 +70,6 @@ static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BY
 static_assert(THREADS == BLOCK_THREADS, "the host must launch THREADS threads a block");
 #endif
 
-// Rows first … first+ROWS-1 of an (n, D_H) float16 matrix -> shared memory, 16 bytes a copy;
-// rows past n become zeros.
-template <int ROWS>
-__device__ __forceinline__ void copy_tile_async(half* dst, const half* __restrict__ src, int first, int n) {
-    constexpr int CHUNKS = D_H / 8;
-    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
-        const int r = e / CHUNKS, c = (e % CHUNKS) * 8;
-        const bool inside = first + r < n;
-        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_attention_fwd_mma(
     const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
     half* __restrict__ O, float* __restrict__ LSE,
@@ -129,10 +117,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
 
     // The Q tile and the first K_j, V_j: HBM -> SRAM; then this warp's rows of Q into registers as
     // A operands, d_h / 16 of them per mma tile, kept for the whole loop.
-    copy_tile_async<BR>(Qs, Qg, row0, n_q);
+    copy_rows_async<BR, D_H, LD, THREADS>(Qs, Qg, row0, n_q);
     if (j_first < Tc) {
-        copy_tile_async<BC>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
-        copy_tile_async<BC>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
+        copy_rows_async<BC, D_H, LD, THREADS>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
+        copy_rows_async<BC, D_H, LD, THREADS>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -159,8 +147,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
             __syncthreads();                    // everyone's has; every warp is done with tile j-1
         }
         if (j + 1 < Tc) {                       // start tile j+1 into the buffer tile j-1 used
-            copy_tile_async<BC>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
-            copy_tile_async<BC>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
+            copy_rows_async<BC, D_H, LD, THREADS>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
+            copy_rows_async<BC, D_H, LD, THREADS>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
             cp_async_commit();
         }
 

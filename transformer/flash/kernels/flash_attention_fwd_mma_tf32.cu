@@ -59,18 +59,6 @@ static_assert(LD % 32 == 4, "the padding that spreads fragment loads over the ba
 static_assert(LAYOUT_BYTES <= SMEM_BYTES, "the host must give each block SMEM_BYTES >= LAYOUT_BYTES");
 static_assert(TF32_PRODUCTS == 1 || TF32_PRODUCTS == 3, "1 (TF32) or 3 (3xTF32) products");
 
-// Rows first … first+ROWS-1 of an (n, D_H) float32 matrix -> shared memory, 16 bytes a copy;
-// rows past n become zeros.
-template <int ROWS>
-__device__ __forceinline__ void copy_rows_async(float* dst, const float* __restrict__ src, int first, int n) {
-    constexpr int CHUNKS = D_H / 4;
-    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
-        const int r = e / CHUNKS, c = (e % CHUNKS) * 4;
-        const bool inside = first + r < n;
-        cp_async_16(dst + r * LD + c, src + (size_t)(inside ? first + r : 0) * D_H + c, inside);
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma_tf32(
     const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
     float* __restrict__ O, float* __restrict__ LSE,
@@ -110,9 +98,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     // The Q tile and the first K_j, V_j: HBM -> SRAM. Q stays in shared memory (its TF32 pairs would
     // take 2·d_h registers), read again for every key tile.
     if (j_first < Tc) {
-        copy_rows_async<BR>(Qs, Qg, row0, n_q);
-        copy_rows_async<BC>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
-        copy_rows_async<BC>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
+        copy_rows_async<BR, D_H, LD, THREADS>(Qs, Qg, row0, n_q);
+        copy_rows_async<BC, D_H, LD, THREADS>(Ks + (j_first % 2) * KV_TILE, Kg, j_first * BC, n_k);
+        copy_rows_async<BC, D_H, LD, THREADS>(Vs + (j_first % 2) * KV_TILE, Vg, j_first * BC, n_k);
     }
     cp_async_commit();
 
@@ -127,8 +115,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
         cp_async_wait_all();                     // this thread's part of tile j (and Q) has landed
         __syncthreads();                         // everyone's has; every warp is done with tile j-1
         if (j + 1 < Tc) {                        // start tile j+1 into the buffer tile j-1 used
-            copy_rows_async<BC>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
-            copy_rows_async<BC>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
+            copy_rows_async<BC, D_H, LD, THREADS>(Ks + ((j + 1) % 2) * KV_TILE, Kg, j0 + BC, n_k);
+            copy_rows_async<BC, D_H, LD, THREADS>(Vs + ((j + 1) % 2) * KV_TILE, Vg, j0 + BC, n_k);
             cp_async_commit();
         }
 

@@ -1,7 +1,20 @@
-// Operands of the register kernels (flash_attention_*_mma*.cu), made from float32 values: float16
-// pairs for mma.m16n8k16, TF32 pairs for the 3xTF32 products of mma.m16n8k8. Include after
+// Operands of the register kernels (flash_attention_*_mma*.cu): tiles brought into shared memory,
+// float16 pairs for mma.m16n8k16, TF32 pairs for the 3xTF32 products of mma.m16n8k8. Include after
 // mma_ptx.cuh and <cuda_fp16.h> (the CPU emulator puts its own mma_ptx.cuh in their place).
 #pragma once
+
+// Rows first … first+ROWS-1 of an (n, COLS) matrix of float16 or float32 -> shared memory, row r at
+// dst + r·STRIDE, in 16-byte copies spread over the block's THREADS threads; rows past n become zeros.
+template <int ROWS, int COLS, int STRIDE, int THREADS, class T>
+__device__ __forceinline__ void copy_rows_async(T* dst, const T* __restrict__ src, int first, int n) {
+    constexpr int PER_COPY = 16 / sizeof(T), COPIES = COLS / PER_COPY;  // elements a copy, copies a row
+    static_assert(COLS % PER_COPY == 0, "a row is a whole number of 16-byte copies");
+    for (int e = threadIdx.x; e < ROWS * COPIES; e += THREADS) {
+        const int r = e / COPIES, c = (e % COPIES) * PER_COPY;
+        const bool inside = first + r < n;
+        cp_async_16(dst + r * STRIDE + c, src + (size_t)(inside ? first + r : 0) * COLS + c, inside);
+    }
+}
 
 // Two floats -> one register of two halves, the first in the low 16 bits (one cvt.rn.f16x2.f32).
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
