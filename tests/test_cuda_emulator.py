@@ -13,8 +13,8 @@ pytestmark = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
                                           ("mma_tf32", "float32"), ("backward", "float32"),
                                           ("backward_mma", "float16")])
 def test_fibers_and_threads_give_the_same_numbers(kernel, dtype):
-    """Each CUDA thread as a fiber (the default) or as a std::thread (-DCUDA_CPU_THREADS, the
-    sanitizers' way): the same arithmetic in the same order, so the same bits in everything the
+    """Each CUDA thread as a fiber (the default) or as a std::thread (-DCUDA_CPU_THREADS, under a
+    real thread scheduler): the same arithmetic in the same order, so the same bits in everything the
     kernel writes (O and lse; dQ, dK and dV), and right. The kernels cover __syncthreads, __syncwarp,
     shuffles, WMMA and mma tiles, cp.async and atomicAdd."""
     fibers, ref = one_case(source_of(kernel), kernel, dtype)

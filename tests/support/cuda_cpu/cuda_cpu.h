@@ -6,10 +6,13 @@
 //                         one CPU thread. A fiber runs until it waits at a barrier or returns; then
 //                         the lowest-numbered thread that may go on runs. A barrier lets its fibers
 //                         go on once every thread that has not returned has reached it.
-//                         Deterministic, and ~10× faster than threads.
-//   threads               (-DCUDA_CPU_THREADS; the sanitizer builds) every CUDA thread is a
-//                         std::thread and a barrier a std::barrier, so ThreadSanitizer sees which
-//                         accesses a barrier orders and reports those that nothing orders.
+//                         Deterministic, and ~10× faster than threads. Under ThreadSanitizer
+//                         each fiber is one of its fibers too (__tsan_switch_to_fiber): no switch
+//                         orders memory, a barrier does (each arrival releases, each departure
+//                         acquires), so it reports two accesses that no barrier orders.
+//                         AddressSanitizer is told which fiber's stack is the running one.
+//   threads               (-DCUDA_CPU_THREADS) every CUDA thread is a std::thread and a barrier a
+//                         std::barrier: the same results under a real thread scheduler.
 //
 // __syncthreads() is a barrier over the block, __syncwarp() one over the thread's warp of 32
 // (shuffles and the warp-wide PTX instructions swap values through a slot per lane between two of
@@ -36,8 +39,8 @@
 #include <new>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define CUDA_CPU_THREADS  // sanitizers follow std::threads, not stacks switched under their feet
+#if (defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)) && !defined(CUDA_CPU_THREADS)
+#define CUDA_CPU_SANITIZED_FIBERS  // every switch between fibers told to the sanitizer
 #endif
 
 #ifdef CUDA_CPU_THREADS
@@ -48,6 +51,12 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/common_interface_defs.h>
+#endif
 #endif
 
 #define __global__
@@ -122,8 +131,21 @@ struct NotAMemoryBarrier {
         AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
     }
 };
+// The engine's own bookkeeping (who runs, who waits, which thread this is) is read and written by
+// the scheduler and every fiber with nothing ordering them: not the kernel's accesses, not reported.
+struct EngineBookkeeping {
+    EngineBookkeeping() {
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    }
+    ~EngineBookkeeping() {
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    }
+};
 #else
 struct NotAMemoryBarrier {};
+struct EngineBookkeeping {};
 #endif
 
 // Every lane of the warp posts `value`; each gets all 32 (entry l is lane l's).
@@ -231,70 +253,6 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
 
 #else  // fibers
 
-// A fiber is entered once through its ucontext (which puts it on its own stack) and after that
-// resumed and left with _setjmp/_longjmp, which switch stacks without the system call
-// swapcontext makes to save the signal mask.
-struct Fiber {
-    ThreadState state;
-    ucontext_t start;
-    std::jmp_buf resume;
-    bool started = false, done = false;
-    int waits_at = 0;           // 0: free to run; 1: __syncthreads; 2: __syncwarp
-    unsigned long phase = 0;    // which phase of that barrier it waits for to end
-};
-
-struct Barrier {  // counts the threads (not returned) that have arrived in the current phase
-    unsigned members = 0, arrived = 0;
-    unsigned long phase = 0;
-    void release_if_complete() {  // after an arrival or a member leaving: all there, so the phase ends
-        if (members && arrived == members) {
-            arrived = 0;
-            ++phase;
-        }
-    }
-};
-
-struct BlockRun {
-    std::vector<Fiber> fibers;
-    Fiber* current = nullptr;
-    std::jmp_buf scheduler;
-    Barrier block;
-    std::vector<Barrier> warps;
-    const std::function<void()>* kernel = nullptr;
-};
-inline BlockRun* block_run = nullptr;
-
-inline void yield() {  // back to the scheduler; it resumes this fiber here later
-    if (_setjmp(block_run->current->resume) == 0) _longjmp(block_run->scheduler, 1);
-}
-
-inline void wait_at(Barrier& bar, int which) {
-    Fiber& me = *block_run->current;
-    const unsigned long phase = bar.phase;
-    ++bar.arrived;
-    bar.release_if_complete();
-    if (bar.phase != phase) return;  // the last to arrive goes straight on
-    me.waits_at = which;
-    me.phase = phase;
-    yield();
-}
-
-inline void sync_block() { wait_at(block_run->block, 1); }
-inline void sync_warp() { wait_at(block_run->warps[block_run->current->state.warp], 2); }
-
-inline void fiber_main() {  // runs on the fiber's stack; never returns, it jumps back
-    BlockRun& run = *block_run;
-    (*run.kernel)();
-    Fiber& me = *run.current;
-    me.done = true;
-    --run.block.members;
-    run.block.release_if_complete();
-    Barrier& warp = run.warps[me.state.warp];
-    --warp.members;
-    warp.release_if_complete();
-    _longjmp(run.scheduler, 1);
-}
-
 struct Stacks {  // one per thread of a block, with 64 KiB of guard pages below each: an overflow faults
     static constexpr std::size_t BYTES = 256 * 1024, GUARD = 64 * 1024;
     unsigned char* base = nullptr;
@@ -316,6 +274,156 @@ struct Stacks {  // one per thread of a block, with 64 KiB of guard pages below 
     ~Stacks() { munmap(base, total); }
 };
 
+// A fiber is entered once through its ucontext (which puts it on its own stack) and after that
+// resumed and left with _setjmp/_longjmp, which switch stacks without the system call
+// swapcontext makes to save the signal mask. Under a sanitizer every switch is a swapcontext,
+// told to the sanitizer just before (ThreadSanitizer does not follow a _longjmp to a buffer saved
+// on another fiber's stack; AddressSanitizer is told which stack it is on).
+struct Fiber {
+    ThreadState state;
+    ucontext_t start;
+    std::jmp_buf resume;
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+    ucontext_t context;         // where it left off
+#endif
+#ifdef __SANITIZE_THREAD__
+    void* tsan = nullptr;       // its ThreadSanitizer fiber
+#endif
+    bool started = false, done = false;
+    int waits_at = 0;           // 0: free to run; 1: __syncthreads; 2: __syncwarp
+    unsigned long phase = 0;    // which phase of that barrier it waits for to end
+};
+
+struct Barrier {  // counts the threads (not returned) that have arrived in the current phase
+    unsigned members = 0, arrived = 0;
+    unsigned long phase = 0;
+    char sync[2];  // ThreadSanitizer: the addresses whose release and acquire order phase p's accesses (p % 2)
+    void release_if_complete() {  // after an arrival or a member leaving: all there, so the phase ends
+        if (members && arrived == members) {
+            arrived = 0;
+            ++phase;
+        }
+    }
+};
+
+struct BlockRun {
+    std::vector<Fiber> fibers;
+    Fiber* current = nullptr;
+    std::jmp_buf scheduler;
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+    ucontext_t scheduler_context;
+    const void* scheduler_stack = nullptr;  // AddressSanitizer: the scheduler's stack, as the first switch gives it
+    std::size_t scheduler_stack_bytes = 0;
+#endif
+#ifdef __SANITIZE_THREAD__
+    void* tsan_scheduler = nullptr;
+    char finished;  // every fiber releases here as it returns; the scheduler acquires it after the block
+#endif
+    Barrier block;
+    std::vector<Barrier> warps;
+    const std::function<void()>* kernel = nullptr;
+};
+inline BlockRun* block_run = nullptr;
+
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+// From the scheduler to fiber f (its stack `stack`), and back here when it yields or returns.
+inline void switch_to(BlockRun& run, Fiber& f, const void* stack) {
+#ifdef __SANITIZE_THREAD__
+    __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);  // a switch orders nothing
+#endif
+#ifdef __SANITIZE_ADDRESS__
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&fake_stack, stack, Stacks::BYTES);
+#endif
+    const bool first = !f.started;
+    f.started = true;
+    swapcontext(&run.scheduler_context, first ? &f.start : &f.context);
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+}
+
+// From the running fiber back to the scheduler: `last` when it has returned (never resumed).
+inline void switch_to_scheduler(BlockRun& run, Fiber& me, bool last) {
+#ifdef __SANITIZE_THREAD__
+    void* const scheduler = run.tsan_scheduler;
+    if (last) __tsan_release(&run.finished);  // after its last read of the scheduler's data
+    __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync);
+#endif
+#ifdef __SANITIZE_ADDRESS__
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(last ? nullptr : &fake_stack, run.scheduler_stack, run.scheduler_stack_bytes);
+#endif
+    swapcontext(&me.context, &run.scheduler_context);
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_finish_switch_fiber(fake_stack, &run.scheduler_stack, &run.scheduler_stack_bytes);
+#endif
+}
+#endif
+
+inline void yield() {  // back to the scheduler; it resumes this fiber here later
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+    switch_to_scheduler(*block_run, *block_run->current, false);
+#else
+    if (_setjmp(block_run->current->resume) == 0) _longjmp(block_run->scheduler, 1);
+#endif
+}
+
+// What a barrier orders for ThreadSanitizer: the arrivals' accesses before the departures' (none
+// while a shuffle's exchange asks it to ignore synchronisation).
+inline void arrive(Barrier& bar, unsigned long phase) {
+#ifdef __SANITIZE_THREAD__
+    __tsan_release(&bar.sync[phase % 2]);
+#endif
+}
+inline void depart(Barrier& bar, unsigned long phase) {
+#ifdef __SANITIZE_THREAD__
+    __tsan_acquire(&bar.sync[phase % 2]);  // phase p + 2 cannot start before this fiber has left p
+#endif
+}
+
+inline void wait_at(Barrier& bar, int which) {
+    EngineBookkeeping engine;
+    Fiber& me = *block_run->current;
+    const unsigned long phase = bar.phase;
+    arrive(bar, phase);
+    ++bar.arrived;
+    bar.release_if_complete();
+    if (bar.phase == phase) {  // the last to arrive goes straight on
+        me.waits_at = which;
+        me.phase = phase;
+        yield();
+    }
+    depart(bar, phase);
+}
+
+inline void sync_block() { wait_at(block_run->block, 1); }
+inline void sync_warp() { wait_at(block_run->warps[block_run->current->state.warp], 2); }
+
+inline void fiber_main() {  // runs on the fiber's stack; never returns, it jumps back
+    BlockRun& run = *block_run;
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_finish_switch_fiber(nullptr, &run.scheduler_stack, &run.scheduler_stack_bytes);
+#endif
+    (*run.kernel)();
+    Fiber* me;
+    {
+        EngineBookkeeping engine;
+        me = run.current;
+        me->done = true;
+        --run.block.members;
+        run.block.release_if_complete();
+        Barrier& warp = run.warps[me->state.warp];
+        --warp.members;
+        warp.release_if_complete();
+    }
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+    switch_to_scheduler(run, *me, true);
+#else
+    _longjmp(run.scheduler, 1);
+#endif
+}
+
 inline bool can_run(const Fiber& f, const BlockRun& run) {
     if (f.done) return false;
     if (f.waits_at == 1) return run.block.phase != f.phase;
@@ -324,6 +432,7 @@ inline bool can_run(const Fiber& f, const BlockRun& run) {
 }
 
 inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()>& kernel, const Stacks& stacks) {
+    EngineBookkeeping engine;  // the scheduler runs no kernel code
     const unsigned n_warps = (n_threads + 31) / 32;
     std::vector<unsigned char> exchange(32 * SLOT * n_warps);
     BlockRun run;
@@ -332,6 +441,10 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
     run.block.members = n_threads;
     run.warps.resize(n_warps);
     for (unsigned w = 0; w < n_warps; ++w) run.warps[w].members = warp_members(n_threads, w);
+    block_run = &run;
+#ifdef __SANITIZE_THREAD__
+    run.tsan_scheduler = __tsan_get_current_fiber();
+#endif
     for (unsigned t = 0; t < n_threads; ++t) {
         Fiber& f = run.fibers[t];
         f.state = thread_state(t, block, exchange);
@@ -340,8 +453,10 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
         f.start.uc_stack.ss_size = Stacks::BYTES;
         f.start.uc_link = nullptr;
         makecontext(&f.start, fiber_main, 0);
+#ifdef __SANITIZE_THREAD__
+        f.tsan = __tsan_create_fiber(0);  // after the writes above: its creation orders them first
+#endif
     }
-    block_run = &run;
     // Always the lowest-numbered thread that may go on: warp 0 runs ahead of the others up to the
     // next __syncthreads (a warp of a GPU may run ahead as far), so a kernel that reads what another
     // warp writes without a barrier between them reads it unwritten and goes wrong.
@@ -357,6 +472,9 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
         f.waits_at = 0;
         run.current = &f;
         enter(f.state);
+#ifdef CUDA_CPU_SANITIZED_FIBERS
+        switch_to(run, f, stacks.stack(unsigned(&f - run.fibers.data())));
+#else
         if (_setjmp(run.scheduler) == 0) {
             if (!f.started) {
                 f.started = true;
@@ -366,7 +484,13 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
                 _longjmp(f.resume, 1);
             }
         }
+#endif
     }
+#ifdef __SANITIZE_THREAD__
+    __tsan_acquire(&run.finished);  // the next block's threads come after this one's, as the shared arrays' reuse needs
+    for (Fiber& f : run.fibers)
+        if (f.done) __tsan_destroy_fiber(f.tsan);  // a stuck one is left as it is, as its stack is
+#endif
     const auto stuck = std::count_if(run.fibers.begin(), run.fibers.end(), [](const Fiber& f) { return !f.done; });
     if (stuck)  // the stuck fibers are left as they are: their stacks go with the launch
         std::fprintf(stderr, "cuda_cpu: block (%u, %u, %u) is stuck: %ld threads wait at barriers the others "
