@@ -268,6 +268,9 @@ CASES = {
     "sample_filter-49152-p.95": lambda: sample_filter_case(49152, top_p=0.95),
     "sample_filter-49152-peaked-p.9": lambda: sample_filter_case(  # an LM's few likely tokens: 59 candidates
         49152, top_p=0.9, logits=tie_free_logits(np.random.default_rng(5), 49152, scale=2.0)),
+    "sample_filter-1000-k512": lambda: sample_filter_case(1000, top_k=512),  # the largest k with candidates
+    "sample_filter-49152-k513-p.9": lambda: sample_filter_case(49152, top_k=513, top_p=0.9),  # top-k over v
+    "sample_filter-49152-ties-k50-p.5": lambda: sample_filter_case(49152, top_k=50, top_p=0.5, ties=True),
     "sample_filter-ties-k7": lambda: sample_filter_case(301, top_k=7, ties=True),
     "sample_filter-ties-p.5-cut": lambda: sample_filter_case(301, top_p=0.5, temperature=0.9, ties=True),
     "sample_filter-off": lambda: sample_filter_case(300),
@@ -482,21 +485,42 @@ def filter_candidates(case) -> int:
     return int((w >= (1 - np.float32(c["top_p"])) * w.sum() / (2 * v)).sum())
 
 
+def top_k_candidates(case) -> int | None:
+    """How many tokens sample_filter's top-k searches in shared memory: those at or above the k-th largest
+    of the 512 threads' own largest logits (thread t holds t, t + 512, …); None: k > 512, over the vocabulary."""
+    c = case.values
+    x, v, k = c["logits"] + np.float32(0), c["v"], c["top_k"]
+    if not (0 < k < v and k <= KERNELS["sample_filter"][1]):
+        return None
+    own = np.array([x[t::KERNELS["sample_filter"][1]].max() for t in range(min(v, KERNELS["sample_filter"][1]))])
+    return int((x >= np.sort(own)[-k]).sum())
+
+
 @needs_gxx
-def test_the_filters_candidate_search_and_its_vocabulary_search_give_the_same_bounds():
-    """top-p searches its candidates in shared memory when there are at most 2,048 of them (an LM's
-    peaked logits, or top-k first), else the whole vocabulary. The cases take both ways; each, with the
-    kernel built for 1 candidate (the vocabulary search), writes the same bounds, the twin's."""
+def test_the_filters_candidate_searches_and_its_vocabulary_search_give_the_same_bounds():
+    """top-k (k ≤ 512) searches its candidates in shared memory, and top-p after it, when there are at most
+    2,048 of them; top-p alone searches its own candidates (an LM's peaked logits); else the whole
+    vocabulary. The cases take every way; each, with the kernel built for 1 candidate (every search over
+    the vocabulary), writes the same bounds, the twin's."""
     vocabulary_search = cuda_emulator.load(KERNEL_DIR / "sample.cu", "decode_sample_filter", ("-DCAPACITY=1",))
-    counts = []
+    counts = {}
     for case_id in ("sample_filter-300-p.5", "sample_filter-4999-k1000-p.5", "sample_filter-49152-k50-p.9",
-                    "sample_filter-49152-peaked-p.9", "sample_filter-4999-p.95", "sample_filter-49152-p.95"):
+                    "sample_filter-49152-peaked-p.9", "sample_filter-4999-p.95", "sample_filter-49152-p.95",
+                    "sample_filter-4999-k5", "sample_filter-1000-k512", "sample_filter-49152-k513-p.9",
+                    "sample_filter-49152-ties-k50-p.5", "sample_filter-ties-k40-p.3-cut"):
         on_kernel, on_twin = check_against_twin(CASES[case_id]())
         again = CASES[case_id]()
         vocabulary_search((1,), (KERNELS["sample_filter"][1],), again.args(emulator_scalar))
         assert np.array_equal(again.values["bounds"], on_kernel.values["bounds"]), case_id
-        counts.append(filter_candidates(on_twin))
-    assert counts[:4] == [299, 1000, 50, 59] and min(counts[4:]) > 2048, counts  # 4 in shared memory, 2 not
+        counts[case_id] = (top_k_candidates(on_twin), filter_candidates(on_twin))
+    # top-p's own candidates: 4 in shared memory, 2 not
+    assert [counts[i][1] for i in ("sample_filter-300-p.5", "sample_filter-4999-k1000-p.5",
+                                   "sample_filter-49152-peaked-p.9")] == [299, 1000, 59], counts
+    assert min(counts["sample_filter-4999-p.95"][1], counts["sample_filter-49152-p.95"][1]) > 2048, counts
+    # top-k's: about k on tie-free logits; none past k = 512; the vocabulary on 8,000-odd tokens tied at the bound
+    assert counts["sample_filter-4999-k5"][0] == 5 and 50 <= counts["sample_filter-49152-k50-p.9"][0] <= 60, counts
+    assert 512 <= counts["sample_filter-1000-k512"][0] <= 2048 and counts["sample_filter-49152-k513-p.9"][0] is None
+    assert counts["sample_filter-49152-ties-k50-p.5"][0] > 2048 and counts["sample_filter-ties-k40-p.3-cut"][0] > 40
 
 
 def test_the_filter_is_launched_with_the_block_its_shared_tree_is_sized_for():

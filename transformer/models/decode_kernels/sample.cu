@@ -105,7 +105,7 @@ extern "C" __global__ void decode_sample_finish(const float* best_v, const int* 
 #define FILTER_THREADS 512  // decode_sample_filter's block: its tree holds 15 × 512 floats (30 KiB of shared memory)
 #define CANDIDATES 15       // thresholds one pass of select_key tries: 4 bits of the key a pass, 8 passes for 32
 #ifndef CAPACITY
-#define CAPACITY 2048       // top-p's candidates in shared memory (16 KiB; with the tree, 46 of a block's static 48)
+#define CAPACITY 2048       // candidates in shared memory (16 KiB; with the tree, 46 of a block's static 48)
 #endif
 
 // The order key of a float: a uint32 whose order is the floats' (−∞ < … < 0 < … < +∞). A positive gets its
@@ -204,72 +204,147 @@ __device__ __forceinline__ int block_offset(int count, int& total, float (*tree)
     return offset;
 }
 
+// Top-k's candidates (k ≤ FILTER_THREADS) in shared memory, in vocabulary order: the tokens whose key is at
+// least the k-th largest of the threads' own largest keys. k threads each hold a token at or above that
+// bound, so the k largest tokens are among them, and every token tied with the k-th. Returns how many (for an
+// LM's logits about k), or −1 where more than CAPACITY (many ties at the bound): the vocabulary is searched.
+// x_max: the largest logit (fmaxf's: NaN left out), from the same pass.
+__device__ int top_k_candidates(const float* logits, int v, int top_k, float* cand_x, int* cand_i,
+                                float (*tree)[FILTER_THREADS], float& x_max) {
+    unsigned int own_key = 0;  // below every float's key: a thread without tokens counts for none
+    float own_max[1] = {-INFINITY};
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) {
+        own_key = max(own_key, order_key(logits[i]));
+        own_max[0] = fmaxf(own_max[0], logits[i]);
+    }
+    cand_i[threadIdx.x] = (int)own_key;  // CAPACITY ≥ FILTER_THREADS: the candidates' place, not yet in use
+    block_reduce(own_max, tree, [](float a, float b) { return fmaxf(a, b); });  // its barriers: cand_i is in
+    x_max = own_max[0];
+    const unsigned int bound = select_key(FILTER_THREADS, (float)top_k, [&](int t) { return (unsigned int)cand_i[t]; },
+                                          [](int) { return 1.f; }, tree);
+    int count = 0;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += order_key(logits[i]) >= bound;
+    int n_cand;
+    int at = block_offset(count, n_cand, tree);  // its barriers: every thread is done reading cand_i
+    if (n_cand > CAPACITY) return -1;
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
+        if (order_key(logits[i]) >= bound) {
+            cand_x[at] = logits[i];
+            cand_i[at++] = i;
+        }
+    __syncthreads();  // every candidate is in
+    return n_cand;
+}
+
+// Both searches over top-k's candidates (n of them, top_k_candidates): every token either filter weighs is one.
+__device__ void cut_over_top_k_candidates(int n, int v, int top_k, float top_p, float x_max, float inv_temperature,
+                                          const float* cand_x, const int* cand_i, float (*tree)[FILTER_THREADS],
+                                          unsigned int& p_key, int& last) {
+    const auto cand_key = [&](int c) { return order_key(cand_x[c]); };
+    const unsigned int k_key = select_key(n, (float)top_k, cand_key, [](int) { return 1.f; }, tree);
+    p_key = k_key;
+    last = v;
+    if (top_p < 1.f) {
+        const auto w = [&](int c) {  // w_c, 0 outside the top-k
+            return cand_key(c) >= k_key ? expf((cand_x[c] - x_max) * inv_temperature) : 0.f;
+        };
+        float z[1] = {0.f};
+        for (int c = threadIdx.x; c < n; c += FILTER_THREADS) z[0] += w(c);
+        block_reduce(z, tree, [](float a, float b) { return a + b; });
+        top_p_cut(n, v, top_p * z[0], x_max, inv_temperature, [&](int c) { return cand_x[c]; },
+                  [&](int c) { return cand_i[c]; }, w, tree, p_key, last);
+    }
+}
+
+// Top-k over the vocabulary (top_k = 0: off), then top-p over top-p's candidates where it can.
+__device__ void cut_over_vocabulary(const float* logits, int v, int top_k, float top_p, float inv_temperature,
+                                    float* cand_x, int* cand_i, float (*tree)[FILTER_THREADS],
+                                    unsigned int& p_key, int& last) {
+    const auto plus = [](float a, float b) { return a + b; };
+    const auto key = [&](int i) { return order_key(logits[i]); };
+    const unsigned int k_key = top_k  // top-k: weight 1, the count at or above K reaches k
+        ? select_key(v, (float)top_k, key, [](int) { return 1.f; }, tree) : order_key(-INFINITY);
+    p_key = k_key;
+    last = v;
+    if (top_p == 1.f) return;
+    float x_max[1] = {-INFINITY};
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) x_max[0] = fmaxf(x_max[0], logits[i]);
+    block_reduce(x_max, tree, [](float a, float b) { return fmaxf(a, b); });
+    const auto weight = [&](int i) {  // w_i, 0 outside the top-k
+        return key(i) >= k_key ? expf((logits[i] - x_max[0]) * inv_temperature) : 0.f;
+    };
+    float z[1] = {0.f};
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) z[0] += weight(i);
+    block_reduce(z, tree, plus);
+    const float target = top_p * z[0], tau = (1.f - top_p) * z[0] / (2.f * v);
+
+    // The candidates: count, scan, copy (each thread its own in vocabulary order), check their mass.
+    int count = 0;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += weight(i) >= tau;
+    int n_cand;
+    int at = block_offset(count, n_cand, tree);
+    float mass[1] = {0.f};
+    if (n_cand <= CAPACITY) {
+        for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
+            if (weight(i) >= tau) {
+                cand_x[at] = logits[i];
+                cand_i[at++] = i;
+            }
+        __syncthreads();  // every candidate is in
+        for (int c = threadIdx.x; c < n_cand; c += FILTER_THREADS)
+            mass[0] += expf((cand_x[c] - x_max[0]) * inv_temperature);
+        block_reduce(mass, tree, plus);
+    }
+    if (n_cand <= CAPACITY && mass[0] >= target)
+        top_p_cut(n_cand, v, target, x_max[0], inv_temperature, [&](int c) { return cand_x[c]; },
+                  [&](int c) { return cand_i[c]; },
+                  [&](int c) { return expf((cand_x[c] - x_max[0]) * inv_temperature); }, tree, p_key, last);
+    else
+        top_p_cut(v, v, target, x_max[0], inv_temperature, [&](int i) { return logits[i]; },
+                  [](int i) { return i; }, weight, tree, p_key, last);
+}
+
 // The kept set of top-k, then top-p, as the host's filter_logits keeps it, on the logits' order keys:
-//   top-k   the k-th largest key; every token at or above it is kept (ties at it all kept)
+//   top-k   the k-th largest key; every token at or above it is kept (ties at it all kept). With k ≤ FILTER_THREADS
+//           it is searched over top-k's candidates (top_k_candidates), and so is top-p after it: they hold every
+//           token top-p weighs. 3 passes over the vocabulary in all; over the vocabulary, 8 passes for top-k alone.
 //   top-p   over those, w_i = e^{(x_i − max)·inv_temperature} and Z = Σ w_i. Token j is kept iff the mass of the
 //           tokens before it (falling logit, ties in vocabulary order) is < top_p·Z: the threshold is the largest
 //           key with G(key) = Σ_{key_i ≥ key} w_i ≥ top_p·Z, and of its n tied tokens (w each, S the mass above
 //           them) the first ⌈(top_p·Z − S) / w⌉ in vocabulary order are kept, the last of them `last`.
-//           The search runs over candidates in shared memory where it can: the tokens with w_i ≥ τ =
-//           (1 − top_p)·Z / (2v). The others weigh less than (1 − top_p)·Z / 2 together, so the candidates
-//           hold more than top_p·Z (checked on their sum) and every token at or above the threshold: G is
-//           the same over them. Found in the vocabulary order (a count, a scan, a copy), so the sums run in
-//           the same order at every launch. More than CAPACITY of them (a flat distribution), or a sum
-//           short of the target (rounding, top_p within ~1e-6 of 1): the search runs over the vocabulary.
+//           Otherwise the search runs over top-p's own candidates in shared memory where it can: the tokens
+//           with w_i ≥ τ = (1 − top_p)·Z / (2v). The others weigh less than (1 − top_p)·Z / 2 together, so the
+//           candidates hold more than top_p·Z (checked on their sum) and every token at or above the
+//           threshold: G is the same over them. Found in the vocabulary order (a count, a scan, a copy), so
+//           the sums run in the same order at every launch. More than CAPACITY of them (a flat distribution),
+//           or a sum short of the target (rounding, top_p within ~1e-6 of 1): the search runs over the
+//           vocabulary.
 // bounds = (the threshold's logit, last); top_k = 0 (or ≥ v) and top_p = 1 are off; inv_temperature > 0.
 extern "C" __global__ void decode_sample_filter(const float* logits, float* bounds, const int* state, int v,
                                                 float inv_temperature, int top_k, float top_p)
 {
     if (state[DONE]) return;
     __shared__ float tree[CANDIDATES][FILTER_THREADS];
-    __shared__ float cand_x[CAPACITY];  // the candidates' logits and ids, in vocabulary order
+    __shared__ float cand_x[CAPACITY];  // candidates' logits and ids, in vocabulary order
     __shared__ int cand_i[CAPACITY];
-    const auto plus = [](float a, float b) { return a + b; };
-    const auto key = [&](int i) { return order_key(logits[i]); };
-    const unsigned int k_key = (0 < top_k && top_k < v)  // top-k: weight 1, the count at or above K reaches k
-        ? select_key(v, (float)top_k, key, [](int) { return 1.f; }, tree) : order_key(-INFINITY);
-    unsigned int p_key = k_key;
-    int last = v;  // every token at the threshold is kept
-    if (top_p < 1.f) {
-        float x_max[1] = {-INFINITY};
-#pragma unroll 4
-        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) x_max[0] = fmaxf(x_max[0], logits[i]);
-        block_reduce(x_max, tree, [](float a, float b) { return fmaxf(a, b); });
-        const auto weight = [&](int i) {  // w_i, 0 outside the top-k
-            return key(i) >= k_key ? expf((logits[i] - x_max[0]) * inv_temperature) : 0.f;
-        };
-        float z[1] = {0.f};
-#pragma unroll 4
-        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) z[0] += weight(i);
-        block_reduce(z, tree, plus);
-        const float target = top_p * z[0], tau = (1.f - top_p) * z[0] / (2.f * v);
-
-        // The candidates: count, scan, copy (each thread its own in vocabulary order), check their mass.
-        int count = 0;
-#pragma unroll 4
-        for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += weight(i) >= tau;
-        int n_cand;
-        int at = block_offset(count, n_cand, tree);
-        float mass[1] = {0.f};
-        if (n_cand <= CAPACITY) {
-            for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
-                if (weight(i) >= tau) {
-                    cand_x[at] = logits[i];
-                    cand_i[at++] = i;
-                }
-            __syncthreads();  // every candidate is in
-            for (int c = threadIdx.x; c < n_cand; c += FILTER_THREADS)
-                mass[0] += expf((cand_x[c] - x_max[0]) * inv_temperature);
-            block_reduce(mass, tree, plus);
-        }
-        if (n_cand <= CAPACITY && mass[0] >= target)
-            top_p_cut(n_cand, v, target, x_max[0], inv_temperature, [&](int c) { return cand_x[c]; },
-                      [&](int c) { return cand_i[c]; },
-                      [&](int c) { return expf((cand_x[c] - x_max[0]) * inv_temperature); }, tree, p_key, last);
-        else
-            top_p_cut(v, v, target, x_max[0], inv_temperature, [&](int i) { return logits[i]; },
-                      [](int i) { return i; }, weight, tree, p_key, last);
-    }
+    if (!(0 < top_k && top_k < v)) top_k = 0;  // off
+    unsigned int p_key;
+    int last;
+    int n_cand = -1;  // −1: top-k (if on) over the vocabulary
+    float x_max;
+#if CAPACITY >= FILTER_THREADS
+    if (0 < top_k && top_k <= FILTER_THREADS)
+        n_cand = top_k_candidates(logits, v, top_k, cand_x, cand_i, tree, x_max);
+#endif
+    if (n_cand >= 0)
+        cut_over_top_k_candidates(n_cand, v, top_k, top_p, x_max, inv_temperature, cand_x, cand_i, tree, p_key, last);
+    else
+        cut_over_vocabulary(logits, v, top_k, top_p, inv_temperature, cand_x, cand_i, tree, p_key, last);
     if (threadIdx.x == 0) {
         bounds[0] = key_value(p_key);
         bounds[1] = (float)last;
