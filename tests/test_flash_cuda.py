@@ -1060,7 +1060,8 @@ def test_bench_gpu_report_backward():
              "torch_s": 4e-3,
              "kernel_error": "RuntimeError: no"}]
     assert bench.summarise([], None, None, rows) == [
-        "Backward at n = 8192, float16, causal: mma kernel 8.00 ms = 4.00× torch's SDPA backward (2.00 ms)."]
+        "Backward at n = 8192, float16, causal: mma kernel 8.00 ms = 4.00× torch's SDPA backward (2.00 ms; "
+        "target ≤ 3×)."]
     meta = {"device": "a GPU", "command": "c", "wall_s": 1.0, "date": "d", "cupy": "x", "torch": "y",
             "cuda_runtime": 0, "summary": []}
     text = bench.markdown([], None, meta, None, rows)

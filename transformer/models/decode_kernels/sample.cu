@@ -268,7 +268,7 @@ __device__ void cut_over_vocabulary(const float* logits, int v, int top_k, float
         ? select_key(v, (float)top_k, key, [](int) { return 1.f; }, tree) : order_key(-INFINITY);
     p_key = k_key;
     last = v;
-    if (top_p == 1.f) return;
+    if (!(top_p < 1.f)) return;  // top-p off
     float x_max[1] = {-INFINITY};
 #pragma unroll 4
     for (int i = threadIdx.x; i < v; i += FILTER_THREADS) x_max[0] = fmaxf(x_max[0], logits[i]);
