@@ -10,13 +10,13 @@ pytestmark = pytest.mark.skipif(cuda_emulator.CXX is None, reason="needs g++")
 
 
 @pytest.mark.parametrize("kernel,dtype", [("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"),
-                                          ("mma_tf32", "float32"), ("backward", "float32"),
-                                          ("backward_mma", "float16")])
+                                          ("backward", "float32"), ("backward_mma", "float16")])
 def test_fibers_and_threads_give_the_same_numbers(kernel, dtype):
     """Each CUDA thread as a fiber (the default) or as a std::thread (-DCUDA_CPU_THREADS, under a
     real thread scheduler): the same arithmetic in the same order, so the same bits in everything the
     kernel writes (O and lse; dQ, dK and dV), and right. The kernels cover __syncthreads, __syncwarp,
-    shuffles, WMMA and mma tiles, cp.async and atomicAdd."""
+    shuffles, WMMA and mma tiles, cp.async and atomicAdd. (The TF32 kernels swap their operands between
+    lanes as "mma" does, at three times the emulated products: the slowest case, left out.)"""
     fibers, ref = one_case(source_of(kernel), kernel, dtype)
     threads, _ = one_case(source_of(kernel), kernel, dtype, options=("-DCUDA_CPU_THREADS",))
     for a, b in zip(fibers, threads, strict=True):
