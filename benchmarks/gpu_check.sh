@@ -45,7 +45,7 @@ part() {  # part NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS, and 
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; uname -r; nproc
   $PY -c "import cupy, numpy, torch, sys; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__, 'python', sys.version.split()[0])"
 } 2>&1 | tee -a "$LOG"
-part bench_gpu_8192 90 $PY benchmarks/bench_gpu.py --ns 8192 --repeats 5 --skip-model --out "$OUT/n8192"
+part bench_gpu_8192 120 $PY benchmarks/bench_gpu.py --ns 8192 --repeats 5 --skip-model --out "$OUT/n8192"
 part bench_decode_gpu 270 $PY benchmarks/bench_decode_gpu.py --quick --out "$OUT"
 part test_decode_gpu 90 $PY -m pytest -q -p no:cacheprovider tests/test_decode_gpu.py
 part test_flash_gpu 90 $PY -m pytest -q -p no:cacheprovider -k gpu tests/test_flash_cuda.py
