@@ -253,27 +253,6 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
 
 #else  // fibers
 
-struct Stacks {  // one per thread of a block, with 64 KiB of guard pages below each: an overflow faults
-    static constexpr std::size_t BYTES = 256 * 1024, GUARD = 64 * 1024;
-    unsigned char* base = nullptr;
-    std::size_t total = 0;
-    explicit Stacks(unsigned n) : total(n * (BYTES + GUARD)) {
-        void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            std::perror("cuda_cpu: mmap of the fiber stacks");
-            std::abort();
-        }
-        base = static_cast<unsigned char*>(p);
-        for (unsigned i = 0; i < n; ++i)
-            if (mprotect(base + i * (BYTES + GUARD), GUARD, PROT_NONE) != 0) {
-                std::perror("cuda_cpu: mprotect of a guard page");
-                std::abort();
-            }
-    }
-    unsigned char* stack(unsigned i) const { return base + i * (BYTES + GUARD) + GUARD; }
-    ~Stacks() { munmap(base, total); }
-};
-
 // A fiber is entered once through its ucontext (which puts it on its own stack) and after that
 // resumed and left with _setjmp/_longjmp, which switch stacks without the system call
 // swapcontext makes to save the signal mask. Under a sanitizer every switch is a swapcontext,
@@ -326,14 +305,14 @@ struct BlockRun {
 inline BlockRun* block_run = nullptr;
 
 #ifdef CUDA_CPU_SANITIZED_FIBERS
-// From the scheduler to fiber f (its stack `stack`), and back here when it yields or returns.
-inline void switch_to(BlockRun& run, Fiber& f, const void* stack) {
+// From the scheduler to fiber f, and back here when it yields or returns.
+inline void switch_to(BlockRun& run, Fiber& f) {
 #ifdef __SANITIZE_THREAD__
     __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);  // a switch orders nothing
 #endif
 #ifdef __SANITIZE_ADDRESS__
     void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, stack, Stacks::BYTES);
+    __sanitizer_start_switch_fiber(&fake_stack, f.start.uc_stack.ss_sp, f.start.uc_stack.ss_size);
 #endif
     const bool first = !f.started;
     f.started = true;
@@ -424,6 +403,27 @@ inline void fiber_main() {  // runs on the fiber's stack; never returns, it jump
 #endif
 }
 
+struct Stacks {  // one per thread of a block, with 64 KiB of guard pages below each: an overflow faults
+    static constexpr std::size_t BYTES = 256 * 1024, GUARD = 64 * 1024;
+    unsigned char* base = nullptr;
+    std::size_t total = 0;
+    explicit Stacks(unsigned n) : total(n * (BYTES + GUARD)) {
+        void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            std::perror("cuda_cpu: mmap of the fiber stacks");
+            std::abort();
+        }
+        base = static_cast<unsigned char*>(p);
+        for (unsigned i = 0; i < n; ++i)
+            if (mprotect(base + i * (BYTES + GUARD), GUARD, PROT_NONE) != 0) {
+                std::perror("cuda_cpu: mprotect of a guard page");
+                std::abort();
+            }
+    }
+    unsigned char* stack(unsigned i) const { return base + i * (BYTES + GUARD) + GUARD; }
+    ~Stacks() { munmap(base, total); }
+};
+
 inline bool can_run(const Fiber& f, const BlockRun& run) {
     if (f.done) return false;
     if (f.waits_at == 1) return run.block.phase != f.phase;
@@ -473,7 +473,7 @@ inline bool run_block(dim3 block, unsigned n_threads, const std::function<void()
         run.current = &f;
         enter(f.state);
 #ifdef CUDA_CPU_SANITIZED_FIBERS
-        switch_to(run, f, stacks.stack(unsigned(&f - run.fibers.data())));
+        switch_to(run, f);
 #else
         if (_setjmp(run.scheduler) == 0) {
             if (!f.started) {
