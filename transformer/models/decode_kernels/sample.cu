@@ -204,6 +204,27 @@ __device__ __forceinline__ int block_offset(int count, int& total, float (*tree)
     return offset;
 }
 
+// The tokens i with keep(i), in vocabulary order, into shared memory (cand_x their logits, cand_i their ids):
+// a count, a scan over the block, a copy, each thread its own tokens, so the same order at every launch.
+// Returns how many, or −1 where more than CAPACITY (nothing copied).
+template <class Keep>
+__device__ int gather_candidates(const float* logits, int v, Keep keep, float* cand_x, int* cand_i,
+                                 float (*tree)[FILTER_THREADS]) {
+    int count = 0;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += keep(i);
+    int n_cand;
+    int at = block_offset(count, n_cand, tree);  // its barriers: every thread is done with what cand_i held
+    if (n_cand > CAPACITY) return -1;
+    for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
+        if (keep(i)) {
+            cand_x[at] = logits[i];
+            cand_i[at++] = i;
+        }
+    __syncthreads();  // every candidate is in
+    return n_cand;
+}
+
 // Top-k's candidates (k ≤ FILTER_THREADS) in shared memory, in vocabulary order: the tokens whose key is at
 // least the k-th largest of the threads' own largest keys. k threads each hold a token at or above that
 // bound, so the k largest tokens are among them, and every token tied with the k-th. Returns how many (for an
@@ -223,19 +244,7 @@ __device__ int top_k_candidates(const float* logits, int v, int top_k, float* ca
     x_max = own_max[0];
     const unsigned int bound = select_key(FILTER_THREADS, (float)top_k, [&](int t) { return (unsigned int)cand_i[t]; },
                                           [](int) { return 1.f; }, tree);
-    int count = 0;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += order_key(logits[i]) >= bound;
-    int n_cand;
-    int at = block_offset(count, n_cand, tree);  // its barriers: every thread is done reading cand_i
-    if (n_cand > CAPACITY) return -1;
-    for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
-        if (order_key(logits[i]) >= bound) {
-            cand_x[at] = logits[i];
-            cand_i[at++] = i;
-        }
-    __syncthreads();  // every candidate is in
-    return n_cand;
+    return gather_candidates(logits, v, [&](int i) { return order_key(logits[i]) >= bound; }, cand_x, cand_i, tree);
 }
 
 // Both searches over top-k's candidates (n of them, top_k_candidates): every token either filter weighs is one.
@@ -282,25 +291,15 @@ __device__ void cut_over_vocabulary(const float* logits, int v, int top_k, float
     block_reduce(z, tree, plus);
     const float target = top_p * z[0], tau = (1.f - top_p) * z[0] / (2.f * v);
 
-    // The candidates: count, scan, copy (each thread its own in vocabulary order), check their mass.
-    int count = 0;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < v; i += FILTER_THREADS) count += weight(i) >= tau;
-    int n_cand;
-    int at = block_offset(count, n_cand, tree);
+    // The candidates, and their mass checked.
+    const int n_cand = gather_candidates(logits, v, [&](int i) { return weight(i) >= tau; }, cand_x, cand_i, tree);
     float mass[1] = {0.f};
-    if (n_cand <= CAPACITY) {
-        for (int i = threadIdx.x; i < v; i += FILTER_THREADS)
-            if (weight(i) >= tau) {
-                cand_x[at] = logits[i];
-                cand_i[at++] = i;
-            }
-        __syncthreads();  // every candidate is in
+    if (n_cand >= 0) {
         for (int c = threadIdx.x; c < n_cand; c += FILTER_THREADS)
             mass[0] += expf((cand_x[c] - x_max[0]) * inv_temperature);
         block_reduce(mass, tree, plus);
     }
-    if (n_cand <= CAPACITY && mass[0] >= target)
+    if (n_cand >= 0 && mass[0] >= target)
         top_p_cut(n_cand, v, target, x_max[0], inv_temperature, [&](int c) { return cand_x[c]; },
                   [&](int c) { return cand_i[c]; },
                   [&](int c) { return expf((cand_x[c] - x_max[0]) * inv_temperature); }, tree, p_key, last);
