@@ -31,7 +31,7 @@ def test_a_kernel_without_its_barrier_goes_wrong_on_fibers(name, tmp_path):
     reads what other warps have not yet written: the output is wrong every time, no sanitizer needed."""
     _, kernel, dtype, file, old, new = MUTANTS[name]
     (good, *_), ref = one_case(source_of(kernel), kernel, dtype)
-    (bad, *_), _ = one_case(mutant(tmp_path, file, old, new), kernel, dtype)
+    (bad, *_), _ = one_case(mutant(tmp_path, kernel, file, old, new), kernel, dtype)
     assert np.abs(good - ref).max() < 2e-3
     assert not np.abs(bad - ref).max() < 1e-2  # NaN (shared memory not yet written) or far off
 

@@ -123,11 +123,11 @@ MUTANTS = {
         "        __syncthreads();  // dS_ij is complete\n", ""),
     # the same in the mma backward: warps write dSᵀ for their 16 keys, each reads all 64 for dQ
     "backward_mma, no __syncthreads before dQ += dS K": (
-        "thread", "backward_mma", "float16", "flash_attention_bwd_mma.cu",
+        "thread", "backward_mma", "float16", "bwd_mma_block.cuh",
         "        __syncthreads();  // dSᵀ of all 64 keys is in\n", ""),
     # its double buffer: Q_i+1, dO_i+1 are copied into the buffers of tile i-1 while warps still read them
     "backward_mma, no __syncthreads before starting tile i+1": (
-        "thread", "backward_mma", "float16", "flash_attention_bwd_mma.cu",
+        "thread", "backward_mma", "float16", "bwd_mma_block.cuh",
         "        __syncthreads();      // everyone's has; every warp is done with tile i-1 and its dSᵀ\n", ""),
     # the bound on the last key tile: a tail of n_k past the end of K and V
     "simt, key tile read past n_k": (
@@ -136,14 +136,15 @@ MUTANTS = {
 }
 
 
-def mutant(tmp_path, file, old, new):
-    """A copy of the kernels' folder with one kernel changed (its headers beside it, as the emulator reads them)."""
+def mutant(tmp_path, kernel, file, old, new):
+    """A copy of the kernels' folder with one of its files changed (a kernel or a header it includes),
+    and the copy of `kernel`'s source in it, which the emulator builds with the headers beside it."""
     folder = tmp_path / "kernels"
     shutil.copytree(KERNELS, folder)
     text = (folder / file).read_text()
     assert text.count(old) == 1, f"{file} no longer holds the line this mutant removes"
     (folder / file).write_text(text.replace(old, new))
-    return folder / file
+    return folder / source_of(kernel).name
 
 
 def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
@@ -200,7 +201,7 @@ def test_sanitizer_catches_a_broken_kernel(sanitizer, kernel, dtype, file, old, 
         clean = _case_in_subprocess(sanitizer, source_of(kernel), kernel, dtype)
         assert clean.returncode == 0, _report(clean.stderr)
         assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
-    res = _case_in_subprocess(sanitizer, mutant(tmp_path, file, old, new), kernel, dtype)
+    res = _case_in_subprocess(sanitizer, mutant(tmp_path, kernel, file, old, new), kernel, dtype)
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
     expected = {"thread": "ThreadSanitizer: data race", "address": "AddressSanitizer: heap-buffer-overflow"}[sanitizer]
     assert expected in res.stderr, _report(res.stderr)

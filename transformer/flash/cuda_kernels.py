@@ -175,12 +175,19 @@ def auto_kernel(dtype_name: str, compute_capability: int | None = None, wmma_hea
     ('mma', 'mma_tf32', 'tensor_cores', 'simt')
     """
     cc = 1000 if compute_capability is None else compute_capability
-    register_kernel = {"float16": "mma", "float32": "mma_tf32"}.get(dtype_name)
-    if register_kernel and cc >= KERNELS[register_kernel].min_compute_capability:
+    if register_kernel := _register_kernel(dtype_name, cc, KERNELS):
         return register_kernel
     if dtype_name == "float16" and cc >= KERNELS["tensor_cores"].min_compute_capability and wmma_headers:
         return "tensor_cores"
     return "simt"
+
+
+def _register_kernel(dtype_name: str, cc: int, table: dict) -> str | None:
+    """The register kernel of `table` (KERNELS or BACKWARD_KERNELS) for dtype_name, "mma" for float16
+    and "mma_tf32" for float32, where a GPU of compute capability cc takes it; else None."""
+    name = {"float16": "mma", "float32": "mma_tf32"}.get(dtype_name)
+    return name if name and cc >= table[name].min_compute_capability else None
+
 
 @checked_by(checks.launch_plan)
 def launch_plan(q_shape, k_shape, dtype_name: str, *, causal: bool, scale: float | None,
@@ -326,10 +333,7 @@ def backward_auto_kernel(dtype_name: str, compute_capability: int | None = None)
     ('mma', 'mma_tf32', 'simt')
     """
     cc = 1000 if compute_capability is None else compute_capability
-    tensor_cores = {"float16": "mma", "float32": "mma_tf32"}.get(dtype_name)
-    if tensor_cores and cc >= BACKWARD_KERNELS[tensor_cores].min_compute_capability:
-        return tensor_cores
-    return "simt"
+    return _register_kernel(dtype_name, cc, BACKWARD_KERNELS) or "simt"
 
 
 @checked_by(checks.backward_launch_plan)

@@ -1,6 +1,6 @@
-// What the two tensor-core backward kernels (flash_attention_bwd_mma.cu, float16, and
-// flash_attention_bwd_mma_tf32.cu, float32) share besides their loops: P and dS from a warp's
-// accumulators, dQ's atomic adds, and dK, dV written out. Each works on the mma accumulator layout:
+// The steps of the two tensor-core backward kernels' block (bwd_mma_block.cuh; flash_attention_bwd_mma.cu,
+// float16, and flash_attention_bwd_mma_tf32.cu, float32) that work on a warp's accumulators: P and dS,
+// dQ's atomic adds, and dK, dV written out. Each works on the mma accumulator layout:
 // lane 4g + t holds rows g and g + 8, columns 2t and 2t + 1 of each 8 (mma_ptx.cuh). Include after
 // packed_rows.cuh.
 #pragma once

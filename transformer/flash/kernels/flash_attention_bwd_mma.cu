@@ -42,6 +42,9 @@
 // it; the block visits only the query tiles inside. A pair is masked (P = dS = 0 exactly) only
 // in tiles that hold a pair some row may not see.
 //
+// The block itself (its setup, this loop, dK and dV written out) is bwd_mma_block.cuh, shared with
+// the float32 kernel; this file holds the float16 tiles and products it calls.
+//
 // Compile-time constants (-D options): D_H head size (a multiple of 16), SMEM_BYTES the dynamic
 // shared memory the host gives each block (checked below).
 
@@ -114,6 +117,37 @@ __device__ __forceinline__ void acc_times_tile(float acc[D_H / 8][4], const floa
     }
 }
 
+// dSᵀ -> shared memory, float16 pairs: the lane's keys 16w + g (+8), queries 8nb + 2t, +1.
+__device__ __forceinline__ void store_ds_t(half* dSs, const float ds[BR / 8][4], int warp, int lane) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nb = 0; nb < BR / 8; ++nb) {
+        *reinterpret_cast<unsigned*>(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t) = pack_half2(ds[nb][0], ds[nb][1]);
+        *reinterpret_cast<unsigned*>(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t) = pack_half2(ds[nb][2], ds[nb][3]);
+    }
+}
+
+// dq (16 × 8·DQ_COLS) += dS K_j over all BC keys: query rows 16·rt …, columns 8·col0 …. dS as the A
+// operand is dSᵀ read down its columns (ldmatrix with transpose; matrices: queries +0/+8 (lane / 8
+// odd), keys +0/+8 (lane ≥ 16)); K_j as the B operand likewise.
+__device__ __forceinline__ void ds_times_k(float dq[DQ_COLS][4], const half* dSs, const half* Ks, int rt, int col0,
+                                           int lane) {
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+        unsigned a[4];
+        ldmatrix_x4_trans(a, dSs + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + 16 * rt + 8 * (lane / 8 % 2));
+#pragma unroll
+        for (int db = 0; db < DQ_COLS; db += 2) {
+            unsigned bk[4];
+            ldmatrix_x4_trans(bk, Ks + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * (col0 + db) + 8 * (lane / 16));
+            mma_16x8x16(dq[db], a, bk);
+            mma_16x8x16(dq[db + 1], a, bk + 2);
+        }
+    }
+}
+
+#include "bwd_mma_block.cuh"
+
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
     const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V,
     const half* __restrict__ dO, const float* __restrict__ L, const float* __restrict__ D,
@@ -122,126 +156,5 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bwd_mma(
     const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     extern __shared__ __align__(128) unsigned char smem[];
-    half* Ks = reinterpret_cast<half*>(smem);  // [BC][LD]
-    half* Vs = Ks + KV_TILE;                   // [BC][LD]
-    half* Qs = Vs + KV_TILE;                   // Q_i at Qs + (i % 2)·Q_TILE
-    half* dOs = Qs + 2 * Q_TILE;               // dO_i at dOs + (i % 2)·Q_TILE
-    half* dSs = dOs + 2 * Q_TILE;              // [BC][LDS]: dSᵀ, a key a row
-    float* Ls = reinterpret_cast<float*>(dSs + BC * LDS);  // L_i · log2 e at Ls + (i % 2)·BR
-    float* Ds = Ls + 2 * BR;                   // D_i at Ds + (i % 2)·BR
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int g = lane / 4, t = lane % 4;      // this lane: rows g, g+8; columns 2t, 2t+1 of each 8
-    // Blocks start in the order of blockIdx.x + Tc·blockIdx.y; handing them out as key tile 0 of every
-    // head, then tile 1, … starts the blocks with the most query rows to visit first.
-    const int start = blockIdx.x + gridDim.x * blockIdx.y;
-    const int bh = start % gridDim.y;          // which (batch, query head)
-    const int tile = start / gridDim.y;        // which key tile
-    const int b = bh / h, head = bh % h;
-    const int kv_head = head / (h / h_kv);     // GQA: the key/value head this query head reads
-    const int j0 = tile * BC;                  // first key of this tile
-    const int offset = n_k - n_q;              // absolute position of query row r is r + offset
-    const int keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};  // this lane's two keys
-    const half* Qg = Q + (size_t)bh * n_q * D_H;
-    const half* dOg = dO + (size_t)bh * n_q * D_H;
-    const float* Lg = L + (size_t)bh * n_q;
-    const float* Dg = D + (size_t)bh * n_q;
-    const size_t kv_base = ((size_t)b * h_kv + kv_head) * n_k * D_H;
-    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
-    const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
-    const int key_doc[2] = {doc_of_row(doc, keys[0], n_k), doc_of_row(doc, keys[1], n_k)};
-    const int block_doc = block_document(doc, j0, BC, n_k, lane);  // the one document of all 64 keys, or -1
-
-    // The query rows that may see our keys: those of our keys' documents (all n_q without
-    // documents), and, causal, none before j0 - offset, the first row that sees key j0.
-    int row_first, row_end;
-    doc_key_span(DOC_KEYS, b, tile, gridDim.x, n_q, row_first, row_end);
-    if (causal) row_first = max(row_first, j0 - offset);
-    const int r_first = max(0, row_first) / BR * BR;
-
-    // K_j, V_j and the first Q_i, dO_i, L_i, D_i: HBM -> SRAM.
-    copy_rows_async<BC, D_H, LD, THREADS>(Ks, K + kv_base, j0, n_k);
-    copy_rows_async<BC, D_H, LD, THREADS>(Vs, V + kv_base, j0, n_k);
-    if (r_first < row_end) {
-        copy_rows_async<BR, D_H, LD, THREADS>(Qs, Qg, r_first, n_q);
-        copy_rows_async<BR, D_H, LD, THREADS>(dOs, dOg, r_first, n_q);
-    }
-    cp_async_commit();
-    // A thread's share of the next tile's L (threads 0 … BR-1) or D (BR … 2BR-1), read into a
-    // register at once and stored to shared memory when no warp reads that buffer any more.
-    auto row_value = [&](int r0) -> float {
-        const int r = r0 + tid % BR;
-        if (tid < BR) return r < n_q ? Lg[r] * 1.4426950408889634f : INFINITY;  // rows past n_q: P = 0
-        return r < n_q ? Dg[r] : 0.f;
-    };
-    if (tid < 2 * BR) (tid < BR ? Ls : Ds)[tid % BR] = row_value(r_first);
-
-    float dk[D_H / 8][4] = {}, dv[D_H / 8][4] = {};  // this warp's 16 rows of dK_j, dV_j
-    const half* Kw = Ks + 16 * warp * LD;            // this warp's keys in K_j, V_j
-    const half* Vw = Vs + 16 * warp * LD;
-
-    int buf = 0;
-    for (int r0 = r_first; r0 < row_end; r0 += BR, buf ^= 1) {
-        const half* Qi = Qs + buf * Q_TILE;
-        const half* dOi = dOs + buf * Q_TILE;
-        const float* Li = Ls + buf * BR;
-        const float* Di = Ds + buf * BR;
-        cp_async_wait_all();  // this thread's part of tile i has landed
-        __syncthreads();      // everyone's has; every warp is done with tile i-1 and its dSᵀ
-        const bool more = r0 + BR < row_end;
-        float next = 0.f;
-        if (more) {           // start tile i+1 into the buffers tile i-1 used
-            copy_rows_async<BR, D_H, LD, THREADS>(Qs + (buf ^ 1) * Q_TILE, Qg, r0 + BR, n_q);
-            copy_rows_async<BR, D_H, LD, THREADS>(dOs + (buf ^ 1) * Q_TILE, dOg, r0 + BR, n_q);
-            cp_async_commit();
-            if (tid < 2 * BR) next = row_value(r0 + BR);
-        }
-
-        // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16 keys × BR queries each.
-        float s[BR / 8][4] = {}, dp[BR / 8][4] = {};
-        rows_times_tile_t(s, Kw, Qi, lane);
-        rows_times_tile_t(dp, Vw, dOi, lane);
-
-        // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ. A pair is masked only in a tile that holds one some
-        // row may not see: past n_k or n_q, across the causal diagonal, or of another document.
-        const bool other_docs = doc && !tile_in_document(doc, r0, BR, n_q, block_doc, lane);
-        const bool edge = j0 + BC > n_k || r0 + BR > n_q || (causal && j0 + BC - 1 > r0 + offset) || other_docs;
-        p_and_ds<BR>(s, dp, Li, Di, r0, t, keys, key_doc, edge, n_q, n_k, causal, offset, doc, scale_log2);
-
-        acc_times_tile(dv, s, dOi, lane);  // dV_w += Pᵀ dO_i
-        acc_times_tile(dk, dp, Qi, lane);  // dK_w += dSᵀ Q_i (· scale at the end)
-
-        // dSᵀ -> shared memory, float16 pairs: this lane's keys 16w + g (+8), queries 8nb + 2t, +1.
-#pragma unroll
-        for (int nb = 0; nb < BR / 8; ++nb) {
-            *reinterpret_cast<unsigned*>(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t) = pack_half2(dp[nb][0], dp[nb][1]);
-            *reinterpret_cast<unsigned*>(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t) =
-                pack_half2(dp[nb][2], dp[nb][3]);
-        }
-        __syncthreads();  // dSᵀ of all 64 keys is in
-
-        // dQ_i += dS K_j · scale. Warp w: row tile w % RT, 8-column blocks from (w / RT)·DQ_COLS.
-        // dS as the A operand is dSᵀ read down its columns (ldmatrix with transpose; matrices:
-        // queries +0/+8 (lane / 8 odd), keys +0/+8 (lane ≥ 16)); K_j as the B operand likewise.
-        const int rt = warp % RT, col0 = (warp / RT) * DQ_COLS;
-        float dq[DQ_COLS][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            unsigned a[4];
-            ldmatrix_x4_trans(a, dSs + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + 16 * rt + 8 * (lane / 8 % 2));
-#pragma unroll
-            for (int db = 0; db < DQ_COLS; db += 2) {
-                unsigned bk[4];
-                ldmatrix_x4_trans(bk, Ks + (16 * kk + lane % 8 + 8 * (lane / 8 % 2)) * LD + 8 * (col0 + db)
-                                          + 8 * (lane / 16));
-                mma_16x8x16(dq[db], a, bk);
-                mma_16x8x16(dq[db + 1], a, bk + 2);
-            }
-        }
-        add_to_dq<DQ_COLS, D_H>(dQ + (size_t)bh * n_q * D_H, dq, r0 + 16 * rt, 8 * col0, n_q, g, t, scale);
-        if (more && tid < 2 * BR) (tid < BR ? Ls : Ds)[(buf ^ 1) * BR + tid % BR] = next;  // tile i-1's L, D are read
-    }
-
-    // dK_w · scale and dV_w -> HBM, per query head: (b, h, n_k, d_h).
-    write_dk_dv<D_H>(dK + (size_t)bh * n_k * D_H, dV + (size_t)bh * n_k * D_H, dk, dv, keys, n_k, t, scale);
+    backward_block(smem, Q, K, V, dO, L, D, dQ, dK, dV, n_q, n_k, h, h_kv, scale, causal, DOC, DOC_KEYS);
 }

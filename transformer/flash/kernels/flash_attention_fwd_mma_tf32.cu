@@ -149,23 +149,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
         scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
         online_softmax(s, o, m, l);
 
-        // O_w += P V_j, 8 keys at a time, in the order 0, 2, 4, 6, 1, 3, 5, 7 (see the top).
-#pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb) {
-            unsigned p_hi[4], p_lo[4];
-            split_tf32(s[nb][0], p_hi[0], p_lo[0]);  // P[g][2t]
-            split_tf32(s[nb][2], p_hi[1], p_lo[1]);  // P[g+8][2t]
-            split_tf32(s[nb][1], p_hi[2], p_lo[2]);  // P[g][2t+1]
-            split_tf32(s[nb][3], p_hi[3], p_lo[3]);  // P[g+8][2t+1]
-            const float* v = Vj + (8 * nb + 2 * t) * LD;  // keys 8nb + 2t and 8nb + 2t + 1
-#pragma unroll
-            for (int db = 0; db < D_H / 8; ++db) {
-                unsigned v_hi[2], v_lo[2];
-                split_tf32(v[8 * db + g], v_hi[0], v_lo[0]);
-                split_tf32(v[LD + 8 * db + g], v_hi[1], v_lo[1]);
-                mma_3xtf32(o[db], p_hi, p_lo, v_hi, v_lo);
-            }
-        }
+        // O_w += P V_j, 8 keys at a time, in the order 0, 2, 4, 6, 1, 3, 5, 7 (see the top; mma_operands.cuh).
+        tf32_acc_times_rows<BC, D_H, LD>(o, s, Vj, g, t);
     }
 
     // One final normalisation (FlashAttention-2): O = O_w / l, lse = m + log l.

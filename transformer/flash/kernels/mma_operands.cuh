@@ -42,3 +42,28 @@ __device__ __forceinline__ void mma_3xtf32(float d[4], const unsigned a_hi[4], c
 #endif
     mma_16x8x8_tf32(d, a_hi, b_hi);
 }
+
+// acc (16 × COLS) += M X, in 3xTF32: M a 16 × ROWS mma accumulator (lane 4g + t holds its rows g and
+// g + 8, columns 2t and 2t + 1 of each 8) taken as the A operand as it stands, which makes the sum over
+// each 8 of M's columns run in the order 0, 2, 4, 6, 1, 3, 5, 7; X (ROWS × COLS, rows STRIDE floats
+// apart) in that order: the B operand of each 8-row step is X's rows 2t and 2t + 1.
+template <int ROWS, int COLS, int STRIDE>
+__device__ __forceinline__ void tf32_acc_times_rows(float (&acc)[COLS / 8][4], const float (&m)[ROWS / 8][4],
+                                                    const float* X, int g, int t) {
+#pragma unroll
+    for (int nb = 0; nb < ROWS / 8; ++nb) {
+        unsigned a_hi[4], a_lo[4];
+        split_tf32(m[nb][0], a_hi[0], a_lo[0]);  // M[g][2t]
+        split_tf32(m[nb][2], a_hi[1], a_lo[1]);  // M[g+8][2t]
+        split_tf32(m[nb][1], a_hi[2], a_lo[2]);  // M[g][2t+1]
+        split_tf32(m[nb][3], a_hi[3], a_lo[3]);  // M[g+8][2t+1]
+        const float* x = X + (8 * nb + 2 * t) * STRIDE;  // rows 8nb + 2t and 8nb + 2t + 1
+#pragma unroll
+        for (int db = 0; db < COLS / 8; ++db) {
+            unsigned b_hi[2], b_lo[2];
+            split_tf32(x[8 * db + g], b_hi[0], b_lo[0]);
+            split_tf32(x[STRIDE + 8 * db + g], b_hi[1], b_lo[1]);
+            mma_3xtf32(acc[db], a_hi, a_lo, b_hi, b_lo);
+        }
+    }
+}
