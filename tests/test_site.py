@@ -76,15 +76,18 @@ def test_every_lesson_reached_by_next_from_the_home_page(site_url, browser_conte
     sidebar = p.eval_on_selector_all("nav.bd-links a.reference.internal", "els => els.map(e => e.href)")
     in_sidebar = [h.rsplit("/", 1)[-1] for h in sidebar if "/lessons/" in h]
     assert in_sidebar == [f"{x.stem}.html" for x in LESSONS], "the sidebar does not list the lessons in order"
-    for lesson in LESSONS:
-        p.click("a.right-next")
-        p.wait_for_load_state("load")
+    before = "index.html"
+    for lesson in LESSONS:  # the links and the title are in the document: no need to wait for its figures
+        with p.expect_navigation(wait_until="domcontentloaded"):
+            p.click("a.right-next")
         assert p.url.endswith(f"lessons/{lesson.stem}.html"), f"'next' led to {p.url}, not {lesson.stem}"
         assert lesson.stem[:2] in p.title(), f"{p.url} has title {p.title()!r}"
-    for lesson in reversed(LESSONS[:-1]):
+        back = p.eval_on_selector("a.left-prev", "a => a.href")  # where "previous" leads, resolved by the browser
+        assert back.endswith(before), f"'previous' on {lesson.stem} leads to {back}, not {before}"
+        before = f"lessons/{lesson.stem}.html"
+    with p.expect_navigation(wait_until="domcontentloaded"):  # and following it goes there
         p.click("a.left-prev")
-        p.wait_for_load_state("load")
-        assert p.url.endswith(f"lessons/{lesson.stem}.html"), f"'previous' led to {p.url}, not {lesson.stem}"
+    assert p.url.endswith(f"lessons/{LESSONS[-2].stem}.html"), f"'previous' led to {p.url}, not {LESSONS[-2].stem}"
 
 
 def test_search_finds_softmax(site_url, browser_context):
