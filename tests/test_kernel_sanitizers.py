@@ -176,16 +176,27 @@ def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
     return outputs, ref
 
 
-def run_case(source, kernel, dtype, shared_scale=1.0):
-    """one_case in the sanitizer's subprocess: prints the largest error against the reference."""
-    (out, *_), ref = one_case(source, kernel, dtype, shared_scale)
-    print(json.dumps({"error": float(np.nanmax(np.abs(out.astype(np.float64) - ref)))}))
+def run_cases(*cases):
+    """one_case for each (source, kernel, dtype, shared_scale) in turn, in the sanitizer's subprocess:
+    prints, as each ends, a line with its largest error against the reference. The sanitizer's first
+    report ends the process, so the cases whose lines were printed ran clean."""
+    for source, kernel, dtype, shared_scale in cases:
+        (out, *_), ref = one_case(source, kernel, dtype, shared_scale)
+        print(json.dumps({"error": float(np.nanmax(np.abs(out.astype(np.float64) - ref)))}), flush=True)
 
 
-def _case_in_subprocess(sanitizer, source, kernel, dtype, shared_scale=1.0):
+def _cases_in_subprocess(sanitizer, *cases):
+    """run_cases(*cases) in one process under `sanitizer`: one start of Python (numpy, torch) under its
+    runtime for all of them. A case: (source, kernel, dtype) or (source, kernel, dtype, shared_scale)."""
+    cases = [(str(c[0]), *c[1:3], c[3] if len(c) > 3 else 1.0) for c in cases]
     code = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'support')!r}]; import test_kernel_sanitizers as t; "
-            f"t.run_case({str(source)!r}, {kernel!r}, {dtype!r}, {shared_scale!r})")
+            f"t.run_cases(*{cases!r})")
     return _run(sanitizer, ["-c", code])
+
+
+def _errors(res) -> list[float]:
+    """The largest errors the cases that ran clean printed, in order."""
+    return [json.loads(line)["error"] for line in res.stdout.splitlines() if line.startswith('{"error"')]
 
 
 def source_of(kernel):
@@ -197,11 +208,12 @@ def source_of(kernel):
 @pytest.mark.parametrize("sanitizer,kernel,dtype,file,old,new",
                          [pytest.param(*m, marks=_needs(m[0]), id=name) for name, m in MUTANTS.items()])
 def test_sanitizer_catches_a_broken_kernel(sanitizer, kernel, dtype, file, old, new, tmp_path):
-    if sanitizer == "thread":  # the unbroken kernel runs clean in the same harness
-        clean = _case_in_subprocess(sanitizer, source_of(kernel), kernel, dtype)
-        assert clean.returncode == 0, _report(clean.stderr)
-        assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
-    res = _case_in_subprocess(sanitizer, mutant(tmp_path, kernel, file, old, new), kernel, dtype)
+    broken = (mutant(tmp_path, kernel, file, old, new), kernel, dtype)
+    # thread: the unbroken kernel first, in the same harness and process, must run clean (its line printed)
+    cases = [(source_of(kernel), kernel, dtype), broken] if sanitizer == "thread" else [broken]
+    res = _cases_in_subprocess(sanitizer, *cases)
+    errors = _errors(res)
+    assert len(errors) == len(cases) - 1 and all(e < 2e-3 for e in errors), _report(res.stderr)
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
     expected = {"thread": "ThreadSanitizer: data race", "address": "AddressSanitizer: heap-buffer-overflow"}[sanitizer]
     assert expected in res.stderr, _report(res.stderr)
@@ -214,10 +226,9 @@ def test_address_sanitizer_catches_too_little_shared_memory(sanitizer):
     would read and write past its block's allocation; the emulator's buffer is exactly the launch's
     size, so AddressSanitizer stops it. With the full size it runs clean."""
     source = CK.KERNELS["mma"].source
-    clean = _case_in_subprocess(sanitizer, source, "mma", "float16")
-    assert clean.returncode == 0, _report(clean.stderr)
-    assert json.loads(clean.stdout.splitlines()[-1])["error"] < 2e-3
-    res = _case_in_subprocess(sanitizer, source, "mma", "float16", shared_scale=0.75)
+    res = _cases_in_subprocess(sanitizer, (source, "mma", "float16"), (source, "mma", "float16", 0.75))
+    errors = _errors(res)
+    assert len(errors) == 1 and errors[0] < 2e-3, _report(res.stderr)  # the full size ran clean
     assert res.returncode == cuda_emulator.SANITIZER_EXIT, res.stdout[-2000:] + res.stderr[-2000:]
     assert "AddressSanitizer: heap-buffer-overflow" in res.stderr and "SharedBuffer" in res.stderr, _report(res.stderr)
 
