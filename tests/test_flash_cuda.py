@@ -66,9 +66,11 @@ def test_kernel_compiles_for_h100(kernel, d_h, dtype, tmp_path):
 @pytest.mark.parametrize("kernel", list(CK.KERNELS))
 def test_kernel_compiles_as_cupy_compiles_it(kernel):
     """CuPy compiles with NVRTC, not nvcc: no <math.h>, no host functions. Every kernel, for the oldest
-    GPU it allows (CUDA 13 builds sm_75 and later) and for an H100, with CuPy's own options."""
+    GPU it allows (CUDA 13 builds sm_75 and later) and for an H100, with CuPy's own options. At d_h = 32:
+    what NVRTC accepts does not depend on d_h, and the unrolled loops compile fastest there (the SIMT
+    kernel took 3.6 times as long at d_h = 64); every head size is compiled by nvcc above."""
     kern = CK.KERNELS[kernel]
-    plan = CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), kern.dtypes[0], causal=False, scale=None, kernel=kernel)
+    plan = CK.launch_plan((1, 1, 1, 32), (1, 1, 1, 32), kern.dtypes[0], causal=False, scale=None, kernel=kernel)
     for arch in sorted({max(75, kern.min_compute_capability), 90}):
         ok, log = nvrtc.compile_cuda(flash_cuda.kernel_source(kern.source), (*plan.options, f"-arch=sm_{arch}"),
                                      kern.source.name)
