@@ -147,15 +147,16 @@ def mutant(tmp_path, kernel, file, old, new):
     return folder / source_of(kernel).name
 
 
-def one_case(source, kernel, dtype, shared_scale=1.0, options=()):
+def one_case(source, kernel, dtype, shared_scale=1.0, options=(), heads=None):
     """One case (GQA, causal, n = 133: partial last query and key tiles; b = 2, 4 heads for the forward,
-    b = 1, 2 heads for the slower backward) of `kernel` (a forward kernel's name, "backward",
-    "backward_mma" or "backward_mma_tf32") built from `source` with extra `options`, launched with
-    `shared_scale` times the dynamic shared memory of its launch plan. Returns everything the kernel
-    wrote (O, lse; or dQ, dK, dV) and the float64 reference of the first."""
+    b = 1, 2 heads for the slower backward, or `heads` = (b, h, h_kv)) of `kernel` (a forward kernel's
+    name, "backward", "backward_mma" or "backward_mma_tf32") built from `source` with extra `options`,
+    launched with `shared_scale` times the dynamic shared memory of its launch plan. Returns everything
+    the kernel wrote (O, lse; or dQ, dK, dV) and the float64 reference of the first."""
     import test_flash_cuda as tf
     backward = kernel.startswith("backward")
-    q, k, v = tf._inputs(dtype, *((1, 2, 1) if backward else (2, 4, 2)), 133, 133, 64)  # the backward: b = 1, 2 heads
+    heads = heads or ((1, 2, 1) if backward else (2, 4, 2))
+    q, k, v = tf._inputs(dtype, *heads, 133, 133, 64)
     ref, ref_lse = tf._reference(q, k, v, True)
     if backward:
         plan = CK.backward_launch_plan(q.shape, k.shape, dtype, causal=True, scale=None,
