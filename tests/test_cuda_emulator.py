@@ -1,5 +1,7 @@
 """The CPU emulator of CUDA kernels (cuda_emulator.py, cuda_cpu/cuda_cpu.h) itself: its two ways of
 running a block's threads agree, and a kernel whose barriers are wrong goes wrong in it."""
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -77,3 +79,23 @@ def test_threads_that_return_leave_the_barrier(tmp_path, options):
     expected = np.full(64, -1.0)
     expected[:40] = 39.0  # i + (39 - i)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("sanitizer,options", [(None, ()), (None, ("-DCUDA_CPU_THREADS", "-DD_H=64")),
+                                               ("thread", ()), ("address", ())],
+                         ids=["fibers", "threads", "thread-sanitizer", "address-sanitizer"])
+def test_builds_read_the_precompiled_shim(sanitizer, options, tmp_path):
+    """Every kind of build (fibers, threads, each sanitizer) finds a cuda_cpu.h.gch that g++ takes for
+    its flags and defines: `-H` marks a precompiled header it read with "!" (and one it refused with
+    "x"), so a change of flags that makes g++ parse the header again for every kernel fails here."""
+    if sanitizer and not cuda_emulator.sanitizer_works(sanitizer):
+        pytest.skip(f"needs g++'s {sanitizer} sanitizer")
+    cpp = tmp_path / "exited.cpp"
+    cpp.write_text(f'#include "cuda_cpu.h"\n{EXITED}')
+    flags = ("-g", *cuda_emulator.SANITIZER_FLAGS[sanitizer]) if sanitizer else ()
+    cmd = cuda_emulator.build_command(cpp, tmp_path / "exited.so", flags, options,
+                                      (cuda_emulator.SHIM, cuda_emulator.SHIM / "include"))
+    res = subprocess.run([*cmd, "-H", "-Winvalid-pch"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("! ") and first.endswith("cuda_cpu.h.gch"), res.stderr[:2000]
