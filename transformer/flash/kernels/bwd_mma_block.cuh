@@ -7,12 +7,23 @@
 //   rows_times_tile_t(acc, A, X, lane)      acc (16 × BR) += A X_iᵀ: Sᵀ = K_w Q_iᵀ, dPᵀ = V_w dO_iᵀ
 //   acc_times_tile(acc, m, X, lane)         acc (16 × D_H) += M X_i, M a 16 × BR accumulator:
 //                                           dV_w += Pᵀ dO_i, dK_w += dSᵀ Q_i
-//   store_ds_t(dSs, ds, warp, lane)         the warp's 16 rows of dSᵀ -> shared memory, a key a row
 //   ds_times_k(dq, dSs, Ks, rt, col0, lane) dq (16 × 8·DQ_COLS) += dS K_j: query rows 16·rt …,
 //                                           columns 8·col0 …, all BC keys
 //
 // Include after mma_operands.cuh, packed_rows.cuh and bwd_tiles.cuh.
 #pragma once
+
+// dSᵀ -> shared memory as float16 or float32 pairs (store_pair): the lane's keys 16w + g (+8), queries
+// 8nb + 2t and 8nb + 2t + 1.
+template <class T>
+__device__ __forceinline__ void store_ds_t(T* dSs, const float ds[BR / 8][4], int warp, int lane) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nb = 0; nb < BR / 8; ++nb) {
+        store_pair(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t, ds[nb][0], ds[nb][1]);
+        store_pair(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t, ds[nb][2], ds[nb][3]);
+    }
+}
 
 // smem: the block's dynamic shared memory (SMEM_BYTES), declared by the kernel.
 template <class T>

@@ -117,16 +117,6 @@ __device__ __forceinline__ void acc_times_tile(float acc[D_H / 8][4], const floa
     }
 }
 
-// dSᵀ -> shared memory, float16 pairs: the lane's keys 16w + g (+8), queries 8nb + 2t, +1.
-__device__ __forceinline__ void store_ds_t(half* dSs, const float ds[BR / 8][4], int warp, int lane) {
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int nb = 0; nb < BR / 8; ++nb) {
-        *reinterpret_cast<unsigned*>(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t) = pack_half2(ds[nb][0], ds[nb][1]);
-        *reinterpret_cast<unsigned*>(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t) = pack_half2(ds[nb][2], ds[nb][3]);
-    }
-}
-
 // dq (16 × 8·DQ_COLS) += dS K_j over all BC keys: query rows 16·rt …, columns 8·col0 …. dS as the A
 // operand is dSᵀ read down its columns (ldmatrix with transpose; matrices: queries +0/+8 (lane / 8
 // odd), keys +0/+8 (lane ≥ 16)); K_j as the B operand likewise.

@@ -82,16 +82,6 @@ __device__ __forceinline__ void acc_times_tile(float (&acc)[D_H / 8][4], const f
     tf32_acc_times_rows<BR, D_H, LD>(acc, m, X, lane / 4, lane % 4);
 }
 
-// dSᵀ -> shared memory: the lane's keys 16w + g (+8), queries 8nb + 2t, +1.
-__device__ __forceinline__ void store_ds_t(float* dSs, const float ds[BR / 8][4], int warp, int lane) {
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int nb = 0; nb < BR / 8; ++nb) {
-        *reinterpret_cast<float2*>(dSs + (16 * warp + g) * LDS + 8 * nb + 2 * t) = make_float2(ds[nb][0], ds[nb][1]);
-        *reinterpret_cast<float2*>(dSs + (16 * warp + g + 8) * LDS + 8 * nb + 2 * t) = make_float2(ds[nb][2], ds[nb][3]);
-    }
-}
-
 // dq (16 × 8·DQ_COLS) += dS K_j over all BC keys: query rows 16·rt …, columns 8·col0 …. A = dS
 // (queries × keys) is dSᵀ read down its columns; B = K_j read down its columns.
 __device__ __forceinline__ void ds_times_k(float dq[DQ_COLS][4], const float* dSs, const float* Ks, int rt, int col0,

@@ -22,6 +22,14 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     return *reinterpret_cast<const unsigned*>(&h2);
 }
 
+// Two floats -> dst[0], dst[1] in one store: as float16 (one register of two halves) or as float32.
+__device__ __forceinline__ void store_pair(half* dst, float a, float b) {
+    *reinterpret_cast<unsigned*>(dst) = pack_half2(a, b);
+}
+__device__ __forceinline__ void store_pair(float* dst, float a, float b) {
+    *reinterpret_cast<float2*>(dst) = make_float2(a, b);
+}
+
 // x = hi + lo, both TF32. (For x = ±∞, lo = ∞ - ∞ = NaN: an infinite input turns every row that sees it NaN.)
 __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
     hi = to_tf32(x);
