@@ -2,7 +2,7 @@
 // float16, and flash_attention_bwd_mma_tf32.cu, float32) that work on a warp's accumulators: P and dS,
 // dQ's atomic adds, and dK, dV written out. Each works on the mma accumulator layout:
 // lane 4g + t holds rows g and g + 8, columns 2t and 2t + 1 of each 8 (mma_ptx.cuh). Include after
-// packed_rows.cuh.
+// mma_operands.cuh and packed_rows.cuh.
 #pragma once
 
 // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ (16 keys × QUERIES), for query rows r0 … r0 + QUERIES − 1:
@@ -65,8 +65,8 @@ __device__ __forceinline__ void write_dk_dv(float* dK, float* dV, const float (&
         const size_t out = (size_t)keys[r] * DIMS + 2 * t;
 #pragma unroll
         for (int db = 0; db < DIMS / 8; ++db) {
-            *reinterpret_cast<float2*>(dK + out + 8 * db) = make_float2(dk[db][2 * r] * scale, dk[db][2 * r + 1] * scale);
-            *reinterpret_cast<float2*>(dV + out + 8 * db) = make_float2(dv[db][2 * r], dv[db][2 * r + 1]);
+            store_pair(dK + out + 8 * db, dk[db][2 * r] * scale, dk[db][2 * r + 1] * scale);
+            store_pair(dV + out + 8 * db, dv[db][2 * r], dv[db][2 * r + 1]);
         }
     }
 }

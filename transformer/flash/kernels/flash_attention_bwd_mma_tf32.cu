@@ -11,13 +11,14 @@
 // the same blocks (64 keys, 16 a warp, dK_j and dV_j in accumulators; Q_i, dO_i, L_i, D_i
 // double-buffered with cp.async; key tile 0 of every head first), but query tiles of 32 rows, so
 // that float32 tiles leave room for two blocks a multiprocessor (77.5 KiB at d_h = 64), and
-// the same dSᵀ through shared memory for dQ's atomicAdd: one block, bwd_mma_block.cuh. What differs is the operands' layout, one
-// float a register (mma_ptx.cuh): A (16×8) a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4],
-// a[3] = A[g+8][t+4]; B (8×8) b[0] = B[t][g], b[1] = B[t+4][g]; read from shared memory as they are,
-// rows padded by 4 floats so that each load of a warp touches every bank once. For
-// dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i the accumulator holds Pᵀ[g][2t, 2t+1] of each 8 queries where
-// A wants [g][t, t+4]: the sum over 8 queries runs in the order 0, 2, 4, 6, 1, 3, 5, 7, so the
-// accumulator is the A operand as it stands and B is dO_i (Q_i) in that order, rows 2t and 2t + 1.
+// the same dSᵀ through shared memory for dQ's atomicAdd: one block, bwd_mma_block.cuh. What differs
+// is the operands' layout, one float a register (mma_ptx.cuh): A (16×8) a[0] = A[g][t],
+// a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4]; B (8×8) b[0] = B[t][g], b[1] = B[t+4][g];
+// read from shared memory as they are, rows padded by 4 floats so that each load of a warp touches
+// every bank once. For dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i the accumulator holds Pᵀ[g][2t, 2t+1] of
+// each 8 queries where A wants [g][t, t+4]: the sum over 8 queries runs in the order 0, 2, 4, 6, 1, 3,
+// 5, 7, so the accumulator is the A operand as it stands and B is dO_i (Q_i) in that order, rows 2t
+// and 2t + 1.
 //
 // Compile-time constants (-D options): D_H head size (a multiple of 8), SMEM_BYTES the dynamic
 // shared memory the host gives each block (checked below).

@@ -223,8 +223,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
             half* o_out = O + ((size_t)bh * n_q + i) * D_H;
 #pragma unroll
             for (int db = 0; db < D_H / 8; ++db)
-                *reinterpret_cast<unsigned*>(o_out + 8 * db + 2 * t) =
-                    pack_half2(o[mt][db][2 * r] * inv_l[r], o[mt][db][2 * r + 1] * inv_l[r]);
+                store_pair(o_out + 8 * db + 2 * t, o[mt][db][2 * r] * inv_l[r], o[mt][db][2 * r + 1] * inv_l[r]);
             if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
         }
     }

@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
         float* o_out = O + ((size_t)bh * n_q + i) * D_H;
 #pragma unroll
         for (int db = 0; db < D_H / 8; ++db)
-            *reinterpret_cast<float2*>(o_out + 8 * db + 2 * t) = make_float2(o[db][2 * r] * inv_l[r], o[db][2 * r + 1] * inv_l[r]);
+            store_pair(o_out + 8 * db + 2 * t, o[db][2 * r] * inv_l[r], o[db][2 * r + 1] * inv_l[r]);
         if (t == 0) LSE[(size_t)bh * n_q + i] = lse[r];
     }
 }
