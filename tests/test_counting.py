@@ -469,9 +469,9 @@ def test_missing_file_and_bad_type():
         C.count_parameters(3)
 
 
-def test_count_equals_loaded_package_models():
+def test_count_equals_loaded_package_models(smollm2_loaded):
     """The package's own loaders: the arrays they hold, and their config objects, count alike."""
-    m = T.load_smollm2(progress=False)
+    m = smollm2_loaded  # conftest.py: T.load_smollm2, once per worker
     w = m.weights
     arrays = [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]
     loaded = sum(math.prod(a.shape) for a in arrays if a is not None)

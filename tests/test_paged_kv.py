@@ -10,7 +10,7 @@ from transformer.models.configs import ModelConfig
 from transformer.models.counting import paged_memory_report
 from transformer.core.paged_kv import PagedKVCache, paged_attention
 
-from conftest import BACKENDS, asarray
+from conftest import BACKENDS, asarray, fresh_llama
 
 
 def _to_np(a):
@@ -266,8 +266,8 @@ def test_greedy_generation_paged_equals_contiguous(rng):
     assert paged.used_bytes == 2 * (5 + n_new) * paged.bytes_per_token
 
 
-def test_smollm2_generation_paged_equals_contiguous():
-    m = T.load_smollm2(progress=False)
+def test_smollm2_generation_paged_equals_contiguous(smollm2_loaded):
+    m = fresh_llama(smollm2_loaded)  # conftest.py: T.load_smollm2, once per worker
     prompt, n_new = "The capital of France is", 6
     contiguous = m.generate(prompt, max_new_tokens=n_new)  # default: a contiguous KVCache
     c = m.config

@@ -23,7 +23,7 @@ import pytest
 
 import site_support
 import transformer as T
-from conftest import need_wheel
+from conftest import fresh_llama, need_wheel
 from transformer.cli import serve as S, serve_api as A
 from transformer.cli.main import main as cli_main
 
@@ -38,8 +38,8 @@ def model_wheels():  # session-scoped, so a test skips on it before a session fi
 
 
 @pytest.fixture(scope="module")
-def models(model_wheels):
-    return A.Models(T.load_smollm2(progress=False), T.load_minilm())
+def models(model_wheels, smollm2_loaded):  # conftest.py: SmolLM2 read once per worker
+    return A.Models(fresh_llama(smollm2_loaded), T.load_minilm())
 
 
 def start(server):

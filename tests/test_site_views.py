@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 import transformer as T
+from conftest import fresh_llama
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS_DIR = ROOT / "site" / "views"
@@ -183,8 +184,8 @@ def set_range(view, role: str, value):
 # --- the package's answers, computed independently of the exported files -------------------------
 
 @pytest.fixture(scope="module")
-def smollm2():
-    return T.load_smollm2(progress=False)
+def smollm2(smollm2_loaded):  # conftest.py: read once per worker
+    return fresh_llama(smollm2_loaded)
 
 
 @pytest.fixture(scope="module")

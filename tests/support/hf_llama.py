@@ -3,7 +3,14 @@
 The reference for tests that need HF to run the very weights ours runs: our W_q/W_k rows
 are in interleaved-RoPE order (as GGUF stores them) and are un-permuted to HF's rotate-half
 order; every matrix is transposed back to torch's (out, in).
+
+And HF's own reading of SmolLM2's GGUF (`hf_smollm2_from_gguf`), the reference for the real model.
 """
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 import transformer as T
@@ -49,3 +56,43 @@ def hf_logits(hf, ids):  # list of n ids -> [n, v] NumPy
     import torch
     with torch.no_grad():
         return hf(torch.tensor([ids])).logits[0].numpy()
+
+
+HF_CACHE = Path(tempfile.gettempdir()) / "transformer-hf-smollm2"
+
+
+def hf_smollm2_from_gguf(attn_implementation=None):
+    """HF transformers' LlamaForCausalLM (float32, eval) as HF's GGUF reader converts SmolLM2's file.
+
+    The conversion parses and dequantises the GGUF in about 15 s, and each pytest worker and the
+    decoder benchmark needs it. Its result is kept as a plain HF folder (config.json,
+    generation_config.json and model.safetensors, 538 MB) in $TMPDIR/transformer-hf-smollm2/, named by the GGUF's size and
+    modification time and the transformers version, and read back in well under a second.
+    The folder is written under a temporary name and renamed, so two workers never read half of it.
+    """
+    import torch
+    import transformers
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM
+
+    import transformer as T
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    gguf = Path(T.smollm2_path())
+    st = gguf.stat()
+    folder = HF_CACHE / f"{st.st_size}-{st.st_mtime_ns}-transformers-{transformers.__version__}"
+    kw = {"dtype": torch.float32} | ({"attn_implementation": attn_implementation} if attn_implementation else {})
+    if not (folder / "model.safetensors").is_file():
+        m = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, **kw)
+        HF_CACHE.mkdir(parents=True, exist_ok=True)
+        part = Path(tempfile.mkdtemp(dir=HF_CACHE, prefix=folder.name + ".part-"))
+        m.config.quantization_config = None  # the folder holds float32 weights, not the GGUF's blocks
+        m.config.save_pretrained(part)
+        m.generation_config.save_pretrained(part)
+        save_model(m, str(part / "model.safetensors"))  # the tied lm_head is stored once
+        try:
+            part.rename(folder)
+        except OSError:  # another worker renamed its copy first
+            shutil.rmtree(part, ignore_errors=True)
+        return m.eval()
+    return AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
