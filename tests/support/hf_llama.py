@@ -66,13 +66,13 @@ def hf_smollm2_from_gguf(attn_implementation=None):
 
     The conversion parses and dequantises the GGUF in about 15 s, and each pytest worker and the
     decoder benchmark needs it. Its result is kept as a plain HF folder (config.json,
-    generation_config.json and model.safetensors, 538 MB) in $TMPDIR/transformer-hf-smollm2/, named by the GGUF's size and
-    modification time and the transformers version, and read back in well under a second.
-    The folder is written under a temporary name and renamed, so two workers never read half of it.
+    generation_config.json and model.safetensors, 538 MB) in $TMPDIR/transformer-hf-smollm2/,
+    named by the GGUF's size and modification time and the transformers version, and read back in
+    well under a second. The folder is written under a temporary name and renamed, so two workers
+    never read half of it; where it cannot be written (a full disk), the conversion is used as it is.
     """
     import torch
     import transformers
-    from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
 
     import transformer as T
@@ -82,17 +82,28 @@ def hf_smollm2_from_gguf(attn_implementation=None):
     st = gguf.stat()
     folder = HF_CACHE / f"{st.st_size}-{st.st_mtime_ns}-transformers-{transformers.__version__}"
     kw = {"dtype": torch.float32} | ({"attn_implementation": attn_implementation} if attn_implementation else {})
-    if not (folder / "model.safetensors").is_file():
-        m = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, **kw)
+    if (folder / "model.safetensors").is_file():
+        return AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
+    m = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, **kw).eval()
+    _keep(m, folder)
+    return m
+
+
+def _keep(m, folder: Path) -> None:
+    """Write the model `m` as a plain HF folder `folder`, under a temporary name, then renamed.
+    Where it cannot be written (a full disk) or another worker renamed its copy first, nothing is kept."""
+    from safetensors.torch import save_model
+
+    try:
         HF_CACHE.mkdir(parents=True, exist_ok=True)
         part = Path(tempfile.mkdtemp(dir=HF_CACHE, prefix=folder.name + ".part-"))
+    except OSError:
+        return
+    try:
         m.config.quantization_config = None  # the folder holds float32 weights, not the GGUF's blocks
         m.config.save_pretrained(part)
         m.generation_config.save_pretrained(part)
         save_model(m, str(part / "model.safetensors"))  # the tied lm_head is stored once
-        try:
-            part.rename(folder)
-        except OSError:  # another worker renamed its copy first
-            shutil.rmtree(part, ignore_errors=True)
-        return m.eval()
-    return AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
+        part.rename(folder)
+    except OSError:
+        shutil.rmtree(part, ignore_errors=True)
