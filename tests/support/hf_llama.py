@@ -75,8 +75,6 @@ def hf_smollm2_from_gguf(attn_implementation=None):
     import transformers
     from transformers import AutoModelForCausalLM
 
-    import transformer as T
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     gguf = Path(T.smollm2_path())
     st = gguf.stat()
@@ -95,8 +93,8 @@ def _keep(m, folder: Path) -> None:
     from safetensors.torch import save_model
 
     try:
-        HF_CACHE.mkdir(parents=True, exist_ok=True)
-        part = Path(tempfile.mkdtemp(dir=HF_CACHE, prefix=folder.name + ".part-"))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        part = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".part-"))
     except OSError:
         return
     try:
