@@ -6,9 +6,11 @@ order; every matrix is transposed back to torch's (out, in).
 
 And HF's own reading of SmolLM2's GGUF (`hf_smollm2_from_gguf`), the reference for the real model.
 """
+import hashlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +69,11 @@ def hf_smollm2_from_gguf(attn_implementation=None):
     The conversion parses and dequantises the GGUF in about 15 s, and each pytest worker and the
     decoder benchmark needs it. Its result is kept as a plain HF folder (config.json,
     generation_config.json and model.safetensors, 538 MB) in $TMPDIR/transformer-hf-smollm2/,
-    named by the GGUF's size and modification time and the transformers version, and read back in
-    well under a second. The folder is written under a temporary name and renamed, so two workers
-    never read half of it; where it cannot be written (a full disk), the conversion is used as it is.
+    named by the GGUF's SHA-256 (0.3 s to read; a new venv installs the same file with a new
+    modification time) and the transformers version, and read back in well under a second. The
+    folder is written under a temporary name and renamed, so two workers never read half of it;
+    where it cannot be written (a full disk), the conversion is used as it is. Writing one removes
+    the folders of other GGUFs or transformers versions not used for an hour.
     """
     import torch
     import transformers
@@ -77,14 +81,28 @@ def hf_smollm2_from_gguf(attn_implementation=None):
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     gguf = Path(T.smollm2_path())
-    st = gguf.stat()
-    folder = HF_CACHE / f"{st.st_size}-{st.st_mtime_ns}-transformers-{transformers.__version__}"
+    with open(gguf, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()[:16]
+    folder = HF_CACHE / f"{digest}-transformers-{transformers.__version__}"
     kw = {"dtype": torch.float32} | ({"attn_implementation": attn_implementation} if attn_implementation else {})
     if (folder / "model.safetensors").is_file():
+        os.utime(folder)  # in use: not stale
         return AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
     m = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, **kw).eval()
     _keep(m, folder)
+    _remove_stale(folder)
     return m
+
+
+def _remove_stale(kept: Path, idle_s: float = 3600) -> None:
+    """Remove the folders beside `kept` (another GGUF, another transformers version, a copy left
+    half-written) that were last used over `idle_s` seconds ago: 538 MB each."""
+    for other in kept.parent.glob("*"):
+        try:
+            if other != kept and other.is_dir() and time.time() - other.stat().st_mtime > idle_s:
+                shutil.rmtree(other, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _keep(m, folder: Path) -> None:
