@@ -50,7 +50,7 @@ serve:
 	$(PY) -m http.server --bind 127.0.0.1 -d _build/site $(or $(PORT),8000)
 
 # make bench                          every CPU benchmark into benchmarks/results/ (an idle machine)
-# make bench QUICK=1 OUT=/tmp/bench    the short versions, written elsewhere; GPU=1 adds bench_gpu.py
+# make bench QUICK=1 OUT=/tmp/bench    the short versions, written elsewhere; GPU=1 adds bench_gpu.py, bench_decode_gpu.py
 bench: $(VENV)/.setup-dev
 	$(PY) benchmarks/run_all.py $(if $(QUICK),--quick) $(if $(OUT),--out $(OUT)) $(if $(GPU),--gpu)
 

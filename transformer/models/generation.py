@@ -47,7 +47,8 @@ PREFILL_CHUNK = 512
 class GenerationStats:
     """Timing of the last generation: prefill = prompt -> first token, decode = the rest.
     For a batch, the counts are all b sequences' together: decode_tok_s is the total throughput.
-    engine: which engine computed the passes ("fast" NumPy buffers, "readable" forward(), "no cache")."""
+    engine: which engine computed the passes ("fast" NumPy buffers, "readable" forward(), "no cache"), or
+    which runner of the device step ran the decode (device_kind: "graph", "kernels", "recorded", "twins")."""
     prompt_tokens: int = 0
     new_tokens: int = 0
     prefill_s: float = 0.0
