@@ -384,29 +384,44 @@ fig, ax = P.early.overflow(offsets, curves, p_top, limits=limits)
 P.save(fig, P.figure_path("03_overflow.png"))
 
 # %% [markdown]
-# Subtracting the max removes overflow; a long row in float16 has one more trap: the *sum*.
-# float16 keeps 11 significant bits, and every addition rounds. A loop that adds one term at a
-# time (a GPU thread accumulating in half precision) lets the small terms stop counting; NumPy's
-# float16 `sum` adds in pairs and does much better, yet still rounds every partial sum. So the
-# package computes a float16 (or bfloat16) softmax in float32 and rounds once at the end, as
-# torch does — the reason FlashAttention keeps its running sum $\ell$ and output $O$ in float32
-# while Q, K, V are float16 (lessons 09 and 17).
+# Subtracting the max removes overflow; a long row in float16 has two more traps. The first is
+# the *sum*. float16 keeps 11 significant bits, and an accumulator that adds one term at a time
+# in half precision (a GPU thread accumulating in float16) rounds every partial sum: once the sum
+# has grown, the small terms stop counting. NumPy's float16 `sum` is not such a loop: it adds in
+# float32 and rounds once, so it returns the exact sum rounded to float16. The second trap comes
+# before the sum: $x - \max$ and $e^{x - \max}$ computed in float16 round every exponent and
+# every exp, and that costs accuracy even when the sum is exact. So the package computes a
+# float16 (or bfloat16) softmax in float32 throughout and rounds once at the end, as torch
+# does — the reason FlashAttention keeps its running sum $l$ and output $O$ in float32 while
+# Q, K, V are float16 (lessons 09 and 17). Below, the same float32 exps summed two ways, then a
+# softmax whose subtraction and exp run in float16.
 
 # %%
 rows16 = (np.random.default_rng(3).standard_normal((200, 1000)) * 3).astype(np.float16)  # 200 rows of 1000 logits
 exact = T.softmax(rows16.astype(np.float64))  # float64: the reference
-e16 = np.exp(rows16 - rows16.max(axis=-1, keepdims=True))  # float16, the max subtracted
-sums16 = {"one at a time": np.cumsum(e16, axis=-1, dtype=np.float16)[:, -1:],  # each addition rounded
-          "pairwise (np.sum)": e16.sum(axis=-1, keepdims=True, dtype=np.float16)}
-ways = {f"float16 sum, {name}": e16 / z for name, z in sums16.items()}
-ways["package: float32 inside, rounded once"] = T.softmax(rows16)  # float16 in, float16 out
+x32 = rows16.astype(np.float32)
+e = np.exp(x32 - x32.max(axis=-1, keepdims=True))  # (200, 1000) float32 exps: the same terms for both sums
+z_half = np.zeros((len(e), 1), np.float16)  # (200, 1)
+for e_j in e.T:  # a half-precision accumulator, one term at a time
+    z_half = (z_half + e_j[:, None]).astype(np.float16)  # every partial sum rounded to float16
+z_single = e.sum(axis=-1, keepdims=True)  # (200, 1) summed in float32
+e16 = np.exp(rows16 - rows16.max(axis=-1, keepdims=True))  # (200, 1000) subtraction and exp in float16
+z16 = e16.sum(axis=-1, keepdims=True, dtype=np.float16)  # (200, 1) NumPy's float16 sum
+sum_once = np.array_equal(z16, e16.astype(np.float64).sum(axis=-1, keepdims=True).astype(np.float16))
+print("NumPy's float16 sum == the exact sum rounded once to float16, in every row:", sum_once)
+ways = {"float32 exps, float16 running sum": (e / z_half).astype(np.float16),
+        "float32 exps, float32 sum (= T.softmax)": (e / z_single).astype(np.float16),
+        "float16 exps, NumPy's float16 sum": e16 / z16}
+package_ok = np.array_equal(ways["float32 exps, float32 sum (= T.softmax)"], T.softmax(rows16))
+print("float32 exps and sum, rounded once == T.softmax(float16 row):", package_ok)
 big = exact > 1e-3  # the weights that matter (smaller ones are below float16's resolution anyway)
 errors = {name: float(np.max(np.abs(p[big] - exact[big]) / exact[big])) for name, p in ways.items()}
 for name, err in errors.items():
     print(f"{name:40s} largest relative error of a weight > 1e-3: {err:.1e}")
 print(f"float16's own half-ulp (the best any float16 result can do): {2.0 ** -11:.1e}")
-assert ways["package: float32 inside, rounded once"].dtype == np.float16
-assert errors["package: float32 inside, rounded once"] <= 2.0 ** -10 < min(errors[n] for n in list(errors)[:2])
+assert sum_once and package_ok and T.softmax(rows16).dtype == np.float16
+assert (errors["float32 exps, float32 sum (= T.softmax)"] <= 2.0 ** -10
+        < errors["float16 exps, NumPy's float16 sum"] < errors["float32 exps, float16 running sum"])
 
 # %% [markdown]
 # **Takeaways.** Attention is three projections, one matrix of scores, a row-wise softmax and a

@@ -18,7 +18,7 @@
 # of width $d_k$ — the shapes $(b, n, d) \to (b, h, n, d_k)$ and back — and why
 # $d_\text{model} = h \cdot d_k$ (the original Transformer's $512 = 8 \cdot 64$, the values of
 # "Attention Is All You Need"); a tiny example
-# ($S = 3$, $d_\text{model} = 12$, 4 heads of 3 × 3) drawn as matrices; and one attention
+# ($n = 3$, $d_\text{model} = 12$, 4 heads of 3 × 3) drawn as matrices; and one attention
 # pattern per head on a sentence.
 #
 # **Source.** "Attention Is All You Need" (§3.2.2): $h$ heads, each with its own
@@ -86,13 +86,13 @@ except ValueError as e:
 # %% [markdown]
 # ## 3. A tiny example, matrix by matrix
 #
-# $S = 3$ tokens, $d_\text{model} = 12$, $h = 4$ heads: the $3 \times 12$ query matrix is read
+# $n = 3$ tokens, $d_\text{model} = 12$, $h = 4$ heads: the $3 \times 12$ query matrix is read
 # as four $3 \times 3$ matrices, one per head (each head owns 3 consecutive columns).
 # The amount of data does not change: $3 \times 12 = 4 \times (3 \times 3)$.
 
 # %%
-S_tok, d_small, h_small = 3, 12, 4
-X_small = rng.normal(size=(1, S_tok, d_small))  # (b, S, d_model)
+n_small, d_small, h_small = 3, 12, 4
+X_small = rng.normal(size=(1, n_small, d_small))  # (b, n, d_model)
 W_q_small = rng.normal(size=(d_small, d_small)) / np.sqrt(d_small)  # (d_model, h·d_k)
 Q_small = X_small @ W_q_small  # (1, 3, 12)
 Q_heads = T.split_heads(Q_small, h_small)  # (1, 4, 3, 3)
@@ -106,7 +106,7 @@ fig, axd = plt.subplot_mosaic([["Q"] * 4, ["h0", "h1", "h2", "h3"]], figsize=(15
                               layout="constrained", height_ratios=[1, 1.1])
 lim = float(np.abs(Q_small).max())
 P.attention_heatmap(Q_small[0], ax=axd["Q"], signed=True, vmin=-lim, vmax=lim, annotate=True, fmt=".1f",
-                    title="Q = X W_q   (S × d_model = 3 × 12)", xlabel="column of Q", ylabel="token",
+                    title="Q = X W_q   (n × d_model = 3 × 12)", xlabel="column of Q", ylabel="token",
                     cbar_label="value")
 head_cols = plt.get_cmap("tab10")
 for i in range(h_small):
@@ -120,10 +120,10 @@ for i in range(h_small):
     for sp in a.spines.values():
         sp.set_edgecolor(head_cols(i)), sp.set_linewidth(4)
 axd["Q"].set_ylim(2.5, -1.3)  # room above for the head names
-axd["Q"].set_xticks(range(d_small)), axd["Q"].set_yticks(range(S_tok))
+axd["Q"].set_xticks(range(d_small)), axd["Q"].set_yticks(range(n_small))
 for i in range(h_small):
-    axd[f"h{i}"].set_xticks(range(3)), axd[f"h{i}"].set_yticks(range(S_tok))
-fig.suptitle("split_heads: d_model = 12 = 4 heads × d_k 3", fontsize=P.TITLE_SIZE + 1)
+    axd[f"h{i}"].set_xticks(range(3)), axd[f"h{i}"].set_yticks(range(n_small))
+fig.suptitle("split_heads: d_model = 12 = 4 heads × d_k = 3", fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("04_split_heads.png"))
 
 # %% [markdown]
@@ -131,10 +131,12 @@ P.save(fig, P.figure_path("04_split_heads.png"))
 #
 # Each head has its own $W_i^Q, W_i^K$, so each computes its own weights over the same
 # tokens. The projections here are **random** over a small deterministic embedding, so the
-# patterns show only that heads differ; lesson 12 shows the heads of the real MiniLM model,
-# where some follow the previous token, some the sentence start, some a related word.
+# patterns show only that heads differ. Trained heads specialise: lesson 11 (§4–5) finds heads
+# of the real SmolLM2 model that follow the previous token or rest on the first token, and
+# lesson 12 draws how the heads of the real MiniLM model weigh the words around "it".
 # The mask is causal (lesson 05): a token sees only itself and the tokens before it. In the
-# figure, grey cells are pairs the mask hides; white ones were computed and came out near 0.
+# figure, grey cells are pairs the mask hides (their weight is exactly 0); white ones are
+# allowed pairs whose weight came out near 0.
 
 # %%
 tokens = "The dog chased the squirrel because it".split()

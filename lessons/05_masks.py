@@ -22,8 +22,10 @@
 # for a window, $n\sqrt n$ for the strided pattern — measured and against its formula.
 #
 # **In one line:** a decoder may not look ahead (causal), an encoder looks both ways, and
-# full attention costs $n^2$ pairs, which sparse patterns (window, strided, global, random;
-# Longformer, Sparse Transformer, BigBird) cut to about $n$ per row.
+# full attention costs $n^2$ pairs, $n$ keys per row. Sparse patterns (window, strided, global,
+# random; Longformer, Sparse Transformer, BigBird) cut that to a few keys per row — $w$ for a
+# window, $r$ random ones, up to $2\sqrt n$ for the strided pattern with $\ell = \sqrt n$ — so the
+# total grows about linearly in $n$ ($n\sqrt n$ for strided).
 #
 # A mask enters attention before the softmax: hidden pairs get score $-\infty$, so
 # $e^{-\infty} = 0$ weight. In this package `True` means "may attend".
@@ -97,8 +99,9 @@ P.save(fig, P.figure_path("05_causal_bidirectional_padding.png"))
 #
 # Full attention costs $n^2$ pairs. Cheaper patterns keep a structured subset:
 #
-# - **sliding window** (Longformer, Mistral): the $w$ most recent tokens, $i - w < j \le i$;
-#   as a non-causal band, $|i - j| < w$. Some texts write local attention as the interval
+# - **sliding window** (Mistral): the $w$ most recent tokens, $i - w < j \le i$; as a
+#   non-causal band, $|i - j| < w$, the same reach on both sides (Longformer's window, in an
+#   encoder). Some texts write local attention as the interval
 #   $[i - w, i + w]$, i.e. $|i - j| \le w$: there $w$ is the reach on each side, here it
 #   counts the query itself, so their $w$ is our $w - 1$ (same idea, off by one);
 # - **strided** (Sparse Transformer): the last $\ell$ tokens, plus the keys at distance
@@ -115,10 +118,10 @@ n_s = 16 if FAST else 32
 w, stride, block, r_rand = 4, 4, 8, 3  # r_rand: random keys per query
 w_bb, r_bb = 2, 2  # BigBird panel: narrower band, fewer random keys, so its three parts stay apart
 sparse = {
-    f"sliding window (w={w})": T.sliding_window_mask(n_s, w),
+    f"sliding window (w={w}, causal)": T.sliding_window_mask(n_s, w),
     f"band |i−j|<{w}": T.sliding_window_mask(n_s, w, causal=False),
-    f"strided (ℓ={stride})": T.strided_mask(n_s, stride),
-    f"fixed (block {block})": T.fixed_mask(n_s, block),
+    f"strided (ℓ={stride}, causal)": T.strided_mask(n_s, stride),
+    f"fixed (block {block}, causal)": T.fixed_mask(n_s, block),
     "global (token 0)": T.global_mask(n_s, [0]),
     f"random (r={r_rand} per row)": T.random_mask(n_s, r_rand, seed=0),
     f"BigBird: band |i−j|<{w_bb}\n| global (token 0) | random (r={r_bb} per row)":
@@ -132,21 +135,25 @@ P.save(fig, P.figure_path("05_sparse_gallery.png"))
 
 # %% [markdown]
 # Hand counts to check against: a causal window of $w$ keys has $n w - w(w-1)/2$ pairs
-# (the first $w-1$ rows see fewer); one global token adds a full row and a full column,
+# (the first $w-1$ rows see fewer); a band $|i - j| < w$ has $n(2w - 1) - w(w-1)$ (rows near
+# either end see fewer); one global token adds a full row and a full column,
 # $2n - 1$ pairs; random attention has exactly $r$ pairs per row.
 
 # %%
-window_ok = T.attended_pairs(sparse[f"sliding window (w={w})"]) == n_s * w - w * (w - 1) // 2
+window_ok = T.attended_pairs(sparse[f"sliding window (w={w}, causal)"]) == n_s * w - w * (w - 1) // 2
+band_ok = T.attended_pairs(sparse[f"band |i−j|<{w}"]) == n_s * (2 * w - 1) - w * (w - 1)
 global_ok = T.attended_pairs(sparse["global (token 0)"]) == 2 * n_s - 1
 random_ok = np.all(np.asarray(sparse[f"random (r={r_rand} per row)"]).sum(1) == r_rand)
-print("window count = n·w − w(w−1)/2:", window_ok, "  global = 2n − 1:", global_ok, "  random = r per row:", random_ok)
-assert window_ok and global_ok and random_ok
+print("window count = n·w − w(w−1)/2:", window_ok, "  band = n(2w − 1) − w(w − 1):", band_ok)
+print("global = 2n − 1:", global_ok, "  random = r per row:", random_ok)
+assert window_ok and band_ok and global_ok and random_ok
 
 # %% [markdown]
 # ## 3. Combining masks
 #
 # Masks are sets of pairs: `&` keeps pairs both allow (intersection), `|` pairs either allows
-# (union). A causal sliding window is "causal & band"; Longformer is "window | global".
+# (union). A causal sliding window is "causal & band"; Longformer, an encoder, is "band | global":
+# its window reaches both ways.
 # Counting follows inclusion–exclusion: $|A\cup B| = |A| + |B| - |A\cap B|$.
 
 # %%
@@ -154,11 +161,12 @@ band = T.sliding_window_mask(n_s, w, causal=False)
 causal_s = T.causal_mask(n_s)
 and_ok = np.array_equal(causal_s & band, T.sliding_window_mask(n_s, w))
 print("causal & band == causal sliding window:", and_ok)
-A, B = T.sliding_window_mask(n_s, w), T.global_mask(n_s, [0])
+A, B = band, T.global_mask(n_s, [0])
 ie_ok = T.attended_pairs(A | B) == T.attended_pairs(A) + T.attended_pairs(B) - T.attended_pairs(A & B)
-print("|A ∪ B| = |A| + |B| − |A ∩ B| for window | global:", ie_ok)
+print("|A ∪ B| = |A| + |B| − |A ∩ B| for band | global:", ie_ok)
 assert and_ok and ie_ok
-fig, axes = P.mask_gallery({"A: sliding window": A, "B: global": B, "A & B": A & B, "A | B (Longformer)": A | B},
+fig, axes = P.mask_gallery({f"A: band |i−j|<{w}": A, "B: global (token 0)": B, "A & B": A & B,
+                            "A | B (Longformer)": A | B},
                            ncols=4, suptitle="Combining masks: & is both, | is either")
 P.save(fig, P.figure_path("05_combining.png"))
 
@@ -202,6 +210,10 @@ for name in formulas:
     print(f"{name:24s} measured {measured[name]}")
     assert np.array_equal(np.array(measured[name], float), formulas[name]), name
 print("every measured count equals its formula: True")
+l_last = int(np.sqrt(ns[-1]))
+row_max = int(np.asarray(T.strided_mask(ns[-1], l_last)).sum(1).max())  # the busiest row of the largest mask
+print(f"strided, n = {ns[-1]}, ℓ = {l_last}: at most {row_max} keys per row (2√n = {2 * np.sqrt(ns[-1]):.1f})")
+assert row_max <= 2 * np.sqrt(ns[-1])
 ratio = measured["full  n²"][-1] / measured[f"window w={w_cost}  ~ n·w"][-1]
 print(f"at n = {ns[-1]}: full attention computes {ratio:.0f}× more scores than a {w_cost}-token window")
 

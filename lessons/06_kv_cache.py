@@ -179,14 +179,23 @@ P.save(fig, P.figure_path("06_cache_bytes.png"))
 # %% [markdown]
 # ## 4. Time per token, with and without the cache
 #
-# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again: $O(n^2 d)$
-# per step without the cache, $O(nd)$ with it, where a step runs one token against the
-# cached keys. We generate the same continuation both ways and time every step
-# (`last_stats.steps`: step 0 is the prefill, identical work in both runs), keeping for each
-# step the fastest of a few runs. The reference run quoted above made 100 new tokens on a T4
-# GPU: 4.45 s with the cache, 33.4 s without. Our CPU, model and lengths differ, so only the ratio
-# is worth comparing — and even that only roughly: it grows with the prompt and with the
-# number of new tokens (we make fewer than 100), so a close match is partly luck.
+# Without the cache, step $t$ runs the whole sequence of $n + t$ tokens again. A step costs
+# $O(L \cdot (n \cdot d^2 + n^2 \cdot d))$ without the cache (every token through the projections
+# and the feed-forward network, then attention among all of them) and $O(L \cdot (d^2 + n \cdot d))$
+# with it, where a step runs one token against the cached keys ($d = 576$ for SmolLM2, the
+# feed-forward width a few times $d$). At these lengths $n < d$, so the $d^2$ terms dominate: what
+# the cache saves here is mostly the projections of the earlier tokens, not their attention.
+#
+# `model.generate` normally runs its cached steps on the fast engine of §5 (`T.FastForward`). Here
+# we switch it off (`model.fast_path = False`), so both runs compute with the same readable
+# `forward` and the ratio measures the cache alone; `last_stats.engine` says which path ran. We
+# generate the same continuation both ways and time every step (`last_stats.steps`: step 0 is
+# the prefill, the same forward pass over the prompt in both runs, the cached one also writing
+# the cache), keeping for each step the fastest of a few runs. The reference run quoted above
+# made 100 new tokens on a T4 GPU: 4.45 s with the cache, 33.4 s without. Our CPU, model and
+# lengths differ, so only the ratio is worth comparing — and even that only roughly: it grows
+# with the prompt and with the number of new tokens (we make fewer than 100), so a close match
+# is partly luck.
 
 # %%
 long_prompt = ("The key and value vectors of earlier tokens never change once they are computed, "
@@ -194,23 +203,29 @@ long_prompt = ("The key and value vectors of earlier tokens never change once th
                "This saves time at every step, and the saving grows with the length of the text because")
 repeats = 1 if FAST else 3  # keep each step's fastest run: other programs on the machine only ever add time
 runs_with, runs_without = [], []
+model.fast_path = False  # the cached steps through the readable forward too: the cache alone is compared
 for _ in range(repeats):
     with_ids = model.generate(long_prompt, n_new)
     runs_with.append(model.last_stats.steps)  # seconds per step; step 0 is the prefill
+    engine_with = model.last_stats.engine
     without_ids = model.generate(long_prompt, n_new, use_cache=False)
     runs_without.append(model.last_stats.steps)
+    engine_without = model.last_stats.engine
+model.fast_path = True  # back to the default: generation through the cache takes the fast engine
 t_with, t_without = np.min(runs_with, axis=0), np.min(runs_without, axis=0)  # (steps,)
 n_long = len(tok.encode(long_prompt))
+assert n_long + n_new < cfg.d  # n < d: the d² terms dominate, as the text says
+print(f"engines: {engine_with!r} with the cache, {engine_without!r} without")
 print(f"prompt {n_long} tokens, {len(with_ids)} new tokens: {tok.decode(with_ids)!r}")
 same_ids = with_ids == without_ids
 print("cached == uncached token ids:", same_ids)
-assert same_ids
+assert same_ids and (engine_with, engine_without) == ("readable", "no cache")
 
 total_with, total_without = t_with.sum(), t_without.sum()
 dec_with, dec_without = t_with[1:].mean(), t_without[1:].mean()
 ratio = total_without / total_with
 note_ratio = 33.4 / 4.45
-print(f"prefill: {t_with[0]:.3f} s with the cache, {t_without[0]:.3f} s without (the same computation)")
+print(f"prefill: {t_with[0]:.3f} s with the cache, {t_without[0]:.3f} s without (the same forward pass)")
 print(f"mean decode step: {dec_with * 1e3:.0f} ms with the cache, {dec_without * 1e3:.0f} ms without "
       f"({dec_without / dec_with:.1f}×)")
 print(f"whole generation: {total_with:.2f} s vs {total_without:.2f} s -> {ratio:.1f}× "
@@ -223,7 +238,7 @@ pos = n_long + np.arange(len(t_with))  # the position of the token each step pro
 fig, ax = P.decoding.time_per_token(
     pos, t_without, t_with, n_prompt=n_long,
     title=f"SmolLM2 on CPU: time per generated token ({ratio:.1f}× faster overall with the cache)"
-    + (f"\nfastest of {repeats} runs per step" if repeats > 1 else ""))
+    + "\nthe readable forward in both runs" + (f", fastest of {repeats} runs per step" if repeats > 1 else ""))
 P.save(fig, P.figure_path("06_time_per_token.png"))
 
 # %% [markdown]
@@ -243,7 +258,9 @@ P.save(fig, P.figure_path("06_time_per_token.png"))
 #   call that allocates its result. Microseconds each; over 30 layers, milliseconds.
 #
 # We time three ways of running the same step, in one process, taking turns so that other work on
-# the machine slows all three alike, and keep each one's fastest round (one BLAS thread, as above):
+# the machine slows all three alike, and keep each one's fastest round (one BLAS thread, as above).
+# Each round first rewinds the caches by one token, so every round times the same step over the
+# same keys. The three ways:
 #
 # 1. **readable**: `T.llama_forward`, the formulas as written, a function per step of the maths;
 # 2. **+ buffers, one loop**: `T.FastForward(..., fused=False)`, the same maths with every
@@ -261,10 +278,10 @@ import time  # noqa: E402
 
 ids_t = tok.encode(long_prompt)
 n_t, rounds = len(ids_t), 3 if FAST else 25
-cos_t, sin_t = model.rope_tables(n_t + rounds + 2)
+cos_t, sin_t = model.rope_tables(n_t + 2)  # the prompt, the checked decode step and the timed one
 ways = {"readable": None, "+ buffers, one loop": T.FastForward(w, cfg, fused=False),
         "+ fused matrices": T.FastForward(w, cfg)}
-caches = {name: model.new_cache(1, n_t + rounds + 2) for name in ways}
+caches = {name: model.new_cache(1, n_t + 2) for name in ways}
 
 
 def step(name, new_ids):  # one pass of new_ids (1, n) through `name`'s cache -> last logits (v,)
@@ -311,11 +328,17 @@ jobs = {name: (lambda name=name: step(name, np.array([[nxt_t]]))) for name in wa
 jobs.update({f"pass {k}": (lambda k=k: weights_pass(k)) for k in mats})
 jobs.update({f"attention {k}": (lambda k=k: attention(k)) for k in ("readable", "grouped")})
 best = {job: np.inf for job in jobs}
+n_kept = {name: caches[name].length for name in ways}  # n_t + 1: the prompt and the checked step
 for _ in range(rounds):  # every job once a round, in turn; each keeps its fastest round
+    for name in ways:  # rewind: every round times the same step, at position n_t + 1 over n_t + 2 keys
+        caches[name].length = n_kept[name]
     for job, run in jobs.items():
         t0 = time.perf_counter()
         run()
         best[job] = min(best[job], time.perf_counter() - t0)
+n_keys = caches["readable"].length  # what every round's attention read
+assert n_keys == n_t + 2 and all(caches[name].length == n_keys for name in ways)
+print(f"every round: one step at position {n_t + 1}, attention over {n_keys} keys")
 ms = {name: {"weights": 1e3 * best[f"pass {wk}"], "attention": 1e3 * best[f"attention {ak}"],
              "total": 1e3 * best[name]} for name, (wk, ak) in parts.items()}
 for name, m in ms.items():
@@ -334,7 +357,7 @@ print(f"  fused matrices alone, the weights pass: {ms[names[1]]['weights']:.1f} 
 # %%
 fig, ax = P.new_figure(figsize=(11, 6.5))
 segments = [("weights", "streaming the weights: one matrix-vector product per matrix", P.LINE_COLORS[0]),
-            ("attention", f"attention over the cache ({caches['readable'].length} tokens)", P.LINE_COLORS[2]),
+            ("attention", f"attention over the cache ({n_keys} tokens)", P.LINE_COLORS[2]),
             ("everything else", "everything else: Python and small NumPy operations", "#bbbbbb")]
 bottom = np.zeros(len(names))
 for key, label, colour in segments:

@@ -182,20 +182,23 @@ assert per_token["Llama-2-7B (MHA)"] == 524_288 and saving == 0.75
 
 # %%
 n_meas = 2 ** np.arange(8, 11 if FAST else 13)  # contexts we actually allocate (256 … 1024 or 4096)
-n_line = 2 ** np.arange(8, 18)  # 256 … 131072 tokens, formula only
-shown = ["SmolLM2-135M", "Llama-3-8B", "Llama-2-7B (MHA)"]
+n_ctx = {"SmolLM2-135M": 8192, "Llama-3-8B": 8192, "Llama-2-7B (MHA)": 4096}  # max_position_embeddings
+n_line = 2 ** np.arange(8, 14)  # 256 … 8192 tokens, formula only
+shown = list(n_ctx)
 formula_lines, measured_pts = {}, {}
 for name in shown:
     L, _, h_kv_, d_h_ = configs[name]
-    formula_lines[name] = n_line * per_token[name] / 2 ** 30
+    formula_lines[name] = np.where(n_line <= n_ctx[name], n_line * per_token[name] / 2 ** 30, np.nan)  # up to n_ctx
     # np.zeros does not touch the pages, so even the 2 GiB cache costs no real memory here
     measured_pts[name] = np.array([T.KVCache(L, 1, h_kv_, int(n), d_h_, dtype=np.float16).nbytes
                                    for n in n_meas]) / 2 ** 30
     match = np.array_equal(measured_pts[name] * 2 ** 30, n_meas * per_token[name])
     print(f"{name:18s} KVCache.nbytes == n · bytes per token for n in {n_meas.tolist()}: {match}")
     assert match
-at_8k = {name: 8192 * per_token[name] / 2 ** 30 for name in shown}
-print("cache at 8192 tokens (GiB):", {k_: round(v_, 2) for k_, v_ in at_8k.items()})
+at_ctx = {name: n_ctx[name] * per_token[name] / 2 ** 30 for name in shown}
+print("cache at the full context n_ctx, b = 1 (GiB):",
+      {f"{k_} at {n_ctx[k_]}": round(v_, 2) for k_, v_ in at_ctx.items()})
+assert at_ctx == {"SmolLM2-135M": 0.17578125, "Llama-3-8B": 1.0, "Llama-2-7B (MHA)": 2.0}
 
 # %%
 fig, axes = P.new_figure(1, 2, figsize=(18, 6.5), layout="constrained", width_ratios=[1, 1.25])
@@ -213,6 +216,11 @@ P.style_axes(axes[0], "KV cache per token: 2·L·h_kv·d_h·2 bytes", "KiB per t
 P.curves(n_line, formula_lines, measured_pts, x_measured=n_meas, ax=axes[1], xlabel="context length n (tokens)",
          ylabel="KV cache (GiB, 16-bit)", title="Cache size over the context (b = 1)",
          measured_label="KVCache.nbytes")
+for k_, name in enumerate(shown):  # each line ends at its model's context length
+    axes[1].annotate(f"n_ctx = {n_ctx[name]:,}\n{at_ctx[name]:.2f} GiB", (n_ctx[name], at_ctx[name]), xytext=(-8, 0),
+                     textcoords="offset points", ha="right", va="bottom", fontsize=P.TICK_SIZE,
+                     color=P.LINE_COLORS[k_])
+axes[1].set_ylim(top=4 * max(at_ctx.values()))  # room above the highest line's end for its label
 P.save(fig, P.figure_path("07_kv_bytes.png"))
 
 # %% [markdown]

@@ -155,8 +155,8 @@ fig, axes = P.new_figure(1, 3, figsize=(17, 5.2), layout="constrained", sharey=T
 idx_a, idx_b = np.arange(split), np.arange(split, len(x))
 col_a, col_b = P.LINE_COLORS[0], P.LINE_COLORS[3]
 panels = [
-    (f"part a alone: e^(x − m_a), m_a = {m_a[0]:.0f}\nsum l_a = {l_a[0]:.3f}", np.exp(x_a - m_a), None),
-    (f"part b alone: e^(x − m_b), m_b = {m_b[0]:.0f}\nsum l_b = {l_b[0]:.3f}", None, np.exp(x_b - m_b)),
+    (f"part a alone: m = m_a = {m_a[0]:.0f}\nsum l_a = {l_a[0]:.3f}", np.exp(x_a - m_a), None),
+    (f"part b alone: m = m_b = {m_b[0]:.0f}\nsum l_b = {l_b[0]:.3f}", None, np.exp(x_b - m_b)),
     (f"merged, common m = {m_ab[0]:.0f}: a × e^(m_a − m) = a × {np.exp(m_a[0] - m_ab[0]):.3f}\n"
      f"sum l = {l_ab[0]:.3f} = Σ e^(x − max) of the whole row",
      np.exp(x_a - m_a) * np.exp(m_a - m_ab), np.exp(x_b - m_b) * np.exp(m_b - m_ab)),
@@ -173,7 +173,7 @@ for a, (title, bars_a, bars_b) in zip(axes, panels):
     a.set_xlim(-0.7, len(x) - 0.3)
     P.style_axes(a, title, "score x_j", None, grid=True)
     a.legend(fontsize=P.TICK_SIZE, frameon=False, loc="upper left")
-axes[0].set_ylabel("e^(x_j − running max)", fontsize=P.LABEL_SIZE)
+axes[0].set_ylabel("e^(x_j − m), m as in each title", fontsize=P.LABEL_SIZE)
 axes[0].set_ylim(0, 1.25)
 fig.suptitle("Two partial (m, l) pairs merge into the whole row's: rescale each to the common max",
              fontsize=P.TITLE_SIZE + 1)
@@ -191,7 +191,7 @@ P.save(fig, P.figure_path("08_merge_blocks.png"))
 #
 # Some texts write this recurrence with different letters: their running **sum** may be
 # called $m$ (our $l$), and a version that subtracts **no** maximum overflows exactly as the
-# naive softmax of §1 does. One can also keep $O$ normalised after every step,
+# naive softmax of lesson 03 (§7) does. One can also keep $O$ normalised after every step,
 # $O_j = \tfrac{l_{j-1}}{l_j} e^{m_{j-1} - m_j} O_{j-1} + \tfrac{e^{x_j - m_j}}{l_j} v_j$:
 # FlashAttention-1 does that, FlashAttention-2 divides once at the end. A bonus: $O_j / l_j$ is exactly attention over the first $j$ keys, so the
 # running output is always a valid weighted average of the values seen so far.
@@ -256,10 +256,10 @@ P.save(fig, P.figure_path("08_output_rescaling.png"))
 # Predict first, then compute; the worked answers, each checked against the package, are in
 # `lessons/solutions/08_online_softmax.py`.
 #
-# 1. Run the recurrence by hand on the scores 1, 3, 2, one at a time: write $(m, \ell)$ after
+# 1. Run the recurrence by hand on the scores 1, 3, 2, one at a time: write $(m, l)$ after
 #    each. Check with `T.online_softmax_history`.
-# 2. Merge two partial results $(m_a, \ell_a) = (3, 1.5)$ and $(m_b, \ell_b) = (5, 2)$ into one.
+# 2. Merge two partial results $(m_a, l_a) = (3, 1.5)$ and $(m_b, l_b) = (5, 2)$ into one.
 # 3. **Code it.** Give the scores 1, 3, 2 the values 10, 20, 30 and carry the unnormalised output
-#    $O$ along by hand, rescaled as in §3: what is $O / \ell$ at the end? Then write the recurrence
+#    $O$ along by hand, rescaled as in §3: what is $O / l$ at the end? Then write the recurrence
 #    as a NumPy loop, one key at a time, for a row of 100 random scores with values of $d_v = 4$,
-#    and compare with `T.softmax(s) @ v` and the last $(m, \ell)$ of `T.online_softmax_history`.
+#    and compare with `T.softmax(s) @ v` and the last $(m, l)$ of `T.online_softmax_history`.

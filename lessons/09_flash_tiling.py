@@ -166,8 +166,9 @@ for text in ax_m.get_legend().get_texts():
         text.set_text("the tile's 8 scores of this row")
 for t in np.nonzero(np.diff(m_row) > 0)[0] + 1:  # tiles that raised the max: l was rescaled
     ax_l.annotate(f"l × e^(m_old − m_new) = l × {np.exp(m_row[t - 1] - m_row[t]):.2f}, then + this tile's sum",
-                  (t, l_row[t]), xytext=(0, -30), textcoords="offset points", ha="center",
-                  fontsize=P.TICK_SIZE, color=P.LINE_COLORS[1])
+                  (t, l_row[t]), xytext=(0, -48), textcoords="offset points", ha="center", va="top",
+                  fontsize=P.TICK_SIZE, color=P.LINE_COLORS[1],
+                  arrowprops=dict(arrowstyle="->", color=P.LINE_COLORS[1], linewidth=1.5, shrinkB=6))
 P.save(fig, P.figure_path("09_row_trace.png"))
 
 # %% [markdown]
@@ -481,5 +482,5 @@ else:
 #    `T.paper_block_sizes`.
 # 3. **One query block, coded.** Write FlashAttention-2's inner loop for one query block $Q_i$
 #    of $B_r = 4$ rows in NumPy: key tiles of $B_c = 4$ over $n_k = 10$ keys (the last tile is
-#    short), carrying $m$, $\ell$ and $O$ as in §3, dividing by $\ell$ at the end. Compare with
+#    short), carrying $m$, $l$ and $O$ as in §3, dividing by $l$ at the end. Compare with
 #    `T.flash_attention(…, block_q=4, block_k=4)` and `T.scaled_dot_product_attention`.

@@ -223,10 +223,11 @@ P.save(fig, P.figure_path("11_attention_maps.png"))
 # **Explore every head.** The view below holds all 30 × 9 maps of SmolLM2 on a few texts: pick a
 # layer and head, hover a token to see its row, click a square of the overview to jump to that
 # head. The model also generated a few tokens greedily: their rows, at the bottom of each map, are
-# the decode rows, one query against the whole context. On "The cat sat on the mat. The cat sat
-# on the", look for the induction heads of section 5.
+# the decode rows, one query against the whole context. The view opens on "The cat sat on the
+# mat. The cat sat on the" at layer 18, head 6, the strongest induction head of section 5: each
+# token of the second sentence puts much of its weight on the token that followed it in the first.
 #
-# <div class="tfs-view" data-view="attention" data-model="smollm2" data-layer="13" data-head="8"></div>
+# <div class="tfs-view" data-view="attention" data-model="smollm2" data-text="2" data-layer="18" data-head="6"></div>
 
 # %% [markdown]
 # ## 5. Heads across the whole depth: previous-token, sink and induction heads
@@ -242,7 +243,9 @@ P.save(fig, P.figure_path("11_attention_maps.png"))
 #   the previous occurrence of its own token. In the map this is a diagonal shifted $r - 1$ to
 #   the left. An induction head is how a model continues a pattern it saw earlier in the context.
 #
-# `iter_attention_weights` yields one layer's $(h, n, n)$ at a time, so memory holds one layer.
+# `iter_attention_weights` yields one layer's $(h, n, n)$ at a time, so a loop that only scores
+# the heads holds one layer in memory; here we also keep every layer's map, for the figure and
+# for the decode check below.
 
 # %%
 r = 16 if FAST else 60  # tokens per copy; n = 2r
@@ -263,11 +266,14 @@ l_ind, h_ind = (int(t) for t in np.unravel_index(np.argmax(ind), ind.shape))
 for k, s_ in kinds.items():
     l_, h_ = np.unravel_index(np.argmax(s_), s_.shape)
     print(f"{k:30s} best: layer {l_:2d}, head {h_} ({s_[l_, h_]:.2f});  heads ≥ 0.4: {int((s_ >= 0.4).sum())}, "
-          f"in layers {sorted(set(np.nonzero(s_ >= 0.4)[0].tolist()))[:12]}")
+          f"in layers {sorted(set(np.nonzero(s_ >= 0.4)[0].tolist()))}")
 chance = 1 / np.arange(r, n_seq).mean()  # a uniform row gives each key about 1/i
 print(f"best induction head: layer {l_ind}, head {h_ind}, score {ind[l_ind, h_ind]:.2f} "
       f"(a uniform row would give {chance:.3f}); first layers' best: {ind[:cfg.L // 3].max():.2f}")
 assert ind[l_ind, h_ind] > 0.5 and l_ind >= cfg.L // 3 and ind[:cfg.L // 3].max() < 0.2
+assert (l_ind, h_ind) == (18, 6)  # the head the attention view above opens at
+sink_layers = set(np.nonzero(kinds["first token (sink)  P[i, 0]"] >= 0.4)[0].tolist())
+assert sink_layers >= set(range(12, cfg.L)) and not sink_layers & set(range(4, 12))  # sinks: layer 3, then 12 on
 
 # %%
 fig, _ = P.late.head_kinds(kinds)
@@ -281,9 +287,11 @@ P.save(fig, P.figure_path("11_head_kinds.png"))
 # of the second copy one token at a time through the cache (`T.llama_forward` with a cache and
 # `attn_out`), and keep the new token's row in the induction head found above. At step $s$ the
 # new token is `rand_ids[s]`, at position $r + s$, and an induction head should read key
-# $s + 1$, the token that came after `rand_ids[s]` the first time. It does not do so at once:
-# for the first steps, before the repetition is established, it parks on the first token (the
-# sink); once a few tokens have repeated, it reads the key after the last occurrence.
+# $s + 1$, the token that came after `rand_ids[s]` the first time. It does not do so at once.
+# At step 1 it parks on the first token (the sink). For the next three steps it wavers: at step
+# 2 most of its weight goes to keys that have nothing to do with the pattern, at step 3 it reads
+# the right key, at step 4 it splits between the sink and an unrelated key. From step 5 on, once
+# a few tokens have repeated, it puts nearly all its weight on the key after the last occurrence.
 
 # %%
 n_steps = 6 if FAST else 14
@@ -302,12 +310,16 @@ late = slice(n_steps // 2, None)  # the second half of the steps
 hits = np.mean([row[1:].argmax() + 1 == t_ for row, t_ in zip(rows[late], targets[late])])  # the sink, key 0, aside
 uniform = 1 / np.array([row.size for row in rows])  # what a row spread evenly would give
 same_as_full = np.allclose(rows[-1], maps_seq[l_ind][h_ind, r + n_steps, :r + n_steps + 1], atol=1e-4)
+leads = np.array([row.argmax() == t_ for row, t_ in zip(rows, targets)])  # (n_steps,) that key gets the most weight
+settled = next(s_ for s_ in range(n_steps) if leads[s_:].all()) + 1  # the step from which it always does
 print(f"weight on the key after the last occurrence, step by step: {np.round(on_target, 2).tolist()}")
 print(f"weight on the first token (the sink):                       {np.round(on_sink, 2).tolist()}")
+print(f"that key gets the most weight at steps {(np.nonzero(leads)[0] + 1).tolist()}; at every step from step {settled} on")
 print(f"second half of the steps: the row (sink aside) peaks on that key {hits:.0%} of the time, "
       f"mean weight {on_target[late].mean():.2f} (uniform: {uniform.max():.3f} or less)")
 print("the cached decode row equals the same row of the full causal map:", same_as_full)
 assert hits >= 0.6 and on_target[late].mean() > 5 * uniform.max() and same_as_full
+assert on_sink[0] > 0.9 and leads[2] and not leads[1] and not leads[3] and settled == 5  # as told above
 
 # %%
 fig, _ = P.late.induction_and_decode(maps_seq[l_ind][h_ind], r, rows, r + 1, targets,
@@ -318,9 +330,9 @@ P.save(fig, P.figure_path("11_induction.png"))
 # **Takeaways.** A trained decoder is the same stack of formulas as before; only the weights
 # are learned. Its output is a distribution, and the decoding rule — greedy, temperature,
 # top-p — is a separate choice that trades predictability for variety. Its heads are not
-# interchangeable: previous-token heads sit early and mid-depth, sink heads everywhere after
-# the first layers, and induction heads only past the first third of the stack: they need the
-# previous-token information written earlier to find "the token after mine".
+# interchangeable: previous-token heads sit early and mid-depth, sink heads in layer 3 and then
+# in every layer from 12 on, and induction heads only past the first third of the stack: they
+# need the previous-token information written earlier to find "the token after mine".
 
 # %% [markdown]
 # **Write it yourself.** `workbook/11_real_llm.py` holds `filter_logits` (temperature, top-k, top-p)

@@ -26,8 +26,8 @@
 # **The ideas behind it.** A model's parameters and a forward pass's operations can be counted
 # exactly, for prefill and for decode; Phi-3-mini's printed module list (32 layers, $d = 3072$,
 # vocabulary 32064, `qkv_proj` 9216, `gate_up_proj` 16384) is one such count to check; the
-# KV cache holds $2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes per token; and a cache turns
-# the cost of each generated token from a whole prefill into one step.
+# KV cache holds $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes per number}$ per token;
+# and a cache turns the cost of each generated token from a whole prefill into one step.
 
 # %%
 # SmolLM2's count is checked against its GGUF weights file, read with the gguf package:

@@ -24,8 +24,9 @@
 # when each is given a contiguous cache of the maximum length, against the paged cache.
 #
 # **The ideas behind it.** PagedAttention (vLLM) stores the cache in fixed-size blocks; a
-# token's keys and values take $2 \cdot L \cdot h_{kv} \cdot d_h \cdot$ bytes; the cache grows by
-# one token per generated token, so its memory is $O(L \cdot n \cdot d_h \cdot h_{kv})$.
+# token's keys and values take $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes per number}$;
+# the cache grows by one token per generated token, so its memory is
+# $O(L \cdot n \cdot d_h \cdot h_{kv})$.
 
 # %%
 import sys
@@ -45,7 +46,7 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## 1. Why not one contiguous array per request?
 #
-# Lesson 07's `KVCache` allocates, per sequence, room for $n_\text{max}$ positions up front:
+# Lesson 06's `KVCache` allocates, per sequence, room for $n_\text{max}$ positions up front:
 # the cache is written by slice and never moves. A server does not know how long a
 # request will run, so it must reserve the maximum for each — and most requests stop far
 # earlier. The paged cache reserves memory a block of `block_size` positions at a time:

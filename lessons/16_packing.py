@@ -156,18 +156,22 @@ row = 0
 doc_row = packed.doc[row:row + 1]  # (1, n_ctx)
 causal = T.causal_mask(n_ctx)  # (n_ctx, n_ctx)
 document = T.document_mask(doc_row)[0, 0]  # (n_ctx, n_ctx)
-leak = causal & ~document  # pairs the causal mask allows across documents
-print(f"row {row}: documents {sorted(set(doc_row[0].tolist()) - {-1})}, "
+is_token = doc_row[0] >= 0  # (n_ctx,): the slot holds a document's token, not padding
+leak = causal & ~document & is_token[:, None]  # a document's token reading another document
+pad_reads = causal & ~is_token[:, None]  # padding queries: their outputs are never used
+print(f"row {row}: documents {sorted(set(doc_row[0].tolist()) - {-1})}, {(~is_token).sum()} padding slots; "
       f"causal mask {T.attended_pairs(causal)} pairs, document mask {T.attended_pairs(document)}, "
-      f"{T.attended_pairs(leak)} would cross documents")
+      f"{T.attended_pairs(leak)} would cross documents, {T.attended_pairs(pad_reads)} are padding queries")
 doc_sizes = [n for r, _, n in packed.spans if r == row]
 assert T.attended_pairs(document) == sum(n * (n + 1) // 2 for n in doc_sizes)  # one triangle per document
+assert T.attended_pairs(causal) == T.attended_pairs(document) + T.attended_pairs(leak) + T.attended_pairs(pad_reads)
 
 fig, axes = P.new_figure(1, 2, figsize=(12, 6.2))
-three = ListedColormap([P.OFF_COLOR, P.ON_COLOR, "#d62728"])
-axes[0].imshow(causal.astype(int) + leak.astype(int), cmap=three, vmin=0, vmax=2, interpolation="nearest")
+four = ListedColormap([P.OFF_COLOR, P.ON_COLOR, "#d62728", "#f4c27a"])  # hidden, attend, leak, padding query
+axes[0].imshow(causal.astype(int) + leak.astype(int) + 2 * pad_reads.astype(int), cmap=four, vmin=0, vmax=3,
+               interpolation="nearest")
 P.style_axes(axes[0], f"Causal mask alone\nred: {T.attended_pairs(leak)} pairs read another document", "key", "query")
-axes[1].imshow(document.astype(int), cmap=three, vmin=0, vmax=2, interpolation="nearest")
+axes[1].imshow(document.astype(int), cmap=four, vmin=0, vmax=3, interpolation="nearest")
 P.style_axes(axes[1], f"Document mask\none causal block per document ({T.attended_pairs(document)} pairs)",
              "key", "query")
 edges = [start - 0.5 for r, start, _ in packed.spans if r == row and start > 0]
@@ -175,8 +179,8 @@ for ax in axes:
     for e in edges:
         ax.axvline(e, color="black", lw=0.8), ax.axhline(e, color="black", lw=0.8)
 fig.legend(handles=[Patch(color=P.ON_COLOR, label="may attend"), Patch(color="#d62728", label="leak across documents"),
-                    Patch(color=P.OFF_COLOR, label="hidden")], loc="lower center", ncols=3, fontsize=P.LABEL_SIZE,
-           frameon=False, bbox_to_anchor=(0.5, -0.04))
+                    Patch(color="#f4c27a", label="padding query (output unused)"), Patch(color=P.OFF_COLOR, label="hidden")],
+           loc="lower center", ncols=4, fontsize=P.LABEL_SIZE, frameon=False, bbox_to_anchor=(0.5, -0.04))
 fig.suptitle(f"Row {row} of the packed batch (lines: document boundaries)", fontsize=P.TITLE_SIZE + 1)
 P.save(fig, P.figure_path("16_document_mask.png"))
 

@@ -172,7 +172,7 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 # H100's limits: 48 KiB per block unless the
 # kernel opts in, 227 KiB if it does, and 228 KiB per multiprocessor for all the blocks it runs.
 # (The WMMA kernel's S buffer does double duty: the Q tile passes through it once on its way
-# into registers, then it holds the scores of every tile. Two buffers, the mma kernels'
+# into registers, then it holds the scores of every tile. Two buffers, the WMMA kernel's
 # $e^{m - m_\text{new}}$ and the backward's $L_i, D_i$, are a few hundred bytes: too thin to
 # draw, the figure names them under its legend. Hatched: the tile being copied in while the
 # block works on the one before.)
@@ -202,6 +202,7 @@ legend_names = {"S (Q tile first)": "S (holds the Q tile first)", "dS_ij": "dS_i
 bars = [(f"{name}, d_h = {d_g}", CK.shared_memory_buffers(kern, d_g)) for d_g in (64, 128)
         for name, kern in (("SIMT", "simt"), ("WMMA", "tensor_cores"), ("mma", "mma"), ("mma_tf32", "mma_tf32"),
                            ("backward (SIMT)", "backward"), ("backward (mma)", "backward_mma"))]
+assert {label.split(",")[0] for label, parts in bars if "e^(m - m_new)" in parts} == {"WMMA"}  # O rescaled in SRAM
 fig, ax = P.late.shared_memory_bars(
     bars, buffer_colours, legend_names,
     [(48, "48 KiB: a block's static limit "), (227, "227 KiB: the most one block\nmay opt in to ")],
@@ -225,7 +226,7 @@ P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
 # That kernel is the readable one, and slow: a thread does every product of its key on the
 # ordinary cores. The second backward kernel, `"mma"` (`flash_attention_bwd_mma.cu`, float16),
 # keeps the same loops and does all five products on tensor cores, as the `"mma"` forward does
-# (§3): a block of 4 warps owns 64 keys, 16 a warp, and each warp keeps its rows of $dK_j$ and
+# (§1–2): a block of 4 warps owns 64 keys, 16 a warp, and each warp keeps its rows of $dK_j$ and
 # $dV_j$ in mma accumulators. It works on transposes, its keys as the rows:
 # $S^\top = K_w Q_i^\top$ and $dP^\top = V_w\, dO_i^\top$ come out as accumulators whose layout
 # is already the A operand of the next products, $dV_w \mathrel{+}= P^\top dO_i$ and
@@ -314,8 +315,8 @@ else:
 # Generating one token at $b = 1$ multiplies one vector by every weight matrix: it reads all the
 # weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
 # 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
-# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 25 tokens/s
-# there (36–45 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
+# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 28 tokens/s
+# there (36 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
 # the time: the step is many small array operations, each launched from Python, and the GPU
 # waits for the host between them. First, how many: an array that counts every operation made on
 # it (each would be one kernel launch on a GPU), fed through the readable step.
@@ -375,16 +376,19 @@ assert len(plan) == T.kernels_per_step(smol.L) == 5 * smol.L + 4 < readable_ops
 # the step live in device memory (`state`), the kernels read and advance them, and sampling happens
 # on the device too. Measured on an H200 (`benchmarks/results/decode_gpu.md`): an empty kernel costs
 # 4.0 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 36 ms a token
-# over its operations is ~22 µs each.
+# over its operations is ~21.5 µs each.
 
 # %%
 decode_json = ROOT / "benchmarks" / "results" / "decode_gpu.json"
 run = json.loads(decode_json.read_text(encoding="utf-8")) if decode_json.is_file() else {}
 micro, speed, peers = (run.get(k) or {} for k in ("micro", "speed", "peers"))
 eager_us, node_us = micro.get("eager_launch_us", 4.0), micro.get("graph_node_us", 0.50)
-readable_us = 1e6 / speed.get("cupy_readable_decode_tok_s_n64", 28.0) / readable_ops  # a token's time, per operation
-bytes_us = 4 * T.count_parameters(smol) / 4.8e12 * 1e6  # the weights once, at the H200's 4.8 TB/s
-paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, round(readable_us)),
+readable_tok_s = speed.get("cupy_readable_decode_tok_s_n64", 28.0)
+readable_us = 1e6 / readable_tok_s / readable_ops  # a token's time, per operation
+bandwidth = (run.get("env") or {}).get("bandwidth_bytes_s", 4.8e12)  # the H200's HBM: 4.8 TB/s
+bytes_us = 4 * T.count_parameters(smol) / bandwidth * 1e6  # the weights once
+assert 4 * T.count_parameters(smol) == speed.get("weights_bytes", 4 * T.count_parameters(smol))
+paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, readable_us),
          ("the step's kernels, launched one by one", len(plan), eager_us),
          ("the same kernels, one CUDA graph", len(plan), node_us)]
 graph_tok_s = speed.get("cupy_graph_decode_tok_s", 888.0)
@@ -399,6 +403,13 @@ for label, n, cost in paths:
     print(f"{label:45s} launching {n * cost / 1e3:7.2f} ms   the weights once {bytes_us / 1e3:.2f} ms")
 for label, us in measured:
     print(f"{label:45s} {us / 1e3:7.2f} ms a token = {1e6 / us:,.0f} tok/s")
+readable_ms = 1e3 / readable_tok_s
+print(f"readable CuPy, measured: {readable_tok_s:.0f} tok/s = {readable_ms:.1f} ms a token = {readable_us:.1f} µs "
+      f"for each of its {readable_ops:,} operations, {readable_ms * 1e3 / bytes_us:.0f}× the bytes' time")
+splits = run.get("splits") or {"split256_pos512_us": 33.5, "split32_pos512_us": 9.5}
+print("attention over the cache at position 512 (attend_split + attend_combine), a layer: "
+      f"{splits['split256_pos512_us']:.1f} µs with 256 keys a block, {splits['split32_pos512_us']:.1f} µs with 32")
+assert round(readable_tok_s) == 28 and 21 < readable_us < 22  # the numbers the text quotes
 assert len(plan) * node_us < 2 * bytes_us < len(plan) * eager_us  # in a graph, launching costs about the bytes
 assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster than the compiled peer, far from the floor
 
@@ -408,8 +419,9 @@ assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster tha
 # what is left is each kernel's own time: `benchmarks/results/decode_gpu.md` times every launch
 # alone, and a product over 2 MB of weights takes ~3.5 µs however fast the memory, as a few hundred
 # threads each read a row and sum it, while each kernel waits for the one before. Attention
-# over the cache is the one kernel that grows with the position: with 256 keys a block it took 37 µs
-# a layer at position 512 (6 blocks for 132 multiprocessors); with 32 keys a block, 6 µs. The
+# over the cache is the one part that grows with the position: at position 512 (513 keys), the split
+# and its merge (`attend_split` + `attend_combine`, printed above) took 33.5 µs a layer with 256 keys
+# a block (3 KV heads × 3 ranges: 9 blocks for 132 multiprocessors), 9.5 µs with 32 keys a block. The
 # measured step had 7 kernels a layer (214); RoPE and the merge of the attention splits have since
 # moved into the kernels before them, which takes 60 launches and their gaps out of every step: not
 # yet measured on a GPU.
@@ -440,7 +452,7 @@ assert replayed == host_ids
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite
-# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python ~40 ms; a few fused kernels
+# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python ~36 ms; a few fused kernels
 # a layer, replayed as one CUDA graph with the token and position in device memory, remove the host
 # (measured at 7 a layer: 1.13 ms a token, 888 tok/s), and what is left is each small kernel's own time.
 

@@ -294,12 +294,17 @@ assert loss_after < loss
 name = "layers.0.W_q"
 fig, _ = P.training.adamw_vs_sgd(g[name], after[name] - params[name], -lr * g[name], lr=lr, name=name)
 P.save(fig, P.figure_path("18_adamw_update.png"))
+nonzero = g[name] != 0
+ratio = np.abs(after[name] - params[name])[nonzero] / np.abs(lr * g[name])[nonzero]  # AdamW's move / SGD's, per weight
+print(f"{name}: AdamW moves each weight {ratio.min():.1e} to {ratio.max():.1e} times as far as SGD with the same η")
+assert 1e3 < ratio.min() < 1e4 and 1e7 < ratio.max() < 1e8  # "thousands to nearly a hundred million" in the text
 
 # %% [markdown]
-# With the same $\eta$, SGD moves each weight by $\eta |g|$: here thousands to a billion times less
-# than AdamW, and a weight with a small gradient barely moves at all. AdamW's first step moves
-# every weight of the matrix by $\eta$ (plus the decay's $\eta\lambda\theta$, too small to see),
-# opposite to its gradient — except the few whose gradient is as small as $\epsilon = 10^{-8}$.
+# With the same $\eta$, SGD moves each weight by $\eta |g|$: here thousands to nearly a hundred
+# million times less than AdamW (printed above), and a weight with a small gradient barely moves at
+# all. AdamW's first step moves every weight of the matrix by $\eta$ (plus the decay's
+# $\eta\lambda\theta$, too small to see), opposite to its gradient — except the few whose gradient
+# is as small as $\epsilon = 10^{-8}$.
 # That is why AdamW's learning rates ($10^{-4}$ to $10^{-2}$) mean the same across layers of
 # different gradient scales. Later steps average: $m$ and $v$ remember about
 # $1/(1-\beta_1) = 10$ and $1/(1-\beta_2) = 20$ steps.
@@ -437,9 +442,9 @@ assert np.all(np.abs(draws.mean(0) - P_row) < 5 * sigma)
 # **Takeaways.** A training step is: forward (keep what the backward needs), loss, backward
 # (each forward function's transpose, in reverse, summing the gradients of tensors used twice
 # and of residuals), clip, learning rate, AdamW. Each piece is checked: by hand here, against
-# torch autograd and finite differences in the tests. The memory of training is the weights,
-# AdamW's two moments (twice the weights), and the activations — the only part that grows with
-# $n$, and with $n^2$ unless attention is tiled.
+# torch autograd and finite differences in the tests. The memory of training is the weights, their
+# gradients and AdamW's two moments (four copies of the weights in all), and the activations — the
+# only part that grows with $n$, and with $n^2$ unless attention is tiled.
 
 # %% [markdown]
 # ## Try it

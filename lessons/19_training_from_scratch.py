@@ -16,8 +16,8 @@
 #
 # **What you will see.** The tiny decoder of lesson 18 trained from random weights, in NumPy, in
 # about half a minute, on a task only attention can solve: random tokens, then the same tokens
-# again. The loss creeps along for a couple of hundred steps, then drops within a hundred; over
-# the same steps two kinds of heads appear — a *previous-token* head in layer 0 and an
+# again. The loss creeps along for about 150 steps, then falls to nearly 0 in under 200 more; over
+# those steps two kinds of heads appear — a *previous-token* head in layer 0 and an
 # *induction* head in layer 1 — found by a score, not by eye, and checked by switching them
 # off. Last, the same training on packed rows: the same documents and the same learning, with a
 # fraction of the padding.
@@ -195,6 +195,13 @@ drop = h["loss"][steps_s[i_before] - 1] - h["loss"][steps_s[i_after] - 1]
 print(f"the loss falls by {drop:.2f} nats in the {steps_s[i_after] - steps_s[i_before]} steps between them; "
       f"held-out accuracy at step 300: {acc_s[steps_s == 300][0]:.0%}")
 assert acc_s[steps_s == 300][0] > 0.9  # exercise 4 compares a one-layer run of 300 steps with this
+assert steps_s[i_before] >= 120 and steps_s[i_after] - steps_s[i_before] < 200  # "about 150", "under 200 more"
+for name, y in (("previous-token", best_prev), ("induction", best_ind)):
+    share = (y[i_after] - y[i_before]) / (y[-1] - y[0])  # the part of its whole rise made between the two steps
+    print(f"{name:14s} score: {y[0]:.2f} at step 0, {y[i_before]:.2f} at step {steps_s[i_before]}, "
+          f"{y[i_after]:.2f} at step {steps_s[i_after]}, {y[-1]:.2f} at step {steps_s[-1]} "
+          f"({share:.0%} of its rise between steps {steps_s[i_before]} and {steps_s[i_after]})")
+    assert share > 0.75
 marks = [(int(steps_s[i]), "ABCD"[k]) for k, i in enumerate(picked)]
 fig, _ = P.training.training_curves(
     h["loss"], steps_s, acc_s, {f"previous-token score (layer {l_prev}, head {h_prev})": best_prev,
@@ -206,10 +213,11 @@ P.save(fig, P.figure_path("19_loss_and_heads.png"))
 # %% [markdown]
 # Two phases. First the loss creeps down from chance ($\ln 31$): the model learns what needs no
 # copy — the answer is one of the tokens seen once so far, not one already repeated — worth
-# under a fifth of the answers. Then, within about a hundred steps, the loss falls to nearly 0 and
-# the accuracy jumps to 100 %; both scores rise over exactly those steps. The two heads form
-# *together*: neither helps without the other, so the loss shows no sign of either before the
-# drop, and once one starts to form, the gradient pulls the other along.
+# under a fifth of the answers. Then, in the 170 steps printed above, the loss falls to nearly 0 and
+# the accuracy jumps to 100 %; both scores make most of their rise over those same steps (over three
+# quarters of it, printed), then keep sharpening slowly while the accuracy stays at 100 %. The two
+# heads form *together*: neither helps without the other, so the loss shows no sign of either
+# before the drop, and once one starts to form, the gradient pulls the other along.
 #
 # The four snapshots A–D, every head:
 
@@ -269,10 +277,10 @@ for m in (16, 20, 24):
 # %% [markdown]
 # ## 6. Packing in training
 #
-# The run above padded each batch of 64 documents to its longest: a third of its slots were
-# padding. Lesson 16 packed documents into rows instead; in training that takes the document
-# mask (a token reads only its own document) and positions that restart in each document, and
-# no target crosses from one document into the next (`T.packed_rows`). With the mask, each
+# The run above padded each batch of 64 documents to its longest: more than a third of its slots
+# (38 %, printed below) were padding. Lesson 16 packed documents into rows instead; in training
+# that takes the document mask (a token reads only its own document) and positions that restart
+# in each document, and no target crosses from one document into the next (`T.packed_rows`). With the mask, each
 # document's loss is *the same number* in both layouts — so training on packed rows should
 # learn exactly as before, from the same documents (same seed), with far fewer wasted slots.
 
@@ -288,6 +296,7 @@ print(f"first-step loss: padded {h['loss'][0]:.6f}, packed {packed['history']['l
 print(f"held-out accuracy: padded {run['heldout_accuracy']:.2%}, packed {packed['heldout_accuracy']:.2%};  "
       f"training time: padded {h['seconds']:.0f} s, packed {packed['history']['seconds']:.0f} s")
 assert packed["slots"] == run["slots"]  # the same documents, counted in both runs
+assert 0.35 < slots["padded"]["padded_slots"] / slots["padded"]["slots"] < 0.4  # "38 %" in the text
 assert abs(h["loss"][0] - packed["history"]["loss"][0]) < 1e-5  # same weights, same documents: same loss
 assert packed["heldout_accuracy"] >= 0.99 and slots["packed"]["padded_slots"] < 0.25 * slots["padded"]["padded_slots"]
 

@@ -50,5 +50,6 @@ def additive_attention(q, k, v, W_q, W_k, w, mask=None, *, return_weights=False)
 def additive_peak_bytes(n_q: int, n_k: int, d_a: int, itemsize: int = 4) -> int:
     """Extra memory of `additive_scores` at its peak: the (n_q, n_k, d_a) sum and its tanh
     are both alive while tanh runs, 2 · n_q · n_k · d_a · itemsize (per batch·head).
-    Dot-product scores need n_q · n_k · itemsize."""
+    Dot-product scores (`attention_scores`, (q @ kᵀ) · scale) peak at 2 · n_q · n_k · itemsize: the
+    product and its scaled copy, alive together while the scaling runs."""
     return 2 * n_q * n_k * d_a * itemsize

@@ -38,7 +38,8 @@ def softmax(x, axis=-1, mask=None):  # [..., n] -> [..., n]
     gives NaN throughout, as torch.softmax does: never numbers that do not sum to 1.
     axis may be a tuple of axes: one softmax over all their entries together.
     float16 and bfloat16 are computed in float32 and rounded once to their own dtype (as torch
-    does): a float16 sum of a thousand terms would lose the small ones. Integers give float64.
+    does): exponentials taken in float16 and a running sum rounded to float16 at each step would both
+    lose accuracy (lesson 03 measures each). Integers give float64.
 
     >>> import numpy as np
     >>> softmax(np.array([1000.0, 1000.0])).tolist()

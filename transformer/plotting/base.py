@@ -175,7 +175,7 @@ def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, a
     labels: the query tokens (also the keys unless k_labels is given); shown on the
     left column and bottom row. ax: optional sequence of at least h axes to draw on.
     mask: optional boolean (n_q, n_k) or (h, n_q, n_k), True = may attend; hidden pairs are
-    drawn grey (OFF_COLOR, as in mask_gallery), so they differ from a weight of 0 (white).
+    drawn grey (OFF_COLOR, as in mask_gallery), so they differ from allowed pairs whose weight is near 0 (white).
     xlabel, ylabel: axis titles for the bottom row and left column (e.g. "key", "query").
     Returns (fig, axes) with axes a flat list of the h panels used.
     """
@@ -207,7 +207,7 @@ def head_grid(weights, labels=None, *, k_labels=None, ncols=None, titles=None, a
     cb.set_label("weight", fontsize=LABEL_SIZE)
     if hidden is not None:
         from matplotlib.patches import Patch
-        fig.legend(handles=[Patch(color=OFF_COLOR, label="hidden by the mask (no weight computed)")],
+        fig.legend(handles=[Patch(color=OFF_COLOR, label="hidden by the mask (weight 0)")],
                    loc="outside lower center", fontsize=LABEL_SIZE, frameon=False)
     if suptitle:
         fig.suptitle(suptitle, fontsize=TITLE_SIZE + 1)

@@ -76,7 +76,7 @@ def time_per_token(positions, t_without, t_with, ax=None, *, n_prompt, title=Non
     sq_with = ax.plot([positions[0]], [ms_with[0]], "s", markersize=8, color=blue)[0]
     handles, labels = ax.get_legend_handles_labels()
     handles.append((sq_without, sq_with))
-    labels.append(f"step 0: prefill of the {n_prompt}-token prompt, the same work in both runs")
+    labels.append(f"step 0: prefill of the {n_prompt}-token prompt, the same forward pass in both runs")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, max(ms_without.max(), ms_with.max()) * 1.4)  # headroom for the legend
     style_axes(ax, title, "position of the generated token", "milliseconds per step", grid=True)
@@ -87,12 +87,57 @@ def time_per_token(positions, t_without, t_with, ax=None, *, n_prompt, title=Non
 
 # ---------------------------------------------------------------- lesson 08
 
-def _free_spot(point, taken, radius):
-    """Of 8 spots at `radius` around point, the one farthest from every point in `taken`."""
-    angles = np.linspace(0, 2 * np.pi, 8, endpoint=False) + np.pi / 8
-    spots = point + radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)  # (8, 2)
-    gaps = np.linalg.norm(spots[:, None] - np.asarray(taken)[None], axis=-1).min(1)  # (8,)
-    return spots[int(np.argmax(gaps))]
+def _place_label(ax, xy, text, blocked, *, lead=False, pad=3.0, **kw):
+    """Write `text` beside the data point xy at the nearest free spot: offsets on rings of growing
+    radius (points), the first whose box (and, with lead, its line back to xy) stays inside the
+    axes and overlaps no box of `blocked` (display pixels); where none is free, the spot with the
+    fewest overlaps. The label's boxes join `blocked`; a label with a lead sits centred on its spot,
+    one without it grows away from xy. Call after the figure is drawn: the layout and the limits
+    must be final."""
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
+    renderer = ax.figure.canvas.get_renderer()
+    anchor = ax.transData.transform(xy)  # (2,) pixels
+    frame = ax.bbox.padded(-2)
+    best = None  # (overlaps, offset, alignment, boxes)
+    for r in (6, 11, 17, 24, 32, 42, 54, 68):
+        for deg in (0, 30, -30, 60, -60, 90, -90, 120, -120, 150, -150, 180):
+            dx, dy = r * np.cos(np.radians(deg)), r * np.sin(np.radians(deg))
+            ha = "center" if lead or abs(dx) < 1 else ("left" if dx > 0 else "right")
+            va = "center" if lead or abs(dy) < 1 else ("bottom" if dy > 0 else "top")
+            ann = ax.annotate(text, xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **kw)
+            ann.update_positions(renderer)  # place the text now, not at the next draw
+            box = Text.get_window_extent(ann, renderer).padded(pad)  # the text alone, not its lead
+            ann.remove()
+            if not (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)):
+                continue
+            feet = [box]
+            if lead:  # points along the line from xy to the label, clear of xy's own marker
+                mid = np.array([box.intervalx.mean(), box.intervaly.mean()])
+                feet += [Bbox.from_bounds(*(anchor + t * (mid - anchor) - 1.5), 3, 3) for t in np.linspace(0.3, 0.7, 5)]
+            hits = sum(f.overlaps(b) for f in feet for b in blocked)
+            if best is None or hits < best[0]:
+                best = (hits, (dx, dy), (ha, va), feet)
+            if hits == 0:
+                break
+        if best is not None and best[0] == 0:
+            break
+    if best is None:
+        raise ValueError(f"the label {text!r} fits nowhere inside the axes near {xy}")
+    _, offset, (ha, va), feet = best
+    blocked.extend(feet)
+    ann = ax.annotate(text, xy, xytext=offset, textcoords="offset points", ha=ha, va=va, **kw)
+    ann.set_in_layout(False)  # the layout is already final
+    return ann
+
+
+def _marker_boxes(ax, points, size_pt):  # (k, 2) data points, k or 1 marker diameters (points) -> k display boxes
+    from matplotlib.transforms import Bbox
+
+    half = np.broadcast_to(np.asarray(size_pt, dtype=float), (len(points),)) / 2 * ax.figure.dpi / 72
+    return [Bbox.from_extents(x - r, y - r, x + r, y + r)
+            for (x, y), r in zip(ax.transData.transform(points), half)]
 
 
 def output_rescaling(x, V, running, exact, m_history, axes=None):
@@ -110,26 +155,15 @@ def output_rescaling(x, V, running, exact, m_history, axes=None):
     fig = ax_p.figure
     e = np.exp(x - x.max())
     weights = e / e.sum()  # (n,) the final softmax weights, for the marker areas
-    ax_p.scatter(V[:, 0], V[:, 1], s=120 + 1400 * weights, color=LINE_COLORS[2], alpha=0.45,
+    areas = 120 + 1400 * weights  # points²
+    ax_p.scatter(V[:, 0], V[:, 1], s=areas, color=LINE_COLORS[2], alpha=0.45,
                  edgecolor="black", zorder=2, label="value v_j (area ∝ final weight)")
-    for j, (vx, vy) in enumerate(V):
-        ax_p.annotate(f"v{j + 1}  (x={x[j]:g})", (vx, vy), xytext=(9, 6), textcoords="offset points",
-                      fontsize=TICK_SIZE, ha="left")
     ax_p.plot(running[:, 0], running[:, 1], "-o", color=LINE_COLORS[0], linewidth=2.5, markersize=7,
               zorder=3, label="running output O_j / l_j")
-    ax_p.plot(*exact, marker="*", markersize=22, color=LINE_COLORS[1], linestyle="none",
+    ax_p.plot(*exact, marker="*", markersize=18, color=LINE_COLORS[1], linestyle="none",
               markeredgecolor="black", zorder=4, label="softmax(x) @ V")
-    radius = 0.07 * float(np.ptp(np.vstack([V, running]), axis=0).max())  # label distance, in data units
-    along = [a + t * (b - a) for a, b in zip(running[:-1], running[1:]) for t in (0.25, 0.5, 0.75)]
-    taken = list(running) + along + list(V) + [exact]  # keep labels off the points and the path
-    for j in range(n):  # number every point of the path at a free spot beside it: step j has seen keys 1…j
-        spot = _free_spot(running[j], taken, radius)
-        taken.append(spot)
-        ax_p.annotate(f"{j + 1}", running[j], xytext=spot, fontsize=TICK_SIZE, color="white", ha="center",
-                      va="center", fontweight="bold", zorder=5,
-                      bbox=dict(boxstyle="circle,pad=0.2", facecolor=LINE_COLORS[0], edgecolor="none"),
-                      arrowprops=dict(arrowstyle="-", color=LINE_COLORS[0], linewidth=1))
     ax_p.set_aspect("equal", adjustable="datalim")
+    ax_p.margins(0.12)  # room around the points for their labels
     style_axes(ax_p, "The running output O_j / l_j (numbered by step j) stays\namong the values: "
                "a weighted average of v_1…v_j", "value dim 0", "value dim 1", grid=True)
     ax_p.legend(fontsize=TICK_SIZE, frameon=False, loc="upper left", markerscale=0.6)
@@ -137,7 +171,7 @@ def output_rescaling(x, V, running, exact, m_history, axes=None):
     for c in range(2):
         ax_c.plot(steps, running[:, c], "-o", color=LINE_COLORS[c], linewidth=2.5, label=f"O_j / l_j, dim {c}")
         ax_c.axhline(exact[c], color=LINE_COLORS[c], linestyle="--", linewidth=1.5, label=f"softmax(x) @ V, dim {c}")
-    for j in np.nonzero(np.diff(np.asarray(m_history), prepend=-np.inf) > 0)[0]:
+    for j in np.nonzero(np.diff(np.asarray(m_history)) > 0)[0] + 1:  # step j + 1 raised m; step 1 rescales nothing
         ax_c.axvline(j + 1, color="grey", alpha=0.35, linewidth=6, zorder=0)
     ax_c.set_xticks(steps)
     style_axes(ax_c, "Each component reaches the exact output at the last key", "step j (keys seen)",
@@ -146,6 +180,21 @@ def output_rescaling(x, V, running, exact, m_history, axes=None):
     handles.append(Patch(color="grey", alpha=0.35, label="the max rose: O and l rescaled"))
     ax_c.legend(handles=handles, fontsize=TICK_SIZE, frameon=False, loc="upper center",
                 bbox_to_anchor=(0.5, -0.13), ncols=3)
+
+    fig.canvas.draw()  # the layout and the equal-aspect limits are final: now labels can be placed
+    renderer = fig.canvas.get_renderer()
+    path = np.concatenate([a + np.linspace(0, 1, 25)[:, None] * (b - a)  # (25·(n − 1), 2) along the path
+                           for a, b in zip(running[:-1], running[1:])])
+    blocked = (_marker_boxes(ax_p, V, np.sqrt(areas)) + _marker_boxes(ax_p, running, 7)
+               + _marker_boxes(ax_p, path, 3) + _marker_boxes(ax_p, exact[None], 18)
+               + [ax_p.get_legend().get_window_extent(renderer)])
+    for j in range(n):  # each value named with its score
+        _place_label(ax_p, V[j], f"v{j + 1} (x={x[j]:g})", blocked, fontsize=TICK_SIZE)
+    for j in range(n):  # each point of the path numbered: step j has seen keys 1…j
+        _place_label(ax_p, running[j], f"{j + 1}", blocked, lead=True, pad=5, fontsize=TICK_SIZE, color="white",
+                     fontweight="bold", zorder=5,
+                     bbox=dict(boxstyle="circle,pad=0.2", facecolor=LINE_COLORS[0], edgecolor="none"),
+                     arrowprops=dict(arrowstyle="-", color=LINE_COLORS[0], linewidth=1))
     return fig, (ax_p, ax_c)
 
 
@@ -252,7 +301,7 @@ def fragmentation(lengths, report, waste, *, n_max, block, per_tok, model_name):
            x_measured=block_meas, ax=ax_b, xlabel="block size (positions)", ylabel="reserved but unused (MiB)",
            title="Waste vs block size", measured_label="PagedKVCache", logy=True)
     ax_b.axhline(contig_waste, color=LINE_COLORS[1], linestyle="--", linewidth=2)
-    ax_b.text(block_line[0], contig_waste * 0.8, f"contiguous: {contig_waste / 1024:.1f} GiB", va="top",
+    ax_b.text(block_line[0], contig_waste * 0.8, f"contiguous: {contig_waste:,.0f} MiB", va="top",
               color=LINE_COLORS[1], fontsize=TICK_SIZE)
     return fig, (ax_r, ax_t, ax_b)
 

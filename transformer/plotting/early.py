@@ -102,7 +102,8 @@ def _vec(v):
 
 
 def weighted_sum(Pw, V, O, tokens, row, axes=None, *, title=None):
-    """P @ V = O drawn as three heatmaps side by side, with row `row` outlined in each.
+    """P @ V = O drawn as three heatmaps side by side, with row `row` outlined in each and its
+    weights written in P.
 
     Pw (n, n) weights, V (n, d_v), O (n, d_v); tokens label the rows (and P's columns).
     The outlined row of P times V is the outlined row of O: one query's weighted sum.
@@ -117,7 +118,10 @@ def weighted_sum(Pw, V, O, tokens, row, axes=None, *, title=None):
     lim = float(max(np.abs(V).max(), np.abs(O).max()))
     dims = [str(i) for i in range(d_v)]
     matrix(axes[0], Pw, tokens, tokens, vmax=1.0, title="P  (weights, n × n)   ×", xlabel="key j",
-           ylabel="query i")
+           ylabel="query i", colorbar="weight")
+    for j, p in enumerate(Pw[row]):  # the weights of the outlined row, written out
+        axes[0].text(j, row, f"{p:.2f}", ha="center", va="center", fontsize=ANNOT_SIZE,
+                     color="white" if p > 0.55 else "black")
     for a, M, name in ((axes[1], V, "V  (values, n × d_v)   ="), (axes[2], O, "O = P V  (outputs, n × d_v)")):
         matrix(a, M, tokens, dims, signed=True, vmin=-lim, vmax=lim, title=name, xlabel="dimension",
                colorbar="value" if a is axes[2] else None)
@@ -312,13 +316,14 @@ def rope_layouts(p, ax=None):
 
 
 def rope_decay(distance, bound, scores, ax=None, *, title=None):
-    """RoPE's long-range decay: the relative upper bound and real scores against the distance n − m.
+    """RoPE's long-range decay: the shape of the upper bound and real scores against the distance m − n.
 
     distance: (r,) relative distances; bound: (r,) Σ_j |S_j| scaled to 1 at distance 0 (RoFormer §3.4.3);
-    scores: {label: (r,)} scores of fixed q, k placed that far apart. Returns (fig, ax).
+    scores: {label: (r,)} scores of fixed q, k placed that far apart, each scaled to 1 at distance 0
+    on its own (so a score may lie above the drawn line). Returns (fig, ax).
     """
     fig, ax = own_axes(ax, figsize=(12, 6))
-    ax.plot(distance, bound, color="black", linewidth=3, label="relative upper bound  Σ_j |S_j|")
+    ax.plot(distance, bound, color="black", linewidth=3, label="shape of the bound  Σ_j |S_j|  (scaled to 1 at r = 0)")
     for k, (label, y) in enumerate(scores.items()):
         ax.plot(distance, y, color=LINE_COLORS[k], linewidth=1.2, alpha=0.8, label=label)
     ax.set_xscale("log")

@@ -134,7 +134,7 @@ def head_kinds(scores: dict, axes=None, *, threshold=0.4):
         a.set_xlabel("head", fontsize=LABEL_SIZE)
     axes[0].set_ylabel("layer", fontsize=LABEL_SIZE)
     cb = fig.colorbar(im, ax=list(axes), fraction=0.02, pad=0.01)
-    cb.set_label("mean attention weight", fontsize=LABEL_SIZE)
+    cb.set_label(f"mean attention weight (numbers: ≥ {threshold:g})", fontsize=LABEL_SIZE)
     cb.ax.tick_params(labelsize=TICK_SIZE)
     return fig, axes
 
@@ -245,15 +245,16 @@ def mma_lanes(lane_sp, lane_v, *, lane, note):
 def shared_memory_bars(bars, colours, names, limits, *, title, sliver=1024):
     """One stacked bar per kernel: its shared-memory buffers in KiB (hatched: the tile being copied
     in), against the per-block `limits` [(KiB, text)]. Buffers under `sliver` bytes in every bar
-    would be invisible: they get no legend entry, a note names them. -> (fig, ax)"""
+    would be invisible: they get no legend entry, a note names them with their sizes. -> (fig, ax)"""
     fig, ax = plt.subplots(figsize=(13, 8.4), layout="constrained")
-    largest = {}
+    largest, smallest = {}, {}
     for y, (label, parts) in enumerate(reversed(bars)):
         left = 0.0
         for buf, nbytes in parts.items():
             ax.barh(y, nbytes / 1024, left=left, color=colours[buf], edgecolor="white",
                     hatch="//" if buf.endswith("+1") else None)
             largest[buf] = max(largest.get(buf, 0), nbytes)
+            smallest[buf] = min(smallest.get(buf, nbytes), nbytes)
             left += nbytes / 1024
         ax.text(left + 2, y, f"{left:.0f} KiB", va="center", fontsize=TICK_SIZE)
     for k, (x, text) in enumerate(limits):
@@ -276,7 +277,8 @@ def shared_memory_bars(bars, colours, names, limits, *, title, sliver=1024):
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=TICK_SIZE, title="buffer")
     if tiny:
         ax.text(1.01, 0.0, "too thin to see, so not\nin the legend:\n"
-                + "\n".join(f"  {b}: {largest[b]} B" for b in tiny), transform=ax.transAxes,
+                + "\n".join(f"  {b}: {smallest[b]}" + (f"–{largest[b]}" if smallest[b] < largest[b] else "")
+                             + " B" for b in tiny), transform=ax.transAxes,
                 fontsize=TICK_SIZE, va="bottom", ha="left", color="dimgrey")
     ax.set_title(title, fontsize=TITLE_SIZE)
     ax.set_xlabel("KiB", fontsize=LABEL_SIZE)
@@ -319,6 +321,7 @@ def gpu_timings(rows, series, *, device, mib=2.0 ** 20):
     twice the length is a warm-up artefact and is marked as one. -> (fig, axes)"""
     colour = dict(zip(series, LINE_COLORS))
     fig, axes = plt.subplots(2, 2, figsize=(13, 10), constrained_layout=True)
+    fits = {}  # dtype -> standard attention's measured bytes at the largest n, None: out of memory
     for col, dtype in enumerate(("float32", "float16")):
         rows_g = [r for r in rows if r["dtype"] == dtype and not r["causal"]]
         ns = np.array([r["n"] for r in rows_g])  # [N]
@@ -346,41 +349,55 @@ def gpu_timings(rows, series, *, device, mib=2.0 ** 20):
         axes[1, col].set_xscale("log", base=2)
         axes[1, col].set_yscale("log")
         last = rows_g[-1]
-        if last.get("naive_peak_bytes") is None:  # the largest n: standard attention did not fit
-            axes[1, col].annotate("out of memory", (last["n"], last["naive_peak_formula"] / mib),
-                                  xytext=(-10, 0), textcoords="offset points", ha="right", va="center",
-                                  fontsize=TICK_SIZE, color=colour["naive"])
+        fits[dtype] = last.get("naive_peak_bytes")  # the largest n: None where standard attention did not fit
+        axes[1, col].annotate("out of memory" if fits[dtype] is None else f"ran: {fits[dtype] / mib:,.0f} MiB",
+                              (last["n"], last["naive_peak_formula"] / mib), xytext=(-10, 0),
+                              textcoords="offset points", ha="right", va="center", fontsize=TICK_SIZE,
+                              color=colour["naive"])
         style_axes(axes[1, col], title=f"{dtype}: extra GPU memory of one call", xlabel="n", ylabel="MiB", grid=True)
-        axes[1, col].set_ylim(top=300 * last["naive_peak_formula"] / mib)  # room for the legend above the lines
+        axes[1, col].set_ylim(top=1500 * last["naive_peak_formula"] / mib)  # room for the legend above the lines
         axes[1, col].legend(fontsize=TICK_SIZE, loc="upper left")
-    fig.suptitle(f"On an {device}: standard attention runs out of memory at n = 32768 "
-                 "(128 GiB of scores); the tiled kernels need O(n)", fontsize=TICK_SIZE + 2)
+    fate = {dtype: "ran out of memory" if got is None else "fitted and ran" for dtype, got in fits.items()}
+    fig.suptitle(f"On an {device}, at n = {last['n']} standard attention needs "
+                 f"{last['naive_peak_formula'] / 2 ** 30:.0f} GiB of scores:\nin float32 it {fate['float32']}, "
+                 f"in float16 it {fate['float16']}; the tiled kernels need O(n)", fontsize=TICK_SIZE + 2)
     return fig, axes
 
 
 def launch_bound(paths, *, bytes_us: float, title: str, measured=()):
-    """One decode step's time per token, split into launching (kernels × the cost of one, host time the GPU
-    waits through) and reading the weights once (bytes / bandwidth). paths: (label, kernels, µs per kernel)
-    per row; measured: (label, µs a token) rows drawn below them as one bar each, the time a run took.
-    Log-scaled µs, each bar labelled with its kernels and the tokens/s it bounds. -> (fig, ax)"""
-    fig, ax = plt.subplots(figsize=(11, 4.2 + 0.5 * len(measured)), constrained_layout=True)
+    """One decode step's time per token, as its two parts side by side: launching (kernels × the cost of
+    one, host time the GPU waits through) and reading the weights once (bytes / bandwidth). paths: (label,
+    kernels, µs per kernel) per row; measured: (label, µs a token) rows drawn below them as one bar each,
+    the time a run took. Log-scaled µs; every bar carries its number, each path its sum and the tokens/s
+    that sum bounds. -> (fig, ax)"""
+    def us(x):  # 21.52 -> "21.5", 4.03 -> "4.0", 0.505 -> "0.50", 35751 -> "35,751"
+        return f"{x:.2f}" if x < 1 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+    fig, ax = plt.subplots(figsize=(12, 1.6 + 1.1 * len(paths) + 0.55 * len(measured)), constrained_layout=True)
+    ticks, names, right = [], [], max([k * c for _, k, c in paths] + [u for _, u in measured] + [bytes_us])
     for y, (label, kernels, cost) in enumerate(paths):
         launch = kernels * cost  # µs
-        ax.barh(y, launch, color=LINE_COLORS[1], label="launching the kernels" if y == 0 else None)
-        ax.barh(y, bytes_us, left=launch, color=LINE_COLORS[0], label="reading the weights once" if y == 0 else None)
+        ax.barh(y - 0.2, launch, height=0.38, color=LINE_COLORS[1], label="launching the kernels" if y == 0 else None)
+        ax.barh(y + 0.2, bytes_us, height=0.38, color=LINE_COLORS[0],
+                label="reading the weights once" if y == 0 else None)
+        for x, yy, text in ((launch, y - 0.2, f"{kernels:,} × {us(cost)} µs = {us(launch)} µs"),
+                            (bytes_us, y + 0.2, f"{us(bytes_us)} µs")):
+            ax.annotate(text, (x, yy), xytext=(5, 0), textcoords="offset points", va="center", fontsize=TICK_SIZE)
         total = launch + bytes_us
-        ax.annotate(f"{kernels:,} × {cost:.2g} µs + {bytes_us:.0f} µs → ≤ {1e6 / total:,.0f} tok/s", (total, y),
-                    xytext=(6, 0), textcoords="offset points", va="center", fontsize=TICK_SIZE)
-    for y, (label, us) in enumerate(measured, start=len(paths)):
-        ax.barh(y, us, color=LINE_COLORS[2], label="measured, one token" if y == len(paths) else None)
-        ax.annotate(f"{us:,.0f} µs → {1e6 / us:,.0f} tok/s", (us, y), xytext=(6, 0), textcoords="offset points",
+        ticks.append(y)
+        names.append(f"{label}\nsum {us(total)} µs → ≤ {1e6 / total:,.0f} tok/s")
+    for y, (label, t) in enumerate(measured, start=len(paths)):
+        ax.barh(y, t, height=0.5, color=LINE_COLORS[2], label="measured, one token" if y == len(paths) else None)
+        ax.annotate(f"{us(t)} µs → {1e6 / t:,.0f} tok/s", (t, y), xytext=(5, 0), textcoords="offset points",
                     va="center", fontsize=TICK_SIZE)
-    ax.set_yticks(range(len(paths) + len(measured)), [p[0] for p in [*paths, *measured]], fontsize=TICK_SIZE)
+        ticks.append(y)
+        names.append(label)
+    ax.set_yticks(ticks, names, fontsize=TICK_SIZE)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlim(10, 1e7)
+    ax.set_xlim(10, 25 * right)  # room for the largest bar's label
     style_axes(ax, title=title, xlabel="µs per token (log scale)")
-    ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     return fig, ax
 
 

@@ -97,7 +97,8 @@ def training_curves(loss, snap_steps, accuracy, scores: dict, *, chance: float, 
 
 def heads_over_training(maps, steps, head_names, tokens, *, targets: dict, scores=None, score_names=None,
                         col_titles=None, suptitle=None, mask=None):
-    """A grid of attention maps: a row per head, a column per snapshot. maps: [k, heads, n, n].
+    """A grid of attention maps: a row per head, a column per snapshot. maps: [k, heads, n, n];
+    tokens: the n token ids, written under the key positions of the bottom row.
     targets: {row: [(query, key), …]} cells to outline (where that kind of head should look).
     scores: optional [k, heads] numbers written under each panel's title, named score_names[row].
     mask: optional boolean (n, n), True = may attend: hidden cells are drawn grey, not white."""
@@ -108,6 +109,7 @@ def heads_over_training(maps, steps, head_names, tokens, *, targets: dict, score
     side = 3.1
     fig, axes = plt.subplots(rows, k, figsize=(side * k + 1.6, side * rows + 1.2), squeeze=False, layout="constrained")
     labels = [str(t) for t in tokens]
+    step = max(1, n // 8)  # a tick every `step` positions
     for r in range(rows):
         for c in range(k):
             ax = axes[r, c]
@@ -121,11 +123,11 @@ def heads_over_training(maps, steps, head_names, tokens, *, targets: dict, score
                 title += ("\n" if title else "") + f"{what} {scores[c][r]:.2f}"
             ax.set_title(title, fontsize=TICK_SIZE + 1)
             if c == 0:
-                ax.set_ylabel(head_names[r], fontsize=LABEL_SIZE)
+                ax.set_yticks(range(0, n, step), [str(i) for i in range(0, n, step)], fontsize=TICK_SIZE - 2)
+                ax.set_ylabel(f"{head_names[r]}\nquery position", fontsize=LABEL_SIZE)
     for ax in axes[-1]:
-        step = max(1, n // 8)
-        ax.set_xticks(range(0, n, step), labels[::step], fontsize=TICK_SIZE - 2)
-        ax.set_xlabel("key", fontsize=TICK_SIZE)
+        ax.set_xticks(range(0, n, step), [f"{i}\n({labels[i]})" for i in range(0, n, step)], fontsize=TICK_SIZE - 2)
+        ax.set_xlabel("key position (token id)", fontsize=TICK_SIZE)
     cb = fig.colorbar(im, ax=axes, fraction=0.02, pad=0.01)
     cb.set_label("weight", fontsize=LABEL_SIZE)
     if suptitle:
