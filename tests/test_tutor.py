@@ -308,7 +308,7 @@ def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(
     proc = subprocess.run([sys.executable, "-m", "transformer", "check", "all", "--workbook", str(tmp_path),
                            "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
-    error = [li for li in proc.stdout.splitlines() if "could not be checked" in li]
+    error = [li for li in proc.stdout.splitlines() if "could not be checked:" in li]  # the summary line names no file
     assert len(error) == 1 and phrase in error[0], proc.stdout
     assert "repeat_kv  passed" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
@@ -323,3 +323,220 @@ def test_bad_arguments_are_one_line(argv, phrase):
     proc = subprocess.run([sys.executable, "-m", "transformer", *argv], capture_output=True, text=True, cwd=ROOT,
                           timeout=120)
     assert proc.returncode == 2 and phrase in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# --- known mistakes each spec recognises (review of the checker by a learner) ------------------------------
+# (lesson, function, the learner's code with one slip, a phrase of the intended hint)
+KNOWN_MISTAKES = [
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            n_rep = q.shape[1] // k.shape[1]
+            k, v = np.tile(k, (1, n_rep, 1, 1)), np.tile(v, (1, n_rep, 1, 1))
+            scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+            p = softmax(q @ k.swapaxes(-1, -2) * scale, mask=mask)
+            return (p @ v, p) if return_weights else p @ v
+        """, "(np.repeat(k, h // h_kv, axis=1), not np.tile)"),
+    ("03", "scaled_dot_product_attention", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // k.shape[1], 1)
+            scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+            s = q @ k.swapaxes(-1, -2) * scale
+            if mask is not None:
+                s = np.where(mask, s, -1e9)
+            p = softmax(s)
+            return (p @ v, p) if return_weights else p @ v
+        """, "a query whose mask row is all False then gets equal weights, so the mean of V"),
+    ("03", "softmax", """
+        def softmax(x, axis=-1, mask=None):
+            if mask is not None:
+                x = np.where(mask, x, -1e9)
+            x32 = x.astype(np.float32) if x.dtype == np.float16 else x
+            e = np.exp(x32 - x32.max(axis=axis, keepdims=True))
+            return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+        """, "equal weights, 1/n each, where it must give zeros"),
+    ("02", "apply_rope_interleaved", """
+        def apply_rope_interleaved(x, cos, sin):
+            even, odd = x[..., 0::2], x[..., 1::2]
+            return np.concatenate([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
+        """, "pair i to columns 2i and 2i+1"),
+    ("10", "rms_norm", """
+        def rms_norm(x, gamma, eps=1e-6):
+            return x / np.sqrt((x * x).sum(-1, keepdims=True) + eps) * gamma
+        """, "the mean of x², not the sum"),
+    ("10", "layer_norm", """
+        def layer_norm(x, gamma, beta=None, eps=1e-5):
+            mu, var = x.mean(axis=0, keepdims=True), x.var(axis=0, keepdims=True)
+            y = (x - mu) / np.sqrt(var + eps) * gamma
+            return y if beta is None else y + beta
+        """, "run over axis 0, across the batch"),
+    ("10", "swiglu_ffn", """
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            g = x @ W_gate
+            return g / (1 + np.exp(-g)) * (x @ W_up)
+        """, "did you skip the last product, @ W_down"),
+    ("11", "filter_logits", """
+        def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+            x = np.asarray(logits)
+            if temperature == 0:
+                return np.where(np.arange(x.shape[-1]) == x.argmax(-1)[..., None], x, -np.inf)
+            x = x / x.dtype.type(temperature)
+            if top_k is not None:
+                kth = np.sort(x, axis=-1)[..., -top_k][..., None]
+                x = np.where(x >= kth, x, -np.inf)
+            if top_p is not None:
+                p = np.exp(x - x.max(-1, keepdims=True))
+                p /= p.sum(-1, keepdims=True)
+                order = np.argsort(-p, axis=-1, kind="stable")
+                ps = np.take_along_axis(p, order, -1)
+                keep_sorted = np.cumsum(ps, -1) - ps <= top_p
+                keep = np.zeros_like(keep_sorted)
+                np.put_along_axis(keep, order, keep_sorted, -1)
+                x = np.where(keep, x, -np.inf)
+            return x
+        """, "strictly below p (<, not ≤)"),
+    ("11", "filter_logits", """
+        def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+            x = np.asarray(logits, dtype=float)
+            if temperature == 0:
+                return np.where(np.arange(x.shape[-1]) == x.argmax(-1)[..., None], x, -np.inf)
+            x = x / temperature
+            if top_k is not None:
+                kth = np.sort(x, axis=-1)[..., -top_k][..., None]
+                x = np.where(x >= kth, x, -np.inf)
+            if top_p is not None:
+                p = np.exp(x - x.max(-1, keepdims=True))
+                p /= p.sum(-1, keepdims=True)
+                order = np.argsort(-p, axis=-1, kind="stable")
+                ps = np.take_along_axis(p, order, -1)
+                keep_sorted = np.cumsum(ps, -1) - ps < top_p
+                keep = np.zeros_like(keep_sorted)
+                np.put_along_axis(keep, order, keep_sorted, -1)
+                x = np.where(keep, x, -np.inf)
+            return x
+        """, "float32 logits come back as float64"),
+    ("18", "softmax_backward", """
+        def softmax_backward(dP, P):
+            return P * (dP - (dP * P).sum(axis=-2, keepdims=True))
+        """, "the row sum runs over axis −2"),
+    ("18", "scaled_dot_product_attention_backward", """
+        def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+            scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+            k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // v.shape[1], 1)
+            dP = dO @ v.swapaxes(-1, -2)
+            dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+            return dS @ k * scale, dS.swapaxes(-1, -2) @ q * scale, P.swapaxes(-1, -2) @ dO
+        """, "dK and dV have h heads where K and V have h_kv"),
+    ("08", "merge_softmax_stats", """
+        def merge_softmax_stats(m_a, l_a, m_b, l_b):
+            m = np.maximum(m_a, m_b)
+            f_a = np.where(np.isneginf(m_a), 0.0, np.exp(m - np.where(np.isneginf(m_a), 0, m_a)))
+            f_b = np.where(np.isneginf(m_b), 0.0, np.exp(m - m_b))
+            return m, l_a * f_a + l_b * f_b
+        """, "the exponent's sign is flipped"),
+    ("08", "online_attention_update", """
+        def online_attention_update(m, l, O, S_j, V_j):
+            m_new = S_j.max(-1, keepdims=True)
+            safe = np.where(np.isneginf(m_new), 0, m_new)
+            P = np.exp(S_j - safe)
+            alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
+            return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
+        """, "the new max forgets the old one"),
+    ("05", "padding_mask", """
+        def padding_mask(lengths, n=None, *, xp=None):
+            lengths = np.asarray(lengths)
+            n = int(lengths.max()) if n is None else n
+            return (np.arange(n)[None, :] <= lengths[:, None])[:, None, None, :]
+        """, "so j < length, not j ≤ length"),
+]
+
+# KVCache.update as the workbook's class holds it: `advance` there is the plain `self.length += t`
+CACHE_CLASS = """
+    class KVCache(KVCache):
+        def advance(self, t):
+            self.length += t
+
+        def update(self, layer, k_new, v_new):
+            end = self.length + k_new.shape[2]
+    """
+CACHE_RIGHT = """
+            self.k[layer][:, :, self.length:end] = k_new
+            self.v[layer][:, :, self.length:end] = v_new
+            self.written[layer] = end
+            return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+    """
+CACHE_MISTAKES = {
+    "concatenate": """
+            K = np.concatenate([self.k[layer][:, :, :self.length], k_new], axis=2)
+            V = np.concatenate([self.v[layer][:, :, :self.length], v_new], axis=2)
+            self.k[layer] = np.concatenate([K, self.k[layer][:, :, end:]], axis=2)
+            self.v[layer] = np.concatenate([V, self.v[layer][:, :, end:]], axis=2)
+            self.written[layer] = end
+            return K, V
+    """,
+    "copies": """
+            self.k[layer][:, :, self.length:end] = k_new
+            self.v[layer][:, :, self.length:end] = v_new
+            self.written[layer] = end
+            return self.k[layer][:, :, :end].copy(), self.v[layer][:, :, :end].copy()
+    """,
+    "copies, written not set": """
+            self.k[layer][:, :, self.length:end] = k_new
+            self.v[layer][:, :, self.length:end] = v_new
+            return self.k[layer][:, :, :end].copy(), self.v[layer][:, :, :end].copy()
+    """,
+    "written not set": """
+            self.k[layer][:, :, self.length:end] = k_new
+            self.v[layer][:, :, self.length:end] = v_new
+            return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+    """,
+}
+# 3 steps on 2 layers in each case: 6 updates, 12 arrays returned; the first prefill writes 3 positions
+CACHE_EXPECTED = {
+    "concatenate": ("updates that replaced self.k[layer] or self.v[layer] by a new array: expected 0, got 6",
+                    ["np.concatenate builds a new array"]),
+    "copies": ("K and V returned as copies, not views of the cache: expected 0, got 12",
+               ["return views of the cache, self.k[layer][:, :, :length + t], not copies"]),
+    "copies, written not set": ("self.written[0] after step 0: expected 3, got 0",
+                                ["return views of the cache", "record self.written[layer] = length + t"]),
+    "written not set": ("self.written[0] after step 0: expected 3, got 0", ["record self.written[layer] = length + t"]),
+}
+
+
+@pytest.mark.parametrize("lesson, name, source, hint", KNOWN_MISTAKES,
+                         ids=[f"{lesson}-{name}-{i}" for i, (lesson, name, _, _) in enumerate(KNOWN_MISTAKES)])
+def test_a_known_mistake_is_caught_with_its_hint(lesson, name, source, hint, tmp_path):
+    test_a_planted_mistake_is_caught_with_its_hint(lesson, name, source, hint, tmp_path)
+
+
+def cache_source(body: str) -> str:
+    return textwrap.dedent(CACHE_CLASS) + textwrap.indent(textwrap.dedent(body), " " * 8)
+
+
+@pytest.mark.parametrize("mistake", sorted(CACHE_MISTAKES))
+def test_a_cache_that_is_not_written_in_place_fails_with_what_it_broke(mistake, tmp_path):
+    report = check_file(write_workbook(tmp_path, "06", cache_source(CACHE_MISTAKES[mistake])), "06")
+    result, text = result_of(report, "KVCache.update"), format_report(report)
+    message, hints = CACHE_EXPECTED[mistake]
+    assert result.status == "failed" and result.failed == result.cases == 2, text
+    assert message in text, text
+    for phrase in hints:
+        assert any(phrase in h for h in result.hints), f"expected the hint '{phrase}':\n{text}"
+    others = {"record self.written": "written" not in mistake, "np.concatenate": mistake != "concatenate"}
+    for phrase, absent in others.items():
+        assert not absent or not any(phrase in h for h in result.hints), text
+
+
+def test_a_cache_written_in_place_passes(tmp_path):
+    result = result_of(check_file(write_workbook(tmp_path, "06", cache_source(CACHE_RIGHT)), "06"), "KVCache.update")
+    assert result.status == "passed", result.message
+
+
+@pytest.mark.parametrize("lesson, source, name, words", [
+    ("10", KNOWN_MISTAKES[5][2], "layer_norm", "first wrong entry at [b=0, n=0, d=0]"),
+    ("10", KNOWN_MISTAKES[6][2], "swiglu_ffn", "should be (b, n, d) = (2, 3, 6), got (2, 3, 10)"),
+    ("05", KNOWN_MISTAKES[-1][2], "padding_mask", "first wrong entry at [b=0, 0, 0, n=3]: expected False, got True"),
+    ("11", KNOWN_MISTAKES[8][2], "filter_logits", "has dtype float64, expected float32"),
+])
+def test_the_entries_and_shapes_of_norms_swiglu_and_masks_are_named(lesson, source, name, words, tmp_path):
+    result = result_of(check_file(write_workbook(tmp_path, lesson, source), lesson), name)
+    assert words in result.message and "1=0" not in result.message, result.message

@@ -32,7 +32,8 @@ class Mistake:
     """A known mistake and the hint that says how to fix it, in the learner's terms."""
     hint: str
     variant: Callable | None = None  # same call as the function: returns what the mistaken code returns
-    tag: str | None = None  # applies when every failing case has this tag and some passing case lacks it
+    tag: str | None = None  # applies when every failing case no other hint explains has this tag, and no passing
+    # case has it (never to a wrong shape or dtype)
     raises: str | None = None  # regular expression on the message of the learner's exception
 
     def matches_exception(self, exc: BaseException, case: Case) -> bool:
@@ -67,6 +68,12 @@ class Spec:
     call: Callable = call_plain  # call(obj, case) -> result, for the learner's object and the reference alike
     torch: Callable | None = None  # torch_twin(case) -> expected, or None where torch is not compared
     shown: str | None = None  # the name the report prints, when it is not `name` (KVCache.update)
+    # arguments the function writes on purpose (adamw_step's params and state); None: those the package's
+    # function writes, seen by running it. Any other argument the learner's code changes is a failure.
+    writes: tuple | None = None
+    # what the result's dtype follows, said after a wrong dtype ("the table is float32 unless dtype= is given");
+    # None: "keep the input's dtype …" when the case has a float array argument, else nothing
+    dtype_rule: str | None = None
 
     def labels_for(self, expected) -> tuple:
         """(dims, names) of this call's expected value: one array, or a tuple of them."""

@@ -1,7 +1,9 @@
 """Compare a learner's answer with the expected one and say what is wrong in the legend's words.
 
 Every message names the dimension (b, h, n_q, d_h …), the first entry that differs with both values,
-and how many differ; it never shows the expected array itself, only the one entry.
+and how many differ; it never shows the expected array itself, only the one entry. Where the whole answer
+is the right one times a constant (a missing 1/√d) or the right values in other places (a reshape in the
+wrong order), the message says so. When a function returns several values, it names the one that is wrong.
 """
 from __future__ import annotations
 
@@ -9,7 +11,20 @@ import numbers
 
 import numpy as np
 
-__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "describe_shape", "first_difference", "compare"]
+__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "axis_names", "describe_shape",
+           "first_difference", "compare"]
+
+KEEP_DTYPE = "keep the input's dtype (compute in float32 if you need to, then cast back with .astype)"
+
+
+class Problem(str):
+    """What is wrong with an answer, in one sentence, with its `kind`: 'none', 'type', 'count' (how many values),
+    'shape', 'dtype' or 'value' (the right kind of array with wrong entries)."""
+
+    def __new__(cls, text: str, kind: str = "value"):
+        self = super().__new__(cls, text)
+        self.kind = kind
+        return self
 
 
 class Tolerance(tuple):
@@ -35,18 +50,30 @@ def tolerance_for(dtype) -> Tolerance:
     return TOLERANCES.get(np.dtype(dtype).name, TOLERANCES["float64"])
 
 
+def axis_names(dims, ndim: int) -> tuple | None:
+    """The name of each of `ndim` axes, or None when dims do not fit. A leading '…' stands for any number of
+    leading axes, which get the name '': ('…', 'Br', '1') names a (2, 2, 3, 1) array ('', '', 'Br', '1')."""
+    if not dims:
+        return None
+    dims = tuple(dims)
+    if dims[0] in ("…", "..."):
+        rest = dims[1:]
+        return ("",) * (ndim - len(rest)) + rest if ndim >= len(rest) else None
+    return dims if len(dims) == ndim else None
+
+
 def describe_shape(shape, dims) -> str:
     """(2, 4, 5, 8) with dims (b, h, n_q, d_h) -> '(b, h, n_q, d_h) = (2, 4, 5, 8)'."""
     shape = tuple(int(s) for s in shape)
-    if dims and len(dims) == len(shape):
+    if axis_names(dims, len(shape)):
         return f"({', '.join(dims)}) = {shape}"
     return str(shape)
 
 
 def _index(idx, dims) -> str:  # (0, 1, 2) with dims (b, h, n) -> '[b=0, h=1, n=2]'
-    if dims and len(dims) == len(idx):
-        return "[" + ", ".join(f"{d}={i}" for d, i in zip(dims, idx)) + "]"
-    return "[" + ", ".join(str(i) for i in idx) + "]"
+    names = axis_names(dims, len(idx)) or ("",) * len(idx)
+    named = lambda d: d and d not in ("1", "…")  # noqa: E731 - an axis of size 1 or one of '…' has no name
+    return "[" + ", ".join(f"{d}={i}" if named(d) else str(i) for d, i in zip(names, idx)) + "]"
 
 
 def _value(x) -> str:
@@ -67,75 +94,138 @@ def _as_array(got):  # -> a NumPy array, or None for what is not an array (a lis
     return None
 
 
+def _close(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> np.ndarray:
+    """Entry by entry: within tol, or the same inf or NaN (float64 arrays of one shape)."""
+    same_special = (np.isnan(g) & np.isnan(e)) | ((g == e) & ~np.isfinite(e))  # inf where inf, NaN where NaN
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(g - e) <= tol.atol + tol.rtol * np.abs(e)
+    return same_special | (close & np.isfinite(e) & np.isfinite(g))
+
+
 def first_difference(got: np.ndarray, expected: np.ndarray, tol: Tolerance, dims=None) -> str | None:
     """None when the arrays agree within tol (inf and NaN must sit where they sit in expected),
-    else one sentence with the first wrong entry."""
+    else one sentence with the first wrong entry (and how the whole answer is off, where it reads simply)."""
+    pattern = ""
     if expected.dtype == bool or got.dtype == bool:
         wrong = got.astype(bool) != expected.astype(bool)
     else:
         g, e = got.astype(np.float64), expected.astype(np.float64)
-        same_special = (np.isnan(g) & np.isnan(e)) | ((g == e) & ~np.isfinite(e))  # inf where inf, NaN where NaN
-        with np.errstate(invalid="ignore"):
-            close = np.abs(g - e) <= tol.atol + tol.rtol * np.abs(e)
-        wrong = ~(same_special | (close & np.isfinite(e) & np.isfinite(g)))
+        wrong = ~_close(g, e, tol)
+        if wrong.any():
+            pattern = _pattern(g, e, tol, axis_names(dims, e.ndim))
     if not wrong.any():
         return None
     idx = tuple(int(i) for i in np.argwhere(wrong)[0])
     count = f"{int(wrong.sum())} of {wrong.size} entries differ"
     return (f"first wrong entry at {_index(idx, dims)}: expected {_value(expected[idx])}, "
-            f"got {_value(got[idx])} ({count})")
+            f"got {_value(got[idx])} ({count})" + (f"; {pattern}" if pattern else ""))
 
 
-def _compare_one(got, expected, dims, tol, what: str) -> str | None:
-    """One array against one expected array, or None for a match."""
+def _pattern(g: np.ndarray, e: np.ndarray, tol: Tolerance, names) -> str:
+    """How a wrong answer relates to the right one when it does simply: a constant factor, or a reordering."""
+    if g.size < 2:
+        return ""
+    spread = max(10 * tol.rtol, 1e-6)  # how far the ratios may drift from one number and still be one factor
+    finite = np.isfinite(e) & np.isfinite(g)
+    big = finite & (np.abs(e) > 10 * tol.atol)  # entries whose ratio means something
+    if finite.all() and big.sum() >= 2 and np.ptp(e[big]) > spread * np.abs(e[big]).max():  # not one value repeated
+        ratio = g[big] / e[big]
+        c = float(np.median(ratio))
+        if (abs(c) > 1e-6 and abs(c - 1) > spread and np.all(np.abs(ratio - c) <= spread * abs(c))
+                and np.all(np.abs(g[~big]) <= 10 * tol.atol * max(1.0, abs(c)))):
+            named = names or ("",) * e.ndim
+            return _factor(c, [(n if n not in ("1", "…") else "", size) for n, size in zip(named, e.shape)], spread)
+    if g.shape[-1] > 1 and _close(np.sort(g, axis=-1), np.sort(e, axis=-1), tol).all():
+        axis = names[-1] if names and names[-1] and names[-1] != "1" else "the last axis"
+        return (f"each row along {axis} holds the right values in the wrong order: check the order of your "
+                "reshape, transpose, concatenate or stack")
+    if g.ndim > 1 and _close(np.sort(g, axis=None), np.sort(e, axis=None), tol).all():
+        return ("the right values in the wrong places: check the order of your reshape, transpose, concatenate "
+                "or stack")
+    return ""
+
+
+def _factor(c: float, axes: list, spread: float) -> str:
+    """'every entry is 0.3536 × the expected one (1/√8 = 1/√d?)' for a constant factor c; axes: (name, size) of
+    each axis, whose sizes are the factors worth naming (a missing 1/√d, a mean taken as a sum over n)."""
+    if abs(c + 1) <= spread:
+        return "every entry has the wrong sign (−1 × the expected one)"
+    x = abs(c) if abs(c) >= 1 else 1 / abs(c)
+    near = lambda v, k: 2 <= k <= 1_000_000 and abs(v - k) <= spread * k  # noqa: E731
+    k, k2 = round(x), round(x * x)
+    sizes = {size: name for name, size in reversed(axes)}  # the first axis of a size gives its name
+    if near(x * x, k2) and (k2 in sizes or not near(x, k)):
+        expr, name = f"√{k2}", sizes.get(k2, "")
+        expr += f" = √{name}" if name else ""
+    elif near(x, k) and k in sizes:
+        expr, name = str(k), sizes[k]
+        expr += f" = {name}" if name else ""
+    else:
+        expr = ""
+    if expr and abs(c) < 1:
+        expr = "1/" + expr.replace(" = ", " = 1/")
+    if expr and c < 0:
+        expr = "−" + expr.replace(" = ", " = −")
+    return f"every entry is {c:.4g} × the expected one" + (f" ({expr}?)" if expr else "") + ": off by a constant factor"
+
+
+def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) -> Problem | None:
+    """One array against one expected array, or None for a match. `named`: start a value's message with `what`
+    (one of several returned values)."""
     if got is None:
-        return f"{what} is None: did the function forget to `return` its result?"
+        return Problem(f"{what} is None: did the function forget to `return` its result?", "none")
     if isinstance(expected, numbers.Number) and not isinstance(expected, np.ndarray):
         try:
             g = float(got)
         except (TypeError, ValueError):
-            return f"{what} should be a number, got {type(got).__name__}"
+            return Problem(f"{what} should be a number, got {type(got).__name__}", "type")
         if not (np.isclose(g, float(expected), rtol=tol.rtol, atol=tol.atol) or g == float(expected)):
-            return f"{what}: expected {_value(expected)}, got {_value(g)}"
+            return Problem(f"{what}: expected {_value(expected)}, got {_value(g)}")
         return None
     arr = _as_array(got)
     if arr is None:
         kind = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, (tuple, list)) else "")
-        return f"{what} should be an array of shape {describe_shape(expected.shape, dims)}, got {kind}"
+        return Problem(f"{what} should be an array of shape {describe_shape(expected.shape, dims)}, got {kind}",
+                       "type")
     if arr.shape != expected.shape:
         msg = f"wrong shape: {what} should be {describe_shape(expected.shape, dims)}, got {tuple(arr.shape)}"
-        if sorted(arr.shape) == sorted(expected.shape) and dims and len(dims) == arr.ndim:
+        if sorted(arr.shape) == sorted(expected.shape) and axis_names(dims, arr.ndim):
             msg += " — the same sizes in another order: check which axis you transposed or reshaped"
         elif arr.ndim != expected.ndim:
             msg += f" — {arr.ndim} axes instead of {expected.ndim}"
-        return msg
+        return Problem(msg, "shape")
     if expected.dtype != bool and arr.dtype != expected.dtype:
         if arr.dtype == bool or expected.dtype.kind != arr.dtype.kind or expected.dtype.kind == "f":
-            return (f"{what} has dtype {arr.dtype}, expected {expected.dtype}: keep the input's dtype "
-                    "(compute in float32 if you need to, then cast back with .astype)")
+            return Problem(f"{what} has dtype {arr.dtype}, expected {expected.dtype}" + (f": {rule}" if rule else ""),
+                           "dtype")
     if expected.dtype == bool and arr.dtype != bool:
-        return f"{what} has dtype {arr.dtype}, expected bool (True = may attend)"
-    return first_difference(arr, expected, tol, dims)
+        return Problem(f"{what} has dtype {arr.dtype}, expected bool (True = may attend)", "dtype")
+    diff = first_difference(arr, expected, tol, dims)
+    return None if diff is None else Problem(f"{what}: {diff}" if named else diff)
 
 
-def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None) -> str | None:
-    """None when got matches expected; else what is wrong, in one sentence.
+def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,
+            dtype_rule: str = KEEP_DTYPE) -> Problem | None:
+    """None when got matches expected; else what is wrong, in one sentence (a `Problem`, a str with its kind).
 
-    expected: an array, a number, or a tuple of them (then `names` and per-item `dims` name each part).
+    expected: an array, a number, or a tuple of them (then `names` and per-item `dims` name each part, and the
+    message starts with the name of the first wrong one: "m_new: first wrong entry …"). dtype_rule: what the
+    function's dtype should follow, said after a wrong dtype ('' for nothing).
     """
     if isinstance(expected, tuple):
         names = names or tuple(f"item {i}" for i in range(len(expected)))
         dims = dims or (None,) * len(expected)
         if not isinstance(got, (tuple, list)):
-            return (f"should return {len(expected)} values ({', '.join(names)}), "
-                    f"got one {type(got).__name__}")
+            return Problem(f"should return {len(expected)} values ({', '.join(names)}), "
+                           f"got one {type(got).__name__}", "count")
         if len(got) != len(expected):
-            return f"should return {len(expected)} values ({', '.join(names)}), got {len(got)}"
+            return Problem(f"should return {len(expected)} values ({', '.join(names)}), got {len(got)}", "count")
         for g, e, d, name in zip(got, expected, dims, names):
             t = tol or tolerance_for(getattr(e, "dtype", np.float64))
-            problem = _compare_one(g, e, d, t, name)
+            problem = _compare_one(g, e, d, t, name, dtype_rule, named=True)
             if problem:
                 return problem
         return None
     t = tol or tolerance_for(getattr(expected, "dtype", np.float64))
-    return _compare_one(got, expected, dims, t, (names or ("the result",))[0] if names else "the result")
+    return _compare_one(got, expected, dims, t, (names or ("the result",))[0] if names else "the result",
+                        dtype_rule, named=False)

@@ -3,32 +3,43 @@
     python -m transformer check 03          # workbook/03_attention.py
     python -m transformer check all
 
-For each function: passed, not written yet (it still raises NotImplementedError), or failed — with the
-first case that fails, what is wrong in it (the shape with the legend's names, the first wrong entry with
-both values), and a hint where the failure has a known cause. A traceback inside the learner's code is
-shown as their file and line; nothing of the checker's. A file that does not import (a syntax error, a
-missing module) is one line, and the other files are still checked. Each case has a time limit, so a
-loop that never ends costs seconds, not the session.
+For each function: passed, not written yet (it still raises NotImplementedError), or failed — with each
+failing case (the first few, then a count), what is wrong in it (the shape with the legend's names, the
+first wrong entry with both values, which of several returned values is wrong) and, under the case it
+explains, a hint where the failure has a known cause. A function that changes its input arrays in place
+fails; one that calls a failing function of the same file is told to fix that one first. A traceback
+inside the learner's code is shown as their file and line; nothing of the checker's. What the learner's
+code prints is kept out of the report and summed up in one line. A file that does not import (a syntax
+error, a missing module) is one line, and the other files are still checked. Each case has a time limit,
+so a loop that never ends costs seconds, not the session.
 """
 from __future__ import annotations
 
+import copy
+import dis
 import importlib.util
+import inspect
+import io
 import signal
+import sys
 import threading
 import traceback
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L
-from .cases import Spec
-from .compare import compare
+from .cases import Case, Spec
+from .compare import KEEP_DTYPE, Problem, compare
+from .report import CaseFailure, FileReport, Result, failure_lines, format_report, format_result, name_width, short
 
-__all__ = ["LESSON_SPECS", "Result", "FileReport", "check_file", "check_function", "load_workbook_file",
-           "TimeLimit", "time_limit", "workbook_files", "format_report"]
+__all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", "check_function",
+           "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files",
+           "format_report"]
 
 LESSON_SPECS: dict[str, list[Spec]] = {
     "01": [L.EMBED, L.LM_HEAD],
@@ -45,6 +56,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "18": [B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, B.ADAMW_STEP],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
+VARIANT_CHECKS = 8  # failing cases compared with the known mistakes' answers: more only repeat what these say
 
 
 class TimeLimit(Exception):
@@ -70,27 +82,16 @@ def time_limit(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-@dataclass
-class Result:
-    """What the checker found for one function."""
-    name: str
-    status: str  # "passed", "not written", "failed", "missing"
-    message: str = ""
-    hints: list[str] = field(default_factory=list)
-    cases: int = 0  # cases run
-    failed: int = 0
-
-
-@dataclass
-class FileReport:
-    path: Path
-    lesson: str
-    results: list[Result] = field(default_factory=list)
-    error: str = ""  # the file could not be imported
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and all(r.status in ("passed", "not written") for r in self.results)
+@contextmanager
+def captured_output(buffer: io.StringIO):
+    """What the block prints goes to `buffer`, not the report, and input() reads nothing (EOFError)."""
+    stdin = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        with redirect_stdout(buffer), redirect_stderr(buffer):
+            yield
+    finally:
+        sys.stdin = stdin
 
 
 def _where(exc: BaseException, path: Path) -> tuple[str, str]:
@@ -109,56 +110,140 @@ def _same_file(filename: str, path: Path) -> bool:
         return False
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else ""
 
 
-def load_workbook_file(path: Path, seconds: float | None = DEFAULT_TIME_LIMIT):
-    """(module, '') or (None, one line saying why the file cannot be used)."""
-    path = Path(path)
+def _raised(exc: BaseException, path: Path, keep: int = 4) -> str:
+    """'raised ValueError: …' with up to `keep` lines of the message, then the learner's line that raised."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > keep:
+        lines = lines[:keep - 1] + [f"… ({len(lines) - keep + 1} more lines)"]
+    head = f"raised {type(exc).__name__}" + (f": {short(lines[0])}" if lines else "")
+    if isinstance(exc, EOFError):
+        head += " (the checker types nothing: a checked function must not wait for input())"
+    where, _ = _where(exc, path)
+    return "\n".join([head] + [short(line) for line in lines[1:]] + ([f"at {where}"] if where else []))
+
+
+def _load(path: Path, seconds) -> tuple[Any, str, list[str]]:
+    """(module, '', lines it printed) or (None, one line saying why the file cannot be used, lines it printed)."""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        return None, f"cannot read {path}: {_first_line(e) or type(e).__name__}"
+        return None, f"cannot read {path}: {_first_line(e) or type(e).__name__}", []
     try:
         code = compile(source, str(path), "exec")
     except SyntaxError as e:
         text = (e.text or "").strip()
-        return None, f"{path.name}, line {e.lineno}: syntax error: {e.msg}" + (f": {text}" if text else "")
+        return None, f"{path.name}, line {e.lineno}: syntax error: {e.msg}" + (f": {text}" if text else ""), []
     name = f"workbook_{path.stem}_{abs(hash(path.resolve()))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
+    out = io.StringIO()
     try:
-        with time_limit(seconds):
+        with time_limit(seconds), captured_output(out):
             exec(code, module.__dict__)
     except TimeLimit as e:
-        return None, f"{path.name}: importing it {e}: is there a loop at the top level of the file?"
+        return None, f"{path.name}: importing it {e}: is there a loop at the top level of the file?", []
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: B902 - anything the file raises, SystemExit included
         where, _ = _where(e, path)
         kind = "cannot import" if isinstance(e, ImportError) else f"raised {type(e).__name__}"
-        return None, f"{where or path.name}: {kind} while loading: {_first_line(e)}"
-    return module, ""
+        return None, f"{where or path.name}: {kind} while loading: {_first_line(e)}", []
+    return module, "", out.getvalue().splitlines()
 
 
-def _outcome(spec: Spec, obj, case, path: Path, seconds):
-    """('ok', result) or ('raised', exc) or ('time', exc) for one call of the learner's object."""
+def load_workbook_file(path: Path, seconds: float | None = DEFAULT_TIME_LIMIT):
+    """(module, '') or (None, one line saying why the file cannot be used)."""
+    module, error, _ = _load(Path(path), seconds)
+    return module, error
+
+
+# --- arguments changed in place ------------------------------------------------------------------------
+_NO_COPY = object()
+
+
+def _snapshot(value):
     try:
-        with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"):
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - what cannot be copied cannot be compared: it is not watched
+        return _NO_COPY
+
+
+def _same(a, b) -> bool:
+    """a equals its saved copy b, entry by entry (arrays, dicts, lists, tuples, objects' attributes)."""
+    try:
+        if isinstance(a, np.ndarray):
+            return (isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+                    and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+        if isinstance(a, dict):
+            return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+        if hasattr(a, "__dict__") and not isinstance(a, type) and not callable(a):
+            return type(a) is type(b) and _same(vars(a), vars(b))
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a value that cannot be compared counts as unchanged
+        return True
+
+
+def watched(fn, changed: list):
+    """fn, whose calls add to `changed` each argument (position or keyword) they changed in place.
+    A class is returned as it is: its methods' writes are its state."""
+    if isinstance(fn, type) or not callable(fn):
+        return fn
+
+    def call(*args, **kwargs):
+        before = [(key, value, _snapshot(value)) for key, value in [*enumerate(args), *kwargs.items()]]
+        result = fn(*args, **kwargs)
+        for key, value, saved in before:
+            if saved is not _NO_COPY and key not in changed and not _same(value, saved):
+                changed.append(key)
+        return result
+    return call
+
+
+def _argument_names(fn, keys) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [k if isinstance(k, str) else params[k] if k < len(params) else f"argument {k + 1}" for k in keys]
+
+
+def _in_place_message(names: list[str]) -> str:
+    """What to say when the learner's code changed the arguments `names` of its caller."""
+    listed, one = " and ".join(f"`{n}`" for n in names), len(names) == 1
+    return (f"your function changed its input{'' if one else 's'} {listed} in place: the caller's {listed} must "
+            f"come back as {'it was' if one else 'they were'}, so compute into new arrays (y = x - m, not x -= m, "
+            "x[...] = … or np.exp(x, out=x))")
+
+
+# --- one function -----------------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    kind: str  # "ok", "raised", "time"
+    value: Any  # the learner's answer, or the exception
+    changed: list  # the arguments the call changed in place
+    printed: list  # the lines it printed
+
+
+def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
+    """One call of the learner's object on a fresh copy of the case, its prints captured."""
+    changed, out = [], io.StringIO()
+    try:
+        with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out):
             warnings.simplefilter("ignore")  # an overflow warning from the learner's exp: the hint says more
-            return "ok", spec.call(obj, case)
+            value = spec.call(watched(obj, changed), case)
+        return _Run("ok", value, changed, out.getvalue().splitlines())
     except TimeLimit as e:
-        return "time", e
+        return _Run("time", e, changed, out.getvalue().splitlines())
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: B902 - the learner's code may raise anything, SystemExit included
-        return "raised", e
+        return _Run("raised", e, changed, out.getvalue().splitlines())
 
 
 def _variant_matches(spec: Spec, mistake, case, got) -> bool:
@@ -172,96 +257,167 @@ def _variant_matches(spec: Spec, mistake, case, got) -> bool:
     return compare(got, wrong, dims, names=names) is None
 
 
-def _hints(spec: Spec, failures, passed) -> list[str]:
-    """A known cause for each failing case, in order, at most three in all: the pattern of the exception it
-    raised, a known mistake whose answer equals the learner's, or else a tag of the case that no passing case
-    carries (only GQA fails, only float16 fails …)."""
-    passing_tags = set().union(*(case.tags for case in passed)) if passed else None
-    found = []
-    for i, (case, kind, value) in enumerate(failures):
+def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> None:
+    """Give each failing case its known cause, first in its hints: the pattern of the exception it raised, or a
+    known mistake whose answer equals the learner's. Then a tag's hint (only GQA fails, only float16 fails …) to
+    the failures left unexplained, when every one of them carries the tag and no passing case does; never to a
+    wrong shape, dtype or kind of answer, and not when a loop that never ends stopped the checking."""
+    unexplained = []
+    for i, f in enumerate(failures):
         hint = None
         for m in spec.mistakes:
-            if kind == "raised" and m.matches_exception(value, case):
+            if f.kind == "raised" and m.matches_exception(f.value, f.case):
                 hint = m.hint
-            elif kind == "wrong" and m.variant is not None and i < 4 and _variant_matches(spec, m, case, value):
+            elif (f.kind not in ("raised", "time", "in place") and m.variant is not None and i < VARIANT_CHECKS
+                  and _variant_matches(spec, m, f.case, f.value)):
                 hint = m.hint
             if hint:
                 break
-        if hint is None and passing_tags is not None:
-            hint = next((m.hint for m in spec.mistakes if m.tag and m.variant is None and m.raises is None
-                         and m.tag in case.tags and m.tag not in passing_tags), None)
-        if hint and hint not in found:
-            found.append(hint)
-        if len(found) == 3:
-            break
-    return found
+        if hint:
+            f.hints.insert(0, hint)
+        elif f.kind in ("value", "raised"):
+            unexplained.append(f)
+    if not passed or not unexplained or any(f.kind == "time" for f in failures):
+        return
+    passing_tags = set().union(*(case.tags for case in passed))
+    for m in spec.mistakes:
+        if (m.tag and m.variant is None and m.raises is None and m.tag not in passing_tags
+                and all(m.tag in f.case.tags for f in unexplained)):
+            for f in unexplained:
+                f.hints.insert(0, m.hint)
+            return
+
+
+def _dtype_rule(spec: Spec, case: Case) -> str:
+    if getattr(spec, "dtype_rule", None) is not None:
+        return spec.dtype_rule
+    return KEEP_DTYPE if any(a.dtype.kind == "f" for a in _arrays((case.args, case.kwargs))) else ""
+
+
+def _arrays(value, depth=3):
+    """The NumPy arrays in value: itself, or inside its tuples, lists and dicts (a few levels down)."""
+    if isinstance(value, np.ndarray):
+        yield value
+    elif depth and isinstance(value, (tuple, list, dict)):
+        for item in (value.values() if isinstance(value, dict) else value):
+            yield from _arrays(item, depth - 1)
+
+
+def _printed_note(printed: list[tuple[str, list]]) -> str:
+    """'it printed 68 lines in 7 cases; the first, in case "…": …', or '' when it printed nothing."""
+    printing = [(label, lines) for label, lines in printed if lines]
+    if not printing:
+        return ""
+    total, label, lines = sum(len(ls) for _, ls in printing), printing[0][0], printing[0][1]
+    return (f"it printed {total} line{'s' * (total != 1)} in {len(printing)} case{'s' * (len(printing) != 1)}; "
+            f'the first, in case "{label}": {short(lines[0].strip(), 100)}')
 
 
 def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_torch=False) -> Result:
     """Run every case of `spec` on the learner's `obj` and say what is wrong, if anything."""
-    failures, passed, first_message = [], [], ""
+    failures, passed, printed = [], [], []
     shown = spec.shown or spec.name
-    cases = spec.cases()
-    for case in cases:
-        expected = spec.call(spec.reference, case)
+    writes = set(getattr(spec, "writes", None) or ())
+    for case in spec.cases():
+        ref_changed = []
+        expected = spec.call(watched(spec.reference, ref_changed), case)
         dims, names = spec.labels_for(expected)
-        kind, value = _outcome(spec, obj, case, path, seconds)
-        if kind == "raised" and isinstance(value, NotImplementedError):
-            _, fn = _where(value, path)
+        run = _outcome(spec, obj, case, seconds)
+        printed.append((case.label, run.printed))
+        if run.kind == "raised" and isinstance(run.value, NotImplementedError):
+            _, fn = _where(run.value, path)
             if fn and fn not in (spec.name, "update", "advance"):
                 return Result(shown, "not written", f"not checked yet: it calls `{fn}`, which is not written yet")
             return Result(shown, "not written", "not written yet")
-        if kind == "time":
-            failures.append((case, kind, value))
-            first_message = first_message or (f"{value} on this case: a loop that never ends? (checking stopped "
-                                              "here)")
+        if run.kind == "time":
+            where, _ = _where(run.value, path)
+            failures.append(CaseFailure(case.label, f"{run.value} on this case: a loop that never ends? (checking "
+                                        "stopped here)" + (f"\nat {where}" if where else ""), "time", case=case))
             break
-        if kind == "raised":
-            where, _ = _where(value, path)
-            message = f"raised {type(value).__name__}: {_short(_first_line(value))}" + (f"\n    at {where}" if where else "")
-            failures.append((case, kind, value))
-            first_message = first_message or message
+        if run.kind == "raised":
+            failures.append(CaseFailure(case.label, _raised(run.value, path), "raised", case=case, value=run.value))
             continue
-        problem = compare(value, expected, dims, names=names)
+        problem = compare(run.value, expected, dims, names=names, dtype_rule=_dtype_rule(spec, case))
         if problem is None and use_torch and spec.torch is not None:
-            problem = _torch_problem(spec, case, value, dims, names)
-        if problem is None:
+            problem = _torch_problem(spec, case, run.value, dims, names)
+        keys = [k for k in run.changed if k not in ref_changed]
+        names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
+        in_place = _in_place_message(names) if names else ""
+        if problem is None and not in_place:
             passed.append(case)
+        elif problem is None:
+            failures.append(CaseFailure(case.label, in_place, "in place", case=case, value=run.value))
         else:
-            failures.append((case, "wrong", value))
-            first_message = first_message or problem
+            failures.append(CaseFailure(case.label, str(problem), problem.kind, [in_place] if in_place else [],
+                                        case=case, value=run.value))
+    note = _printed_note(printed)
     if not failures:
-        return Result(shown, "passed", cases=len(passed))
-    label = failures[0][0].label
-    return Result(shown, "failed", f'on case "{label}":\n    {first_message}', _hints(spec, failures, passed),
-                  cases=len(passed) + len(failures), failed=len(failures))
+        return Result(shown, "passed", cases=len(passed), printed=note)
+    _explain(spec, failures, passed)
+    return Result(shown, "failed", "\n".join(failure_lines(failures, hints=False)),
+                  list(dict.fromkeys(h for f in failures for h in f.hints)), len(passed) + len(failures),
+                  len(failures), failures, printed=note)
 
 
-def _torch_problem(spec, case, got, dims, names) -> str | None:
+def _torch_problem(spec, case, got, dims, names) -> Problem | None:
     try:
         expected = spec.torch(case)
     except Exception:  # noqa: BLE001 - torch absent or a case torch cannot run: the package's value stands
         return None
     if expected is None:
         return None
-    problem = compare(got, expected, dims, names=names)
-    return None if problem is None else f"agrees with the package but not with torch: {problem}"
+    problem = compare(got, expected, dims, names=names, dtype_rule=_dtype_rule(spec, case))
+    return None if problem is None else Problem(f"agrees with the package but not with torch: {problem}",
+                                                problem.kind)
 
 
-def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=False) -> FileReport:
-    """Every function of the lesson's workbook file, each on the package's cases."""
-    report = FileReport(Path(path), lesson)
-    module, error = load_workbook_file(path, seconds)
+def _globals_read(obj, module, seen: set) -> set[str]:
+    """The global names obj's code reads, and those read by the functions and classes of the same file it reads."""
+    codes = ([f.__code__ for f in vars(obj).values() if hasattr(f, "__code__")] if isinstance(obj, type)
+             else [obj.__code__] if hasattr(obj, "__code__") else [])
+    names = set()
+    while codes:
+        code = codes.pop()
+        names |= {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        codes += [c for c in code.co_consts if hasattr(c, "co_code")]
+    for name in sorted(names - seen):
+        seen.add(name)
+        value = module.__dict__.get(name)
+        if value is not None and value is not obj and getattr(value, "__module__", None) == module.__name__:
+            names |= _globals_read(value, module, seen)
+    return names
+
+
+def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=False, echo=None) -> FileReport:
+    """Every function of the lesson's workbook file, each on the package's cases. echo(text), when given, is
+    called with the file's line and with each function's lines as soon as they are known."""
+    report, path = FileReport(Path(path), lesson), Path(path)
+    say = echo or (lambda text: None)
+    say(f"{path.name}  (lesson {lesson})")
+    module, error, printed = _load(path, seconds)
     if module is None:
         report.error = error
+        say(f"  could not be checked: {error}")
         return report
+    if printed:
+        report.note = (f"loading it printed {len(printed)} line{'s' * (len(printed) != 1)}; the first: "
+                       f"{short(printed[0].strip(), 100)}")
+        say(f"  note: {report.note}")
+    width, failing = name_width(LESSON_SPECS[lesson]), []
     for spec in LESSON_SPECS[lesson]:
         obj = getattr(module, spec.name, None)
         if obj is None:
-            report.results.append(Result(spec.name, "missing", f"no `{spec.name}` in {Path(path).name}: keep the "
-                                                                "stub's name"))
-            continue
-        report.results.append(check_function(spec, obj, Path(path), seconds, use_torch))
+            result = Result(spec.name, "missing", f"no `{spec.name}` in {path.name}: keep the stub's name")
+        else:
+            result = check_function(spec, obj, path, seconds, use_torch)
+            if result.status == "failed" and failing:
+                called = [name for name in failing if name in _globals_read(obj, module, {spec.name})]
+                if called:
+                    result.note = f"it calls `{called[0]}`, which fails: fix that first"
+        if result.status in ("failed", "missing"):
+            failing.append(spec.name)
+        report.results.append(result)
+        say("\n".join(format_result(result, width)))
     return report
 
 
@@ -274,35 +430,12 @@ def workbook_files(folder: Path) -> dict[str, Path]:
     return found
 
 
-MARK = {"passed": "passed", "not written": "not written yet", "failed": "FAILED", "missing": "MISSING"}
-
-
-def format_report(report: FileReport) -> str:
-    """What a learner reads for one file: a line per function, and under a failure what is wrong and why."""
-    lines = [f"{report.path.name}  (lesson {report.lesson})"]
-    if report.error:
-        return "\n".join(lines + [f"  could not be checked: {report.error}"])
-    width = max(len(r.name) for r in report.results)
-    for r in report.results:
-        if r.status == "passed":
-            lines.append(f"  {r.name:<{width}}  passed ({r.cases} cases)")
-        elif r.status == "not written":
-            lines.append(f"  {r.name:<{width}}  {r.message}")
-        else:
-            count = f" ({r.failed} of {r.cases} cases fail)" if r.cases else ""
-            head, *rest = r.message.split("\n")
-            lines.append(f"  {r.name:<{width}}  {MARK[r.status]}{count} {head}".rstrip())
-            lines += [f"  {'':<{width}}  {line.strip()}" for line in rest]
-            lines += [f"  {'':<{width}}  hint: {h}" for h in r.hints]
-    return "\n".join(lines)
-
-
 def torch_version() -> str | None:
     """torch's version when it can be imported (the suite's reference), else None."""
     if importlib.util.find_spec("torch") is None:
         return None
     try:
         import torch
-    except Exception:  # noqa: BLE001 - a broken torch is no reference
+    except Exception:  # noqa: BLE001 - torch absent or broken: no reference
         return None
     return torch.__version__.split("+")[0]

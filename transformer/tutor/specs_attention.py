@@ -51,12 +51,16 @@ def _softmax_mask_zero(x, axis=-1, mask=None):  # masked scores set to 0 instead
     return softmax(x if mask is None else np.where(mask, x, 0.0), axis=axis)
 
 
+def _softmax_mask_1e9(x, axis=-1, mask=None):  # masked scores set to −1e9 instead of −inf
+    return softmax(x if mask is None else np.where(mask, x, -1e9), axis=axis)
+
+
 KEEPDIMS = Mistake("a row's max and sum must keep their axis (keepdims=True), so that they broadcast back over "
                    "the row", raises=r"could not be broadcast")
 NO_MAX = Mistake("overflow: e^1000 is inf in float64 (e^12 in float16), so inf / inf = NaN — subtract the row "
                  "max before exp: softmax(x) = softmax(x − max x)", variant=_softmax_no_max)
-EMPTY_ROW = Mistake("a row whose mask hides every entry must give zeros, not NaN: there the sum of e^… is 0, so "
-                    "divide by 1 instead (np.where(z == 0, 1, z))", tag="empty-row")
+EMPTY_ROW = Mistake("a row whose mask hides every entry must give zeros, not NaN and not equal weights: there the "
+                    "sum of e^… is 0, so divide by 1 instead (np.where(z == 0, 1, z))", tag="empty-row")
 
 SOFTMAX = Spec(
     "softmax", softmax, softmax_cases, "transformer/core/attention.py", dims=None,
@@ -65,6 +69,9 @@ SOFTMAX = Spec(
         Mistake("overflow on large logits only: subtract the row max before exp", tag="huge"),
         Mistake("the sum runs over the wrong axis: use the `axis` argument (each slice along it must sum to 1)",
                 tag="axis"),
+        Mistake("masked scores set to a finite number (−1e9, 0) instead of −inf: a row whose mask hides every "
+                "entry then gets equal weights, 1/n each, where it must give zeros — use −np.inf, and divide by 1 "
+                "where the sum is 0", variant=_softmax_mask_1e9),
         Mistake("masked entries must get probability exactly 0: set their scores to −inf before exp "
                 "(np.where(mask, x, -np.inf)), not to 0", variant=_softmax_mask_zero),
         Mistake("the mask is not applied: where mask is False the probability must be 0", tag="mask"),
@@ -147,6 +154,23 @@ def _softmax_over_queries(q, k, v, mask=None, *, scale=None, return_weights=Fals
     return (p @ v, p) if return_weights else p @ v
 
 
+def _gqa_tiled(q, k, v, mask=None, *, scale=None, return_weights=False):  # K/V heads in the order 0, 1, 0, 1
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = np.tile(k, (1, n_rep, 1, 1)), np.tile(v, (1, n_rep, 1, 1))
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, return_weights=return_weights)
+
+
+def _mask_1e9(q, k, v, mask=None, *, scale=None, return_weights=False):  # −1e9 on the masked scores, not −inf
+    if mask is None:
+        raise ValueError("no mask")
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1)
+    s = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    p = softmax(np.where(mask, s, -1e9))
+    out = (p @ v).astype(q.dtype)
+    return (out, p.astype(q.dtype)) if return_weights else out
+
+
 SDPA_MISTAKES_SHARED = [
     Mistake("the scores are divided by d_h: the formula divides by √d_h (math.sqrt(q.shape[-1]))",
             variant=_with_scale(lambda d_h: 1 / d_h)),
@@ -159,14 +183,20 @@ SDPA_MISTAKES_SHARED = [
             raises=r"core dimension|mismatch in its core", tag=None),
     Mistake("the softmax runs over the queries: it must run over the keys, the last axis, so that each query's "
             "weights sum to 1", variant=_softmax_over_queries),
+    Mistake("the K/V heads are repeated in the order 0, 1, 0, 1: query head i reads K/V head i // (h / h_kv), so "
+            "repeat each head h / h_kv times in a row (np.repeat(k, h // h_kv, axis=1), not np.tile)",
+            variant=_gqa_tiled),
+    Mistake("masked scores set to a finite number (−1e9) instead of −inf: a query whose mask row is all False "
+            "then gets equal weights, so the mean of V, where it must get zeros — use −np.inf (and a softmax that "
+            "gives 0 on such a row)", variant=_mask_1e9),
     Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times along the head axis "
             "(np.repeat(k, h // h_kv, axis=1)) before the products; lesson 07 explains why", tag="gqa"),
     Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times along the head axis "
             "(np.repeat(k, h // h_kv, axis=1)) before the products; lesson 07 explains why",
             raises=r"broadcast|core dimension", tag="gqa"),
     Mistake("only the masked cases fail: add the mask before the softmax (−inf where the mask is False)", tag="mask"),
-    Mistake("a query whose mask row is all False must get zeros, not NaN: give its softmax row 0 everywhere",
-            tag="empty-row"),
+    Mistake("a query whose mask row is all False has no key to read: its output must be zeros (its softmax row 0 "
+            "everywhere), not NaN and not an average of V", tag="empty-row"),
     Mistake("overflow on large scores: subtract each row's max before exp (or call your softmax from above)",
             tag="huge"),
     Mistake("float16 fails alone: compute in float32 (astype(np.float32)) and cast the output back to q.dtype",

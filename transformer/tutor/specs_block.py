@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax_backward
+from ..core.attention import (scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax,
+                              softmax_backward)
 from ..core.layers import layer_norm, rms_norm, sigmoid, silu, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.sampling import filter_logits
@@ -48,13 +49,20 @@ def _ln_no_gain(x, gamma, beta=None, eps=1e-5):
     return layer_norm(x, np.ones_like(gamma), None if beta is None else np.zeros_like(beta), eps)
 
 
+def _ln_axis0(x, gamma, beta=None, eps=1e-5):  # the statistics of each feature across the batch
+    y = (x - x.mean(0, keepdims=True)) / np.sqrt(x.var(0, keepdims=True) + eps) * gamma
+    return (y if beta is None else y + beta).astype(x.dtype)
+
+
 NORM_DIMS = ("b", "n", "d")
 LAYER_NORM = Spec(
-    "layer_norm", layer_norm, norm_cases(True), "transformer/core/layers.py", dims=None,
+    "layer_norm", layer_norm, norm_cases(True), "transformer/core/layers.py", dims=NORM_DIMS,
     mistakes=[Mistake("the variance is the biased one, divided by d (np.var's default ddof=0), as the paper and "
                       "torch", variant=_ln_unbiased),
               Mistake("ε goes inside the square root: (x − μ) / √(σ² + ε)", variant=_ln_eps_outside),
               Mistake("multiply by γ and add β after normalising", variant=_ln_no_gain),
+              Mistake("the mean and variance run over axis 0, across the batch: take them over each position's own "
+                      "d features, the last axis (axis=-1, keepdims=True)", variant=_ln_axis0),
               Mistake("normalise over the last axis (the d features of each position): axis=-1, keepdims=True",
                       raises=r"broadcast"),
               Mistake("use the `eps` argument", tag="eps")],
@@ -69,10 +77,16 @@ def _rms_eps_outside(x, gamma, eps=1e-6):
     return (x / (np.sqrt((x * x).mean(-1, keepdims=True)) + eps) * gamma).astype(x.dtype)
 
 
+def _rms_sum(x, gamma, eps=1e-6):  # the sum of x² where the formula has its mean
+    return (x / np.sqrt((x * x).sum(-1, keepdims=True) + eps) * gamma).astype(x.dtype)
+
+
 RMS_NORM = Spec(
-    "rms_norm", rms_norm, norm_cases(False), "transformer/core/layers.py", dims=None,
+    "rms_norm", rms_norm, norm_cases(False), "transformer/core/layers.py", dims=NORM_DIMS,
     mistakes=[Mistake("RMSNorm does not subtract the mean: x / √(mean(x²) + ε) · γ", variant=_rms_centred),
               Mistake("ε goes inside the square root: x / √(mean(x²) + ε)", variant=_rms_eps_outside),
+              Mistake("the mean of x², not the sum: divide the sum by d (np.mean(x * x, axis=-1, keepdims=True)); "
+                      "with the sum every output is √d times too small", variant=_rms_sum),
               Mistake("the root mean square runs over the last axis: mean(x * x, axis=-1, keepdims=True)",
                       raises=r"broadcast"),
               Mistake("use the `eps` argument", tag="eps")],
@@ -97,13 +111,15 @@ def swiglu_cases():
 
 
 SWIGLU = Spec(
-    "swiglu_ffn", swiglu_ffn, swiglu_cases, "transformer/core/layers.py", dims=None,
+    "swiglu_ffn", swiglu_ffn, swiglu_cases, "transformer/core/layers.py", dims=NORM_DIMS,
     mistakes=[Mistake("SiLU goes on the gate: SiLU(x W_gate) ∘ (x W_up), then @ W_down",
                       variant=lambda x, W_gate, W_up, W_down: ((x @ W_gate) * silu(x @ W_up)) @ W_down),
               Mistake("SiLU(z) = z·σ(z), not σ(z): the gate is the SiLU of x W_gate",
                       variant=lambda x, W_gate, W_up, W_down: (sigmoid(x @ W_gate) * (x @ W_up)) @ W_down),
               Mistake("the product of the gate and the up projection is element-wise (*), not a matrix product",
-                      raises=r"core dimension|mismatch")],
+                      raises=r"core dimension|mismatch"),
+              Mistake("the last axis is d_ff where it should be d: did you skip the last product, @ W_down "
+                      "(d_ff, d)?", variant=lambda x, W_gate, W_up, W_down: silu(x @ W_gate) * (x @ W_up))],
     torch=lambda case: _torch_swiglu(case))
 
 
@@ -119,6 +135,7 @@ def filter_cases():
     p = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
     r = _rng(111)
     wide = r.standard_normal((2, 50)) * 2
+    wide32 = (r.standard_normal((2, 50)) * 2).astype(np.float32)  # float32 logits must come back float32
     return [Case("top_k=2 of 4", (p,), {"top_k": 2}, frozenset({"top_k"})),
             Case("top_p=0.75 of [0.5, 0.3, 0.15, 0.05]: 0.5 + 0.3 crosses 0.75", (p,), {"top_p": 0.75},
                  frozenset({"top_p"})),
@@ -128,7 +145,10 @@ def filter_cases():
                                                                            "top_p": 0.9},
                  frozenset({"top_k", "top_p", "temperature"})),
             Case("temperature 0: greedy, only the argmax survives", (wide,), {"temperature": 0.0},
-                 frozenset({"greedy"}))]
+                 frozenset({"greedy"})),
+            Case("float32 logits, temperature 0.7, top_k=10, top_p=0.8, two rows", (wide32,),
+                 {"temperature": 0.7, "top_k": 10, "top_p": 0.8}, frozenset({"float32"})),
+            Case("float32 logits, temperature 0", (wide32,), {"temperature": 0.0}, frozenset({"float32"}))]
 
 
 def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the token that crosses p
@@ -146,10 +166,32 @@ def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the
     return np.where(keep, x, -np.inf)
 
 
+def _top_p_one_more(logits, temperature=1.0, top_k=None, top_p=None):  # keeps a token whose mass before is = p
+    x = filter_logits(logits, temperature, top_k, None)
+    if top_p is None or temperature == 0:
+        return x
+    probs = softmax(x)
+    order = np.argsort(-x, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, -1)
+    keep_sorted = sorted_p.cumsum(-1) - sorted_p <= top_p * (1 + 1e-9)  # ≤ p, with room for the sum's rounding
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return np.where(keep, x, -np.inf)
+
+
+def _filter_in_float64(logits, temperature=1.0, top_k=None, top_p=None):  # np.asarray(logits, dtype=float)
+    return filter_logits(np.asarray(logits, dtype=np.float64), temperature, top_k, top_p)
+
+
 FILTER_LOGITS = Spec(
-    "filter_logits", filter_logits, filter_cases, "transformer/core/sampling.py", dims=None,
+    "filter_logits", filter_logits, filter_cases, "transformer/core/sampling.py", dims=("…", "v"),
     mistakes=[Mistake("keep the token that crosses p: a token stays when the mass of the tokens MORE likely than it "
                       "is below p (so the kept mass is ≥ p)", variant=_top_p_strict),
+              Mistake("one token too many at the boundary: a token stays when the mass of the tokens more likely "
+                      "than it is strictly below p (<, not ≤); once that mass reaches p the nucleus is full",
+                      variant=_top_p_one_more),
+              Mistake("float32 logits come back as float64: keep the logits' dtype (np.asarray(logits), not "
+                      "np.asarray(logits, dtype=float))", variant=_filter_in_float64),
               Mistake("divide the logits by the temperature (T < 1 sharpens, T > 1 flattens)",
                       variant=lambda logits, temperature=1.0, top_k=None, top_p=None:
                       filter_logits(logits * temperature * temperature, temperature, top_k, top_p)),
@@ -172,13 +214,17 @@ def softmax_backward_cases():
 
 
 SOFTMAX_BACKWARD = Spec(
-    "softmax_backward", softmax_backward, softmax_backward_cases, "transformer/core/attention.py", dims=None,
+    "softmax_backward", softmax_backward, softmax_backward_cases, "transformer/core/attention.py",
+    dims=("…", "n_q", "n_k"),
     mistakes=[Mistake("the row-sum term is missing: dS = P ∘ (dP − rowsum(dP ∘ P)) — every weight depends on every "
                       "score of its row", variant=lambda dP, P: P * dP),
               Mistake("the row sum must keep its axis (keepdims=True) to broadcast back over the row",
                       raises=r"broadcast"),
               Mistake("dS = P ∘ (dP − rowsum(dP ∘ P)): multiply by P, element-wise",
-                      variant=lambda dP, P: dP - (dP * P).sum(-1, keepdims=True))],
+                      variant=lambda dP, P: dP - (dP * P).sum(-1, keepdims=True)),
+              Mistake("the row sum runs over axis −2, the queries: it runs over the keys of one query, the last "
+                      "axis, the one the softmax normalised ((dP * P).sum(axis=-1, keepdims=True))",
+                      variant=lambda dP, P: P * (dP - (dP * P).sum(-2, keepdims=True)))],
     torch=lambda case: _torch_softmax_backward(case))
 
 
@@ -212,12 +258,21 @@ def _sdpa_backward_unscaled(dO, q, k, v, P, *, scale=None):
     return dq / s, dk / s, dv
 
 
+def _sdpa_backward_heads_not_summed(dO, q, k, v, P, *, scale=None):  # dK, dV left with h heads
+    n_rep = q.shape[1] // k.shape[1]
+    return scaled_dot_product_attention_backward(dO, q, np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1), P,
+                                                 scale=scale)
+
+
 SDPA_BACKWARD = Spec(
     "scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, sdpa_backward_cases,
     "transformer/core/attention.py",
     dims=(("b", "h", "n_q", "d_h"), ("b", "h_kv", "n_k", "d_h"), ("b", "h_kv", "n_k", "d_h")), names=("dq", "dk", "dv"),
     mistakes=[Mistake("dQ and dK carry the scale: dQ = dS K · scale and dK = dSᵀ Q · scale",
                       variant=_sdpa_backward_unscaled),
+              Mistake("dK and dV have h heads where K and V have h_kv: sum the gradients of each group of h / h_kv "
+                      "query heads (the backward of np.repeat: dk.reshape(b, h_kv, h // h_kv, n, d_h).sum(axis=2))",
+                      variant=_sdpa_backward_heads_not_summed),
               Mistake("dK and dV have h_kv heads: sum the gradients of each group of h / h_kv query heads "
                       "(the backward of repeating K and V)", tag="gqa"),
               Mistake("use the `scale` argument when it is given", tag="scale")],

@@ -29,6 +29,14 @@ def merge_cases():
                                                                  m()[:2], l()[:2]), tags=frozenset({"empty"}))]
 
 
+def _merge_exponent_flipped(m_a, l_a, m_b, l_b):  # e^(m − m_a) instead of e^(m_a − m)
+    m = np.maximum(m_a, m_b)
+
+    def factor(m_part):  # an empty part (m_part = −inf) counts 0, as in the package
+        return np.where(np.isneginf(m_part), 0.0, np.exp(m - np.where(np.isneginf(m_part), 0, m_part)))
+    return m, l_a * factor(m_a) + l_b * factor(m_b)
+
+
 STATS_NAMES = ("m", "l")
 MERGE_STATS = Spec(
     "merge_softmax_stats", merge_softmax_stats, merge_cases, "transformer/core/online_softmax.py",
@@ -36,6 +44,9 @@ MERGE_STATS = Spec(
     mistakes=[Mistake("each partial sum must be rescaled to the common max before adding: "
                       "l = l_a·e^(m_a − m) + l_b·e^(m_b − m)",
                       variant=lambda m_a, l_a, m_b, l_b: (np.maximum(m_a, m_b), l_a + l_b)),
+              Mistake("the exponent's sign is flipped: each factor is e^(m_part − m), at most 1, so the part whose "
+                      "max is lower shrinks: l = l_a·e^(m_a − m) + l_b·e^(m_b − m)",
+                      variant=_merge_exponent_flipped),
               Mistake("an empty part (m = −inf) must count as 0, not NaN: e^(−inf − (−inf)) is NaN, so give the "
                       "factor 0 where m is −inf", tag="empty")])
 
@@ -76,6 +87,14 @@ def _no_alpha_on_l(m, l, O, S_j, V_j):
     return m_new, l + exp_minus(S_j, m_new).sum(-1, keepdims=True), O_new
 
 
+def _max_forgets_old(m, l, O, S_j, V_j):  # m_new = rowmax S_j alone
+    m_new = S_j.max(-1, keepdims=True)
+    safe = np.where(np.isneginf(m_new), 0, m_new)
+    P = np.exp(S_j - safe)
+    alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
+    return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
+
+
 def _normalised(m, l, O, S_j, V_j):
     m_new, l_new, O_new = online_attention_update(m, l, O, S_j, V_j)
     return m_new, l_new, O_new / l_new
@@ -90,6 +109,8 @@ ONLINE_UPDATE = Spec(
                       "l_new = α·l + rowsum P̃", variant=_no_alpha_on_l),
               Mistake("keep O unnormalised (do not divide by l here): the division happens once, after the "
                       "last tile", variant=_normalised),
+              Mistake("the new max forgets the old one: m_new = max(m, rowmax S_j) (np.maximum), so that "
+                      "α = e^(m − m_new) is at most 1", variant=_max_forgets_old),
               Mistake("a row whose max is still −inf must stay at l = 0, O = 0 without NaN: e^(−inf − (−inf)) is "
                       "NaN, so use 0 as the max in the exponent where it is −inf", tag="masked"),
               Mistake("only the first tile fails: start from m = −inf, l = 0, O = 0 and the same formulas apply "

@@ -63,7 +63,7 @@ def _exponent_i(n, d, *, base=10000.0, xp=None, dtype=None):  # base^(i/d) with 
 
 SINUSOIDAL = Spec(
     "sinusoidal_positions", sinusoidal_positions, sinusoidal_cases, "transformer/core/positions.py",
-    dims=("n", "d"),
+    dims=("n", "d"), dtype_rule="the table is float32 unless dtype= is given",
     mistakes=[Mistake("sin and cos alternate: PE[pos, 2i] = sin, PE[pos, 2i+1] = cos — not all sines first",
                       variant=_sin_then_cos),
               Mistake("the exponent is 2i/d with 2i the even column (0, 2, 4 …), not the pair index i",
@@ -84,6 +84,11 @@ def _rotated_backwards(rope):  # the rotation by −θ
     return lambda x, cos, sin: rope(x, cos, -sin)
 
 
+def _rope_evens_then_odds(x, cos, sin):  # the rotated pairs put back as [all evens | all odds]
+    xe, xo = x[..., 0::2], x[..., 1::2]
+    return np.concatenate([xe * cos - xo * sin, xe * sin + xo * cos], axis=-1)
+
+
 ROPE_DIMS = ("b", "h", "n", "d_h")
 ROPE_HALF = Spec(
     "apply_rope_half", apply_rope_half, rope_cases, "transformer/core/positions.py", dims=ROPE_DIMS,
@@ -96,7 +101,10 @@ ROPE_INTERLEAVED = Spec(
     mistakes=[Mistake("this is the half layout, pairs (x_i, x_{i + d_h/2}); the interleaved layout pairs "
                       "neighbours (x_2i, x_2i+1): x[..., 0::2] and x[..., 1::2]", variant=apply_rope_half),
               Mistake("the rotation goes the wrong way: out_2i = x_2i·cos − x_2i+1·sin, out_2i+1 = x_2i·sin + "
-                      "x_2i+1·cos", variant=_rotated_backwards(apply_rope_interleaved))])
+                      "x_2i+1·cos", variant=_rotated_backwards(apply_rope_interleaved)),
+              Mistake("the rotated pairs go back where they came from, pair i to columns 2i and 2i+1: stack the two "
+                      "halves on a new last axis and reshape (np.stack([...], axis=-1).reshape(x.shape)), not "
+                      "np.concatenate, which puts every even column first", variant=_rope_evens_then_odds)])
 
 
 # --- lesson 04: heads -------------------------------------------------------------------------
@@ -220,10 +228,18 @@ def padding_cases():
             Case("one sequence of length 1", (np.array([1]),))]
 
 
+def _padding_one_more(lengths, n=None, *, xp=None):  # j ≤ length: the first padded key counted as real
+    lengths = np.asarray(lengths)
+    n = int(lengths.max()) if n is None else n
+    return (np.arange(n)[None, :] <= lengths[:, None])[:, None, None, :]
+
+
 PADDING_MASK = Spec(
     "padding_mask", padding_mask, padding_cases, "transformer/core/masks.py", dims=("b", "1", "1", "n"),
     mistakes=[Mistake("mask polarity: True marks a real key (j < length), False a padded one",
                       variant=lambda lengths, n=None, *, xp=None: ~padding_mask(lengths, n)),
+              Mistake("one key too many: the real keys of a sequence of length 3 are 0, 1, 2, so j < length, "
+                      "not j ≤ length", variant=_padding_one_more),
               Mistake("return shape (b, 1, 1, n) so the mask broadcasts over heads and queries: keep[:, None, None, :]",
                       variant=lambda lengths, n=None, *, xp=None: padding_mask(lengths, n)[:, 0, 0, :]),
               Mistake("use the `n` argument as the padded length when given (default: the longest)", tag="n")])
@@ -260,24 +276,37 @@ def cache_cases():
     kv = lambda t: (r.standard_normal((2, 2, t, 4)), r.standard_normal((2, 2, t, 4)))  # noqa: E731
     return [Case("prefill 3 positions on 2 layers, then 2 decode steps (b=2, h_kv=2, n_max=8, d_h=4)",
                  ([kv(3), kv(3)], [kv(1), kv(1)], [kv(1), kv(1)])),
-            Case("prefill 1 position, then a chunk of 4", ([kv(1), kv(1)], [kv(4), kv(4)]))]
+            Case("prefill 1 position, a chunk of 4, then 1 decode step", ([kv(1), kv(1)], [kv(4), kv(4)],
+                                                                           [kv(1), kv(1)]))]
 
 
-CACHE_NAMES = tuple(f"{kv} returned at step {s}, layer {layer}" for s in range(3) for layer in range(2)
-                    for kv in ("K", "V"))
+UPDATES = [(s, layer) for s in range(3) for layer in range(2)]  # every case: 3 steps on 2 layers, in this order
+REPLACED = "updates that replaced self.k[layer] or self.v[layer] by a new array"
+COPIED = "K and V returned as copies, not views of the cache"
+CACHE_NAMES = (tuple(f"{kv} returned at step {s}, layer {layer}" for s, layer in UPDATES for kv in ("K", "V"))
+               + tuple(f"self.written[{layer}] after step {s}" for s, layer in UPDATES) + (REPLACED, COPIED))
 
 
 def run_cache(cls, case):
-    """Build cls(n_layers=2, b=2, h_kv=2, n_max=8, d_h=4), feed it the steps, collect every returned K, V."""
+    """Build cls(n_layers=2, b=2, h_kv=2, n_max=8, d_h=4) and feed it the steps. Returns every K and V that update
+    returned, self.written after each update, then how many updates replaced a layer's arrays and how many of the
+    returned K and V are copies: the docstring's cache is allocated once, written by slice, read through views."""
     (steps,), _ = fresh(Case("", (case.args,)))
     cache = cls(2, 2, 2, 8, 4, dtype=np.float64)
-    out = []
+    returned, written, replaced, copied = [], [], 0, 0
     for step in steps:
         for layer, (k, v) in enumerate(step):
+            arrays = cache.k[layer], cache.v[layer]
             res = cache.update(layer, k, v)
-            out.extend(res if isinstance(res, (tuple, list)) and len(res) == 2 else (res, None))
+            pair = tuple(res) if isinstance(res, (tuple, list)) and len(res) == 2 else (res, None)
+            replaced += cache.k[layer] is not arrays[0] or cache.v[layer] is not arrays[1]
+            copied += sum(not (isinstance(a, np.ndarray) and np.shares_memory(a, store))
+                          for a, store in zip(pair, (cache.k[layer], cache.v[layer])))
+            written.append(cache.written[layer])
+            returned.extend(pair)
         cache.advance(step[0][0].shape[2])
-    return tuple(np.array(a, copy=True) if a is not None else None for a in out)
+    return (tuple(np.array(a, copy=True) if a is not None else None for a in returned) + tuple(written)
+            + (replaced, copied))
 
 
 class _OnlyNew(KVCache):
@@ -290,8 +319,43 @@ class _AtZero(KVCache):
     def update(self, layer, k_new, v_new):
         t = k_new.shape[2]
         self.k[layer][:, :, :t], self.v[layer][:, :, :t] = k_new, v_new
+        self.written[layer] = self.length + t
         return self.k[layer][:, :, :self.length + t], self.v[layer][:, :, :self.length + t]
 
+
+def _not_in_place(rebuild: bool, copies: bool, records: bool):
+    """An update with the right values that breaks the cache's contract: the layer's arrays rebuilt with
+    np.concatenate (rebuild), copies returned instead of views (copies), self.written not recorded (not records)."""
+    class NotInPlace(KVCache):
+        def update(self, layer, k_new, v_new):
+            end = self.length + k_new.shape[2]
+            for store, new in ((self.k, k_new), (self.v, v_new)):
+                if rebuild:
+                    store[layer] = np.concatenate([store[layer][:, :, :self.length], new, store[layer][:, :, end:]],
+                                                  axis=2)
+                else:
+                    store[layer][:, :, self.length:end] = new
+            if records:
+                self.written[layer] = end
+            K, V = self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+            return (K.copy(), V.copy()) if copies else (K, V)
+
+        def advance(self, t):  # the workbook's, which does not check self.written as the package's does
+            self.length += t
+    return NotInPlace
+
+
+REBUILT = ("write into the arrays __init__ allocated, by slice (self.k[layer][:, :, length:end] = k_new), and return "
+           "views of them: np.concatenate builds a new array, copying the whole cache at every step — the cost the "
+           "cache is there to avoid")
+COPIES = ("return views of the cache, self.k[layer][:, :, :length + t], not copies: a copy costs at every step the "
+          "time and memory the cache saves")
+UNRECORDED = "record self.written[layer] = length + t: that layer's positions [0, length + t) now hold keys and values"
+NOT_IN_PLACE = [Mistake("; ".join(h for h, wrong in ((REBUILT, rebuild), (COPIES, copies and not rebuild),
+                                                     (UNRECORDED, not records)) if wrong),
+                        variant=_not_in_place(rebuild, copies, records))
+                for rebuild in (True, False) for copies in (True, False) for records in (True, False)
+                if rebuild or copies or not records]
 
 KV_CACHE_UPDATE = Spec(
     "KVCache", KVCache, cache_cases, "transformer/core/kv_cache.py", dims=("b", "h_kv", "n", "d_h"),
@@ -299,4 +363,4 @@ KV_CACHE_UPDATE = Spec(
     mistakes=[Mistake("return every position written so far, [0, length + t), not only the new ones",
                       variant=_OnlyNew),
               Mistake("write the new positions at [length, length + t): the cache keeps what came before",
-                      variant=_AtZero)])
+                      variant=_AtZero)] + NOT_IN_PLACE)
