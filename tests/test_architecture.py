@@ -28,6 +28,7 @@ MAX_LINES = 500
 # what each room may import, besides itself (prefixes of dotted module names under transformer)
 ALLOWED = {
     "backend": (),
+    "version": (),  # the package's version string, which the command line prints
     "require": ("backend",),
     # files: write_atomic, the one way the package writes a file (a checkpoint, metrics, a figure),
     # shared by train/, tasks/ and plotting/, which may not import each other; it imports nothing itself
@@ -40,7 +41,7 @@ ALLOWED = {
     "train": ("backend", "require", "files", "core", "flash", "models"),  # the machinery; the trained models
     "tasks": ("backend", "require", "files", "core", "flash", "models", "train"),  # the two tasks, on train/
     "tutor": ("backend", "require", "core", "flash", "train"),  # the workbook's checker: cases and references
-    "cli": ("backend", "require", "files", "core", "tokenizers", "flash", "models", "train", "tasks", "plotting",
+    "cli": ("backend", "version", "require", "files", "core", "tokenizers", "flash", "models", "train", "tasks", "plotting",
             "tutor"),
 }
 LOADERS = {"models.llama_gguf", "models.bert_files"}  # file formats -> weights

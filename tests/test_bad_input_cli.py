@@ -200,12 +200,58 @@ def test_dtype_strings_agree_with_numpy():
 
 # ---------------------------------------------------------------- count
 
-@pytest.mark.parametrize("argv,match", [
-    (["--seq", "0"], r"--seq\).* got n \(--seq\)=0"), (["--batch", "0"], r"--batch\).* got batch \(--batch\)=0"),
+@pytest.mark.parametrize("argv,line", [
+    (["--seq", "0"], "error: --seq must be an integer ≥ 1, got 0\n"),
+    (["--batch", "0"], "error: --batch must be an integer ≥ 1, got 0\n"),
 ])
-def test_count_zero_sizes(capsys, argv, match):
+def test_count_zero_sizes(capsys, argv, line):
+    """Each flag named once, as typed (it was "n (--seq) must be …, got n (--seq)=0")."""
     rc, out, err = run_cli(capsys, "count", "llama-3-8b", *argv)
-    assert rc == 2 and err.startswith("error: ") and re.search(match, err), err
+    assert rc == 2 and out == "" and err == line
+
+
+@pytest.mark.parametrize("name", ["smollm2", "SmolLM2-135M", "MiniLM", "Llama-3-8B", "GPT2"])
+def test_count_takes_names_in_any_case_and_the_short_aliases(capsys, name):
+    """The names `attention --model` takes (smollm2, minilm) and any case of the built-in names."""
+    full = {"smollm2": "smollm2-135m", "minilm": "minilm-l6"}.get(name.lower(), name.lower())
+    rc, out, err = run_cli(capsys, "count", name, "--json")
+    assert rc == 0 and json.loads(out)["parameters"]["total"] == C.count_parameters(full)
+
+
+def test_count_unknown_name_and_a_file_that_is_not_a_config(capsys, tmp_path, monkeypatch):
+    names = ("smollm2-135m (or smollm2), minilm-l6 (or minilm), gpt2, phi-3-mini, llama-3-8b, transformer-base, "
+             "in any case")
+    rc, out, err = run_cli(capsys, "count", "gpt-5")
+    assert rc == 2 and err == f"error: unknown model name 'gpt-5': built-in names are {names}, or give a path to a " \
+                              "config.json\n"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("# not a config\n")
+    rc, out, err = run_cli(capsys, "count", "README.md")
+    assert rc == 2 and err == ("error: 'README.md' is a file but not a config.json: give the path of a model's "
+                               f"config.json (or of its folder), or a built-in name: {names}\n")
+
+
+def test_count_defaults_to_the_models_context(capsys):
+    """MiniLM's n_ctx is 512: the default n is min(1024, n_ctx), so no note that n is too long."""
+    rc, out, err = run_cli(capsys, "count", "minilm-l6")
+    assert rc == 0 and "FLOPs, matmuls (n=512, b=1)" in out and "note:" not in out
+    rc, out, err = run_cli(capsys, "count", "gpt2")  # n_ctx 1024: the old default stays
+    assert rc == 0 and "(n=1024, b=1)" in out and "note:" not in out
+
+
+def test_count_huge_numbers_keep_their_size_readable(capsys):
+    """GPT-2 at n = 10¹¹, worked by hand: one layer's naive scores are b·h·n²·2 bytes = 12 · 10²² · 2 =
+    2.4e23 B = 240 ZB (it printed '240000000.00 PB'); prefill FLOPs are past 10²⁴ and print in Y, and past
+    1000 Y as a power of ten."""
+    rc, out, err = run_cli(capsys, "count", "gpt2", "--seq", "100000000000", "--json")
+    r = json.loads(out)
+    assert r["attention_score_bytes"] == 12 * 10**22 * 2
+    rc, out, err = run_cli(capsys, "count", "gpt2", "--seq", "100000000000")
+    assert rc == 0 and "240.00 ZB  (naive: b·h·n²)" in out
+    assert f"{r['prefill_flops']['total'] / 1e24:.2f} YFLOP" in out
+    assert not re.search(r"\d{4,}\.\d\d [kMGTPEZY]", out), out  # never '368640024706.41 PFLOP'
+    rc, out, err = run_cli(capsys, "count", "gpt2", "--seq", "10000000000000")  # 100× longer: 10⁴ × the FLOPs
+    assert rc == 0 and re.search(r"prefill total\s+3\.\d\de\+30 FLOP", out), out
 
 
 @pytest.mark.parametrize("content,match", [
@@ -230,20 +276,56 @@ def test_sampling_options_without_temperature_are_refused(cli_tiny, capsys):
     assert "--top-p 0.9" in err and "--seed 1" in err and "--temperature" in err
 
 
+def test_top_k_0_is_off_as_in_the_serve_api(cli_tiny, capsys):
+    """--top-k 0 means no top-k filter (the serve API's top_k: 0): the same sample as without it, and
+    accepted beside the default greedy --temperature 0 (nothing to ignore)."""
+    runs = [run_cli(capsys, "generate", "Hi", "--max-new-tokens", "6", "--temperature", "1", "--seed", "3", *extra)
+            for extra in ([], ["--top-k", "0"])]
+    assert runs[0][0] == runs[1][0] == 0 and runs[0][1] == runs[1][1]
+    greedy = run_cli(capsys, "generate", "Hi", "--max-new-tokens", "6")
+    assert run_cli(capsys, "generate", "Hi", "--max-new-tokens", "6", "--top-k", "0")[:2] == greedy[:2]
+
+
+def test_a_sampled_run_prints_its_seed_and_the_seed_repeats_it(cli_tiny, capsys):
+    rc, out, err = run_cli(capsys, "generate", "Hi", "--max-new-tokens", "12", "--temperature", "2")
+    seed = re.match(r"seed: (\d+)\n", err)
+    assert rc == 0 and seed, err
+    rc, again, err2 = run_cli(capsys, "generate", "Hi", "--max-new-tokens", "12", "--temperature", "2",
+                              "--seed", seed[1])
+    assert rc == 0 and again == out and "seed:" not in err2  # a seed given is not printed back
+    ids = cli_tiny.generate("Hi", max_new_tokens=12, temperature=2.0, seed=int(seed[1]))  # the library, that seed
+    text_of = cli_tiny.tokenizer.stream_decoder()
+    assert out.rstrip("\n") == ("Hi" + "".join(text_of(i) for i in ids)).rstrip("\n")
+    rc, out, err = run_cli(capsys, "generate", "Hi", "--max-new-tokens", "3")
+    assert rc == 0 and "seed:" not in err  # greedy: nothing drawn
+
+
 def test_prompt_too_long_is_refused_before_it_is_echoed(cli_tiny, capsys):
     rc, out, err = run_cli(capsys, "generate", "x" * 30, "--max-new-tokens", "5")  # 30 + 5 > n_ctx = 32
     assert rc == 2 and out == ""
     assert "30 tokens" in err and "--max-new-tokens 5" in err and "n_ctx=32" in err
 
 
-@pytest.mark.parametrize("n,decoded", [("0", "decode 0 tokens"), ("1", "decode 0 tokens"), ("3", "decode 2 tokens")])
+@pytest.mark.parametrize("n,decoded", [("0", "decode 0 more tokens"), ("1", "decode 0 more tokens"),
+                                       ("2", "decode 1 more token"), ("3", "decode 2 more tokens")])
 def test_no_nan_rates(cli_tiny, capsys, n, decoded):
     rc, out, err = run_cli(capsys, "generate", "Hi", "--max-new-tokens", n)
-    assert rc == 0 and "nan" not in out and decoded in out
-    if n != "3":
-        assert "decode 0 tokens: —" in out  # no decode step ran: no rate
+    assert rc == 0 and "nan" not in err and decoded in err
+    if n in ("0", "1"):
+        assert "decode 0 more tokens: —" in err  # no decode step ran: no rate
     if n == "0":
-        assert "prefill 2 tokens: —" in out
+        assert "prefill 2 tokens: —" in err
+
+
+def test_generate_prints_the_text_to_stdout_and_the_statistics_to_stderr(cli_tiny, capsys):
+    """`generate … > out.txt` holds the text alone, ending in one newline; the statistics line goes to
+    stderr, as `generate --checkpoint` prints its summary. Plurals: a 1-token prompt, 1 token after the prefill's."""
+    rc, out, err = run_cli(capsys, "generate", "H", "--max-new-tokens", "2")
+    ids = cli_tiny.generate("H", max_new_tokens=2)  # the byte-level model's reference continuation
+    assert rc == 0 and out == "H" + cli_tiny.tokenizer.decode(ids) + "\n"
+    assert re.fullmatch(r"\[prefill 1 token: \S+ tok/s \| decode 1 more token: \S+ tok/s \(fast engine\) \| "
+                        r"KV cache on, 192 B \| memory beyond the weights about \S+ (B|KB)\]\n", err), err
+    # 192 B, worked by hand: 2 (K, V) · L=1 · h_kv=1 · (1 + 2 tokens) · d_h=8 · 4 bytes
 
 
 @pytest.mark.parametrize("argv", [["tokenize", "\udcff\udcfe bad"], ["embed", "ok", "a\udcffb"],
@@ -289,7 +371,9 @@ def test_backend_has_help():
 def test_output_paths_refused_before_work(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     cases = {str(tmp_path): "is a directory", str(tmp_path / "afile" / "x.png"): "afile is a file, not a folder",
-             str(tmp_path / "x.gif"): "'.gif'", str(tmp_path / "x"): "'(none)'"}
+             str(tmp_path / "x.gif"): "'.gif'",
+             str(tmp_path / "x"): f"it has no suffix to give the figure's format; use one of .png, .jpg, .jpeg, .pdf, "
+                                  f".svg, e.g. {tmp_path / 'x.png'}"}
     for path, match in cases.items():
         rc, out, err = run_cli(capsys, "attention", "The dog", "-o", path)
         assert rc == 2 and err.startswith(f"error: cannot write {path}: ") and match in err, err
@@ -314,6 +398,19 @@ def test_long_text_cut_is_noted(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "attention", "word " * 300, "--head", "0", "-o", str(tmp_path / "a.png"))
     assert rc == 0 and "256 tokens" in out
     assert "302 tokens" in err and "first 256" in err
+
+
+def test_embed_notes_a_long_text_and_refuses_an_empty_one(capsys, monkeypatch):
+    """As attention does: a text over 256 tokens is cut with a note (300 words + [CLS], [SEP]: 302); an empty
+    sentence is refused before the model loads (it gave a similarity for [CLS] [SEP] alone)."""
+    rc, out, err = run_cli(capsys, "embed", "word " * 300, "a dog")
+    assert rc == 0 and err == ("note: TEXT [0] is 302 tokens long; all-MiniLM-L6-v2 reads at most 256 ([CLS] and "
+                               "[SEP] included), so only its first 256 are embedded\n")
+    import transformer.models.bert_files as bert_files
+    monkeypatch.setattr(bert_files, "load_minilm", lambda *a, **k: pytest.fail("loaded before refusing"))
+    for texts, i in ((["", "x"], 0), (["x", "  "], 1)):
+        rc, out, err = run_cli(capsys, "embed", *texts)
+        assert rc == 2 and out == "" and err == f"error: TEXT [{i}] is empty: embed needs words in every sentence\n"
 
 
 def test_packed_logits_refuses_an_empty_document(tiny):
@@ -381,6 +478,12 @@ def no_model(monkeypatch):
     (["--temperature", "0.8", "--seed", "-1"], r"--seed must be an integer ≥ 0, got -1"),
     (["--max-memory", "0"], r"--max-memory must be a positive number of GB, got 0"),
     (["--max-memory", "nan"], r"--max-memory must be a positive number of GB, got nan"),
+    (["--temperature", "-1"], r"--temperature must be a finite number ≥ 0 \(0 = greedy\), got -1"),
+    (["--temperature", "0.8", "--top-k", "-1"], r"--top-k must be an integer ≥ 0 \(0 = off\), got -1"),
+    (["--temperature", "0.8", "--top-p", "0"], r"--top-p must lie in \(0, 1\] \(1 = off\), got 0"),
+    # SmolLM2's n_ctx = 8192 from the GGUF header, read without loading: any prompt is ≥ 1 token
+    (["--max-new-tokens", "100000"], r"a prompt of at least 1 token \+ --max-new-tokens 100000 exceeds the "
+                                     r"model's context of n_ctx=8192: lower --max-new-tokens to at most 8191"),
 ])
 def test_bad_options_are_refused_before_the_model_loads(no_model, capsys, argv, match):
     rc, out, err = run_cli(capsys, "generate", "Hi", *argv)
@@ -388,6 +491,90 @@ def test_bad_options_are_refused_before_the_model_loads(no_model, capsys, argv, 
     if "--seed" in argv:  # the reference: NumPy refuses the same seed (with its own message, after loading)
         with pytest.raises(ValueError):
             np.random.default_rng(-1)
+
+
+def test_empty_prompt_is_refused_before_the_model_loads(no_model, capsys):
+    for argv in (["generate", ""], ["generate", "--chat", ""]):
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 2 and out == "" and err.startswith("error: the prompt is empty: give a text to continue"), err
+
+
+def test_the_header_gives_n_ctx_without_loading():
+    """The value the early refusal uses is the loader's own n_ctx (SmolLM2: 8192), read from the header alone."""
+    from transformer.models.gguf_header import scalar_value
+    reader = llama_gguf.open_gguf(smollm2_path())
+    assert scalar_value(smollm2_path(), "llama.context_length") == llama_gguf.read_config(reader).n_ctx == 8192
+    assert scalar_value(smollm2_path(), "no.such.key") is None
+
+
+@pytest.mark.parametrize("argv,typo,meant", [
+    (["generate", "--max-new-tokns", "5", "hi"], "--max-new-tokns", "--max-new-tokens"),
+    (["tokenize", "hi", "--ggfu", "x"], "--ggfu", "--gguf"),
+    (["count", "gpt2", "--sq", "5"], "--sq", "--seq"),
+    (["embed", "hi", "--pth", "x"], "--pth", "--path"),
+    (["attention", "hi", "--layr", "2"], "--layr", "--layer"),
+    (["train", "induction", "--stpes", "2"], "--stpes", "--steps"),
+    (["check", "03", "--no-troch"], "--no-troch", "--no-torch"),
+    (["serve", "--prot", "8001"], "--prot", "--port"),
+])
+def test_a_mistyped_option_names_the_command_and_the_closest_option(capsys, argv, typo, meant):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    command = f"python -m transformer {argv[0]}"
+    assert e.value.code == 2 and out == ""
+    assert err == f"error: {command}: unrecognized arguments: {typo}; did you mean {meant}? (see {command} --help)\n"
+
+
+def test_no_command_prints_the_help_and_version_prints_the_version(capsys):
+    rc, out, err = run_cli(capsys)
+    assert rc == 2 and err == build_parser().format_help() and "generate" in err
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"python -m transformer {T.__version__}\n"
+
+
+def test_help_says_what_the_errors_say():
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+    helps = {(cmd, a.dest): a.help for cmd in sub for a in sub[cmd]._actions}
+    for dest in ("top_k", "top_p", "seed"):
+        assert "needs --temperature > 0" in helps["generate", dest]
+    assert "0 = off" in helps["generate", "top_k"] and "-1 is the last" in helps["attention", "head"]
+    assert "256 tokens" in sub["embed"].description and "256 tokens" in helps["embed", "texts"]
+    assert sub["tokenize"].description and "--force" in helps["train", "out"] and helps["train", "force"]
+
+
+@pytest.mark.parametrize("name,model", [("SmolLM2", "smollm2"), ("smollm2-135m", "smollm2"), ("MiniLM-L6", "minilm"),
+                                        ("minilm", "minilm")])
+def test_attention_takes_the_model_names_count_takes(name, model):
+    assert build_parser().parse_args(["attention", "x", "--model", name]).model == model
+
+
+def test_attention_unknown_model_lists_the_names(capsys):
+    with pytest.raises(SystemExit):
+        main(["attention", "x", "--model", "gpt2"])
+    assert capsys.readouterr().err == (
+        "error: python -m transformer attention: argument --model: unknown model 'gpt2': choose minilm (or "
+        "minilm-l6) or smollm2 (or smollm2-135m), in any case (see python -m transformer attention --help)\n")
+
+
+def test_tokenize_abridges_a_long_text_unless_all(tiny, monkeypatch, capsys):
+    """300 bytes are 300 tokens of the byte-level tokenizer: the first and last 16 ids, the count between."""
+    monkeypatch.setattr(llama_gguf, "open_gguf", lambda path: None)
+    monkeypatch.setattr(llama_gguf, "read_tokenizer", lambda reader: tiny.tokenizer)
+    text = "".join(chr(97 + i % 26) for i in range(300))
+    ids = tiny.tokenizer.encode(text)
+    rc, out, err = run_cli(capsys, "tokenize", text)
+    lines = out.splitlines()
+    assert rc == 0 and len(ids) == 300 and lines[0] == (
+        f"300 tokens: [{', '.join(map(str, ids[:16]))}, … 268 more …, {', '.join(map(str, ids[-16:]))}] "
+        "(--all shows every one)")
+    assert len(lines) == 1 + 32 + 1 and lines[17].split() == ["…", "(268", "more", "tokens)"]
+    assert [int(r.split()[0]) for r in lines[1:17] + lines[18:]] == ids[:16] + ids[-16:]
+    rc, out, err = run_cli(capsys, "tokenize", text, "--all")
+    assert out.splitlines()[0] == f"300 tokens: {ids}" and len(out.splitlines()) == 301
+    rc, out, err = run_cli(capsys, "tokenize", "a")
+    assert out.splitlines()[0] == f"1 token: {tiny.tokenizer.encode('a')}"
 
 
 def test_argparse_errors_are_one_line(capsys):
@@ -414,6 +601,25 @@ def test_library_seed_and_empty_ids_are_named(tiny):
             call([])
     with pytest.raises(TypeError, match=r"prompt must be text or a 1-D sequence of integer ids.*dtype bool"):
         tiny.generate([True, False])
+
+
+def test_suppressed_ids_are_never_generated(tiny):
+    """suppress_tokens: the logits of those ids are -inf before each choice. Reference: the same loop by hand,
+    each step's logits from a full forward pass (no cache), the suppressed ids masked, then T.sample_next."""
+    banned = range(0, 200)  # the 200 lowest of v = 256
+    for temperature, seed in ((0.0, None), (1.5, 7)):
+        got = tiny.generate([72, 105], max_new_tokens=6, temperature=temperature, seed=seed, stop_at_eos=False,
+                            suppress_tokens=banned)
+        rng, seq = np.random.default_rng(seed), [72, 105]
+        for _ in range(6):
+            z = np.asarray(tiny.logits(seq)[-1:], dtype=np.float32)  # [1, v]
+            z[:, list(banned)] = -np.inf
+            seq.append(int(T.sample_next(z, temperature=temperature, rng=rng)[0]))
+        assert got == seq[2:] and min(got) >= 200, (temperature, got)
+    with pytest.raises(ValueError, match=r"suppress_tokens must lie in \[0, 256\), got \[256\]"):
+        tiny.generate([1], max_new_tokens=1, suppress_tokens=[256])
+    with pytest.raises(ValueError, match=r"every id of the vocabulary \(v=256\): no token could be generated"):
+        tiny.generate([1], max_new_tokens=1, suppress_tokens=range(256))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, "int32", bool, np.uint8])
@@ -445,15 +651,19 @@ def test_a_given_cache_must_fit_the_model(tiny, shape, match):
 # ---------------------------------------------------------------- generate: memory checked before it starts
 
 def test_memory_over_the_limit_is_refused_before_any_output(cli_tiny, capsys):
+    """Each size in the unit that shows it (it was 'about 0.00 GB … (0.00 GB)'), and the option to raise."""
     rc, out, err = run_cli(capsys, "generate", "Hi there", "--max-new-tokens", "4", "--max-memory", "1e-6")
-    assert rc == 2 and out == "" and err.count("\n") == 1
-    assert "8 tokens + --max-new-tokens 4 needs about" in err and "--max-memory 1e-06" in err
+    need = cli_tiny.generation_bytes(8, 4)
+    assert 1000 <= need < 1e6  # so KB is the unit below
+    assert rc == 2 and out == "" and err == (
+        f"error: a prompt of 8 tokens + --max-new-tokens 4 needs about {need / 1e3:.1f} KB (KV cache and attention), "
+        "over --max-memory 1e-06 (1.0 KB): shorten the prompt or lower --max-new-tokens or raise --max-memory\n")
 
 
 def test_kv_cache_is_sized_for_the_request(cli_tiny, capsys):
     """Hand-worked: 2 (K, V) · L=1 · h_kv=1 · (3 + 5 tokens) · d_h=8 · 4 bytes = 512 B, not n_ctx=32's 2048."""
     rc, out, err = run_cli(capsys, "generate", "abc", "--max-new-tokens", "5")
-    assert rc == 0 and "KV cache on, 0.0 MB" in out
+    assert rc == 0 and "KV cache on, 512 B" in err
     assert cli_tiny.kv_cache_bytes(3 + 5) == 2 * 1 * 1 * 8 * 8 * 4 == 512
 
 

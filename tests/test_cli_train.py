@@ -200,12 +200,72 @@ def tiny_dir(tmp_path_factory):  # an untrained decoder checkpoint: enough for t
     (["3 4", "--max-new-tokens", "63"], "lower --max-new-tokens to at most 62"),
     (["3 4", "--max-new-tokens", "-1"], "--max-new-tokens must be ≥ 0"),
     (["3 4", "--top-k", "3"], "--top-k 3: sampling options, used only with --temperature > 0"),
-    (["3 4", "--temperature", "0.7", "--top-p", "1.5"], "top_p"),
+    (["3 4", "--temperature", "0.7", "--top-p", "1.5"], "--top-p must lie in (0, 1] (1 = off), got 1.5"),
+    (["3 4", "--temperature", "0.7", "--top-k", "-2"], "--top-k must be an integer ≥ 0 (0 = off), got -2"),
+    (["3", "--max-new-tokens", "64"], "a prompt of 1 token + --max-new-tokens 64 = 65 is over the model's n_max=64: "
+                                      "lower --max-new-tokens to at most 63"),
     (["3 4", "--chat"], "--chat: not used with --checkpoint"),
     (["3 4", "--backend", "cupy"], "a checkpoint runs on numpy"),
 ])
 def test_bad_generate_requests_are_one_line(tiny_dir, extra, match, capsys):
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", tiny_dir, *extra), match)
+
+
+@pytest.fixture(scope="module")
+def pad_likeliest_dir(tmp_path_factory):
+    """An untrained decoder whose padding id 0 is by far the likeliest token after a 5: the LM head is tied,
+    and W_E[0] = 20 · W_E[5] scores 20 times what 5 scores (about 20 against 1)."""
+    out = tmp_path_factory.mktemp("pad")
+    params = T.init_decoder(T.induction_config(), 0)
+    params["W_E"][0] = 20 * params["W_E"][5]
+    T.save_checkpoint(out, params, {**T.INDUCTION_SIZES, "kind": "decoder", "task": "induction", "first_token": 1})
+    return out
+
+
+def test_generate_checkpoint_never_prints_the_padding_id(pad_likeliest_dir, capsys):
+    """Id 0 is refused as a prompt id (vocabulary 1…31), so it is never generated either, greedy or sampled.
+    Reference: each step's argmax over ids 1…31 of torch's logits for the whole sequence so far."""
+    params, cfg, _ = T.load_decoder(pad_likeliest_dir)
+    model = T.llama_from_params(params, cfg)
+    assert model.generate([3, 5], 4, stop_at_eos=False) == [0, 0, 0, 0]  # what was printed before
+    assert 0 in model.generate([3, 5], 4, temperature=1.0, seed=0, stop_at_eos=False)
+    torch_model = TorchTinyDecoder(cfg, {k: np.asarray(w, np.float64) for k, w in params.items()})
+    seq = [3, 5]
+    with torch.no_grad():
+        for _ in range(6):
+            seq.append(1 + int(torch_model(np.asarray([seq]))[0, -1, 1:].argmax()))
+    rc, stdout, err = run_cli(capsys, "generate", "--checkpoint", pad_likeliest_dir, "3 5", "--max-new-tokens", 6)
+    assert rc == 0 and stdout == "3 5 | " + " ".join(map(str, seq[2:])) + "\n", stdout
+    rc, stdout, err = run_cli(capsys, "generate", "--checkpoint", pad_likeliest_dir, "3 5", "--max-new-tokens", 62,
+                              "--temperature", "1", "--seed", "0")
+    new = [int(t) for t in stdout.split(" | ")[1].split()]
+    assert rc == 0 and len(new) == 62 and 0 not in new
+
+
+def test_generate_checkpoint_prints_the_seed_it_drew(tiny_dir, capsys):
+    """Sampled without --seed: "seed: N" on stderr, and --seed N gives the same tokens again."""
+    args = ["generate", "--checkpoint", tiny_dir, "3 4", "--temperature", "3", "--max-new-tokens", 20]
+    rc, stdout, err = run_cli(capsys, *args)
+    seed = err.splitlines()[0]
+    assert rc == 0 and seed.startswith("seed: ") and seed[6:].isdigit(), err
+    rc, again, err = run_cli(capsys, *args, "--seed", seed[6:])
+    assert rc == 0 and again == stdout and "seed:" not in err
+
+
+def test_train_out_keeps_a_checkpoint_of_the_other_task_unless_force(tiny_dir, tmp_path, capsys, monkeypatch):
+    """`train translate --out DIR` over an induction checkpoint is refused before any step, naming the task;
+    --force replaces it (the progress bar names the task as the command does: "translate")."""
+    out = tmp_path / "run"
+    T.save_checkpoint(out, *T.load_checkpoint(tiny_dir)[:2])  # an induction model
+    t0 = time.perf_counter()
+    one_error_line(*run_cli(capsys, "train", "translate", "--steps", 1, "--out", out),
+                   f"error: {out / 'checkpoint.npz'} holds a model of the induction task, which training translate "
+                   "would replace: give another --out, or add --force to replace it")
+    assert time.perf_counter() - t0 < 5 and T.checkpoint_contents(out)[0]["kind"] == "decoder"
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    rc, stdout, err = run_cli(capsys, "train", "translate", "--steps", 1, "--out", out, "--force")
+    assert rc == 0 and T.checkpoint_contents(out)[0]["kind"] == "seq2seq"
+    assert "translate: 100%" in err and "translation:" not in err
 
 
 def test_generate_checkpoint_samples_through_the_same_loop_as_smollm2(induction_dir, capsys):

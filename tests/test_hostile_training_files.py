@@ -476,7 +476,8 @@ def test_ctrl_c_during_train_is_one_line_exit_130_and_the_old_run_intact(tmp_pat
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
     proc = subprocess.Popen([sys.executable, "-m", "transformer", "train", "induction", "--steps", "100000",
-                             "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--out", str(out), "--force"],  # --force: the earlier model is of another kind
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=with_default_ctrl_c)
     err = bytearray()
 

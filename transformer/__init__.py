@@ -106,4 +106,4 @@ from .tasks.induction import (INDUCTION_SIZES, INDUCTION_STEPS, INDUCTION_RECIPE
                               induction_rows_loss, induction_heldout_accuracy, attention_maps, induction_head_scores,
                               train_induction, load_decoder, decoder_config_from)
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402

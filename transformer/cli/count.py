@@ -9,7 +9,7 @@ import json
 
 from ..models import counting as C
 from ..require import require_int
-from ..models.configs import BUILTIN_NAMES, load_config
+from ..models.configs import builtin_names, load_config
 
 __all__ = ["register", "count_report", "format_report"]
 
@@ -18,10 +18,11 @@ def register(sub):
     p = sub.add_parser(
         "count", help="count parameters, FLOPs and KV-cache bytes of a model",
         description="Parameters by part, FLOPs (prefill and decode), KV-cache and attention bytes "
-                    f"of a built-in model ({', '.join(BUILTIN_NAMES)}) or of any config.json.")
+                    f"of a built-in model ({builtin_names()}) or of any config.json.")
     p.add_argument("model", metavar="NAME_OR_CONFIG_JSON",
-                   help="a built-in name or the path of a Hugging Face config.json")
-    p.add_argument("--seq", type=int, default=1024, help="sequence length n (default 1024)")
+                   help="a built-in name or the path of a Hugging Face config.json (or of its folder)")
+    p.add_argument("--seq", type=int, default=None,
+                   help="sequence length n (default 1024, or the model's context n_ctx if shorter)")
     p.add_argument("--batch", type=int, default=1, help="batch size b (default 1)")
     p.add_argument("--dtype", default="float16", help=f"storage type: {', '.join(C.DTYPE_BYTES)} (default float16)")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON instead of a table")
@@ -47,9 +48,19 @@ def count_report(config, n: int = 1024, batch: int = 1, dtype="float16") -> dict
     return r
 
 
+SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def _si(x: float, unit: str) -> str:
-    """1234567 -> '1.23 M' + unit (decimal prefixes, as FLOP and byte counts are quoted)."""
-    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    """1234567 -> '1.23 M' + unit (decimal prefixes, as FLOP and byte counts are quoted); from 1000 of the
+    largest prefix (Y, 10²⁴) on, a power of ten, never '368640024706.41 P'.
+
+    >>> _si(1234567, "B"), _si(3.6864e26, "FLOP"), _si(3.6864e29, "FLOP"), _si(12, "B")
+    ('1.23 MB', '368.64 YFLOP', '3.69e+29 FLOP', '12 B')
+    """
+    if abs(x) >= 1000 * SI_PREFIXES[0][0]:
+        return f"{x:.2e} {unit}"
+    for p, s in SI_PREFIXES:
         if abs(x) >= p:
             return f"{x / p:.2f} {s}{unit}"
     return f"{x:.0f} {unit}"
@@ -92,6 +103,11 @@ def format_report(r: dict) -> str:
 
 
 def _run(args) -> int:
-    r = count_report(args.model, args.seq, args.batch, args.dtype)
+    for flag, value in (("--seq", args.seq), ("--batch", args.batch)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be an integer ≥ 1, got {value}")
+    config = load_config(args.model)
+    n = min(1024, config.n_ctx) if args.seq is None else args.seq  # a default within the model's context
+    r = count_report(config, n, args.batch, args.dtype)
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0

@@ -11,21 +11,29 @@ import math
 import re
 import sys
 
-from .memory import available_bytes
+from .memory import available_bytes, in_units
+from .shown import counted
+
+SHOWN_IDS = 64  # tokenize prints every id up to this many tokens; past it the first and last EDGE_IDS (--all: all)
+EDGE_IDS = 16
 
 
 def register(sub) -> None:
     g = sub.add_parser("generate", help="continue a prompt with SmolLM2-135M (NumPy), streaming the tokens",
-                       description="Greedy or sampled generation with a KV cache; prints prefill and "
-                                   "decode speed at the end.")
+                       description="Greedy or sampled generation with a KV cache; the text goes to stdout, and "
+                                   "the prefill and decode speed to stderr at the end.")
     g.add_argument("prompt", help="the text to continue (with --chat: the user's message)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--max-new-tokens", type=int, default=None,
                    help="stop after this many new tokens (default 64; with --checkpoint: up to the model's n_max)")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
-    g.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens")
-    g.add_argument("--top-p", type=float, default=None, help="sample within the top-p probability mass")
-    g.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    g.add_argument("--top-k", type=int, default=None,
+                   help="sample among the k most likely tokens (0 = off); needs --temperature > 0")
+    g.add_argument("--top-p", type=float, default=None,
+                   help="sample within the top-p probability mass, p in (0, 1] (1 = off); needs --temperature > 0")
+    g.add_argument("--seed", type=int, default=None,
+                   help="random seed for sampling, an integer ≥ 0 (default: a new one, printed to stderr as "
+                        "'seed: N'); needs --temperature > 0")
     g.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
     g.add_argument("--max-memory", type=float, default=None, metavar="GB",
                    help="refuse a request whose KV cache and attention passes need more than this many GB "
@@ -38,9 +46,16 @@ def register(sub) -> None:
                         "the induction decoder, a sentence of the toy source language for the translation model")
     g.set_defaults(func=_generate)
 
-    t = sub.add_parser("tokenize", help="show the token ids and pieces of a text (SmolLM2's BPE)")
+    t = sub.add_parser("tokenize", help="show the token ids and pieces of a text (SmolLM2's BPE)",
+                       description="Print a text's token ids, then one line per token: its id, its piece in the "
+                                   "vocabulary and the text it stands for (its bytes when it holds part of a "
+                                   f"character). Past {SHOWN_IDS} tokens only the first and last {EDGE_IDS} are "
+                                   "shown, unless --all.")
     t.add_argument("text", help="the text to tokenize; special tokens like <|im_start|> are recognised")
     t.add_argument("--gguf", metavar="PATH", default=None, help="take the tokenizer from this GGUF file")
+    t.add_argument("--all", action="store_true",
+                   help=f"show every token of a long text (default: past {SHOWN_IDS} tokens, the first and last "
+                        f"{EDGE_IDS} and the count)")
     t.set_defaults(func=_tokenize)
 
 
@@ -48,6 +63,9 @@ def _check_options(args) -> None:
     """Refuse settings that mean nothing before loading the model, naming the options."""
     from .sampling_options import check_sampling_options
 
+    if not args.prompt:  # the model would refuse it too, but only after seconds of loading
+        raise ValueError("the prompt is empty: give a text to continue"
+                         + (" (the user's message)" if args.chat else ""))
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be ≥ 0, got {args.max_new_tokens}")
     if args.max_memory is not None and not args.max_memory > 0:  # NaN and inf are refused too
@@ -70,12 +88,27 @@ def check_memory(model, n_prompt: int, args) -> int:
     need = model.generation_bytes(n_prompt, args.max_new_tokens, use_cache=not args.no_cache)
     limit = available_bytes() if args.max_memory is None else args.max_memory * 1e9
     if limit is not None and need > limit:
-        where = f"--max-memory {args.max_memory:g}" if args.max_memory is not None else "the memory available"
-        raise ValueError(f"a prompt of {n_prompt} tokens + --max-new-tokens {args.max_new_tokens} needs about "
-                         f"{need / 1e9:.2f} GB (KV cache and attention), over {where} ({limit / 1e9:.2f} GB): "
-                         "shorten the prompt or lower --max-new-tokens"
+        given = args.max_memory is not None
+        where = f"--max-memory {args.max_memory:g}" if given else "the memory available"
+        raise ValueError(f"a prompt of {counted(n_prompt, 'token')} + --max-new-tokens {args.max_new_tokens} needs "
+                         f"about {in_units(need)} (KV cache and attention), over {where} ({in_units(limit)}): "
+                         "shorten the prompt or lower --max-new-tokens" + (" or raise --max-memory" if given else "")
                          + (" (or drop --no-cache)" if args.no_cache else ""))
     return need
+
+
+def header_context(path) -> int | None:
+    """The model's n_ctx as its GGUF header gives it (llama.context_length), read in well under a second where
+    loading takes seconds; None where the header does not say it plainly (no such key, a file the loader will
+    refuse): the loader's own checks then speak."""
+    from ..models.gguf_header import scalar_value
+    from ..models.llama_gguf import smollm2_path
+
+    try:
+        n = scalar_value(path or smollm2_path(), "llama.context_length")
+    except (OSError, ValueError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
 
 
 def _rate(tok_s: float) -> str:
@@ -85,6 +118,7 @@ def _rate(tok_s: float) -> str:
 
 def _generate(args) -> int:
     from ..models.llama_gguf import load_llama
+    from .sampling_options import sampling_seed
 
     if args.checkpoint is not None:  # a model trained with `train`: cli/train.py runs it
         from .train import generate_trained
@@ -92,30 +126,44 @@ def _generate(args) -> int:
     if args.max_new_tokens is None:
         args.max_new_tokens = 64
     _check_options(args)
+    n_ctx = header_context(args.gguf)
+    if n_ctx is not None and 1 + args.max_new_tokens > n_ctx:  # a prompt is at least one token: refused unloaded
+        raise ValueError(f"a prompt of at least 1 token + --max-new-tokens {args.max_new_tokens} exceeds the "
+                         f"model's context of n_ctx={n_ctx}: lower --max-new-tokens to at most {n_ctx - 1}")
+    seed = sampling_seed(args)  # --seed, or one drawn now: printed below, so that the run can be repeated
     model = load_llama(args.gguf, backend=args.backend)
     tok = model.tokenizer
     prompt = tok.apply_chat_template(args.prompt) if args.chat else args.prompt
     ids = tok.encode(prompt)
     try:  # the model checks the request here, before any output: prompt + new tokens must fit in n_ctx
         steps = model.stream(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                             top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)
+                             top_k=args.top_k, top_p=args.top_p, seed=seed, use_cache=not args.no_cache)
     except ValueError as e:  # main() prints it as "error: …", with the option as typed on the command line
         raise ValueError(_as_options(str(e))) from None
     need = check_memory(model, len(ids), args)  # the context fits: now the memory, still before any output
-    out = sys.stdout
-    if not args.chat:
-        out.write(prompt)
+    if seed != args.seed:
+        print(f"seed: {seed}", file=sys.stderr, flush=True)
+    out = sys.stdout  # the text alone: `generate … > out.txt` holds the text and nothing else
+    text = prompt if not args.chat else ""
+    out.write(text)
     text_of = tok.stream_decoder()  # holds back the bytes of characters split across tokens
     for i in steps:
         if i != tok.eos_id:
-            out.write(text_of(i))
+            piece = text_of(i)
+            out.write(piece)
             out.flush()
+            text += piece
+    if not text.endswith("\n"):  # the shell's prompt on a line of its own
+        out.write("\n")
+    out.flush()
     s = model.last_stats
     kv = model.kv_cache_bytes(len(ids) + args.max_new_tokens)  # sized for this request, not n_ctx
-    cache = "off (--no-cache)" if args.no_cache else f"on, {kv / 1e6:.1f} MB"
-    out.write(f"\n\n[prefill {s.prompt_tokens} tokens: {_rate(s.prefill_tok_s)} | "
-              f"decode {max(s.new_tokens - 1, 0)} tokens: {_rate(s.decode_tok_s)} ({s.engine or 'no'} engine) | "
-              f"KV cache {cache} | memory beyond the weights about {need / 1e6:.1f} MB]\n")
+    cache = "off (--no-cache)" if args.no_cache else f"on, {in_units(kv)}"
+    # the first new token comes out of the prefill's last logits: decode made the others
+    print(f"[prefill {counted(s.prompt_tokens, 'token')}: {_rate(s.prefill_tok_s)} | "
+          f"decode {counted(max(s.new_tokens - 1, 0), 'more token')}: {_rate(s.decode_tok_s)} "
+          f"({s.engine or 'no'} engine) | KV cache {cache} | memory beyond the weights about {in_units(need)}]",
+          file=sys.stderr)
     return 0
 
 
@@ -124,12 +172,23 @@ def _tokenize(args) -> int:
 
     tok = read_tokenizer(open_gguf(args.gguf or smollm2_path()))
     ids = tok.encode(args.text)
-    print(f"{len(ids)} tokens: {ids}")
-    for i, piece in zip(ids, tok.pieces(ids)):
+    n, cut = len(ids), len(ids) > SHOWN_IDS and not args.all
+    rows = list(zip(range(n), ids, tok.pieces(ids)))
+    if cut:  # the first and last few, and how many lie between
+        rows = rows[:EDGE_IDS] + rows[-EDGE_IDS:]
+        left_out = n - 2 * EDGE_IDS
+        listed = (", ".join(map(str, ids[:EDGE_IDS])) + f", … {left_out} more …, "
+                  + ", ".join(map(str, ids[-EDGE_IDS:])))
+        print(f"{counted(n, 'token')}: [{listed}] (--all shows every one)")
+    else:
+        print(f"{counted(n, 'token')}: {ids}")
+    for k, i, piece in rows:
         raw = tok.token_bytes(i)
         try:
             shown = repr(raw.decode("utf-8"))
         except UnicodeDecodeError:  # part of a character split across tokens: show its bytes
             shown = repr(raw)
+        if cut and k == n - EDGE_IDS:
+            print(f"{'…':>7}  ({left_out} more tokens)")
         print(f"{i:>7}  {piece:<20} {shown}")
     return 0

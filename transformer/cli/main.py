@@ -6,6 +6,7 @@ function; the handlers import the heavy parts (models, plots) only when run.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 
@@ -22,12 +23,41 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {shown(message)} (see {self.prog} --help)\n")
 
 
+class CommandParser(OneLineParser):
+    """A sub-command's parser: an argument it does not know is refused here, naming the command and the
+    closest option it has (argparse hands a sub-command's leftovers to the top parser, whose message
+    names neither)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized(extras, [s for a in self._actions for s in a.option_strings]))
+        return namespace, extras
+
+
+def unrecognized(extras: list[str], options: list[str]) -> str:
+    """The message for arguments a command does not take: the mistyped options if any (a word after one
+    is read as its value or as the next argument, and is no news), each with the closest option it has.
+
+    >>> unrecognized(["--max-new-tokns", "hi"], ["--max-new-tokens", "--temperature"])
+    'unrecognized arguments: --max-new-tokns; did you mean --max-new-tokens?'
+    """
+    flags = [a for a in extras if a.startswith("-") and not a.lstrip("-").replace(".", "", 1).isdigit()]
+    message = f"unrecognized arguments: {' '.join(flags or extras)}"
+    guesses = [g[0] for g in (difflib.get_close_matches(f.split("=", 1)[0], options, n=1) for f in flags) if g]
+    return message + (f"; did you mean {' or '.join(guesses)}?" if guesses else "")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from ..version import __version__
+
     parser = OneLineParser(
         prog="python -m transformer",
         description="Transformer attention in NumPy on real models: SmolLM2-135M (decoder) "
                     "and all-MiniLM-L6-v2 (encoder).")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # Not required: with no command, main() prints this help rather than argparse's one line "required: COMMAND"
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     # sub-commands, one register() per area: generate, tokenize | count | embed, attention | train | check | serve
     cli_decoder.register(sub)
     cli_count.register(sub)
@@ -65,7 +95,11 @@ def _check_text_arguments(args) -> None:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # `python -m transformer` alone: the commands, as --help lists them
+        parser.print_help(sys.stderr)
+        return 2
     try:
         _check_text_arguments(args)
         return int(args.func(args) or 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["shown"]
+__all__ = ["shown", "counted"]
 
 
 def shown(text) -> str:
@@ -18,3 +18,8 @@ def shown(text) -> str:
     '\\n', '\\x1b', '\\udcff'; printable text, spaces and non-ASCII letters stay as they are."""
     s = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
+
+
+def counted(n: int, noun: str) -> str:
+    """n and the noun, plural unless n is 1: counted(1, "token") is '1 token', counted(3, "token") '3 tokens'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .shown import shown
+from .shown import counted, shown
 
 TASKS = ("induction", "translate")
 
@@ -32,7 +32,10 @@ def register(sub) -> None:
                    help="optimizer steps (default: the task's own schedule, which reaches its threshold)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and the data (default 0)")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="write DIR/checkpoint.npz and DIR/metrics.json (default: keep nothing)")
+                   help="write DIR/checkpoint.npz and DIR/metrics.json (default: keep nothing); a checkpoint of the "
+                        "other task already there is kept unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="let --out replace a checkpoint of the other task (one of the same task is always replaced)")
     p.add_argument("--packed", action="store_true",
                    help="induction: train on packed rows (document mask, restarted positions) instead of padded ones")
     p.add_argument("--workers", type=int, default=1,
@@ -59,6 +62,24 @@ def check_train_options(args) -> None:
         if not args.out.strip():
             raise ValueError("--out must name a folder, got an empty string")
         writable_folder(Path(args.out))
+        other = checkpoint_task(Path(args.out))
+        if other is not None and other != args.task and not args.force:
+            what = shown(other) if other.startswith("kind ") else f"the {shown(other)} task"
+            raise ValueError(f"{shown(Path(args.out) / 'checkpoint.npz')} holds a model of {what}, which training "
+                             f"{args.task} would replace: give another --out, or add --force to replace it")
+
+
+def checkpoint_task(out: Path) -> str | None:
+    """The task of the model out/checkpoint.npz holds: its config's "task", else the task of its "kind"
+    (a translate checkpoint names only its kind, seq2seq), else the kind itself; None when there is no
+    checkpoint. Read from the config, no weight read (writable_folder refused a file that is not one)."""
+    from ..train.checkpoint import checkpoint_contents
+
+    if not (out / "checkpoint.npz").is_file():
+        return None
+    config, _ = checkpoint_contents(out)
+    kind = config.get("kind")
+    return str(config.get("task") or {"seq2seq": "translate", "decoder": "induction"}.get(kind, f"kind {kind!r}"))
 
 
 def _train(args) -> int:
@@ -156,12 +177,12 @@ def check_generation_memory(need: int, what: str) -> None:
     """Refuse, before any step, a generation whose KV cache and attention need more than the memory
     the system reports available (as `generate` does for SmolLM2): a config's n_max sets the
     default length, and a checkpoint from elsewhere may say 2⁴⁰."""
-    from .memory import available_bytes
+    from .memory import available_bytes, in_units
 
     limit = available_bytes()
     if limit is not None and need > limit:
-        raise ValueError(f"{what} needs about {need / 1e9:.2f} GB (KV cache and attention), over the memory "
-                         f"available ({limit / 1e9:.2f} GB): lower --max-new-tokens")
+        raise ValueError(f"{what} needs about {in_units(need)} (KV cache and attention), over the memory "
+                         f"available ({in_units(limit)}): lower --max-new-tokens")
 
 
 def generation_bytes(L: int, h_kv: int, h: int, d_h: int, n_prompt: int, n_total: int, itemsize: int) -> int:
@@ -189,25 +210,31 @@ def _logits_named(args, run):
 def _continue_ids(args) -> int:
     from ..models.llama_params import llama_from_params
     from ..tasks.induction import load_decoder
+    from .sampling_options import sampling_seed
 
     params, cfg, config = load_decoder(args.checkpoint)
     first = int(config.get("first_token", 0)) if isinstance(config.get("first_token", 0), int) else 0
     ids = parse_ids(args.prompt, cfg.v, first)
     room = cfg.n_max - len(ids)
+    prompt = f"a prompt of {counted(len(ids), 'token')}"
     if room < 0:
-        raise ValueError(f"a prompt of {len(ids)} tokens is longer than the model's n_max={cfg.n_max}")
+        raise ValueError(f"{prompt} is longer than the model's n_max={cfg.n_max}")
     new = room if args.max_new_tokens is None else args.max_new_tokens
     if new > room:
-        raise ValueError(f"a prompt of {len(ids)} tokens + --max-new-tokens {new} = {len(ids) + new} is over the "
+        raise ValueError(f"{prompt} + --max-new-tokens {new} = {len(ids) + new} is over the "
                          f"model's n_max={cfg.n_max}: lower --max-new-tokens to at most {room}")
     model = llama_from_params(params, cfg)  # the Llama of SmolLM2, holding these weights: one generation loop
-    check_generation_memory(model.generation_bytes(len(ids), new), f"a prompt of {len(ids)} tokens + {new} new ones")
-    out = _logits_named(args, lambda: model.generate(ids, new, args.temperature, args.top_k, args.top_p, args.seed,
-                                                     stop_at_eos=False))
+    check_generation_memory(model.generation_bytes(len(ids), new), f"{prompt} + {new} new ones")
+    seed = sampling_seed(args)
+    if seed != args.seed:  # drawn for this run: printed, so that a good sample can be had again with --seed
+        print(f"seed: {seed}", file=sys.stderr, flush=True)
+    # ids below first_token (0: padding) are refused in a prompt, and never generated either
+    out = _logits_named(args, lambda: model.generate(ids, new, args.temperature, args.top_k, args.top_p, seed,
+                                                     stop_at_eos=False, suppress_tokens=range(first)))
     how = "greedily" if args.temperature == 0 else f"sampled at temperature {args.temperature:g}"
     print(" ".join(map(str, ids)) + " | " + " ".join(map(str, out)))
-    print(f"[{len(ids)} prompt ids, {len(out)} generated {how} by the {config.get('task', 'trained')} decoder "
-          f"({model.last_stats.engine} engine); after | the model's own]", file=sys.stderr)
+    print(f"[{counted(len(ids), 'prompt id')}, {len(out)} generated {how} by the {config.get('task', 'trained')} "
+          f"decoder ({model.last_stats.engine} engine); after | the model's own]", file=sys.stderr)
     return 0
 
 
@@ -228,8 +255,8 @@ def _translate(args) -> int:
         raise ValueError(f"{unknown[0]!r} is not a word of the source language; its words are "
                          f"{' '.join(sorted(source))}")
     if len(words) >= cfg.n_max:
-        raise ValueError(f"a sentence of {len(words)} words is too long for this model (n_max={cfg.n_max}): "
-                         f"at most {cfg.n_max - 1}")
+        raise ValueError(f"a sentence of {counted(len(words), 'word')} is too long for this model "
+                         f"(n_max={cfg.n_max}): at most {cfg.n_max - 1}")
     src = np.array([[vocab.id_of(w) for w in words]], dtype=np.int64)  # [1, n_src]
     if args.max_new_tokens == 0:
         raise ValueError("--max-new-tokens 0: a translation takes at least one step (give ≥ 1, or leave it out)")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from ..require import require_int
 
-__all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "hf_config", "from_hf", "load_config",
+__all__ = ["ModelConfig", "HF_CONFIGS", "BUILTIN_NAMES", "BUILTIN_ALIASES", "builtin_name", "builtin_names",
+           "hf_config", "from_hf", "load_config",
            "MAX_JSON_BYTES", "check_capped", "read_capped", "read_json", "need_keys", "key_int", "key_real", "key_flag",
            "with_keys"]
 
@@ -133,15 +134,34 @@ HF_CONFIGS: dict[str, dict] = {
     },
 }
 BUILTIN_NAMES = tuple(HF_CONFIGS)
+BUILTIN_ALIASES = {"smollm2": "smollm2-135m", "minilm": "minilm-l6"}  # the short names `attention --model` takes
 
 _LLAMA_TYPES = ("llama", "mistral", "qwen2", "phi3")
 
 
+def builtin_name(name) -> str | None:
+    """The built-in config a name means, in any case or by its short alias; None for any other name.
+
+    >>> builtin_name("SmolLM2-135M"), builtin_name("minilm"), builtin_name("Llama-3-8B"), builtin_name("gpt-5")
+    ('smollm2-135m', 'minilm-l6', 'llama-3-8b', None)
+    """
+    key = str(name).lower()
+    key = BUILTIN_ALIASES.get(key, key)
+    return key if key in HF_CONFIGS else None
+
+
+def builtin_names() -> str:
+    """The names a built-in config answers to, for a message: 'smollm2-135m (or smollm2), …, in any case'."""
+    short = {full: alias for alias, full in BUILTIN_ALIASES.items()}
+    return ", ".join(f"{n} (or {short[n]})" if n in short else n for n in BUILTIN_NAMES) + ", in any case"
+
+
 def hf_config(name: str) -> dict:
-    """A copy of the built-in config.json dict for `name`."""
-    if name not in HF_CONFIGS:
-        raise ValueError(f"unknown model name {name!r}: built-in names are {', '.join(BUILTIN_NAMES)}")
-    return dict(HF_CONFIGS[name])
+    """A copy of the built-in config.json dict for `name` (any case; smollm2 and minilm as short names)."""
+    key = builtin_name(name)
+    if key is None:
+        raise ValueError(f"unknown model name {name!r}: built-in names are {builtin_names()}")
+    return dict(HF_CONFIGS[key])
 
 
 def need_keys(cfg: dict, keys, model_type: str) -> list[int]:
@@ -316,15 +336,19 @@ def load_config(config) -> ModelConfig:
         return config
     if isinstance(config, (str, os.PathLike)):
         s = os.fspath(config)
-        if s in HF_CONFIGS:
-            return from_hf(HF_CONFIGS[s], name=s)
+        name = builtin_name(s)
+        if name is not None:
+            return from_hf(HF_CONFIGS[name], name=name)
         if os.path.isdir(s):  # a model folder: read the config.json inside it
             s = os.path.join(s, "config.json")
         if s.endswith(".json") or os.path.sep in s:
             if not os.path.exists(s):
                 raise FileNotFoundError(f"config file {s!r} not found")
             return _read_config_file(s)
-        raise ValueError(f"unknown model name {s!r}: built-in names are {', '.join(BUILTIN_NAMES)}, "
+        if os.path.isfile(s):  # README.md: a file, but neither a name nor a config.json
+            raise ValueError(f"{s!r} is a file but not a config.json: give the path of a model's config.json (or "
+                             f"of its folder), or a built-in name: {builtin_names()}")
+        raise ValueError(f"unknown model name {s!r}: built-in names are {builtin_names()}, "
                          "or give a path to a config.json")
     if isinstance(config, dict):
         return from_hf(config)

@@ -106,7 +106,7 @@ def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):
 
 
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
-                stats: GenerationStats | None = None):
+                stats: GenerationStats | None = None, suppress=()):
     """The loop: yields (the b new ids [b], which rows were still live [b] bool) at each step (NumPy), after
     feeding the prompts x [b, n_p]. A row that is no longer live was fed padding: its id is no output.
 
@@ -115,14 +115,21 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     each token is sampled by the bare core. A row that produced a stop id is done: it is fed `pad` from
     then on, and the loop ends when every row is done or after max_new_tokens steps. The logits are
     checked (NaN, +inf, a row of -inf) before anything is sampled from them. Timings go to `stats`.
+    suppress: ids that are never chosen (padding, ids outside a trained vocabulary): their logits are set
+    to -inf before sampling, so greedy and sampled steps alike pick among the others (HF's suppress_tokens).
     """
     stats = GenerationStats() if stats is None else stats
     stop_ids = np.fromiter(stop, dtype=np.int64, count=len(stop))
+    banned = np.fromiter(suppress, dtype=np.int64, count=len(suppress))
     done = np.zeros(x.shape[0], dtype=bool)
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
         logits = to_host(step(x))  # [b, v] on the host (syncs the device)
         sampling_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
+        if banned.size:  # a copy: an engine may reuse its logits buffer at the next step
+            logits = logits.copy()
+            logits[:, banned] = -np.inf  # [b, v]
+            sampling_checks.step_logits(logits, s)  # every id left at -inf: "no token is possible", named
         nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
         t1 = time.perf_counter()
         stats.steps.append(t1 - t0)

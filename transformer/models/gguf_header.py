@@ -24,13 +24,15 @@ import os
 import struct
 
 __all__ = ["VALUE_SIZES", "MAX_KEY_BYTES", "MAX_TENSOR_NAME_BYTES", "MAX_DIMS", "MAX_KV", "MAX_TENSORS",
-           "MAX_ARRAY_ELEMENTS", "MAX_STRING_BYTES", "block_sizes", "check_gguf"]
+           "MAX_ARRAY_ELEMENTS", "MAX_STRING_BYTES", "block_sizes", "check_gguf", "scalar_value"]
 
 STRING, ARRAY = 8, 9  # GGUF value types that carry a length
 VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # u8 i8 u16 i16 u32 i32 f32 bool u64 i64 f64
 TYPE_NAMES = {0: "UINT8", 1: "INT8", 2: "UINT16", 3: "INT16", 4: "UINT32", 5: "INT32", 6: "FLOAT32", 7: "BOOL",
               8: "STRING", 9: "ARRAY", 10: "UINT64", 11: "INT64", 12: "FLOAT64"}
 UINT32 = 4
+# the struct format of each scalar value type, as VALUE_SIZES lists them
+SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 MAX_KEY_BYTES = 65535            # the specification: a key is at most 2¹⁶ − 1 bytes
 MAX_TENSOR_NAME_BYTES = 63       # llama.cpp's GGML_MAX_NAME (64) counts the terminating NUL
@@ -150,8 +152,8 @@ def check_tensor_info(cur: Cursor, i: int, names: set, sizes: dict) -> tuple[str
     return name, offset, n // block * type_bytes
 
 
-def check_layout(cur: Cursor, sizes: dict):
-    """Walk header, key/values and tensor infos; each tensor's data must lie inside the file."""
+def check_header(cur: Cursor) -> tuple[int, int]:
+    """Walk the header (magic, version, two counts bounded by the bytes left) -> (tensor count, key/value count)."""
     cur.need(HEADER_BYTES, "the header")
     if bytes(cur.buf[:4]) != b"GGUF":
         raise ValueError(f"not a GGUF file: it starts with {bytes(cur.buf[:4])!r}, not b'GGUF'")
@@ -171,6 +173,12 @@ def check_layout(cur: Cursor, sizes: dict):
                              f"{count * least} bytes), but only {cur.left} bytes remain")
         if count > limit:
             raise ValueError(f"the header declares {count} {what}, over the limit of {limit}")
+    return n_tensors, n_kv
+
+
+def check_layout(cur: Cursor, sizes: dict):
+    """Walk header, key/values and tensor infos; each tensor's data must lie inside the file."""
+    n_tensors, n_kv = check_header(cur)
     keys, budget, alignment = set(), [0], 32
     for i in range(n_kv):
         key = cur.text(f"key #{i}", MAX_KEY_BYTES)
@@ -220,3 +228,27 @@ def check_gguf(path) -> None:
             raise ValueError(f"truncated or corrupt: the header needs {HEADER_BYTES} bytes, the file has {size}")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             check_layout(Cursor(buf, size), sizes)
+
+
+def scalar_value(path, key: str):
+    """One scalar metadata value (an integer, a float or a bool) read without a gguf.GGUFReader: the key/values
+    are walked as check_gguf walks them, with the same bounds, up to `key`. None when the file has no such key
+    or holds a string or an array there. What a command checks a request against before loading the weights
+    (SmolLM2's llama.context_length: under a millisecond, where building the reader takes 3 s)."""
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if size < HEADER_BYTES:
+            raise ValueError(f"truncated or corrupt: the header needs {HEADER_BYTES} bytes, the file has {size}")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            cur = Cursor(buf, size)
+            _, n_kv = check_header(cur)
+            budget = [0]
+            for i in range(n_kv):
+                name = cur.text(f"key #{i}", MAX_KEY_BYTES)
+                vtype = cur.number("I", f"the value type of {name!r}")
+                if name == key:
+                    scalar = vtype in SCALAR_FORMATS
+                    return cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}") if scalar else None
+                check_value(cur, name, vtype, budget)
+    return None

@@ -419,12 +419,13 @@ class Llama:
 
     @checked_by(checks.llama_stream)
     def stream(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
-               seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True):
+               seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True, suppress_tokens=()):
         """An iterator of the new token ids, one at a time (see `generate`).
 
         The request is checked at the door, before the first token is asked for.
         """
         ids = self.encode(prompt)
+        suppress_tokens = tuple(int(i) for i in suppress_tokens)  # checked at the door: ids in [0, v)
         sampling = sampling_settings(temperature, top_k, top_p)  # checked at the door: now Python numbers
         max_new_tokens = int(max_new_tokens)
         self.last_stats = stats = GenerationStats(prompt_tokens=len(ids))
@@ -433,15 +434,18 @@ class Llama:
         cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position it reaches
         x, stop = np.asarray([ids], dtype=np.int64), self._stop_ids() if stop_at_eos else set()  # [1, n]
         device = device_kind(self, cache, sampling, stop) if use_cache and max_new_tokens > 0 else None
+        if suppress_tokens:  # the device step samples over every id: the host loop masks the suppressed ones
+            device = None
         if device:  # the decode step on the GPU, sampling there too
             rows = device_rows(device, self, x, cache, cos, sin, max_new_tokens, sampling, seed, stop, stats)
         else:
             rows = decode_rows(self._step(cache, cos, sin, use_cache), x, max_new_tokens, sampling,
-                               rng=np.random.default_rng(seed), stop=stop, stats=stats)
+                               rng=np.random.default_rng(seed), stop=stop, stats=stats, suppress=suppress_tokens)
         return (int(nxt[0]) for nxt, _ in rows)
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None, top_p=None,
-                 seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True) -> list[int]:
+                 seed=None, use_cache: bool = True, cache=None, stop_at_eos: bool = True,
+                 suppress_tokens=()) -> list[int]:
         """Continue `prompt` (text or ids); return the new ids (ending with EOS if it came).
 
         temperature 0 is greedy; otherwise sample from softmax(logits / T) after top-k and
@@ -453,9 +457,11 @@ class Llama:
         On a GPU (CuPy, float32, one prompt) the decode steps run as a CUDA graph that also samples
         ("graph", `device_step`): greedy gives the same ids; a temperature, top-k and top-p draw from the
         same distribution with the device's own random stream, reproducible from `seed`.
+        suppress_tokens: ids never generated (a trained decoder's padding id): their logits are -inf
+        before each step's choice, greedy or sampled; the steps then run in the host loop.
         """
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache,
-                                stop_at_eos))
+                                stop_at_eos, suppress_tokens))
 
     @checked_by(checks.llama_generate_batch)
     def generate_batch(self, prompts, max_new_tokens: int = 64, temperature: float = 0.0, top_k=None,

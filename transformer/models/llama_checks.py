@@ -70,7 +70,8 @@ def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, 
     require_int(max_new_tokens=max_new_tokens)
     sampling_checks.check_sampling(temperature, top_k, top_p)
     if n_prompt + max_new_tokens > self.config.n_ctx:
-        raise ValueError(f"a prompt of {n_prompt} tokens + max_new_tokens={max_new_tokens} = "
+        tokens = f"{n_prompt} token{'s' if n_prompt != 1 else ''}"
+        raise ValueError(f"a prompt of {tokens} + max_new_tokens={max_new_tokens} = "
                          f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
                          f"n_ctx={self.config.n_ctx}: shorten the prompt or lower max_new_tokens")
 
@@ -166,7 +167,8 @@ def llama_next_token_probs(self: Llama, prompt, k):
     return {"prompt": llama_logits(self, prompt)["ids"]}  # the prompt, as logits checks it
 
 
-def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos):
+def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p, seed, use_cache, cache, stop_at_eos,
+                 suppress_tokens):
     ids = self.encode(prompt)
     if not ids:
         raise ValueError("the prompt is empty: give at least one token")
@@ -175,7 +177,25 @@ def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p,
     require_bool(use_cache=use_cache, stop_at_eos=stop_at_eos)
     if use_cache and cache is not None:
         given_cache(self, cache, len(ids) + int(max_new_tokens))
-    return {"prompt": ids}
+    return {"prompt": ids, "suppress_tokens": suppressed_ids(self, suppress_tokens)}
+
+
+def suppressed_ids(self: Llama, suppress_tokens) -> tuple:
+    """Ids in [0, v), as a tuple, leaving at least one id that may be generated."""
+    try:
+        ids = tuple(suppress_tokens)
+    except TypeError:
+        raise TypeError("suppress_tokens must be a collection of token ids, "
+                        f"got {type(suppress_tokens).__name__}") from None
+    for i, t in enumerate(ids):
+        require_int(**{f"suppress_tokens[{i}]": t})
+    v = self.config.v
+    bad = [int(t) for t in ids if not 0 <= int(t) < v]
+    if bad:
+        raise ValueError(f"suppress_tokens must lie in [0, {v}), got {bad[:5]}")
+    if len(set(map(int, ids))) >= v:
+        raise ValueError(f"suppress_tokens holds every id of the vocabulary (v={v}): no token could be generated")
+    return tuple(int(t) for t in ids)
 
 
 def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos):

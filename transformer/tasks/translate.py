@@ -144,7 +144,7 @@ def train_translation(*, steps: int = DEFAULT_STEPS, seed: int = 0, out=None, pr
                              batches(make, seed, steps), steps=steps, lr_max=r["lr_max"],
                              warmup=min(r["warmup"], steps), min_lr=r["min_lr"], clip=r["clip"],
                              weight_decay=r["weight_decay"], betas=r["betas"], progress=progress, on_step=on_step,
-                             desc="translation")
+                             desc="translate")
         t0 = time.perf_counter()
         _, held = translation_split(seed, 0, HELDOUT_SENTENCES // 128, 128)
         exact, _ = translation_exact_match(params, cfg, held, vocab)
