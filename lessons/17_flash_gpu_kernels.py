@@ -256,8 +256,10 @@ for d_h_b in (64, 128):
 # %%
 try:
     cp = T.namespace("cupy")  # raises with a clear message without CuPy or a GPU
-except RuntimeError as e:
-    print(f"no GPU here ({e}); on a GPU machine, benchmarks/bench_gpu.py times the kernels against torch")
+except RuntimeError as e:  # the expected path on a machine without a GPU: say so, and why, on its own line
+    print("This machine has no GPU that CuPy can use, so this cell ends here; with one it compares the kernels")
+    print("with the NumPy tiles of lesson 09, and benchmarks/bench_gpu.py times them against torch.")
+    print(f"(why: {str(e).splitlines()[0]})")
 else:
     q, k, v = (rng.standard_normal((1, 4, 1000, 64)).astype(np.float32) for _ in range(3))
     ref = T.flash_attention(q, k, v, causal=True)
