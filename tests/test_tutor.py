@@ -325,6 +325,30 @@ def test_bad_arguments_are_one_line(argv, phrase):
     assert proc.returncode == 2 and phrase in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+# filter_logits written out, with three places a learner's version differs: how the logits are read,
+# how they are divided by T, and the top-p boundary
+FILTER_LOGITS = """
+    def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+        x = {asarray}
+        if temperature == 0:
+            return np.where(np.arange(x.shape[-1]) == x.argmax(-1)[..., None], x, -np.inf)
+        x = {divide}
+        if top_k is not None:
+            kth = np.sort(x, axis=-1)[..., -top_k][..., None]
+            x = np.where(x >= kth, x, -np.inf)
+        if top_p is not None:
+            p = np.exp(x - x.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            order = np.argsort(-p, axis=-1, kind="stable")
+            ps = np.take_along_axis(p, order, -1)
+            keep_sorted = np.cumsum(ps, -1) - ps {below} top_p
+            keep = np.zeros_like(keep_sorted)
+            np.put_along_axis(keep, order, keep_sorted, -1)
+            x = np.where(keep, x, -np.inf)
+        return x
+    """
+
+
 # --- known mistakes each spec recognises (review of the checker by a learner) ------------------------------
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
 KNOWN_MISTAKES = [
@@ -374,46 +398,10 @@ KNOWN_MISTAKES = [
             g = x @ W_gate
             return g / (1 + np.exp(-g)) * (x @ W_up)
         """, "did you skip the last product, @ W_down"),
-    ("11", "filter_logits", """
-        def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
-            x = np.asarray(logits)
-            if temperature == 0:
-                return np.where(np.arange(x.shape[-1]) == x.argmax(-1)[..., None], x, -np.inf)
-            x = x / x.dtype.type(temperature)
-            if top_k is not None:
-                kth = np.sort(x, axis=-1)[..., -top_k][..., None]
-                x = np.where(x >= kth, x, -np.inf)
-            if top_p is not None:
-                p = np.exp(x - x.max(-1, keepdims=True))
-                p /= p.sum(-1, keepdims=True)
-                order = np.argsort(-p, axis=-1, kind="stable")
-                ps = np.take_along_axis(p, order, -1)
-                keep_sorted = np.cumsum(ps, -1) - ps <= top_p
-                keep = np.zeros_like(keep_sorted)
-                np.put_along_axis(keep, order, keep_sorted, -1)
-                x = np.where(keep, x, -np.inf)
-            return x
-        """, "strictly below p (<, not ≤)"),
-    ("11", "filter_logits", """
-        def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
-            x = np.asarray(logits, dtype=float)
-            if temperature == 0:
-                return np.where(np.arange(x.shape[-1]) == x.argmax(-1)[..., None], x, -np.inf)
-            x = x / temperature
-            if top_k is not None:
-                kth = np.sort(x, axis=-1)[..., -top_k][..., None]
-                x = np.where(x >= kth, x, -np.inf)
-            if top_p is not None:
-                p = np.exp(x - x.max(-1, keepdims=True))
-                p /= p.sum(-1, keepdims=True)
-                order = np.argsort(-p, axis=-1, kind="stable")
-                ps = np.take_along_axis(p, order, -1)
-                keep_sorted = np.cumsum(ps, -1) - ps < top_p
-                keep = np.zeros_like(keep_sorted)
-                np.put_along_axis(keep, order, keep_sorted, -1)
-                x = np.where(keep, x, -np.inf)
-            return x
-        """, "float32 logits come back as float64"),
+    ("11", "filter_logits", FILTER_LOGITS.format(asarray="np.asarray(logits)", divide="x / x.dtype.type(temperature)",
+                                                 below="<="), "strictly below p (<, not ≤)"),
+    ("11", "filter_logits", FILTER_LOGITS.format(asarray="np.asarray(logits, dtype=float)", divide="x / temperature",
+                                                 below="<"), "float32 logits come back as float64"),
     ("18", "softmax_backward", """
         def softmax_backward(dP, P):
             return P * (dP - (dP * P).sum(axis=-2, keepdims=True))

@@ -22,20 +22,9 @@ from transformer.tutor.compare import compare
 from transformer.tutor.report import format_result, format_summary
 from transformer.tutor.run import check_function, load_workbook_file
 
+from test_tutor import result_of, write_workbook  # tests/ is on the path
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def write_workbook(folder: Path, lesson: str, source: str = "") -> Path:
-    """A workbook file for `lesson`: the package's functions, then `source` redefining some of them."""
-    names = ", ".join(s.name for s in LESSON_SPECS[lesson])
-    path = folder / f"{lesson}_planted.py"
-    path.write_text(f"import math\nimport numpy as np\nfrom transformer import {names}\n\n"
-                    + textwrap.dedent(source), encoding="utf-8")
-    return path
-
-
-def result_of(report, name):
-    return next(r for r in report.results if r.name == name)
 
 
 def learner(tmp_path, source, name):
