@@ -473,7 +473,7 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
                   "included); key tiles read by `T.cuda_kernels.key_tiles_read`; |Δ|: the packed output against "
                   "each document run alone through the same kernel.", "",
                   "| dtype | kernel | one sequence ms | packed ms | speed-up | key tiles read | fewer tiles | "
-                  "max |Δ| vs alone |", "|:---:|:---|---:|---:|---:|---:|---:|---:|"]
+                  r"max \|Δ\| vs alone |", "|:---:|:---|---:|---:|---:|---:|---:|---:|"]
         for r in packed:
             if r.get("error"):
                 lines.append(f"| {r['dtype']} | {r['kernel']} | failed | | | | | |")
@@ -488,7 +488,7 @@ def markdown(rows, model, meta, packed=None, backward=None) -> str:
                   "through SDPA; TFLOP/s count 2.5× the forward's FLOPs; |Δ|: the largest difference of dQ, dK, "
                   "dV to torch's over the largest entry of each.", "",
                   "| n | dtype | kernel | kernel ms | torch ms | kernel / torch | kernel TFLOP/s | torch TFLOP/s | "
-                  "max |Δ| (dq, dk, dv) | kernel MiB |", "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  r"max \|Δ\| (dq, dk, dv) | kernel MiB |", "|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in backward:
             t, tt = r.get("kernel_s"), r.get("torch_s")
             diffs = ", ".join(f"{r[f'{g}_max_rel_diff_vs_torch']:.0e}" for g in ("dq", "dk", "dv")

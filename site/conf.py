@@ -16,6 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from sphinx import addnodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "site"
 STATIC_BUILD = ROOT / "_build" / "site_static"  # what this build adds to _static: MathJax, the views
@@ -46,6 +49,34 @@ language = "en"
 # ("[source]") and from the lessons' boxes (site/lesson_reader.py)
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode"]
 viewcode_follow_imported_members = True  # transformer.softmax's source is transformer/core/attention.py's
+
+
+@functools.lru_cache(maxsize=None)
+def viewcode_source(app, modname: str):
+    """viewcode's (code, tags) of a module of the package, with the names T exports under another name
+    tagged where the object is defined: T.llama_forward is models/llama.py's `forward`, and viewcode,
+    which looks its tags up by the documented name, would give it no [source] link and no anchor (the
+    lessons' boxes, site/lesson_reader.py, link to the same anchors)."""
+    import inspect
+
+    from api_pages import public_names
+    from sphinx.pycode import ModuleAnalyzer
+
+    if not modname.startswith("transformer."):
+        return None
+    try:
+        analyzer = ModuleAnalyzer.for_module(modname)
+        analyzer.find_tags()
+    except Exception:  # not a module of source: viewcode decides, as without this hook
+        return None
+    tags = dict(analyzer.tags)
+    for name, obj in (pair for names in public_names().values() for pair in names):
+        real = inspect.unwrap(obj)
+        if real.__module__ == modname and real.__qualname__ != name:  # an alias; a class's methods too
+            tags.update({name + key[len(real.__qualname__):]: tag for key, tag in analyzer.tags.items()
+                         if key == real.__qualname__ or key.startswith(real.__qualname__ + ".")})
+    return analyzer.code, tags
+
 
 # Only these are pages; the staging folder also holds README.md, lessons/README.md and the lessons'
 # table, which the home page includes.
@@ -350,6 +381,22 @@ def drop_fontawesome_js(app, exception):
         f.unlink()
 
 
+class FileNameLinksAsTitles(SphinxPostTransform):
+    """A Markdown link whose text is the file it points to (`[gpu.md](gpu.md)`, which reads well on
+    GitHub) shows that page's title on the site; it runs before myst resolves the link (priority 9)."""
+    default_priority = 5
+
+    def run(self, **kwargs):
+        for node in self.document.findall(addnodes.pending_xref):
+            target, text = node.get("reftarget") or "", node.astext().strip()
+            if (node.get("refdomain") != "doc" or not text.endswith(".md") or len(node) != 1
+                    or not ("/" + target).endswith("/" + text.removesuffix(".md"))
+                    or target not in self.env.titles):
+                continue
+            del node[0][:]
+            node[0].extend(child.deepcopy() for child in self.env.titles[target].children)
+
+
 def setup(app):
     app.connect("build-finished", drop_fontawesome_js)
     app.connect("html-page-context", download_menu, priority=502)  # after the theme made the menu (501)
@@ -359,3 +406,5 @@ def setup(app):
     app.connect("env-before-read-docs", run_lessons_in_parallel, priority=600)  # after the sort
     app.connect("source-read", copy_figures)
     app.connect("builder-inited", export_views)
+    app.connect("viewcode-find-source", viewcode_source)
+    app.add_post_transform(FileNameLinksAsTitles)

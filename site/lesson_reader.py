@@ -46,10 +46,11 @@ def public_names() -> dict[str, object]:
     return {name: obj for names in api_pages.public_names().values() for name, obj in names}
 
 
-def source_page(obj) -> str:
-    """The viewcode page of obj, from the site's root: '_modules/transformer/core/attention.html#softmax'."""
-    obj = inspect.unwrap(obj)
-    return f"_modules/{obj.__module__.replace('.', '/')}.html#{obj.__qualname__}"
+def source_page(name: str, obj) -> str:
+    """The viewcode page of T.name, from the site's root: '_modules/transformer/core/attention.html#softmax'.
+    The anchor is the name T exports (site/conf.py's viewcode_source tags an alias such as llama_forward,
+    which models/llama.py defines as `forward`)."""
+    return f"_modules/{inspect.unwrap(obj).__module__.replace('.', '/')}.html#{name}"
 
 
 def functions_used(nb) -> list[str]:
@@ -76,7 +77,7 @@ def top_box(number: str, stem: str, nb) -> str:
     if used:
         objs = public_names()
         items = [f"{{py:obj}}`{name} <transformer.{name}>` "
-                 f'<a class="tfs-source" href="../{source_page(objs[name])}" title="the source of {name}">(source)</a>'
+                 f'<a class="tfs-source" href="../{source_page(name, objs[name])}" title="the source of {name}">(source)</a>'
                  for name in used]
         lines += ["**The package's functions in this lesson**, in the order it first calls them (each links to "
                   "its API entry, then to its source): " + " · ".join(items), ""]

@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -215,6 +216,43 @@ def test_bench_gpu_report_writes_into_out(tmp_path):
     assert data["attention"] == [row] and data["meta"]["load_average"] == busy
     md = (tmp_path / "out" / "gpu.md").read_text(encoding="utf-8")
     assert "CANNOT BE TRUSTED" in md and "| 1024 | float16 | yes | 0.10 | 0.40 |" in md
+
+
+def ragged_table_rows(text: str) -> list[str]:
+    """The rows of a Markdown table whose number of cells differs from their header's: a bare `|` inside
+    a cell (`max |Δ|`) splits it, on GitHub as on the site. An escaped pipe (`\\|`) does not."""
+    bad, header = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+        if header is None:
+            header = cells
+        elif cells != header:
+            bad.append(f"line {number}: {cells} cells under a header of {header}: {line[:70]}")
+    return bad
+
+
+def test_ragged_table_rows_are_found():  # hand-made: the bare pipes of the old GPU report, then escaped
+    assert ragged_table_rows("| a | max |Δ| |\n|---|---|\n| 1 | 2 |\n") != []
+    assert ragged_table_rows("| a | max \\|Δ\\| |\n|---|---|\n| 1 | 2 |\n\ntext\n| x |\n|---|\n") == []
+
+
+def test_gpu_reports_tables_keep_their_columns(tmp_path, capsys):
+    """The GPU writers on the committed results (every section: attention, packed rows, backward, the
+    model; the decode stages), and every committed report: each table row has its header's cells."""
+    gpu, decode = load("bench_gpu.py"), load("bench_decode_gpu.py")
+    data = strict_json(BENCH / "results" / "gpu.json")
+    assert data["packed"] and data["backward"] and data["model"], "the committed GPU results lack a section"
+    gpu.write_report(tmp_path, data["meta"], data["attention"], data["model"], data["packed"], data["backward"])
+    decode.write_report(tmp_path, strict_json(BENCH / "results" / "decode_gpu.json"))
+    reports = [tmp_path / "gpu.md", tmp_path / "decode_gpu.md"] + sorted((BENCH / "results").glob("*.md"))
+    for path in reports:
+        text = path.read_text(encoding="utf-8")
+        assert text.count("\n|") > 3, f"{path} has no table"
+        bad = ragged_table_rows(text)
+        assert not bad, f"{path}:\n  " + "\n  ".join(bad)
 
 
 @pytest.mark.parametrize("name", GPU_BENCHMARKS)

@@ -234,6 +234,15 @@ def test_figures_have_captions_for_alt_text_and_open_larger(site_dir, site_url, 
     wide = p.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
                          .findIndex(i => i.naturalWidth > i.clientWidth * 1.3)""")
     assert wide >= 0, "no figure of lesson 03 is shrunk: nothing to enlarge"
+    # a shrunk figure says it enlarges (a button under it, the zoom-in cursor); one at its size does not
+    p.wait_for_function("""() => [...document.querySelectorAll('article .cell_output img')].every(i =>
+        i.nextElementSibling?.classList.contains('tfs-enlarge')
+        && i.nextElementSibling.hidden === !(i.naturalWidth > i.clientWidth * 1.05))""", timeout=5_000)
+    hint = figures.nth(wide).locator("xpath=following-sibling::button[1]")
+    assert "enlarge" in hint.inner_text() and figures.nth(wide).evaluate("i => getComputedStyle(i).cursor") == "zoom-in"
+    hint.click()
+    p.locator(".tfs-zoom img").wait_for(state="visible", timeout=5_000)
+    p.keyboard.press("Escape")
     figures.nth(wide).click()
     big = p.locator(".tfs-zoom img")
     big.wait_for(state="visible", timeout=5_000)
@@ -337,3 +346,106 @@ def test_lesson_page_weight(site_dir, site_url, browser_context):
     html = (site_dir / "benchmarks" / "results" / "tokenizers.html").read_text(encoding="utf-8")
     if "class=\"math" not in html:
         assert "_static/mathjax/" not in html, "a page without formulas loads MathJax"
+
+
+# ---------------------------------------------------------------- what a visual review found
+def test_menu_button_opens_the_lessons_on_a_phone_and_hides_them_on_a_desktop(browser):
+    """The ☰ above the article: the theme binds the first .primary-toggle, in the hidden top bar;
+    site.js forwards the visible one's click (a dialog below 992 px, the sidebar hidden above)."""
+    with site_support.serve(site_support.SITE_OUT) as url:
+        ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+        p, _ = open_page(ctx, url + "lessons/11_real_llm.html", wait_math=False)
+        lessons = p.locator("dialog[open] nav.bd-links a", has_text="03 · ")
+        assert lessons.count() == 0
+        p.locator(".bd-header-article button.primary-toggle").click()
+        lessons.wait_for(state="visible", timeout=5_000)
+        ctx.close()
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        p, _ = open_page(ctx, url + "lessons/11_real_llm.html", wait_math=False)
+        sidebar = p.locator("nav.bd-links a", has_text="03 · ").first
+        assert sidebar.is_visible()
+        p.locator(".bd-header-article button.primary-toggle").click()
+        sidebar.wait_for(state="hidden", timeout=5_000)
+        assert p.locator("article").evaluate("a => a.getBoundingClientRect().left") < 100, "the sidebar left a gap"
+        ctx.close()
+
+
+# the pages a visual review saw scroll sideways at 390 px: a cuDNN kernel's name and file paths in
+# code, API signatures, a path in a docstring's prose, a code span in a heading
+PHONE_PAGES = ["benchmarks/results/gpu.html", "api/models.html", "api/flash.html", "workbook.html", "docs/gpu.html",
+               "lessons/15_cross_attention.html", "lessons/17_flash_gpu_kernels.html",
+               "lessons/19_training_from_scratch.html"]
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser):
+    """A table, a block of code or a formula may scroll inside its own box; the page may not."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    with site_support.serve(site_support.SITE_OUT) as url:
+        wide = {}
+        for page in PHONE_PAGES:
+            p, _ = open_page(ctx, url + page, wait_math=False)
+            width = p.evaluate("() => document.documentElement.scrollWidth")
+            if width > 390:
+                wide[page] = width
+            p.close()
+    ctx.close()
+    assert not wide, f"pages wider than a 390 px phone: {wide}"
+
+
+def test_boxes_that_scroll_sideways_fade_where_more_lies(browser):
+    """The GPU benchmark's table at 1280 px, and a view's table at 390 px: a fade on the right while
+    more lies to the right, on the left once scrolled (site.js and site.css)."""
+    def faded(box):
+        return box.evaluate("b => [...b.classList].filter(c => c.startsWith('tfs-more-')).sort().join(' ') + "
+                            "' ' + (getComputedStyle(b).maskImage || getComputedStyle(b).webkitMaskImage)")
+
+    with site_support.serve(site_support.SITE_OUT) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        p, _ = open_page(ctx, url + "benchmarks/results/gpu.html", wait_math=False)
+        box = p.locator("article .pst-scrollable-table-container").first
+        assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "the GPU table fits: nothing to hint"
+        assert faded(box).startswith("tfs-more-right linear-gradient"), faded(box)
+        box.evaluate("b => b.scrollLeft = b.scrollWidth")
+        p.wait_for_function("b => !b.classList.contains('tfs-more-right')", arg=box.element_handle(), timeout=5_000)
+        assert faded(box).startswith("tfs-more-left linear-gradient"), faded(box)
+        ctx.close()
+        ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+        p, _ = open_page(ctx, url + "lessons/14_paged_kv.html", wait_math=False)
+        view = p.locator('div.tfs-view[data-view="paged_kv"]').first
+        view.scroll_into_view_if_needed()
+        table = view.locator(".tfs-table").first
+        table.wait_for(timeout=20_000)
+        p.wait_for_function("t => t.classList.contains('tfs-more-right')", arg=table.element_handle(), timeout=5_000)
+        ctx.close()
+
+
+def test_every_source_link_lands_on_its_definition(site_dir):
+    """Each "(source)" of a lesson's box and each [source] of the API pages names an anchor that its
+    source page holds: T.llama_forward, models/llama.py's `forward`, included."""
+    links = set()
+    for page in [*sorted((site_dir / "lessons").glob("*.html")), *sorted((site_dir / "api").glob("*.html"))]:
+        html = page.read_text(encoding="utf-8")
+        links |= {(page.parent / href).resolve().relative_to(site_dir.resolve()).as_posix() + "#" + anchor
+                  for href, anchor in re.findall(r'href="([^"#]*_modules/[^"#]+)#([^"]+)"', html)}
+    assert any(link.endswith("models/llama.html#llama_forward") for link in links), "llama_forward has no source link"
+    missing = []
+    for link in sorted(links):
+        path, anchor = link.split("#")
+        if f'id="{anchor}"' not in (site_dir / path).read_text(encoding="utf-8"):
+            missing.append(link)
+    assert not missing, f"source links to anchors their page lacks: {missing}"
+
+
+def test_links_named_by_their_file_show_the_page_title(site_dir):
+    """`[gpu.md](gpu.md)` reads well on GitHub; on the site the link shows the page's title (conf.py)."""
+    bare = {}
+    for page in sorted(site_dir.glob("docs/*.html")):
+        texts = re.findall(r'<a [^>]*href="[^"]*"[^>]*>(?:<span[^>]*>)?([\w./-]+\.md)(?:</span>)?</a>',
+                           page.read_text(encoding="utf-8"))
+        if texts:
+            bare[page.name] = texts
+    assert not bare, f"links that show a file name: {bare}"
+    title = re.search(r"^# (.+)$", (ROOT / "docs" / "gpu.md").read_text(encoding="utf-8"), re.M).group(1)
+    packing = (site_dir / "docs" / "packing.html").read_text(encoding="utf-8")
+    assert re.search(r'<a class="reference internal" href="gpu.html"><span[^>]*>' + re.escape(title) + "</span></a>",
+                     packing), f"docs/packing.md's link to gpu.md does not read {title!r}"

@@ -205,6 +205,24 @@ def hovered_row(view, page, i: int):
     return int(info.get_attribute("data-top-key")), float(info.get_attribute("data-top-weight"))
 
 
+def check_overview_orientation(view, L: int, h: int):
+    """The overview of every layer and head: a column per layer (left to right), a row per head (top down),
+    for every model, its axes named."""
+    squares = view.locator('canvas[data-role="thumb"]').evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); "
+        "return [Number(e.dataset.layer), Number(e.dataset.head), Math.round(r.left), Math.round(r.top)]; })")
+    assert len(squares) == L * h
+    x = {layer: {left for la, _, left, _ in squares if la == layer} for layer in range(L)}
+    y = {head: {top for _, he, _, top in squares if he == head} for head in range(h)}
+    assert all(len(v) == 1 for v in x.values()), "a layer's squares are not one column"
+    assert all(len(v) == 1 for v in y.values()), "a head's squares are not one row"
+    columns, rows = [min(x[la]) for la in range(L)], [min(y[he]) for he in range(h)]
+    assert columns == sorted(set(columns)), "the layers do not run left to right"
+    assert rows == sorted(set(rows)), "the heads do not run top down"
+    assert "layer" in view.locator('[data-role="overview-columns"]').inner_text()
+    assert f"layers 0–{L - 1}, rows: heads 0–{h - 1}" in view.locator('[data-role="overview"] + div').inner_text()
+
+
 def test_attention_explorer_shows_the_models_weights(page, exported, smollm2, minilm, shots):
     data = exported[1]["attention"]
     view = page.view("attention")
@@ -241,6 +259,8 @@ def test_attention_explorer_shows_the_models_weights(page, exported, smollm2, mi
     assert view.locator('input[data-role="layer"]').input_value() == "3"
     assert view.locator('input[data-role="head"]').input_value() == "2"
     assert "layer 3, head 2" in view.inner_text()
+    check_overview_orientation(view, smollm2.config.L, smollm2.config.h)
+    assert view.locator('input[data-role="head"] ~ output').inner_text() == f"2 (0–{smollm2.config.h - 1})"
 
     # MiniLM: bidirectional, every key in every row
     mini = next(m for m in data["models"] if m["key"] == "minilm")
@@ -254,6 +274,7 @@ def test_attention_explorer_shows_the_models_weights(page, exported, smollm2, mi
     key, top = hovered_row(view, page, it)
     assert key == int(np.argmax(W[it])) and abs(top - float(W[it].max())) < 1e-3
     assert view.locator('[data-role="matrix"] rect.tfs-cell').count() == len(toks) ** 2
+    check_overview_orientation(view, minilm.config.L, minilm.config.h)  # fewer layers than heads: the same way round
     view.screenshot(path=str(shots / "attention_minilm.png"))
 
 
@@ -264,6 +285,10 @@ def test_kv_cache_view_shows_formula_and_measured_bytes(page, exported, smollm2,
     view = page.view("kv_cache")
     n_p = len(smollm2.tokenizer.encode(data["prompt"]))
     gen = smollm2.generate(data["prompt"], len(data["steps"]), stop_at_eos=False)
+    # the head slider: head 1 of SmolLM2's 9 query heads, numbered 0 to 8 (it once read "1 / 8")
+    head = view.locator('input[data-role="head"]')
+    assert (head.get_attribute("min"), head.get_attribute("max")) == ("0", str(smollm2.config.h - 1))
+    assert view.locator('input[data-role="head"] ~ output').inner_text() == f"1 (0–{smollm2.config.h - 1})"
     for step in (5, 0, len(data["steps"]) - 1):
         set_range(view, "step", step)
         n = n_p + step  # the prompt, then one token per decode step

@@ -1,5 +1,6 @@
-// The course's page helpers, no library: a "copy" button on each block of code, and a figure shown
-// at its full size (scrollable) when clicked, as the column shrinks a wide figure's text.
+// The course's page helpers, no library: a "copy" button on each block of code, a figure shown at its
+// full size (scrollable) when clicked, as the column shrinks a wide figure's text, a fade on a box
+// that scrolls sideways, and the buttons above the article.
 (() => {
   "use strict";
 
@@ -55,13 +56,80 @@
     document.body.appendChild(layer);
   }
 
+  // A figure shown smaller than it was drawn says so under it: "click to enlarge", a button (the
+  // keyboard reaches it), shown while the column shrinks the figure (a wide one, or any on a phone).
   function enlargeableFigures() {
+    const shrunk = new ResizeObserver((entries) => entries.forEach((e) => showHint(e.target)));
+    function showHint(img) {
+      const hint = img.nextElementSibling;
+      if (hint && hint.classList.contains("tfs-enlarge")) {
+        hint.hidden = !(img.naturalWidth > img.clientWidth * 1.05);
+      }
+    }
     document.querySelectorAll("article .cell_output img, article img.tfs-figure, #figures img").forEach((img) => {
       img.classList.add("tfs-zoomable");
       img.title = img.title || "click to see the figure at its full size";
       img.addEventListener("click", () => zoom(img));
+      const hint = document.createElement("button");
+      hint.type = "button";
+      hint.className = "tfs-enlarge";
+      hint.textContent = "⤢ click to enlarge";
+      hint.title = img.title;
+      hint.hidden = true;
+      hint.addEventListener("click", () => zoom(img));
+      img.after(hint);
+      img.addEventListener("load", () => showHint(img));
+      shrunk.observe(img);
     });
     document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeZoom(); });
+  }
+
+  // A box that scrolls sideways fades at the edge where more of it lies (site.css): .tfs-more-right
+  // while there is more to the right, .tfs-more-left once scrolled. Boxes appear late (a view draws
+  // when it nears the screen, MathJax typesets, a folded cell opens): they are looked for again
+  // inside whatever changed, and measured again when they change size.
+  const SCROLLERS = ["pre", ".pst-scrollable-table-container", ".tfs-table", ".tfs-thumbs", ".tfs-view",
+                     "div.math", "mjx-container[display='true']"].join(", ");
+
+  function markScroll(box) {
+    const more = box.scrollWidth - box.clientWidth;
+    box.classList.toggle("tfs-more-right", more > 1 && box.scrollLeft < more - 1);
+    box.classList.toggle("tfs-more-left", more > 1 && box.scrollLeft > 1);
+  }
+
+  function scrollHints() {
+    const article = document.querySelector("article");
+    if (!article || !window.ResizeObserver) return;
+    const seen = new WeakSet();
+    const resized = new ResizeObserver((entries) => entries.forEach((e) => markScroll(e.target)));
+    function look(root) {
+      const boxes = [...root.querySelectorAll(SCROLLERS)];
+      if (root.matches && root.matches(SCROLLERS)) boxes.push(root);
+      boxes.forEach((box) => {
+        if (!seen.has(box)) {
+          seen.add(box);
+          resized.observe(box);
+          box.addEventListener("scroll", () => markScroll(box), {passive: true});
+        }
+        markScroll(box);
+      });
+    }
+    look(article);
+    let changed = new Set(), queued = false;
+    new MutationObserver((records) => {
+      records.forEach((r) => {
+        const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+        if (el) changed.add(el.closest(".tfs-view") || el);
+      });
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => {
+        const roots = changed;
+        changed = new Set();
+        queued = false;
+        roots.forEach((root) => { if (root.isConnected) look(root); });
+      });
+    }).observe(article, {childList: true, subtree: true, characterData: true});
   }
 
   // The search page's snippets: Sphinx takes the text of the page's [role=main], which under this theme
@@ -99,24 +167,29 @@
     Search.htmlToText.tfsClean = true;
   }
 
-  // The in-page contents' button above the article: the theme binds its dialog to the first
-  // .secondary-toggle of the page, the one in the top bar that site.css hides; this one forwards to it.
-  function inPageContentsButton() {
-    const bound = document.querySelector(".secondary-toggle");
-    document.querySelectorAll(".article-header-buttons .secondary-toggle").forEach((button) => {
-      if (!bound || button === bound) return;
-      button.addEventListener("click", (e) => {
-        e.preventDefault();
-        e.stopPropagation();
-        bound.click();
+  // The buttons above the article, the menu (the sidebar with the lessons) and the in-page contents:
+  // the theme binds each to the first .primary-toggle / .secondary-toggle of the page, the one in the
+  // top bar that site.css hides; these forward their clicks to it (a dialog below 992 px, the sidebar
+  // hidden or shown above).
+  function articleHeaderButtons() {
+    ["primary-toggle", "secondary-toggle"].forEach((name) => {
+      const bound = document.querySelector("." + name);
+      document.querySelectorAll(".bd-header-article ." + name).forEach((button) => {
+        if (!bound || button === bound) return;
+        button.addEventListener("click", (e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          bound.click();
+        });
       });
     });
   }
 
   function ready() {
-    inPageContentsButton();
+    articleHeaderButtons();
     addCopyButtons();
     enlargeableFigures();
+    scrollHints();
     cleanSearchSnippets();
   }
 

@@ -80,10 +80,10 @@
         options: m.texts.map(function (t, k) { return [k, "“" + clip(t.text, 60) + "”" + (t.live ? " (yours)" : "")]; }),
         onChange: function (v) { st.t = Number(v); st.focus = null; st.pinned = false; build(); }});
       layerSl = V.slider(layerBox, {label: "layer", min: 0, max: m.L - 1, value: st.layer, role: "layer",
-        format: function (v) { return v + " / " + (m.L - 1); },
+        format: function (v) { return v + " (0–" + (m.L - 1) + ")"; },
         onInput: function (v) { st.layer = v; needLayer(); refresh(); }});
       headSl = V.slider(headBox, {label: "head", min: 0, max: m.h - 1, value: st.head, role: "head",
-        format: function (v) { return v + " / " + (m.h - 1); },
+        format: function (v) { return v + " (0–" + (m.h - 1) + ")"; },
         onInput: function (v) { st.head = v; refresh(); }});
       drawSentence();
       V.clear(legendBox);
@@ -292,9 +292,10 @@
     }
 
     // --- every layer and head at once: small multiples, click to select ---------------------
+    // one orientation for every model: a column per layer (depth reads left to right), a row per head
     function buildOverview() {
       var t = TX(), m = M(), n = t.tokens.length, W = weights(m, t, data.w_scale);
-      var byLayerCols = m.L >= m.h, cols = byLayerCols ? m.L : m.h, rows = byLayerCols ? m.h : m.L;
+      var cols = m.L, rows = m.h;
       var width = Math.min(root.clientWidth || 800, 900) - 80;
       var size = Math.max(14, Math.min(40, Math.floor(width / cols) - 3));
       V.clear(overview);
@@ -302,15 +303,15 @@
         " (click one to select it)"}, overview);
       var grid = h("div", {"class": "tfs-thumbs", "data-role": "overview",
                            style: {gridTemplateColumns: "56px repeat(" + cols + ", " + (size + 3) + "px)"}}, overview);
-      h("span", {}, grid);
+      h("span", {"class": "tfs-thumb-label tfs-thumb-rowlabel tfs-thumb-axis", "data-role": "overview-columns",
+                 text: "layer →"}, grid);
       for (var c = 0; c < cols; c++) {
         h("span", {"class": "tfs-thumb-label", text: (c % (cols > 12 ? 3 : 1) === 0) ? String(c) : ""}, grid);
       }
       thumbs = [];
-      for (var r = 0; r < rows; r++) {
-        h("span", {"class": "tfs-thumb-label tfs-thumb-rowlabel", text: (byLayerCols ? "head " : "layer ") + r}, grid);
-        for (var cc = 0; cc < cols; cc++) {
-          var layer = byLayerCols ? cc : r, head = byLayerCols ? r : cc;
+      for (var head = 0; head < rows; head++) {
+        h("span", {"class": "tfs-thumb-label tfs-thumb-rowlabel", text: "head " + head}, grid);
+        for (var layer = 0; layer < cols; layer++) {
           var cv = h("canvas", {width: n, height: n, "class": "tfs-thumb", "data-role": "thumb",
                                 "data-layer": layer, "data-head": head, title: "layer " + layer + ", head " + head,
                                 style: {width: size + "px", height: size + "px"}}, grid);
@@ -323,9 +324,8 @@
       }
       V.keys(thumbs, {cols: cols, label: function (k) {  // keyboard: one Tab stop, arrows across, Enter selects
         return thumbs[k].getAttribute("title"); }});
-      h("div", {"class": "tfs-muted tfs-small", text: (byLayerCols ? "columns: layers 0–" + (m.L - 1) +
-        ", rows: heads" : "columns: heads 0–" + (m.h - 1) + ", rows: layers") +
-        "; each square is one n × n map, query down, key across."}, overview);
+      h("div", {"class": "tfs-muted tfs-small", text: "columns: layers 0–" + (m.L - 1) + ", rows: heads 0–" +
+        (m.h - 1) + "; each square is one n × n map, query down, key across."}, overview);
     }
 
     function paintThumb(cv, W, m, layer, head, n) {

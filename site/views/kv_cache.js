@@ -27,7 +27,7 @@
       options: d.layers.map(function (l, k) { return [k, String(l)]; }),
       onChange: function (v) { st.layer = Number(v); render(); }});
     V.slider(controls, {label: "head", min: 0, max: d.h - 1, value: st.head, role: "head",
-      format: function (v) { return v + " / " + (d.h - 1); }, onInput: function (v) { st.head = v; render(); }});
+      format: function (v) { return v + " (0–" + (d.h - 1) + ")"; }, onInput: function (v) { st.head = v; render(); }});
     var stepper = V.stepper(root, {label: "step", max: S, value: st.step, role: "step",
       format: function (v) { return v === 0 ? "0 (prefill)" : v + " / " + S; },
       onInput: function (v) { st.step = v; render(); }});
