@@ -72,8 +72,8 @@ def hf_smollm2_from_gguf(attn_implementation=None):
     named by the GGUF's SHA-256 (0.3 s to read; a new venv installs the same file with a new
     modification time) and the transformers version, and read back in well under a second. The
     folder is written under a temporary name and renamed, so two workers never read half of it;
-    where it cannot be written (a full disk), the conversion is used as it is. Writing one removes
-    the folders of other GGUFs or transformers versions not used for an hour.
+    where it cannot be written (a full disk), the conversion is used as it is. Each use removes the
+    folders of other GGUFs or transformers versions not used for an hour.
     """
     import torch
     import transformers
@@ -87,6 +87,7 @@ def hf_smollm2_from_gguf(attn_implementation=None):
     kw = {"dtype": torch.float32} | ({"attn_implementation": attn_implementation} if attn_implementation else {})
     if (folder / "model.safetensors").is_file():
         os.utime(folder)  # in use: not stale
+        _remove_stale(folder)
         return AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
     m = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, **kw).eval()
     _keep(m, folder)
