@@ -348,7 +348,7 @@ def test_lesson_page_weight(site_dir, site_url, browser_context):
         assert "_static/mathjax/" not in html, "a page without formulas loads MathJax"
 
 
-# ---------------------------------------------------------------- what a visual review found
+# ---------------------------------------------------------------- a reader on a phone and on a desktop
 def test_menu_button_opens_the_lessons_on_a_phone_and_hides_them_on_a_desktop(browser):
     """The ☰ above the article: the theme binds the first .primary-toggle, in the hidden top bar;
     site.js forwards the visible one's click (a dialog below 992 px, the sidebar hidden above)."""
@@ -370,7 +370,7 @@ def test_menu_button_opens_the_lessons_on_a_phone_and_hides_them_on_a_desktop(br
         ctx.close()
 
 
-# the pages a visual review saw scroll sideways at 390 px: a cuDNN kernel's name and file paths in
+# pages that scrolled sideways at 390 px: a cuDNN kernel's name and file paths in
 # code, API signatures, a path in a docstring's prose, a code span in a heading
 PHONE_PAGES = ["benchmarks/results/gpu.html", "api/models.html", "api/flash.html", "workbook.html", "docs/gpu.html",
                "lessons/15_cross_attention.html", "lessons/17_flash_gpu_kernels.html",

@@ -349,7 +349,7 @@ FILTER_LOGITS = """
     """
 
 
-# --- known mistakes each spec recognises (review of the checker by a learner) ------------------------------
+# --- known mistakes each spec recognises ------------------------------
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
 KNOWN_MISTAKES = [
     ("03", "scaled_dot_product_attention", """
