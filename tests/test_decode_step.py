@@ -264,16 +264,17 @@ def test_the_end_token_stops_the_device_loop(model, reference):
     assert got == ids[:ids.index(eos) + 1]
 
 
-@pytest.mark.parametrize("why", ["numpy asks for the graph", "off", "paged cache", "two end tokens"])
+@pytest.mark.parametrize("why", ["numpy asks for the graph", "off", "paged cache", "two end tokens", "ids suppressed"])
 def test_where_the_device_step_does_not_apply_the_host_loop_runs(model, why):
     cache = model.new_cache(1, 30)
     sampling = (0.7, 5, 0.9)  # top-k and top-p apply on the device: they are not why
     stop = {1, 2} if why == "two end tokens" else set()
+    suppress = (0,) if why == "ids suppressed" else ()
     model.device_step = {"numpy asks for the graph": "graph", "off": None}.get(why, "recorded")
     if why == "paged cache":
         cache = T.PagedKVCache(TINY.L, 1, TINY.h_kv, 30, TINY.d_h)
     try:
-        assert generation.device_kind(model, cache, sampling, stop) is None
+        assert generation.device_kind(model, cache, sampling, stop, suppress) is None
         assert generation.device_kind(model, model.new_cache(1, 30), sampling, set()) == (
             None if why in ("numpy asks for the graph", "off") else "recorded")
     finally:

@@ -16,9 +16,9 @@ def given_sampling(args) -> list[str]:
 def check_sampling_options(args) -> None:
     """Refuse settings that mean nothing, naming the options as typed: a negative seed, a temperature, top-k or
     top-p out of range, or a sampling option beside the default greedy --temperature 0 (it would be ignored).
-    --top-k 0 means off, as the serve API's top_k 0 does: it becomes None here."""
-    from ..core.sampling import check_sampling
-
+    --top-k 0 means off, as the serve API's top_k 0 does: it becomes None here. These are the rules of
+    core.sampling.check_sampling, worded as options, with 0 for an option that is off; the model's door
+    checks them again."""
     if args.seed is not None and args.seed < 0:  # NumPy's seeds are integers ≥ 0
         raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
@@ -29,7 +29,6 @@ def check_sampling_options(args) -> None:
         args.top_k = None
     if args.top_p is not None and not 0 < args.top_p <= 1:  # NaN too
         raise ValueError(f"--top-p must lie in (0, 1] (1 = off), got {args.top_p:g}")
-    check_sampling(args.temperature, args.top_k, args.top_p)  # the library's door: passes once the above did
     if args.temperature == 0 and given_sampling(args):  # greedy: a sampling option would be silently ignored
         raise ValueError(f"{', '.join(given_sampling(args))}: sampling options, used only with --temperature > 0 "
                          "(the default 0 is greedy); add e.g. --temperature 0.8")

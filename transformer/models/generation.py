@@ -143,12 +143,13 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
         t0 = time.perf_counter()
 
 
-def device_kind(model, cache, sampling: tuple, stop) -> str | None:
+def device_kind(model, cache, sampling: tuple, stop, suppress=()) -> str | None:
     """Where the decode step runs on the device, how (decode_graph.RUNNERS), else None.
 
     model.device_step says which runner a model asks for: "graph" by default, which applies to a CuPy
     model in float32 with the contiguous KVCache of one sequence, sampling greedy or at a temperature, with
-    or without top-k and top-p (filtered on the device by the host's rule), at most one end token; RoPE in
+    or without top-k and top-p (filtered on the device by the host's rule), at most one end token, no ids
+    suppressed (the device samples over every id; the host loop masks them); RoPE in
     either layout (a trained decoder's rotate-half one through reordered columns, decode_plan.device_matrices).
     "recorded" and "twins" run the same step's NumPy twins on the CPU (slow: for tests and lessons).
     None: the host loop, always."""
@@ -157,7 +158,7 @@ def device_kind(model, cache, sampling: tuple, stop) -> str | None:
     if kind is None or kind not in (("graph", "kernels") if on_gpu else ("recorded", "twins")):
         return None
     one_row = type(cache) is KVCache and cache.k[0].shape[0] == 1 and cache.length == 0
-    plain = len(stop) <= 1 and model.fast_path
+    plain = len(stop) <= 1 and not suppress and model.fast_path
     return kind if one_row and plain and w.W_E.dtype == np.float32 else None
 
 

@@ -433,9 +433,8 @@ class Llama:
             cache = self.new_cache(1, len(ids) + max_new_tokens)
         cos, sin = self.rope_tables(len(ids) + max_new_tokens)  # 2 × [≥ n, d_h/2]: every position it reaches
         x, stop = np.asarray([ids], dtype=np.int64), self._stop_ids() if stop_at_eos else set()  # [1, n]
-        device = device_kind(self, cache, sampling, stop) if use_cache and max_new_tokens > 0 else None
-        if suppress_tokens:  # the device step samples over every id: the host loop masks the suppressed ones
-            device = None
+        on_device = use_cache and max_new_tokens > 0
+        device = device_kind(self, cache, sampling, stop, suppress_tokens) if on_device else None
         if device:  # the decode step on the GPU, sampling there too
             rows = device_rows(device, self, x, cache, cos, sin, max_new_tokens, sampling, seed, stop, stats)
         else:
