@@ -62,6 +62,11 @@ def axis_names(dims, ndim: int) -> tuple | None:
     return dims if len(dims) == ndim else None
 
 
+def _label(name) -> str:
+    """An axis's name as a message says it: '' for an unnamed axis, one of size 1 ('1') or under a '…'."""
+    return name if name and name not in ("1", "…") else ""
+
+
 def describe_shape(shape, dims) -> str:
     """(2, 4, 5, 8) with dims (b, h, n_q, d_h) -> '(b, h, n_q, d_h) = (2, 4, 5, 8)'."""
     shape = tuple(int(s) for s in shape)
@@ -72,8 +77,7 @@ def describe_shape(shape, dims) -> str:
 
 def _index(idx, dims) -> str:  # (0, 1, 2) with dims (b, h, n) -> '[b=0, h=1, n=2]'
     names = axis_names(dims, len(idx)) or ("",) * len(idx)
-    named = lambda d: d and d not in ("1", "…")  # noqa: E731 - an axis of size 1 or one of '…' has no name
-    return "[" + ", ".join(f"{d}={i}" if named(d) else str(i) for d, i in zip(names, idx)) + "]"
+    return "[" + ", ".join(f"{_label(d)}={i}" if _label(d) else str(i) for d, i in zip(names, idx)) + "]"
 
 
 def _value(x) -> str:
@@ -134,9 +138,9 @@ def _pattern(g: np.ndarray, e: np.ndarray, tol: Tolerance, names) -> str:
         if (abs(c) > 1e-6 and abs(c - 1) > spread and np.all(np.abs(ratio - c) <= spread * abs(c))
                 and np.all(np.abs(g[~big]) <= 10 * tol.atol * max(1.0, abs(c)))):
             named = names or ("",) * e.ndim
-            return _factor(c, [(n if n not in ("1", "…") else "", size) for n, size in zip(named, e.shape)], spread)
+            return _factor(c, [(_label(n), size) for n, size in zip(named, e.shape)], spread)
     if g.shape[-1] > 1 and _close(np.sort(g, axis=-1), np.sort(e, axis=-1), tol).all():
-        axis = names[-1] if names and names[-1] and names[-1] != "1" else "the last axis"
+        axis = (_label(names[-1]) if names else "") or "the last axis"
         return (f"each row along {axis} holds the right values in the wrong order: check the order of your "
                 "reshape, transpose, concatenate or stack")
     if g.ndim > 1 and _close(np.sort(g, axis=None), np.sort(e, axis=None), tol).all():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CaseFailure", "Result", "FileReport", "SHOWN", "short", "name_width", "failure_lines", "format_result",
-           "format_report", "format_summary"]
+           "file_line", "file_notes", "format_report", "format_summary"]
 
 SHOWN = 4  # failing cases told one by one under a function; the others are counted
 MARK = {"passed": "passed", "not written": "not written yet", "failed": "FAILED", "missing": "MISSING"}
@@ -119,13 +119,23 @@ def format_result(r: Result, width: int, hints: bool = True) -> list[str]:
     return lines
 
 
+def file_line(report: FileReport) -> str:
+    """The file's own line, above its functions'."""
+    return f"{report.path.name}  (lesson {report.lesson})"
+
+
+def file_notes(report: FileReport) -> list[str]:
+    """Under the file's line: why it could not be checked, or what importing it printed."""
+    if report.error:
+        return [f"  could not be checked: {report.error}"]
+    return [f"  note: {report.note}"] if report.note else []
+
+
 def format_report(report: FileReport) -> str:
     """What a learner reads for one file: a line per function, and under a failure what is wrong and why."""
-    lines = [f"{report.path.name}  (lesson {report.lesson})"]
+    lines = [file_line(report)] + file_notes(report)
     if report.error:
-        return "\n".join(lines + [f"  could not be checked: {report.error}"])
-    if report.note:
-        lines.append(f"  note: {report.note}")
+        return "\n".join(lines)
     width = max((len(r.name) for r in report.results), default=0)
     for r in report.results:
         lines += format_result(r, width)

@@ -35,7 +35,8 @@ import numpy as np
 from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L
 from .cases import Case, Spec
 from .compare import KEEP_DTYPE, Problem, compare
-from .report import CaseFailure, FileReport, Result, failure_lines, format_report, format_result, name_width, short
+from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
+                     name_width, short)
 
 __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", "check_function",
            "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files",
@@ -289,7 +290,7 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
 
 
 def _dtype_rule(spec: Spec, case: Case) -> str:
-    if getattr(spec, "dtype_rule", None) is not None:
+    if spec.dtype_rule is not None:
         return spec.dtype_rule
     return KEEP_DTYPE if any(a.dtype.kind == "f" for a in _arrays((case.args, case.kwargs))) else ""
 
@@ -317,7 +318,7 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
     """Run every case of `spec` on the learner's `obj` and say what is wrong, if anything."""
     failures, passed, printed = [], [], []
     shown = spec.shown or spec.name
-    writes = set(getattr(spec, "writes", None) or ())
+    writes = set(spec.writes or ())
     for case in spec.cases():
         ref_changed = []
         expected = spec.call(watched(spec.reference, ref_changed), case)
@@ -393,16 +394,15 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
     called with the file's line and with each function's lines as soon as they are known."""
     report, path = FileReport(Path(path), lesson), Path(path)
     say = echo or (lambda text: None)
-    say(f"{path.name}  (lesson {lesson})")
-    module, error, printed = _load(path, seconds)
-    if module is None:
-        report.error = error
-        say(f"  could not be checked: {error}")
-        return report
+    say(file_line(report))
+    module, report.error, printed = _load(path, seconds)
     if printed:
         report.note = (f"loading it printed {len(printed)} line{'s' * (len(printed) != 1)}; the first: "
                        f"{short(printed[0].strip(), 100)}")
-        say(f"  note: {report.note}")
+    for line in file_notes(report):
+        say(line)
+    if module is None:
+        return report
     width, failing = name_width(LESSON_SPECS[lesson]), []
     for spec in LESSON_SPECS[lesson]:
         obj = getattr(module, spec.name, None)
