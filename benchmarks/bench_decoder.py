@@ -1,7 +1,7 @@
 """SmolLM2-135M generation speed: our NumPy decoder against HF transformers, same weights, same run.
 
     python benchmarks/bench_decoder.py               # ~6 minutes on 2 cores
-    python benchmarks/bench_decoder.py --quick       # a check that it runs: short prompt, few repeats (~1 minute)
+    python benchmarks/bench_decoder.py --quick       # a check that it runs: short prompt, one timed run (~30 s)
     python benchmarks/bench_decoder.py --threads 1   # BLAS and torch on one thread
     python benchmarks/bench_decoder.py --out /tmp/b  # write the results elsewhere
 
@@ -128,17 +128,17 @@ def roofline(weights, repeats):  # -> seconds of one pass over the decode matric
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
-    ap.add_argument("--repeats", type=int, help="timed runs per measurement, median reported (default 5; 2 quick)")
+    ap.add_argument("--repeats", type=int, help="timed runs per measurement, median reported (default 5; 1 quick)")
     ap.add_argument("--nocache-repeats", type=int,
                     help="timed runs without the cache, slow (default 1; 0 quick)")
     ap.add_argument("--prompt-tokens", type=int, help="prompt of the prefill rows (default 100; 32 quick)")
     ap.add_argument("--new-tokens", type=int, help="tokens to generate (default 100; 8 quick)")
     ap.add_argument("--batch", type=int, default=8, help="prompts decoded side by side in the batched rows (default 8)")
     ap.add_argument("--quick", action="store_true",
-                    help="a check that the benchmark runs: 2 repeats, 32-token prompt, 8 new tokens, no uncached runs")
+                    help="a check that the benchmark runs: 1 repeat after the warm-up, 32-token prompt, 8 new tokens, no uncached runs")
     M.add_out_argument(ap)
     args = ap.parse_args()
-    for name, full, quick in (("repeats", 5, 2), ("nocache_repeats", 1, 0), ("prompt_tokens", 100, 32),
+    for name, full, quick in (("repeats", 5, 1), ("nocache_repeats", 1, 0), ("prompt_tokens", 100, 32),
                               ("new_tokens", 100, 8)):
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
@@ -311,8 +311,11 @@ def to_markdown(r) -> str:
         "",
         f"Same GGUF weights dequantized to float32, same run, {r['threads']} thread(s) "
         f"({r['machine']['cores']} cores, {r['machine']['cpu']}; NumPy {r['machine']['numpy']}, "
-        f"torch {r['machine']['torch']}). Medians of {r['repeats']} runs after a warm-up, ours and HF's alternating"
-        + (f" ({r['nocache_repeats']} run(s) each for the rows without the cache)" if "nocache_repeats" in r else "")
+        f"torch {r['machine']['torch']}). "
+        + (f"Medians of {r['repeats']} runs" if r["repeats"] > 1 else "One timed run")
+        + " after a warm-up, ours and HF's alternating"
+        + (f" ({r['nocache_repeats']} run(s) each for the rows without the cache)" if r.get("nocache_repeats") else
+           " (the runs without the cache left out)" if "nocache_repeats" in r else "")
         + f". Reproduce with `{r['command']}`.",
         "",
         M.load_line(r["load_average"]),

@@ -13,8 +13,9 @@ Here the same tests run with the kernel built by g++ with
   (+ UndefinedBehaviorSanitizer)  outside the dynamic shared memory the launch asked for; signed
                      overflow and other undefined arithmetic.
 
-Each sanitizer's runtime must be loaded before Python starts, so each kernel's cases run in a
-subprocess (pytest on the chosen cases of test_flash_cuda.py); the first report ends it. Then
+Each sanitizer's runtime must be loaded before Python starts, so the forward kernels' cases run in
+one subprocess and the backward's in another (pytest on the chosen cases of test_flash_cuda.py);
+the first report ends it, and the test names the case that was running. Then
 kernels broken on purpose show that each check catches what it is for.
 """
 import functools
@@ -54,13 +55,14 @@ FORWARD_CASES = ["test_kernel_equals_naive_attention[2-3-3-70-133-64-True-{kerne
 BACKWARD_CASES = ["test_backward_kernel_equals_torch_autograd[1-4-2-100-45-32-True-{kernel}-{dtype}-",
                   "test_backward_kernel_equals_torch_autograd[1-3-1-37-90-128-False-{kernel}-{dtype}-",
                   "test_backward_kernel_packed_rows_equal_torch_autograd[True-64-{kernel}-{dtype}-"]
-KERNEL_CASES = [pytest.param(kernel, dtype, cases, id=f"{'' if cases is FORWARD_CASES else 'backward '}{kernel}-{dtype}")
-                for kernel, dtype, cases in [
-    ("simt", "float32", FORWARD_CASES), ("simt", "float16", FORWARD_CASES), ("tensor_cores", "float16", FORWARD_CASES),
-    ("mma", "float16", FORWARD_CASES), ("mma_tf32", "float32", FORWARD_CASES),
-    ("simt", "float32", BACKWARD_CASES), ("simt", "float16", BACKWARD_CASES), ("mma", "float16", BACKWARD_CASES),
-    # the same loops as "mma" with other operands (3 TF32 products a product: slow to emulate): the GQA causal edge
-    ("mma_tf32", "float32", BACKWARD_CASES[:1])]]
+KERNELS_OF = {  # each direction's kernels, all run in one subprocess per sanitizer (one start of Python and torch)
+    "forward": [("simt", "float32", FORWARD_CASES), ("simt", "float16", FORWARD_CASES),
+                ("tensor_cores", "float16", FORWARD_CASES), ("mma", "float16", FORWARD_CASES),
+                ("mma_tf32", "float32", FORWARD_CASES)],
+    "backward": [("simt", "float32", BACKWARD_CASES), ("simt", "float16", BACKWARD_CASES),
+                 ("mma", "float16", BACKWARD_CASES),
+                 # the same loops as "mma" with other operands (3 TF32 products a product: slow to emulate): the GQA causal edge
+                 ("mma_tf32", "float32", BACKWARD_CASES[:1])]}
 
 
 def _report(stderr: str, lines: int = 40) -> str:
@@ -90,13 +92,19 @@ def _selected(cases, kernel, dtype):
     return chosen
 
 
+def _running(stdout: str) -> str:
+    """The test pytest -v had started when the process ended (the sanitizer's first report ends it)."""
+    started = [line.split(" ")[0] for line in stdout.splitlines() if line.startswith("tests/test_flash_cuda.py::")]
+    return started[-1] if started else "(none started)"
+
+
 @pytest.mark.parametrize("sanitizer", SANITIZERS)
-@pytest.mark.parametrize("kernel,dtype,cases", KERNEL_CASES)
-def test_kernel_runs_clean_under_the_sanitizer(sanitizer, kernel, dtype, cases):
-    """The kernel's emulator tests pass with the kernel built under the sanitizer, and it reports nothing."""
-    chosen = _selected(cases, kernel, dtype)
-    res = _run(sanitizer, ["-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", *chosen])
-    assert res.returncode != cuda_emulator.SANITIZER_EXIT, _report(res.stderr)
+@pytest.mark.parametrize("direction", KERNELS_OF)
+def test_kernels_run_clean_under_the_sanitizer(sanitizer, direction):
+    """Each kernel's chosen emulator tests pass with the kernel built under the sanitizer, which reports nothing."""
+    chosen = [i for kernel, dtype, cases in KERNELS_OF[direction] for i in _selected(cases, kernel, dtype)]
+    res = _run(sanitizer, ["-m", "pytest", "-v", "-p", "no:xdist", "-p", "no:cacheprovider", *chosen])
+    assert res.returncode != cuda_emulator.SANITIZER_EXIT, f"in {_running(res.stdout)}:\n{_report(res.stderr)}"
     assert res.returncode == 0 and f"{len(chosen)} passed" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
 
 
