@@ -1,6 +1,7 @@
 """The JSON API of `python -m transformer serve`: the views' numbers for a text the reader types.
 
     POST /api/attention  {"model": "smollm2"|"minilm", "text": "…", "layer": l?, "new_tokens": k?}
+                         (the model as --model names it: smollm2-135m, minilm-l6, any case)
     POST /api/next       {"text": "…", "temperature": T?, "top_k": k?, "top_p": p?}       (SmolLM2)
     POST /api/kv_cache   {"text": "…", "new_tokens": k?}                                   (SmolLM2)
     GET  /api/status     the limits, and which models are loaded
@@ -12,6 +13,7 @@ line) naming the field. Models load once, on their first request.
 """
 from __future__ import annotations
 
+import argparse
 import math
 import threading
 import time
@@ -19,6 +21,7 @@ import time
 import numpy as np
 
 from . import view_numbers as V
+from .encode import model_name
 from ..backend import to_numpy
 from ..core.sampling import next_token_probs
 
@@ -117,10 +120,14 @@ def number_field(body, name: str, default: float, lo: float, hi: float, lo_open:
 
 
 def model_field(body) -> str:
+    """"model" as the command line takes --model: smollm2 (or smollm2-135m), minilm (or minilm-l6), in any case."""
     key = body["model"]
-    if not isinstance(key, str) or key not in MODEL_NAMES:
-        raise ApiError(400, f"unknown model {str(key)[:40]!r}: choose one of {', '.join(MODEL_NAMES)}")
-    return key
+    if isinstance(key, str):
+        try:
+            return model_name(key)
+        except argparse.ArgumentTypeError:
+            pass
+    raise ApiError(400, f"unknown model {str(key)[:40]!r}: choose smollm2 (or smollm2-135m) or minilm (or minilm-l6)")
 
 
 def within(n: int) -> None:
