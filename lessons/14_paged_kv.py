@@ -261,6 +261,11 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 # batch reserves falls to what it uses — and that is how many more requests fit on one GPU.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/14_paged_kv.py` holds `paged_attention` (attention through a block table)
+# as a stub with this lesson's formula; fill it in, then run `python -m transformer check 14`: it runs the
+# package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

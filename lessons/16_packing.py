@@ -361,6 +361,11 @@ assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 # under twice the scores needed, where the causal mask alone computes five times as many).
 
 # %% [markdown]
+# **Write it yourself.** `workbook/16_packing.py` holds `document_mask` (a token reads only its own document)
+# as a stub with this lesson's formula; fill it in, then run `python -m transformer check 16`: it runs the
+# package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

@@ -326,6 +326,11 @@ P.save(fig, P.figure_path("19_packing.png"))
 # the padding.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/19_training_from_scratch.py` holds `induction_head_scores` (the two scores
+# of section 3) as a stub; fill it in, then run `python -m transformer check 19`: it runs the package's own
+# test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

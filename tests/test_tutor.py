@@ -48,6 +48,25 @@ def test_the_stubs_are_reported_not_written_and_exit_0():
     assert "FAILED" not in proc.stdout and proc.stderr == ""
 
 
+# a learner's paged_attention that gathers the blocks first, with one slip filled in by .format: the
+# order of the blocks, the cut at n_tokens, the first query's position, the heads' repeat
+PAGED = """
+    def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None):
+        h, n_q, d_h = q.shape
+        K = np.concatenate([k_pool[b] for b in {blocks}], axis=1)[None]{cut}
+        V = np.concatenate([v_pool[b] for b in {blocks}], axis=1)[None]{cut}
+        rep = h // K.shape[1]
+        K, V = K[0], V[0]
+        K, V = ({heads} for A in (K, V))
+        scores = q @ K.transpose(0, 2, 1) * (scale or 1 / np.sqrt(d_h))
+        q_pos = np.arange(n_q)[:, None] + {first}
+        k_pos = np.arange(K.shape[1])[None, :]
+        if causal:
+            scores = np.where(k_pos <= q_pos, scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ V
+"""
+
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
 PLANTED = [
     ("03", "softmax", """
@@ -212,6 +231,86 @@ PLANTED = [
             x1, x2 = x[..., 0::2], x[..., 1::2]
             return np.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
         """, "interleaved layout"),
+    # lessons 12, 14, 16, 19
+    ("12", "mean_pool", """
+        def mean_pool(hidden, lengths):
+            return hidden.mean(axis=1)
+        """, "[PAD] rows do not count"),
+    ("12", "mean_pool", """
+        def mean_pool(hidden, lengths):
+            real = np.arange(hidden.shape[1])[None, :] < lengths[:, None]
+            return (hidden * real[:, :, None]).sum(axis=1) / hidden.shape[1]
+        """, "divide by the number of real tokens"),
+    ("12", "mean_pool", """
+        def mean_pool(hidden, lengths):
+            real = (np.arange(hidden.shape[1])[None, :] <= lengths[:, None])[:, :, None]
+            return (hidden * real).sum(axis=1) / real.sum(axis=1)
+        """, "j < length, not j ≤ length"),
+    ("12", "l2_normalize", """
+        def l2_normalize(x, eps=1e-12):
+            return x / (x ** 2).sum(axis=-1, keepdims=True)
+        """, "the square root of the sum of squares"),
+    ("12", "l2_normalize", """
+        def l2_normalize(x, eps=1e-12):
+            return x / np.linalg.norm(x, axis=-1, keepdims=True)
+        """, "a zero row must stay zero"),
+    ("12", "l2_normalize", """
+        def l2_normalize(x, eps=1e-12):
+            return x / np.linalg.norm(x, axis=0, keepdims=True)
+        """, "over the last axis"),
+    ("14", "paged_attention", PAGED.format(blocks="sorted(block_table)", cut="[:, :, :n_tokens]",
+                                           first="n_tokens - n_q", heads="np.repeat(A, rep, axis=0)"),
+     "in the table's order"),
+    ("14", "paged_attention", PAGED.format(blocks="block_table", cut="", first="n_tokens - n_q",
+                                           heads="np.repeat(A, rep, axis=0)"), "only partly written"),
+    ("14", "paged_attention", PAGED.format(blocks="block_table", cut="[:, :, :n_tokens]", first="0",
+                                           heads="np.repeat(A, rep, axis=0)"), "the LAST n_q"),
+    ("14", "paged_attention", PAGED.format(blocks="block_table", cut="[:, :, :n_tokens]", first="n_tokens - n_q",
+                                           heads="np.tile(A, (rep, 1, 1))"), "not np.tile"),
+    ("16", "document_mask", """
+        def document_mask(doc, *, causal=True):
+            same = doc[:, :, None] == doc[:, None, :]
+            if causal:
+                same = same & np.tril(np.ones((doc.shape[1], doc.shape[1]), bool))
+            return same[:, None]
+        """, "a padding key (doc = −1) is seen by no one"),
+    ("16", "document_mask", """
+        def document_mask(doc, *, causal=True):
+            return ((doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0))[:, None]
+        """, "still causal"),
+    ("16", "document_mask", """
+        def document_mask(doc, *, causal=True):
+            n = doc.shape[1]
+            same = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)
+            return same & np.tril(np.ones((n, n), bool))
+        """, "return (b, 1, n, n)"),
+    ("16", "document_mask", """
+        def document_mask(doc, *, causal=True):
+            n = doc.shape[1]
+            same = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)
+            return (same & np.tril(np.ones((n, n), bool)))[:, None]
+        """, "with causal=False"),
+    ("19", "induction_head_scores", """
+        def induction_head_scores(maps, n_half):
+            m = n_half
+            prev = np.mean([maps[..., i, i - 1] for i in range(1, 2 * m)], axis=0)
+            ind = np.mean([maps[..., i, i - m] for i in range(m, 2 * m - 1)], axis=0)
+            return {"previous token": prev, "induction": ind}
+        """, "the token AFTER the earlier copy"),
+    ("19", "induction_head_scores", """
+        def induction_head_scores(maps, n_half):
+            m = n_half
+            prev = np.mean([maps[..., i - 1, i] for i in range(1, 2 * m)], axis=0)
+            ind = np.mean([maps[..., i - m + 1, i] for i in range(m, 2 * m - 1)], axis=0)
+            return {"previous token": prev, "induction": ind}
+        """, "the query is the second-to-last axis"),
+    ("19", "induction_head_scores", """
+        def induction_head_scores(maps, n_half):
+            m = n_half
+            prev = np.mean([maps[..., i, i - 1] for i in range(1, 2 * m)], axis=0)
+            ind = np.mean([maps[..., i, i - m + 1] for i in range(m, 2 * m - 1)], axis=0)
+            return prev, ind
+        """, "return a dict with the two keys"),
 ]
 
 
@@ -314,7 +413,7 @@ def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["check", "12"], "lesson 12 has no workbook file"),
+    (["check", "13"], "lesson 13 has no workbook file"),
     (["check", "three"], "LESSON must be a lesson number"),
     (["check", "03", "--workbook", "/nonexistent/folder"], "is not a folder"),
     (["check", "03", "--time-limit", "0"], "--time-limit must be"),

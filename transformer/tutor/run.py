@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L
+from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M
 from .cases import Case, Spec
 from .compare import KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
@@ -54,7 +54,11 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "09": [F.FLASH],
     "10": [B.LAYER_NORM, B.RMS_NORM, B.SWIGLU],
     "11": [B.FILTER_LOGITS],
+    "12": [M.MEAN_POOL, M.L2_NORMALIZE],
+    "14": [M.PAGED_ATTENTION],
+    "16": [M.DOCUMENT_MASK],
     "18": [B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, B.ADAMW_STEP],
+    "19": [M.INDUCTION_SCORES],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
 VARIANT_CHECKS = 8  # failing cases compared with the known mistakes' answers: more only repeat what these say

@@ -1,0 +1,254 @@
+"""The checker's cases for lessons 12, 14, 16 and 19: sentence embeddings, paged attention, the
+document mask of packed rows, and the scores that find induction heads."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.masks import causal_mask, document_mask
+from ..core.paged_kv import paged_attention
+from ..models.bert import l2_normalize, mean_pool
+from ..tasks.induction import induction_head_scores
+from .cases import Case, Mistake, Spec, call_plain
+
+__all__ = ["MEAN_POOL", "L2_NORMALIZE", "PAGED_ATTENTION", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- lesson 12: a sentence embedding from the hidden states --------------------------------------
+def pool_cases():
+    r = _rng(121)
+    h = lambda *s: r.standard_normal(s) + 0.5  # noqa: E731
+    pad = lambda x, lengths: np.where(np.arange(x.shape[1])[None, :, None] < np.asarray(lengths)[:, None, None],
+                                      x, 7.0)  # noqa: E731 - [PAD] rows hold their own (large) states
+    return [Case("hidden (3, 5, 4), lengths [5, 2, 3]: two rows padded", (pad(h(3, 5, 4), [5, 2, 3]), np.array([5, 2, 3])),
+                 tags=frozenset({"padded"})),
+            Case("hidden (1, 4, 6), lengths [4]: no padding", (h(1, 4, 6), np.array([4]))),
+            Case("float32 hidden (2, 6, 3), lengths [1, 6]", (pad(h(2, 6, 3), [1, 6]).astype(np.float32), np.array([1, 6])),
+                 tags=frozenset({"padded", "float32"}))]
+
+
+def _real(hidden, lengths, extra=0):  # [b, n, 1]: 1.0 where j < length (+ extra)
+    return (np.arange(hidden.shape[1])[None, :] < np.asarray(lengths)[:, None] + extra)[:, :, None]
+
+
+def _torch_mean_pool(case):  # sentence-transformers' pooling: (h · mask).sum / mask.sum, in torch
+    import torch
+    h, lengths = torch.from_numpy(case.args[0]), torch.from_numpy(case.args[1])
+    mask = (torch.arange(h.shape[1])[None, :] < lengths[:, None]).unsqueeze(-1).to(h.dtype)  # [b, n, 1]
+    return ((h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)).numpy()
+
+
+POOL_DIMS = ("b", "d")
+MEAN_POOL = Spec(
+    "mean_pool", mean_pool, pool_cases, "transformer/models/bert.py", dims=POOL_DIMS,
+    mistakes=[Mistake("[PAD] rows do not count: average only the real tokens, j < lengths[i]",
+                      variant=lambda hidden, lengths: hidden.mean(axis=1)),
+              Mistake("divide by the number of real tokens, lengths[i], not by n: the padded slots are not tokens",
+                      variant=lambda hidden, lengths: (hidden * _real(hidden, lengths)).sum(1) / hidden.shape[1]),
+              Mistake("the real tokens of a row of length 3 are 0, 1, 2: j < length, not j ≤ length",
+                      variant=lambda hidden, lengths: (hidden * _real(hidden, lengths, 1)).sum(1)
+                      / np.minimum(np.asarray(lengths) + 1, hidden.shape[1])[:, None]),
+              Mistake("average over the n positions (axis=1), not over the d features", variant=lambda hidden, lengths:
+                      (hidden * _real(hidden, lengths)).sum(-1) / np.asarray(lengths)[:, None])],
+    torch=_torch_mean_pool)
+
+
+def normalize_cases():
+    r = _rng(122)
+    x = r.standard_normal((3, 4)) * 3
+    zero = x.copy()
+    zero[1] = 0.0
+    return [Case("x (3, 4)", (x,)), Case("x (2, 3, 5): b=2, n=3, d=5", (r.standard_normal((2, 3, 5)),)),
+            Case("x (3, 4) with row 1 all zeros", (zero,), tags=frozenset({"zero"})),
+            Case("float32 x (2, 8)", (r.standard_normal((2, 8)).astype(np.float32),), tags=frozenset({"float32"}))]
+
+
+def _torch_normalize(case):
+    import torch
+    import torch.nn.functional as F
+    return F.normalize(torch.from_numpy(case.args[0]), dim=-1, eps=case.kwargs.get("eps", 1e-12)).numpy()
+
+
+L2_NORMALIZE = Spec(
+    "l2_normalize", l2_normalize, normalize_cases, "transformer/models/bert.py", dims=("b", "d"),
+    mistakes=[Mistake("divide by the length ‖x‖₂ = √(Σ x²), the square root of the sum of squares",
+                      variant=lambda x, eps=1e-12: x / np.maximum((x * x).sum(-1, keepdims=True), eps)),
+              Mistake("the length is the Euclidean one, √(Σ x²), not the sum of |x|",
+                      variant=lambda x, eps=1e-12: x / np.maximum(np.abs(x).sum(-1, keepdims=True), eps)),
+              Mistake("each vector is a row: take the length over the last axis (axis=-1, keepdims=True)",
+                      variant=lambda x, eps=1e-12: x / np.maximum(np.sqrt((x * x).sum(0, keepdims=True)), eps)),
+              Mistake("a zero row must stay zero, not NaN: divide by max(‖x‖₂, eps), the `eps` argument",
+                      tag="zero")],
+    torch=_torch_normalize)
+
+
+# --- lesson 14: attention through a block table ------------------------------------------------------
+def _pool(r, blocks, h_kv, bs, d_h, table, n_tokens):
+    """K and V pools whose slots past n_tokens, and whose blocks outside the table, hold large stale values:
+    a kernel that reads them gives a visibly wrong answer."""
+    k = r.standard_normal((blocks, h_kv, bs, d_h))
+    v = r.standard_normal((blocks, h_kv, bs, d_h))
+    live = np.zeros((blocks, bs), bool)
+    for j, b in enumerate(table):
+        live[b, :max(0, min(bs, n_tokens - j * bs))] = True
+    stale = ~live[:, None, :, None]  # [blocks, 1, bs, 1]
+    return np.where(stale, 40.0, k), np.where(stale, -40.0, v)
+
+
+def paged_cases():
+    r = _rng(141)
+    cases = []
+    for label, h, h_kv, n_q, n_tokens, table, kw, tags in [
+            ("decode: one query, n_tokens=11 in blocks [5, 0, 3] of 4 slots (the last holds 3)",
+             2, 2, 1, 11, [5, 0, 3], {}, {"decode"}),
+            ("prefill: n_q = n_tokens = 7, blocks [4, 2] of 4, causal", 2, 2, 7, 7, [4, 2], {}, set()),
+            ("a chunk: the last n_q=3 of n_tokens=10, blocks [5, 1, 3], GQA h=4, h_kv=2", 4, 2, 3, 10, [5, 1, 3], {},
+             {"gqa"}),
+            ("causal=False: n_q=2 of n_tokens=6, blocks [1, 0]", 2, 1, 2, 6, [1, 0], {"causal": False},
+             {"gqa", "noncausal"})]:
+        k, v = _pool(r, 6, h_kv, 4, 8, table, n_tokens)
+        cases.append(Case(label, (r.standard_normal((h, n_q, 8)), k, v, table, n_tokens), kw, frozenset(tags)))
+    return cases
+
+
+def _gathered_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, order=None,
+                        stale=False, first=False, tile=False):
+    """Attention over the table's blocks gathered into one (h_kv, slots, d_h) array, with a mistake switched on:
+    blocks read in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled."""
+    table = list(order(block_table) if order else block_table)
+    h, n_q, d_h = q.shape
+    K = np.concatenate([k_pool[b] for b in table], axis=1)  # [h_kv, slots, d_h]
+    V = np.concatenate([v_pool[b] for b in table], axis=1)
+    rep = h // K.shape[0]
+    K, V = ((np.tile(a, (rep, 1, 1)) if tile else np.repeat(a, rep, axis=0)) for a in (K, V))  # [h, slots, d_h]
+    slots = K.shape[1]
+    q_pos = (np.arange(n_q) if first else np.arange(n_tokens - n_q, n_tokens))[:, None]  # [n_q, 1]
+    k_pos = np.arange(slots)[None, :]  # [1, slots]
+    allowed = (k_pos <= q_pos) if causal else np.ones((n_q, slots), bool)
+    if not stale:
+        allowed = allowed & (k_pos < n_tokens)
+    s = q @ K.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale)  # [h, n_q, slots]
+    s = np.where(allowed, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ V  # [h, n_q, d_h]
+
+
+def _torch_paged(case):  # the table's blocks gathered, then torch's attention with the positions' mask
+    import torch
+    import torch.nn.functional as F
+    q, k_pool, v_pool, table, n = case.args
+    causal = case.kwargs.get("causal", True)
+    K = np.concatenate([k_pool[b] for b in table], axis=1)[:, :n]  # [h_kv, n, d_h]
+    V = np.concatenate([v_pool[b] for b in table], axis=1)[:, :n]
+    mask = causal_mask(q.shape[1], n) if causal else np.ones((q.shape[1], n), bool)  # queries: the last n_q
+    return F.scaled_dot_product_attention(torch.from_numpy(q), torch.from_numpy(K), torch.from_numpy(V),
+                                          attn_mask=torch.from_numpy(mask), enable_gqa=q.shape[0] != K.shape[0]).numpy()
+
+
+def _variant(**mistake):
+    return lambda q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None: _gathered_attention(
+        q, k_pool, v_pool, block_table, n_tokens, causal=causal, scale=scale, **mistake)
+
+
+PAGED_ATTENTION = Spec(
+    "paged_attention", paged_attention, paged_cases, "transformer/core/paged_kv.py", dims=("h", "n_q", "d_h"),
+    mistakes=[Mistake("read the blocks in the table's order: block_table[j] holds positions j·block_size … "
+                      "(j + 1)·block_size − 1, whatever its id", variant=_variant(order=sorted)),
+              Mistake("the last block is only partly written: keys at positions ≥ n_tokens are left-overs, "
+                      "mask them (position < n_tokens)", variant=_variant(stale=True)),
+              Mistake("the queries are the LAST n_q of the n_tokens positions: query i sits at n_tokens − n_q + i",
+                      variant=_variant(first=True)),
+              Mistake("GQA: query head i reads key/value head i // (h / h_kv): np.repeat on the head axis, not "
+                      "np.tile", variant=_variant(tile=True)),
+              Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal")],
+    torch=_torch_paged)
+
+
+# --- lesson 16: the document mask of packed rows -----------------------------------------------------
+def document_cases():
+    row = [0, 0, 0, 1, 1, 2, -1, -1]  # three documents, then two padding slots
+    return [Case("doc [[0 0 0 1 1 2 −1 −1]]: three documents and two padding slots", (np.array([row]),)),
+            Case("b=2: doc [[0 0 1 1 1 1], [0 1 1 2 2 −1]]", (np.array([[0, 0, 1, 1, 1, 1], [0, 1, 1, 2, 2, -1]]),)),
+            Case("causal=False (an encoder's packed row): doc [[0 0 0 1 1 2 −1 −1]]", (np.array([row]),),
+                 {"causal": False}, frozenset({"bidirectional"}))]
+
+
+def _same(doc):  # [b, n, n]: same document (padding included)
+    return doc[:, :, None] == doc[:, None, :]
+
+
+DOCUMENT_MASK = Spec(
+    "document_mask", document_mask, document_cases, "transformer/core/masks.py", dims=("b", "1", "n_q", "n_k"),
+    mistakes=[Mistake("a padding key (doc = −1) is seen by no one, not even by the padding queries: keep only "
+                      "doc[j] ≥ 0", variant=lambda doc, *, causal=True:
+                      (_same(doc) & (np.tri(doc.shape[1], dtype=bool) if causal else True))[:, None]),
+              Mistake("inside a document the mask is still causal: query i sees key j only when j ≤ i",
+                      variant=lambda doc, *, causal=True: document_mask(doc, causal=False)),
+              Mistake("a query sees only its own document's keys: the same doc id, doc[i] = doc[j] — the causal "
+                      "mask alone lets it read the documents packed before it", variant=lambda doc, *, causal=True:
+                      (np.tri(doc.shape[1], dtype=bool) if causal else np.ones((doc.shape[1],) * 2, bool))
+                      & (doc[:, None, None, :] >= 0)),
+              Mistake("return (b, 1, n, n): the head axis lets the mask broadcast over the h heads of the scores",
+                      variant=lambda doc, *, causal=True: document_mask(doc, causal=causal)[:, 0]),
+              Mistake("with causal=False a document's tokens see each other both ways", tag="bidirectional")])
+
+
+# --- lesson 19: scoring heads on a repeated sequence -------------------------------------------------
+def _maps(r, lead, n):  # causal attention maps [..., n, n], each row a distribution over keys 0 … i
+    s = np.where(np.tri(n, dtype=bool), r.standard_normal((*lead, n, n)) * 2, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True)
+
+
+def induction_cases():
+    r = _rng(191)
+    return [Case("maps (2, 3, 8, 8): L=2 layers, h=3 heads, m = n_half = 4", (_maps(r, (2, 3), 8), 4)),
+            Case("maps (1, 2, 10, 10): m = 5", (_maps(r, (1, 2), 10), 5)),
+            Case("maps (2, 1, 6, 6), m = 3", (_maps(r, (2, 1), 6), 3))]
+
+
+SCORE_NAMES = ("previous token", "induction")
+
+
+def call_scores(fn, case):
+    """The dict's two scores, in SCORE_NAMES' order. Any other answer (a tuple, a dict without a key) raises
+    the TypeError a learner reads, which the last mistake below explains."""
+    got = call_plain(fn, case)
+    missing = [k for k in SCORE_NAMES if not isinstance(got, dict) or k not in got]
+    if missing:
+        what = f"a dict without {' and '.join(map(repr, missing))}" if isinstance(got, dict) else f"a {type(got).__name__}"
+        raise TypeError(f"induction_head_scores returned {what}: expected a dict with the keys "
+                        f"{' and '.join(map(repr, SCORE_NAMES))}")
+    return tuple(got[k] for k in SCORE_NAMES)
+
+
+def _scores(prev_rows, prev_key, ind_rows, ind_key):
+    """induction_head_scores with other rows and keys: each a function of m giving the rows i (or keys of i)."""
+    def variant(maps, n_half):
+        W, m = np.asarray(maps), n_half
+        i, j = prev_rows(m), ind_rows(m)
+        return {"previous token": W[..., i, prev_key(i, m)].mean(-1), "induction": W[..., j, ind_key(j, m)].mean(-1)}
+    return variant
+
+
+RIGHT_PREV = (lambda m: np.arange(1, 2 * m), lambda i, m: i - 1)
+RIGHT_IND = (lambda m: np.arange(m, 2 * m - 1), lambda i, m: i - m + 1)
+INDUCTION_SCORES = Spec(
+    "induction_head_scores", induction_head_scores, induction_cases, "transformer/tasks/induction.py",
+    dims=("L", "h"), names=SCORE_NAMES, call=call_scores,
+    mistakes=[Mistake("the induction head reads the token AFTER the earlier copy: query i of the second copy finds "
+                      "its token's earlier copy at i − m, and the token to copy sits at i − m + 1, not i − m",
+                      variant=_scores(*RIGHT_PREV, RIGHT_IND[0], lambda i, m: i - m)),
+              Mistake("the induction score averages the rows of the second copy, i = m … 2m − 2, not every row",
+                      variant=_scores(*RIGHT_PREV, lambda m: np.arange(m - 1, 2 * m - 1), RIGHT_IND[1])),
+              Mistake("the previous-token score reads P[i, i − 1], the key just before the query, for i = 1 … 2m − 1",
+                      variant=_scores(lambda m: np.arange(2 * m), lambda i, m: i, *RIGHT_IND)),
+              Mistake("P[..., i, j] is query i's weight on key j: the query is the second-to-last axis, the key "
+                      "the last", variant=lambda maps, n_half: induction_head_scores(np.swapaxes(maps, -1, -2), n_half)),
+              Mistake("return a dict with the two keys 'previous token' and 'induction', each (…, L, h)",
+                      raises=r"returned .*expected a dict")])
