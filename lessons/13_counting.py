@@ -307,6 +307,11 @@ P.save(fig, P.figure_path("13_kv_cache.png"))
 # (lesson 14) matter for serving.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/13_counting.py` holds `count_parameters` and `kv_cache_bytes_per_token`
+# as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 13`: it runs the
+# package's own test cases on your code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

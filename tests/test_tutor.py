@@ -258,6 +258,36 @@ PLANTED = [
         def l2_normalize(x, eps=1e-12):
             return x / np.linalg.norm(x, axis=0, keepdims=True)
         """, "over the last axis"),
+    ("13", "count_parameters", """
+        def count_parameters(config):
+            c = config
+            per_layer = 2 * c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + 3 * c.d * c.d_ff + 2 * c.d
+            return c.v * c.d + c.L * per_layer + c.d + c.v * c.d
+        """, "a tied head reuses the embedding table"),
+    ("13", "count_parameters", """
+        def count_parameters(config):
+            c = config
+            per_layer = 4 * c.d * c.h * c.d_h + 3 * c.d * c.d_ff + 2 * c.d
+            return c.v * c.d + c.L * per_layer + c.d + (0 if c.tied else c.v * c.d)
+        """, "W_k and W_v have h_kv heads"),
+    ("13", "count_parameters", """
+        def count_parameters(config):
+            c = config
+            per_layer = 2 * c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + 3 * c.d * c.d_ff + 2 * c.d
+            return c.v * c.d + c.L * per_layer + (0 if c.tied else c.v * c.d)
+        """, "the final RMSNorm"),
+    ("13", "kv_cache_bytes_per_token", """
+        def kv_cache_bytes_per_token(config, dtype="float16"):
+            return 2 * config.L * config.d * np.dtype(dtype).itemsize
+        """, "only the h_kv key/value heads are cached"),
+    ("13", "kv_cache_bytes_per_token", """
+        def kv_cache_bytes_per_token(config, dtype="float16"):
+            return config.L * config.h_kv * config.d_h * np.dtype(dtype).itemsize
+        """, "K AND V"),
+    ("13", "kv_cache_bytes_per_token", """
+        def kv_cache_bytes_per_token(config, dtype="float16"):
+            return 2 * config.L * config.h_kv * config.d_h * 2
+        """, "use the `dtype` argument"),
     ("14", "paged_attention", PAGED.format(blocks="sorted(block_table)", cut="[:, :, :n_tokens]",
                                            first="n_tokens - n_q", heads="np.repeat(A, rep, axis=0)"),
      "in the table's order"),
@@ -413,7 +443,7 @@ def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["check", "13"], "lesson 13 has no workbook file"),
+    (["check", "15"], "lesson 15 has no workbook file"),
     (["check", "three"], "LESSON must be a lesson number"),
     (["check", "03", "--workbook", "/nonexistent/folder"], "is not a folder"),
     (["check", "03", "--time-limit", "0"], "--time-limit must be"),

@@ -51,6 +51,31 @@ def test_a_wrong_value_among_several_is_named_and_a_leading_ellipsis_labels_the_
                        f"got {fmt(m_bad[1, 0, 2, 0])} (1 of 12 entries differ)")
 
 
+def test_a_count_is_exact_and_the_difference_is_said():
+    """A parameter or byte count is an integer: one parameter off fails, and the message gives both counts in
+    full and their difference (576 = SmolLM2's d: a norm left out); a count 8 times too large says so."""
+    smollm2 = 30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536 + 2 * 576) + 49152 * 576 + 576  # published shapes
+    assert smollm2 == 134_515_008
+    assert compare(smollm2 + 1, smollm2) == "the result: expected 134,515,008, got 134,515,009 (1 more)"
+    assert compare(smollm2 - 576, smollm2) == "the result: expected 134,515,008, got 134,514,432 (576 fewer)"
+    assert compare(8 * 131_072, 131_072) == "the result: expected 131,072, got 1,048,576 (917,504 more; 8 × the expected)"
+    assert compare(float(smollm2), smollm2) is None  # 134515008.0 is the same count
+    assert compare(2.5, 3) == "the result: expected the whole number 3, got 2.5"
+
+
+def test_a_count_without_the_final_norm_is_told_which_part(tmp_path):
+    path = write_workbook(tmp_path, "13", """
+        def count_parameters(config):
+            c = config
+            layer = c.d * c.h * c.d_h * 2 + 2 * c.d * c.h_kv * c.d_h + 3 * c.d * c.d_ff + 2 * c.d
+            return c.v * c.d + c.L * layer + (0 if c.tied else c.v * c.d)
+        """)
+    text = format_report(check_file(path, "13"))
+    assert "expected 134,515,008, got 134,514,432 (576 fewer)" in text  # SmolLM2: d = 576
+    assert "expected 8,030,261,248, got 8,030,257,152 (4,096 fewer)" in text  # Llama-3-8B: d = 4096
+    assert "hint: the final RMSNorm after the last layer has d numbers too" in text, text
+
+
 def test_adamw_names_the_step_whose_parameters_go_wrong(tmp_path):
     # state.m and state.v are never written back: step 1 starts from zeros and is right, step 2 is not
     path = write_workbook(tmp_path, "18", """

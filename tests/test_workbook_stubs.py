@@ -43,6 +43,7 @@ STUBS = {
     "10_block.py": ["layer_norm", "rms_norm", "swiglu_ffn"],
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
+    "13_counting.py": ["count_parameters", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["paged_attention"],
     "16_packing.py": ["document_mask"],
     "18_training_step.py": ["softmax_backward", "scaled_dot_product_attention_backward", "adamw_step"],
@@ -117,6 +118,8 @@ def valid_call(name: str, target):
         "swiglu_ffn": lambda f: f(r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "filter_logits": lambda f: f(r(2, 5), 0.7, 3, 0.9),
         "mean_pool": lambda f: f(r(2, 3, 4), np.array([3, 1])),
+        "count_parameters": lambda f: f(T.load_config("smollm2-135m")),
+        "kv_cache_bytes_per_token": lambda f: f(T.load_config("llama-3-8b"), "float32"),
         "l2_normalize": lambda f: f(r(2, 4)),
         "paged_attention": lambda f: f(r(2, 3, 4), r(3, 1, 4, 4), r(3, 1, 4, 4), [2, 0], 6),
         "document_mask": lambda f: f(np.array([[0, 0, 1, -1]])),
@@ -138,9 +141,9 @@ def bound(name: str, obj, module_or_T):
 
 
 def test_the_workbook_covers_the_lessons_that_teach_a_function():
-    """Every lesson but 13 (counting, from a config), 15 (a whole encoder–decoder) and 17 (CUDA kernels)."""
+    """Every lesson but 15 (a whole encoder–decoder, trained) and 17 (CUDA kernels)."""
     assert [p.name for p in FILES] == sorted(STUBS), "workbook/ should hold exactly the files of STUBS"
-    assert sorted(int(p.name[:2]) for p in FILES) == [*range(1, 13), 14, 16, 18, 19]
+    assert sorted(int(p.name[:2]) for p in FILES) == [*range(1, 15), 16, 18, 19]
     for p in FILES:
         lesson = ROOT / "lessons" / p.name
         assert lesson.is_file(), f"workbook/{p.name} has no lesson of the same name in lessons/"

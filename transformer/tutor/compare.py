@@ -87,6 +87,16 @@ def _value(x) -> str:
     return repr(x) if not np.isfinite(x) else f"{x:.7g}"
 
 
+def _count_difference(got: float, expected: int) -> str:
+    """A count (parameters, bytes) is exact: both values in full and their difference, which often names
+    the part left out (576 fewer = d: a norm)."""
+    if not np.isfinite(got) or got != int(got):
+        return f"expected the whole number {expected:,}, got {_value(got)}"
+    diff = int(got) - expected
+    ratio = f"; {int(got) / expected:.4g} × the expected" if expected and abs(diff) > abs(expected) / 8 else ""
+    return f"expected {expected:,}, got {int(got):,} ({abs(diff):,} {'more' if diff > 0 else 'fewer'}{ratio})"
+
+
 def _as_array(got):  # -> a NumPy array, or None for what is not an array (a list of arrays, a string …)
     if isinstance(got, np.ndarray):
         return got
@@ -183,6 +193,8 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
             g = float(got)
         except (TypeError, ValueError):
             return Problem(f"{what} should be a number, got {type(got).__name__}", "type")
+        if isinstance(expected, numbers.Integral) and not isinstance(expected, (bool, np.bool_)):
+            return None if g == int(expected) else Problem(f"{what}: {_count_difference(g, int(expected))}")
         if not (np.isclose(g, float(expected), rtol=tol.rtol, atol=tol.atol) or g == float(expected)):
             return Problem(f"{what}: expected {_value(expected)}, got {_value(g)}")
         return None

@@ -1,5 +1,6 @@
-"""The checker's cases for lessons 12, 14, 16 and 19: sentence embeddings, paged attention, the
-document mask of packed rows, and the scores that find induction heads."""
+"""The checker's cases for lessons 12, 13, 14, 16 and 19: sentence embeddings, a decoder's parameters and
+KV bytes counted from its config, paged attention, the document mask of packed rows, and the scores that
+find induction heads."""
 from __future__ import annotations
 
 import math
@@ -9,10 +10,13 @@ import numpy as np
 from ..core.masks import causal_mask, document_mask
 from ..core.paged_kv import paged_attention
 from ..models.bert import l2_normalize, mean_pool
+from ..models.configs import ModelConfig, load_config
+from ..models.counting import count_parameters, kv_cache_bytes_per_token
 from ..tasks.induction import induction_head_scores
 from .cases import Case, Mistake, Spec, call_plain
 
-__all__ = ["MEAN_POOL", "L2_NORMALIZE", "PAGED_ATTENTION", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+__all__ = ["MEAN_POOL", "L2_NORMALIZE", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION", "DOCUMENT_MASK",
+           "INDUCTION_SCORES"]
 
 
 def _rng(seed):
@@ -85,6 +89,86 @@ L2_NORMALIZE = Spec(
               Mistake("a zero row must stay zero, not NaN: divide by max(‖x‖₂, eps), the `eps` argument",
                       tag="zero")],
     torch=_torch_normalize)
+
+
+# --- lesson 13: counting a Llama-style decoder from its config -----------------------------------------
+TINY = ModelConfig("tiny (L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, untied head)", "decoder", L=2, d=16, h=4,
+                   h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64, tied=False)
+WIDE_HEADS = ModelConfig("wide heads (L=3, d=12, h=4, h_kv=1, d_h=5: h·d_h ≠ d, tied head)", "decoder", L=3, d=12,
+                         h=4, h_kv=1, d_h=5, d_ff=20, v=30, n_ctx=32)
+
+
+def config_cases():
+    """Llama-style decoders (RMSNorm, SwiGLU, RoPE, no biases): the lesson's three and two small ones."""
+    def case(config, tags=()):
+        c = load_config(config)
+        gqa = {"gqa"} if c.h_kv < c.h else set()
+        return Case(f"{c.name}: L={c.L}, d={c.d}, h={c.h}, h_kv={c.h_kv}, d_h={c.d_h}, d_ff={c.d_ff}, v={c.v}, "
+                    f"{'tied' if c.tied else 'untied'} head", (c,), tags=frozenset({*tags, *gqa,
+                                                                                    "tied" if c.tied else "untied"}))
+    return [case("smollm2-135m"), case("phi-3-mini"), case("llama-3-8b"), case(TINY), case(WIDE_HEADS, {"d_h"})]
+
+
+def _params(c, *, head=None, kv_heads=None, ffn=3, norms=None, q_width=None):
+    """A Llama-style count with one part changed: the head (v·d or 0), the K/V heads, the FFN's matrices,
+    the norms, the width of W_q and W_o."""
+    kv = c.h_kv if kv_heads is None else kv_heads
+    qw = c.h * c.d_h if q_width is None else q_width
+    attention = c.d * qw + 2 * c.d * kv * c.d_h + qw * c.d  # W_q, W_k, W_v, W_o
+    norm_count = 2 * c.L + 1 if norms is None else norms
+    lm_head = (0 if c.tied else c.v * c.d) if head is None else head
+    return c.v * c.d + c.L * (attention + ffn * c.d * c.d_ff) + norm_count * c.d + lm_head
+
+
+COUNT_PARAMETERS = Spec(
+    "count_parameters", count_parameters, config_cases, "transformer/models/counting.py",
+    mistakes=[Mistake("a tied head reuses the embedding table: count its v·d numbers once (config.tied)",
+                      variant=lambda config: _params(config, head=config.v * config.d)),
+              Mistake("an untied head (config.tied False) is a matrix of its own: add v·d",
+                      variant=lambda config: _params(config, head=0)),
+              Mistake("W_k and W_v have h_kv heads, not h: each is d × h_kv·d_h (GQA shares them)",
+                      variant=lambda config: _params(config, kv_heads=config.h)),
+              Mistake("SwiGLU has three matrices: W_gate and W_up (d × d_ff) and W_down (d_ff × d)",
+                      variant=lambda config: _params(config, ffn=2)),
+              Mistake("each RMSNorm has d numbers (γ): two per layer and a final one, (2L + 1)·d in all",
+                      variant=lambda config: _params(config, norms=0)),
+              Mistake("the final RMSNorm after the last layer has d numbers too: (2L + 1)·d norms in all",
+                      variant=lambda config: _params(config, norms=2 * config.L)),
+              Mistake("W_q is d × h·d_h and W_o is h·d_h × d: h·d_h need not equal d (config.d_h)",
+                      variant=lambda config: _params(config, q_width=config.d)),
+              Mistake("W_k and W_v are d × h_kv·d_h: use config.d_h, which need not be d / h", tag="d_h")])
+
+
+def bytes_cases():
+    cases = config_cases()
+    return ([Case(c.label, c.args, tags=c.tags) for c in cases[:3]]  # the default dtype, float16
+            + [Case(cases[2].label + ', dtype="float64"', cases[2].args, {"dtype": "float64"}, cases[2].tags | {"dtype"}),
+               Case(cases[3].label, cases[3].args, tags=cases[3].tags),
+               Case(cases[4].label + ", dtype=np.float64", cases[4].args, {"dtype": np.float64},
+                    cases[4].tags | {"dtype"})])
+
+
+def _bytes(config, dtype="float16", *, kv=2, heads=None, layers=None, width=None, per=None):
+    c = config
+    size = np.dtype(dtype).itemsize if per is None else per
+    return (kv * (c.L if layers is None else layers) * (c.h_kv if heads is None else heads)
+            * (c.d_h if width is None else width) * size)
+
+
+KV_BYTES_PER_TOKEN = Spec(
+    "kv_cache_bytes_per_token", kv_cache_bytes_per_token, bytes_cases, "transformer/models/counting.py",
+    mistakes=[Mistake("the cache holds K AND V: 2 · L · h_kv · d_h numbers a token",
+                      variant=lambda config, dtype="float16": _bytes(config, dtype, kv=1)),
+              Mistake("only the h_kv key/value heads are cached (GQA, MQA): h_kv · d_h numbers of K and of V a layer, "
+                      "not h · d_h (= d)", variant=lambda config, dtype="float16": _bytes(config, dtype, heads=config.h)),
+              Mistake("every one of the L layers keeps its own K and V",
+                      variant=lambda config, dtype="float16": _bytes(config, dtype, layers=1)),
+              Mistake("a head holds d_h numbers of K (and of V), and h_kv · d_h need not be d",
+                      variant=lambda config, dtype="float16": _bytes(config, dtype, heads=1, width=config.d)),
+              Mistake("bytes, not bits: a float16 number takes 2 bytes (np.dtype(dtype).itemsize)",
+                      variant=lambda config, dtype="float16": _bytes(config, dtype, per=8 * np.dtype(dtype).itemsize)),
+              Mistake("use the `dtype` argument: np.dtype(dtype).itemsize bytes a number (float16: 2, float64: 8)",
+                      variant=lambda config, dtype="float16": _bytes(config))])
 
 
 # --- lesson 14: attention through a block table ------------------------------------------------------
