@@ -492,6 +492,12 @@ P.save(fig, P.figure_path("15_data_flow.png"))
 # encoders such as MiniLM (lesson 12) keep just the first.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/15_cross_attention.py` holds `seq2seq_decoder_layer` (masked
+# self-attention, cross-attention, FFN, each post-norm, with both masks and both weights returned) as a
+# stub; fill it in, then run `python -m transformer check 15`: it runs the package's own test cases on your
+# code and says what is still wrong.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

@@ -67,6 +67,23 @@ PAGED = """
         return (p / p.sum(-1, keepdims=True)) @ V
 """
 
+# a learner's decoder layer with the cross-attention's call and the last line filled in by .format
+DECODER = """
+    from transformer import causal_mask, ffn, layer_norm, multi_head_attention
+
+    def seq2seq_decoder_layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=None,
+                              eps=1e-5):
+        keep = self_mask
+        if causal:
+            keep = causal_mask(y.shape[1]) if keep is None else keep & causal_mask(y.shape[1])
+        a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
+        y1 = layer_norm(y + a, lw.ln1_g, lw.ln1_b, eps)
+        c, p_cross = multi_head_attention({cross}, return_weights=True)
+        y2 = layer_norm(y1 + c, lw.ln2_g, lw.ln2_b, eps)
+        f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2)
+        return {out}, p_self, p_cross
+"""
+
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
 PLANTED = [
     ("03", "softmax", """
@@ -297,6 +314,23 @@ PLANTED = [
                                            heads="np.repeat(A, rep, axis=0)"), "the LAST n_q"),
     ("14", "paged_attention", PAGED.format(blocks="block_table", cut="[:, :, :n_tokens]", first="n_tokens - n_q",
                                            heads="np.tile(A, (rep, 1, 1))"), "not np.tile"),
+    ("15", "seq2seq_decoder_layer", DECODER.format(cross="y1, lw.cross_attn, h, mask=cross_mask, context=y1",
+                                                    out="layer_norm(y2 + f, lw.ln3_g, lw.ln3_b, eps)"),
+     "keys and values come from the encoder output z"),
+    ("15", "seq2seq_decoder_layer", DECODER.format(cross="y1, lw.cross_attn, h, mask=cross_mask & causal_mask(y.shape[1], "
+                                                    "z.shape[1]) if cross_mask is not None else causal_mask(y.shape[1], "
+                                                    "z.shape[1]), context=z", out="layer_norm(y2 + f, lw.ln3_g, lw.ln3_b, eps)"),
+     "cross-attention is not causal"),
+    ("15", "seq2seq_decoder_layer", DECODER.replace(
+        "keep = causal_mask(y.shape[1]) if keep is None else keep & causal_mask(y.shape[1])",
+        "keep = causal_mask(y.shape[1])").format(cross="y1, lw.cross_attn, h, mask=cross_mask, context=z",
+                                                 out="layer_norm(y2 + f, lw.ln3_g, lw.ln3_b, eps)"),
+     "the self-attention takes both: causal mask & self_mask"),
+    ("15", "seq2seq_decoder_layer", DECODER.format(cross="y1, lw.cross_attn, h, context=z",
+                                                    out="layer_norm(y2 + f, lw.ln3_g, lw.ln3_b, eps)"),
+     "pass cross_mask"),
+    ("15", "seq2seq_decoder_layer", DECODER.format(cross="y1, lw.cross_attn, h, mask=cross_mask, context=z",
+                                                    out="y2 + f"), "the third sub-layer ends like the others"),
     ("16", "document_mask", """
         def document_mask(doc, *, causal=True):
             same = doc[:, :, None] == doc[:, None, :]
@@ -443,7 +477,7 @@ def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["check", "15"], "lesson 15 has no workbook file"),
+    (["check", "17"], "lesson 17 has no workbook file"),
     (["check", "three"], "LESSON must be a lesson number"),
     (["check", "03", "--workbook", "/nonexistent/folder"], "is not a folder"),
     (["check", "03", "--time-limit", "0"], "--time-limit must be"),

@@ -45,15 +45,17 @@ STUBS = {
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["paged_attention"],
+    "15_cross_attention.py": ["seq2seq_decoder_layer"],
     "16_packing.py": ["document_mask"],
     "18_training_step.py": ["softmax_backward", "scaled_dot_product_attention_backward", "adamw_step"],
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
-REDUCED = {"flash_attention"}  # the learner writes the heart of it; the package's has more options
+# the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
+REDUCED = {"flash_attention", "seq2seq_decoder_layer"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 
 LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}
-OTHER_SIZES = {"d_ff", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc"}  # named in the stub's own docstring
+OTHER_SIZES = {"d_ff", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc"}  # named in the stub's own docstring
 BRACKETS = re.compile(r"[(\[]([^()\[\]\n]*,[^()\[\]\n]*)[)\]]")
 AFTER = re.compile(r"After trying: the package's version is `([\w/.]+\.py)`, `([\w.]+)`\.\s*$")
 HEAVY = ["matplotlib", "torch", "cupy", "scipy", "IPython", "sphinx", "transformers", "tokenizers", "safetensors"]
@@ -121,6 +123,8 @@ def valid_call(name: str, target):
         "count_parameters": lambda f: f(T.load_config("smollm2-135m")),
         "kv_cache_bytes_per_token": lambda f: f(T.load_config("llama-3-8b"), "float32"),
         "l2_normalize": lambda f: f(r(2, 4)),
+        "seq2seq_decoder_layer": lambda f: f(r(1, 3, 4), r(1, 5, 4), T.seq2seq_decoder_weights(T.init_seq2seq(
+            T.Seq2SeqConfig(v=10, d=4, h=2, d_ff=6, L_enc=1, L_dec=1, n_max=8), 0, dtype="float64"), 0), 2),
         "paged_attention": lambda f: f(r(2, 3, 4), r(3, 1, 4, 4), r(3, 1, 4, 4), [2, 0], 6),
         "document_mask": lambda f: f(np.array([[0, 0, 1, -1]])),
         "induction_head_scores": lambda f: f(np.broadcast_to(np.tri(6) / np.arange(1, 7)[:, None], (1, 2, 6, 6)), 3),
@@ -141,9 +145,9 @@ def bound(name: str, obj, module_or_T):
 
 
 def test_the_workbook_covers_the_lessons_that_teach_a_function():
-    """Every lesson but 15 (a whole encoder–decoder, trained) and 17 (CUDA kernels)."""
+    """Every lesson but 17 (CUDA kernels, whose exercises are in lessons/solutions/)."""
     assert [p.name for p in FILES] == sorted(STUBS), "workbook/ should hold exactly the files of STUBS"
-    assert sorted(int(p.name[:2]) for p in FILES) == [*range(1, 15), 16, 18, 19]
+    assert sorted(int(p.name[:2]) for p in FILES) == [*range(1, 17), 18, 19]
     for p in FILES:
         lesson = ROOT / "lessons" / p.name
         assert lesson.is_file(), f"workbook/{p.name} has no lesson of the same name in lessons/"

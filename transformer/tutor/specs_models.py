@@ -1,22 +1,25 @@
-"""The checker's cases for lessons 12, 13, 14, 16 and 19: sentence embeddings, a decoder's parameters and
-KV bytes counted from its config, paged attention, the document mask of packed rows, and the scores that
-find induction heads."""
+"""The checker's cases for lessons 12 to 16 and 19: sentence embeddings, a decoder's parameters and KV bytes
+counted from its config, paged attention, the encoder–decoder's decoder layer, the document mask of packed
+rows, and the scores that find induction heads."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ..core.masks import causal_mask, document_mask
+from ..core.heads import AttentionWeights, multi_head_attention
+from ..core.layers import ffn, layer_norm, relu
+from ..core.masks import causal_mask, document_mask, padding_mask
 from ..core.paged_kv import paged_attention
 from ..models.bert import l2_normalize, mean_pool
 from ..models.configs import ModelConfig, load_config
 from ..models.counting import count_parameters, kv_cache_bytes_per_token
+from ..models.encoder_decoder import Seq2SeqDecoderLayer, seq2seq_decoder_layer
 from ..tasks.induction import induction_head_scores
 from .cases import Case, Mistake, Spec, call_plain
 
-__all__ = ["MEAN_POOL", "L2_NORMALIZE", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION", "DOCUMENT_MASK",
-           "INDUCTION_SCORES"]
+__all__ = ["MEAN_POOL", "L2_NORMALIZE", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION", "DECODER_LAYER",
+           "DOCUMENT_MASK", "INDUCTION_SCORES"]
 
 
 def _rng(seed):
@@ -251,6 +254,101 @@ PAGED_ATTENTION = Spec(
                       "np.tile", variant=_variant(tile=True)),
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal")],
     torch=_torch_paged)
+
+
+# --- lesson 15: the encoder–decoder's decoder layer ----------------------------------------------------
+def _decoder_layer(r, d, d_ff):
+    """Random weights of one decoder layer, with biases and β (so a left-out one shows)."""
+    m = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731
+    vec = lambda n, c=0.0: c + 0.1 * r.standard_normal(n)  # noqa: E731
+    attn = lambda: AttentionWeights(m(d, d), m(d, d), m(d, d), m(d, d), vec(d), vec(d), vec(d), vec(d))  # noqa: E731
+    return Seq2SeqDecoderLayer(attn(), attn(), m(d, d_ff), m(d_ff, d), vec(d, 1), vec(d, 1), vec(d, 1),
+                               vec(d_ff), vec(d), vec(d), vec(d), vec(d))
+
+
+def decoder_cases():
+    r = _rng(151)
+    y = lambda b, n: r.standard_normal((b, n, 8))  # noqa: E731
+    return [Case("b=2, n_dec=4, n_enc=6, d=8, h=2: the second source sentence has 4 words (cross_mask)",
+                 (y(2, 4), y(2, 6), _decoder_layer(r, 8, 12), 2), {"cross_mask": padding_mask([6, 4])},
+                 frozenset({"cross_mask"})),
+            Case("b=1, n_dec=5, n_enc=3, d=8, h=4, no mask given", (y(1, 5), y(1, 3), _decoder_layer(r, 8, 12), 4)),
+            Case("causal=False with self_mask: the second target has 3 words (b=2, n_dec=4, n_enc=5)",
+                 (y(2, 4), y(2, 5), _decoder_layer(r, 8, 16), 2), {"causal": False, "self_mask": padding_mask([4, 3])},
+                 frozenset({"noncausal"})),
+            Case("causal with self_mask too: the first target has 2 words (b=2, n_dec=4, n_enc=3)",
+                 (y(2, 4), y(2, 3), _decoder_layer(r, 8, 12), 2), {"self_mask": padding_mask([2, 4])},
+                 frozenset({"causal+self_mask"}))]
+
+
+def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False, cross_causal=False,
+                     self_causal=True, cross_mask_used=True, last_norm=True, ffn_residual=True):
+    """The decoder layer with one mistake switched on."""
+    def layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
+        keep = self_mask
+        if causal and self_causal:
+            future = causal_mask(y.shape[1])
+            keep = future if keep is None else keep & future
+        norm = lambda x, i: layer_norm(x, getattr(lw, f"ln{i}_g"), getattr(lw, f"ln{i}_b"), eps)  # noqa: E731
+        if pre_norm:  # x + sublayer(LN(x)), the pre-LN layout
+            a, p_self = multi_head_attention(norm(y, 1), lw.self_attn, h, mask=keep, return_weights=True)
+            y1 = y + a
+            c, p_cross = multi_head_attention(norm(y1, 2), lw.cross_attn, h, mask=cross_mask, context=z,
+                                              return_weights=True)
+            y2 = y1 + c
+            return y2 + ffn(norm(y2, 3), lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation), p_self, p_cross
+        a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
+        y1 = norm(y + a, 1)
+        mask = cross_mask if cross_mask_used else None
+        if cross_causal:
+            future = causal_mask(y.shape[1], z.shape[1])
+            mask = future if mask is None else mask & future
+        context = {"z": z, "y": y, "y1": y1}[keys_from or "z"]
+        c, p_cross = multi_head_attention(y if queries_from_input else y1, lw.cross_attn, h, mask=mask,
+                                          context=context, return_weights=True)
+        y2 = norm(y1 + c, 2)
+        f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)
+        r3 = y2 + f if ffn_residual else f
+        return (norm(r3, 3) if last_norm else r3), p_self, p_cross
+    return layer
+
+
+def _call_decoder(fn, case):
+    """The layer's three results; an answer that is not a tuple is returned as it is, for the report."""
+    got = call_plain(fn, case)
+    return tuple(got) if isinstance(got, list) else got
+
+
+DECODER_LAYER = Spec(
+    "seq2seq_decoder_layer", seq2seq_decoder_layer, decoder_cases, "transformer/models/encoder_decoder.py",
+    dims=(("b", "n_q", "d"), ("b", "h", "n_q", "n_k"), ("b", "h", "n_q", "n_k")),
+    names=("the output", "the self-attention weights", "the cross-attention weights"), call=_call_decoder,
+    mistakes=[Mistake("cross-attention's keys and values come from the encoder output z (context=z); its queries "
+                      "from the decoder", variant=_decoder_variant(keys_from="y1")),
+              Mistake("cross-attention's keys and values come from the encoder output z (context=z)",
+                      variant=_decoder_variant(keys_from="y")),
+              Mistake("the cross-attention's queries come from the first sub-layer's output, "
+                      "LayerNorm(y + self-attention), not from the layer's input y",
+                      variant=_decoder_variant(queries_from_input=True)),
+              Mistake("post-norm (the original Transformer, as in this lesson): LayerNorm(x + sublayer(x)) after "
+                      "each sub-layer, not x + sublayer(LayerNorm(x))", variant=_decoder_variant(pre_norm=True)),
+              Mistake("the self-attention over the target is causal (causal=True): position i sees j ≤ i",
+                      variant=_decoder_variant(self_causal=False)),
+              Mistake("cross-attention is not causal: every target position may read every source word; only "
+                      "cross_mask hides the source's padding", variant=_decoder_variant(cross_causal=True)),
+              Mistake("pass cross_mask to the cross-attention: it hides the padded source words",
+                      variant=_decoder_variant(cross_mask_used=False)),
+              Mistake("the third sub-layer ends like the others: LayerNorm(y2 + FFN(y2)) with ln3",
+                      variant=_decoder_variant(last_norm=False)),
+              Mistake("the FFN has a residual too: LayerNorm(y2 + FFN(y2))", variant=_decoder_variant(ffn_residual=False)),
+              Mistake("when causal and a self_mask is given, the self-attention takes both: causal mask & self_mask",
+                      tag="causal+self_mask"),
+              Mistake("with causal=False there is no causal mask: the self-attention takes self_mask alone",
+                      tag="noncausal"),
+              Mistake("the cross-attention reads the encoder output (context=z), and its mask is cross_mask, over "
+                      "z's n_enc keys", raises=r"not broadcastable to \(b, h, n_q, n_k\)"),
+              Mistake("cross-attention is not causal: no causal mask between the target and the source (n_dec and "
+                      "n_enc differ)", raises=r"offset must be ≥ 0")])
 
 
 # --- lesson 16: the document mask of packed rows -----------------------------------------------------
