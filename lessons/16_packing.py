@@ -362,7 +362,7 @@ assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 
 # %% [markdown]
 # **Write it yourself.** `workbook/16_packing.py` holds `document_mask` (a token reads only its own document)
-# as a stub with this lesson's formula; fill it in, then run `python -m transformer check 16`: it runs the
+# and `key_tiles_read` (the key tiles a kernel's query block reads) as stubs; fill them in, then run `python -m transformer check 16`: it runs the
 # package's own test cases on your code and says what is still wrong.
 
 # %% [markdown]

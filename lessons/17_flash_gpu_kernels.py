@@ -459,6 +459,12 @@ assert replayed == host_ids
 # (measured at 7 a layer: 1.13 ms a token, 888 tok/s), and what is left is each small kernel's own time.
 
 # %% [markdown]
+# **Write it yourself.** `workbook/17_flash_gpu_kernels.py` holds `mma_fragment_layout` (which lane and
+# register hold each element of an `mma.sync` operand) as a stub with the tables of section 2; fill it in,
+# then run `python -m transformer check 17`: it runs the package's own test cases on your code and says what
+# is still wrong. No GPU is needed.
+
+# %% [markdown]
 # ## Try it
 #
 # Predict first, then compute. Worked solutions, each checked against the package by

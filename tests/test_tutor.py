@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import transformer as T
 from transformer.tutor import LESSON_SPECS, check_file, format_report, workbook_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def write_workbook(folder: Path, lesson: str, source: str = "") -> Path:
     """A workbook file for `lesson`: the package's functions, then `source` redefining some of them."""
-    names = ", ".join(s.name for s in LESSON_SPECS[lesson])
+    imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or T.cuda_kernels' (lessons 16, 17)
+               f"from transformer import cuda_kernels; {s.name} = cuda_kernels.{s.name}" for s in LESSON_SPECS[lesson]]
     path = folder / f"{lesson}_planted.py"
-    path.write_text(f"import math\nimport numpy as np\nfrom transformer import {names}\n\n"
-                    + textwrap.dedent(source), encoding="utf-8")
+    path.write_text(f"import math\nimport numpy as np\n{'; '.join(imports)}\n\n" + textwrap.dedent(source),
+                    encoding="utf-8")
     return path
 
 
@@ -82,6 +84,32 @@ DECODER = """
         y2 = layer_norm(y1 + c, lw.ln2_g, lw.ln2_b, eps)
         f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2)
         return {out}, p_self, p_cross
+"""
+
+# a learner's key_tiles_read with loops (no doc), the causal bound and the read test filled in by .format
+TILES = """
+    def key_tiles_read(n, block_q, block_k, *, causal, doc=None):
+        n_q_tiles, n_k_tiles = -(-n // block_q), -(-n // block_k)
+        out = np.zeros((1, n_q_tiles, n_k_tiles), bool)
+        for t in range(n_q_tiles):
+            end = n
+            if causal:
+                end = {end}
+            for j in range(n_k_tiles):
+                out[0, t, j] = {read}
+        return out
+"""
+
+# a learner's mma_fragment_layout for the float16 shape, C's lane and register and A's register filled in by
+# .format (the TF32 shape and B as the package lays them out)
+FRAGMENT = """
+    def mma_fragment_layout(operand, shape="m16n8k16"):
+        if shape == "m16n8k8" or operand == "B":
+            return cuda_kernels.mma_fragment_layout(operand, shape)
+        r, c = np.indices((16, 8) if operand == "C" else (16, 16))
+        if operand == "C":
+            return {lane_c}, {reg_c}, np.zeros_like(r)
+        return 4 * (r % 8) + (c % 8) // 2, {reg_a}, c % 2
 """
 
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
@@ -354,6 +382,16 @@ PLANTED = [
             same = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)
             return (same & np.tril(np.ones((n, n), bool)))[:, None]
         """, "with causal=False"),
+    ("16", "key_tiles_read", TILES.format(end="min(end, t * block_q + 1)", read="j * block_k < end"),
+     "LAST row's key"),
+    ("16", "key_tiles_read", TILES.format(end="min(end, min(n, (t + 1) * block_q))", read="j * block_k <= end"),
+     "not ≤"),
+    ("17", "mma_fragment_layout", FRAGMENT.format(lane_c="4 * (r // 2) + c // 2", reg_c="2 * (r % 2) + c % 2",
+                                                  reg_a="r // 8 + 2 * (c // 8)"), "rows g AND g + 8"),
+    ("17", "mma_fragment_layout", FRAGMENT.format(lane_c="4 * (r % 8) + c // 2", reg_c="r // 8 + 2 * (c % 2)",
+                                                  reg_a="r // 8 + 2 * (c // 8)"), "C's four registers"),
+    ("17", "mma_fragment_layout", FRAGMENT.format(lane_c="4 * (r % 8) + c // 2", reg_c="2 * (r // 8) + c % 2",
+                                                  reg_a="2 * (r // 8) + c // 8"), "A's registers"),
     ("19", "induction_head_scores", """
         def induction_head_scores(maps, n_half):
             m = n_half
@@ -477,7 +515,7 @@ def test_a_file_that_does_not_load_is_one_line_and_the_others_are_still_checked(
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["check", "17"], "lesson 17 has no workbook file"),
+    (["check", "20"], "lesson 20 has no workbook file"),
     (["check", "three"], "LESSON must be a lesson number"),
     (["check", "03", "--workbook", "/nonexistent/folder"], "is not a folder"),
     (["check", "03", "--time-limit", "0"], "--time-limit must be"),

@@ -1,4 +1,5 @@
-"""The checker's cases for lessons 08 and 09: the online softmax's merge and update, FlashAttention-2's loop."""
+"""The checker's cases for lessons 08, 09, 16 and 17: the online softmax's merge and update, FlashAttention-2's
+loop, the key tiles a kernel's query block reads, and where mma.sync keeps each element across a warp."""
 from __future__ import annotations
 
 import math
@@ -7,10 +8,11 @@ import numpy as np
 
 from ..core.masks import causal_mask
 from ..core.online_softmax import exp_minus, merge_softmax_stats, online_attention_update
+from ..flash.cuda_kernels import key_tiles_read, mma_fragment_layout
 from ..flash.tiled import flash_attention
 from .cases import Case, Mistake, Spec
 
-__all__ = ["MERGE_STATS", "ONLINE_UPDATE", "FLASH"]
+__all__ = ["MERGE_STATS", "ONLINE_UPDATE", "FLASH", "KEY_TILES", "FRAGMENTS"]
 
 
 def _rng(seed):
@@ -186,3 +188,109 @@ FLASH = Spec(
                       tag="gqa"),
               Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times (np.repeat axis=1)",
                       raises=r"broadcast", tag="gqa")])
+
+
+# --- lesson 16: the key tiles a block of queries reads ---------------------------------------------------
+def tiles_cases():
+    row = np.array([[0, 0, 0, 1, 1, 2, -1, -1]])  # three documents, two padding slots
+    return [Case("n=8, block_q=2, block_k=2, causal", (8, 2, 2), {"causal": True}),
+            Case("n=10, block_q=4, block_k=3, causal: partial last tiles", (10, 4, 3), {"causal": True}),
+            Case("n=8, block_q=4, block_k=4, causal=False", (8, 4, 4), {"causal": False}, frozenset({"noncausal"})),
+            Case("doc [[0 0 0 1 1 2 −1 −1]], block_q=4, block_k=2, causal", (8, 4, 2), {"causal": True, "doc": row},
+                 frozenset({"doc"})),
+            Case("b=2 rows of documents, n=9, block_q=3, block_k=2, causal=False",
+                 (9, 3, 2), {"causal": False, "doc": np.array([[0, 0, 0, 0, 1, 1, 1, 2, 2], [0, 0, 1, 1, 1, 1, 1, -1, -1]])},
+                 frozenset({"doc", "noncausal"}))]
+
+
+def _tiles(n, block_q, block_k, *, causal, doc=None, first_row=False, inclusive=False, docs=True, doc_start=True,
+           floor=False):
+    """key_tiles_read with one mistake switched on: the causal bound from the block's first row, the end
+    tile counted inclusively, the documents left out, or their first key, and ⌊n / block⌋ tiles."""
+    tiles = (lambda size: n // size) if floor else (lambda size: -(-n // size))
+    n_q_tiles, n_k_tiles = tiles(block_q), tiles(block_k)
+    rows = [None] if doc is None or not docs else list(np.asarray(doc))
+    out = np.zeros((len(rows), n_q_tiles, n_k_tiles), bool)
+    for r, d in enumerate(rows):
+        for t in range(n_q_tiles):
+            q = np.arange(t * block_q, min(n, (t + 1) * block_q))  # the block's rows
+            if d is None:
+                first, end = 0, n
+            else:
+                mine = d[q][d[q] >= 0]
+                keys = np.flatnonzero(np.isin(d, mine))
+                first, end = (keys[0], keys[-1] + 1) if len(keys) else (n, 0)
+            if not doc_start:
+                first = 0
+            if causal:
+                end = min(end, (q[0] + 1) if first_row else (q[-1] + 1))
+            for j in range(n_k_tiles):
+                out[r, t, j] = j >= first // block_k and (j * block_k <= end if inclusive else j * block_k < end)
+    return out
+
+
+KEY_TILES = Spec(
+    "key_tiles_read", key_tiles_read, tiles_cases, "transformer/flash/cuda_kernels.py", dims=("b", "Tr", "Tc"),
+    mistakes=[Mistake("causal: a block's last row sees the most keys, so the block reads up to the tile holding its "
+                      "LAST row's key, not its first row's", variant=lambda *a, **k: _tiles(*a, **k, first_row=True)),
+              Mistake("key tile j holds keys j·block_k … j·block_k + block_k − 1: it is read when j·block_k < end "
+                      "(end is one past the last key), not ≤", variant=lambda *a, **k: _tiles(*a, **k, inclusive=True)),
+              Mistake("with doc, a block reads only the keys of the documents its rows hold (one row of the result "
+                      "per batch row of doc)", variant=lambda *a, **k: _tiles(*a, **k, docs=False)),
+              Mistake("with doc, reading starts at the tile holding the first key of the block's first document: "
+                      "the tiles before it hold other documents", variant=lambda *a, **k: _tiles(*a, **k, doc_start=False)),
+              Mistake("⌈n / block⌉ tiles: the last tile may be partly filled (-(-n // block))",
+                      variant=lambda *a, **k: _tiles(*a, **k, floor=True)),
+              Mistake("causal=False: every key of the block's documents (all n without doc) may be read",
+                      tag="noncausal")])
+
+
+# --- lesson 17: where mma.sync keeps each element across a warp --------------------------------------------
+def fragment_cases():
+    return [Case('operand "C" (16 × 8, the scores S, float32)', ("C",)),
+            Case('operand "A" of m16n8k16 (16 × 16, P in float16)', ("A",)),
+            Case('operand "B" of m16n8k16 (16 × 8: 16 keys × 8 columns of V)', ("B",)),
+            Case('operand "A" of m16n8k8 (16 × 8, TF32)', ("A", "m16n8k8"), tags=frozenset({"tf32"})),
+            Case('operand "B" of m16n8k8 (8 × 8, TF32)', ("B", "m16n8k8"), tags=frozenset({"tf32"}))]
+
+
+def _fragments(change: str):
+    """mma_fragment_layout with one mistake in one operand; every other operand as the package lays it out."""
+    def variant(operand, shape="m16n8k16"):
+        lane, reg, half = (a.copy() for a in mma_fragment_layout(operand, shape))
+        r, c = np.indices(lane.shape)
+        if change == "rows 2g, 2g+1" and operand == "C":
+            lane, reg = 4 * (r // 2) + c // 2, 2 * (r % 2) + c % 2
+        elif change == "C registers" and operand == "C":
+            reg = r // 8 + 2 * (c % 2)
+        elif change == "A registers" and (operand, shape) == ("A", "m16n8k16"):
+            reg = 2 * (r // 8) + c // 8
+        elif change == "halves" and shape == "m16n8k16" and operand in "AB":
+            half = 1 - half
+        elif change == "B like A" and (operand, shape) == ("B", "m16n8k16"):
+            lane, reg = 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2
+        elif change == "tf32 like fp16" and (operand, shape) == ("A", "m16n8k8"):
+            lane = 4 * (r % 8) + c // 2
+        else:  # not this mistake's operand: a variant that cannot run on a case says nothing about it
+            raise ValueError(f"this mistake is not in operand {operand} of {shape}")
+        return lane, reg, half
+    return variant
+
+
+FRAGMENTS = Spec(
+    "mma_fragment_layout", mma_fragment_layout, fragment_cases, "transformer/flash/cuda_kernels.py",
+    dims=("row", "col"), names=("lane", "reg", "half"),
+    mistakes=[Mistake("lane 4g + t holds rows g AND g + 8 (g = row % 8), not two neighbouring rows",
+                      variant=_fragments("rows 2g, 2g+1")),
+              Mistake("C's four registers: c0, c1 are columns 2t, 2t + 1 of row g; c2, c3 the same columns of row "
+                      "g + 8 (reg = 2·(row // 8) + col % 2)", variant=_fragments("C registers")),
+              Mistake("A's registers: a0 rows g, a1 rows g + 8 of columns 0 … 7; a2, a3 the same rows of columns "
+                      "8 … 15 (reg = row // 8 + 2·(col // 8))", variant=_fragments("A registers")),
+              Mistake("a register holds two float16: the even column (A) or row (B) in the low half, half 0",
+                      variant=_fragments("halves")),
+              Mistake("B is k × n and goes by column: lane 4·col + (k % 8) // 2 holds rows 2t, 2t + 1 of column g",
+                      variant=_fragments("B like A")),
+              Mistake("TF32 (m16n8k8) keeps one element a register: lane 4g + t holds A[g][t] and A[g][t + 4], "
+                      "t = col % 4", variant=_fragments("tf32 like fp16")),
+              Mistake('shape "m16n8k8" (TF32) has its own layout: one element a register, half always 0',
+                      tag="tf32")])
