@@ -291,6 +291,15 @@ PLANTED = [
             real = (np.arange(hidden.shape[1])[None, :] <= lengths[:, None])[:, :, None]
             return (hidden * real).sum(axis=1) / real.sum(axis=1)
         """, "j < length, not j ≤ length"),
+    ("12", "mean_pool", """
+        def mean_pool(hidden, lengths):
+            real = np.arange(hidden.shape[1])[None, :] < lengths[:, None]
+            return (hidden * real[:, :, None]).sum(axis=1) / lengths
+        """, "lengths[:, None] of shape (b, 1)"),
+    ("12", "l2_normalize", """
+        def l2_normalize(x, eps=1e-12):
+            return x / np.sqrt((x ** 2).sum(axis=-1))
+        """, "keep the length's axis (keepdims=True)"),
     ("12", "l2_normalize", """
         def l2_normalize(x, eps=1e-12):
             return x / (x ** 2).sum(axis=-1, keepdims=True)
@@ -359,6 +368,25 @@ PLANTED = [
      "pass cross_mask"),
     ("15", "seq2seq_decoder_layer", DECODER.format(cross="y1, lw.cross_attn, h, mask=cross_mask, context=z",
                                                     out="y2 + f"), "the third sub-layer ends like the others"),
+    ("14", "paged_attention", """
+        def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None):
+            h, n_q, d_h = q.shape
+            bs = k_pool.shape[2]
+            m, l, o = np.full((h, n_q, 1), -np.inf), np.zeros((h, n_q, 1)), np.zeros((h, n_q, d_h))
+            q_pos = np.arange(n_tokens - n_q, n_tokens)[:, None]
+            for j, blk in enumerate(block_table):
+                kb = np.repeat(k_pool[blk], h // k_pool.shape[1], 0)
+                vb = np.repeat(v_pool[blk], h // k_pool.shape[1], 0)
+                k_pos = np.arange(j * bs, (j + 1) * bs)[None, :]
+                ok = (k_pos < n_tokens) & ((k_pos <= q_pos) if causal else True)
+                s = np.where(ok, q @ kb.transpose(0, 2, 1) / np.sqrt(d_h), -np.inf)
+                m_new = np.maximum(m, s.max(-1, keepdims=True))
+                p = np.exp(s - m_new)
+                l = l + p.sum(-1, keepdims=True)
+                o = o * np.exp(m - m_new) + p @ vb
+                m = m_new
+            return o / l
+        """, "the running sum l is rescaled too"),
     ("16", "document_mask", """
         def document_mask(doc, *, causal=True):
             same = doc[:, :, None] == doc[:, None, :]

@@ -61,7 +61,9 @@ MEAN_POOL = Spec(
                       variant=lambda hidden, lengths: (hidden * _real(hidden, lengths, 1)).sum(1)
                       / np.minimum(np.asarray(lengths) + 1, hidden.shape[1])[:, None]),
               Mistake("average over the n positions (axis=1), not over the d features", variant=lambda hidden, lengths:
-                      (hidden * _real(hidden, lengths)).sum(-1) / np.asarray(lengths)[:, None])],
+                      (hidden * _real(hidden, lengths)).sum(-1) / np.asarray(lengths)[:, None]),
+              Mistake("divide each sentence's (b, d) sum by its length as a column, lengths[:, None] of shape (b, 1), "
+                      "so that it broadcasts over the d features", raises=r"could not be broadcast")],
     torch=_torch_mean_pool)
 
 
@@ -90,15 +92,15 @@ L2_NORMALIZE = Spec(
               Mistake("each vector is a row: take the length over the last axis (axis=-1, keepdims=True)",
                       variant=lambda x, eps=1e-12: x / np.maximum(np.sqrt((x * x).sum(0, keepdims=True)), eps)),
               Mistake("a zero row must stay zero, not NaN: divide by max(‖x‖₂, eps), the `eps` argument",
-                      tag="zero")],
+                      tag="zero"),
+              Mistake("keep the length's axis (keepdims=True): a (…, 1) length broadcasts over the d numbers of its row",
+                      raises=r"could not be broadcast")],
     torch=_torch_normalize)
 
 
 # --- lesson 13: counting a Llama-style decoder from its config -----------------------------------------
-TINY = ModelConfig("tiny (L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, untied head)", "decoder", L=2, d=16, h=4,
-                   h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64, tied=False)
-WIDE_HEADS = ModelConfig("wide heads (L=3, d=12, h=4, h_kv=1, d_h=5: h·d_h ≠ d, tied head)", "decoder", L=3, d=12,
-                         h=4, h_kv=1, d_h=5, d_ff=20, v=30, n_ctx=32)
+TINY = ModelConfig("tiny", "decoder", L=2, d=16, h=4, h_kv=2, d_h=4, d_ff=24, v=50, n_ctx=64, tied=False)
+WIDE_HEADS = ModelConfig("wide heads (h·d_h ≠ d)", "decoder", L=3, d=12, h=4, h_kv=1, d_h=5, d_ff=20, v=30, n_ctx=32)
 
 
 def config_cases():
@@ -237,6 +239,27 @@ def _torch_paged(case):  # the table's blocks gathered, then torch's attention w
                                           attn_mask=torch.from_numpy(mask), enable_gqa=q.shape[0] != K.shape[0]).numpy()
 
 
+def _online_paged(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, rescale_l=True,
+                  rescale_o=True):
+    """Block by block with lesson 08's online softmax, one of its two rescalings left out."""
+    h, n_q, d_h = q.shape
+    bs, rep = k_pool.shape[2], h // k_pool.shape[1]
+    m, l, o = np.full((h, n_q, 1), -np.inf), np.zeros((h, n_q, 1)), np.zeros((h, n_q, d_h))
+    q_pos = np.arange(n_tokens - n_q, n_tokens)[:, None]  # [n_q, 1]
+    for j in range(-(-n_tokens // bs)):
+        kb, vb = (np.repeat(pool[block_table[j]], rep, axis=0) for pool in (k_pool, v_pool))  # [h, bs, d_h]
+        k_pos = np.arange(j * bs, (j + 1) * bs)[None, :]  # [1, bs]
+        allowed = (k_pos < n_tokens) & ((k_pos <= q_pos) if causal else True)
+        s = np.where(allowed, q @ kb.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale), -np.inf)
+        m_new = np.maximum(m, s.max(-1, keepdims=True))
+        p = np.where(np.isneginf(s), 0.0, np.exp(s - np.where(np.isneginf(m_new), 0, m_new)))
+        corr = np.where(np.isneginf(m), 0.0, np.exp(m - np.where(np.isneginf(m_new), 0, m_new)))
+        l = (l * corr if rescale_l else l) + p.sum(-1, keepdims=True)
+        o = (o * corr if rescale_o else o) + p @ vb
+        m = m_new
+    return o / np.where(l == 0, 1, l)
+
+
 def _variant(**mistake):
     return lambda q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None: _gathered_attention(
         q, k_pool, v_pool, block_table, n_tokens, causal=causal, scale=scale, **mistake)
@@ -252,6 +275,11 @@ PAGED_ATTENTION = Spec(
                       variant=_variant(first=True)),
               Mistake("GQA: query head i reads key/value head i // (h / h_kv): np.repeat on the head axis, not "
                       "np.tile", variant=_variant(tile=True)),
+              Mistake("online softmax: when the running max rises, the running sum l is rescaled too: "
+                      "l' = l·e^(m − m') + rowsum(e^(S_j − m'))",
+                      variant=lambda *a, **k: _online_paged(*a, **k, rescale_l=False)),
+              Mistake("online softmax: when the running max rises, the output so far is rescaled too: "
+                      "O' = O·e^(m − m') + e^(S_j − m') V_j", variant=lambda *a, **k: _online_paged(*a, **k, rescale_o=False)),
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal")],
     torch=_torch_paged)
 
