@@ -276,6 +276,45 @@ PLANTED = [
             x1, x2 = x[..., 0::2], x[..., 1::2]
             return np.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
         """, "interleaved layout"),
+    ("01", "embed", """
+        def embed(ids, W_E):
+            return W_E.T[ids]
+        """, "look up rows of W_E"),
+    ("01", "lm_head", """
+        def lm_head(x, W_E=None, *, W_out=None):
+            return x @ W_E
+        """, "reads the table backwards"),
+    ("01", "lm_head", """
+        def lm_head(x, W_E=None, *, W_out=None):
+            return x @ W_E.T
+        """, "with W_out given (untied)"),
+    ("05", "sliding_window_mask", """
+        def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+            n_k = n_q if n_k is None else n_k
+            offset = n_k - n_q if offset is None else offset
+            i = np.arange(n_q)[:, None] + offset
+            j = np.arange(n_k)[None, :]
+            return (j <= i) & (j >= i - w) if causal else np.abs(i - j) < w
+        """, "the window holds w keys, the query itself included"),
+    ("05", "sliding_window_mask", """
+        def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+            n_k = n_q if n_k is None else n_k
+            i = np.arange(n_q)[:, None]
+            j = np.arange(n_k)[None, :]
+            return (j <= i) & (j > i - w) if causal else np.abs(i - j) < w
+        """, "the queries are the last n_q positions"),
+    ("04", "multi_head_attention", """
+        from transformer import linear, scaled_dot_product_attention
+
+        def multi_head_attention(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):
+            h_kv = h if h_kv is None else h_kv
+            c = x if context is None else context
+            q = split_heads(linear(x, w.W_q, w.b_q), h)
+            k, v = split_heads(linear(c, w.W_k, w.b_k), h_kv), split_heads(linear(c, w.W_v, w.b_v), h_kv)
+            o, p = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+            out = merge_heads(o)
+            return (out, p) if return_weights else out
+        """, "merged and projected"),
     # lessons 12, 14, 16, 19
     ("12", "mean_pool", """
         def mean_pool(hidden, lengths):
