@@ -45,7 +45,8 @@ def key_tiles_read(n: int, block_q: int, block_k: int, *, causal: bool, doc=None
     There are Tr = ⌈n / block_q⌉ query blocks and Tc = ⌈n / block_k⌉ key tiles (the last ones may be partly
     filled). doc (b, n), as document_mask takes it (−1: padding), or None for one row of one document.
     Returns (b, Tr, Tc) booleans, b = 1 without doc; a block of padding only reads nothing.
-    Example: n = 4, blocks of 2, causal: [[T, F], [T, T]]; with doc = [[0, 0, 1, 1]]: [[T, F], [F, T]].
+    Example: n = 4, blocks of 2, causal: out[0] = [[T, F], [T, T]];
+    with doc = [[0, 0, 1, 1]] as well: out[0] = [[T, F], [F, T]].
 
     After trying: the package's version is `transformer/flash/cuda_kernels.py`, `cuda_kernels.key_tiles_read`.
     """
