@@ -10,6 +10,7 @@ import numpy as np
 from ..core.heads import AttentionWeights, multi_head_attention
 from ..core.layers import ffn, layer_norm, relu
 from ..core.masks import causal_mask, document_mask, padding_mask
+from ..core.online_softmax import exp_minus
 from ..core.paged_kv import paged_attention
 from ..models.bert import l2_normalize, mean_pool
 from ..models.configs import ModelConfig, load_config
@@ -205,28 +206,6 @@ def paged_cases():
     return cases
 
 
-def _gathered_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, order=None,
-                        stale=False, first=False, tile=False):
-    """Attention over the table's blocks gathered into one (h_kv, slots, d_h) array, with a mistake switched on:
-    blocks read in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled."""
-    table = list(order(block_table) if order else block_table)
-    h, n_q, d_h = q.shape
-    K = np.concatenate([k_pool[b] for b in table], axis=1)  # [h_kv, slots, d_h]
-    V = np.concatenate([v_pool[b] for b in table], axis=1)
-    rep = h // K.shape[0]
-    K, V = ((np.tile(a, (rep, 1, 1)) if tile else np.repeat(a, rep, axis=0)) for a in (K, V))  # [h, slots, d_h]
-    slots = K.shape[1]
-    q_pos = (np.arange(n_q) if first else np.arange(n_tokens - n_q, n_tokens))[:, None]  # [n_q, 1]
-    k_pos = np.arange(slots)[None, :]  # [1, slots]
-    allowed = (k_pos <= q_pos) if causal else np.ones((n_q, slots), bool)
-    if not stale:
-        allowed = allowed & (k_pos < n_tokens)
-    s = q @ K.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale)  # [h, n_q, slots]
-    s = np.where(allowed, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return (p / p.sum(-1, keepdims=True)) @ V  # [h, n_q, d_h]
-
-
 def _torch_paged(case):  # the table's blocks gathered, then torch's attention with the positions' mask
     import torch
     import torch.nn.functional as F
@@ -239,29 +218,32 @@ def _torch_paged(case):  # the table's blocks gathered, then torch's attention w
                                           attn_mask=torch.from_numpy(mask), enable_gqa=q.shape[0] != K.shape[0]).numpy()
 
 
-def _online_paged(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, rescale_l=True,
-                  rescale_o=True):
-    """Block by block with lesson 08's online softmax, one of its two rescalings left out."""
+def _paged_variant(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, order=None, stale=False,
+                   first=False, tile=False, rescale_l=True, rescale_o=True):
+    """paged_attention block by block with lesson 08's online softmax, with a mistake switched on: blocks read
+    in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled, or one of
+    the two rescalings left out."""
+    table = list(order(block_table) if order else block_table)
     h, n_q, d_h = q.shape
     bs, rep = k_pool.shape[2], h // k_pool.shape[1]
     m, l, o = np.full((h, n_q, 1), -np.inf), np.zeros((h, n_q, 1)), np.zeros((h, n_q, d_h))
-    q_pos = np.arange(n_tokens - n_q, n_tokens)[:, None]  # [n_q, 1]
+    q_pos = (np.arange(n_q) if first else np.arange(n_tokens - n_q, n_tokens))[:, None]  # [n_q, 1]
     for j in range(-(-n_tokens // bs)):
-        kb, vb = (np.repeat(pool[block_table[j]], rep, axis=0) for pool in (k_pool, v_pool))  # [h, bs, d_h]
+        kb, vb = ((np.tile(pool[table[j]], (rep, 1, 1)) if tile else np.repeat(pool[table[j]], rep, axis=0))
+                  for pool in (k_pool, v_pool))  # [h, bs, d_h]
         k_pos = np.arange(j * bs, (j + 1) * bs)[None, :]  # [1, bs]
-        allowed = (k_pos < n_tokens) & ((k_pos <= q_pos) if causal else True)
+        allowed = ((k_pos <= q_pos) if causal else True) & (True if stale else k_pos < n_tokens)  # [n_q, bs]
         s = np.where(allowed, q @ kb.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale), -np.inf)
-        m_new = np.maximum(m, s.max(-1, keepdims=True))
-        p = np.where(np.isneginf(s), 0.0, np.exp(s - np.where(np.isneginf(m_new), 0, m_new)))
-        corr = np.where(np.isneginf(m), 0.0, np.exp(m - np.where(np.isneginf(m_new), 0, m_new)))
+        m_new = np.maximum(m, s.max(-1, keepdims=True))  # [h, n_q, 1]
+        p, corr = exp_minus(s, m_new), exp_minus(m, m_new)  # [h, n_q, bs], [h, n_q, 1]
         l = (l * corr if rescale_l else l) + p.sum(-1, keepdims=True)
-        o = (o * corr if rescale_o else o) + p @ vb
+        o = (o * corr if rescale_o else o) + p @ vb  # [h, n_q, d_h]
         m = m_new
     return o / np.where(l == 0, 1, l)
 
 
 def _variant(**mistake):
-    return lambda q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None: _gathered_attention(
+    return lambda q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None: _paged_variant(
         q, k_pool, v_pool, block_table, n_tokens, causal=causal, scale=scale, **mistake)
 
 
@@ -277,9 +259,9 @@ PAGED_ATTENTION = Spec(
                       "np.tile", variant=_variant(tile=True)),
               Mistake("online softmax: when the running max rises, the running sum l is rescaled too: "
                       "l' = l·e^(m − m') + rowsum(e^(S_j − m'))",
-                      variant=lambda *a, **k: _online_paged(*a, **k, rescale_l=False)),
+                      variant=_variant(rescale_l=False)),
               Mistake("online softmax: when the running max rises, the output so far is rescaled too: "
-                      "O' = O·e^(m − m') + e^(S_j − m') V_j", variant=lambda *a, **k: _online_paged(*a, **k, rescale_o=False)),
+                      "O' = O·e^(m − m') + e^(S_j − m') V_j", variant=_variant(rescale_o=False)),
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal")],
     torch=_torch_paged)
 
@@ -341,16 +323,10 @@ def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False
     return layer
 
 
-def _call_decoder(fn, case):
-    """The layer's three results; an answer that is not a tuple is returned as it is, for the report."""
-    got = call_plain(fn, case)
-    return tuple(got) if isinstance(got, list) else got
-
-
 DECODER_LAYER = Spec(
     "seq2seq_decoder_layer", seq2seq_decoder_layer, decoder_cases, "transformer/models/encoder_decoder.py",
     dims=(("b", "n_q", "d"), ("b", "h", "n_q", "n_k"), ("b", "h", "n_q", "n_k")),
-    names=("the output", "the self-attention weights", "the cross-attention weights"), call=_call_decoder,
+    names=("the output", "the self-attention weights", "the cross-attention weights"),
     mistakes=[Mistake("cross-attention's keys and values come from the encoder output z (context=z); its queries "
                       "from the decoder", variant=_decoder_variant(keys_from="y1")),
               Mistake("cross-attention's keys and values come from the encoder output z (context=z)",
