@@ -18,6 +18,7 @@ GGUF specification and llama.cpp's reader (gguf.cpp).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import mmap
 import os
@@ -211,13 +212,10 @@ def block_sizes() -> dict:
     return {int(t): bs for t, bs in GGML_QUANT_SIZES.items()}
 
 
-def check_gguf(path) -> None:
-    """Refuse a GGUF file whose header does not fit its own size, with one line naming the key,
-    tensor or count; return None for a file `gguf.GGUFReader` can read within bounded memory.
-
-    The file is mapped read-only, so checking costs no more memory than its names and counts.
-    """
-    sizes = block_sizes()
+@contextlib.contextmanager
+def mapped(path):
+    """A Cursor at the start of the GGUF file at `path`, mapped read-only for the with-block: checking and
+    reading cost no more memory than the names and counts walked. A file shorter than the header is refused."""
     path = os.fspath(path)
     size = os.path.getsize(path)
     with open(path, "rb") as f:
@@ -227,7 +225,15 @@ def check_gguf(path) -> None:
                 raise ValueError(f"not a GGUF file: it starts with {head[:4]!r}, not b'GGUF'")
             raise ValueError(f"truncated or corrupt: the header needs {HEADER_BYTES} bytes, the file has {size}")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            check_layout(Cursor(buf, size), sizes)
+            yield Cursor(buf, size)
+
+
+def check_gguf(path) -> None:
+    """Refuse a GGUF file whose header does not fit its own size, with one line naming the key,
+    tensor or count; return None for a file `gguf.GGUFReader` can read within bounded memory."""
+    sizes = block_sizes()
+    with mapped(path) as cur:
+        check_layout(cur, sizes)
 
 
 def scalar_value(path, key: str):
@@ -235,20 +241,14 @@ def scalar_value(path, key: str):
     are walked as check_gguf walks them, with the same bounds, up to `key`. None when the file has no such key
     or holds a string or an array there. What a command checks a request against before loading the weights
     (SmolLM2's llama.context_length: under a millisecond, where building the reader takes 3 s)."""
-    path = os.fspath(path)
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        if size < HEADER_BYTES:
-            raise ValueError(f"truncated or corrupt: the header needs {HEADER_BYTES} bytes, the file has {size}")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            cur = Cursor(buf, size)
-            _, n_kv = check_header(cur)
-            budget = [0]
-            for i in range(n_kv):
-                name = cur.text(f"key #{i}", MAX_KEY_BYTES)
-                vtype = cur.number("I", f"the value type of {name!r}")
-                if name == key:
-                    scalar = vtype in SCALAR_FORMATS
-                    return cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}") if scalar else None
-                check_value(cur, name, vtype, budget)
+    with mapped(path) as cur:
+        _, n_kv = check_header(cur)
+        budget = [0]
+        for i in range(n_kv):
+            name = cur.text(f"key #{i}", MAX_KEY_BYTES)
+            vtype = cur.number("I", f"the value type of {name!r}")
+            if name == key:
+                scalar = vtype in SCALAR_FORMATS
+                return cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}") if scalar else None
+            check_value(cur, name, vtype, budget)
     return None
