@@ -435,6 +435,9 @@ assert (errors["float32 exps, float32 sum (= T.softmax)"] <= 2.0 ** -10
 # `scaled_dot_product_attention` as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 03`: it runs the package's own test cases on your code and says what
 # is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 03` does the same.
 
 # %% [markdown]
 # ## Try it

@@ -238,6 +238,9 @@ P.save(fig, P.figure_path("05_cost_vs_n.png"))
 # `sliding_window_mask` as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 05`: it runs the package's own test cases on your code and says what
 # is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 05` does the same.
 
 # %% [markdown]
 # ## Try it

@@ -468,6 +468,9 @@ else:
 # **Write it yourself.** `workbook/09_flash_tiling.py` holds `flash_attention` (the FlashAttention-2
 # loop) as a stub with this lesson's formula; fill it in, then run `python -m transformer check 09`:
 # it runs the package's own test cases on your code and says what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 09` does the same.
 
 # %% [markdown]
 # ## Try it

@@ -310,6 +310,9 @@ P.save(fig, P.figure_path("13_kv_cache.png"))
 # **Write it yourself.** `workbook/13_counting.py` holds `count_parameters` and `kv_cache_bytes_per_token`
 # as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 13`: it runs the
 # package's own test cases on your code and says what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 13` does the same.
 
 # %% [markdown]
 # ## Try it

@@ -264,6 +264,9 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 # **Write it yourself.** `workbook/14_paged_kv.py` holds `paged_attention` (attention through a block table)
 # as a stub with this lesson's formula; fill it in, then run `python -m transformer check 14`: it runs the
 # package's own test cases on your code and says what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 14` does the same.
 
 # %% [markdown]
 # ## Try it

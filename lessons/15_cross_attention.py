@@ -496,6 +496,9 @@ P.save(fig, P.figure_path("15_data_flow.png"))
 # self-attention, cross-attention, FFN, each post-norm, with both masks and both weights returned) as a
 # stub; fill it in, then run `python -m transformer check 15`: it runs the package's own test cases on your
 # code and says what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 15` does the same.
 
 # %% [markdown]
 # ## Try it

@@ -463,6 +463,9 @@ assert replayed == host_ids
 # register hold each element of an `mma.sync` operand) as a stub with the tables of section 2; fill it in,
 # then run `python -m transformer check 17`: it runs the package's own test cases on your code and says what
 # is still wrong. No GPU is needed.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 17` does the same.
 
 # %% [markdown]
 # ## Try it

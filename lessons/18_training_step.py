@@ -464,3 +464,6 @@ assert np.all(np.abs(draws.mean(0) - P_row) < 5 * sigma)
 # **Write it yourself:** `workbook/18_training_step.py` holds `softmax_backward`,
 # `scaled_dot_product_attention_backward` and `adamw_step` as stubs; `python -m transformer check 18`
 # tells you what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 18` does the same.

@@ -329,6 +329,9 @@ P.save(fig, P.figure_path("19_packing.png"))
 # **Write it yourself.** `workbook/19_training_from_scratch.py` holds `induction_head_scores` (the two scores
 # of section 3) as a stub; fill it in, then run `python -m transformer check 19`: it runs the package's own
 # test cases on your code and says what is still wrong.
+#
+# Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
+# cell holding `!cd .. && {sys.executable} -m transformer check 19` does the same.
 
 # %% [markdown]
 # ## Try it

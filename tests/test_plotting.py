@@ -5,6 +5,7 @@ and reads the drawn artists back: image arrays, tick labels, line data, colours.
 """
 import os
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,6 +219,18 @@ def test_save_writes_reproducible_png_without_software_chunk(tmp_path):
     phys = dict(chunks)[b"pHYs"]
     assert round(int.from_bytes(phys[:4], "big") * 0.0254) == P.DPI
     assert not plt.fignum_exists(1) or matplotlib.get_backend().lower() != "agg"
+
+
+def test_the_saved_path_is_a_path_that_a_notebook_does_not_echo(tmp_path):
+    """A lesson's figure cell ends with P.save(…): IPython's own formatter shows a plain Path as text, and nothing
+    for the path save returns (the figure above it is the cell's output)."""
+    formatters = pytest.importorskip("IPython.core.formatters")
+    fig, _ = P.attention_heatmap(np.array([[0.5, 0.5], [0.1, 0.9]]), ["x", "y"], ["x", "y"])
+    saved = P.save(fig, tmp_path / "a.png")
+    assert isinstance(saved, Path) and saved == tmp_path / "a.png" and saved.is_file()
+    shown = formatters.DisplayFormatter()
+    assert "text/plain" in shown.format(tmp_path / "a.png")[0]
+    assert shown.format(saved) == ({}, {})
 
 
 def test_save_with_a_palette_keeps_the_cells_and_is_smaller(tmp_path):

@@ -59,8 +59,20 @@ def test_a_count_is_exact_and_the_difference_is_said():
     assert compare(smollm2 + 1, smollm2) == "the result: expected 134,515,008, got 134,515,009 (1 more)"
     assert compare(smollm2 - 576, smollm2) == "the result: expected 134,515,008, got 134,514,432 (576 fewer)"
     assert compare(8 * 131_072, 131_072) == "the result: expected 131,072, got 1,048,576 (917,504 more; 8 × the expected)"
-    assert compare(float(smollm2), smollm2) is None  # 134515008.0 is the same count
+    assert compare(np.int64(smollm2), smollm2) is None  # NumPy's integers count too
+    assert compare(float(smollm2), smollm2) == ("the result is the right count as a float (134515008.0): a count is a "
+                                                "whole number, an int — divide with // or convert with int(…)")
     assert compare(2.5, 3) == "the result: expected the whole number 3, got 2.5"
+
+
+def test_values_that_print_alike_get_more_digits_and_float32_rounding_is_named():
+    """Seven digits of 0.1234567849 and 0.1234568149 read the same: the message shows both until they differ, and
+    a float64 answer off only by float32's rounding (3e-8 here) gets the hint that says so."""
+    expected = np.array([0.1234567849, 2.0])
+    problem = compare(np.array([0.1234568149, 2.0]), expected)
+    assert problem == ("first wrong entry at [0]: expected 0.12345678, got 0.12345681 (1 of 2 entries differ)")
+    assert problem.hint.startswith("the answer agrees only to about 7 digits, as float32 arithmetic does")
+    assert compare(np.array([0.13, 2.0]), expected).hint == ""  # a real slip is not put down to rounding
 
 
 def test_a_count_without_the_final_norm_is_told_which_part(tmp_path):
@@ -236,7 +248,8 @@ def test_a_spec_can_say_what_its_dtype_follows(tmp_path):
                 dtype_rule="the table is float32 unless dtype= is given")
     fn, path = learner(tmp_path, "def table(n):\n    return np.zeros(n)\n", "table")
     assert check_function(spec, fn, path).message == ('case "n=3": the result has dtype float64, expected float32: '
-                                                      "the table is float32 unless dtype= is given")
+                                                      "the table is float32 unless dtype= is given "
+                                                      "(its values are right)")
 
 
 # --- inputs changed in place --------------------------------------------------------------------------------------

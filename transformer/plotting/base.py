@@ -440,6 +440,14 @@ def next_token_bars(tokens, probs, ax=None, *, top_k=10, title="Next-token proba
 
 # ---------------------------------------------------------------- saving
 
+class SavedPath(type(Path())):
+    """The path `save` wrote: a Path that a notebook does not echo when it is a cell's last value (a lesson's
+    figure cell ends with `P.save(…)`; the figure is what the reader should see, not the build machine's path)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
     """Write fig as a reproducible PNG and return its path (another suffix, e.g. .pdf or
     .svg, is written in its own format by matplotlib, without the PNG-only options).
@@ -474,4 +482,4 @@ def save(fig, path, *, dpi=DPI, close=None, colors=None) -> Path:
         close = matplotlib.get_backend().lower() == "agg"
     if close:
         plt.close(fig)
-    return path
+    return SavedPath(path)

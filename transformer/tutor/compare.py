@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "axis_names", "describe_shape",
+__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "FLOAT32_DIGITS", "axis_names", "describe_shape",
            "first_difference", "compare"]
 
 KEEP_DTYPE = "keep the input's dtype (compute in float32 if you need to, then cast back with .astype)"
@@ -21,9 +21,9 @@ class Problem(str):
     """What is wrong with an answer, in one sentence, with its `kind`: 'none', 'type', 'count' (how many values),
     'shape', 'dtype' or 'value' (the right kind of array with wrong entries)."""
 
-    def __new__(cls, text: str, kind: str = "value"):
+    def __new__(cls, text: str, kind: str = "value", hint: str = ""):
         self = super().__new__(cls, text)
-        self.kind = kind
+        self.kind, self.hint = kind, hint  # hint: a cause read from the answer itself (float32 rounding)
         return self
 
 
@@ -87,6 +87,26 @@ def _value(x) -> str:
     return repr(x) if not np.isfinite(x) else f"{x:.7g}"
 
 
+def _both_values(expected, got) -> tuple[str, str]:
+    """Both values with 7 digits, or with as many more as it takes for them to read differently."""
+    e, g = _value(expected), _value(got)
+    for digits in range(8, 18):
+        if e != g or isinstance(expected, (bool, np.bool_)) or not np.isfinite(float(expected)):
+            break
+        e, g = f"{float(expected):.{digits}g}", f"{float(got):.{digits}g}"
+    return e, g
+
+
+FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmetic does: the inputs are float64, so compute "
+                  "in float64 (cast to float32 only what is float16)")
+
+
+def _float32_rounding(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> bool:
+    """Every entry within float32's rounding of the expected float64 one, while float64's tolerance is tighter."""
+    loose = TOLERANCES["float32"]
+    return tol.rtol < loose.rtol and bool(np.all(_close(g, e, loose)))
+
+
 def _count_difference(got: float, expected: int) -> str:
     """A count (parameters, bytes) is exact: both values in full and their difference, which often names
     the part left out (576 fewer = d: a norm)."""
@@ -126,13 +146,14 @@ def first_difference(got: np.ndarray, expected: np.ndarray, tol: Tolerance, dims
         g, e = got.astype(np.float64), expected.astype(np.float64)
         wrong = ~_close(g, e, tol)
         if wrong.any():
-            pattern = _pattern(g, e, tol, axis_names(dims, e.ndim))
+            pattern = "" if _float32_rounding(g, e, tol) else _pattern(g, e, tol, axis_names(dims, e.ndim))
     if not wrong.any():
         return None
     idx = tuple(int(i) for i in np.argwhere(wrong)[0])
     count = f"{int(wrong.sum())} of {wrong.size} entries differ"
-    return (f"first wrong entry at {_index(idx, dims)}: expected {_value(expected[idx])}, "
-            f"got {_value(got[idx])} ({count})" + (f"; {pattern}" if pattern else ""))
+    e_text, g_text = _both_values(expected[idx], got[idx])
+    return f"first wrong entry at {_index(idx, dims)}: expected {e_text}, got {g_text} ({count})" + (
+        f"; {pattern}" if pattern else "")
 
 
 def _pattern(g: np.ndarray, e: np.ndarray, tol: Tolerance, names) -> str:
@@ -194,9 +215,15 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
         except (TypeError, ValueError):
             return Problem(f"{what} should be a number, got {type(got).__name__}", "type")
         if isinstance(expected, numbers.Integral) and not isinstance(expected, (bool, np.bool_)):
-            return None if g == int(expected) else Problem(f"{what}: {_count_difference(g, int(expected))}")
+            if g != int(expected):
+                return Problem(f"{what}: {_count_difference(g, int(expected))}")
+            if not isinstance(got, numbers.Integral):  # the right count as a float: 23040.0 from a / b
+                return Problem(f"{what} is the right count as a {type(got).__name__} ({got!r}): a count is a whole "
+                               "number, an int — divide with // or convert with int(…)", "type")
+            return None
         if not (np.isclose(g, float(expected), rtol=tol.rtol, atol=tol.atol) or g == float(expected)):
-            return Problem(f"{what}: expected {_value(expected)}, got {_value(g)}")
+            e_text, g_text = _both_values(expected, g)
+            return Problem(f"{what}: expected {e_text}, got {g_text}")
         return None
     arr = _as_array(got)
     if arr is None:
@@ -212,12 +239,19 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
         return Problem(msg, "shape")
     if expected.dtype != bool and arr.dtype != expected.dtype:
         if arr.dtype == bool or expected.dtype.kind != arr.dtype.kind or expected.dtype.kind == "f":
-            return Problem(f"{what} has dtype {arr.dtype}, expected {expected.dtype}" + (f": {rule}" if rule else ""),
-                           "dtype")
+            values = ""
+            if arr.dtype.kind in "fiu" and expected.dtype.kind in "fiu":  # said too, so that a cast hides no slip
+                diff = first_difference(arr, expected, tolerance_for(expected.dtype), dims)
+                values = " (its values are right)" if diff is None else f"; its values are wrong too: {diff}"
+            return Problem(f"{what} has dtype {arr.dtype}, expected {expected.dtype}" + (f": {rule}" if rule else "")
+                           + values, "dtype")
     if expected.dtype == bool and arr.dtype != bool:
         return Problem(f"{what} has dtype {arr.dtype}, expected bool (True = may attend)", "dtype")
     diff = first_difference(arr, expected, tol, dims)
-    return None if diff is None else Problem(f"{what}: {diff}" if named else diff)
+    if diff is None:
+        return None
+    rounding = expected.dtype.kind == "f" and _float32_rounding(arr.astype(np.float64), expected.astype(np.float64), tol)
+    return Problem(f"{what}: {diff}" if named else diff, hint=FLOAT32_DIGITS if rounding else "")
 
 
 def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,

@@ -48,6 +48,7 @@ class Result:
     failures: list[CaseFailure] = field(default_factory=list)  # every failing case, in order
     note: str = ""  # "it calls `split_heads`, which fails: fix that first"
     printed: str = ""  # what the learner's print() calls wrote, summed up in one line
+    unwritten: str = ""  # the cases that reach a part still raising NotImplementedError, in one line
 
 
 @dataclass
@@ -114,8 +115,7 @@ def format_result(r: Result, width: int, hints: bool = True) -> list[str]:
         first, *rest = r.message.split("\n")
         lines = [f"{head}{MARK[r.status]}{count} {first}".rstrip()] + [pad + line.strip() for line in rest]
         lines += [f"{pad}hint: {h}" for h in r.hints] if hints else []
-    if r.printed:
-        lines.append(f"{pad}note: {r.printed}")
+    lines += [f"{pad}note: {text}" for text in (r.unwritten, r.printed) if text]
     return lines
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M
 from .cases import Case, Spec
-from .compare import KEEP_DTYPE, Problem, compare
+from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
 
@@ -270,20 +270,19 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     known mistake whose answer equals the learner's. Then a tag's hint (only GQA fails, only float16 fails …) to
     the failures left unexplained, when every one of them carries the tag and no passing case does; never to a
     wrong shape, dtype or kind of answer, and not when a loop that never ends stopped the checking."""
+    def matches(i, f, m) -> bool:
+        if f.kind == "raised":  # a tagged exception ("only GQA fails" and a broadcast error) needs the tag on all
+            return m.matches_exception(f.value, f.case) and (m.tag is None or all(m.tag in g.case.tags for g in failures))
+        return (f.kind not in ("time", "in place") and m.variant is not None and i < VARIANT_CHECKS
+                and _variant_matches(spec, m, f.case, f.value))
+    matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
+    # where two mistakes give the same answer on a case (no V, or no L, when L = 2), the one that explains more cases
+    votes = {id(m): sum(m in found for found in matched) for found in matched for m in found}
     unexplained = []
-    for i, f in enumerate(failures):
-        hint = None
-        for m in spec.mistakes:
-            if f.kind == "raised" and m.matches_exception(f.value, f.case):
-                hint = m.hint
-            elif (f.kind not in ("raised", "time", "in place") and m.variant is not None and i < VARIANT_CHECKS
-                  and _variant_matches(spec, m, f.case, f.value)):
-                hint = m.hint
-            if hint:
-                break
-        if hint:
-            f.hints.insert(0, hint)
-        elif f.kind in ("value", "raised"):
+    for f, found in zip(failures, matched):
+        if found:
+            f.hints.insert(0, max(found, key=lambda m: votes[id(m)]).hint)  # max keeps the first of equals
+        elif f.kind in ("value", "raised") and FLOAT32_DIGITS not in f.hints:
             unexplained.append(f)
     if not passed or not unexplained or any(f.kind == "time" for f in failures):
         return
@@ -323,7 +322,7 @@ def _printed_note(printed: list[tuple[str, list]]) -> str:
 
 def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_torch=False) -> Result:
     """Run every case of `spec` on the learner's `obj` and say what is wrong, if anything."""
-    failures, passed, printed = [], [], []
+    failures, passed, printed, unwritten = [], [], [], []
     shown = spec.shown or spec.name
     writes = set(spec.writes or ())
     for case in spec.cases():
@@ -336,7 +335,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             _, fn = _where(run.value, path)
             if fn and fn not in (spec.name, "update", "advance"):
                 return Result(shown, "not written", f"not checked yet: it calls `{fn}`, which is not written yet")
-            return Result(shown, "not written", "not written yet")
+            unwritten.append(case)  # a part still to write: the cases that do not reach it are checked
+            continue
         if run.kind == "time":
             where, _ = _where(run.value, path)
             failures.append(CaseFailure(case.label, f"{run.value} on this case: a loop that never ends? (checking "
@@ -356,15 +356,23 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         elif problem is None:
             failures.append(CaseFailure(case.label, in_place, "in place", case=case, value=run.value))
         else:
-            failures.append(CaseFailure(case.label, str(problem), problem.kind, [in_place] if in_place else [],
+            failures.append(CaseFailure(case.label, str(problem), problem.kind,
+                                        [h for h in (getattr(problem, "hint", ""), in_place) if h],
                                         case=case, value=run.value))
     note = _printed_note(printed)
+    if unwritten and not passed and not failures:
+        return Result(shown, "not written", "not written yet")
+    partial = (f"{len(unwritten)} case{'s' * (len(unwritten) != 1)} still reach{'es' * (len(unwritten) == 1)} "
+               f"`raise NotImplementedError` (the first: \"{unwritten[0].label}\")" if unwritten else "")
+    if not failures and unwritten:
+        return Result(shown, "not written", f"written in part: {len(passed)} of {len(passed) + len(unwritten)} cases "
+                      f"pass; {partial}", cases=len(passed), printed=note)
     if not failures:
         return Result(shown, "passed", cases=len(passed), printed=note)
     _explain(spec, failures, passed)
     return Result(shown, "failed", "\n".join(failure_lines(failures, hints=False)),
                   list(dict.fromkeys(h for f in failures for h in f.hints)), len(passed) + len(failures),
-                  len(failures), failures, printed=note)
+                  len(failures), failures, printed=note, unwritten=partial)
 
 
 def _torch_problem(spec, case, got, dims, names) -> Problem | None:

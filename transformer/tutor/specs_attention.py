@@ -51,6 +51,10 @@ def _softmax_mask_zero(x, axis=-1, mask=None):  # masked scores set to 0 instead
     return softmax(x if mask is None else np.where(mask, x, 0.0), axis=axis)
 
 
+def _softmax_mask_inverted(x, axis=-1, mask=None):  # −inf where the mask is True
+    return softmax(x, axis=axis, mask=None if mask is None else ~np.asarray(mask))
+
+
 def _softmax_mask_1e9(x, axis=-1, mask=None):  # masked scores set to −1e9 instead of −inf
     return softmax(x if mask is None else np.where(mask, x, -1e9), axis=axis)
 
@@ -74,6 +78,8 @@ SOFTMAX = Spec(
                 "where the sum is 0", variant=_softmax_mask_1e9),
         Mistake("masked entries must get probability exactly 0: set their scores to −inf before exp "
                 "(np.where(mask, x, -np.inf)), not to 0", variant=_softmax_mask_zero),
+        Mistake("mask polarity: True means 'may attend', so keep the scores where the mask is True and put −inf "
+                "where it is False (np.where(mask, x, -np.inf))", variant=_softmax_mask_inverted),
         Mistake("the mask is not applied: where mask is False the probability must be 0", tag="mask"),
         EMPTY_ROW,
         Mistake("float16 fails alone: compute in float32 (x.astype(np.float32)) and cast the result back to x.dtype",

@@ -264,6 +264,12 @@ def _sdpa_backward_heads_not_summed(dO, q, k, v, P, *, scale=None):  # dK, dV le
                                                  scale=scale)
 
 
+def _sdpa_backward_p_not_transposed(dO, q, k, v, P, *, scale=None):  # dV = P dO (square cases only)
+    dq, dk, _ = scaled_dot_product_attention_backward(dO, q, k, v, P, scale=scale)
+    b, h_kv, n_k, d_h = v.shape
+    return dq, dk, (P @ dO).reshape(b, h_kv, q.shape[1] // h_kv, n_k, d_h).sum(axis=2)  # [b, h_kv, n_k, d_h]
+
+
 SDPA_BACKWARD = Spec(
     "scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, sdpa_backward_cases,
     "transformer/core/attention.py",
@@ -273,6 +279,8 @@ SDPA_BACKWARD = Spec(
               Mistake("dK and dV have h heads where K and V have h_kv: sum the gradients of each group of h / h_kv "
                       "query heads (the backward of np.repeat: dk.reshape(b, h_kv, h // h_kv, n, d_h).sum(axis=2))",
                       variant=_sdpa_backward_heads_not_summed),
+              Mistake("dV = Pᵀ dO: key j collects the gradient of every query that read it, weighted by P[i, j], so P "
+                      "is transposed (P.swapaxes(-1, -2) @ dO)", variant=_sdpa_backward_p_not_transposed),
               Mistake("dK and dV have h_kv heads: sum the gradients of each group of h / h_kv query heads "
                       "(the backward of repeating K and V)", tag="gqa"),
               Mistake("use the `scale` argument when it is given", tag="scale")],
@@ -302,18 +310,19 @@ def adamw_cases():
                  frozenset({"options"}))]
 
 
-ADAMW_NAMES = tuple(f"{p} after step {s}" for s in (1, 2, 3) for p in ("W", "b")) + ("state.t",)
+ADAMW_NAMES = ("state.t",) + tuple(f"{p} after step {s}" for s in (1, 2, 3) for p in ("W", "b"))
 
 
 def run_adamw(step, case):
-    """Three steps of `step` on a copy of the case's parameters; θ after each, and the final state.t."""
+    """Three steps of `step` on a copy of the case's parameters; the final state.t (first: a step that does not count
+    itself makes every θ wrong), and θ after each step."""
     (params, grads, lr), kwargs = fresh(case)
     state = adamw_state(params)
     out = []
     for g in grads:
         step(params, g, state, lr, **kwargs)
         out += [params["W"].copy(), params["b"].copy()]
-    return tuple(out) + (state.t,)
+    return (state.t,) + tuple(out)
 
 
 def _adam_l2(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
@@ -321,15 +330,30 @@ def _adam_l2(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_de
     return adamw_step(params, g2, state, lr, betas=betas, eps=eps, weight_decay=0.0)
 
 
-def _adamw_no_bias_correction(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                              decay=None):
-    state.t += 1
-    for k, p in params.items():
-        if weight_decay and decays_by_default(k, p):
-            p *= 1 - lr * weight_decay
-        state.m[k] = betas[0] * state.m[k] + (1 - betas[0]) * grads[k]
-        state.v[k] = betas[1] * state.v[k] + (1 - betas[1]) * grads[k] ** 2
-        p -= lr * state.m[k] / (np.sqrt(state.v[k]) + eps)
+def _adamw_corrected(m_hat: bool, v_hat: bool):
+    """AdamW with the bias correction of m, of v, or of neither."""
+    def step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+        state.t += 1
+        for k, p in params.items():
+            if weight_decay and decays_by_default(k, p):
+                p *= 1 - lr * weight_decay
+            state.m[k] = betas[0] * state.m[k] + (1 - betas[0]) * grads[k]
+            state.v[k] = betas[1] * state.v[k] + (1 - betas[1]) * grads[k] ** 2
+            m = state.m[k] / (1 - betas[0] ** state.t) if m_hat else state.m[k]
+            v = state.v[k] / (1 - betas[1] ** state.t) if v_hat else state.v[k]
+            p -= lr * m / (np.sqrt(v) + eps)
+    return step
+
+
+def _adamw_rebinds(only_decayed: bool):
+    """`p = p * (1 − ηλ)` on the decayed parameters (only_decayed) or `p = p − …` on all: a new array, so the
+    caller's θ never moves there."""
+    def step(params, grads, state, lr, **kwargs):
+        frozen = {k: p.copy() for k, p in params.items() if not only_decayed or decays_by_default(k, p)}
+        adamw_step(params, grads, state, lr, **kwargs)
+        for k, p in frozen.items():
+            params[k][...] = p
+    return step
 
 
 def _adamw_decay_all(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
@@ -343,7 +367,17 @@ ADAMW_STEP = Spec(
     mistakes=[Mistake("decoupled weight decay: shrink θ itself (θ ← θ − η·λ·θ) before the Adam step, never add λθ "
                       "to the gradient (that is Adam with L2)", variant=_adam_l2),
               Mistake("the bias correction is missing: m̂ = m / (1 − β₁ᵗ), v̂ = v / (1 − β₂ᵗ), t counted from 1",
-                      variant=_adamw_no_bias_correction),
+                      variant=_adamw_corrected(False, False)),
+              Mistake("m's bias correction is missing: m̂ = m / (1 − β₁ᵗ), as v̂ = v / (1 − β₂ᵗ)",
+                      variant=_adamw_corrected(False, True)),
+              Mistake("v's bias correction is missing: v̂ = v / (1 − β₂ᵗ), as m̂ = m / (1 − β₁ᵗ)",
+                      variant=_adamw_corrected(True, False)),
+              Mistake("the parameters never change: `p = p * …` or `p = p - …` makes a new array and leaves "
+                      "params[name] as it was — update in place (p *= …, p -= …) or assign params[name] = …",
+                      variant=_adamw_rebinds(False)),
+              Mistake("the decayed parameters never change: `p = p * (1 − η·λ)` makes a new array and leaves "
+                      "params[name] as it was, so the step after it moves the copy — shrink in place (p *= …)",
+                      variant=_adamw_rebinds(True)),
               Mistake("by default only matrices decay (decays_by_default: ndim ≥ 2); biases and gains do not",
                       variant=_adamw_decay_all),
               Mistake("use the keyword arguments betas, eps and weight_decay", tag="options")])

@@ -132,9 +132,9 @@ def flash_cases():
         Case("n=7, tiles of 3 × 2 that do not divide n", _qkv(r, 2, 2, 2, 7, 7, 4), {"block_q": 3, "block_k": 2},
              frozenset({"ragged"})),
         Case("causal, n=9, tiles of 4 × 3", _qkv(r, 1, 2, 2, 9, 9, 8), {"causal": True, "block_q": 4, "block_k": 3},
-             frozenset({"causal"})),
+             frozenset({"causal", "ragged"})),
         Case("causal, 3 queries after 5 cached keys (n_q=3, n_k=8)", _qkv(r, 1, 1, 1, 3, 8, 4),
-             {"causal": True, "block_q": 2, "block_k": 3}, frozenset({"causal", "offset"})),
+             {"causal": True, "block_q": 2, "block_k": 3}, frozenset({"causal", "offset", "ragged"})),
         Case("GQA: h=4, h_kv=2, tiles of 2 × 5", _qkv(r, 1, 4, 2, 6, 6, 4), {"block_q": 2, "block_k": 5},
              frozenset({"gqa"})),
         Case("tiles of 1 × 1", _qkv(r, 1, 1, 1, 5, 5, 2), {"block_q": 1, "block_k": 1}),
@@ -172,10 +172,24 @@ def _flash_no_alpha(q, k, v, *, causal=False, block_q=None, block_k=None):
     return out.astype(q.dtype)
 
 
+def _flash_scaled(factor):
+    """flash_attention whose scores are factor(d_h) × the right ones: √d_h when 1/√d_h is left out, 1/√d_h when
+    the scores are divided by d_h."""
+    def variant(q, k, v, **kwargs):
+        return flash_attention((q * factor(q.shape[-1])).astype(q.dtype), k, v, **kwargs)
+    return variant
+
+
 FLASH = Spec(
     "flash_attention", flash_attention, flash_cases, "transformer/flash/tiled.py", dims=("b", "h", "n_q", "d_h"),
-    mistakes=[Mistake("α is not applied to O: when a later tile raises a row's max, the output so far must shrink "
+    mistakes=[Mistake("the last query tile is shorter when Br does not divide n_q: size its m, l, O and the query "
+                      "positions of its causal mask from the rows it really has (Qi.shape[2]), not from Br",
+                      raises=r"must have shape|could not be broadcast", tag="ragged"),
+              Mistake("α is not applied to O: when a later tile raises a row's max, the output so far must shrink "
                       "by α = e^(m − m_new) too: O = α·O + P̃ V_j", variant=_flash_no_alpha),
+              Mistake("the scores are not scaled: S_j = Q_i K_jᵀ / √d_h", variant=_flash_scaled(math.sqrt)),
+              Mistake("the scores are divided by d_h: the formula divides by √d_h",
+                      variant=_flash_scaled(lambda d_h: 1 / math.sqrt(d_h))),
               Mistake("the output is not normalised: after the last key tile divide O by l (O / l), once per row",
                       variant=_flash_unnormalised),
               Mistake("only causal fails: put −inf on the scores of keys after the query (key j > query i + "

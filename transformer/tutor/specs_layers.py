@@ -215,6 +215,9 @@ CAUSAL_MASK = Spec(
                       variant=_causal_variant(lambda i, j: j < i)),
               Mistake("mask polarity: True means 'may attend' — the allowed keys are j ≤ i",
                       variant=_causal_variant(lambda i, j: j > i)),
+              Mistake("the triangle is the wrong way round: query i sees the keys before it and itself, j ≤ i "
+                      "(np.tril keeps those; np.triu keeps the keys after it)",
+                      variant=_causal_variant(lambda i, j: j >= i)),
               Mistake("with n_k > n_q the queries are the LAST n_q positions: query i sits at i + offset, "
                       "offset = n_k − n_q by default", variant=_causal_variant(lambda i, j: j <= i, True)),
               Mistake("with n_k > n_q the queries are the LAST n_q positions (offset = n_k − n_q by default)",
@@ -225,7 +228,8 @@ CAUSAL_MASK = Spec(
 def padding_cases():
     return [Case("lengths [3, 5]", (np.array([3, 5]),)),
             Case("lengths [2, 4] padded to n=6", (np.array([2, 4]), 6), tags=frozenset({"n"})),
-            Case("one sequence of length 1", (np.array([1]),))]
+            Case("one sequence of length 1", (np.array([1]),)),
+            Case("lengths as a Python list [4, 1, 2]", ([4, 1, 2],), tags=frozenset({"list"}))]
 
 
 def _padding_one_more(lengths, n=None, *, xp=None):  # j ≤ length: the first padded key counted as real
@@ -242,7 +246,10 @@ PADDING_MASK = Spec(
                       "not j ≤ length", variant=_padding_one_more),
               Mistake("return shape (b, 1, 1, n) so the mask broadcasts over heads and queries: keep[:, None, None, :]",
                       variant=lambda lengths, n=None, *, xp=None: padding_mask(lengths, n)[:, 0, 0, :]),
-              Mistake("use the `n` argument as the padded length when given (default: the longest)", tag="n")])
+              Mistake("use the `n` argument as the padded length when given (default: the longest)", tag="n"),
+              Mistake("lengths may be a Python list: make it an array first (np.asarray(lengths))", tag="list"),
+              Mistake("lengths may be a Python list: make it an array first (np.asarray(lengths))",
+                      raises=r"list|tuple index|not supported between", tag="list")])
 
 
 def window_cases():

@@ -61,6 +61,9 @@ MEAN_POOL = Spec(
               Mistake("the real tokens of a row of length 3 are 0, 1, 2: j < length, not j ≤ length",
                       variant=lambda hidden, lengths: (hidden * _real(hidden, lengths, 1)).sum(1)
                       / np.minimum(np.asarray(lengths) + 1, hidden.shape[1])[:, None]),
+              Mistake("the real tokens of a row of length 3 are 0, 1, 2: j < length, not j ≤ length (the sum takes "
+                      "one [PAD] row)", variant=lambda hidden, lengths: (hidden * _real(hidden, lengths, 1)).sum(1)
+                      / np.asarray(lengths)[:, None]),
               Mistake("average over the n positions (axis=1), not over the d features", variant=lambda hidden, lengths:
                       (hidden * _real(hidden, lengths)).sum(-1) / np.asarray(lengths)[:, None]),
               Mistake("divide each sentence's (b, d) sum by its length as a column, lengths[:, None] of shape (b, 1), "
@@ -115,12 +118,12 @@ def config_cases():
     return [case("smollm2-135m"), case("phi-3-mini"), case("llama-3-8b"), case(TINY), case(WIDE_HEADS, {"d_h"})]
 
 
-def _params(c, *, head=None, kv_heads=None, ffn=3, norms=None, q_width=None):
+def _params(c, *, head=None, kv_heads=None, ffn=3, norms=None, q_width=None, kv_width=None):
     """A Llama-style count with one part changed: the head (v·d or 0), the K/V heads, the FFN's matrices,
-    the norms, the width of W_q and W_o."""
-    kv = c.h_kv if kv_heads is None else kv_heads
+    the norms, the width of W_q and W_o, the width of W_k and W_v."""
+    kv = (c.h_kv if kv_heads is None else kv_heads) * c.d_h if kv_width is None else kv_width
     qw = c.h * c.d_h if q_width is None else q_width
-    attention = c.d * qw + 2 * c.d * kv * c.d_h + qw * c.d  # W_q, W_k, W_v, W_o
+    attention = c.d * qw + 2 * c.d * kv + qw * c.d  # W_q, W_k, W_v, W_o
     norm_count = 2 * c.L + 1 if norms is None else norms
     lm_head = (0 if c.tied else c.v * c.d) if head is None else head
     return c.v * c.d + c.L * (attention + ffn * c.d * c.d_ff) + norm_count * c.d + lm_head
@@ -136,8 +139,13 @@ COUNT_PARAMETERS = Spec(
                       variant=lambda config: _params(config, kv_heads=config.h)),
               Mistake("SwiGLU has three matrices: W_gate and W_up (d × d_ff) and W_down (d_ff × d)",
                       variant=lambda config: _params(config, ffn=2)),
+              Mistake("the four attention matrices are not all d × d: W_q and W_o are d × h·d_h (and back), W_k and "
+                      "W_v d × h_kv·d_h (GQA shares them)",
+                      variant=lambda config: _params(config, q_width=config.d, kv_width=config.d)),
               Mistake("each RMSNorm has d numbers (γ): two per layer and a final one, (2L + 1)·d in all",
                       variant=lambda config: _params(config, norms=0)),
+              Mistake("a layer has two RMSNorms, one before attention and one before the FFN: (2L + 1)·d in all",
+                      variant=lambda config: _params(config, norms=config.L + 1)),
               Mistake("the final RMSNorm after the last layer has d numbers too: (2L + 1)·d norms in all",
                       variant=lambda config: _params(config, norms=2 * config.L)),
               Mistake("W_q is d × h·d_h and W_o is h·d_h × d: h·d_h need not equal d (config.d_h)",
@@ -219,10 +227,10 @@ def _torch_paged(case):  # the table's blocks gathered, then torch's attention w
 
 
 def _paged_variant(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, order=None, stale=False,
-                   first=False, tile=False, rescale_l=True, rescale_o=True):
+                   first=False, tile=False, rescale_l=True, rescale_o=True, strict=False, unscaled=False):
     """paged_attention block by block with lesson 08's online softmax, with a mistake switched on: blocks read
-    in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled, or one of
-    the two rescalings left out."""
+    in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled, one of
+    the two rescalings left out, a query kept from its own key (strict), or the scores left unscaled."""
     table = list(order(block_table) if order else block_table)
     h, n_q, d_h = q.shape
     bs, rep = k_pool.shape[2], h // k_pool.shape[1]
@@ -232,8 +240,10 @@ def _paged_variant(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, sca
         kb, vb = ((np.tile(pool[table[j]], (rep, 1, 1)) if tile else np.repeat(pool[table[j]], rep, axis=0))
                   for pool in (k_pool, v_pool))  # [h, bs, d_h]
         k_pos = np.arange(j * bs, (j + 1) * bs)[None, :]  # [1, bs]
-        allowed = ((k_pos <= q_pos) if causal else True) & (True if stale else k_pos < n_tokens)  # [n_q, bs]
-        s = np.where(allowed, q @ kb.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale), -np.inf)
+        seen = (k_pos < q_pos) if strict else (k_pos <= q_pos)  # [n_q, bs]
+        allowed = (seen if causal else True) & (True if stale else k_pos < n_tokens)  # [n_q, bs]
+        c = (1.0 if unscaled else 1 / math.sqrt(d_h)) if scale is None else scale
+        s = np.where(allowed, q @ kb.swapaxes(-1, -2) * c, -np.inf)
         m_new = np.maximum(m, s.max(-1, keepdims=True))  # [h, n_q, 1]
         p, corr = exp_minus(s, m_new), exp_minus(m, m_new)  # [h, n_q, bs], [h, n_q, 1]
         l = (l * corr if rescale_l else l) + p.sum(-1, keepdims=True)
@@ -262,6 +272,10 @@ PAGED_ATTENTION = Spec(
                       variant=_variant(rescale_l=False)),
               Mistake("online softmax: when the running max rises, the output so far is rescaled too: "
                       "O' = O·e^(m − m') + e^(S_j − m') V_j", variant=_variant(rescale_o=False)),
+              Mistake("a query reads its own key too: key position ≤ query position (kpos <= qpos), not <",
+                      variant=_variant(strict=True)),
+              Mistake("the scores are not scaled: multiply Q Kᵀ by 1/√d_h when scale is None",
+                      variant=_variant(unscaled=True)),
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal")],
     torch=_torch_paged)
 
@@ -292,12 +306,13 @@ def decoder_cases():
 
 
 def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False, cross_causal=False,
-                     self_causal=True, cross_mask_used=True, last_norm=True, ffn_residual=True):
+                     self_causal=True, cross_mask_used=True, last_norm=True, ffn_residual=True, self_residual=True,
+                     cross_residual=True, inverted_causal=False):
     """The decoder layer with one mistake switched on."""
     def layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
         keep = self_mask
         if causal and self_causal:
-            future = causal_mask(y.shape[1])
+            future = ~causal_mask(y.shape[1]) if inverted_causal else causal_mask(y.shape[1])
             keep = future if keep is None else keep & future
         norm = lambda x, i: layer_norm(x, getattr(lw, f"ln{i}_g"), getattr(lw, f"ln{i}_b"), eps)  # noqa: E731
         if pre_norm:  # x + sublayer(LN(x)), the pre-LN layout
@@ -308,7 +323,7 @@ def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False
             y2 = y1 + c
             return y2 + ffn(norm(y2, 3), lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation), p_self, p_cross
         a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
-        y1 = norm(y + a, 1)
+        y1 = norm(y + a if self_residual else a, 1)
         mask = cross_mask if cross_mask_used else None
         if cross_causal:
             future = causal_mask(y.shape[1], z.shape[1])
@@ -316,7 +331,7 @@ def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False
         context = {"z": z, "y": y, "y1": y1}[keys_from or "z"]
         c, p_cross = multi_head_attention(y if queries_from_input else y1, lw.cross_attn, h, mask=mask,
                                           context=context, return_weights=True)
-        y2 = norm(y1 + c, 2)
+        y2 = norm(y1 + c if cross_residual else c, 2)
         f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)
         r3 = y2 + f if ffn_residual else f
         return (norm(r3, 3) if last_norm else r3), p_self, p_cross
@@ -345,6 +360,12 @@ DECODER_LAYER = Spec(
               Mistake("the third sub-layer ends like the others: LayerNorm(y2 + FFN(y2)) with ln3",
                       variant=_decoder_variant(last_norm=False)),
               Mistake("the FFN has a residual too: LayerNorm(y2 + FFN(y2))", variant=_decoder_variant(ffn_residual=False)),
+              Mistake("the self-attention has a residual: y1 = LayerNorm(y + SelfAttention(y)), not LayerNorm of the "
+                      "attention alone", variant=_decoder_variant(self_residual=False)),
+              Mistake("the cross-attention has a residual: y2 = LayerNorm(y1 + CrossAttention(y1, z))",
+                      variant=_decoder_variant(cross_residual=False)),
+              Mistake("the causal mask is the wrong way round: position i sees the keys j ≤ i (True = may attend), "
+                      "so causal_mask(n) as it is, not ~causal_mask(n)", variant=_decoder_variant(inverted_causal=True)),
               Mistake("when causal and a self_mask is given, the self-attention takes both: causal mask & self_mask",
                       tag="causal+self_mask"),
               Mistake("with causal=False there is no causal mask: the self-attention takes self_mask alone",
@@ -373,6 +394,10 @@ DOCUMENT_MASK = Spec(
     mistakes=[Mistake("a padding key (doc = −1) is seen by no one, not even by the padding queries: keep only "
                       "doc[j] ≥ 0", variant=lambda doc, *, causal=True:
                       (_same(doc) & (np.tri(doc.shape[1], dtype=bool) if causal else True))[:, None]),
+              Mistake("the causal triangle is the wrong way round: query i sees key j when j ≤ i (np.tril keeps "
+                      "those; np.triu keeps the keys after it)", variant=lambda doc, *, causal=True:
+                      document_mask(doc, causal=False) & (np.triu(np.ones((doc.shape[1],) * 2, bool)) if causal
+                                                          else True)),
               Mistake("inside a document the mask is still causal: query i sees key j only when j ≤ i",
                       variant=lambda doc, *, causal=True: document_mask(doc, causal=False)),
               Mistake("a query sees only its own document's keys: the same doc id, doc[i] = doc[j] — the causal "
@@ -393,9 +418,10 @@ def _maps(r, lead, n):  # causal attention maps [..., n, n], each row a distribu
 
 def induction_cases():
     r = _rng(191)
-    return [Case("maps (2, 3, 8, 8): L=2 layers, h=3 heads, m = n_half = 4", (_maps(r, (2, 3), 8), 4)),
-            Case("maps (1, 2, 10, 10): m = 5", (_maps(r, (1, 2), 10), 5)),
-            Case("maps (2, 1, 6, 6), m = 3", (_maps(r, (2, 1), 6), 3))]
+    # m − 1 and 2m − 1 (the rows each score averages) differ from L and h, so that a sum is not read as a head count
+    return [Case("maps (2, 3, 10, 10): L=2 layers, h=3 heads, m = n_half = 5", (_maps(r, (2, 3), 10), 5)),
+            Case("maps (1, 2, 12, 12): m = 6", (_maps(r, (1, 2), 12), 6)),
+            Case("maps (2, 1, 8, 8), m = 4", (_maps(r, (2, 1), 8), 4))]
 
 
 SCORE_NAMES = ("previous token", "induction")
@@ -424,6 +450,18 @@ def _scores(prev_rows, prev_key, ind_rows, ind_key):
 
 RIGHT_PREV = (lambda m: np.arange(1, 2 * m), lambda i, m: i - 1)
 RIGHT_IND = (lambda m: np.arange(m, 2 * m - 1), lambda i, m: i - m + 1)
+
+
+def _summed(names):
+    """induction_head_scores with the scores `names` summed over their rows instead of averaged."""
+    def variant(maps, n_half):
+        right, m = induction_head_scores(maps, n_half), n_half
+        rows = {"previous token": 2 * m - 1, "induction": m - 1}  # how many rows each score averages
+        return {k: v * rows[k] if k in names else v for k, v in right.items()}
+    return variant
+
+
+SUMMED = "a score is a mean over its rows (.mean(axis=-1)), not a sum: 1 must mean a perfect head"
 INDUCTION_SCORES = Spec(
     "induction_head_scores", induction_head_scores, induction_cases, "transformer/tasks/induction.py",
     dims=("L", "h"), names=SCORE_NAMES, call=call_scores,
@@ -432,6 +470,17 @@ INDUCTION_SCORES = Spec(
                       variant=_scores(*RIGHT_PREV, RIGHT_IND[0], lambda i, m: i - m)),
               Mistake("the induction score averages the rows of the second copy, i = m … 2m − 2, not every row",
                       variant=_scores(*RIGHT_PREV, lambda m: np.arange(m - 1, 2 * m - 1), RIGHT_IND[1])),
+              *(Mistake(SUMMED, variant=_summed(names)) for names in (SCORE_NAMES, SCORE_NAMES[:1], SCORE_NAMES[1:])),
+              Mistake("the induction score reads the rows i = m … 2m − 2 (np.arange(m, 2 * m - 1)): the last query, "
+                      "2m − 1, holds t_m, and nothing follows t_m's earlier copy in the first half",
+                      variant=_scores(*RIGHT_PREV, lambda m: np.arange(m, 2 * m), RIGHT_IND[1])),
+              Mistake("the previous-token score starts at row i = 1: row 0 has no key before it (index −1 wraps to "
+                      "the last key, whose weight is 0)",
+                      variant=_scores(lambda m: np.arange(0, 2 * m), RIGHT_PREV[1], *RIGHT_IND)),
+              Mistake("P[..., i, j] is query i's weight on key j: the previous-token score reads row i, column i − 1 "
+                      "(W[..., i, i - 1]); above the diagonal a causal map holds only zeros",
+                      variant=lambda maps, n_half: {**induction_head_scores(maps, n_half), "previous token": np.asarray(
+                          maps)[..., np.arange(0, 2 * n_half - 1), np.arange(1, 2 * n_half)].mean(-1)}),
               Mistake("the previous-token score reads P[i, i − 1], the key just before the query, for i = 1 … 2m − 1",
                       variant=_scores(lambda m: np.arange(2 * m), lambda i, m: i, *RIGHT_IND)),
               Mistake("P[..., i, j] is query i's weight on key j: the query is the second-to-last axis, the key "
