@@ -899,6 +899,39 @@ FIRST_ATTEMPTS = [
      "the decayed parameters never change"),
     ("18", "adamw_step", ADAMW_ATTEMPT.format(**{**ADAMW_RIGHT, "m_hat": "state.m[name]"}),
      "m's bias correction is missing"),
+    ("18", "adamw_step", ADAMW_ATTEMPT.format(**{**ADAMW_RIGHT, "shrink": "pass"}), "the weight decay is missing"),
+    ("18", "softmax_backward", """
+        def softmax_backward(dP, P):
+            return P * (dP - dP.sum(-1, keepdims=True))
+        """, "the row sum is weighted by P"),
+    ("18", "scaled_dot_product_attention_backward", """
+        def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+            b, h, n, d_h = q.shape
+            h_kv = k.shape[1]
+            scale = 1 / math.sqrt(d_h) if scale is None else scale
+            K, V = np.repeat(k, h // h_kv, 1), np.repeat(v, h // h_kv, 1)
+            dP = dO @ V.swapaxes(-1, -2)
+            dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+            group = lambda g: g.reshape(b, h_kv, h // h_kv, *g.shape[2:]).sum(2)
+            return dS @ K, group(dS.swapaxes(-1, -2) @ q * scale), group(P.swapaxes(-1, -2) @ dO)
+        """, "dQ and dK carry the scale"),
+    ("17", "mma_fragment_layout", """
+        def mma_fragment_layout(operand, shape="m16n8k16"):
+            if operand == "C":
+                r, c = np.indices((16, 8))
+                return 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2, np.zeros_like(r)
+            if operand == "A" and shape == "m16n8k16":
+                r, c = np.indices((16, 16))
+                return 4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2
+            if operand == "B" and shape == "m16n8k16":
+                k, col = np.indices((16, 8))
+                return 4 * col + (k % 8) // 2, k // 8, k % 2
+            if operand == "A":
+                r, c = np.indices((16, 8))
+                return 4 * (r % 8) + c % 4, r // 8 + 2 * (c // 4), np.zeros_like(r)
+            k, col = np.indices((8, 8))
+            return 4 * k + col % 4, col // 4, np.zeros_like(k)
+        """, "TF32 B (k × n, 8 × 8) goes by column"),
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "last_row": "2 * m"}),
      "the induction score reads the rows i = m … 2m − 2"),
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "prev": "W[..., i - 1, i].mean(-1)"}),

@@ -20,7 +20,8 @@ def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
         e_i = (1 / lengths_i) · Σ_{j < lengths_i} hidden[i, j]
 
     hidden (b, n, d): the encoder's last hidden states, rows j ≥ lengths[i] padding;
-    lengths (b,): the real tokens of each sentence ([CLS] and [SEP] included)  ->  (b, d).
+    lengths (b,): the real tokens of each sentence ([CLS] and [SEP] included)  ->  (b, d), in hidden's dtype
+    (float32 / int64 is float64 in NumPy: divide by a count of hidden's dtype, or cast back).
     Example: hidden[0] = [[1, 2], [3, 4], [9, 9]] with lengths [2]: e_0 = [2, 3] (the [9, 9] row is [PAD]).
 
     After trying: the package's version is `transformer/models/bert.py`, `mean_pool`.

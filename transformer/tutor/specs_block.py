@@ -224,7 +224,9 @@ SOFTMAX_BACKWARD = Spec(
                       variant=lambda dP, P: dP - (dP * P).sum(-1, keepdims=True)),
               Mistake("the row sum runs over axis −2, the queries: it runs over the keys of one query, the last "
                       "axis, the one the softmax normalised ((dP * P).sum(axis=-1, keepdims=True))",
-                      variant=lambda dP, P: P * (dP - (dP * P).sum(-2, keepdims=True)))],
+                      variant=lambda dP, P: P * (dP - (dP * P).sum(-2, keepdims=True))),
+              Mistake("the row sum is weighted by P: rowsum(dP ∘ P) = Σ_j dP_ij P_ij (the gradient reaching the row's "
+                      "normaliser), not Σ_j dP_ij", variant=lambda dP, P: P * (dP - dP.sum(-1, keepdims=True)))],
     torch=lambda case: _torch_softmax_backward(case))
 
 
@@ -252,10 +254,13 @@ def sdpa_backward_cases():
             case("scale=0.3 given", 1, 1, 1, 3, 2, tags=("scale",), scale=0.3)]
 
 
-def _sdpa_backward_unscaled(dO, q, k, v, P, *, scale=None):
-    dq, dk, dv = scaled_dot_product_attention_backward(dO, q, k, v, P, scale=scale)
-    s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    return dq / s, dk / s, dv
+def _sdpa_backward_unscaled(which="dq dk"):
+    """The backward with the scale left out of dQ, of dK, or of both."""
+    def variant(dO, q, k, v, P, *, scale=None):
+        dq, dk, dv = scaled_dot_product_attention_backward(dO, q, k, v, P, scale=scale)
+        s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return dq / s if "dq" in which else dq, dk / s if "dk" in which else dk, dv
+    return variant
 
 
 def _sdpa_backward_heads_not_summed(dO, q, k, v, P, *, scale=None):  # dK, dV left with h heads
@@ -274,8 +279,8 @@ SDPA_BACKWARD = Spec(
     "scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, sdpa_backward_cases,
     "transformer/core/attention.py",
     dims=(("b", "h", "n_q", "d_h"), ("b", "h_kv", "n_k", "d_h"), ("b", "h_kv", "n_k", "d_h")), names=("dq", "dk", "dv"),
-    mistakes=[Mistake("dQ and dK carry the scale: dQ = dS K · scale and dK = dSᵀ Q · scale",
-                      variant=_sdpa_backward_unscaled),
+    mistakes=[*(Mistake("dQ and dK carry the scale: dQ = dS K · scale and dK = dSᵀ Q · scale",
+                        variant=_sdpa_backward_unscaled(which)) for which in ("dq dk", "dq", "dk")),
               Mistake("dK and dV have h heads where K and V have h_kv: sum the gradients of each group of h / h_kv "
                       "query heads (the backward of np.repeat: dk.reshape(b, h_kv, h // h_kv, n, d_h).sum(axis=2))",
                       variant=_sdpa_backward_heads_not_summed),
@@ -375,6 +380,9 @@ ADAMW_STEP = Spec(
               Mistake("the parameters never change: `p = p * …` or `p = p - …` makes a new array and leaves "
                       "params[name] as it was — update in place (p *= …, p -= …) or assign params[name] = …",
                       variant=_adamw_rebinds(False)),
+              Mistake("the weight decay is missing: shrink each decayed parameter, θ ← θ − η·λ·θ, before the Adam "
+                      "step", variant=lambda params, grads, state, lr, *, weight_decay=0.1, **kwargs:
+                      adamw_step(params, grads, state, lr, weight_decay=0.0, **kwargs)),
               Mistake("the decayed parameters never change: `p = p * (1 − η·λ)` makes a new array and leaves "
                       "params[name] as it was, so the step after it moves the copy — shrink in place (p *= …)",
                       variant=_adamw_rebinds(True)),

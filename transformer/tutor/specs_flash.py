@@ -285,6 +285,8 @@ def _fragments(change: str):
             lane, reg = 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2
         elif change == "tf32 like fp16" and (operand, shape) == ("A", "m16n8k8"):
             lane = 4 * (r % 8) + c // 2
+        elif change == "tf32 B by row" and (operand, shape) == ("B", "m16n8k8"):
+            lane, reg = 4 * r + c % 4, c // 4  # k and the column of B swapped
         else:  # not this mistake's operand: a variant that cannot run on a case says nothing about it
             raise ValueError(f"this mistake is not in operand {operand} of {shape}")
         return lane, reg, half
@@ -306,5 +308,7 @@ FRAGMENTS = Spec(
                       variant=_fragments("B like A")),
               Mistake("TF32 (m16n8k8) keeps one element a register: lane 4g + t holds A[g][t] and A[g][t + 4], "
                       "t = col % 4", variant=_fragments("tf32 like fp16")),
+              Mistake("TF32 B (k × n, 8 × 8) goes by column: lane 4·col + k % 4 holds rows k = t and t + 4 of "
+                      "column g, in b0 and b1 (reg = k // 4)", variant=_fragments("tf32 B by row")),
               Mistake('shape "m16n8k8" (TF32) has its own layout: one element a register, half always 0',
                       tag="tf32")])
