@@ -255,6 +255,7 @@ CASES = {
     "sample_filter-300-k1": lambda: sample_filter_case(300, top_k=1),
     "sample_filter-300-k_v-1": lambda: sample_filter_case(300, top_k=299),
     "sample_filter-300-p.05": lambda: sample_filter_case(300, top_p=0.05),
+    "sample_filter-300-p_floor": lambda: sample_filter_case(300, top_p=1e-30),  # the smallest top_p a kernel gets
     "sample_filter-300-p.5": lambda: sample_filter_case(300, top_p=0.5, temperature=1.7),
     "sample_filter-300-p.95": lambda: sample_filter_case(300, top_p=0.95),
     "sample_filter-300-k40-p.5": lambda: sample_filter_case(300, top_k=40, top_p=0.5),
@@ -567,6 +568,22 @@ def test_the_twins_kept_set_is_the_host_filters(v, top_k, top_p):
     want = np.isfinite(filter_logits(logits, T, top_k or None, top_p))  # [v] bool
     np.testing.assert_array_equal(twins.kept(logits, bounds, v), want)
     assert 1 <= want.sum() <= (top_k or v)
+
+
+@pytest.mark.parametrize("top_p", [1e-50, 1e-300, 1e-30])
+def test_a_top_p_below_float32s_range_keeps_the_most_likely_token(top_p):
+    """float32(1e-50) is 0, which would keep nothing: the device gets top_p ≥ 1e-30, and keeps what the host's
+    filter keeps (the argmax alone), on tie-free logits and with the top logit tied."""
+    from transformer.models.decode_plan import sampling_arguments
+    for logits in (tie_free_logits(np.random.default_rng(1), 300), np.array([1.0, 3.0, 0.0, 3.0, 2.0], np.float32)):
+        v = logits.size
+        inv_T, k, p, filters = sampling_arguments(0.7, None, top_p, v)
+        assert filters and p > 0
+        bounds = nans(2)
+        twins.sample_filter(logits, bounds, state(), v, inv_T, k, p)
+        want = np.isfinite(filter_logits(logits, 0.7, None, top_p))  # [v] bool
+        assert want.sum() == 1 and want[np.argmax(logits)]
+        np.testing.assert_array_equal(twins.kept(logits, bounds, v), want)
 
 
 CRITICAL = {3: 16.266}  # χ²₃ at p = 0.001, where scipy is missing

@@ -25,7 +25,8 @@ def hf_filter(logits, temperature, top_k, top_p):
 
 @pytest.mark.parametrize("temperature,top_k,top_p", [
     (1.0, None, None), (0.7, None, None), (1.0, 5, None), (1.0, None, 0.9), (0.8, 40, 0.95),
-    (1.3, 1, None), (1.0, None, 0.05), (2.0, 1000, 0.5), (1.0, 50_000, None)])
+    (1.3, 1, None), (1.0, None, 0.05), (2.0, 1000, 0.5), (1.0, 50_000, None),
+    (1.0, None, 1e-50), (0.7, 5, 1e-300)])  # top_p below float32's smallest number: the top token still survives
 def test_filter_equals_hf_warpers(temperature, top_k, top_p):
     rng = np.random.default_rng(1)
     logits = (rng.standard_normal((4, 1000)) * 3).astype(np.float32)

@@ -100,7 +100,8 @@ def filter_logits(logits, temperature: float = 1.0, top_k=None, top_p=None):  # 
         for row in np.ndindex(x.shape[:-1]):  # one row at a time: generation samples a few rows
             order, mass = _head_of_order(x[row], probs[row], top_p)  # [c] ids, most likely first; Σ p up to each
             mass_before = mass - probs[row][order]  # [c] mass of the strictly more likely tokens
-            keep[row][order] = mass_before < top_p  # the first token has mass_before = 0: always kept
+            keep[row][order] = mass_before < top_p  # [c]; in float32: a top_p below 1.4e-45 is 0 there
+            keep[row][order[0]] = True  # the most likely token always survives, whatever the rounding
         x = np.where(keep, x, -np.inf)  # [..., v]
     return x
 

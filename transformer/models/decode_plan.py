@@ -177,8 +177,14 @@ def sampling_arguments(temperature: float, top_k, top_p, v: int) -> tuple:  # ->
     (False, False)
     """
     inv_T = np.float32(0.0 if temperature == 0 else 1.0 / temperature)
-    k, p = np.int32(0 if top_k is None else top_k), np.float32(1.0 if top_p is None else top_p)
+    k, p = np.int32(0 if top_k is None else top_k), np.float32(1.0 if top_p is None else max(top_p, TOP_P_FLOOR))
     return inv_T, k, p, bool(temperature != 0 and (0 < k < v or p < 1))
+
+
+# The smallest top_p the kernels get: a float32 top_p below 1.4e-45 is 0, which would keep no token. Any top_p
+# this small keeps the most likely token alone (the next has mass ≥ e^0 = 1 before it, against top_p·Z ≤ 1e-30·v),
+# as filter_logits does for every top_p down to 0; it is a normal float32, so no flush to zero touches it.
+TOP_P_FLOOR = 1e-30
 
 
 def lowbias32(x):  # uint32 [...] -> uint32 [...]
