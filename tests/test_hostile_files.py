@@ -334,3 +334,22 @@ def test_minilm_safetensors_garbage_and_non_finite(minilm_copy, capsys):
     save_file(weights, str(minilm_copy / "model.safetensors"))
     assert main(["embed", "x", "--path", str(minilm_copy)]) == 2
     assert "'encoder.layer.2.output.dense.weight' holds 1 non-finite values" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["embed", "the dog", "a cat"], ["attention", "--model", "minilm", "the dog"]])
+def test_minilm_weights_that_overflow_in_a_product_are_one_line(minilm_copy, capsys, tmp_path, argv):
+    """Every matrix times 1e19: each weight is a finite float32, their products are not. Without a check the
+    similarities came out NaN with exit 0 and NumPy's overflow warnings on stderr."""
+    from safetensors.numpy import load_file, save_file
+
+    weights = {k: w * np.float32(1e19) if w.ndim == 2 else w
+               for k, w in load_file(str(minilm_copy / "model.safetensors")).items()}
+    assert all(np.isfinite(w).all() for w in weights.values())
+    (minilm_copy / "model.safetensors").unlink()
+    save_file(weights, str(minilm_copy / "model.safetensors"))
+    out = ["-o", str(tmp_path / "a.png")] if argv[0] == "attention" else []
+    assert main(argv + ["--path", str(minilm_copy)] + out) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("error: all-MiniLM-L6-v2's numbers overflow float32 while computing the "), captured.err
+    assert not (tmp_path / "a.png").exists()

@@ -85,6 +85,24 @@ def model_name(name: str) -> str:
 
 # ---------------------------------------------------------------- embed
 
+def computed(model: str, what: str, fn):
+    """fn(), or one line where the model's weights are finite but too large: a product that overflows float32
+    (NumPy's flag, which a CuPy run does not raise) or NaN or inf in the result (a corrupt or rescaled file)."""
+    import numpy as np
+
+    from ..backend import to_numpy
+
+    try:
+        with np.errstate(over="raise", invalid="ignore"):
+            out = fn()
+    except FloatingPointError:
+        raise ValueError(f"{model}'s numbers overflow float32 while computing {what}: its weights are too large for "
+                         "a product (a corrupt or rescaled file?)") from None
+    if not np.isfinite(to_numpy(out)).all():
+        raise ValueError(f"{model}'s {what} hold NaN or inf: its weights are broken or too large for float32")
+    return out
+
+
 def similarity_table(texts: list[str], sims) -> str:
     """The sentences numbered, then the (b, b) cosine matrix with those numbers as headers."""
     b = len(texts)
@@ -111,7 +129,7 @@ def run_embed(args) -> int:
         if n_text > n_seq:
             print(f"note: TEXT [{i}] is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {n_seq} ([CLS] and "
                   f"[SEP] included), so only its first {n_seq} are embedded", file=sys.stderr)
-    e = to_numpy(model.embed(args.texts))  # [b, d], unit rows
+    e = to_numpy(computed("all-MiniLM-L6-v2", "the embeddings", lambda: model.embed(args.texts)))  # [b, d], unit rows
     print(similarity_table(args.texts, e @ e.T))  # [b, b]: dot products of unit vectors = cosines
     return 0
 
@@ -146,8 +164,9 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         layer = pick(layer, model.config.L, "layer")
         head = None if head is None else pick(head, model.config.h, "head")
         kind = "causal mask on encoder weights" if causal else "bidirectional"
-        return (model.attention_weights(text, causal=causal, layer=layer, head=head), labels,
-                f"all-MiniLM-L6-v2 ({kind})", layer, head)
+        weights = computed("all-MiniLM-L6-v2", "the attention weights",
+                           lambda: model.attention_weights(text, causal=causal, layer=layer, head=head))
+        return weights, labels, f"all-MiniLM-L6-v2 ({kind})", layer, head
     if model_name == "smollm2":
         if causal:
             raise ValueError("--causal applies to minilm only: smollm2 is a decoder and always causal")
@@ -160,7 +179,9 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         layer = pick(layer, model.config.L, "layer")
         head = None if head is None else pick(head, model.config.h, "head")
         labels = [visible_token(model.tokenizer.decode([i])) for i in ids]
-        return model.attention_weights(ids, layer=layer, head=head), labels, "SmolLM2-135M (causal)", layer, head
+        weights = computed("SmolLM2-135M", "the attention weights", lambda: model.attention_weights(ids, layer=layer,
+                                                                                                 head=head))
+        return weights, labels, "SmolLM2-135M (causal)", layer, head
     raise ValueError(f"unknown model {model_name!r}: choose one of {', '.join(MODELS)}")
 
 

@@ -95,14 +95,35 @@ def engine_for(model, cache):  # -> (engine, its name)
 
 def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):  # [b, n] -> [b, v]
     """The last position's logits after feeding ids (NumPy) through the cache in passes of PREFILL_CHUNK
-    tokens, each reading the earlier ones from the cache. positions, key_valid: (b, n_max) or None."""
-    for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
-        chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
-        t, n = cache.length, chunk.shape[1]
-        pos = np.arange(t, t + n)[None, :] if positions is None else positions[:, t:t + n]  # [b or 1, n]
-        kv = None if key_valid is None else key_valid[:, :t + n]  # [b, t + n]
-        logits = engine(chunk, cache, cos, sin, pos, kv)  # [b, v]
+    tokens, each reading the earlier ones from the cache. positions, key_valid: (b, n_max) or None.
+    A prompt of several passes shows a progress bar on stderr (8,000 tokens take minutes on a CPU; TQDM_DISABLE=1
+    hides it), gone once the first token is chosen."""
+    from tqdm.auto import tqdm
+
+    one_pass = {"disable": True} if ids.shape[1] <= PREFILL_CHUNK else {}  # else tqdm's default: TQDM_DISABLE
+    with tqdm(total=ids.shape[1], desc="prefill", unit="token", leave=False, **one_pass) as bar:
+        for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
+            chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
+            t, n = cache.length, chunk.shape[1]
+            pos = np.arange(t, t + n)[None, :] if positions is None else positions[:, t:t + n]  # [b or 1, n]
+            kv = None if key_valid is None else key_valid[:, :t + n]  # [b, t + n]
+            logits = engine(chunk, cache, cos, sin, pos, kv)  # [b, v]
+            bar.update(n)
     return logits
+
+
+def overflow_named(step, x, s: int):
+    """step(x), where a product that overflows float32 is one line naming the step. Finite weights can
+    overflow without leaving NaN in the logits: x² of an RMSNorm goes to inf, x / √inf to 0, and the logits
+    come out finite and equal. Overflow is never a step's right answer (softmaxes subtract their max; a masked
+    score is −inf from the start), so the step stops where NumPy sees it; a NaN that appears (inf − inf) is
+    left to the logits' own check. On CuPy errstate does nothing, and the logits' check stands alone."""
+    try:
+        with np.errstate(over="raise", invalid="ignore"):
+            return step(x)
+    except FloatingPointError:
+        raise ValueError(f"the model's numbers overflow float32 at generation step {s}: its weights are too large "
+                         "for a product (x² of a norm, a matrix product)") from None
 
 
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
@@ -124,7 +145,7 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     done = np.zeros(x.shape[0], dtype=bool)
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
-        logits = to_host(step(x))  # [b, v] on the host (syncs the device)
+        logits = to_host(overflow_named(step, x, s))  # [b, v] on the host (syncs the device)
         sampling_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
         if banned.size:  # a copy: an engine may reuse its logits buffer at the next step
             logits = logits.copy()
