@@ -81,6 +81,7 @@ def test_attention_grid_and_causal(tmp_path, drawn, model):
     (["attention", "x", "--layer", "-7"], "layer -7 does not exist"),
     (["attention", "x", "--head", "12"], "head 12 does not exist"),
     (["attention", "", "--head", "0"], "non-empty text"),
+    (["attention", "   ", "--head", "0"], "non-empty text"),  # spaces alone, as embed refuses them
     (["attention", "x", "--model", "smollm2", "--causal"], "always causal"),
     (["embed", "x", "--path", "/no/such/folder"], "not found"),
 ])

@@ -211,6 +211,16 @@ def test_bad_generate_requests_are_one_line(tiny_dir, extra, match, capsys):
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", tiny_dir, *extra), match)
 
 
+@pytest.mark.parametrize("first", [32, 40, -1])
+def test_a_first_token_outside_the_vocabulary_is_one_line(tmp_path, capsys, first):
+    """A config whose first_token leaves no id of the vocabulary (v = 32): one line naming the file and the key,
+    not "outside this model's vocabulary 40…31"."""
+    T.save_checkpoint(tmp_path, T.init_decoder(T.induction_config(), 0),
+                      {**T.INDUCTION_SIZES, "kind": "decoder", "task": "induction", "first_token": first})
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", tmp_path, "3 4"),
+                   f"its config's first_token {first} leaves no id of the vocabulary 0 … 31")
+
+
 @pytest.fixture(scope="module")
 def pad_likeliest_dir(tmp_path_factory):
     """An untrained decoder whose padding id 0 is by far the likeliest token after a 5: the LM head is tied,

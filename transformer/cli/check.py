@@ -72,8 +72,8 @@ def _check(args) -> int:
     from ..tutor.report import format_summary
     from ..tutor.run import DEFAULT_TIME_LIMIT, torch_version
 
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise ValueError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
+    if args.time_limit is not None and not 0 < args.time_limit <= 86_400:  # setitimer refuses what time_t cannot hold
+        raise ValueError(f"--time-limit must be a number of seconds from 0 to 86400 (a day), got {args.time_limit}")
     folder = workbook_folder(args.workbook)
     files = workbook_files(folder)
     lessons = chosen_lessons(args.lessons, files)

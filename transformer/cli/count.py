@@ -102,10 +102,14 @@ def format_report(r: dict) -> str:
     return "\n".join([head] + [f"{k:<{width}}{v}".rstrip() for k, v in rows])
 
 
+MAX_SIZE = 10 ** 18  # tokens or sequences: far past any model, and every count below stays a finite float
+
+
 def _run(args) -> int:
     for flag, value in (("--seq", args.seq), ("--batch", args.batch)):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag} must be an integer ≥ 1, got {value}")
+        if value is not None and not 1 <= value <= MAX_SIZE:  # past it the byte counts leave float64's range
+            shown_value = value if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
+            raise ValueError(f"{flag} must be an integer from 1 to 10^18, got {shown_value}")
     config = load_config(args.model)
     n = min(1024, config.n_ctx) if args.seq is None else args.seq  # a default within the model's context
     r = count_report(config, n, args.batch, args.dtype)

@@ -149,7 +149,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     """(weights, labels, title, layer, head): one layer's (h, n, n) NumPy weights (or one head's
     (n, n)), the n token labels, and the layer and head as indices from 0 (head None: all). Only that layer's weights are computed
     and kept, and a text over max_tokens tokens is refused before any is."""
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text.strip():  # spaces alone: [CLS] [SEP], as embed refuses them
         raise ValueError("attention needs a non-empty text")
     if model_name == "minilm":
         from ..models.bert_files import load_minilm

@@ -214,6 +214,9 @@ def _continue_ids(args) -> int:
 
     params, cfg, config = load_decoder(args.checkpoint)
     first = int(config.get("first_token", 0)) if isinstance(config.get("first_token", 0), int) else 0
+    if not 0 <= first < cfg.v:  # the ids a prompt may hold are first … v − 1: none would be left
+        raise ValueError(f"{shown(args.checkpoint)}: its config's first_token {first} leaves no id of the vocabulary "
+                         f"0 … {cfg.v - 1}")
     ids = parse_ids(args.prompt, cfg.v, first)
     room = cfg.n_max - len(ids)
     prompt = f"a prompt of {counted(len(ids), 'token')}"
