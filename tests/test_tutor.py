@@ -838,6 +838,45 @@ ADAMW_ATTEMPT = """
             p -= lr * m_hat / (np.sqrt(state.v[name] / (1 - b2 ** state.t)) + eps)
     """
 ADAMW_RIGHT = {"shrink": "p *= 1 - lr * weight_decay", "m_hat": "state.m[name] / (1 - b1 ** state.t)"}
+FILTER_ATTEMPT = """
+    def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+        x = np.asarray(logits)
+        if temperature == 0:
+            return np.where(np.arange(x.shape[-1]) == np.argmax(x, axis=-1)[..., None], x, -np.inf)
+        x = {scaled}
+        if top_k is not None and top_k < x.shape[-1]:
+            {top_k}
+        if top_p is not None and top_p < 1.0:
+            p = np.exp(x - x.max(-1, keepdims=True))
+            p = p / p.sum(-1, keepdims=True)
+            order = np.argsort(-x, axis=-1{kind})
+            sorted_p = np.take_along_axis(p, order, -1)
+            keep = np.zeros(x.shape, bool)
+            np.put_along_axis(keep, order, np.cumsum(sorted_p, -1) - sorted_p < top_p, -1)
+            x = np.where(keep, x, -np.inf)
+        return {result}
+    """
+FILTER_RIGHT = {"scaled": "(x / x.dtype.type(temperature)).astype(x.dtype)", "kind": ', kind="stable"', "result": "x",
+                "top_k": "x = np.where(x >= np.sort(x, axis=-1)[..., -top_k][..., None], x, -np.inf)"}
+MHA_ATTEMPT = """
+    from transformer import scaled_dot_product_attention
+    def multi_head_attention(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):
+        h_kv = h if h_kv is None else h_kv
+        c = x if context is None else context
+        q = split_heads(x @ w.W_q + (0 if w.b_q is None else w.b_q), h){q_scale}
+        k = split_heads(c @ w.W_k + (0 if w.b_k is None else w.b_k), h_kv)
+        v = split_heads(c @ w.W_v + (0 if w.b_v is None else w.b_v), h_kv)
+        o, p = scaled_dot_product_attention(q, k, v, {mask}return_weights=True)
+        out = merge_heads(o) @ w.W_o{o_t} + (0 if w.b_o is None else w.b_o)
+        return (out, p) if return_weights else out
+    """
+MHA_RIGHT = {"q_scale": "", "mask": "mask, ", "o_t": ""}
+ROPE_HALF_ATTEMPT = """
+    def apply_rope_half(x, cos, sin):
+        x1, x2 = {halves}
+        return np.concatenate([x1 * {c} - x2 * {s}, x1 * {s} + x2 * {c}], axis=-1)
+    """
+ROPE_HALF_RIGHT = {"halves": "np.split(x, 2, axis=-1)", "c": "cos", "s": "sin"}
 
 FIRST_ATTEMPTS = [
     ("03", "softmax", """
@@ -934,6 +973,78 @@ FIRST_ATTEMPTS = [
             k, col = np.indices((8, 8))
             return 4 * k + col % 4, col // 4, np.zeros_like(k)
         """, "TF32 B (k × n, 8 × 8) goes by column"),
+    ("01", "embed", """
+        def embed(ids, W_E):
+            return W_E[ids - 1]
+        """, "ids count from 0"),
+    ("01", "lm_head", """
+        def lm_head(x, W_E=None, *, W_out=None):
+            return x @ W_E.T if W_out is None else x @ W_out.T
+        """, "W_out is (d, v) already"),
+    ("01", "lm_head", """
+        def lm_head(x, W_E=None, *, W_out=None):
+            z = x @ (W_E.T if W_out is None else W_out)
+            e = np.exp(z - z.max(-1, keepdims=True))
+            return e / e.sum(-1, keepdims=True)
+        """, "lm_head returns the logits"),
+    ("02", "apply_rope_half", ROPE_HALF_ATTEMPT.format(**{**ROPE_HALF_RIGHT, "halves": "x[..., 0::2], x[..., 1::2]"}),
+     "the half layout pairs x_i with x_{i + d_h/2}"),
+    ("02", "apply_rope_half", ROPE_HALF_ATTEMPT.format(**{**ROPE_HALF_RIGHT, "c": "sin", "s": "cos"}),
+     "sin and cos swapped"),
+    ("02", "apply_rope_interleaved", """
+        def apply_rope_interleaved(x, cos, sin):
+            out = x.copy()
+            x1, x2 = out[..., 0::2], out[..., 1::2]
+            out[..., 0::2] = x1 * cos - x2 * sin
+            out[..., 1::2] = x1 * sin + x2 * cos
+            return out
+        """, "x_2i is overwritten before the second formula reads it"),
+    ("04", "multi_head_attention", MHA_ATTEMPT.format(**{**MHA_RIGHT, "mask": ""}), "only the masked cases fail"),
+    ("04", "multi_head_attention", MHA_ATTEMPT.format(**{**MHA_RIGHT, "q_scale": " / np.sqrt(w.W_q.shape[1] // h)"}),
+     "the scores are scaled once"),
+    ("04", "multi_head_attention", MHA_ATTEMPT.format(**{**MHA_RIGHT, "o_t": ".T"}), "not W_o.T"),
+    ("06", "KVCache.update", """
+        class KVCache(KVCache):
+            def advance(self, t):
+                self.length += t
+
+            def update(self, layer, k_new, v_new):
+                end = self.length + k_new.shape[2]
+                self.k[0][:, :, self.length:end], self.v[0][:, :, self.length:end] = k_new, v_new
+                self.written[layer] = end
+                return self.k[0][:, :, :end], self.v[0][:, :, :end]
+        """, "each layer has its own arrays"),
+    ("08", "merge_softmax_stats", """
+        def merge_softmax_stats(m_a, l_a, m_b, l_b):
+            m = np.maximum(m_a, m_b)
+            return m, l_a * np.exp(m_a - m) + l_b * np.exp(m_b - m)
+        """, "two empty parts merge into an empty one"),
+    ("10", "layer_norm", """
+        def layer_norm(x, gamma, beta=None, eps=1e-5):
+            mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+            return (x - mu) / np.sqrt(var + eps) * gamma + beta
+        """, "β is optional"),
+    ("10", "rms_norm", """
+        def rms_norm(x, gamma, eps=1e-6):
+            return x / np.sqrt(x.mean(-1, keepdims=True) ** 2 + eps) * gamma
+        """, "the mean of the squares, mean(x²), not the square of the mean"),
+    ("10", "swiglu_ffn", """
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            a = x @ W_gate
+            return (a / (1 + np.exp(a)) * (x @ W_up)) @ W_down
+        """, "the exponent's sign is flipped"),
+    ("10", "swiglu_ffn", """
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            a = x @ W_gate
+            return (a / (1 + np.exp(-a)) * (x @ W_up)) @ W_down.T
+        """, "takes W_down (d_ff, d) as it is"),
+    ("11", "filter_logits", FILTER_ATTEMPT.format(**{**FILTER_RIGHT, "top_k": (
+        "keep_k = np.zeros(x.shape, bool); np.put_along_axis(keep_k, np.argsort(-x, axis=-1, kind='stable')"
+        "[..., :top_k], True, -1); x = np.where(keep_k, x, -np.inf)")}), "a tie at the k-th keeps more than k tokens"),
+    ("11", "filter_logits", FILTER_ATTEMPT.format(**{**FILTER_RIGHT, "kind": ""}), "top-p takes tied tokens in "
+     "vocabulary order"),
+    ("11", "filter_logits", FILTER_ATTEMPT.format(**{**FILTER_RIGHT, "scaled": "x", "result": (
+        "(x / x.dtype.type(temperature)).astype(x.dtype)")}), "divide by the temperature first"),
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "last_row": "2 * m"}),
      "the induction score reads the rows i = m … 2m − 2"),
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "prev": "W[..., i - 1, i].mean(-1)"}),
@@ -945,7 +1056,19 @@ FIRST_ATTEMPTS = [
 ]
 RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTEMPT.format(scale=" * scale", sees="<=")),
                   ("15", DECODER_ATTEMPT.format(causal="causal_mask(y.shape[1])", first="y + a")),
-                  ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT)), ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT))]
+                  ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT)), ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT)),
+                  ("02", ROPE_HALF_ATTEMPT.format(**ROPE_HALF_RIGHT)), ("04", MHA_ATTEMPT.format(**MHA_RIGHT)),
+                  ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT))]
+
+
+def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
+    report = check_file(write_workbook(tmp_path, "01", """
+        def embed(ids, W_E):
+            return np.eye(W_E.shape[0])[ids] @ W_E
+        """), "01")
+    assert result_of(report, "embed").failures[0].message == (
+        "the result has dtype float64, expected float32: the vectors keep W_E's dtype: W_E[ids] does, where a one-hot "
+        "product or np.zeros(…) filled in a loop is float64 (its values are right)")
 
 
 @pytest.mark.parametrize("lesson, source", RIGHT_ATTEMPTS, ids=[lesson for lesson, _ in RIGHT_ATTEMPTS])

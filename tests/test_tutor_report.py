@@ -322,9 +322,9 @@ def test_a_function_calling_a_failing_one_of_its_file_is_told_to_wait_for_it(tmp
     mha = result_of(report, "multi_head_attention")
     assert result_of(report, "split_heads").status == "failed" and mha.status == "failed"
     assert mha.note == "it calls `split_heads`, which fails: fix that first"
-    assert ("multi_head_attention  FAILED (5 of 5 cases fail): it calls `split_heads`, which fails: fix that first"
+    assert ("multi_head_attention  FAILED (6 of 6 cases fail): it calls `split_heads`, which fails: fix that first"
             in format_report(report))
-    assert "… and 4 more failing cases" in format_report(report)  # the rest waits for split_heads
+    assert "… and 5 more failing cases" in format_report(report)  # the rest waits for split_heads
 
 
 # --- the run: time, prints, exceptions, order, last line ---------------------------------------------------------

@@ -271,8 +271,9 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     the failures left unexplained, when every one of them carries the tag and no passing case does; never to a
     wrong shape, dtype or kind of answer, and not when a loop that never ends stopped the checking."""
     def matches(i, f, m) -> bool:
-        if f.kind == "raised":  # a tagged exception ("only GQA fails" and a broadcast error) needs the tag on all
-            return m.matches_exception(f.value, f.case) and (m.tag is None or all(m.tag in g.case.tags for g in failures))
+        if f.kind == "raised":  # a hint that says "only the GQA cases fail" must be true: the tag on every failure
+            return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ")
+                                                             or all(m.tag in g.case.tags for g in failures))
         return (f.kind not in ("time", "in place") and m.variant is not None and i < VARIANT_CHECKS
                 and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]

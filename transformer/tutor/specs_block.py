@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core.attention import (scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax,
                               softmax_backward)
-from ..core.layers import layer_norm, rms_norm, sigmoid, silu, swiglu_ffn
+from ..core.layers import gelu, layer_norm, relu, rms_norm, sigmoid, silu, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.sampling import filter_logits
 from ..train.optim import adamw_state, adamw_step, decays_by_default
@@ -31,8 +31,43 @@ def norm_cases(with_beta):
                 Case("x (4, 6)", (x(4, 6), g(6)) + beta(6)),
                 Case("eps=0.5 given", (x(2, 5), g(5)) + beta(5), {"eps": 0.5}, frozenset({"eps"})),
                 Case("float32 x (3, 16)", (x(3, 16).astype(np.float32), g(16).astype(np.float32))
-                     + tuple(b.astype(np.float32) for b in beta(16)), tags=frozenset({"float32"}))]
+                     + tuple(b.astype(np.float32) for b in beta(16)), tags=frozenset({"float32"}))] + (
+            [Case("no β (beta=None, the default)", (x(3, 7), g(7)), tags=frozenset({"no-beta"}))] if with_beta else [])
     return cases
+
+
+def _normalised(statistics):
+    """layer_norm with the statistics a slip computes: statistics(x, eps) -> (μ, the divisor)."""
+    def norm(x, gamma, beta=None, eps=1e-5):
+        centre, divisor = statistics(x, eps)
+        return ((x - centre) / divisor * gamma + (0 if beta is None else beta)).astype(x.dtype)
+    return norm
+
+
+def _ln_swapped(x, gamma, beta=None, eps=1e-5):  # y·β + γ
+    if beta is None:
+        raise ValueError("no β to swap with γ")  # a variant that cannot run on a case says nothing about it
+    return layer_norm(x, beta, gamma, eps)
+
+
+def _ln_stats(variance, sqrt=True, axis=-1):  # (μ, √(var + ε)) with a slip in the variance, the root or the axis
+    def stats(x, eps):
+        mu = x.mean(axis, keepdims=True)
+        var = variance(x, mu, axis)
+        return mu, np.sqrt(var + eps) if sqrt else var + eps
+    return stats
+
+
+_CENTRED = lambda x, mu, axis: ((x - mu) ** 2).mean(axis, keepdims=True)  # noqa: E731 - the biased variance
+_UNCENTRED = lambda x, mu, axis: (x * x).mean(axis, keepdims=True)  # noqa: E731 - mean(x²), μ left in
+
+
+def _rms_variant(square_mean=lambda x: (x * x).mean(-1, keepdims=True), sqrt=True, gain=True, times_root=False):
+    def norm(x, gamma, eps=1e-6):
+        root = np.sqrt(square_mean(x) + eps) if sqrt else square_mean(x) + eps
+        y = x * root if times_root else x / root
+        return (y * (gamma if gain else 1.0)).astype(x.dtype)
+    return norm
 
 
 def _ln_unbiased(x, gamma, beta=None, eps=1e-5):
@@ -65,7 +100,19 @@ LAYER_NORM = Spec(
                       "d features, the last axis (axis=-1, keepdims=True)", variant=_ln_axis0),
               Mistake("normalise over the last axis (the d features of each position): axis=-1, keepdims=True",
                       raises=r"broadcast"),
-              Mistake("use the `eps` argument", tag="eps")],
+              Mistake("use the `eps` argument", tag="eps"),
+              Mistake("β is optional: add it only when it is given (y if beta is None else y + beta)", tag="no-beta"),
+              Mistake("β is optional: add it only when it is given (y if beta is None else y + beta)",
+                      raises=r"NoneType", tag="no-beta"),
+              Mistake("add β after scaling: y = (x − μ) / √(σ² + ε) · γ + β",
+                      variant=lambda x, gamma, beta=None, eps=1e-5: layer_norm(x, gamma, None, eps)),
+              Mistake("divide by the standard deviation, √(σ² + ε), not by the variance",
+                      variant=_normalised(_ln_stats(_CENTRED, sqrt=False))),
+              Mistake("σ² is the mean of (x − μ)², not of x²: centre x before squaring",
+                      variant=_normalised(_ln_stats(_UNCENTRED))),
+              Mistake("the statistics are each position's own: over its d features (axis=-1, keepdims=True), not "
+                      "over the whole array", variant=_normalised(_ln_stats(_CENTRED, axis=None))),
+              Mistake("γ multiplies and β adds: (x − μ) / √(σ² + ε) · γ + β", variant=_ln_swapped)],
     torch=lambda case: _torch_norm("layer", case))
 
 
@@ -89,7 +136,13 @@ RMS_NORM = Spec(
                       "with the sum every output is √d times too small", variant=_rms_sum),
               Mistake("the root mean square runs over the last axis: mean(x * x, axis=-1, keepdims=True)",
                       raises=r"broadcast"),
-              Mistake("use the `eps` argument", tag="eps")],
+              Mistake("use the `eps` argument", tag="eps"),
+              Mistake("divide by the root: √(mean(x²) + ε), not mean(x²) + ε", variant=_rms_variant(sqrt=False)),
+              Mistake("divide by the root mean square (or multiply by its inverse, 1/√(mean(x²) + ε)), not multiply "
+                      "by it", variant=_rms_variant(times_root=True)),
+              Mistake("the mean of the squares, mean(x²), not the square of the mean, mean(x)²",
+                      variant=_rms_variant(square_mean=lambda x: x.mean(-1, keepdims=True) ** 2)),
+              Mistake("multiply by the gain γ after dividing", variant=_rms_variant(gain=False))],
     torch=lambda case: _torch_norm("rms", case))
 
 
@@ -116,8 +169,22 @@ SWIGLU = Spec(
                       variant=lambda x, W_gate, W_up, W_down: ((x @ W_gate) * silu(x @ W_up)) @ W_down),
               Mistake("SiLU(z) = z·σ(z), not σ(z): the gate is the SiLU of x W_gate",
                       variant=lambda x, W_gate, W_up, W_down: (sigmoid(x @ W_gate) * (x @ W_up)) @ W_down),
-              Mistake("the product of the gate and the up projection is element-wise (*), not a matrix product",
+              Mistake("a matrix product whose sizes do not line up: the gate and the up projection multiply "
+                      "element-wise (*), and (…, d_ff) @ W_down takes W_down (d_ff, d) as it is, untransposed",
                       raises=r"core dimension|mismatch"),
+              Mistake("SiLU(z) = z·σ(z) = z / (1 + e^(−z)): the exponent's sign is flipped",
+                      variant=lambda x, W_gate, W_up, W_down: ((x @ W_gate) * sigmoid(-(x @ W_gate)) * (x @ W_up))
+                      @ W_down),
+              Mistake("SiLU goes on the gate alone, SiLU(x W_gate) ∘ (x W_up), not on the product",
+                      variant=lambda x, W_gate, W_up, W_down: silu((x @ W_gate) * (x @ W_up)) @ W_down),
+              Mistake("SiLU goes on the gate's projection, SiLU(x W_gate), not on x",
+                      variant=lambda x, W_gate, W_up, W_down: ((silu(x) @ W_gate) * (x @ W_up)) @ W_down),
+              Mistake("the gate's activation is SiLU, z·σ(z), not ReLU",
+                      variant=lambda x, W_gate, W_up, W_down: (relu(x @ W_gate) * (x @ W_up)) @ W_down),
+              Mistake("the gate's activation is SiLU, z·σ(z), not GELU",
+                      variant=lambda x, W_gate, W_up, W_down: (gelu(x @ W_gate) * (x @ W_up)) @ W_down),
+              Mistake("the gate's activation is SiLU, z·σ(z), not GELU",
+                      variant=lambda x, W_gate, W_up, W_down: (gelu(x @ W_gate, "tanh") * (x @ W_up)) @ W_down),
               Mistake("the last axis is d_ff where it should be d: did you skip the last product, @ W_down "
                       "(d_ff, d)?", variant=lambda x, W_gate, W_up, W_down: silu(x @ W_gate) * (x @ W_up))],
     torch=lambda case: _torch_swiglu(case))
@@ -148,7 +215,13 @@ def filter_cases():
                  frozenset({"greedy"})),
             Case("float32 logits, temperature 0.7, top_k=10, top_p=0.8, two rows", (wide32,),
                  {"temperature": 0.7, "top_k": 10, "top_p": 0.8}, frozenset({"float32"})),
-            Case("float32 logits, temperature 0", (wide32,), {"temperature": 0.0}, frozenset({"float32"}))]
+            Case("float32 logits, temperature 0", (wide32,), {"temperature": 0.0}, frozenset({"float32", "greedy"})),
+            Case("top_k=2 of [0.4, 0.25, 0.25, 0.1]: the 2nd and 3rd tie, both kept",
+                 (np.log(np.array([0.4, 0.25, 0.25, 0.1])),), {"top_k": 2}, frozenset({"top_k", "k-ties"})),
+            Case("temperature 0 with two equal maxima (ids 1 and 3): only the first", (np.array([1.0, 3.0, 0.5, 3.0]),),
+                 {"temperature": 0.0}, frozenset({"greedy", "greedy-ties"})),
+            Case("top_p=0.3 over 400 logits with many ties: tied tokens taken in vocabulary order",
+                 (np.round(r.standard_normal(400) * 1.5),), {"top_p": 0.3}, frozenset({"top_p", "p-ties"}))]
 
 
 def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the token that crosses p
@@ -179,6 +252,56 @@ def _top_p_one_more(logits, temperature=1.0, top_k=None, top_p=None):  # keeps a
     return np.where(keep, x, -np.inf)
 
 
+def _nucleus(scores, top_p, scatter=True, sign=-1):  # [..., v] -> [..., v] bool: the tokens top-p keeps
+    """The nucleus read from scores; the slips: the mask left in sorted order, the order ascending (sign=+1)."""
+    probs = softmax(scores)
+    order = np.argsort(sign * scores, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, -1)
+    keep_sorted = sorted_p.cumsum(-1) - sorted_p < top_p  # the mass before each token, below p
+    if not scatter:
+        return keep_sorted  # the slip: left in sorted order
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return keep
+
+
+def _top_p_variant(read):
+    """filter_logits whose top-p step reads the nucleus from read(logits, temperature, top_k) -> (scores, scatter):
+    the logits before the temperature, the probabilities before top-k's cut, or a mask left in sorted order."""
+    def variant(logits, temperature=1.0, top_k=None, top_p=None):
+        if top_p is None or temperature == 0:
+            raise ValueError("no top-p step")  # a variant that cannot run on a case says nothing about it
+        kept_k = filter_logits(logits, temperature, top_k, None)  # [..., v] scaled, top-k applied
+        scores, scatter, *sign = read(np.asarray(logits), temperature, top_k, kept_k)
+        return np.where(_nucleus(scores, top_p, scatter, *sign), kept_k, -np.inf)
+    return variant
+
+
+UNSORTED_MASK = _top_p_variant(lambda x, T, k, kept_k: (kept_k, False))
+BEFORE_TEMPERATURE = _top_p_variant(lambda x, T, k, kept_k: (filter_logits(x, 1.0, k, None), True))
+BEFORE_TOP_K = _top_p_variant(lambda x, T, k, kept_k: (filter_logits(x, T), True))  # the full distribution's nucleus
+RAW_LOGITS = _top_p_variant(lambda x, T, k, kept_k: (x, True))  # before the temperature and before top-k
+ASCENDING = _top_p_variant(lambda x, T, k, kept_k: (kept_k, True, +1))  # the least likely first
+
+
+def _top_k_at(index):
+    """filter_logits whose k-th largest is read at np.sort(x)[..., index(k)]: one too many, or ascending."""
+    def variant(logits, temperature=1.0, top_k=None, top_p=None):
+        if not top_k or temperature == 0:
+            raise ValueError("no top-k step")
+        x = filter_logits(logits, temperature)
+        kth = np.sort(x, axis=-1)[..., index(top_k)][..., None]
+        return filter_logits(np.where(x >= kth, x, -np.inf) * temperature, temperature, None, top_p)
+    return variant
+
+
+def _temperature_last(logits, temperature=1.0, top_k=None, top_p=None):  # top-k, top-p at T = 1, then / T
+    if temperature in (0, 1):
+        raise ValueError("no temperature to move")
+    x = filter_logits(logits, 1.0, top_k, top_p)
+    return (x / x.dtype.type(temperature)).astype(x.dtype)
+
+
 def _filter_in_float64(logits, temperature=1.0, top_k=None, top_p=None):  # np.asarray(logits, dtype=float)
     return filter_logits(np.asarray(logits, dtype=np.float64), temperature, top_k, top_p)
 
@@ -195,6 +318,28 @@ FILTER_LOGITS = Spec(
               Mistake("divide the logits by the temperature (T < 1 sharpens, T > 1 flattens)",
                       variant=lambda logits, temperature=1.0, top_k=None, top_p=None:
                       filter_logits(logits * temperature * temperature, temperature, top_k, top_p)),
+              Mistake("divide by the temperature first, then top-k and top-p on the scaled logits (HF's order): "
+                      "the temperature changes which tokens top-p keeps", variant=_temperature_last),
+              Mistake("the keep mask is in sorted order: put it back in vocabulary order (keep[order] = keep_sorted, "
+                      "or np.put_along_axis) before applying it", variant=UNSORTED_MASK),
+              Mistake("top-p reads the probabilities after the temperature: softmax(x / T), not softmax(x)",
+                      variant=BEFORE_TEMPERATURE),
+              Mistake("top-k first, then top-p over the tokens top-k kept, their probabilities renormalised (the "
+                      "softmax of the top-k-filtered logits, not of all)", variant=BEFORE_TOP_K),
+              Mistake("top_k keeps every logit equal to the k-th largest (x >= kth), so a tie at the k-th keeps more "
+                      "than k tokens, as HF does", tag="k-ties"),
+              Mistake("temperature 0 keeps one token, the first maximum (np.argmax), even when two logits tie",
+                      tag="greedy-ties"),
+              Mistake("top-p takes tied tokens in vocabulary order: a stable sort, np.argsort(-x, kind='stable') (the "
+                      "default quicksort may put a later id first)", tag="p-ties"),
+              Mistake("top_k keeps the k largest: the k-th largest is np.sort(x)[..., -k] (np.sort is ascending), so "
+                      "k tokens, not k + 1", variant=_top_k_at(lambda k: -k - 1)),
+              Mistake("np.sort sorts ascending: the k-th largest is sorted[..., -k], not sorted[..., k − 1]",
+                      variant=_top_k_at(lambda k: k - 1)),
+              Mistake("top-p reads the tokens from the most likely down: np.argsort(-x, kind='stable'), not ascending",
+                      variant=ASCENDING),
+              Mistake("top-p reads the probabilities after the temperature: softmax(x / T), not softmax(x)",
+                      variant=RAW_LOGITS),
               Mistake("temperature 0 means greedy: keep only the argmax, every other logit −inf", tag="greedy"),
               Mistake("top_k keeps the k largest logits (ties at the k-th all kept); the others become −inf",
                       tag="top_k"),

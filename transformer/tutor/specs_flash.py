@@ -28,7 +28,10 @@ def merge_cases():
             Case("the second part's max is higher in every row", (np.zeros((2, 1)), np.full((2, 1), 2.0),
                                                                   np.full((2, 1), 5.0), np.full((2, 1), 1.5))),
             Case("the first part is empty: m_a = −inf, l_a = 0", (np.full((2, 1), -np.inf), np.zeros((2, 1)),
-                                                                 m()[:2], l()[:2]), tags=frozenset({"empty"}))]
+                                                                 m()[:2], l()[:2]), tags=frozenset({"empty"})),
+            Case("both parts empty: m_a = m_b = −inf, l_a = l_b = 0 (rows no key has reached yet)",
+                 (np.full((2, 1), -np.inf), np.zeros((2, 1)), np.full((2, 1), -np.inf), np.zeros((2, 1))),
+                 tags=frozenset({"both-empty"}))]
 
 
 def _merge_exponent_flipped(m_a, l_a, m_b, l_b):  # e^(m − m_a) instead of e^(m_a − m)
@@ -50,7 +53,9 @@ MERGE_STATS = Spec(
                       "max is lower shrinks: l = l_a·e^(m_a − m) + l_b·e^(m_b − m)",
                       variant=_merge_exponent_flipped),
               Mistake("an empty part (m = −inf) must count as 0, not NaN: e^(−inf − (−inf)) is NaN, so give the "
-                      "factor 0 where m is −inf", tag="empty")])
+                      "factor 0 where m is −inf", tag="empty"),
+              Mistake("two empty parts merge into an empty one, m = −inf and l = 0: there m − m_part is −inf − (−inf), "
+                      "NaN, for both parts, so give each factor 0 where its own m_part is −inf", tag="both-empty")])
 
 
 # --- online_attention_update ------------------------------------------------------------------

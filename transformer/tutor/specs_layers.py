@@ -1,6 +1,8 @@
 """The checker's cases for lessons 01, 02, 04, 05 and 06: embeddings, positions, heads, masks, the KV cache."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..core.attention import scaled_dot_product_attention
@@ -25,23 +27,44 @@ def embed_cases():
     r = _rng(11)
     W = r.standard_normal((7, 5))
     return [Case("ids (2, 3) into a (v, d) = (7, 5) table", (np.array([[1, 4, 6], [0, 0, 3]]), W)),
-            Case("one token id, b=1, n=1", (np.array([[6]]), W))]
+            Case("one token id, b=1, n=1", (np.array([[6]]), W)),
+            Case("a float32 table (v, d) = (9, 4)", (np.array([[8, 0, 2, 2]]), r.standard_normal((9, 4)).astype(
+                np.float32)), tags=frozenset({"float32"}))]
 
 
 def lm_head_cases():
     r = _rng(12)
-    return [Case("tied: x (2, 3, 5), W_E (7, 5)", (r.standard_normal((2, 3, 5)), r.standard_normal((7, 5)))),
+    return [Case("tied: x (2, 3, 5), W_E (7, 5)", (r.standard_normal((2, 3, 5)), r.standard_normal((7, 5))),
+                 tags=frozenset({"tied"})),
             Case("untied: W_out (5, 7)", (r.standard_normal((1, 2, 5)),), {"W_out": r.standard_normal((5, 7))},
                  frozenset({"untied"}))]
 
 
 EMBED = Spec("embed", embed, embed_cases, "transformer/core/embedding.py", dims=("b", "n", "d"),
              mistakes=[Mistake("look up rows of W_E: row ids[b, n] is the vector of that token (W_E[ids])",
-                               raises=r"index|shapes")])
+                               raises=r"index|shapes"),
+                       Mistake("ids count from 0: token id i is row i of W_E (W_E[ids]), no shift",
+                               variant=lambda ids, W_E: W_E[ids - 1])],
+             dtype_rule="the vectors keep W_E's dtype: W_E[ids] does, where a one-hot product or np.zeros(…) filled "
+                        "in a loop is float64")
 LM_HEAD = Spec("lm_head", lm_head, lm_head_cases, "transformer/core/embedding.py", dims=("b", "n", "v"),
                mistakes=[Mistake("the tied head reads the table backwards: logits = x W_Eᵀ, (d) @ (d, v)",
-                                 raises=r"core dimension|mismatch"),
+                                 raises=r"core dimension|mismatch", tag="tied"),
+                         Mistake("W_out is (d, v) already: logits = x @ W_out, not W_out.T",
+                                 raises=r"core dimension|mismatch", tag="untied"),
+                         Mistake("the tied head is W_Eᵀ, a transpose: W_E.reshape(d, v) keeps the memory order and "
+                                 "mixes the tokens' numbers (use W_E.T)",
+                                 variant=lambda x, W_E=None, W_out=None: x @ (W_E.reshape(W_E.shape[::-1]) if W_out
+                                                                              is None else W_out)),
+                         Mistake("lm_head returns the logits, x W_Eᵀ, not probabilities: the softmax comes later, "
+                                 "when a token is chosen", variant=lambda x, W_E=None, W_out=None:
+                                 _softmax_last(lm_head(x, W_E, W_out=W_out) if W_out is not None else lm_head(x, W_E))),
                          Mistake("with W_out given (untied), logits = x W_out", tag="untied")])
+
+
+def _softmax_last(z):  # [..., v] probabilities along the last axis
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
 
 # --- lesson 02: positions ---------------------------------------------------------------------
@@ -89,13 +112,49 @@ def _rope_evens_then_odds(x, cos, sin):  # the rotated pairs put back as [all ev
     return np.concatenate([xe * cos - xo * sin, xe * sin + xo * cos], axis=-1)
 
 
+def _rope_halves_interleaved(x, cos, sin):  # halves paired (the half layout's pairs), written to columns 2i, 2i+1
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).reshape(x.shape)
+
+
+def _rope_widened(layout, widen):
+    """x·cos + rotate(x)·sin with cos and sin widened to d_h columns by `widen` (the other layout's order)."""
+    def rope(x, cos, sin):
+        c, s_ = widen(cos), widen(sin)
+        if layout == "half":
+            half = x.shape[-1] // 2
+            rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        else:
+            rot = np.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)
+        return x * c + rot * s_
+    return rope
+
+
+def _rope_overwritten(x, cos, sin):  # x_2i overwritten by its rotation before x_2i+1's formula reads it
+    out = x.copy()
+    out[..., 0::2] = x[..., 0::2] * cos - x[..., 1::2] * sin
+    out[..., 1::2] = out[..., 0::2] * sin + x[..., 1::2] * cos
+    return out
+
+
+SWAPPED_COS_SIN = ("sin and cos swapped: the rotation by θ is x·cos θ − y·sin θ, x·sin θ + y·cos θ (cos on the part "
+                   "that stays, sin on the part that turns in)")
+
+
 ROPE_DIMS = ("b", "h", "n", "d_h")
 ROPE_HALF = Spec(
     "apply_rope_half", apply_rope_half, rope_cases, "transformer/core/positions.py", dims=ROPE_DIMS,
     mistakes=[Mistake("this is the interleaved layout, pairs (x_2i, x_2i+1); the half layout pairs x_i with "
                       "x_{i + d_h/2}: split the last axis into two halves", variant=apply_rope_interleaved),
               Mistake("the rotation goes the wrong way: first half x1·cos − x2·sin, second half x1·sin + x2·cos",
-                      variant=_rotated_backwards(apply_rope_half))])
+                      variant=_rotated_backwards(apply_rope_half)),
+              Mistake("the half layout pairs x_i with x_{i + d_h/2}: x1, x2 = x[..., :d_h/2], x[..., d_h/2:], not the "
+                      "even and odd columns", variant=_rope_evens_then_odds),
+              Mistake("in the half layout cos and sin widen as [θ_0 … θ_{d/2−1}, θ_0 … θ_{d/2−1}] "
+                      "(np.concatenate([cos, cos], -1)), not each angle twice in a row (np.repeat)",
+                      variant=_rope_widened("half", lambda c: np.repeat(c, 2, axis=-1))),
+              Mistake(SWAPPED_COS_SIN, variant=lambda x, cos, sin: apply_rope_half(x, sin, cos))])
 ROPE_INTERLEAVED = Spec(
     "apply_rope_interleaved", apply_rope_interleaved, rope_cases, "transformer/core/positions.py", dims=ROPE_DIMS,
     mistakes=[Mistake("this is the half layout, pairs (x_i, x_{i + d_h/2}); the interleaved layout pairs "
@@ -104,7 +163,16 @@ ROPE_INTERLEAVED = Spec(
                       "x_2i+1·cos", variant=_rotated_backwards(apply_rope_interleaved)),
               Mistake("the rotated pairs go back where they came from, pair i to columns 2i and 2i+1: stack the two "
                       "halves on a new last axis and reshape (np.stack([...], axis=-1).reshape(x.shape)), not "
-                      "np.concatenate, which puts every even column first", variant=_rope_evens_then_odds)])
+                      "np.concatenate, which puts every even column first", variant=_rope_evens_then_odds),
+              Mistake("the interleaved layout pairs neighbours (x_2i, x_2i+1): read them as x[..., 0::2] and "
+                      "x[..., 1::2], not as the two halves", variant=_rope_halves_interleaved),
+              Mistake("in the interleaved layout each angle covers two neighbouring columns: widen cos and sin with "
+                      "np.repeat(cos, 2, axis=-1), not np.tile", variant=_rope_widened("interleaved", lambda c: np.tile(
+                          c, 2))),
+              Mistake("x_2i is overwritten before the second formula reads it: x1 = out[..., 0::2] is a view of the "
+                      "array you write, so compute both rotated columns from x before writing (or take copies)",
+                      variant=_rope_overwritten),
+              Mistake(SWAPPED_COS_SIN, variant=lambda x, cos, sin: apply_rope_interleaved(x, sin, cos))])
 
 
 # --- lesson 04: heads -------------------------------------------------------------------------
@@ -162,6 +230,8 @@ def mha_cases():
              {"context": r.standard_normal((1, 7, 6))}, frozenset({"context"})),
         Case("return_weights=True", (x(1, 3, 8), _weights(r, 8, 2, 2, 4), 2), {"return_weights": True},
              frozenset({"weights"})),
+        Case("a causal mask, h_kv = h = 2", (x(2, 4, 8), _weights(r, 8, 2, 2, 4), 2), {"mask": causal_mask(4)},
+             frozenset({"mask"})),
     ]
 
 
@@ -175,6 +245,17 @@ def _mha_no_wo(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=Fa
     return (merge_heads(o), p) if return_weights else merge_heads(o)
 
 
+def _mha_scaled_twice(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):  # q / √d_h, then SDPA
+    d_h = w.W_q.shape[1] // h
+    w2 = dataclasses.replace(w, W_q=w.W_q / np.sqrt(d_h), b_q=None if w.b_q is None else w.b_q / np.sqrt(d_h))
+    return multi_head_attention(x, w2, h, h_kv, mask=mask, context=context, return_weights=return_weights)
+
+
+def _mha_wo_transposed(x, w, h, h_kv=None, *, mask=None, context=None, return_weights=False):  # W_o is d × d here
+    return multi_head_attention(x, dataclasses.replace(w, W_o=w.W_o.T), h, h_kv, mask=mask, context=context,
+                                return_weights=return_weights)
+
+
 MHA = Spec(
     "multi_head_attention", multi_head_attention, mha_cases, "transformer/core/heads.py",
     dims=("b", "n", "d"), tuple_dims=(("b", "n", "d"), ("b", "h", "n", "n_k")), tuple_names=("out", "weights"),
@@ -182,6 +263,10 @@ MHA = Spec(
                       variant=_mha_no_wo),
               Mistake("only the cases with h_kv < h fail: K and V have h_kv heads (split k and v into h_kv, not h)",
                       tag="gqa"),
+              Mistake("only the masked cases fail: pass mask= on to the attention", tag="mask"),
+              Mistake("the scores are scaled once: scaled_dot_product_attention divides by √d_h already, so do not "
+                      "divide q too", variant=_mha_scaled_twice),
+              Mistake("W_o is (h·d_h, d): merged heads @ W_o as it is, not W_o.T", variant=_mha_wo_transposed),
               Mistake("add each bias (b_q, b_k, b_v, b_o) when it is not None", tag="bias"),
               Mistake("with context given (cross-attention), K and V come from context, Q from x", tag="context"),
               Mistake("with return_weights=True return (out, weights (b, h, n, n_k))", tag="weights")])
@@ -310,10 +395,10 @@ def run_cache(cls, case):
             copied += sum(not (isinstance(a, np.ndarray) and np.shares_memory(a, store))
                           for a, store in zip(pair, (cache.k[layer], cache.v[layer])))
             written.append(cache.written[layer])
-            returned.extend(pair)
+            # what it returned, as it was then: a later update that writes the wrong layer is not blamed on this one
+            returned.extend(np.array(a, copy=True) if a is not None else None for a in pair)
         cache.advance(step[0][0].shape[2])
-    return (tuple(np.array(a, copy=True) if a is not None else None for a in returned) + tuple(written)
-            + (replaced, copied))
+    return tuple(returned) + tuple(written) + (replaced, copied)
 
 
 class _OnlyNew(KVCache):
@@ -328,6 +413,14 @@ class _AtZero(KVCache):
         self.k[layer][:, :, :t], self.v[layer][:, :, :t] = k_new, v_new
         self.written[layer] = self.length + t
         return self.k[layer][:, :, :self.length + t], self.v[layer][:, :, :self.length + t]
+
+
+class _OneLayer(KVCache):  # every layer written into, and read from, layer 0's arrays
+    def update(self, layer, k_new, v_new):
+        end = self.length + k_new.shape[2]
+        self.k[0][:, :, self.length:end], self.v[0][:, :, self.length:end] = k_new, v_new
+        self.written[layer] = end
+        return self.k[0][:, :, :end], self.v[0][:, :, :end]
 
 
 def _not_in_place(rebuild: bool, copies: bool, records: bool):
@@ -370,4 +463,6 @@ KV_CACHE_UPDATE = Spec(
     mistakes=[Mistake("return every position written so far, [0, length + t), not only the new ones",
                       variant=_OnlyNew),
               Mistake("write the new positions at [length, length + t): the cache keeps what came before",
-                      variant=_AtZero)] + NOT_IN_PLACE)
+                      variant=_AtZero),
+              Mistake("each layer has its own arrays: write and read self.k[layer] and self.v[layer], so that one "
+                      "layer's keys never overwrite another's", variant=_OneLayer)] + NOT_IN_PLACE)
