@@ -101,10 +101,18 @@ FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmet
                   "in float64 (cast to float32 only what is float16)")
 
 
+FLOAT32_SPREAD = 2e-6  # float32 keeps 24 bits (6e-8); sums of tens of terms stay within ~2e-6 of the largest one
+
+
 def _float32_rounding(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> bool:
-    """Every entry within float32's rounding of the expected float64 one, while float64's tolerance is tighter."""
-    loose = TOLERANCES["float32"]
-    return tol.rtol < loose.rtol and bool(np.all(_close(g, e, loose)))
+    """A float64 answer off by no more than float32 arithmetic leaves: every difference within a few float32 steps
+    of the array's largest entry (an ε outside the root, 1e-5 of each entry, is more), while float64's tolerance is
+    tighter."""
+    finite = np.isfinite(e)
+    if tol.rtol >= TOLERANCES["float32"].rtol or not finite.any() or not np.array_equal(finite, np.isfinite(g)):
+        return False
+    scale = np.abs(e[finite]).max()
+    return bool(np.abs(g[finite] - e[finite]).max() <= FLOAT32_SPREAD * scale)
 
 
 def _count_difference(got: float, expected: int) -> str:
