@@ -129,6 +129,40 @@ def test_smollm2_real_model_draws_hf_attention(tmp_path, drawn, hf_smollm2, laye
     assert np.all(np.triu(w, 1) == 0)  # a decoder: causal, exactly
 
 
+def stand_in_decoder():  # 4 layers of 9 heads, a byte-level tokenizer: one token a character
+    from transformer.models import llama as L
+    from transformer.models.llama_random import random_llama
+    from transformer.tokenizers.bpe import BPETokenizer, bytes_to_unicode
+
+    m = random_llama(L.LlamaConfig(L=4, d=32, h=9, h_kv=3, d_h=8, d_ff=48, v=256, n_ctx=1024))
+    m.tokenizer = BPETokenizer(tokens=[bytes_to_unicode()[b] for b in range(256)], merges=[])
+    return m
+
+
+def test_attention_memory_is_counted_and_checked_before_any_layer(tmp_path, monkeypatch, capsys):
+    """The count, 5 arrays of h·n² float32 and the n² mask, against tracemalloc's peak of the layers it runs (400
+    tokens: 29 MB counted, 24 MB measured); over the memory available, one line before any layer runs."""
+    import tracemalloc
+
+    import transformer.cli.memory
+    from transformer.models import llama_gguf
+
+    m, n = stand_in_decoder(), 400
+    tracemalloc.start()
+    m.attention_weights("ab" * (n // 2), layer=2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    need = 5 * 9 * n * n * 4 + n * n
+    assert 0.6 * need < peak <= need, (peak, need)
+    monkeypatch.setattr(llama_gguf, "load_smollm2", lambda path=None, backend="numpy": m)
+    monkeypatch.setattr(m, "attention_weights", lambda *a, **k: pytest.fail("a layer ran"))
+    monkeypatch.setattr(transformer.cli.memory, "available_bytes", lambda: need - 1)
+    assert main(["attention", "--model", "smollm2", "ab" * (n // 2), "-o", str(tmp_path / "a.png")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: the text is 400 tokens: its attention needs about 29.0 MB (5 arrays of h·n² = 9·400² "
+                   f"floats), over the memory available (29.0 MB): shorten the text\n"), err
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_attention_on_a_long_text_stays_bounded(tmp_path):
     """400 tokens (a byte-level stand-in decoder, 9 heads): once, the grid of all heads needed GBs
@@ -159,3 +193,11 @@ print(next(line.split()[1] for line in open("/proc/self/status") if line.startsw
     width, height = struct.unpack(">II", (tmp_path / "g.png").read_bytes()[16:24])  # the PNG's IHDR
     cap = plotting.MAX_FIGURE_INCHES * plotting.DPI
     assert 1000 < width <= 1.05 * cap and 1000 < height <= 1.05 * cap, (width, height)  # 5 %: the tight box
+
+
+def test_a_long_sentence_is_listed_cut_with_its_length():
+    """embed lists each sentence above its table: a 130,000-character one was echoed whole."""
+    from transformer.cli.encode import similarity_table
+
+    lines = similarity_table(["a dog", "ab" * 65_000], np.eye(2)).splitlines()
+    assert lines[:2] == ["[0] a dog", "[1] " + "ab" * 50 + "… (130,000 characters)"]

@@ -27,6 +27,7 @@ FIGURE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"%PDF", b"<?xml", b
 # Each layer's weights are h · n² floats, computed at several times that inside attention; the
 # figure's size is capped (plotting.MAX_FIGURE_INCHES), so more tokens only shrink the cells.
 MAX_TOKENS = 512
+SHOWN_CHARS = 100  # of each sentence embed lists above its table: a long one is cut there, its length said
 
 
 def register(sub) -> None:
@@ -106,7 +107,8 @@ def computed(model: str, what: str, fn):
 def similarity_table(texts: list[str], sims) -> str:
     """The sentences numbered, then the (b, b) cosine matrix with those numbers as headers."""
     b = len(texts)
-    lines = [f"[{i}] {t}" for i, t in enumerate(texts)]
+    lines = [f"[{i}] {t if len(t) <= SHOWN_CHARS else t[:SHOWN_CHARS] + f'… ({len(t):,} characters)'}"
+             for i, t in enumerate(texts)]
     lines.append("")
     lines.append("cosine similarity")
     lines.append("     " + "".join(f"{f'[{j}]':>8}" for j in range(b)))
@@ -160,7 +162,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         if n_text > len(labels):
             print(f"note: the text is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {len(labels)} "
                   f"([CLS] and [SEP] included), so only its first {len(labels)} are drawn", file=sys.stderr)
-        fits(len(labels), max_tokens)
+        fits(len(labels), max_tokens, model.config.h)
         layer = pick(layer, model.config.L, "layer")
         head = None if head is None else pick(head, model.config.h, "head")
         kind = "causal mask on encoder weights" if causal else "bidirectional"
@@ -175,7 +177,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
 
         model = load_smollm2(path, backend=backend)
         ids = model.tokenizer.encode(text)
-        fits(len(ids), max_tokens)
+        fits(len(ids), max_tokens, model.config.h)
         layer = pick(layer, model.config.L, "layer")
         head = None if head is None else pick(head, model.config.h, "head")
         labels = [visible_token(model.tokenizer.decode([i])) for i in ids]
@@ -185,11 +187,21 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
     raise ValueError(f"unknown model {model_name!r}: choose one of {', '.join(MODELS)}")
 
 
-def fits(n: int, max_tokens: int) -> None:
-    """n tokens within --max-tokens, or a one-line refusal naming the limit and the option."""
+def fits(n: int, max_tokens: int, h: int) -> None:
+    """n tokens within --max-tokens and the memory available, or a one-line refusal naming the limit. A layer's
+    attention holds SDPA_BUFFERS arrays of h·n² float32 at once (scores, masked scores, exp, weights), and the
+    weights drawn stay while the next layer runs: about 11 GB for SmolLM2 at 8,000 tokens, checked before any."""
+    from ..models.llama import SDPA_BUFFERS
+    from .memory import available_bytes, in_units
+
     if n > max_tokens:
         raise ValueError(f"the text is {n} tokens, over the limit of --max-tokens {max_tokens} (one layer's "
                          f"weights are h·n² floats): shorten the text or raise --max-tokens")
+    need, limit = (SDPA_BUFFERS + 1) * h * n * n * 4 + n * n, available_bytes()
+    if limit is not None and need > limit:
+        raise ValueError(f"the text is {n} tokens: its attention needs about {in_units(need)} ({SDPA_BUFFERS + 1} "
+                         f"arrays of h·n² = {h}·{n}² floats), over the memory available ({in_units(limit)}): "
+                         "shorten the text")
 
 
 def is_figure(path: Path) -> bool:

@@ -216,7 +216,10 @@ class MiniLM:
 
     @checked_by(checks.minilm_embed)
     def embed(self, texts, *, batch_size: int = 32):  # list of b str -> [b, d]
-        """Sentence embeddings as sentence-transformers computes them: mean pooling, then L2 norm."""
+        """Sentence embeddings as sentence-transformers computes them: mean pooling, then L2 norm. More than one
+        batch shows a progress bar on stderr (TQDM_DISABLE=1 hides it)."""
+        from tqdm.auto import tqdm
+
         texts = [texts] if isinstance(texts, str) else texts  # one str is a batch of one
         # Longest first, so each batch pads to about its own length instead of the longest
         # text's (sentence-transformers does the same). The padding mask makes every row
@@ -224,9 +227,10 @@ class MiniLM:
         rows = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # [CLS] ids… [SEP], each cut to n_seq
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         parts = []
-        for i in range(0, len(rows), batch_size):  # bounded memory: (batch, h, n, n) weights
+        one_batch = {"disable": True} if len(rows) <= batch_size else {}  # else tqdm's default: TQDM_DISABLE
+        for i in tqdm(range(0, len(rows), batch_size), desc="embedding", unit="batch", leave=False, **one_batch):
             out = self._run(self.tokenizer.pad([rows[j] for j in order[i:i + batch_size]]), False, False)
-            parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d]
+            parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d], bounded memory
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order
         where = self.xp.asarray(np.argsort(np.asarray(order)))  # position of each input in the sorted order
         return self.xp.take(e, where, axis=0)  # [b, d], rows in input order
