@@ -77,6 +77,7 @@ def test_attention_grid_and_causal(tmp_path, drawn, model):
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["attention", "x", "-o", ""], "-o is empty: give the figure's file name, such as attention.png"),
     (["attention", "x", "--layer", "6"], "layer 6 does not exist"),
     (["attention", "x", "--layer", "-7"], "layer -7 does not exist"),
     (["attention", "x", "--head", "12"], "head 12 does not exist"),
@@ -86,7 +87,7 @@ def test_attention_grid_and_causal(tmp_path, drawn, model):
     (["embed", "x", "--path", "/no/such/folder"], "not found"),
 ])
 def test_bad_arguments_give_a_clear_error(tmp_path, argv, message, capsys):
-    assert main([*argv, *(["-o", str(tmp_path / "x.png")] if argv[0] == "attention" else [])]) == 2
+    assert main([*argv, *(["-o", str(tmp_path / "x.png")] if argv[0] == "attention" and "-o" not in argv else [])]) == 2
     assert message in capsys.readouterr().err
 
 

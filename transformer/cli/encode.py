@@ -216,6 +216,8 @@ def check_output(path, force: bool = False) -> Path:
     symbolic link (never followed), a folder, an unknown suffix, or an existing file that is
     not a figure (unless force)."""
     out, name = Path(path), shown(path)
+    if not str(path).strip():  # Path("") is "." (a folder): the option was given empty
+        raise ValueError("-o is empty: give the figure's file name, such as attention.png")
     if out.is_symlink():
         raise ValueError(f"cannot write {name}: it is a symbolic link (to {shown(os.readlink(out))}); "
                          "give the file's own path")

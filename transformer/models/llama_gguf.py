@@ -273,26 +273,26 @@ def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) ->
         return xp.asarray(w)
 
     d, qd, kvd = cfg.d, cfg.h * cfg.d_h, cfg.h_kv * cfg.d_h
-    bar = tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress, leave=False)
-    W_E = table("token_embd.weight", (cfg.v, d))  # one row per token: no transpose
-    bar.update(1)
-    layers = []
-    for i in range(cfg.L):
-        p = f"blk.{i}."
-        # one matrix [W_q | W_k | W_v] and one [W_gate | W_up], the separate ones views of their columns
-        _, (W_q, W_k, W_v) = fuse_columns(matrix(p + "attn_q.weight", (d, qd)),
-                                              matrix(p + "attn_k.weight", (d, kvd)),
-                                              matrix(p + "attn_v.weight", (d, kvd)), xp=xp)
-        _, (W_gate, W_up) = fuse_columns(matrix(p + "ffn_gate.weight", (d, cfg.d_ff)),
-                                            matrix(p + "ffn_up.weight", (d, cfg.d_ff)), xp=xp)
-        layers.append(LayerWeights(
-            attn_norm=vector(p + "attn_norm.weight", d), W_q=W_q, W_k=W_k, W_v=W_v,
-            W_o=matrix(p + "attn_output.weight", (qd, d)),
-            ffn_norm=vector(p + "ffn_norm.weight", d), W_gate=W_gate, W_up=W_up,
-            W_down=matrix(p + "ffn_down.weight", (cfg.d_ff, d)),
-        ))
+    # closed on the way out, a refusal included: its error line starts on a line of its own, not after the bar
+    with tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress, leave=False) as bar:
+        W_E = table("token_embd.weight", (cfg.v, d))  # one row per token: no transpose
         bar.update(1)
-    bar.close()
+        layers = []
+        for i in range(cfg.L):
+            p = f"blk.{i}."
+            # one matrix [W_q | W_k | W_v] and one [W_gate | W_up], the separate ones views of their columns
+            _, (W_q, W_k, W_v) = fuse_columns(matrix(p + "attn_q.weight", (d, qd)),
+                                                  matrix(p + "attn_k.weight", (d, kvd)),
+                                                  matrix(p + "attn_v.weight", (d, kvd)), xp=xp)
+            _, (W_gate, W_up) = fuse_columns(matrix(p + "ffn_gate.weight", (d, cfg.d_ff)),
+                                                matrix(p + "ffn_up.weight", (d, cfg.d_ff)), xp=xp)
+            layers.append(LayerWeights(
+                attn_norm=vector(p + "attn_norm.weight", d), W_q=W_q, W_k=W_k, W_v=W_v,
+                W_o=matrix(p + "attn_output.weight", (qd, d)),
+                ffn_norm=vector(p + "ffn_norm.weight", d), W_gate=W_gate, W_up=W_up,
+                W_down=matrix(p + "ffn_down.weight", (cfg.d_ff, d)),
+            ))
+            bar.update(1)
     W_out = None if cfg.tied else matrix("output.weight", (d, cfg.v))
     return LlamaWeights(W_E=W_E, layers=layers, norm=vector("output_norm.weight", d), W_out=W_out)
 
