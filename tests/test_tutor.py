@@ -838,6 +838,18 @@ ADAMW_ATTEMPT = """
             p -= lr * m_hat / (np.sqrt(state.v[name] / (1 - b2 ** state.t)) + eps)
     """
 ADAMW_RIGHT = {"shrink": "p *= 1 - lr * weight_decay", "m_hat": "state.m[name] / (1 - b1 ** state.t)"}
+BACKWARD_ATTEMPT = """
+    def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+        b, h, n, d_h = q.shape
+        h_kv = k.shape[1]
+        scale = 1 / math.sqrt(d_h) if scale is None else scale
+        K, V = np.repeat(k, h // h_kv, 1), np.repeat(v, h // h_kv, 1)
+        dP = dO @ V.swapaxes(-1, -2)
+        dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+        group = lambda g: g.reshape(b, h_kv, h // h_kv, *g.shape[2:]).sum(2)
+        return {dq}, group(dS.swapaxes(-1, -2) @ q * scale), group({dv})
+    """
+BACKWARD_RIGHT = {"dq": "dS @ K * scale", "dv": "P.swapaxes(-1, -2) @ dO"}
 FILTER_ATTEMPT = """
     def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
         x = np.asarray(logits)
@@ -924,18 +936,8 @@ FIRST_ATTEMPTS = [
             m = (doc[:, :, None] == doc[:, None, :]) & (doc[:, None, :] >= 0)
             return (m & np.triu(np.ones((doc.shape[1],) * 2, bool)) if causal else m)[:, None]
         """, "the causal triangle is the wrong way round"),
-    ("18", "scaled_dot_product_attention_backward", """
-        def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
-            b, h, n, d_h = q.shape
-            h_kv = k.shape[1]
-            scale = 1 / math.sqrt(d_h) if scale is None else scale
-            k, v = np.repeat(k, h // h_kv, 1), np.repeat(v, h // h_kv, 1)
-            dP = dO @ v.swapaxes(-1, -2)
-            dS = P * (dP - (dP * P).sum(-1, keepdims=True))
-            dq, dk, dv = dS @ k * scale, dS.swapaxes(-1, -2) @ q * scale, P @ dO
-            group = lambda g: g.reshape(b, h_kv, h // h_kv, *g.shape[2:]).sum(2)
-            return dq, group(dk), group(dv)
-        """, "dV = Pᵀ dO"),
+    ("18", "scaled_dot_product_attention_backward", BACKWARD_ATTEMPT.format(**{**BACKWARD_RIGHT, "dv": "P @ dO"}),
+     "dV = Pᵀ dO"),
     ("18", "adamw_step", ADAMW_ATTEMPT.format(**{**ADAMW_RIGHT, "shrink": "p = p * (1 - lr * weight_decay)"}),
      "the decayed parameters never change"),
     ("18", "adamw_step", ADAMW_ATTEMPT.format(**{**ADAMW_RIGHT, "m_hat": "state.m[name]"}),
@@ -945,31 +947,12 @@ FIRST_ATTEMPTS = [
         def softmax_backward(dP, P):
             return P * (dP - dP.sum(-1, keepdims=True))
         """, "the row sum is weighted by P"),
-    ("18", "scaled_dot_product_attention_backward", """
-        def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
-            b, h, n, d_h = q.shape
-            h_kv = k.shape[1]
-            scale = 1 / math.sqrt(d_h) if scale is None else scale
-            K, V = np.repeat(k, h // h_kv, 1), np.repeat(v, h // h_kv, 1)
-            dP = dO @ V.swapaxes(-1, -2)
-            dS = P * (dP - (dP * P).sum(-1, keepdims=True))
-            group = lambda g: g.reshape(b, h_kv, h // h_kv, *g.shape[2:]).sum(2)
-            return dS @ K, group(dS.swapaxes(-1, -2) @ q * scale), group(P.swapaxes(-1, -2) @ dO)
-        """, "dQ and dK carry the scale"),
+    ("18", "scaled_dot_product_attention_backward", BACKWARD_ATTEMPT.format(**{**BACKWARD_RIGHT, "dq": "dS @ K"}),
+     "dQ and dK carry the scale"),
     ("17", "mma_fragment_layout", """
         def mma_fragment_layout(operand, shape="m16n8k16"):
-            if operand == "C":
-                r, c = np.indices((16, 8))
-                return 4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2, np.zeros_like(r)
-            if operand == "A" and shape == "m16n8k16":
-                r, c = np.indices((16, 16))
-                return 4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2
-            if operand == "B" and shape == "m16n8k16":
-                k, col = np.indices((16, 8))
-                return 4 * col + (k % 8) // 2, k // 8, k % 2
-            if operand == "A":
-                r, c = np.indices((16, 8))
-                return 4 * (r % 8) + c % 4, r // 8 + 2 * (c // 4), np.zeros_like(r)
+            if (operand, shape) != ("B", "m16n8k8"):  # every other operand as the package lays it out
+                return cuda_kernels.mma_fragment_layout(operand, shape)
             k, col = np.indices((8, 8))
             return 4 * k + col % 4, col // 4, np.zeros_like(k)
         """, "TF32 B (k × n, 8 × 8) goes by column"),
@@ -1056,7 +1039,8 @@ FIRST_ATTEMPTS = [
 ]
 RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTEMPT.format(scale=" * scale", sees="<=")),
                   ("15", DECODER_ATTEMPT.format(causal="causal_mask(y.shape[1])", first="y + a")),
-                  ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT)), ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT)),
+                  ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT) + BACKWARD_ATTEMPT.format(**BACKWARD_RIGHT)),
+                  ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT)),
                   ("02", ROPE_HALF_ATTEMPT.format(**ROPE_HALF_RIGHT)), ("04", MHA_ATTEMPT.format(**MHA_RIGHT)),
                   ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT))]
 
