@@ -674,11 +674,12 @@ def test_fast_peak_memory_equals_formula_and_beats_naive(causal, threads):
 
 
 def test_fast_peak_memory_at_4096_is_under_2_percent_of_naive():
-    """The benchmark's size (b = 1, h = 8, d_h = 64, float32, the block of this CPU's cache rule, two
-    workers): measured within 2 % of the formula, and at most 2 % of the naive path's peak (its formula,
+    """The benchmark's size (b = 1, h = 8, d_h = 64, float32, two workers) at the block the cache rule gives
+    the benchmark's CPU (L2 = 1 MiB a core: B = 256; a CPU with 2 MiB takes B = 512 and twice the tile
+    memory, 3 %): measured within 2 % of the formula, and at most 2 % of the naive path's peak (its formula,
     itself checked against tracemalloc in test_io_count.py; measuring it here would take 1 GiB)."""
     n, h, d_h = 4096, 8, 64
-    block = T.fast_block_size(d_h, 4)
+    block = T.fast_block_size(d_h, 4, l2=1 << 20)  # not this machine's L2: the bound is the benchmark's
     peak, formula = _fast_peak_vs_formula(n, h, d_h, block, 2, True)
     assert abs(peak / formula - 1) < 0.02, (peak, formula)
     assert peak <= 0.02 * T.standard_attention_peak_bytes(1, h, n, n, d_h, 4, causal=True), (block, peak)

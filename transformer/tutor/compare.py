@@ -11,8 +11,8 @@ import numbers
 
 import numpy as np
 
-__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "FLOAT32_DIGITS", "axis_names", "describe_shape",
-           "first_difference", "compare"]
+__all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "FLOAT32_DIGITS", "axis_names",
+           "describe_shape", "first_difference", "compare"]
 
 KEEP_DTYPE = "keep the input's dtype (compute in float32 if you need to, then cast back with .astype)"
 
@@ -97,8 +97,8 @@ def _both_values(expected, got) -> tuple[str, str]:
     return e, g
 
 
-FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmetic does: the inputs are float64, so compute "
-                  "in float64 (cast to float32 only what is float16)")
+FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmetic does: the inputs are float64, so "
+                  "compute in float64 (cast to float32 only what is float16)")
 
 
 FLOAT32_SPREAD = 2e-6  # float32 keeps 24 bits (6e-8); sums of tens of terms stay within ~2e-6 of the largest one
@@ -258,7 +258,8 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
     diff = first_difference(arr, expected, tol, dims)
     if diff is None:
         return None
-    rounding = expected.dtype.kind == "f" and _float32_rounding(arr.astype(np.float64), expected.astype(np.float64), tol)
+    rounding = expected.dtype.kind == "f" and _float32_rounding(arr.astype(np.float64), expected.astype(np.float64),
+                                                                tol)
     return Problem(f"{what}: {diff}" if named else diff, hint=FLOAT32_DIGITS if rounding else "")
 
 

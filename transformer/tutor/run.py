@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from . import specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M
+from . import (specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M,
+               specs_sampling as S)
 from .cases import Case, Spec
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
@@ -53,7 +54,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "08": [F.MERGE_STATS, F.ONLINE_UPDATE],
     "09": [F.FLASH],
     "10": [B.LAYER_NORM, B.RMS_NORM, B.SWIGLU],
-    "11": [B.FILTER_LOGITS],
+    "11": [S.FILTER_LOGITS],
     "12": [M.MEAN_POOL, M.L2_NORMALIZE],
     "13": [M.COUNT_PARAMETERS, M.KV_BYTES_PER_TOKEN],
     "14": [M.PAGED_ATTENTION],

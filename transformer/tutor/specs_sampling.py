@@ -1,0 +1,163 @@
+"""The checker's cases for lesson 11: temperature, top-k and top-p (filter_logits), and the slips of each step."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.attention import softmax
+from ..core.sampling import filter_logits
+from .cases import Case, Mistake, Spec
+
+__all__ = ["FILTER_LOGITS"]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- lesson 11: top-k / top-p ------------------------------------------------------------------------
+def filter_cases():
+    p = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    r = _rng(111)
+    wide = r.standard_normal((2, 50)) * 2
+    wide32 = (r.standard_normal((2, 50)) * 2).astype(np.float32)  # float32 logits must come back float32
+    return [Case("top_k=2 of 4", (p,), {"top_k": 2}, frozenset({"top_k"})),
+            Case("top_p=0.75 of [0.5, 0.3, 0.15, 0.05]: 0.5 + 0.3 crosses 0.75", (p,), {"top_p": 0.75},
+                 frozenset({"top_p"})),
+            Case("top_p=0.5 exactly the first token's mass", (p,), {"top_p": 0.5}, frozenset({"top_p"})),
+            Case("temperature 0.5, two rows of v=50", (wide,), {"temperature": 0.5}, frozenset({"temperature"})),
+            Case("temperature 2, top_k=5, top_p=0.9, two rows", (wide,), {"temperature": 2.0, "top_k": 5,
+                                                                           "top_p": 0.9},
+                 frozenset({"top_k", "top_p", "temperature"})),
+            Case("temperature 0: greedy, only the argmax survives", (wide,), {"temperature": 0.0},
+                 frozenset({"greedy"})),
+            Case("float32 logits, temperature 0.7, top_k=10, top_p=0.8, two rows", (wide32,),
+                 {"temperature": 0.7, "top_k": 10, "top_p": 0.8}, frozenset({"float32"})),
+            Case("float32 logits, temperature 0", (wide32,), {"temperature": 0.0}, frozenset({"float32", "greedy"})),
+            Case("top_k=2 of [0.4, 0.25, 0.25, 0.1]: the 2nd and 3rd tie, both kept",
+                 (np.log(np.array([0.4, 0.25, 0.25, 0.1])),), {"top_k": 2}, frozenset({"top_k", "k-ties"})),
+            Case("temperature 0 with two equal maxima (ids 1 and 3): only the first", (np.array([1.0, 3.0, 0.5, 3.0]),),
+                 {"temperature": 0.0}, frozenset({"greedy", "greedy-ties"})),
+            Case("top_p=0.3 over 400 logits with many ties: tied tokens taken in vocabulary order",
+                 (np.round(r.standard_normal(400) * 1.5),), {"top_p": 0.3}, frozenset({"top_p", "p-ties"}))]
+
+
+def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the token that crosses p
+    x = filter_logits(logits, temperature, top_k, None)
+    if top_p is None:
+        return x
+    probs = np.exp(x - x.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    cum = np.take_along_axis(probs, order, -1).cumsum(-1)
+    keep_sorted = cum <= top_p
+    keep_sorted[..., 0] = True
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return np.where(keep, x, -np.inf)
+
+
+def _top_p_one_more(logits, temperature=1.0, top_k=None, top_p=None):  # keeps a token whose mass before is = p
+    x = filter_logits(logits, temperature, top_k, None)
+    if top_p is None or temperature == 0:
+        return x
+    probs = softmax(x)
+    order = np.argsort(-x, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, -1)
+    keep_sorted = sorted_p.cumsum(-1) - sorted_p <= top_p * (1 + 1e-9)  # ≤ p, with room for the sum's rounding
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return np.where(keep, x, -np.inf)
+
+
+def _nucleus(scores, top_p, scatter=True, sign=-1):  # [..., v] -> [..., v] bool: the tokens top-p keeps
+    """The nucleus read from scores; the slips: the mask left in sorted order, the order ascending (sign=+1)."""
+    probs = softmax(scores)
+    order = np.argsort(sign * scores, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, -1)
+    keep_sorted = sorted_p.cumsum(-1) - sorted_p < top_p  # the mass before each token, below p
+    if not scatter:
+        return keep_sorted  # the slip: left in sorted order
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return keep
+
+
+def _top_p_variant(read):
+    """filter_logits whose top-p step reads the nucleus from read(logits, temperature, top_k) -> (scores, scatter):
+    the logits before the temperature, the probabilities before top-k's cut, or a mask left in sorted order."""
+    def variant(logits, temperature=1.0, top_k=None, top_p=None):
+        if top_p is None or temperature == 0:
+            raise ValueError("no top-p step")  # a variant that cannot run on a case says nothing about it
+        kept_k = filter_logits(logits, temperature, top_k, None)  # [..., v] scaled, top-k applied
+        scores, scatter, *sign = read(np.asarray(logits), temperature, top_k, kept_k)
+        return np.where(_nucleus(scores, top_p, scatter, *sign), kept_k, -np.inf)
+    return variant
+
+
+UNSORTED_MASK = _top_p_variant(lambda x, T, k, kept_k: (kept_k, False))
+BEFORE_TEMPERATURE = _top_p_variant(lambda x, T, k, kept_k: (filter_logits(x, 1.0, k, None), True))
+BEFORE_TOP_K = _top_p_variant(lambda x, T, k, kept_k: (filter_logits(x, T), True))  # the full distribution's nucleus
+RAW_LOGITS = _top_p_variant(lambda x, T, k, kept_k: (x, True))  # before the temperature and before top-k
+ASCENDING = _top_p_variant(lambda x, T, k, kept_k: (kept_k, True, +1))  # the least likely first
+
+
+def _top_k_at(index):
+    """filter_logits whose k-th largest is read at np.sort(x)[..., index(k)]: one too many, or ascending."""
+    def variant(logits, temperature=1.0, top_k=None, top_p=None):
+        if not top_k or temperature == 0:
+            raise ValueError("no top-k step")
+        x = filter_logits(logits, temperature)
+        kth = np.sort(x, axis=-1)[..., index(top_k)][..., None]
+        return filter_logits(np.where(x >= kth, x, -np.inf) * temperature, temperature, None, top_p)
+    return variant
+
+
+def _temperature_last(logits, temperature=1.0, top_k=None, top_p=None):  # top-k, top-p at T = 1, then / T
+    if temperature in (0, 1):
+        raise ValueError("no temperature to move")
+    x = filter_logits(logits, 1.0, top_k, top_p)
+    return (x / x.dtype.type(temperature)).astype(x.dtype)
+
+
+def _filter_in_float64(logits, temperature=1.0, top_k=None, top_p=None):  # np.asarray(logits, dtype=float)
+    return filter_logits(np.asarray(logits, dtype=np.float64), temperature, top_k, top_p)
+
+
+FILTER_LOGITS = Spec(
+    "filter_logits", filter_logits, filter_cases, "transformer/core/sampling.py", dims=("…", "v"),
+    mistakes=[Mistake("keep the token that crosses p: a token stays when the mass of the tokens MORE likely than it "
+                      "is below p (so the kept mass is ≥ p)", variant=_top_p_strict),
+              Mistake("one token too many at the boundary: a token stays when the mass of the tokens more likely "
+                      "than it is strictly below p (<, not ≤); once that mass reaches p the nucleus is full",
+                      variant=_top_p_one_more),
+              Mistake("float32 logits come back as float64: keep the logits' dtype (np.asarray(logits), not "
+                      "np.asarray(logits, dtype=float))", variant=_filter_in_float64),
+              Mistake("divide the logits by the temperature (T < 1 sharpens, T > 1 flattens)",
+                      variant=lambda logits, temperature=1.0, top_k=None, top_p=None:
+                      filter_logits(logits * temperature * temperature, temperature, top_k, top_p)),
+              Mistake("divide by the temperature first, then top-k and top-p on the scaled logits (HF's order): "
+                      "the temperature changes which tokens top-p keeps", variant=_temperature_last),
+              Mistake("the keep mask is in sorted order: put it back in vocabulary order (keep[order] = keep_sorted, "
+                      "or np.put_along_axis) before applying it", variant=UNSORTED_MASK),
+              Mistake("top-p reads the probabilities after the temperature: softmax(x / T), not softmax(x)",
+                      variant=BEFORE_TEMPERATURE),
+              Mistake("top-k first, then top-p over the tokens top-k kept, their probabilities renormalised (the "
+                      "softmax of the top-k-filtered logits, not of all)", variant=BEFORE_TOP_K),
+              Mistake("top_k keeps every logit equal to the k-th largest (x >= kth), so a tie at the k-th keeps more "
+                      "than k tokens, as HF does", tag="k-ties"),
+              Mistake("temperature 0 keeps one token, the first maximum (np.argmax), even when two logits tie",
+                      tag="greedy-ties"),
+              Mistake("top-p takes tied tokens in vocabulary order: a stable sort, np.argsort(-x, kind='stable') (the "
+                      "default quicksort may put a later id first)", tag="p-ties"),
+              Mistake("top_k keeps the k largest: the k-th largest is np.sort(x)[..., -k] (np.sort is ascending), so "
+                      "k tokens, not k + 1", variant=_top_k_at(lambda k: -k - 1)),
+              Mistake("np.sort sorts ascending: the k-th largest is sorted[..., -k], not sorted[..., k − 1]",
+                      variant=_top_k_at(lambda k: k - 1)),
+              Mistake("top-p reads the tokens from the most likely down: np.argsort(-x, kind='stable'), not ascending",
+                      variant=ASCENDING),
+              Mistake("top-p reads the probabilities after the temperature: softmax(x / T), not softmax(x)",
+                      variant=RAW_LOGITS),
+              Mistake("temperature 0 means greedy: keep only the argmax, every other logit −inf", tag="greedy"),
+              Mistake("top_k keeps the k largest logits (ties at the k-th all kept); the others become −inf",
+                      tag="top_k"),
+              Mistake("the removed logits must be −inf (probability exactly 0 after softmax), not 0", tag="top_p")])
