@@ -177,11 +177,13 @@ def next_token(models: Models, body) -> dict:
     body = fields(body, {"text": True, "temperature": False, "top_k": False, "top_p": False})
     text = text_field(body)
     temperature = number_field(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE)
-    top_k = int_field(body, "top_k", 0, 0, 10**9)  # 0: off; at most v, checked once the model is here
+    top_k = body.get("top_k", 0)  # 0: off; k ≥ v keeps every token, as the command line's --top-k does
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise ApiError(400, f"'top_k' must be an integer, got {type(top_k).__name__}")
+    if top_k < 0:
+        raise ApiError(400, f"'top_k' must be an integer ≥ 0 (0 = off), got {top_k}")
     top_p = number_field(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)  # 1: off
     model = models.get("smollm2")
-    if top_k > model.config.v:
-        raise ApiError(400, f"'top_k' must be in 0 … {model.config.v} (the vocabulary), got {top_k}")
     ids = model.tokenizer.encode(text)
     within(len(ids))
     z = to_numpy(model.logits(ids)[-1])  # [v] the last position's logits
