@@ -380,6 +380,16 @@ with np.errstate(over="ignore", invalid="ignore"):
         assert np.isfinite(stable).all() and stable_err < (1e-3 if dt == np.float16 else 1e-6)
 
 limits = {"float16": np.log(65504.0), "float32": np.log(np.finfo(np.float32).max)}  # ln of the largest number
+with np.errstate(over="ignore"):
+    for name, lim in limits.items():  # e^x is finite just below the limit and inf just above it
+        dt = np.dtype(name).type
+        assert np.isfinite(np.exp(dt(lim - 0.01))) and np.isinf(np.exp(dt(lim + 0.02)))
+naive16 = curves["float16"][0]
+zero_from, nan_from = offsets[naive16 == 0].min(), offsets[np.isnan(naive16)].min()
+print(f"e^x overflows float32 above x = {limits['float32']:.1f}, float16 above x = {limits['float16']:.1f}; "
+      f"in float16 the sum overflows first (the top weight is 0 from c = {zero_from:g}), e^x itself later "
+      f"(NaN from c = {nan_from:g})")
+assert zero_from < nan_from
 fig, ax = P.early.overflow(offsets, curves, p_top, limits=limits)
 P.save(fig, P.figure_path("03_overflow.png"))
 

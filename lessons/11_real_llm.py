@@ -224,10 +224,24 @@ P.save(fig, P.figure_path("11_attention_maps.png"))
 # layer and head, hover a token to see its row, click a square of the overview to jump to that
 # head. The model also generated a few tokens greedily: their rows, at the bottom of each map, are
 # the decode rows, one query against the whole context. The view opens on "The cat sat on the
-# mat. The cat sat on the" at layer 18, head 6, the strongest induction head of section 5: each
-# token of the second sentence puts much of its weight on the token that followed it in the first.
+# mat. The cat sat on the" at layer 18, head 6, the strongest induction head of section 5: from
+# " sat" on, each token of the second sentence puts the most weight on the token that followed it
+# in the first. " The" and " cat", the first two of the repeat, still rest on the first token, as
+# the decode row of section 5 does at its first step (the cell below prints each row).
 #
 # <div class="tfs-view" data-view="attention" data-model="smollm2" data-text="2" data-layer="18" data-head="6"></div>
+
+# %%
+view_text = "The cat sat on the mat. The cat sat on the"
+view_ids = model.tokenizer.encode(view_text)
+W_view = model.attention_weights(view_ids, layer=18, head=6)  # [n, n]
+period = view_ids.index(model.tokenizer.encode(".")[0]) + 1  # 7 tokens: "The cat sat on the mat."
+for i in range(period, len(view_ids)):
+    after = i - period + 1  # the token after this one's earlier occurrence
+    print(f"{model.tokenizer.decode([view_ids[i]])!r:8}: {W_view[i, after]:.2f} on the token after its earlier "
+          f"copy ({model.tokenizer.decode([view_ids[after]])!r}), {W_view[i, 0]:.2f} on the first token")
+assert all(W_view[i].argmax() == i - period + 1 for i in range(period + 2, len(view_ids)))  # " sat" on
+assert all(W_view[i].argmax() == 0 for i in (period, period + 1))  # " The", " cat": the first token
 
 # %% [markdown]
 # ## 5. Heads across the whole depth: previous-token, sink and induction heads
@@ -273,7 +287,9 @@ print(f"best induction head: layer {l_ind}, head {h_ind}, score {ind[l_ind, h_in
 assert ind[l_ind, h_ind] > 0.5 and l_ind >= cfg.L // 3 and ind[:cfg.L // 3].max() < 0.2
 assert (l_ind, h_ind) == (18, 6)  # the head the attention view above opens at
 sink_layers = set(np.nonzero(kinds["first token (sink)  P[i, 0]"] >= 0.4)[0].tolist())
-assert sink_layers >= set(range(12, cfg.L)) and not sink_layers & set(range(4, 12))  # sinks: layer 3, then 12 on
+print(f"sink heads (P[i, 0] ≥ 0.4) in layers {sorted(sink_layers)}")
+assert sink_layers >= set(range(12, cfg.L)) and not sink_layers & set(range(4, 12))  # early ones, then 12 on
+assert 3 in sink_layers and sink_layers & set(range(3)) == ({2} if FAST else set())  # as the takeaways say
 
 # %%
 fig, _ = P.late.head_kinds(kinds)
@@ -330,9 +346,10 @@ P.save(fig, P.figure_path("11_induction.png"))
 # **Takeaways.** A trained decoder is the same stack of formulas as before; only the weights
 # are learned. Its output is a distribution, and the decoding rule — greedy, temperature,
 # top-p — is a separate choice that trades predictability for variety. Its heads are not
-# interchangeable: previous-token heads sit early and mid-depth, sink heads in layer 3 and then
-# in every layer from 12 on, and induction heads only past the first third of the stack: they
-# need the previous-token information written earlier to find "the token after mine".
+# interchangeable: previous-token heads sit early and mid-depth, sink heads in layer 3 (on the fast
+# mode's shorter probe, layer 2 as well) and then in every layer from 12 on, and induction heads
+# only past the first third of the stack: they need the previous-token information written
+# earlier to find "the token after mine".
 
 # %% [markdown]
 # **Write it yourself.** `workbook/11_real_llm.py` holds `filter_logits` (temperature, top-k, top-p)
