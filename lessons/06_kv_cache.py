@@ -17,8 +17,9 @@
 # **What you will see.** SmolLM2 generating text in its two stages: **prefill** runs the whole
 # prompt through the model at once (an $n \times n$ causal attention matrix per head), then
 # **decode** feeds one token per step, whose single query row reads every key so far from the
-# cache. We check that this row is exactly the last row of the full causal matrix, watch the
-# cache grow by $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token (formula against
+# cache. We check that this row is the last row of the full causal matrix (to float32 rounding:
+# the sums run in another order), watch the cache grow by
+# $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token (formula against
 # the arrays' real `.nbytes`), time each step with and without the cache, and check that both
 # give the same tokens. Last, why a decode step is slow at all: its time split into streaming
 # the weights, attention and everything else, measured for the readable code and the fast path.
@@ -377,9 +378,9 @@ P.save(fig, P.figure_path("06_decode_time.png"))
 
 # %% [markdown]
 # **Takeaways.** Prefill is one big causal pass that fills the cache; each decode step is one
-# query row with no mask, reading keys and values that never change, so the result is
-# identical to recomputing everything (same logits, same tokens). The price is memory that
-# grows linearly, $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token — which is
+# query row with no mask, reading keys and values that never change, so the result is the one
+# recomputing everything gives (the same logits to float32 rounding, printed above). The price
+# is memory that grows linearly, $2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes}$ per token — which is
 # why GQA (lesson 07) shrinks $h_{kv}$. Without the cache each step redoes the whole prefix,
 # so the gap widens as the text gets longer. With it, a decode step is bound by the bytes of
 # weights it streams; code that runs between the matrix products only adds to that floor.
