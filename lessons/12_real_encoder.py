@@ -72,6 +72,7 @@ every_row = W[layer, head][:, [dog, squirrel]].sum(-1)  # (n,): the same two col
 print(f"head {head} gives dog + squirrel {every_row.mean():.3f} on average over all {len(toks)} rows, "
       f"from {every_row.min():.3f} to {every_row.max():.3f}")
 assert np.allclose(W.sum(-1), 1, atol=1e-5) and to_nouns[layer, head] > uniform
+assert to_nouns[layer, head] > 0.5 and (layer, head) == (5, 11)  # "most of the weight"; the head the view opens on
 
 # %% [markdown]
 # Two cautions for reading such maps. The head does not *choose* between the nouns: the row

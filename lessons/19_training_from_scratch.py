@@ -213,11 +213,11 @@ P.save(fig, P.figure_path("19_loss_and_heads.png"))
 # %% [markdown]
 # Two phases. First the loss creeps down from chance ($\ln 31$): the model learns what needs no
 # copy — the answer is one of the tokens seen once so far, not one already repeated — worth
-# under a fifth of the answers. Then, in the 170 steps printed above, the loss falls to nearly 0 and
-# the accuracy jumps to 100 %; both scores make most of their rise over those same steps (over three
-# quarters of it, printed), then keep sharpening slowly while the accuracy stays at 100 %. The two
-# heads form *together*: neither helps without the other, so the loss shows no sign of either
-# before the drop, and once one starts to form, the gradient pulls the other along.
+# under a fifth of the answers. Then, in the steps printed above (under 200), the loss falls to
+# nearly 0 and the accuracy jumps to 100 %; both scores make most of their rise over those same
+# steps (over three quarters of it, printed), then keep sharpening slowly while the accuracy stays
+# at 100 %. The two heads form *together*: neither helps without the other, so the loss shows no
+# sign of either before the drop, and once one starts to form, the gradient pulls the other along.
 #
 # The four snapshots A–D, every head:
 
