@@ -88,17 +88,13 @@ def model_name(name: str) -> str:
 
 def computed(model: str, what: str, fn):
     """fn(), or one line where the model's weights are finite but too large: a product that overflows float32
-    (NumPy's flag, which a CuPy run does not raise) or NaN or inf in the result (a corrupt or rescaled file)."""
+    (generation's check, NumPy's flag, which a CuPy run does not raise) or NaN or inf in the result."""
     import numpy as np
 
     from ..backend import to_numpy
+    from ..models.generation import overflow_named
 
-    try:
-        with np.errstate(over="raise", invalid="ignore"):
-            out = fn()
-    except FloatingPointError:
-        raise ValueError(f"{model}'s numbers overflow float32 while computing {what}: its weights are too large for "
-                         "a product (a corrupt or rescaled file?)") from None
+    out = overflow_named(fn, f"{model}'s", f"while computing {what}")
     if not np.isfinite(to_numpy(out)).all():
         raise ValueError(f"{model}'s {what} hold NaN or inf: its weights are broken or too large for float32")
     return out

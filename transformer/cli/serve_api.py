@@ -98,13 +98,16 @@ def text_field(body) -> str:
     return text
 
 
-def int_field(body, name: str, default, lo: int, hi: int):
+def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = ""):
+    """An integer field in lo … hi (hi None: no upper bound); meaning, said after the bound, tells a special value."""
     value = body.get(name, default)
     if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"{name!r} must be an integer, got {type(value).__name__}")
-    if not lo <= value <= hi:
+    if hi is None and value < lo:
+        raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {value}")
+    if hi is not None and not lo <= value <= hi:
         raise ApiError(400, f"{name!r} must be in {lo} … {hi}, got {value}")
     return value
 
@@ -177,11 +180,7 @@ def next_token(models: Models, body) -> dict:
     body = fields(body, {"text": True, "temperature": False, "top_k": False, "top_p": False})
     text = text_field(body)
     temperature = number_field(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE)
-    top_k = body.get("top_k", 0)  # 0: off; k ≥ v keeps every token, as the command line's --top-k does
-    if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise ApiError(400, f"'top_k' must be an integer, got {type(top_k).__name__}")
-    if top_k < 0:
-        raise ApiError(400, f"'top_k' must be an integer ≥ 0 (0 = off), got {top_k}")
+    top_k = int_field(body, "top_k", 0, 0, None, " (0 = off)")  # k ≥ v keeps every token, as --top-k does
     top_p = number_field(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)  # 1: off
     model = models.get("smollm2")
     ids = model.tokenizer.encode(text)

@@ -34,8 +34,8 @@ from ..core import sampling_checks
 from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
 
-__all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "decode_rows",
-           "device_kind", "device_rows", "reorder_keys"]
+__all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "overflow_named",
+           "decode_rows", "device_kind", "device_rows", "reorder_keys"]
 
 # Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
 # SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once (llama.py), so one pass over an 8,000-token
@@ -112,18 +112,19 @@ def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):
     return logits
 
 
-def overflow_named(step, x, s: int):
-    """step(x), where a product that overflows float32 is one line naming the step. Finite weights can
-    overflow without leaving NaN in the logits: x² of an RMSNorm goes to inf, x / √inf to 0, and the logits
-    come out finite and equal. Overflow is never a step's right answer (softmaxes subtract their max; a masked
-    score is −inf from the start), so the step stops where NumPy sees it; a NaN that appears (inf − inf) is
-    left to the logits' own check. On CuPy errstate does nothing, and the logits' check stands alone."""
+def overflow_named(fn, whose: str, when: str):
+    """fn(), where a product that overflows float32 is one line: "{whose} numbers overflow float32 {when}: …".
+    Finite weights can overflow without leaving NaN in the result: x² of an RMSNorm goes to inf, x / √inf to
+    0, and the logits come out finite and equal. Overflow is never a model's right answer (softmaxes subtract
+    their max; a masked score is −inf from the start), so the computation stops where NumPy sees it; a NaN
+    that appears (inf − inf) is left to the caller's own check of the result. On CuPy errstate does nothing,
+    and that check stands alone. Generation names the step; `embed` and `attention` what they computed."""
     try:
         with np.errstate(over="raise", invalid="ignore"):
-            return step(x)
+            return fn()
     except FloatingPointError:
-        raise ValueError(f"the model's numbers overflow float32 at generation step {s}: its weights are too large "
-                         "for a product (x² of a norm, a matrix product)") from None
+        raise ValueError(f"{whose} numbers overflow float32 {when}: its weights are too large for a product (x² of "
+                         "a norm, a matrix product: a damaged or rescaled file?)") from None
 
 
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
@@ -145,7 +146,8 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     done = np.zeros(x.shape[0], dtype=bool)
     t0 = time.perf_counter()
     for s in range(max_new_tokens):
-        logits = to_host(overflow_named(step, x, s))  # [b, v] on the host (syncs the device)
+        logits = overflow_named(lambda: step(x), "the model's", f"at generation step {s}")  # [b, v]
+        logits = to_host(logits)  # on the host (syncs the device)
         sampling_checks.step_logits(logits, s)  # NaN or +inf: named with the step, never sampled
         if banned.size:  # a copy: an engine may reuse its logits buffer at the next step
             logits = logits.copy()

@@ -25,6 +25,7 @@ import sys
 import threading
 import traceback
 import warnings
+from collections import Counter
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,7 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
                 and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
     # where two mistakes give the same answer on a case (no V, or no L, when L = 2), the one that explains more cases
-    votes = {id(m): sum(m in found for found in matched) for found in matched for m in found}
+    votes = Counter(id(m) for found in matched for m in found)  # how many failures each mistake explains
     unexplained = []
     for f, found in zip(failures, matched):
         if found:
@@ -359,7 +360,7 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             failures.append(CaseFailure(case.label, in_place, "in place", case=case, value=run.value))
         else:
             failures.append(CaseFailure(case.label, str(problem), problem.kind,
-                                        [h for h in (getattr(problem, "hint", ""), in_place) if h],
+                                        [h for h in (problem.hint, in_place) if h],
                                         case=case, value=run.value))
     note = _printed_note(printed)
     if unwritten and not passed and not failures:
