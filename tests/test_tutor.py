@@ -480,6 +480,15 @@ PLANTED = [
             ind = np.mean([maps[..., i, i - m + 1] for i in range(m, 2 * m - 1)], axis=0)
             return prev, ind
         """, "return a dict with the two keys"),
+    ("03", "softmax", """
+        def softmax(x, axis=-1, mask=None):  # right, but a float16 x stays float16 throughout
+            if mask is not None:
+                x = np.where(mask, x, -np.inf).astype(x.dtype)
+            m = x.max(axis=axis, keepdims=True)
+            e = np.exp(x - np.where(np.isfinite(m), m, 0))
+            z = e.sum(axis=axis, keepdims=True)
+            return e / np.where(z == 0, 1, z)
+        """, "taken in float16 round every term"),
 ]
 
 
@@ -495,6 +504,30 @@ def test_a_planted_mistake_is_caught_with_its_hint(lesson, name, source, hint, t
     assert not report.ok
     for other in report.results:  # the rest of the file is the package's: it passes
         assert other.name == name or other.status == "passed", text
+
+
+@pytest.mark.parametrize("lesson, name, source", [
+    ("02", "sinusoidal_positions", """
+        def sinusoidal_positions(n, d, *, base=10000.0, xp=None, dtype=None):
+            xp = namespace(xp)  # read, then not used: np below
+            angle = np.arange(n)[:, None] / base ** (np.arange(0, d, 2) / d)
+            return np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n, d).astype(dtype or np.float32)
+        """),
+    ("05", "sliding_window_mask", """
+        def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+            n_k = n_q if n_k is None else n_k
+            i = np.arange(n_q)[:, None] + (n_k - n_q if offset is None else offset)
+            j = np.arange(n_k)[None, :]
+            return (j <= i) & (j > i - w) if causal else np.abs(i - j) < w
+        """)])
+def test_a_function_that_ignores_xp_fails_only_the_case_that_gives_one(lesson, name, source, tmp_path):
+    # the values are right everywhere; with xp=cupy these arrays would sit on the host
+    path = write_workbook(tmp_path, lesson, "from transformer import namespace\n" + textwrap.dedent(source))
+    result = result_of(check_file(path, lesson), name)
+    assert result.status == "failed" and result.failed == 1, result.message
+    assert "xp= a namespace to build it with" in result.message
+    assert "right values, but built with np although `xp` was given" in result.message
+    assert not result.hints  # no known mistake is blamed for right values
 
 
 def test_a_failure_names_the_case_the_entry_and_both_values(tmp_path):

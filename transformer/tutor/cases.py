@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Case", "Mistake", "Spec", "call_plain", "fresh"]
+__all__ = ["Case", "Mistake", "NotingNamespace", "Spec", "call_plain", "fresh"]
 
 
 @dataclass
@@ -25,6 +25,28 @@ class Case:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     tags: frozenset = frozenset()
+    # (rtol, atol) where this case's answer must be closer than its dtype's tolerance (a float16 softmax rounded once)
+    tol: tuple | None = None
+
+
+class NotingNamespace:
+    """NumPy's array namespace, noting each name read from it. A case passes one as xp= to see that the function
+    builds its arrays with the xp it is given (CuPy on a GPU), not with np: `read` stays empty when it does not."""
+
+    def __init__(self):
+        self.read = set()
+
+    def __getattr__(self, name):
+        import array_api_compat.numpy as xp_numpy  # the namespace that namespace(None) gives
+        if not name.startswith("__"):  # namespace(xp) reads __name__ to tell CuPy: that is not using it
+            self.read.add(name)
+        return getattr(xp_numpy, name)
+
+    def __deepcopy__(self, memo):  # fresh() copies a case's arguments: the copy must note into this one
+        return self
+
+    def __repr__(self):
+        return "xp"
 
 
 @dataclass

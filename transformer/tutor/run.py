@@ -35,8 +35,8 @@ import numpy as np
 
 from . import (specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M,
                specs_sampling as S)
-from .cases import Case, Spec
-from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
+from .cases import Case, NotingNamespace, Spec
+from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, Tolerance, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
 
@@ -256,6 +256,10 @@ def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
         return _Run("raised", e, changed, out.getvalue().splitlines())
 
 
+XP_UNUSED = ("right values, but built with np although `xp` was given: make the arrays with the namespace the "
+             "caller names (xp = namespace(xp), then xp.arange …), so that with xp=cupy they are made on the GPU")
+
+
 def _variant_matches(spec: Spec, mistake, case, got) -> bool:
     try:
         with time_limit(DEFAULT_TIME_LIMIT), warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -264,7 +268,7 @@ def _variant_matches(spec: Spec, mistake, case, got) -> bool:
     except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
         return False
     dims, names = spec.labels_for(wrong)
-    return compare(got, wrong, dims, names=names) is None
+    return compare(got, wrong, dims, case.tol and Tolerance(case.tol), names) is None
 
 
 def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> None:
@@ -276,7 +280,7 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
         if f.kind == "raised":  # a hint that says "only the GQA cases fail" must be true: the tag on every failure
             return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ")
                                                              or all(m.tag in g.case.tags for g in failures))
-        return (f.kind not in ("time", "in place") and m.variant is not None and i < VARIANT_CHECKS
+        return (f.kind not in ("time", "in place", "xp") and m.variant is not None and i < VARIANT_CHECKS
                 and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
     # where two mistakes give the same answer on a case (no V, or no L, when L = 2), the one that explains more cases
@@ -332,6 +336,10 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         ref_changed = []
         expected = spec.call(watched(spec.reference, ref_changed), case)
         dims, names = spec.labels_for(expected)
+        noting = case.kwargs.get("xp")
+        noting = noting if isinstance(noting, NotingNamespace) else None
+        if noting is not None:
+            noting.read.clear()  # what the reference read is not the learner's
         run = _outcome(spec, obj, case, seconds)
         printed.append((case.label, run.printed))
         if run.kind == "raised" and isinstance(run.value, NotImplementedError):
@@ -348,9 +356,12 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         if run.kind == "raised":
             failures.append(CaseFailure(case.label, _raised(run.value, path), "raised", case=case, value=run.value))
             continue
-        problem = compare(run.value, expected, dims, names=names, dtype_rule=_dtype_rule(spec, case))
+        problem = compare(run.value, expected, dims, case.tol and Tolerance(case.tol), names,
+                          dtype_rule=_dtype_rule(spec, case))
         if problem is None and use_torch and spec.torch is not None:
             problem = _torch_problem(spec, case, run.value, dims, names)
+        if problem is None and noting is not None and not noting.read:
+            problem = Problem(XP_UNUSED, "xp")
         keys = [k for k in run.changed if k not in ref_changed]
         names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
         in_place = _in_place_message(names) if names else ""

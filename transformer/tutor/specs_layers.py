@@ -12,7 +12,7 @@ from ..core.kv_cache import KVCache
 from ..core.layers import linear
 from ..core.masks import causal_mask, padding_mask, sliding_window_mask
 from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_cos_sin, sinusoidal_positions
-from .cases import Case, Mistake, Spec, fresh
+from .cases import Case, Mistake, NotingNamespace, Spec, fresh
 
 __all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
            "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK", "KV_CACHE_UPDATE"]
@@ -71,7 +71,8 @@ def _softmax_last(z):  # [..., v] probabilities along the last axis
 def sinusoidal_cases():
     return [Case("n=6, d=8", (6, 8)), Case("n=5, d=10", (5, 10)),
             Case("n=4, d=8, base=100", (4, 8), {"base": 100.0}, frozenset({"base"})),
-            Case("n=3, d=4, dtype=float64", (3, 4), {"dtype": np.float64}, frozenset({"dtype"}))]
+            Case("n=3, d=4, dtype=float64", (3, 4), {"dtype": np.float64}, frozenset({"dtype"})),
+            Case("n=4, d=6, xp= a namespace to build it with", (4, 6), {"xp": NotingNamespace()}, frozenset({"xp"}))]
 
 
 def _sin_then_cos(n, d, *, base=10000.0, xp=None, dtype=None):  # all sines first, then all cosines
@@ -277,7 +278,8 @@ def causal_cases():
     return [Case("n_q=4", (4,)), Case("n_q=3 new queries after 2 cached keys: n_k=5", (3, 5),
                                       tags=frozenset({"offset"})),
             Case("one decode row: n_q=1, n_k=6", (1, 6), tags=frozenset({"offset"})),
-            Case("n_q=3, n_k=5, offset=0 given", (3, 5, 0), tags=frozenset({"offset-given"}))]
+            Case("n_q=3, n_k=5, offset=0 given", (3, 5, 0), tags=frozenset({"offset-given"})),
+            Case("n_q=3, xp= a namespace to build it with", (3,), {"xp": NotingNamespace()}, frozenset({"xp"}))]
 
 
 def _positions(n_q, n_k, offset):
@@ -314,7 +316,9 @@ def padding_cases():
     return [Case("lengths [3, 5]", (np.array([3, 5]),)),
             Case("lengths [2, 4] padded to n=6", (np.array([2, 4]), 6), tags=frozenset({"n"})),
             Case("one sequence of length 1", (np.array([1]),)),
-            Case("lengths as a Python list [4, 1, 2]", ([4, 1, 2],), tags=frozenset({"list"}))]
+            Case("lengths as a Python list [4, 1, 2]", ([4, 1, 2],), tags=frozenset({"list"})),
+            Case("lengths as a list [2, 3], xp= a namespace to build it with", ([2, 3],), {"xp": NotingNamespace()},
+                 frozenset({"xp", "list"}))]
 
 
 def _padding_one_more(lengths, n=None, *, xp=None):  # j ≤ length: the first padded key counted as real
@@ -341,7 +345,8 @@ def window_cases():
     return [Case("n_q=6, w=3", (6, 3)), Case("n_q=6, w=1 (only itself)", (6, 1)),
             Case("w=10 ≥ n: the plain causal mask", (5, 10)),
             Case("decode: n_q=2 after 6 cached keys (n_k=8), w=3", (2, 3, 8), tags=frozenset({"offset"})),
-            Case("causal=False: a band |i − j| < w", (6, 2), {"causal": False}, frozenset({"band"}))]
+            Case("causal=False: a band |i − j| < w", (6, 2), {"causal": False}, frozenset({"band"})),
+            Case("n_q=4, w=2, xp= a namespace to build it with", (4, 2), {"xp": NotingNamespace()}, frozenset({"xp"}))]
 
 
 def _window_variant(rule):
