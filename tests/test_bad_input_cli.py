@@ -532,6 +532,18 @@ def test_a_mistyped_option_names_the_command_and_the_closest_option(capsys, argv
     assert err == f"error: {command}: unrecognized arguments: {typo}; did you mean {meant}? (see {command} --help)\n"
 
 
+@pytest.mark.parametrize("argv,typo,meant", [(["generat", "hi"], "generat", "'generate'"),
+                                              (["chek", "03"], "chek", "'check'"),
+                                              (["train", "indction"], "indction", "'induction'"),
+                                              (["xyzzy"], "xyzzy", None)])
+def test_a_mistyped_command_or_choice_gets_the_closest_one(capsys, argv, typo, meant):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and f"invalid choice: '{typo}'" in err
+    assert (f"; did you mean {meant}? (see" in err) if meant else "did you mean" not in err
+
+
 def test_no_command_prints_the_help_and_version_prints_the_version(capsys):
     rc, out, err = run_cli(capsys)
     assert rc == 2 and err == build_parser().format_help() and "generate" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 
 from . import check as cli_check, count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
@@ -20,7 +21,20 @@ class OneLineParser(argparse.ArgumentParser):
     (argparse's own report is the usage block, then the message)."""
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {shown(message)} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {self.prog}: {shown(with_guess(message))} (see {self.prog} --help)\n")
+
+
+def with_guess(message: str) -> str:
+    """argparse's message for a word outside a list of choices, with the closest choice added.
+
+    >>> with_guess("argument COMMAND: invalid choice: 'generat' (choose from 'generate', 'tokenize', 'count')")
+    "argument COMMAND: invalid choice: 'generat' (choose from 'generate', 'tokenize', 'count'); did you mean 'generate'?"
+    """
+    found = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+    if not found:
+        return message
+    guess = difflib.get_close_matches(found[1], re.findall(r"'(.*?)'", found[2]), n=1)
+    return message + (f"; did you mean '{guess[0]}'?" if guess else "")
 
 
 class CommandParser(OneLineParser):
