@@ -436,6 +436,8 @@ def test_mean_pool_lengths_must_be_an_array():
     from transformer.models.bert import mean_pool
     with pytest.raises(TypeError, match="lengths must be an array"):
         mean_pool(np.ones((1, 3, 4), np.float32), [3])
+    with pytest.raises(TypeError, match=r"lengths must be integers \(token counts\), got dtype float64: \[2.5\]"):
+        mean_pool(np.ones((1, 3, 4), np.float32), np.array([2.5]))
 
 
 def test_each_stream_keeps_its_own_stats(tiny):

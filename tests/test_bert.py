@@ -204,6 +204,28 @@ def test_pooling_and_normalisation_worked_example():
     assert np.all(mean_pool(h, np.array([0, 1]))[0] == 0.0)  # an empty row pools to 0, not NaN
 
 
+@pytest.mark.parametrize("value", [0.0, 1e-4, 1.0, 300.0, 60000.0])  # float16: eps is 0 there; x² overflows at 256
+def test_float16_normalisation_equals_torch_in_float32_rounded_once(value):
+    torch = pytest.importorskip("torch")
+    x = np.full((2, 4), value, np.float16)
+    x[1] = np.array([1.0, -0.5, 0.25, -1.0]) * value
+    ref = torch.nn.functional.normalize(torch.from_numpy(x.astype(np.float32)), dim=-1, eps=1e-12)
+    ours = l2_normalize(x)
+    assert ours.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), ref.numpy(), rtol=2.0 ** -10, atol=0)  # one float16 step
+
+
+@pytest.mark.parametrize("n, value", [(200, 500.0), (3000, 1.0), (5, 60000.0)])  # float16 sums: overflow; lost terms
+def test_float16_mean_pool_equals_torch_in_float32_rounded_once(n, value):
+    torch = pytest.importorskip("torch")
+    h = (np.random.default_rng(n).uniform(0.5, 1.0, (2, n, 3)) * value).astype(np.float16)  # (b, n, d)
+    lengths = np.array([n, n // 2])
+    ref = [torch.from_numpy(h[i, :k].astype(np.float32)).mean(dim=0).numpy() for i, k in enumerate(lengths)]
+    ours = mean_pool(h, lengths)
+    assert ours.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), np.stack(ref), rtol=2.0 ** -10, atol=0)
+
+
 def test_minilm_on_each_backend_equals_numpy(model, other_xp):
     """The whole forward pass on array-api-strict (no call can bypass xp) and, on a GPU, on CuPy."""
     other = load_minilm(backend=other_xp)

@@ -126,6 +126,29 @@ def test_online_softmax_masked_block_first_gives_no_nan():
     np.testing.assert_allclose(ours, [[0, 0, e[0] / e.sum(), e[1] / e.sum()]], rtol=1e-14)
 
 
+@pytest.mark.parametrize("block", [1, 64])
+def test_online_softmax_of_a_long_float16_row_is_summed_in_float32(block):
+    """A float16 running sum of 5,000 terms near 1 stops growing at 2048 (each new 1 rounds away): the
+    weights came out 2.4× too large. Summed in float32 and rounded once, as torch's float32 softmax is."""
+    x = (np.random.default_rng(2).standard_normal((2, 5000)) * 0.1).astype(np.float16)
+    ours = online_softmax(x, block)
+    ref = torch.softmax(torch.from_numpy(x.astype(np.float32)), dim=-1).numpy()  # [2, 5000]
+    assert ours.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), ref, rtol=2.0 ** -10, atol=2.0 ** -24)  # one float16 step
+    m, l = online_softmax_stats(x, block)
+    assert l.dtype == np.float32
+    np.testing.assert_allclose(l[:, 0], np.exp(x.astype(np.float64) - x.max(-1, keepdims=True)).sum(-1), rtol=1e-5)
+
+
+def test_online_softmax_of_a_row_of_minus_inf_is_zeros_as_softmax_gives():
+    x = np.array([[-np.inf] * 4, [0.0, 1.0, -np.inf, 2.0]])
+    e = np.exp([0.0, 1.0, 2.0])
+    for block in (1, 3):
+        ours = online_softmax(x, block)
+        np.testing.assert_allclose(ours, [[0, 0, 0, 0], [e[0] / e.sum(), e[1] / e.sum(), 0, e[2] / e.sum()]],
+                                   rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 @pytest.mark.parametrize("where", [0, 3, 5])  # in the first block, a middle one, the last
 def test_online_softmax_nan_or_inf_row_equals_torch(bad, where):

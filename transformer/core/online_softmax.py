@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import online_softmax_checks as checks
-from ..backend import get_xp, to_numpy
+from ..backend import compute_dtype, get_xp, to_numpy
 from ..require import checked_by
 
 __all__ = ["exp_minus", "merge_softmax_stats", "online_attention_update", "online_softmax_stats",
@@ -90,7 +90,8 @@ def online_softmax_stats(x, block: int = 1, history: list | None = None):  # [..
         m_new = max(m, x_j)
         l_new = l·e^(m - m_new) + e^(x_j - m_new)
     With block = B each step folds in a whole block's (max, sum) with `merge_softmax_stats`.
-    If `history` is a list, (m, l) after each step are appended to it (as NumPy arrays).
+    If `history` is a list, (m, l) after each step are appended to it (as NumPy arrays). float16 and
+    bfloat16 rows give m and l in float32: a float16 sum of 5,000 terms of 1 stops growing at 2048.
 
     >>> import numpy as np
     >>> m, l = online_softmax_stats(np.log(np.array([1.0, 2.0, 3.0])))
@@ -99,6 +100,7 @@ def online_softmax_stats(x, block: int = 1, history: list | None = None):  # [..
     """
     xp = get_xp(x)
     n = x.shape[-1]
+    x = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)  # float16: l summed in float32 (it stops at 2048)
     m = xp.full(x.shape[:-1] + (1,), -math.inf, dtype=x.dtype)  # [..., 1] max so far
     l = xp.zeros(x.shape[:-1] + (1,), dtype=x.dtype)  # [..., 1] Σ e^(x - m) so far
     for c0 in range(0, n, block):
@@ -124,6 +126,16 @@ def online_softmax_history(x, block: int = 1):  # [..., n] -> [T, ...], [T, ...]
 
 @checked_by(checks.online_softmax)
 def online_softmax(x, block: int = 1):  # [..., n] -> [..., n]
-    """softmax(x) from the one-pass statistics: e^(x - m) / l."""
-    m, l = online_softmax_stats(x, block)  # x and block were checked at this door
-    return exp_minus(x, m) / l
+    """softmax(x) from the one-pass statistics: e^(x - m) / l.
+
+    As `softmax`: float16 is computed in float32 and rounded once, and a row of −inf (nothing to attend
+    to) gives zeros, not 0 / 0.
+
+    >>> import numpy as np
+    >>> online_softmax(np.array([[0.0, 0.0], [-np.inf, -np.inf]])).tolist()
+    [[0.5, 0.5], [0.0, 0.0]]
+    """
+    xp = get_xp(x)
+    m, l = online_softmax_stats(x, block)  # x and block were checked at this door; m, l in float32 for float16
+    p = exp_minus(xp.astype(x, m.dtype, copy=False), m) / xp.where(l == 0, 1.0, l)  # [..., n]; l = 0: a row of −inf
+    return xp.astype(p, x.dtype, copy=False)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import bert_checks as checks
-from ..backend import get_xp, to_numpy
+from ..backend import compute_dtype, get_xp, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed
 from ..core.layers import gelu, layer_norm
@@ -163,22 +163,32 @@ def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
     """Mean of the hidden states over the real tokens only: [PAD] rows do not count.
 
         e_i = (1 / lengths_i) · Σ_{j < lengths_i} hidden[i, j]
+
+    float16 is summed in float32 (200 states of 500 overflow float16; 3,000 of 1 lost a third) and
+    rounded once. A row of length 0 gives zeros.
     """
     xp = get_xp(hidden, lengths)
-    n = hidden.shape[1]
+    n, dtype = hidden.shape[1], hidden.dtype
+    hidden = xp.astype(hidden, compute_dtype(xp, dtype), copy=False)
     real = xp.arange(n)[None, :] < lengths[:, None]  # [b, n]
     real = xp.astype(real, hidden.dtype)[:, :, None]  # [b, n, 1], 1.0 = real token
     total = xp.sum(hidden * real, axis=1)  # [b, d]
-    count = xp.clip(xp.sum(real, axis=1), min=1e-9)  # [b, 1]; the floor only guards an empty row
-    return total / count  # [b, d]
+    count = xp.clip(xp.sum(real, axis=1), min=1.0)  # [b, 1]; the floor only guards an empty row (total 0)
+    return xp.astype(total / count, dtype, copy=False)  # [b, d]
 
 
 @checked_by(checks.l2_normalize)
 def l2_normalize(x, eps: float = 1e-12):  # [..., d] -> [..., d]
-    """x / max(‖x‖₂, eps): unit length, so a dot product is a cosine (a zero row stays zero)."""
+    """x / max(‖x‖₂, eps): unit length, so a dot product is a cosine (a zero row stays zero).
+
+    float16 is computed in float32 and rounded once: in float16, eps = 1e-12 is 0 (a zero row gave NaN)
+    and x² overflows from |x| = 256.
+    """
     xp = get_xp(x)
+    dtype = x.dtype
+    x = xp.astype(x, compute_dtype(xp, dtype), copy=False)
     norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))  # [..., 1]
-    return x / xp.clip(norm, min=eps)  # [..., d]
+    return xp.astype(x / xp.clip(norm, min=eps), dtype, copy=False)  # [..., d]
 
 
 # ---------------------------------------------------------------- the model

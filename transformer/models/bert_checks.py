@@ -153,6 +153,8 @@ def mean_pool(hidden, lengths):
     require_array("lengths", lengths)
     b, n = hidden.shape[:2]
     lengths_np = to_numpy(lengths)  # host copy: b numbers
+    if lengths_np.dtype.kind not in "iu":
+        raise TypeError(f"lengths must be integers (token counts), got dtype {lengths_np.dtype}: {lengths_np.tolist()}")
     if tuple(lengths.shape) != (b,) or ((lengths_np < 0) | (lengths_np > n)).any():
         raise ValueError(f"lengths must be {b} numbers in [0, n={n}], got {lengths_np.tolist()}")
 
