@@ -158,6 +158,26 @@ def test_truncation_equals_reference(tok, ref_hf, max_length):
     assert len(ours) == max_length
 
 
+def test_text_read_in_chunks_equals_reference_wherever_the_cuts_fall(tok, ref_hf, monkeypatch):
+    from transformer.tokenizers import wordpiece as W
+    text = "\n".join(TEXTS) + " " + "\t".join(TEXTS[::-1])  # every kind of text, cut every few characters
+    theirs = ref_hf(text, truncation=True, max_length=4096)["input_ids"]
+    for size in (1, 7, 64):
+        monkeypatch.setattr(W, "CHUNK_CHARS", size)
+        assert tok.encode(text, max_length=4096) == theirs, size
+
+
+def test_encode_reads_only_the_text_it_keeps(tok, monkeypatch):
+    """A 12-million-character text took 16 s to give 512 ids: it was tokenized whole, then cut. It is
+    read a chunk at a time, and reading stops at max_length."""
+    from transformer.tokenizers import wordpiece as W
+    read = []
+    monkeypatch.setattr(W, "basic_tokenize", lambda text, lower: read.append(len(text)) or basic_tokenize(text, lower))
+    ids = tok.encode("hello " * 2_000_000, max_length=512)
+    assert ids == [tok.cls_id] + [tok.vocab["hello"]] * 510 + [tok.sep_id]
+    assert sum(read) <= 2 * W.CHUNK_CHARS  # 510 words of 6 characters: one chunk
+
+
 def test_default_truncation_is_max_length():
     t = WordPieceTokenizer.from_file(VOCAB, max_length=256)
     assert len(t.encode("word " * 1000)) == 256

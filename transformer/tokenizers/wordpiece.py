@@ -22,6 +22,7 @@ Each public function with a refusal checks its input at the door (`wordpiece_che
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -166,6 +167,25 @@ def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     return words
 
 
+CHUNK_CHARS = 4096  # tokenize reads this much text at a time, so that it can stop once it has enough pieces
+_BREAK = re.compile(r"[ \t\n\r]")  # whitespace to BERT and to str.split alike: a cut there splits no word
+
+
+def _whitespace_chunks(text: str, size: int):
+    """text in pieces of about `size` characters, each cut at a space, tab or line break (a piece runs
+    on to the next one when there is none, so a word is never cut): "".join of them is text.
+
+    >>> list(_whitespace_chunks("ab cd ef", size=2))
+    ['ab', ' cd', ' ef']
+    """
+    start = 0
+    while start < len(text):
+        found = _BREAK.search(text, start + size) if start + size < len(text) else None
+        end = found.start() if found else len(text)
+        yield text[start:end]
+        start = end
+
+
 # ---------------------------------------------------------------- WordPiece
 
 def wordpiece(word: str, vocab, unk: str = "[UNK]", max_chars: int = MAX_CHARS_PER_WORD) -> list[str]:
@@ -243,22 +263,32 @@ class WordPieceTokenizer:
         return parts
 
     @checked_by(checks.wordpiece_tokenizer_tokenize)
-    def tokenize(self, text: str) -> list[str]:
-        """Text -> WordPiece strings, without [CLS]/[SEP]."""
+    def tokenize(self, text: str, limit: int | None = None) -> list[str]:
+        """Text -> WordPiece strings, without [CLS]/[SEP]; the first `limit` of them when given.
+
+        The text is read a few thousand characters at a time, cut at spaces and line breaks (never
+        inside a word), and reading stops once `limit` pieces are out: encode's time is bounded by
+        max_length, not by the length of the text.
+        """
         pieces = []
         for part in self._split_specials(text):
             if part in self.specials:
                 pieces.append(part)
-                continue
-            for word in basic_tokenize(part, self.lower):  # part of the text checked at this door
-                pieces.extend(wordpiece(word, self.vocab))
+            else:
+                for chunk in _whitespace_chunks(part, CHUNK_CHARS):
+                    for word in basic_tokenize(chunk, self.lower):  # the text was checked at this door
+                        pieces.extend(wordpiece(word, self.vocab))
+                    if limit is not None and len(pieces) >= limit:
+                        return pieces[:limit]
+            if limit is not None and len(pieces) >= limit:
+                return pieces[:limit]
         return pieces
 
     @checked_by(checks.wordpiece_tokenizer_encode)
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
         """Text -> [CLS] ids… [SEP], cut so the whole fits in max_length (default self.max_length)."""
         max_length = self.max_length if max_length is None else int(max_length)
-        ids = [self.vocab[p] for p in self.tokenize(text)][: max_length - 2]
+        ids = [self.vocab[p] for p in self.tokenize(text, limit=max_length - 2)]
         return [self.cls_id, *ids, self.sep_id]
 
     def decode(self, ids, cleanup: bool = True) -> str:

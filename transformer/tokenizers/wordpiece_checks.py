@@ -24,8 +24,10 @@ def wordpiece_tokenizer_init(self, vocab, *, lower, max_length):
     sequence_length(max_length)
 
 
-def wordpiece_tokenizer_tokenize(self, text):
+def wordpiece_tokenizer_tokenize(self, text, limit):
     utf8_text(text)
+    if limit is not None:
+        require_int(limit=limit)
 
 
 def wordpiece_tokenizer_encode(self, text, max_length):
