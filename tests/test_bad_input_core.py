@@ -88,6 +88,19 @@ def test_learned_positions_refuse_rows_outside_the_table(n, offset, err, match):
         T.learned_positions(n, np.zeros((5, 3)), offset)
 
 
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: T.rope_cos_sin(np.arange(3), 4, dtype=np.int64), TypeError, r"holds fractions, got dtype='int64'"),
+    (lambda: T.sinusoidal_positions(3, 4, dtype=bool), TypeError, r"holds fractions, got dtype='bool'"),
+    (lambda: T.sinusoidal_positions(3, 4, dtype="foo"), TypeError, r"floating-point type .*got dtype='foo'"),
+    (lambda: T.rope_angles(np.array([1, None], dtype=object), 4), TypeError, r"positions must be integers .*object"),
+    (lambda: T.interleaved_to_half_permutation(7), ValueError, r"d_h must be even and ≥ 2 .*got d_h=7"),
+])
+def test_position_tables_refuse_a_dtype_or_positions_that_are_not_numbers(call, err, match):
+    # an integer dtype rounded every sine and cosine to 0 or 1; an object array gave NaN angles
+    with pytest.raises(err, match=match):
+        call()
+
+
 def test_kv_cache_advance_refuses_negative_steps_and_unwritten_positions():
     cache = T.KVCache(2, 1, 1, 4, 2)
     with pytest.raises(ValueError, match=r"t must be an integer ≥ 0, got t=-3"):

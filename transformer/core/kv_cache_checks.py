@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ..backend import namespace
 from ..require import require_int
-from .shared_checks import cache_dtype, cache_layer, new_kv, written_ahead
+from .shared_checks import float_dtype, cache_layer, new_kv, written_ahead
 
 
 def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype, xp):
     namespace(xp)  # an unknown backend name is refused first
     require_int(n_layers=n_layers, b=b, h_kv=h_kv, n_max=n_max, d_h=d_h, low=1)  # 4.7 or True is no size
-    cache_dtype(dtype, xp)
+    float_dtype(dtype, xp)
 
 
 def kv_cache_update(self, layer, k_new, v_new):

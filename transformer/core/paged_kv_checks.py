@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ..backend import namespace, to_numpy
 from ..require import require_bool, require_float, require_int, require_real
-from .shared_checks import cache_dtype, cache_layer, new_kv, written_ahead
+from .shared_checks import float_dtype, cache_layer, new_kv, written_ahead
 
 
 def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size, n_blocks, dtype, xp):
@@ -18,7 +18,7 @@ def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size, n_bl
     if n_blocks is None:
         n_blocks = int(b) * math.ceil(int(n_max) / int(block_size))  # 0 when b = 0: then n_blocks must be given
     require_int(n_blocks=n_blocks, low=1)
-    cache_dtype(dtype, xp)
+    float_dtype(dtype, xp)
 
 
 def open_sequence(cache, seq):

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 from ..require import broadcastable_to, require_array, require_float, require_int, require_real
+from ..backend import get_xp
+from .shared_checks import float_dtype
+
+TABLE = "a table of sines and cosines holds fractions"
 
 
 def pairs(name, size, where=""):
@@ -14,6 +18,7 @@ def sinusoidal_positions(n, d, *, base, xp, dtype):
     require_int(n=n, d=d)
     pairs("d", d)
     require_real(base=base, positive=True)
+    float_dtype(dtype, xp, TABLE)
 
 
 def learned_positions(n, W_pos, offset):
@@ -38,6 +43,8 @@ def rope_angles(positions, d_h, base):
     require_array("positions", positions)
     if positions.ndim != 1:
         raise ValueError(f"positions must be 1-D (one per token), got shape {tuple(positions.shape)}")
+    if not get_xp(positions).isdtype(positions.dtype, ("integral", "real floating")):  # None in an object array: NaN
+        raise TypeError(f"positions must be integers (or floats), got dtype {positions.dtype}")
     require_int(d_h=d_h)
     pairs("d_h", d_h)
     require_real(base=base, positive=True)
@@ -45,6 +52,7 @@ def rope_angles(positions, d_h, base):
 
 def rope_cos_sin(positions, d_h, base, dtype):
     rope_angles(positions, d_h, base)
+    float_dtype(dtype, get_xp(positions), TABLE)
 
 
 def apply_rope_interleaved(x, cos, sin):
@@ -74,3 +82,4 @@ def apply_rope_half_backward(dY, cos, sin):
 
 def interleaved_to_half_permutation(d_h):
     require_int(d_h=d_h)
+    pairs("d_h", d_h)

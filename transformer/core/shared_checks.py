@@ -90,8 +90,9 @@ def written_ahead(call, t, length, written, holder, fill):
                          f"{written[i]} written; call {fill} on every layer with the new positions first")
 
 
-def cache_dtype(dtype, xp):
-    """None (float32) or a real floating type: an integer cache would round every key and value."""
+def float_dtype(dtype, xp, what: str = "keys and values are real numbers"):
+    """None (float32) or a real floating type: an integer cache would round every key and value, an
+    integer table of positions every sine and cosine to 0 or 1. `what` says why, in the message."""
     if dtype is None:
         return
     try:
@@ -102,5 +103,5 @@ def cache_dtype(dtype, xp):
         except TypeError:
             ok = False
     if not ok:
-        raise TypeError(f"dtype must be a floating-point type (float16, bfloat16, float32, float64): keys and "
-                        f"values are real numbers, got dtype={getattr(dtype, '__name__', dtype)!r}")
+        raise TypeError(f"dtype must be a floating-point type (float16, bfloat16, float32, float64): {what}, "
+                        f"got dtype={getattr(dtype, '__name__', dtype)!r}")
