@@ -107,6 +107,27 @@ def test_pre_tokenizer_hand_worked():
     assert pre_tokenize("a\n\n b") == ["a", "\n\n", " b"]
 
 
+@pytest.mark.parametrize("change, err, match", [
+    ({"special": "<s>"}, TypeError, r"special must be a list of token strings, got str '<s>': write \['<s>'\]"),
+    ({"merges": ["a b"]}, ValueError, r"merge 0 must be a \(left, right\) pair of token strings, got 'a b'"),
+    ({"merges": None}, TypeError, r"merges must be a list of \(left, right\) pairs"),
+    ({"bos_id": "1"}, TypeError, r"bos_id must be an integer, got str"),
+    ({"eos_id": 99, "add_bos": True}, ValueError, r"eos_id=99 is outside the vocabulary \[0, 4\)"),
+    ({"add_bos": "yes"}, TypeError, r"add_bos must be True or False"),
+])
+def test_a_tokenizer_built_from_bad_parts_is_refused_by_name(change, err, match):
+    # special="<s>" made '<', 's' and '>' special; a bos_id of 10**6 was prepended to every encoding
+    parts = {"tokens": ["a", "b", "ab", "<s>"], "merges": [("a", "b")], "special": ["<s>"]} | change
+    with pytest.raises(err, match=match):
+        BPETokenizer(**parts)
+
+
+def test_allow_special_must_be_a_bool():
+    tok = BPETokenizer(tokens=["a", "b", "ab", "<s>"], merges=[("a", "b")], special=["<s>"])
+    with pytest.raises(TypeError, match="allow_special must be True or False, got allow_special=0"):
+        tok.encode("<s>ab", allow_special=0)
+
+
 def test_bytes_to_unicode_is_a_bijection():
     t = bytes_to_unicode()
     assert sorted(t) == list(range(256)) and len(set(t.values())) == 256

@@ -1,7 +1,7 @@
 """The refusals of `tokenizers/bpe.py`, one check per public function and method (`bpe_tokenizer_METHOD`)."""
 from __future__ import annotations
 
-from ..require import require_int
+from ..require import require_bool, require_int
 from .shared_checks import utf8_text
 
 
@@ -40,14 +40,28 @@ def token_strings(tokens):
 
 def bpe_tokenizer_post_init(self):
     token_strings(self.tokens)
+    n = len(self.tokens)
+    if not isinstance(self.merges, (list, tuple)):
+        raise TypeError(f"merges must be a list of (left, right) pairs of token strings, got {type(self.merges).__name__}")
+    for r, pair in enumerate(self.merges):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise ValueError(f"merge {r} must be a (left, right) pair of token strings, got {pair!r:.60}")
+    if isinstance(self.special, str) or not isinstance(self.special, (list, tuple)):  # "<s>" is 3 tokens otherwise
+        raise TypeError(f"special must be a list of token strings, got {type(self.special).__name__} {self.special!r:.60}"
+                        + (f": write [{self.special!r}]" if isinstance(self.special, str) else ""))
     tokens = set(self.tokens)
     missing = [s for s in self.special if s not in tokens]
     if missing:
         raise ValueError(f"special tokens {missing} are not in the vocabulary")
+    for name in ("bos_id", "eos_id", "pad_id"):
+        if getattr(self, name) is not None:
+            token_id(getattr(self, name), n, name)
+    require_bool(add_bos=self.add_bos)
 
 
 def bpe_tokenizer_encode(self, text, *, allow_special):
     utf8_text(text)
+    require_bool(allow_special=allow_special)
     pre_tokenize(text, self.pre)  # the tokenizer's pre-tokenizer, as its words are cut
 
 
