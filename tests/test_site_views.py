@@ -559,6 +559,12 @@ def check_soft_lookup(view, data, pg):
     assert np.allclose(p, p_ref, atol=1e-12) and np.allclose(o, o_ref, atol=1e-12)
     press(handle, "Home")  # back to the lesson's q
     assert shown()[0].tolist() == [2.0, 1.0]
+    # the text's "a key that matches much better takes almost all the weight": reachable within the plane
+    press(handle, "ArrowRight", 8)
+    press(handle, "ArrowDown", 20)
+    q, s, p, o = shown()
+    assert q.tolist() == [4.0, -4.0] and np.allclose(p, package(q)[1], atol=1e-12) and p[0] > 0.9
+    assert "almost a hard lookup" in view.locator('[data-role="lookup-info"]').inner_text()
 
 
 def mask_ref(key, n, param):  # the package's mask for the view's (kind, n, parameter): [n, n] bool

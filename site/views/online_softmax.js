@@ -81,8 +81,9 @@
       if (step) {
         s("line", {x1: l, x2: l + t * bw, y1: Y(step.m), y2: Y(step.m), stroke: MAX, "stroke-width": 2,
                    "stroke-dasharray": "5 3"}, svg);
-        s("text", {x: l + t * bw + 3, y: Y(step.m) + 4, "class": "tfs-label", fill: MAX, "font-weight": 700,
-                   text: "m = " + fmt(step.m)}, svg);
+        var end = l + t * bw, inside = end + 48 > W;  // near the right edge: the label ends at the line's end, above it
+        s("text", {x: inside ? end - 3 : end + 3, y: inside ? Y(step.m) - 6 : Y(step.m) + 4, "class": "tfs-label",
+                   "text-anchor": inside ? "end" : "start", fill: MAX, "font-weight": 700, text: "m = " + fmt(step.m)}, svg);
       }
     }
 
