@@ -101,6 +101,29 @@ def test_position_tables_refuse_a_dtype_or_positions_that_are_not_numbers(call, 
         call()
 
 
+@pytest.mark.parametrize("call, err, match", [
+    (lambda q, k: T.attention_scores(q, k[:1]), ValueError, r"q and k must agree in their leading axes \(b, h\)"),
+    (lambda q, k: T.attention_scores(q[:1], k), ValueError, r"q and k must agree"),  # broadcast in silence before
+    (lambda q, k: T.repeat_kv(k[0], 2), ValueError, r"x must be \(b, h_kv, n, d_h\).*got shape \(2, 5, 4\)"),
+    (lambda q, k: T.ffn(q[0, 0], np.float64(1), np.ones((4, 4))), ValueError, r"W1 must be a \(d, d_ff\) matrix"),
+    (lambda q, k: T.ffn(q[0, 0], np.ones((4, 8)), np.ones((8, 4)), activation="tanh"), ValueError,
+     r"activation must be 'relu', 'gelu', 'gelu_tanh' or 'silu', got 'tanh'"),
+    (lambda q, k: T.ffn(q[0, 0], np.ones((4, 8)), np.ones((8, 4)), activation=3), TypeError,
+     r"activation must be a function"),
+])
+def test_attention_and_ffn_refuse_shapes_they_would_misread(call, err, match):
+    q = k = np.random.default_rng(0).standard_normal((3, 2, 5, 4))  # (b, h, n, d_h)
+    with pytest.raises(err, match=match):
+        call(q, k)
+
+
+def test_ffn_takes_its_activation_by_name_as_its_backward_does():
+    r = np.random.default_rng(1)
+    x, W1, W2 = r.standard_normal((2, 3, 4)), r.standard_normal((4, 8)), r.standard_normal((8, 4))
+    for name, g in (("relu", T.relu), ("gelu", T.gelu), ("silu", T.silu)):
+        np.testing.assert_array_equal(T.ffn(x, W1, W2, activation=name), T.ffn(x, W1, W2, activation=g))
+
+
 def test_kv_cache_advance_refuses_negative_steps_and_unwritten_positions():
     cache = T.KVCache(2, 1, 1, 4, 2)
     with pytest.raises(ValueError, match=r"t must be an integer ≥ 0, got t=-3"):

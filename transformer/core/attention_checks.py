@@ -33,6 +33,8 @@ def softmax_backward(dP, P):
 def repeat_kv(x, n_rep):
     require_array("x", x)
     require_int(n_rep=n_rep, low=1)
+    if x.ndim != 4:  # a 3-D array had its sequence axis repeated, in silence
+        raise ValueError(f"x must be (b, h_kv, n, d_h): the heads are axis 1, got shape {tuple(x.shape)}")
 
 
 def repeat_kv_backward(dX, n_rep):
@@ -50,6 +52,9 @@ def attention_scores(q, k, scale):
             raise ValueError(f"{name} must be (..., n, d_h) with d_h ≥ 1, got shape {tuple(t.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k head sizes differ: q d_h={q.shape[-1]}, k d_h={k.shape[-1]}")
+    if q.shape[:-2] != k.shape[:-2]:  # (1, …) against (3, …) broadcast in silence; GQA repeats k first
+        raise ValueError(f"q and k must agree in their leading axes (b, h): q {tuple(q.shape)}, k {tuple(k.shape)} "
+                         "(with fewer key heads, repeat_kv(k, h // h_kv) first)")
     optional_scale(scale)
 
 

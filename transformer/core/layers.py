@@ -225,11 +225,15 @@ def gelu_backward(dY, x, approximate: str = "none"):  # [...], [...] -> [...]
 
 @checked_by(checks.ffn)
 def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [d_ff, d] -> [..., d]
-    """Position-wise feed-forward: g(x W₁ + b₁) W₂ + b₂ (note 000: channel mixing)."""
+    """Position-wise feed-forward: g(x W₁ + b₁) W₂ + b₂ (note 000: channel mixing).
+
+    activation: the function g, or its name as ffn_backward takes it ("relu", "gelu", "gelu_tanh", "silu").
+    """
+    g = _ACTIVATIONS[activation][0] if isinstance(activation, str) else activation
     hdn = x @ W1  # [..., d_ff]
     if b1 is not None:
         hdn = hdn + b1
-    out = activation(hdn) @ W2  # [..., d]
+    out = g(hdn) @ W2  # [..., d]
     return out if b2 is None else out + b2
 
 

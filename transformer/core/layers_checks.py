@@ -98,6 +98,8 @@ def ffn_shapes(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out)
     require_float("x", x)
     for name, W in W_in.items():
         require_float(name, W)
+        if W.ndim != 2:  # a 0-d W1 failed on its shape[-1], an IndexError
+            raise ValueError(f"{name} must be a (d, d_ff) matrix, got shape {tuple(W.shape)}")
     d = x.shape[-1] if x.ndim else 0
     d_ff = next(iter(W_in.values())).shape[-1]
     for name, W in W_in.items():
@@ -113,14 +115,25 @@ def ffn_shapes(x, down, b1=None, b2=None, **W_in):  # down: (name, (d_ff, d_out)
             require_vector(b_name, b, size)
 
 
+ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu")
+
+
+def activation_name(activation):
+    if activation not in ACTIVATION_NAMES:
+        raise ValueError(f"activation must be 'relu', 'gelu', 'gelu_tanh' or 'silu', got {activation!r}")
+
+
 def ffn(x, W1, W2, b1, b2, activation):
     ffn_shapes(x, ("W2", W2), b1, b2, W1=W1)
+    if isinstance(activation, str):
+        activation_name(activation)
+    elif not callable(activation):
+        raise TypeError(f"activation must be a function (T.relu, T.gelu, …) or its name, got {activation!r}")
 
 
 def ffn_backward(dY, x, W1, W2, b1, b2, activation):
     ffn_shapes(x, ("W2", W2), b1, b2, W1=W1)
-    if activation not in ("relu", "gelu", "gelu_tanh", "silu"):
-        raise ValueError(f"activation must be 'relu', 'gelu', 'gelu_tanh' or 'silu', got {activation!r}")
+    activation_name(activation)
     output_gradient(dY, x, W2.shape[1])
 
 
