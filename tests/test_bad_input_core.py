@@ -117,6 +117,15 @@ def test_attention_and_ffn_refuse_shapes_they_would_misread(call, err, match):
         call(q, k)
 
 
+@pytest.mark.parametrize("call", [lambda x: T.sample_next(x, 1.0, rng="abc"), lambda x: T.sample_next(x, 1.0, rng=-1),
+                                  lambda x: T.sample_next(x, 1.0, rng=1.5), lambda x: T.random_mask(4, 2, seed="a"),
+                                  lambda x: T.dropout(x, 0.5, rng=-3, training=True)])
+def test_a_seed_that_is_no_seed_is_refused_by_name(call):
+    # NumPy's SeedSequence refused these from deep inside
+    with pytest.raises(TypeError, match=r"(rng|seed) must be a np.random.Generator or an integer seed ≥ 0, got"):
+        call(np.zeros(5))
+
+
 def test_ffn_takes_its_activation_by_name_as_its_backward_does():
     r = np.random.default_rng(1)
     x, W1, W2 = r.standard_normal((2, 3, 4)), r.standard_normal((4, 8)), r.standard_normal((8, 4))

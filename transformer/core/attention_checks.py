@@ -5,7 +5,7 @@ import numpy as np
 
 from ..backend import get_xp, is_floating
 from ..require import require_array, require_bool, require_float, require_int, require_real
-from .shared_checks import attention_shapes, mask_against, optional_scale, same_shape
+from .shared_checks import attention_shapes, mask_against, optional_scale, same_shape, seed_or_rng
 
 
 def softmax(x, axis, mask):
@@ -96,8 +96,7 @@ def dropout(x, p, *, rng, mask, training):
     require_bool(training=training)
     if mask is not None:
         keep_mask(mask, x, "x")
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        require_int(rng=rng)  # a seed
+    seed_or_rng("rng", rng)
     if training and p > 0 and mask is None and rng is None:
         raise ValueError("dropout in training needs rng= (a np.random.Generator or an int seed) or mask=: "
                          "the entries dropped must be reproducible")

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numbers
 
 from ..backend import get_xp, namespace, to_numpy
-from ..require import require_array, require_int
+from ..require import require_array, require_bool, require_int
+from .shared_checks import seed_or_rng
 
 
 def query_key_positions(n_q, n_k, offset):
@@ -86,6 +87,8 @@ def global_mask(n, global_tokens, *, xp):
 
 def random_mask(n, k, *, seed, causal, xp):
     require_int(n=n, k=k)
+    seed_or_rng("seed", seed, none_ok=False)
+    require_bool(causal=causal)
 
 
 def same_document(doc_q, doc_k):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..backend import to_host
 from ..require import require_int, require_real
+from .shared_checks import seed_or_rng
 
 
 def setting(name, value, inside, want):
@@ -75,3 +76,4 @@ def next_token_probs(logits, temperature, top_k, top_p):
 
 def sample_next(logits, temperature, top_k, top_p, rng):
     filter_logits(logits, temperature, top_k, top_p)
+    seed_or_rng("rng", rng)

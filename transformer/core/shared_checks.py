@@ -105,3 +105,14 @@ def float_dtype(dtype, xp, what: str = "keys and values are real numbers"):
     if not ok:
         raise TypeError(f"dtype must be a floating-point type (float16, bfloat16, float32, float64): {what}, "
                         f"got dtype={getattr(dtype, '__name__', dtype)!r}")
+
+
+def seed_or_rng(name: str, value, *, none_ok: bool = True):
+    """None (where allowed), a np.random.Generator, or a seed: an integer ≥ 0 (NumPy's SeedSequence refused
+    "abc", -1 and 1.5 from deep inside)."""
+    if (value is None and none_ok) or isinstance(value, np.random.Generator):
+        return
+    try:
+        require_int(**{name: value})
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a np.random.Generator or an integer seed ≥ 0, got {name}={value!r:.60}") from None
