@@ -126,6 +126,32 @@ def test_a_seed_that_is_no_seed_is_refused_by_name(call):
         call(np.zeros(5))
 
 
+@pytest.mark.parametrize("call, what", [
+    (lambda: T.causal_mask(10**6), r"an \(n_q, n_k\) = \(1000000, 1000000\) mask would take 1,000.0 GB"),
+    (lambda: T.sliding_window_mask(10**6, 3), r"mask would take 1,000.0 GB"),
+    (lambda: T.global_mask(10**6, [1]), r"mask would take 1,000.0 GB"),
+    (lambda: T.random_mask(10**6, 2), r"mask would take 1,000.0 GB"),
+    (lambda: T.sinusoidal_positions(10**12, 8), r"an \(n, d\) = \(1000000000000, 8\) table of positions"),
+    (lambda: T.KVCache(2, 1, 2, 10**12, 4), r"a KV cache of 2 layers .* would take 128,000.0 GB"),
+    (lambda: T.PagedKVCache(2, 1, 2, 64, 4, n_blocks=10**12), r"a paged KV cache of 2 layers × 1000000000000 blocks"),
+])
+def test_an_array_larger_than_the_memory_is_refused_before_numpy_tries(call, what, monkeypatch):
+    # NumPy's "Unable to allocate 931. GiB" came from inside it, as a traceback
+    from transformer.core import shared_checks
+    monkeypatch.setattr(shared_checks, "available_bytes", lambda: 16 * 10**9)  # as a 16 GB machine
+    with pytest.raises(ValueError, match=what + r".*, more than the 16.0 GB of memory available"):
+        call()
+
+
+def test_the_memory_check_reads_each_kind_of_dtype():
+    import array_api_strict as xps
+    import ml_dtypes
+    from transformer.core.shared_checks import itemsize
+    assert [itemsize(None), itemsize(np.float16), itemsize(ml_dtypes.bfloat16), itemsize(xps.float64, xps)] == [
+        4, 2, ml_dtypes.finfo(ml_dtypes.bfloat16).bits // 8, 8]
+    assert T.KVCache(2, 1, 2, 8, 4, dtype=ml_dtypes.bfloat16).k[0].dtype == ml_dtypes.bfloat16  # finfo refused it
+
+
 def test_ffn_takes_its_activation_by_name_as_its_backward_does():
     r = np.random.default_rng(1)
     x, W1, W2 = r.standard_normal((2, 3, 4)), r.standard_normal((4, 8)), r.standard_normal((8, 4))

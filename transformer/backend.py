@@ -143,3 +143,15 @@ def nbytes(x) -> int:
     kind = xp.finfo if xp.isdtype(x.dtype, "real floating") else xp.iinfo
     bits = 8 if x.dtype == xp.bool else kind(x.dtype).bits
     return int(x.size) * bits // 8
+
+
+def available_bytes() -> int | None:
+    """The host memory the system reports available (Linux: MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -5,11 +5,11 @@ import numbers
 
 from ..backend import get_xp, namespace, to_numpy
 from ..require import require_array, require_bool, require_int
-from .shared_checks import seed_or_rng
+from .shared_checks import fits_in_memory, seed_or_rng
 
 
-def query_key_positions(n_q, n_k, offset):
-    """Sizes n_q, n_k ≥ 0 and an offset that puts no query before the first key."""
+def query_key_positions(n_q, n_k, offset, xp=None):
+    """Sizes n_q, n_k ≥ 0 and an offset that puts no query before the first key; an (n_q, n_k) mask that fits."""
     require_int(n_q=n_q)
     if n_k is None:
         n_k = n_q
@@ -19,14 +19,16 @@ def query_key_positions(n_q, n_k, offset):
     require_int(offset=offset, low=None)
     if offset < 0:
         raise ValueError(f"offset must be ≥ 0 (queries after no key), got offset={offset} with n_q={n_q}, n_k={n_k}")
+    fits_in_memory(f"an (n_q, n_k) = ({n_q}, {n_k}) mask", int(n_q) * int(n_k), xp)
 
 
 def causal_mask(n_q, n_k, offset, *, xp):
-    query_key_positions(n_q, n_k, offset)
+    query_key_positions(n_q, n_k, offset, xp)
 
 
 def bidirectional_mask(n_q, n_k, *, xp):
     require_int(n_q=n_q, n_k=n_q if n_k is None else n_k)
+    query_key_positions(n_q, n_q if n_k is None else n_k, 0, xp)
 
 
 def padding_mask(lengths, n, *, xp):
@@ -47,19 +49,21 @@ def padding_mask(lengths, n, *, xp):
 
 def sliding_window_mask(n_q, w, n_k, offset, *, causal, xp):
     require_int(w=w, low=1)
-    query_key_positions(n_q, n_k, offset)
+    query_key_positions(n_q, n_k, offset, xp)
 
 
 def strided_mask(n, stride, *, xp):
+    require_int(n=n, stride=stride)
     require_int(stride=stride, low=1)
-    query_key_positions(n, n, 0)
+    query_key_positions(n, n, 0, xp)
 
 
 def fixed_mask(n, block, c, *, xp):
+    require_int(n=n)
     require_int(block=block, c=c, low=1)
     if c > block:
         raise ValueError(f"c must be ≤ block={block} (summary cells of a block), got c={c}")
-    query_key_positions(n, n, 0)
+    query_key_positions(n, n, 0, xp)
 
 
 def positions(name, values):
@@ -78,6 +82,7 @@ def positions(name, values):
 
 def global_mask(n, global_tokens, *, xp):
     require_int(n=n)
+    query_key_positions(n, n, 0, xp)
     positions("global_tokens", global_tokens)
     values = to_numpy(global_tokens).tolist() if hasattr(global_tokens, "dtype") else global_tokens
     bad = [int(t) for t in values if not 0 <= t < n]
@@ -87,6 +92,7 @@ def global_mask(n, global_tokens, *, xp):
 
 def random_mask(n, k, *, seed, causal, xp):
     require_int(n=n, k=k)
+    query_key_positions(n, n, 0)  # drawn on the host
     seed_or_rng("seed", seed, none_ok=False)
     require_bool(causal=causal)
 

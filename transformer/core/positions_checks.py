@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..require import broadcastable_to, require_array, require_float, require_int, require_real
 from ..backend import get_xp
-from .shared_checks import float_dtype
+from .shared_checks import fits_in_memory, float_dtype
 
 TABLE = "a table of sines and cosines holds fractions"
 
@@ -19,6 +19,7 @@ def sinusoidal_positions(n, d, *, base, xp, dtype):
     pairs("d", d)
     require_real(base=base, positive=True)
     float_dtype(dtype, xp, TABLE)
+    fits_in_memory(f"an (n, d) = ({n}, {d}) table of positions", 8 * int(n) * int(d), xp)  # its angles in float64
 
 
 def learned_positions(n, W_pos, offset):

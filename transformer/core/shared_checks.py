@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_xp, namespace
+from ..backend import available_bytes, get_xp, namespace
 from ..require import broadcastable_to, require_array, require_float, require_int, require_real
 
 
@@ -116,3 +116,29 @@ def seed_or_rng(name: str, value, *, none_ok: bool = True):
         require_int(**{name: value})
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a np.random.Generator or an integer seed ≥ 0, got {name}={value!r:.60}") from None
+
+
+def itemsize(dtype, xp=None) -> int:
+    """Bytes of one entry of a floating dtype: None is float32; NumPy's, CuPy's, ml_dtypes' bfloat16 and the
+    array API's (array_api_strict.float64, which NumPy cannot read) alike."""
+    if dtype is None:
+        return 4
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return namespace(xp).finfo(dtype).bits // 8
+
+
+CHECKED_FROM = 1 << 30  # bytes: an array smaller than this is not checked against the memory available
+
+
+def fits_in_memory(what: str, n_bytes: int, xp=None):
+    """Refuse, before NumPy tries, an array larger than the host memory the system has available:
+    causal_mask(10**6) asked NumPy for 931 GiB and failed inside it. CuPy's arrays live on the GPU,
+    whose own out-of-memory error stands."""
+    if n_bytes < CHECKED_FROM or "cupy" in getattr(namespace(xp), "__name__", ""):
+        return  # a mask of each decode step reads no /proc/meminfo
+    free = available_bytes()
+    if free is not None and n_bytes > free:
+        raise ValueError(f"{what} would take {n_bytes / 1e9:,.1f} GB, more than the {free / 1e9:,.1f} GB of memory "
+                         "available")
