@@ -162,6 +162,17 @@ def test_global_norm_by_hand():
     assert T.global_norm({"a": np.array([[1.0, 2.0]]), "b": np.array([2.0]), "c": np.array([4.0])}) == 5.0
 
 
+@pytest.mark.parametrize("dtype, value", [(np.float16, 300.0), (np.float32, 2e19)])  # g² overflows in its own dtype
+def test_global_norm_of_large_finite_gradients_is_finite_as_torchs(dtype, value):
+    grads = {"W": np.full((2, 2), value, dtype), "b": np.full(3, -value, dtype)}
+    want = float(torch.linalg.vector_norm(torch.cat([torch.from_numpy(g.astype(np.float64)).ravel()
+                                                     for g in grads.values()])))
+    assert T.global_norm(grads) == pytest.approx(want, rel=1e-12)  # √7 · value, computed in float64 both
+    assert T.clip_by_global_norm(grads, 1.0) == pytest.approx(want, rel=1e-12)
+    np.testing.assert_allclose(np.concatenate([g.astype(np.float64).ravel() for g in grads.values()]),
+                               np.array([1, 1, 1, 1, -1, -1, -1]) / np.sqrt(7), rtol=2e-3)  # clipped to norm 1
+
+
 # --- refusals -------------------------------------------------------------------------------
 def _step_call(**over):
     params = {"W": np.ones((2, 3)), "b": np.ones(3)}
