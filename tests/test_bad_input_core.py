@@ -152,6 +152,24 @@ def test_the_memory_check_reads_each_kind_of_dtype():
     assert T.KVCache(2, 1, 2, 8, 4, dtype=ml_dtypes.bfloat16).k[0].dtype == ml_dtypes.bfloat16  # finfo refused it
 
 
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: T.multi_head_attention(np.zeros((1, 2, 4)), None, 2), TypeError,
+     r"w must hold the projections W_q, W_k, W_v and W_o \(T.AttentionWeights\), got NoneType"),
+    (lambda: T.unpack(np.zeros((1, 2)), None), TypeError, r"packed must be what pack_documents returns"),
+    (lambda: T.continued_positions(None), TypeError, r"packed must be what pack_documents returns"),
+    (lambda: T.attended_pairs(np.full((3, 3), 0.5)), TypeError, r"mask must be boolean .*got dtype float64"),
+    (lambda: T.WordPieceTokenizer(["[UNK]", "[CLS]"]), TypeError, r"vocab must be a dict of token -> id"),
+    (lambda: T.WordPieceTokenizer({"[UNK]": "0"}), ValueError, r"vocab must map str tokens to ids ≥ 0, got '\[UNK\]'"),
+    (lambda: T.WordPieceTokenizer({"[UNK]": 0, "[CLS]": 0}), ValueError, r"two tokens the same id"),
+    (lambda: T.WordPieceTokenizer({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3}, lower="no"), TypeError,
+     r"lower must be True or False"),
+])
+def test_objects_of_the_wrong_kind_are_named_at_the_door(call, err, match):
+    # each failed inside the package with an AttributeError, or counted 0.5 as 0 in silence
+    with pytest.raises(err, match=match):
+        call()
+
+
 def test_ffn_takes_its_activation_by_name_as_its_backward_does():
     r = np.random.default_rng(1)
     x, W1, W2 = r.standard_normal((2, 3, 4)), r.standard_normal((4, 8)), r.standard_normal((8, 4))

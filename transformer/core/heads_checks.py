@@ -37,6 +37,9 @@ def optional_bias(w, name, size):
 
 def projections(x, w, h, h_kv, context):
     """Shapes of x, context and the q/k/v projections, each named, before any matmul."""
+    if not all(hasattr(w, name) for name in ("W_q", "W_k", "W_v", "W_o")):
+        raise TypeError(f"w must hold the projections W_q, W_k, W_v and W_o (T.AttentionWeights), got "
+                        f"{type(w).__name__}")
     require_float("x", x)
     if x.ndim != 3:
         raise ValueError(f"x must be (b, n, d), got shape {tuple(x.shape)}")

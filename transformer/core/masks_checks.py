@@ -114,3 +114,5 @@ def document_mask(doc, *, causal):
 
 def attended_pairs(mask):
     require_array("mask", mask)
+    if not get_xp(mask).isdtype(mask.dtype, "bool"):  # 0.5 everywhere counted 0 pairs
+        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")

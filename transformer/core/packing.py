@@ -106,6 +106,7 @@ def unpack(x, packed: Packed) -> list:  # [b, n_ctx, ...] -> per document [n_i, 
     return [x[row, start:start + n, ...] for row, start, n in packed.spans]  # [n_i, ...] each
 
 
+@checked_by(checks.continued_positions)
 def continued_positions(packed: Packed, *, xp=None):  # -> [b, n_ctx]
     """0, 1, …, n_ctx − 1 in every row: the positions a packed row gets if nobody restarts them."""
     xp = namespace(xp)

@@ -37,8 +37,18 @@ def pack_documents(docs, n_ctx, *, pad_id, longest_first):
     documents_fit([len(np.asarray(d)) for d in docs], n_ctx)
 
 
+def packed_rows(packed):
+    if not hasattr(packed, "n_ctx") or not hasattr(packed, "ids"):
+        raise TypeError(f"packed must be what pack_documents returns (T.Packed), got {type(packed).__name__}")
+
+
+def continued_positions(packed, *, xp):
+    packed_rows(packed)
+
+
 def unpack(x, packed):
     require_array("x", x)
+    packed_rows(packed)
     if tuple(x.shape[:2]) != (packed.rows, packed.n_ctx):
         raise ValueError(f"x of shape {tuple(x.shape)} does not start with the packed rows "
                          f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")

@@ -2,7 +2,7 @@
 (`wordpiece_tokenizer_METHOD`)."""
 from __future__ import annotations
 
-from ..require import require_int
+from ..require import require_bool, require_int
 from .shared_checks import utf8_text
 
 
@@ -18,6 +18,16 @@ def basic_tokenize(text, lower):
 
 
 def wordpiece_tokenizer_init(self, vocab, *, lower, max_length):
+    if not isinstance(vocab, dict):
+        raise TypeError(f"vocab must be a dict of token -> id (load_vocab reads vocab.txt into one), got "
+                        f"{type(vocab).__name__}")
+    bad = next(((t, i) for t, i in vocab.items()
+                if not isinstance(t, str) or isinstance(i, bool) or not isinstance(i, int) or i < 0), None)
+    if bad:
+        raise ValueError(f"vocab must map str tokens to ids ≥ 0, got {bad[0]!r:.40} -> {bad[1]!r:.40}")
+    if len(set(vocab.values())) < len(vocab):
+        raise ValueError("vocab gives two tokens the same id: decode could not tell them apart")
+    require_bool(lower=lower)
     missing = [t for t in ("[UNK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
     if missing:
         raise ValueError(f"vocabulary lacks the special tokens {missing}")
