@@ -170,6 +170,14 @@ def test_objects_of_the_wrong_kind_are_named_at_the_door(call, err, match):
         call()
 
 
+@pytest.mark.parametrize("fn, flag", [(T.scaled_dot_product_attention, "return_weights"), (T.flash_attention, "return_lse"),
+                                      (T.flash_attention_fast, "return_lse"), (T.standard_attention, "return_lse")])
+def test_a_return_flag_must_be_a_bool(fn, flag):
+    q = np.zeros((1, 1, 2, 4))
+    with pytest.raises(TypeError, match=f"{flag} must be True or False, got {flag}='no'"):  # "no" was truthy
+        fn(q, q, q, **{flag: "no"})
+
+
 def test_ffn_takes_its_activation_by_name_as_its_backward_does():
     r = np.random.default_rng(1)
     x, W1, W2 = r.standard_normal((2, 3, 4)), r.standard_normal((4, 8)), r.standard_normal((8, 4))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..require import require_float, require_int, stand_in
+from ..require import require_bool, require_float, require_int, stand_in
 from .attention_checks import softmax
 
 
@@ -23,6 +23,7 @@ def additive_scores(q, k, W_q, W_k, w):
 
 
 def additive_attention(q, k, v, W_q, W_k, w, mask, *, return_weights):
+    require_bool(return_weights=return_weights)  # "no" is truthy
     require_float("v", v)
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in all but the last dim")

@@ -59,6 +59,7 @@ def attention_scores(q, k, scale):
 
 
 def scaled_dot_product_attention(q, k, v, mask, *, scale, return_weights):
+    require_bool(return_weights=return_weights)  # "no" is truthy
     attention_shapes(q, k, v, mask)
     optional_scale(scale)
 

@@ -1,7 +1,7 @@
 """The refusals of `core/heads.py`, one check per public function and of the same name."""
 from __future__ import annotations
 
-from ..require import require_array, require_float, require_int, require_vector
+from ..require import require_array, require_bool, require_float, require_int, require_vector
 from .shared_checks import mask_against
 
 
@@ -85,6 +85,7 @@ def qkv_heads(x, w, h, h_kv, context):
 
 
 def multi_head_attention(x, w, h, h_kv, *, mask, context, return_weights):
+    require_bool(return_weights=return_weights)  # "no" is truthy
     h_kv = h if h_kv is None else h_kv
     projections(x, w, h, h_kv, context)
     h_d_h = w.W_q.shape[1]  # h·d_h, the columns of W_q

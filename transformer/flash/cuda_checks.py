@@ -4,6 +4,7 @@ GPU's compute capability), which `cuda.py` calls once it knows the device."""
 from __future__ import annotations
 
 from ..backend import import_cupy
+from ..require import require_bool
 from .kernel_table import HEAD_SIZES, KERNELS
 from .shared_checks import backward_inputs, backward_kernel_name, kernel_name, packed_doc, plan_options
 
@@ -47,6 +48,7 @@ def on_gpu(**arrays):
 
 
 def flash_attention_cuda(q, k, v, *, causal, scale, return_lse, kernel, doc):
+    require_bool(return_lse=return_lse)
     on_gpu(q=q, k=k, v=v)
     check_inputs(q.shape, k.shape, v.shape, (q.dtype, k.dtype, v.dtype), kernel)
     packed_doc(doc, q.shape[0], q.shape[2], k.shape[2])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core import shared_checks as core_checks
+from ..require import require_bool
 from .shared_checks import packed_doc, tile_options, tiled_shapes
 
 
@@ -16,12 +17,14 @@ def flash_trace_history(self, name):
 
 
 def standard_attention(q, k, v, *, causal, scale, return_lse, io):
+    require_bool(return_lse=return_lse)
     tiled_shapes(q, k, v)
     tile_options(causal)
     core_checks.optional_scale(scale)
 
 
 def flash_attention(q, k, v, *, causal, block_q, block_k, return_lse, scale, version, io, trace, doc):
+    require_bool(return_lse=return_lse)
     tiled_shapes(q, k, v)
     b, h, n_q, _ = q.shape
     tile_options(causal, block_q, block_k)

@@ -27,6 +27,7 @@ def flash_attention_fast_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, bloc
 
 
 def flash_attention_fast(q, k, v, *, causal, block_q, block_k, return_lse, scale, threads):
+    require_bool(return_lse=return_lse)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, np.ndarray):
             raise TypeError(f"flash_attention_fast runs on NumPy arrays on the CPU, {name} is a {type(t).__name__}: "
