@@ -3,6 +3,7 @@ merges (with SmolLM2's own pre-tokenizer: digits one by one, then GPT-2's byte-l
 hand-worked merges, and the chat template rendered by jinja2 from the file's own template."""
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
@@ -120,6 +121,13 @@ def test_a_tokenizer_built_from_bad_parts_is_refused_by_name(change, err, match)
     parts = {"tokens": ["a", "b", "ab", "<s>"], "merges": [("a", "b")], "special": ["<s>"]} | change
     with pytest.raises(err, match=match):
         BPETokenizer(**parts)
+
+
+@pytest.mark.parametrize("ids, what", [(None, "NoneType"), ("ab", "str"), (np.zeros((2, 2), int), "ndarray of shape \\(2, 2\\)")])
+def test_decode_names_ids_that_are_no_sequence(ids, what):
+    tok = BPETokenizer(tokens=["a", "b", "ab"], merges=[("a", "b")])
+    with pytest.raises(TypeError, match=f"ids must be a list or 1-D array of token ids, got {what}"):
+        tok.decode(ids)  # "'NoneType' object is not iterable" before
 
 
 def test_allow_special_must_be_a_bool():

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..require import require_bool, require_int
-from .shared_checks import utf8_text
+from .shared_checks import id_sequence, utf8_text
 
 
 def token_id(i, vocab_size: int, name: str = "token id"):
@@ -66,6 +66,7 @@ def bpe_tokenizer_encode(self, text, *, allow_special):
 
 
 def bpe_tokenizer_pieces(self, ids):
+    id_sequence(ids)
     for k, i in enumerate(ids):
         token_id(i, self.vocab_size, f"ids[{k}]")
 

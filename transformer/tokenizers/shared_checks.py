@@ -1,4 +1,4 @@
-"""Pieces of the refusals that both tokenizers share: a text with a UTF-8 form."""
+"""Pieces of the refusals that both tokenizers share: a text with a UTF-8 form, a sequence of ids."""
 from __future__ import annotations
 
 
@@ -15,3 +15,10 @@ def utf8_text(text, name: str = "text"):
     except UnicodeEncodeError as e:
         raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
                          f"{e.start} has no UTF-8 form") from None
+
+
+def id_sequence(ids):
+    """ids must be a sequence of token ids: a list, a tuple or a 1-D array (None or a str is not one)."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__") or getattr(ids, "ndim", 1) != 1:
+        shape = f" of shape {tuple(ids.shape)}" if hasattr(ids, "shape") else ""
+        raise TypeError(f"ids must be a list or 1-D array of token ids, got {type(ids).__name__}{shape}")

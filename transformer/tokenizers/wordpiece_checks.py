@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..require import require_bool, require_int
-from .shared_checks import utf8_text
+from .shared_checks import id_sequence, utf8_text
 
 
 def sequence_length(max_length):
@@ -47,6 +47,7 @@ def wordpiece_tokenizer_encode(self, text, max_length):
 
 
 def wordpiece_tokenizer_convert_ids_to_tokens(self, ids):
+    id_sequence(ids)
     for k, i in enumerate(ids):
         require_int(**{f"ids[{k}]": i}, low=None)  # Python and NumPy integers, 0-d integer arrays; not 1.5
         if int(i) not in self.inverse:
