@@ -21,10 +21,10 @@
 
     V.howto(root, "Step through the row with ◀ and ▶ (or Tab to the slider and press the arrow keys); " +
       "▶ play reads it all. Watch l shrink when a new maximum arrives.");
-    h("p", {"class": "tfs-small", text: "One query's " + n + " scores x_j are read once, left to right. Only m " +
-      "(the largest so far), l = Σ e^(x_i − m) and the output accumulator O are kept: " +
-      "m_j = max(m_{j−1}, x_j),  l_j = l_{j−1}·e^(m_{j−1} − m_j) + e^(x_j − m_j),  " +
-      "O_j = O_{j−1}·e^(m_{j−1} − m_j) + e^(x_j − m_j)·v_j."}, root);
+    h("p", {"class": "tfs-small", text: "One query's " + n + " scores xⱼ are read once, left to right. Only m " +
+      "(the largest so far), l = Σ e^(xᵢ − m) and the output accumulator O are kept: " +
+      "mⱼ = max(mⱼ₋₁, xⱼ),  lⱼ = lⱼ₋₁·e^(mⱼ₋₁ − mⱼ) + e^(xⱼ − mⱼ),  " +
+      "Oⱼ = Oⱼ₋₁·e^(mⱼ₋₁ − mⱼ) + e^(xⱼ − mⱼ)·vⱼ."}, root);
     var stepper = V.stepper(root, {label: "scores read", max: n, value: st.t, role: "step", interval: 1000,
       format: function (v) { return v + " / " + n; }, onInput: function (v) { st.t = v; render(); }});
     var caption = h("p", {"class": "tfs-info", "data-role": "online-info"}, root);
@@ -112,7 +112,7 @@
       row("l", "l", step.l, step.l.toFixed(4),
           (step.m_old === null ? "0" : lPrev.toFixed(4) + " × " + step.alpha.toFixed(4)) + " + " + step.term.toFixed(4));
       row("O", "O", step.O.join(","), vec(step.O), "O·e^(m before − m) + e^(x − m)·v" + sub(t));
-      h("p", {"class": "tfs-small tfs-muted", text: "l is always Σ_{i ≤ j} e^(x_i − m_j): when m rises, one " +
+      h("p", {"class": "tfs-small tfs-muted", text: "l is always the sum of e^(xᵢ − mⱼ) over i ≤ j: when m rises, one " +
         "multiplication fixes every earlier term at once."}, stateBox);
     }
 
@@ -140,7 +140,7 @@
         h("div", {"class": "tfs-bar-value", "data-role": "weight", "data-j": j, "data-w": w === null ? "" : w,
                   text: w === null ? "not read" : w.toFixed(4)}, bars);
       });
-      h("p", {"class": "tfs-small tfs-muted", text: "p_i = e^(x_i − m) / l over the scores read so far: " +
+      h("p", {"class": "tfs-small tfs-muted", text: "pᵢ = e^(xᵢ − m) / l over the scores read so far: " +
         "exactly the softmax of that prefix. The last step's are the softmax of the whole row."}, outBox);
     }
 
