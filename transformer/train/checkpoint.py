@@ -167,9 +167,13 @@ def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo):  # -> the array its 
 def json_value(text: str, path, key: str | None = None):
     """json.loads, each problem one line naming the file (and the member `key`). JSON
     nested deeper than Python's recursion limit (about 1,000 levels; a config nests 3) is refused
-    by the decoder itself with a RecursionError: named here, as any other bad JSON."""
+    by the decoder itself with a RecursionError: named here, as any other bad JSON. NaN and Infinity,
+    which Python's json reads but strict JSON has not, are refused, as the writers refuse them."""
+    def no_constant(name):
+        raise ValueError(f"{path}: {key + ' holds' if key else 'holds'} {name}, which is not a JSON number "
+                         "(the package writes strict JSON)")
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=no_constant)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: {key + ' is ' if key else ''}not valid JSON ({e})") from None
     except RecursionError:
