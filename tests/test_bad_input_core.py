@@ -158,6 +158,8 @@ def test_the_memory_check_reads_each_kind_of_dtype():
     (lambda: T.unpack(np.zeros((1, 2)), None), TypeError, r"packed must be what pack_documents returns"),
     (lambda: T.continued_positions(None), TypeError, r"packed must be what pack_documents returns"),
     (lambda: T.attended_pairs(np.full((3, 3), 0.5)), TypeError, r"mask must be boolean .*got dtype float64"),
+    (lambda: T.same_document(np.zeros((1, 3)), np.zeros((1, 3), int)), TypeError,
+     r"doc_q must hold integer document indices, got dtype float64"),
     (lambda: T.WordPieceTokenizer(["[UNK]", "[CLS]"]), TypeError, r"vocab must be a dict of token -> id"),
     (lambda: T.WordPieceTokenizer({"[UNK]": "0"}), ValueError, r"vocab must map str tokens to ids ≥ 0, got '\[UNK\]'"),
     (lambda: T.WordPieceTokenizer({"[UNK]": 0, "[CLS]": 0}), ValueError, r"two tokens the same id"),

@@ -103,6 +103,9 @@ def same_document(doc_q, doc_k):
     if doc_q.ndim != 2 or doc_k.ndim != 2 or doc_q.shape[0] != doc_k.shape[0]:
         raise ValueError(f"doc_q and doc_k must be (b, n_q) and (b, n_k), got shapes {tuple(doc_q.shape)} "
                          f"and {tuple(doc_k.shape)}")
+    for name, doc in (("doc_q", doc_q), ("doc_k", doc_k)):  # as document_mask: 0.5 is no document
+        if not get_xp(doc).isdtype(doc.dtype, "integral"):
+            raise TypeError(f"{name} must hold integer document indices, got dtype {doc.dtype}")
 
 
 def document_mask(doc, *, causal):
