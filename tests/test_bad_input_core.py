@@ -233,6 +233,9 @@ def test_no_keys_in_cross_attention_and_no_lengths():
     w = T.AttentionWeights(*(np.zeros((8, 8)) for _ in range(4)))
     with pytest.raises(ValueError, match=r"n_k must be ≥ 1 \(no keys to attend to\), got n_k=0"):
         T.multi_head_attention(np.zeros((1, 3, 8)), w, 2, context=np.zeros((1, 0, 8)))
+    with pytest.raises(ValueError, match=r"n_k must be ≥ 1 \(no keys to attend to\), got n_k=0"):  # softmax's "x" before
+        T.additive_attention(np.zeros((1, 1, 3, 4)), np.zeros((1, 1, 0, 4)), np.zeros((1, 1, 0, 4)),
+                             np.zeros((4, 5)), np.zeros((4, 5)), np.zeros(5))
     with pytest.raises(ValueError, match=r"lengths is empty.*give n"):
         T.padding_mask([])
     assert T.padding_mask([], 3).shape == (0, 1, 1, 3)  # no sequences, but n given: a valid empty batch

@@ -28,6 +28,8 @@ def additive_attention(q, k, v, W_q, W_k, w, mask, *, return_weights):
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in all but the last dim")
     additive_scores(q, k, W_q, W_k, w)
+    if k.shape[-2] == 0:  # else softmax's own message, about its x
+        raise ValueError(f"n_k must be ≥ 1 (no keys to attend to), got n_k=0: k has shape {tuple(k.shape)}")
     batch = np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]))
     softmax(stand_in(q, (*batch, q.shape[-2], k.shape[-2])), -1, mask)  # the scores e [..., n_q, n_k] and the mask
 
