@@ -372,27 +372,33 @@ class Llama:
         Only the h_kv key/value heads are stored: GQA makes SmolLM2's cache h / h_kv = 3× smaller;
         in float32, 2·30·3·64·4 = 46,080 bytes per token.
         """
-        return counting.kv_cache_bytes(self.config, n_tokens, batch=b, dtype=np.dtype(self.weights.W_E.dtype))
+        return counting.kv_cache_bytes(self.config, n_tokens, batch=b, dtype=self.weights.W_E.dtype)  # any backend's dtype
 
     @checked_by(checks.llama_generation_bytes)
     def generation_bytes(self, n_prompt: int, max_new_tokens: int, *, b: int = 1, use_cache: bool = True) -> int:
         """Memory a generation takes beyond the weights, at its peak: the KV cache of n_prompt +
         max_new_tokens tokens, plus the largest attention pass: SDPA_BUFFERS float32 arrays of
         (b, h, n_q, n_k) and its (n_q, n_k) boolean mask in forward(), or on the fast path (NumPy
-        with the cache) one such array softmaxed in place and the mask as booleans and a float32 bias.
+        with the cache) one such array softmaxed in place and the mask as booleans and a float32 bias;
+        plus what grows with the batch: the last position's logits (b, v) and the copy sampling makes
+        of them, and a pass's SwiGLU activations, three float32 arrays of (b, n_q, d_ff) (a batch of
+        10⁵ short prompts held 20 GB of logits beside its 14 GB cache).
         With the cache, prefill passes hold n_q ≤ PREFILL_CHUNK queries over the keys so far; without
         it, the last step recomputes all n_prompt + max_new_tokens − 1 positions (9.2 GB for SmolLM2
         at 8,000). In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.16 GB of passes."""
         n_prompt, max_new_tokens, b = int(n_prompt), int(max_new_tokens), int(b)
         if use_cache:
             cache = self.kv_cache_bytes(n_prompt + max_new_tokens, b)
-            qk = max(min(PREFILL_CHUNK, n_prompt - c0) * min(n_prompt, c0 + PREFILL_CHUNK)
-                     for c0 in range(0, n_prompt, PREFILL_CHUNK))  # largest n_q · n_k of a prefill pass
+            last = PREFILL_CHUNK * ((n_prompt - 1) // PREFILL_CHUNK)  # where the last prefill pass starts
+            qk = max((n_prompt - last) * n_prompt, PREFILL_CHUNK * last)  # largest n_q · n_k of a pass: the last, or
+            # the full one before it (a pass's n_q · n_k grows with its start until the last, which may be short)
         else:
             cache, qk = 0, max(n_prompt, n_prompt + max_new_tokens - 1) ** 2
+        n_q = min(n_prompt, PREFILL_CHUNK) if use_cache else n_prompt + max_new_tokens - 1  # a pass's queries
+        batch = 2 * b * self.config.v * 4 + 3 * b * n_q * self.config.d_ff * 4  # logits and their copy; SwiGLU
         if use_cache and self.fast_path and isinstance(self.weights.W_E, np.ndarray):  # llama_fast.FastForward
-            return cache + b * self.config.h * qk * 4 + 5 * b * qk
-        return cache + SDPA_BUFFERS * b * self.config.h * qk * 4 + qk
+            return cache + batch + b * self.config.h * qk * 4 + 5 * b * qk
+        return cache + batch + SDPA_BUFFERS * b * self.config.h * qk * 4 + qk
 
     def _stop_ids(self):
         eos = None if self.tokenizer is None else self.tokenizer.eos_id

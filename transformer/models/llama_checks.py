@@ -65,8 +65,11 @@ def context_length(self: Llama, n: int):
         raise ValueError(f"{n} tokens exceed the model's context of n_ctx={self.config.n_ctx}")
 
 
-def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, top_k, top_p):
-    """A generation request, refused before any work, naming the bad setting."""
+def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, top_k, top_p, *, b: int = 1,
+                       use_cache: bool = True):
+    """A generation request, refused before any work, naming the bad setting: its sampling, its length
+    against the context, and its memory (the KV cache of b rows, the largest attention pass) against the
+    memory available, before the cache is allocated."""
     require_int(max_new_tokens=max_new_tokens)
     sampling_checks.check_sampling(temperature, top_k, top_p)
     if n_prompt + max_new_tokens > self.config.n_ctx:
@@ -74,6 +77,9 @@ def generation_request(self: Llama, n_prompt: int, max_new_tokens, temperature, 
         raise ValueError(f"a prompt of {tokens} + max_new_tokens={max_new_tokens} = "
                          f"{n_prompt + max_new_tokens} tokens exceed the model's context of "
                          f"n_ctx={self.config.n_ctx}: shorten the prompt or lower max_new_tokens")
+    rows = f"{b} rows of " if b > 1 else ""
+    shared_checks.fits_in_memory(f"generating {rows}{n_prompt} + {max_new_tokens} tokens",
+                                 self.generation_bytes(n_prompt, max_new_tokens, b=b, use_cache=use_cache), self.xp)
 
 
 def llama_encode(self: Llama, prompt):
@@ -139,6 +145,9 @@ def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b, use_cach
     require_int(n_prompt=n_prompt, b=b, low=1)
     require_int(max_new_tokens=max_new_tokens)
     require_bool(use_cache=use_cache)
+    if n_prompt + max_new_tokens > self.config.n_ctx:
+        raise ValueError(f"n_prompt={n_prompt} + max_new_tokens={max_new_tokens} tokens exceed the model's context of "
+                         f"n_ctx={self.config.n_ctx}: no generation holds that many")
 
 
 def sampling_seed(seed):
@@ -172,9 +181,9 @@ def llama_stream(self: Llama, prompt, max_new_tokens, temperature, top_k, top_p,
     ids = self.encode(prompt)
     if not ids:
         raise ValueError("the prompt is empty: give at least one token")
-    generation_request(self, len(ids), max_new_tokens, temperature, top_k, top_p)
-    sampling_seed(seed)
     require_bool(use_cache=use_cache, stop_at_eos=stop_at_eos)
+    generation_request(self, len(ids), max_new_tokens, temperature, top_k, top_p, use_cache=use_cache)
+    sampling_seed(seed)
     if use_cache and cache is not None:
         given_cache(self, cache, len(ids) + int(max_new_tokens))
     return {"prompt": ids, "suppress_tokens": suppressed_ids(self, suppress_tokens)}
@@ -205,7 +214,7 @@ def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_
     rows = [self.encode(p) for p in prompts]
     if not rows or not all(rows):
         raise ValueError("generate_batch needs at least one prompt and no empty prompt")
-    generation_request(self, max(map(len, rows)), max_new_tokens, temperature, top_k, top_p)
+    generation_request(self, max(map(len, rows)), max_new_tokens, temperature, top_k, top_p, b=len(rows))
     sampling_seed(seed)
     require_bool(stop_at_eos=stop_at_eos)
     return {"prompts": rows}
