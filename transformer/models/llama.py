@@ -385,7 +385,7 @@ class Llama:
         10⁵ short prompts held 20 GB of logits beside its 14 GB cache).
         With the cache, prefill passes hold n_q ≤ PREFILL_CHUNK queries over the keys so far; without
         it, the last step recomputes all n_prompt + max_new_tokens − 1 positions (9.2 GB for SmolLM2
-        at 8,000). In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.16 GB of passes."""
+        at 8,000). In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.17 GB of passes."""
         n_prompt, max_new_tokens, b = int(n_prompt), int(max_new_tokens), int(b)
         if use_cache:
             cache = self.kv_cache_bytes(n_prompt + max_new_tokens, b)
