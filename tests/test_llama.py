@@ -299,6 +299,19 @@ def test_bad_inputs(model):
     assert model.generate("hi", max_new_tokens=0) == []
 
 
+def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(model):
+    # 4 MB of spaces took 32 s to tokenize before "62500 tokens exceed n_ctx"; no token stands for more bytes
+    # than the longest one, so the count has a floor known from the length alone
+    longest = max(len(model.tokenizer.token_bytes(i)) for i in range(model.tokenizer.vocab_size))
+    assert model.tokenizer.max_token_bytes == longest
+    with pytest.raises(ValueError, match=rf"a text of 4,000,000 bytes holds at least {-(-4_000_000 // longest):,} "
+                                         r"tokens .*n_ctx=8192: shorten it"):
+        model.generate(" " * 4_000_000, 1)
+    just_in = " " * (8192 * longest)  # may or may not fit: tokenized, then counted
+    with pytest.raises(ValueError, match="exceed the model's context"):
+        model.logits(just_in)
+
+
 def test_bad_files(tmp_path, monkeypatch):
     from importlib import metadata
     import gguf

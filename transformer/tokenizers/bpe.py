@@ -17,7 +17,7 @@ from __future__ import annotations
 import codecs
 import heapq
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import regex
 
@@ -142,6 +142,12 @@ class BPETokenizer:
     @property
     def vocab_size(self) -> int:
         return len(self.tokens)
+
+    @cached_property
+    def max_token_bytes(self) -> int:
+        """The most bytes one token stands for (81 for SmolLM2): a text of N bytes holds at least
+        ⌈N / max_token_bytes⌉ tokens, known before it is tokenized."""
+        return max((len(self.token_bytes(i)) for i in range(self.vocab_size)), default=1)
 
     # --- encoding -------------------------------------------------------------------
     def bpe(self, word: str) -> list[str]:
