@@ -259,6 +259,25 @@ def test_generation_bytes_follow_the_path_that_runs():
     assert formulas[False] > 3 * formulas[True]
 
 
+def test_float16_weights_take_the_readable_engine_and_integer_weights_are_refused():
+    """The fast engine views pairs of floats as complex numbers, which float16 has no NumPy type for: float16
+    weights failed inside a reshape as soon as the cache was used. They take the readable engine, whose
+    tokens equal the uncached pass's; integer weights are refused when the model is built."""
+    cfg = llama_mod.LlamaConfig(L=2, d=32, h=4, h_kv=2, d_h=8, d_ff=48, v=64, n_ctx=64)
+    w = T.random_llama(cfg, seed=0).weights
+
+    def cast(dt):
+        f = lambda a: None if a is None else a.astype(dt)  # noqa: E731
+        layers = [type(lw)(**{k: f(v) for k, v in vars(lw).items()}) for lw in w.layers]
+        return type(w)(**{**{k: f(v) for k, v in vars(w).items() if k != "layers"}, "layers": layers})
+    m16 = llama_mod.Llama(cfg, cast(np.float16))
+    cached = m16.generate([1, 2, 3], 8, stop_at_eos=False)
+    assert m16.last_stats.engine == "readable"
+    assert cached == m16.generate([1, 2, 3], 8, stop_at_eos=False, use_cache=False)
+    with pytest.raises(TypeError, match="W_E must be a floating-point array, got dtype int32"):
+        llama_mod.Llama(cfg, cast(np.int32))
+
+
 def test_generation_bytes_count_what_grows_with_the_batch():
     """2,000 short prompts at once: the logits (b, v) and the copy sampling makes hold the peak, not the
     cache (2.6 MB). tracemalloc's peak within 15 % of generation_bytes (it counted the cache and the

@@ -257,6 +257,7 @@ class Llama:
     fast_path = True  # generation through the cache runs llama_fast.FastForward where it applies; False: forward()
     device_step = "graph"  # on a GPU, decode as a CUDA graph where it applies (generation.device_kind); None: never
 
+    @checked_by(checks.llama_init)
     def __init__(self, config: LlamaConfig, weights: LlamaWeights, tokenizer=None, *, xp=None):
         self.config, self.weights, self.tokenizer = config, weights, tokenizer
         self.xp = get_xp(weights.W_E) if xp is None else namespace(xp)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..backend import to_numpy
 from ..core import embedding_checks, packing_checks, sampling_checks, shared_checks
-from ..require import require_bool, require_int, require_real, stand_in
+from ..require import require_bool, require_float, require_int, require_real, stand_in
 from ..tokenizers import shared_checks as tokenizer_shared
 from .shared_checks import layer_and_head
 
@@ -57,6 +57,15 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
                         f"got {type(attention).__name__}")
     if saved is not None and not isinstance(saved, dict):
         raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
+
+
+def llama_init(self: Llama, config, weights, tokenizer, *, xp):
+    """Floating-point weights: an integer table ran until the KV cache refused its keys, named k_new."""
+    arrays = [("W_E", weights.W_E), ("norm", weights.norm), ("W_out", weights.W_out)]
+    arrays += [(f"layers[{i}].{name}", a) for i, lw in enumerate(weights.layers) for name, a in vars(lw).items()]
+    for name, a in arrays:
+        if a is not None:
+            require_float(name, a)
 
 
 def context_length(self: Llama, n: int):

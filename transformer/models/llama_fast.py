@@ -186,8 +186,10 @@ class FastForward:
 
     @staticmethod
     def applies(w, cache) -> bool:
-        """NumPy weights and the contiguous KVCache: what this class is written for."""
-        return type(cache) is KVCache and isinstance(w.W_E, np.ndarray) and isinstance(cache.k[0], np.ndarray)
+        """NumPy weights in float32 or float64 and the contiguous KVCache: what this class is written for (its
+        RoPE views pairs of floats as complex numbers, which float16 has no NumPy type for)."""
+        return (type(cache) is KVCache and isinstance(w.W_E, np.ndarray) and isinstance(cache.k[0], np.ndarray)
+                and w.W_E.dtype in (np.float32, np.float64))
 
     @classmethod
     def for_model(cls, model, cache):  # Llama, cache -> FastForward or None
