@@ -547,7 +547,8 @@ def test_generation_refuses_nan_logits_from_the_model(temperature):
     with pytest.raises(ValueError, match="^logits contain NaN$") as expected:
         T.sample_next(m.logits([1, 2, 3])[-1], temperature=temperature)
     for run in (lambda: m.generate([1, 2, 3], max_new_tokens=3, temperature=temperature),
-                lambda: m.generate_batch([[1, 2, 3], [4]], max_new_tokens=3, temperature=temperature)):
+                lambda: m.generate_batch([[1, 2, 3], [4]], max_new_tokens=3, temperature=temperature),
+                lambda: m.next_token_probs([1, 2, 3], 3)):  # it ranked NaN probabilities
         with pytest.raises(ValueError, match="at generation step 0: no token can be chosen") as got:
             run()
         assert f"the model's {expected.value} at generation step 0" in str(got.value)  # sample_next's words, and when

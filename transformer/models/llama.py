@@ -36,6 +36,7 @@ from ..core.kv_cache import KVCache
 from ..core.layers import rms_norm, swiglu_ffn
 from ..core.masks import causal_mask
 from ..core.packing import pack_documents, unpack
+from ..core import sampling_checks
 from ..core.sampling import sampling_settings
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats", "forward", "decoder_block",
@@ -354,9 +355,12 @@ class Llama:
 
     @checked_by(checks.llama_next_token_probs)
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
-        """The k most likely next tokens after `prompt`: (id, text, probability), best first."""
-        p = to_numpy(softmax(forward(self._ids_array(ids := self.encode(prompt)), self.weights, self.config,
-                                     *self.rope_tables(len(ids)), last_only=True)[0, -1, :]))  # [v]: v logits, not n·v
+        """The k most likely next tokens after `prompt`: (id, text, probability), best first. Logits of NaN
+        or +inf (broken weights) are refused, as generation refuses them, rather than ranked."""
+        z = forward(self._ids_array(ids := self.encode(prompt)), self.weights, self.config,
+                    *self.rope_tables(len(ids)), last_only=True)[:, -1, :]  # [1, v]: v logits, not n·v
+        sampling_checks.step_logits(z, 0)
+        p = to_numpy(softmax(z[0]))  # [v]
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
 
