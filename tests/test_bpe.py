@@ -130,6 +130,29 @@ def test_decode_names_ids_that_are_no_sequence(ids, what):
         tok.decode(ids)  # "'NoneType' object is not iterable" before
 
 
+def test_an_iterator_is_refused_where_the_check_would_use_it_up():
+    # tok.decode(iter(ids)) returned '' and apply_chat_template(iter(messages)) only the assistant header
+    tok = BPETokenizer(tokens=["a", "b", "ab", "<s>"], merges=[("a", "b")], special=["<s>"])
+    assert tok.decode([2, 0]) == "aba"
+    with pytest.raises(TypeError, match="ids must be a list or 1-D array of token ids, got list_iterator"):
+        tok.decode(iter([2, 0]))
+    with pytest.raises(TypeError, match="messages must be a str or a list of .* dicts, got list_iterator"):
+        tok.apply_chat_template(iter([{"role": "user", "content": "x"}]))
+
+
+@pytest.mark.parametrize("messages, flag, match", [
+    ({"role": "user", "content": "x"}, True, r"got one dict: wrap it in \[ \]"),
+    ([{"role": None, "content": "x"}], True, r"message 0's role must be a str, got NoneType"),
+    ([{"role": "user", "content": [1, 2]}], True, r"message 0's content must be a str, got list"),
+    ("hi", "no", r"add_generation_prompt must be True or False"),
+])
+def test_a_chat_of_the_wrong_shape_is_named(messages, flag, match):
+    # None and [1, 2] were written into the prompt as the text "None" and "[1, 2]"
+    tok = BPETokenizer(tokens=["a", "b", "ab", "<s>"], merges=[("a", "b")], special=["<s>"])
+    with pytest.raises(TypeError, match=match):
+        tok.apply_chat_template(messages, add_generation_prompt=flag)
+
+
 def test_allow_special_must_be_a_bool():
     tok = BPETokenizer(tokens=["a", "b", "ab", "<s>"], merges=[("a", "b")], special=["<s>"])
     with pytest.raises(TypeError, match="allow_special must be True or False, got allow_special=0"):

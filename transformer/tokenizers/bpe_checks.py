@@ -80,10 +80,18 @@ def bpe_tokenizer_decode(self, ids):
 
 
 def bpe_tokenizer_apply_chat_template(self, messages, add_generation_prompt):
+    require_bool(add_generation_prompt=add_generation_prompt)
     if isinstance(messages, str):
         return
+    if isinstance(messages, dict):
+        raise TypeError("messages must be a list of {'role', 'content'} dicts, got one dict: wrap it in [ ]")
+    if not isinstance(messages, (list, tuple)):  # an iterator would be used up here, and the template get nothing
+        raise TypeError(f"messages must be a str or a list of {{'role', 'content'}} dicts, got {type(messages).__name__}")
     if not messages:
         raise ValueError("apply_chat_template needs at least one message")
     for k, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
-            raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r}")
+            raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r:.80}")
+        for field in ("role", "content"):
+            if not isinstance(m[field], str):  # None was written as the text "None"
+                raise TypeError(f"message {k}'s {field} must be a str, got {type(m[field]).__name__} {m[field]!r:.40}")

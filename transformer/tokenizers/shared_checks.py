@@ -18,7 +18,9 @@ def utf8_text(text, name: str = "text"):
 
 
 def id_sequence(ids):
-    """ids must be a sequence of token ids: a list, a tuple or a 1-D array (None or a str is not one)."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__") or getattr(ids, "ndim", 1) != 1:
+    """ids must be a sequence of token ids: a list, a tuple or a 1-D array (None, a str or an iterator is not
+    one)."""
+    if (isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__") or not hasattr(ids, "__len__")
+            or getattr(ids, "ndim", 1) != 1):  # an iterator would be used up by the check: decode got nothing
         shape = f" of shape {tuple(ids.shape)}" if hasattr(ids, "shape") else ""
         raise TypeError(f"ids must be a list or 1-D array of token ids, got {type(ids).__name__}{shape}")
