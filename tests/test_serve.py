@@ -236,6 +236,61 @@ def test_other_refusals(api):
     assert request(api, "GET", "/index.html")[0] == 404  # no site folder: the API only
 
 
+def test_hostile_requests_get_a_4xx_not_a_500_or_nothing(tmp_path):
+    """Found by a hostile client: each was a 500, or a connection closed with no status line."""
+    (tmp_path / "index.html").write_text("<html><head></head></html>")
+    server = S.make_server(tmp_path, "127.0.0.1", 0)  # no model is asked for: none is loaded
+    port = start(server)
+    json_headers = {"Content-Type": "application/json"}
+    try:
+        assert request(port, "GET", "/%00")[0] == 404  # a NUL byte in the name: open() raised ValueError
+        assert request(port, "GET", "/index.html%00.css")[0] == 404
+        assert request(port, "GET", "/" + "a" * 5000)[0] == 404  # the file system's ENAMETOOLONG
+        for length in ("²", "¹²", "9" * 5000):  # '²'.isdigit() is True; int() of 5,000 digits is refused
+            status, d = request(port, "POST", "/api/next", b"{}", {**json_headers, "Content-Length": length})
+            assert status == 400 and d["error"].startswith("bad Content-Length"), (length[:5], status, d)
+        deep = b"[" * 30000 + b"]" * 30000  # under the 64 KiB limit
+        status, d = request(port, "POST", "/api/next", deep, {**json_headers, "Content-Length": len(deep)})
+        assert status == 400 and "nested deeper" in d["error"]
+        status, d = post(port, "next", {"text": "hi", "temperature": int("9" * 400)})  # float() overflowed
+        assert status == 400 and "got an integer of 400 digits" in d["error"]
+        for method in ("PUT", "DELETE", "PATCH", "OPTIONS"):  # an HTML 501 before, on the JSON API
+            status, d = request(port, method, "/api/next")
+            assert status == 405 and "is not an API method" in d["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_client_that_stops_reading_gets_no_second_response_inside_the_first(monkeypatch):
+    """A write that times out mid-answer was caught as a failed request: a 500 was written into the middle
+    of the 200's body, and logged as a 500. Now the connection closes and the log says what happened."""
+    monkeypatch.setattr(S, "READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(A, "answer", lambda models, name, body: ({"x": "a" * 20_000_000}, 0.0))  # 20 MB
+    lines = []
+    server = S.make_server(None, "127.0.0.1", 0, models=A.Models(None, None), log=lines.append)
+    port = start(server)
+    body = b'{"text": "hi"}'
+    try:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            deadline = time.monotonic() + 30
+            while not lines and time.monotonic() < deadline:  # not reading: the server's write times out
+                time.sleep(0.1)
+            s.settimeout(10)
+            raw = b""
+            while chunk := s.recv(1 << 16):
+                raw += chunk
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert raw.startswith(b"HTTP/1.0 200") and raw.count(b"HTTP/1.0") == 1 and len(raw) < 20_000_000
+    assert lines == ["POST /api/next -> 200, not delivered: the client stopped reading"]
+
+
 def test_a_full_queue_answers_503(models):
     """One request runs (here: waits for the model, which the test holds), `queue_limit` wait behind
     it; the next is refused at once with 503, and the queued ones are answered once the model is free."""

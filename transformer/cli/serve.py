@@ -75,6 +75,7 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
     import contextlib
     import http.server
     import json
+    import re
     import threading
 
     from threadpoolctl import ThreadpoolController
@@ -131,6 +132,13 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         # --- GET: the site's files (HTML pages with the live tag), and /api/status
         def do_GET(self):
+            try:
+                return self.get()
+            except (OSError, ValueError):  # a name too long for the file system, a NUL byte: no such file
+                if not self.wfile.closed:
+                    self.send_error(404, "File not found")
+
+        def get(self):
             name = self.api_name()
             if name is not None:
                 if name == "status":
@@ -156,20 +164,40 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         # --- POST: the API
         def do_POST(self):
-            name = self.api_name()
+            name, seconds = self.api_name(), None
             try:
                 if name is None:
                     raise ApiError(404, f"POST {self.path[:60]} is not an endpoint: POST to /api/NAME")
                 body = self.read_body()
                 with self.server.queue.turn():
                     out, seconds = answer(self.server.models, name, body)
-                self.send_json(200, out, seconds)
+                code = 200
             except ApiError as e:
-                self.send_json(e.status, {"error": e.message})
+                code, out = e.status, {"error": e.message}
             except MemoryError:
-                self.send_json(503, {"error": "out of memory: try a shorter text"})
+                code, out = 503, {"error": "out of memory: try a shorter text"}
             except Exception as e:  # a bug: one line for the client and the log, never a traceback
-                self.send_json(500, {"error": f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:200]}"})
+                code, out = 500, {"error": f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:200]}"}
+            try:  # apart: a client that stops reading mid-answer gets no second response inside the first
+                self.send_json(code, out, seconds)
+            except OSError as e:  # gone (a reset, a broken pipe) or not reading (the timeout)
+                self.close_connection = True
+                if log is not None:
+                    log(f"{self.command} {self.path[:80]} -> {code}, not delivered: the client "
+                        f"{'stopped reading' if isinstance(e, TimeoutError) else 'left'}")
+
+        def refuse_method(self):  # PUT, DELETE … on /api/: JSON, as every API error; elsewhere the usual 501
+            if self.api_name() is None:
+                return self.send_error(501, f"Unsupported method ({self.command!r})")
+            body = json.dumps({"error": f"{self.command} is not an API method: GET /api/status, POST the others"})
+            self.send_response(405)
+            self.send_header("Allow", "GET, POST")
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body.encode())))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = refuse_method
 
         def read_body(self):
             """The JSON body, refused from its headers before it is read when it is missing, too long
@@ -177,26 +205,32 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             length = self.headers.get("Content-Length")
             if length is None:
                 raise ApiError(411, "a request body needs a Content-Length header")
-            if not length.strip().isdigit():
+            if not re.fullmatch(r"[0-9]{1,12}", length.strip()):  # ASCII digits: '²' passes isdigit()
                 raise ApiError(400, f"bad Content-Length {length[:20]!r}")
             if int(length) > MAX_BODY:
                 raise ApiError(413, f"the request body is {int(length):,} bytes, over the limit of {MAX_BODY:,}")
             kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             if kind != "application/json":  # a page elsewhere cannot send this without asking first (CORS)
                 raise ApiError(415, f"Content-Type must be application/json, got {kind[:40] or 'none'!r}")
-            raw = self.rfile.read(int(length))
+            try:
+                raw = self.rfile.read(int(length))
+            except TimeoutError:
+                raise ApiError(408, f"the body did not arrive within {READ_TIMEOUT_S} s") from None
             try:
                 return json.loads(raw.decode("utf-8"), parse_constant=refuse_constant)
             except UnicodeDecodeError as e:
                 raise ApiError(400, f"the body is not UTF-8 (byte {e.start})") from None
             except ValueError as e:
                 raise ApiError(400, f"bad JSON: {e}") from None
+            except RecursionError:  # '[' × 30,000 fits in the 64 KiB
+                raise ApiError(400, "bad JSON: nested deeper than Python's recursion limit") from None
 
     def refuse_constant(name):
         raise ValueError(f"{name} is not a number JSON allows")
 
     class LiveServer(http.server.ThreadingHTTPServer):
         daemon_threads = True  # a client that hangs does not keep the process alive at Ctrl-C
+        request_queue_size = 128  # the listen backlog: at 5, 12 pages' parallel requests waited 1 s for a retry
 
         def finish_request(self, request, client_address):
             Handler(request, client_address, self, directory=str(self.site_dir or "."))

@@ -106,9 +106,9 @@ def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = 
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"{name!r} must be an integer, got {type(value).__name__}")
     if hi is None and value < lo:
-        raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {value}")
+        raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {str(value)[:20]}")
     if hi is not None and not lo <= value <= hi:
-        raise ApiError(400, f"{name!r} must be in {lo} … {hi}, got {value}")
+        raise ApiError(400, f"{name!r} must be in {lo} … {hi}, got {str(value)[:20]}{'…' if len(str(value)) > 20 else ''}")
     return value
 
 
@@ -116,7 +116,11 @@ def number_field(body, name: str, default: float, lo: float, hi: float, lo_open:
     value = body.get(name, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ApiError(400, f"{name!r} must be a number, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer of 400 digits: no float
+        raise ApiError(400, f"{name!r} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got an integer of "
+                            f"{len(str(abs(value)))} digits") from None
     if not math.isfinite(value) or value > hi or value < lo or (lo_open and value == lo):
         raise ApiError(400, f"{name!r} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {value:g}")
     return value
