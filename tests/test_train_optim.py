@@ -183,6 +183,13 @@ def _step_call(**over):
                                 **{k: v for k, v in over.items() if k in ("betas", "eps", "weight_decay", "decay")})
 
 
+def _stepped_state(t):
+    params = {"W": np.ones((2, 3))}
+    state = T.adamw_state(params)
+    state.t = t
+    T.adamw_step(params, {"W": np.ones((2, 3))}, state, 0.1)
+
+
 @pytest.mark.parametrize("call,err,match", [
     (_step_call(lr=-0.1), ValueError, r"lr must be ≥ 0, got lr=-0.1"),
     (_step_call(lr=math.nan), ValueError, r"lr must be a finite number"),
@@ -200,6 +207,9 @@ def _step_call(**over):
     (_step_call(grads={"W": np.ones((2, 3), int), "b": np.ones(3)}), TypeError,
      r"grads\['W'\] must be a floating-point array"),
     (_step_call(state="fresh"), TypeError, r"state must be an AdamWState"),
+    (_step_call(eps=0.0), ValueError, r"eps must be > 0: it keeps m̂ / \(√v̂ \+ ε\) finite"),  # 0/0 on a zero gradient
+    (lambda: _stepped_state(-1), ValueError, r"state.t must be an integer ≥ 0, got state.t=-1"),  # ZeroDivisionError
+    (lambda: _stepped_state(1.5), ValueError, r"state.t must be an integer ≥ 0, got state.t=1.5"),  # passed
     (lambda: T.adamw_state({}), ValueError, r"params is empty"),
     (lambda: T.adamw_state([np.ones(2)]), TypeError, r"params must be a dict"),
     (lambda: T.lr_at(0, lr_max=-1.0, warmup=1, total=2), ValueError, r"need 0 ≤ lr_min ≤ lr_max"),

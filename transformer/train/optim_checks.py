@@ -29,7 +29,10 @@ def adamw_step(params, grads, state, lr, *, betas, eps, weight_decay, decay):
         raise TypeError(f"state must be an AdamWState (adamw_state(params)), got {type(state).__name__}")
     same_arrays("state.m", state.m, params)
     same_arrays("state.v", state.v, params)
+    require_int(**{"state.t": state.t})  # the steps taken: -1 divided by zero in the bias correction, 1.5 passed
     optimizer_settings(lr, betas, eps, weight_decay, decay)
+    if eps == 0:  # m̂ / (√v̂ + ε) is 0 / 0 for a parameter whose gradients have all been 0
+        raise ValueError("eps must be > 0: it keeps m̂ / (√v̂ + ε) finite where v̂ = 0, got eps=0")
 
 
 def lr_at(step, *, lr_max, warmup, total, lr_min):
