@@ -480,8 +480,11 @@ class Llama:
 
         Padding goes on the left so every sequence's last prompt token sits in the same
         column; padded keys are masked out and each row's positions start at 0 on its
-        first real token, so each row gets the same tokens as when generated alone. Each decode
-        step reads every weight once for all b rows. Timings land in `self.last_stats` (batch=b).
+        first real token, so each row's logits are those it has alone, and greedy rows get the same
+        tokens as when generated alone. Sampled rows draw from one random stream, one uniform a row
+        at each step, so a row's draws depend on the rows beside it: a batch of one equals
+        `generate` with the same seed, a longer one does not. Each decode step reads every weight
+        once for all b rows. Timings land in `self.last_stats` (batch=b).
         """
         rows = [self.encode(p) for p in prompts]
         b = len(rows)
