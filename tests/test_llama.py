@@ -280,6 +280,8 @@ def test_cache_option_takes_any_cache_with_the_interface(model):
 
     ours = model.generate("The capital of France is", max_new_tokens=4, cache=ListCache(30))
     assert ours == model.generate("The capital of France is", max_new_tokens=4)
+    with pytest.raises(TypeError, match="cache must be a KV cache, with length, update and advance .*got str"):
+        model.generate("The capital of France is", max_new_tokens=4, cache="x")  # an AttributeError inside before
 
 
 # --- bad input ------------------------------------------------------------------------

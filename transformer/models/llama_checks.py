@@ -172,6 +172,9 @@ def sampling_seed(seed):
 
 def given_cache(self: Llama, cache, n_tokens: int):
     """An empty cache with this model's L layers of h_kv heads of d_h, room for n_tokens."""
+    if not all(hasattr(cache, name) for name in ("length", "update", "advance")):
+        raise TypeError(f"cache must be a KV cache, with length, update and advance (model.new_cache(), T.KVCache, "
+                        f"T.PagedKVCache), got {type(cache).__name__}")
     if cache.length != 0:
         raise ValueError(f"the cache given already holds {cache.length} tokens; pass an empty one")
     k, cfg = getattr(cache, "k", None), self.config
