@@ -252,6 +252,17 @@ def test_bad_arguments_are_refused_in_one_line(kw, match):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("sizes, weights", [({"L": 10**6}, "41,088,002,112"), ({"d_ff": 10**9}, "384,000,035,136"),
+                                            ({"n_max": 10**12}, "84,288")])
+def test_sizes_larger_than_the_memory_are_refused_before_any_weight(sizes, weights, monkeypatch):
+    # {"L": 10**6} allocated for minutes; {"d_ff": 10**9} failed inside NumPy
+    from transformer.core import shared_checks
+    monkeypatch.setattr(shared_checks, "available_bytes", lambda: 16 * 10**9)  # as a 16 GB machine
+    with pytest.raises(ValueError, match=f"a decoder of {weights} weights .* with its gradients and AdamW state "
+                                         r"would take .* GB, more than the 16.0 GB of memory available"):
+        T.train_induction(steps=1, sizes=sizes, progress=False)
+
+
 def test_out_that_is_a_file_is_refused_before_training(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")

@@ -355,11 +355,10 @@ class Llama:
 
     @checked_by(checks.llama_next_token_probs)
     def next_token_probs(self, prompt, k: int = 10) -> list[tuple[int, str, float]]:
-        """The k most likely next tokens after `prompt`: (id, text, probability), best first. Logits of NaN
-        or +inf (broken weights) are refused, as generation refuses them, rather than ranked."""
+        """The k most likely next tokens after `prompt`: (id, text, probability), best first (NaN refused)."""
         z = forward(self._ids_array(ids := self.encode(prompt)), self.weights, self.config,
                     *self.rope_tables(len(ids)), last_only=True)[:, -1, :]  # [1, v]: v logits, not n·v
-        sampling_checks.step_logits(z, 0)
+        sampling_checks.step_logits(z, 0)  # NaN or +inf: refused, as in generation
         p = to_numpy(softmax(z[0]))  # [v]
         top = np.argsort(-p, kind="stable")[:k]
         return [(int(i), self.tokenizer.decode([int(i)]) if self.tokenizer else "", float(p[i])) for i in top]
@@ -385,9 +384,7 @@ class Llama:
         max_new_tokens tokens, plus the largest attention pass: SDPA_BUFFERS float32 arrays of
         (b, h, n_q, n_k) and its (n_q, n_k) boolean mask in forward(), or on the fast path (NumPy
         with the cache) one such array softmaxed in place and the mask as booleans and a float32 bias;
-        plus what grows with the batch: the last position's logits (b, v) and the copy sampling makes
-        of them, and a pass's SwiGLU activations, three float32 arrays of (b, n_q, d_ff) (a batch of
-        10⁵ short prompts held 20 GB of logits beside its 14 GB cache).
+        plus what grows with the batch: the logits (b, v), sampling's copy, 3 × (b, n_q, d_ff) of SwiGLU.
         With the cache, prefill passes hold n_q ≤ PREFILL_CHUNK queries over the keys so far; without
         it, the last step recomputes all n_prompt + max_new_tokens − 1 positions (9.2 GB for SmolLM2
         at 8,000). In float32 for SmolLM2, 8,000 + 64 tokens: 371.6 MB of cache + 0.17 GB of passes."""
@@ -480,11 +477,10 @@ class Llama:
 
         Padding goes on the left so every sequence's last prompt token sits in the same
         column; padded keys are masked out and each row's positions start at 0 on its
-        first real token, so each row's logits are those it has alone, and greedy rows get the same
-        tokens as when generated alone. Sampled rows draw from one random stream, one uniform a row
-        at each step, so a row's draws depend on the rows beside it: a batch of one equals
-        `generate` with the same seed, a longer one does not. Each decode step reads every weight
-        once for all b rows. Timings land in `self.last_stats` (batch=b).
+        first real token, so each row's logits are those it has alone: greedy rows get the tokens they
+        get alone. Sampled rows share one random stream, so only a batch of one equals `generate`
+        with the same seed. Each decode step reads every weight once for all b rows. Timings land
+        in `self.last_stats` (batch=b).
         """
         rows = [self.encode(p) for p in prompts]
         b = len(rows)

@@ -165,6 +165,7 @@ def train_induction(*, steps: int = INDUCTION_STEPS, seed: int = 0, out=None, pr
     parallelism over the CPU's cores); the losses equal workers=1's up to the order of float additions.
     """
     cfg = induction_config() if sizes is None else DecoderConfig(**{**INDUCTION_SIZES, **sizes})
+    checks.decoder_fits(cfg)  # the sizes are known only now: init_decoder's own check is inside this door
     lr_peak = INDUCTION_RECIPE["lr_max"] if lr_max is None else float(lr_max)
     params = init_decoder(cfg, seed)
     held_rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)

@@ -10,6 +10,8 @@ from ..train.shared_checks import output_folder, path_like
 from ..core.packing_checks import documents_fit
 from ..require import require_bool, require_int, require_real
 
+decoder_fits = decoder_checks.decoder_fits  # train_induction's sizes, once they make a config
+
 N_CTX = 64  # induction.N_CTX, a packed row: restated, since induction.py imports this module (a test holds them equal)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import get_xp
-from ..core import loss_checks
+from ..core import loss_checks, shared_checks as core_shared
 from ..require import (require_array, require_bool, require_float, require_int, require_named_weights, require_real,
                        stand_in)
 
@@ -71,6 +71,19 @@ def init_decoder(cfg, seed, *, dtype, xp):
     require_int(seed=seed)
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    decoder_fits(cfg, dtype, xp)
+
+
+def decoder_fits(cfg, dtype="float32", xp=None):
+    """The weights, their gradients and AdamW's m and v, and RoPE's tables of n_max positions, in the memory
+    available: sizes={"L": 10**6} allocated for minutes, {"d_ff": 10**9} failed inside NumPy."""
+    d_h = cfg.d // cfg.h
+    layer = cfg.d * (cfg.h + 2 * cfg.h_kv) * d_h + cfg.h * d_h * cfg.d + 3 * cfg.d * cfg.d_ff + 2 * cfg.d
+    n_params = cfg.v * cfg.d * (1 if cfg.tied else 2) + cfg.L * layer + cfg.d
+    item = np.dtype(str(dtype)).itemsize
+    core_shared.fits_in_memory(f"a decoder of {n_params:,} weights (L={cfg.L}, d={cfg.d}, d_ff={cfg.d_ff}, "
+                               f"n_max={cfg.n_max}) with its gradients and AdamW state",
+                               4 * item * n_params + 2 * item * cfg.n_max * (d_h // 2), xp)
 
 
 def decoder_forward(params, ids, cfg, *, positions, doc_ids, attention, block_q, block_k, training, rng):
