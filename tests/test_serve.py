@@ -74,6 +74,17 @@ def request(port: int, method: str, path: str, body: bytes | None = None, header
         return status, payload
 
 
+def raw_head(port: int, method: str, path: str) -> bytes:
+    """The status line and headers of a response, Date left out."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    head = raw.partition(b"\r\n\r\n")[0]
+    return b"\r\n".join(line for line in head.split(b"\r\n") if not line.startswith(b"Date:"))
+
+
 def post(port: int, endpoint: str, obj=None, raw: bytes | None = None):
     body = json.dumps(obj).encode() if raw is None else raw
     return request(port, "POST", f"/api/{endpoint}", body,
@@ -327,6 +338,8 @@ def test_pages_carry_the_live_tag_and_files_are_untouched(tmp_path):
             status, page = request(port, "GET", path)
             assert status == 200 and page.startswith(b"<!doctype html><html><head>" + S.LIVE_TAG.encode())
         assert request(port, "GET", "/a.js") == (200, b"var a = '<head>';")
+        heads = [raw_head(port, method, "/index.html") for method in ("HEAD", "GET")]  # HEAD counted no live tag
+        assert heads[0] == heads[1] and b"Content-Length: " in heads[0]
         assert request(port, "GET", "/../../etc/passwd")[0] == 404
     finally:
         server.shutdown()

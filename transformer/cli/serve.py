@@ -120,7 +120,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
-            self.wfile.write(body)
+            if self.command != "HEAD":
+                self.wfile.write(body)
             if log is not None:
                 took = "" if seconds is None else f" in {seconds:.2f} s"
                 err = f": {obj['error']}" if "error" in obj else ""
@@ -158,9 +159,12 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                 self.send_header("Content-Length", str(len(page)))
                 self.send_header("Cache-Control", "no-cache")
                 self.end_headers()
-                self.wfile.write(page)
+                if self.command != "HEAD":
+                    self.wfile.write(page)
                 return None
-            return super().do_GET()
+            return super().do_GET() if self.command == "GET" else super().do_HEAD()
+
+        do_HEAD = do_GET  # the same headers, the same Content-Length (the live tag counted), no body
 
         # --- POST: the API
         def do_POST(self):
