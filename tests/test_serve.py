@@ -302,6 +302,33 @@ def test_a_client_that_stops_reading_gets_no_second_response_inside_the_first(mo
     assert lines == ["POST /api/next -> 200, not delivered: the client stopped reading"]
 
 
+def test_a_client_that_leaves_while_it_waits_is_not_run(monkeypatch):
+    """Five clients that posted long requests and left kept the queue full (503 for the next) while the
+    server computed five answers nobody read."""
+    runs, lines = [], []
+    monkeypatch.setattr(A, "answer", lambda models, name, body: runs.append(name) or ({"ok": 1}, 0.0))
+    server = S.make_server(None, "127.0.0.1", 0, models=A.Models(None, None), log=lines.append)
+    port = start(server)
+    body = b'{"text": "hi"}'
+    try:
+        with server.queue.running:  # the model is busy: the request waits
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                deadline = time.monotonic() + 30
+                while server.queue.count < 1 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            # closed, still waiting
+        deadline = time.monotonic() + 30
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert post(port, "next", {"text": "hi"}) == (200, {"ok": 1})  # one that stays is answered
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert lines[0] == "POST /api/next -> not run: the client left while it waited" and runs == ["next"]
+
+
 def test_a_full_queue_answers_503(models):
     """One request runs (here: waits for the model, which the test holds), `queue_limit` wait behind
     it; the next is refused at once with 503, and the queued ones are answered once the model is free."""

@@ -76,6 +76,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
     import http.server
     import json
     import re
+    import select
+    import socket
     import threading
 
     from threadpoolctl import ThreadpoolController
@@ -174,6 +176,11 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                     raise ApiError(404, f"POST {self.path[:60]} is not an endpoint: POST to /api/NAME")
                 body = self.read_body()
                 with self.server.queue.turn():
+                    if self.client_gone():  # closed while it waited: its turn is not spent on an unread answer
+                        self.close_connection = True
+                        if log is not None:
+                            log(f"{self.command} {self.path[:80]} -> not run: the client left while it waited")
+                        return
                     out, seconds = answer(self.server.models, name, body)
                 code = 200
             except ApiError as e:
@@ -189,6 +196,15 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                 if log is not None:
                     log(f"{self.command} {self.path[:80]} -> {code}, not delivered: the client "
                         f"{'stopped reading' if isinstance(e, TimeoutError) else 'left'}")
+
+        def client_gone(self) -> bool:
+            """The client closed its end: its socket reads as at an end (the body was read in full)."""
+            if not select.select([self.connection], [], [], 0)[0]:
+                return False
+            try:
+                return self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
 
         def refuse_method(self):  # PUT, DELETE … on /api/: JSON, as every API error; elsewhere the usual 501
             if self.api_name() is None:
