@@ -299,6 +299,10 @@ def test_bad_inputs(model):
     with pytest.raises(TypeError, match="float64"):
         model.logits(np.array([1.0, 2.0]))
     assert model.generate("hi", max_new_tokens=0) == []
+    with pytest.raises(TypeError, match=r"prompt must be text or a 1-D sequence of integer ids, got \[\[1, 2\], \[3\]\]"):
+        model.generate([[1, 2], [3]], 2)  # NumPy's "inhomogeneous shape" before
+    with pytest.raises(TypeError, match="generate_batch takes a list of prompts .*got NoneType"):
+        model.generate_batch(None, 2)
 
 
 def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(model):

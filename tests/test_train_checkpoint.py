@@ -268,6 +268,10 @@ def test_metrics_refusals(tmp_path):
         T.read_metrics(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"no metrics: .*elsewhere.json: no such file"):
         T.read_metrics(tmp_path / "elsewhere.json")
+    with pytest.raises(FileNotFoundError, match="no metrics: /dev/zero: not a regular file"):
+        T.read_metrics("/dev/zero")  # it exists: "no such file" was wrong
+    with pytest.raises(FileNotFoundError, match="no checkpoint: /dev/zero: not a regular file"):
+        T.load_checkpoint("/dev/zero")
     for constant in ("NaN", "Infinity", "-Infinity"):  # Python's json reads them; strict JSON, and write_metrics, not
         (tmp_path / "metrics.json").write_text(f'{{"loss": [1.0, {constant}]}}')
         with pytest.raises(ValueError, match=f"metrics.json: holds {constant}, which is not a JSON number"):

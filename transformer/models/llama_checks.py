@@ -102,7 +102,10 @@ def llama_encode(self: Llama, prompt):
                              f"stands for more than {longest} bytes), more than the model's context of "
                              f"n_ctx={self.config.n_ctx}: shorten it")
         return
-    arr = np.asarray(to_numpy(prompt))
+    try:
+        arr = np.asarray(to_numpy(prompt))
+    except (TypeError, ValueError):  # a ragged list [[1, 2], [3]]: NumPy's "inhomogeneous shape"
+        raise TypeError(f"prompt must be text or a 1-D sequence of integer ids, got {str(prompt)[:40]}") from None
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
         raise TypeError(f"prompt must be text or a 1-D sequence of integer ids, got shape {arr.shape}, "
                         f"dtype {arr.dtype}")
@@ -228,6 +231,8 @@ def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_
     if isinstance(prompts, str):
         raise TypeError(f"generate_batch takes a list of prompts, got one str {prompts[:40]!r}: "
                         "pass [text], or use generate(text)")
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"generate_batch takes a list of prompts (texts or id lists), got {type(prompts).__name__}")
     rows = [self.encode(p) for p in prompts]
     if not rows or not all(rows):
         raise ValueError("generate_batch needs at least one prompt and no empty prompt")

@@ -187,7 +187,8 @@ def open_checkpoint(path_or_dir, max_bytes: int, expected_shapes=None, read_para
     read only when read_params (load_checkpoint), after every header agreed with the config."""
     path = checkpoint_path(path_or_dir)
     if not path.is_file():
-        where = f"no {CHECKPOINT_FILE} in {path.parent}" if Path(path_or_dir).is_dir() else f"{path}: no such file"
+        where = (f"no {CHECKPOINT_FILE} in {path.parent}" if Path(path_or_dir).is_dir() else
+                 f"{path}: not a regular file" if path.exists() else f"{path}: no such file")  # /dev/zero exists
         raise FileNotFoundError(f"no checkpoint: {where}")
     size = path.stat().st_size
     if size > max_bytes:
@@ -347,7 +348,7 @@ def read_metrics(path_or_dir) -> dict:
     p = Path(path_or_dir)
     p = p / METRICS_FILE if p.is_dir() else p
     if not p.is_file():
-        raise FileNotFoundError(f"no metrics: {p}: no such file")
+        raise FileNotFoundError(f"no metrics: {p}: {'not a regular file' if p.exists() else 'no such file'}")
     if p.stat().st_size > MAX_METRICS_BYTES:
         raise ValueError(f"{p}: {p.stat().st_size} bytes is over the cap of {MAX_METRICS_BYTES}")
     try:
