@@ -303,6 +303,8 @@ def test_bad_inputs(model):
         model.generate([[1, 2], [3]], 2)  # NumPy's "inhomogeneous shape" before
     with pytest.raises(TypeError, match="generate_batch takes a list of prompts .*got NoneType"):
         model.generate_batch(None, 2)
+    with pytest.raises(ValueError, match="b must be an integer ≥ 1, got b=0"):  # 0 bytes before
+        model.kv_cache_bytes(10, b=0)
 
 
 def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(model):

@@ -370,6 +370,7 @@ class Llama:
         n_max = cfg.n_ctx if n_max is None else n_max
         return KVCache(cfg.L, b, cfg.h_kv, n_max, cfg.d_h, dtype=self.weights.W_E.dtype, xp=self.xp)
 
+    @checked_by(checks.llama_kv_cache_bytes)
     def kv_cache_bytes(self, n_tokens: int, b: int = 1) -> int:
         """2 (K and V) · L · b · h_kv · n · d_h · bytes per element, for this model's dtype.
 

@@ -158,6 +158,11 @@ def llama_hidden_states(self: Llama, text_or_ids):
     return {"text_or_ids": some_tokens(self, text_or_ids, "hidden_states")}
 
 
+def llama_kv_cache_bytes(self: Llama, n_tokens, b):
+    require_int(n_tokens=n_tokens)
+    require_int(b=b, low=1)  # b = 0 answered 0 bytes; b = -2 was named "batch"
+
+
 def llama_generation_bytes(self: Llama, n_prompt, max_new_tokens, *, b, use_cache):
     require_int(n_prompt=n_prompt, b=b, low=1)
     require_int(max_new_tokens=max_new_tokens)
