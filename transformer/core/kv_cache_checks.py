@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from ..backend import namespace
 from ..require import require_int
-from .shared_checks import cache_layer, fits_in_memory, float_dtype, itemsize, new_kv, written_ahead
+from .shared_checks import cache_fits, cache_layer, new_kv, written_ahead
 
 
 def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype, xp):
     namespace(xp)  # an unknown backend name is refused first
     require_int(n_layers=n_layers, b=b, h_kv=h_kv, n_max=n_max, d_h=d_h, low=1)  # 4.7 or True is no size
-    float_dtype(dtype, xp)
-    item = itemsize(dtype, xp)
-    fits_in_memory(f"a KV cache of {n_layers} layers × (b, h_kv, n_max, d_h) = ({b}, {h_kv}, {n_max}, {d_h}) × 2",
-                   2 * item * int(n_layers) * int(b) * int(h_kv) * int(n_max) * int(d_h), xp)
+    cache_fits(f"a KV cache of {n_layers} layers × (b, h_kv, n_max, d_h) = ({b}, {h_kv}, {n_max}, {d_h}) × 2",
+               n_layers, int(b) * int(n_max), h_kv, d_h, dtype, xp)
 
 
 def kv_cache_update(self, layer, k_new, v_new):

@@ -27,7 +27,6 @@ def causal_mask(n_q, n_k, offset, *, xp):
 
 
 def bidirectional_mask(n_q, n_k, *, xp):
-    require_int(n_q=n_q, n_k=n_q if n_k is None else n_k)
     query_key_positions(n_q, n_q if n_k is None else n_k, 0, xp)
 
 
@@ -53,7 +52,7 @@ def sliding_window_mask(n_q, w, n_k, offset, *, causal, xp):
 
 
 def strided_mask(n, stride, *, xp):
-    require_int(n=n, stride=stride)
+    require_int(n=n)
     require_int(stride=stride, low=1)
     query_key_positions(n, n, 0, xp)
 

@@ -136,6 +136,7 @@ def online_softmax(x, block: int = 1):  # [..., n] -> [..., n]
     [[0.5, 0.5], [0.0, 0.0]]
     """
     xp = get_xp(x)
-    m, l = online_softmax_stats(x, block)  # x and block were checked at this door; m, l in float32 for float16
-    p = exp_minus(xp.astype(x, m.dtype, copy=False), m) / xp.where(l == 0, 1.0, l)  # [..., n]; l = 0: a row of −inf
+    x_c = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)  # float16 in float32, cast once for both passes
+    m, l = online_softmax_stats(x_c, block)  # x and block were checked at this door
+    p = exp_minus(x_c, m) / xp.where(l == 0, 1.0, l)  # [..., n]; l = 0: a row of −inf
     return xp.astype(p, x.dtype, copy=False)

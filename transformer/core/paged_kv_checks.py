@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ..backend import namespace, to_numpy
 from ..require import require_bool, require_float, require_int, require_real
-from .shared_checks import fits_in_memory, float_dtype, itemsize, cache_layer, new_kv, written_ahead
+from .shared_checks import cache_fits, cache_layer, new_kv, written_ahead
 
 
 def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size, n_blocks, dtype, xp):
@@ -18,11 +18,8 @@ def paged_kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, block_size, n_bl
     if n_blocks is None:
         n_blocks = int(b) * math.ceil(int(n_max) / int(block_size))  # 0 when b = 0: then n_blocks must be given
     require_int(n_blocks=n_blocks, low=1)
-    float_dtype(dtype, xp)
-    item = itemsize(dtype, xp)
-    fits_in_memory(f"a paged KV cache of {n_layers} layers × {n_blocks} blocks of {block_size} positions "
-                   f"(h_kv={h_kv}, d_h={d_h}) × 2",
-                   2 * item * int(n_layers) * int(n_blocks) * int(block_size) * int(h_kv) * int(d_h), xp)
+    cache_fits(f"a paged KV cache of {n_layers} layers × {n_blocks} blocks of {block_size} positions "
+               f"(h_kv={h_kv}, d_h={d_h}) × 2", n_layers, int(n_blocks) * int(block_size), h_kv, d_h, dtype, xp)
 
 
 def open_sequence(cache, seq):

@@ -129,6 +129,12 @@ def itemsize(dtype, xp=None) -> int:
         return namespace(xp).finfo(dtype).bits // 8
 
 
+def cache_fits(what: str, n_layers, positions, h_kv, d_h, dtype, xp):
+    """A floating dtype, and K and V of n_layers × positions × h_kv × d_h in it within the memory available."""
+    float_dtype(dtype, xp)
+    fits_in_memory(what, 2 * itemsize(dtype, xp) * int(n_layers) * int(positions) * int(h_kv) * int(d_h), xp)
+
+
 CHECKED_FROM = 1 << 30  # bytes: an array smaller than this is not checked against the memory available
 
 
