@@ -115,9 +115,11 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def log_message(self, *args):  # static files are not logged; API requests are, by send_json
             pass
 
-        def send_json(self, status_code: int, obj, seconds: float | None = None):
+        def send_json(self, status_code: int, obj, seconds: float | None = None, headers: dict | None = None):
             body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
             self.send_response(status_code)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
@@ -209,13 +211,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def refuse_method(self):  # PUT, DELETE … on /api/: JSON, as every API error; elsewhere the usual 501
             if self.api_name() is None:
                 return self.send_error(501, f"Unsupported method ({self.command!r})")
-            body = json.dumps({"error": f"{self.command} is not an API method: GET /api/status, POST the others"})
-            self.send_response(405)
-            self.send_header("Allow", "GET, POST")
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(body.encode())))
-            self.end_headers()
-            self.wfile.write(body.encode())
+            return self.send_json(405, {"error": f"{self.command} is not an API method: GET /api/status, POST the "
+                                                 "others"}, headers={"Allow": "GET, POST"})
 
         do_PUT = do_DELETE = do_PATCH = do_OPTIONS = refuse_method
 

@@ -22,6 +22,7 @@ Each public function with a refusal checks its input at the door (`wordpiece_che
 """
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -270,19 +271,16 @@ class WordPieceTokenizer:
         inside a word), and reading stops once `limit` pieces are out: encode's time is bounded by
         max_length, not by the length of the text.
         """
-        pieces = []
+        return list(itertools.islice(self._pieces(text), limit))  # limit None: every piece
+
+    def _pieces(self, text: str):  # -> the pieces one by one, the text read a chunk at a time as they are taken
         for part in self._split_specials(text):
             if part in self.specials:
-                pieces.append(part)
-            else:
-                for chunk in _whitespace_chunks(part, CHUNK_CHARS):
-                    for word in basic_tokenize(chunk, self.lower):  # the text was checked at this door
-                        pieces.extend(wordpiece(word, self.vocab))
-                    if limit is not None and len(pieces) >= limit:
-                        return pieces[:limit]
-            if limit is not None and len(pieces) >= limit:
-                return pieces[:limit]
-        return pieces
+                yield part
+                continue
+            for chunk in _whitespace_chunks(part, CHUNK_CHARS):
+                for word in basic_tokenize(chunk, self.lower):  # the text was checked at tokenize's door
+                    yield from wordpiece(word, self.vocab)
 
     @checked_by(checks.wordpiece_tokenizer_encode)
     def encode(self, text: str, max_length: int | None = None) -> list[int]:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .compare import Tolerance
+
 __all__ = ["Case", "Mistake", "NotingNamespace", "Spec", "call_plain", "fresh"]
 
 
@@ -25,8 +27,8 @@ class Case:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     tags: frozenset = frozenset()
-    # (rtol, atol) where this case's answer must be closer than its dtype's tolerance (a float16 softmax rounded once)
-    tol: tuple | None = None
+    # where this case's answer must be closer than its dtype's tolerance (a float16 softmax rounded once)
+    tol: Tolerance | None = None
 
 
 class NotingNamespace:

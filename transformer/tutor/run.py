@@ -36,7 +36,7 @@ import numpy as np
 from . import (specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M,
                specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
-from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, Tolerance, compare
+from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
 
@@ -268,7 +268,7 @@ def _variant_matches(spec: Spec, mistake, case, got) -> bool:
     except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
         return False
     dims, names = spec.labels_for(wrong)
-    return compare(got, wrong, dims, case.tol and Tolerance(case.tol), names) is None
+    return compare(got, wrong, dims, case.tol, names) is None
 
 
 def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> None:
@@ -356,8 +356,7 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         if run.kind == "raised":
             failures.append(CaseFailure(case.label, _raised(run.value, path), "raised", case=case, value=run.value))
             continue
-        problem = compare(run.value, expected, dims, case.tol and Tolerance(case.tol), names,
-                          dtype_rule=_dtype_rule(spec, case))
+        problem = compare(run.value, expected, dims, case.tol, names, dtype_rule=_dtype_rule(spec, case))
         if problem is None and use_torch and spec.torch is not None:
             problem = _torch_problem(spec, case, run.value, dims, names)
         if problem is None and noting is not None and not noting.read:

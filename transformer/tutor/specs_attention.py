@@ -8,6 +8,7 @@ import numpy as np
 from ..core.attention import repeat_kv, scaled_dot_product_attention, softmax
 from ..core.masks import causal_mask, padding_mask
 from .cases import Case, Mistake, Spec
+from .compare import Tolerance
 
 __all__ = ["SOFTMAX", "SDPA", "REPEAT_KV", "SDPA_MISTAKES_SHARED"]
 
@@ -35,7 +36,7 @@ def softmax_cases() -> list[Case]:
              tags=frozenset({"huge"})),
         Case("float16 rows of 1,000 logits (σ = 3), rounded once: within one float16 step",
              ((r.standard_normal((2, 1000)) * 3).astype(np.float16),), tags=frozenset({"fp16"}),
-             tol=(2.0 ** -10, 2.0 ** -24)),  # one ulp: float16 exps miss by ~3 (lesson 03)
+             tol=Tolerance((2.0 ** -10, 2.0 ** -24))),  # one ulp: float16 exps miss by ~3 (lesson 03)
         Case("a mask hiding two entries", (r.standard_normal((2, 4)),),
              {"mask": np.array([[True, False, True, True], [True, True, False, True]])}, frozenset({"mask"})),
         Case("a mask hiding every entry of row 1", (r.standard_normal((3, 5)),), {"mask": empty_row},
