@@ -110,6 +110,20 @@ def test_save_refuses_what_could_not_be_loaded(tmp_path):
     assert not (tmp_path / "checkpoint.npz").exists()
 
 
+@pytest.mark.parametrize("config, where", [
+    ({"sizes": {3: 4}}, r"config\['sizes'\]\[3\]"),
+    ({"runs": [{"a": 1}, {(1, 2): 0}]}, r"config\['runs'\]\[1\]\[\(1, 2\)\]"),
+    ({1.5: "x"}, r"config\[1.5\]"),
+])
+def test_save_refuses_keys_that_would_load_back_changed(tmp_path, config, where):
+    assert json.loads(json.dumps({3: 4})) == {"3": 4}  # the reference: JSON turns every key into a string
+    with pytest.raises(ValueError, match=where + r": JSON keys are strings, so this key would load back as a string"):
+        T.save_checkpoint(tmp_path, params(), config)
+    with pytest.raises(ValueError, match=where.replace("config", "metrics", 1)):
+        T.write_metrics(tmp_path, config)
+    assert not (tmp_path / "checkpoint.npz").exists() and not (tmp_path / "metrics.json").exists()
+
+
 # --- hostile or broken files ----------------------------------------------------------------
 def test_directory_without_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no checkpoint: no checkpoint.npz in .*test_directory_without"):

@@ -17,10 +17,30 @@ def numpy_value(o):  # json.dumps' default: NumPy scalars and arrays as Python n
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
+def non_str_key(name, x):  # -> "config['sizes'][3]" for the first key JSON would turn into a string, or None
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if not isinstance(k, str):
+                return f"{name}[{k!r}]"
+            found = non_str_key(f"{name}[{k!r}]", v)
+            if found:
+                return found
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            found = non_str_key(f"{name}[{i}]", v)
+            if found:
+                return found
+    return None
+
+
 def json_object(name, x):
     """A dict that JSON can hold: str keys, numbers, strings, lists, no NaN (NumPy values pass)."""
     if not isinstance(x, dict):
         raise TypeError(f"{name} must be a dict (saved as JSON), got {type(x).__name__}")
+    key = non_str_key(name, x)
+    if key:
+        raise ValueError(f"{key}: JSON keys are strings, so this key would load back as a string; "
+                         f"write it as one")
     try:
         json.dumps(x, allow_nan=False, default=numpy_value)
     except (TypeError, ValueError) as e:
