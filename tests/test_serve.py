@@ -273,6 +273,139 @@ def test_hostile_requests_get_a_4xx_not_a_500_or_nothing(tmp_path):
         server.server_close()
 
 
+@pytest.fixture
+def bare(tmp_path):
+    """A server on a site folder of one page and no model; yields (port, log lines)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<html><head></head></html>")
+    lines = []
+    server = S.make_server(tmp_path / "site", "127.0.0.1", 0, log=lines.append)
+    yield start(server), lines
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_symlink_out_of_the_site_folder_is_not_followed(tmp_path, bare):
+    port, _ = bare
+    (tmp_path / "secret.txt").write_text("private")
+    (tmp_path / "site" / "inside.txt").write_text("public")
+    (tmp_path / "site" / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    (tmp_path / "site" / "up").symlink_to(tmp_path)
+    (tmp_path / "site" / "alias.txt").symlink_to(tmp_path / "site" / "inside.txt")  # inside: still served
+    assert request(port, "GET", "/leak.txt")[0] == 404
+    assert request(port, "GET", "/up/secret.txt")[0] == 404
+    assert request(port, "GET", "/up/")[0] == 404  # no listing of the folder above either
+    assert request(port, "GET", "/alias.txt") == (200, b"public")
+
+
+def test_a_refused_body_is_read_so_a_plain_client_sees_the_refusal(bare):
+    """urllib sends the whole body before it reads: a 413 answered without reading the body reached it as
+    a broken pipe or a reset."""
+    import urllib.error
+    import urllib.request
+
+    port, _ = bare
+    for body, kind, code in ((b"x" * (S.MAX_BODY + 1000), "application/json", 413),
+                             (b"x" * 1000, "text/plain", 415)):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/next", data=body, headers={"Content-Type": kind})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        assert e.value.code == code and "error" in json.loads(e.value.read())
+
+
+def test_two_content_lengths_are_refused(bare):
+    port, _ = bare
+    body = b'{"text": "hi"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nContent-Length: 2\r\n\r\n" % len(body) + body)
+        raw = b""
+        while chunk := s.recv(65536):  # the server closes: what followed the headers means nothing
+            raw += chunk
+    assert raw.startswith(b"HTTP/1.0 400") and b"2 Content-Length headers: send one" in raw
+
+
+def test_a_body_is_read_within_a_total_time_not_per_byte(monkeypatch, tmp_path):
+    """A byte every 0.3 s is within the socket's timeout each time; the body as a whole is not."""
+    monkeypatch.setattr(S, "READ_TIMEOUT_S", 1)
+    server = S.make_server(None, "127.0.0.1", 0)
+    port = start(server)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n")
+            began = time.monotonic()
+            s.setblocking(False)
+            raw = b""
+            while time.monotonic() - began < 20:
+                try:
+                    s.send(b" ")
+                except OSError:
+                    pass
+                time.sleep(0.3)
+                try:
+                    raw += s.recv(65536)
+                except BlockingIOError:
+                    continue
+                if b"\r\n\r\n" in raw:
+                    break
+            took = time.monotonic() - began
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:  # and a body cut short
+            s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{}")
+            s.shutdown(socket.SHUT_WR)
+            cut = b""
+            while chunk := s.recv(65536):
+                cut += chunk
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert raw.startswith(b"HTTP/1.0 408") and b"did not arrive within 1 s" in raw and 0.9 < took < 3, (raw, took)
+    assert cut.startswith(b"HTTP/1.0 400") and b"the body ended after 2 of its 100 bytes" in cut
+
+
+def test_the_log_says_how_long_a_request_waited_in_the_queue(monkeypatch):
+    monkeypatch.setattr(A, "answer", lambda models, name, body: ({"ok": 1}, 0.01))
+    lines = []
+    server = S.make_server(None, "127.0.0.1", 0, models=A.Models(None, None), log=lines.append)
+    port = start(server)
+    try:
+        with server.queue.running:  # the model is busy for 0.5 s
+            waiting = threading.Thread(target=post, args=(port, "next", {"text": "hi"}))
+            waiting.start()
+            deadline = time.monotonic() + 30
+            while server.queue.count < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)
+        waiting.join(30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    import re
+    m = re.fullmatch(r"POST /api/next -> 200 in 0.01 s after ([0-9.]+) s in the queue, 8 bytes", lines[0])
+    assert m and 0.45 <= float(m.group(1)) < 5, lines
+
+
+def test_serves_on_ipv6():
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        server = S.make_server(None, "::1", 0)
+    except OSError as e:
+        pytest.skip(f"cannot listen on ::1: {e}")
+    port = start(server)
+    try:
+        with socket.create_connection(("::1", port), timeout=30) as s:
+            s.sendall(b"GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert raw.startswith(b"HTTP/1.0 200") and b'"max_tokens":512' in raw
+
+
 def test_a_client_that_stops_reading_gets_no_second_response_inside_the_first(monkeypatch):
     """A write that times out mid-answer was caught as a failed request: a 500 was written into the middle
     of the 200's body, and logged as a 500. Now the connection closes and the log says what happened."""

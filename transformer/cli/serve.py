@@ -9,9 +9,12 @@ The pages are the static site (`make site`); served this way, each HTML page car
 then show a text box whose text is sent to the API (cli/serve_api.py) and drawn from the
 package's answer. On a static host there is no such tag, and the views keep their precomputed texts.
 
-Bounds: 127.0.0.1 unless --host says otherwise; a request body of at most MAX_BODY bytes, refused
-from its Content-Length before a byte is read; one model request at a time, at most --queue waiting
-behind it (then 503); a text of at most 512 tokens; every error a JSON {"error": "one line"}.
+Bounds: 127.0.0.1 unless --host says otherwise (an IPv6 address such as ::1 works too); a request
+body of at most MAX_BODY bytes, refused from its Content-Length before it is used (a refused body of
+up to DRAIN_MAX bytes is read and dropped, so that a client that sends it all before reading sees the
+413, not a reset), and all of it within READ_TIMEOUT_S; one model request at a time, at most --queue
+waiting behind it (then 503); a text of at most 512 tokens; every error a JSON {"error": "one line"};
+files inside the site folder only (a symlink that leads out of it is a 404).
 """
 from __future__ import annotations
 
@@ -20,12 +23,14 @@ from pathlib import Path
 
 from .shown import shown
 
-__all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "QUEUE_LIMIT", "THREADS", "LIVE_TAG"]
+__all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "DRAIN_MAX", "QUEUE_LIMIT",
+           "THREADS", "LIVE_TAG"]
 
 DEFAULT_SITE = Path("_build") / "site"
 MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few KiB, JSON escapes at most ×6
 QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answered 503 at once
-READ_TIMEOUT_S = 30  # a client that stops sending mid-request frees its thread after this
+READ_TIMEOUT_S = 30  # a request body arrives whole within this, and a client that stops sending frees its thread
+DRAIN_MAX = 1 << 20  # a body refused as too long is read and dropped up to this many bytes, then the connection closes
 # BLAS threads of a model request. One: a request is small (64 tokens: about 14 GFLOP), and threads that
 # share their cores with other programs (the browser drawing the last answer, a build) wait for one
 # another at every matmul: on a busy 2-core machine (load 3.2) SmolLM2's 64-token answer took a median
@@ -43,7 +48,7 @@ def register(sub) -> None:
     p.add_argument("--site", default=str(DEFAULT_SITE), metavar="DIR",
                    help=f"the built site (default {DEFAULT_SITE}, written by `make site`)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only)")
+                   help="address to listen on (default 127.0.0.1: this machine only; ::1 for IPv6)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--threads", type=int, default=THREADS,
                    help=f"BLAS threads of a model request (default {THREADS}; 0: the BLAS library's own count)")
@@ -75,10 +80,12 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
     import contextlib
     import http.server
     import json
+    import os
     import re
     import select
     import socket
     import threading
+    import time
 
     from threadpoolctl import ThreadpoolController
 
@@ -94,16 +101,17 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             self.lock, self.running = threading.Lock(), threading.Lock()
 
         @contextlib.contextmanager
-        def turn(self):
+        def turn(self):  # yields the seconds the request waited for the running one
             with self.lock:
                 if self.count > self.limit:
                     raise ApiError(503, f"busy: {self.count} requests are queued or running (at most "
                                         f"{self.limit + 1}); try again in a moment")
                 self.count += 1
             try:
+                queued = time.monotonic()
                 with self.running, (blas.limit(limits=threads, user_api="blas") if threads else
                                     contextlib.nullcontext()):
-                    yield
+                    yield time.monotonic() - queued
             finally:
                 with self.lock:
                     self.count -= 1
@@ -115,7 +123,14 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def log_message(self, *args):  # static files are not logged; API requests are, by send_json
             pass
 
-        def send_json(self, status_code: int, obj, seconds: float | None = None, headers: dict | None = None):
+        def translate_path(self, path):  # a name that leads out of the site folder (a symlink) is no file here
+            local = super().translate_path(path)
+            root = os.path.realpath(self.directory)
+            real = os.path.realpath(local)
+            return local if real == root or real.startswith(root + os.sep) else os.path.join(root, "\0outside")
+
+        def send_json(self, status_code: int, obj, seconds: float | None = None, headers: dict | None = None,
+                      waited: float = 0.0):
             body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
             self.send_response(status_code)
             for key, value in (headers or {}).items():
@@ -128,6 +143,7 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                 self.wfile.write(body)
             if log is not None:
                 took = "" if seconds is None else f" in {seconds:.2f} s"
+                took += f" after {waited:.2f} s in the queue" if waited >= 0.005 else ""
                 err = f": {obj['error']}" if "error" in obj else ""
                 log(f"{self.command} {self.path[:80]} -> {status_code}{took}, {len(body):,} bytes{err}")
 
@@ -172,12 +188,12 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         # --- POST: the API
         def do_POST(self):
-            name, seconds = self.api_name(), None
+            name, seconds, waited = self.api_name(), None, 0.0
             try:
                 if name is None:
                     raise ApiError(404, f"POST {self.path[:60]} is not an endpoint: POST to /api/NAME")
                 body = self.read_body()
-                with self.server.queue.turn():
+                with self.server.queue.turn() as waited:
                     if self.client_gone():  # closed while it waited: its turn is not spent on an unread answer
                         self.close_connection = True
                         if log is not None:
@@ -192,7 +208,7 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             except Exception as e:  # a bug: one line for the client and the log, never a traceback
                 code, out = 500, {"error": f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:200]}"}
             try:  # apart: a client that stops reading mid-answer gets no second response inside the first
-                self.send_json(code, out, seconds)
+                self.send_json(code, out, seconds, waited=waited)
             except OSError as e:  # gone (a reset, a broken pipe) or not reading (the timeout)
                 self.close_connection = True
                 if log is not None:
@@ -219,20 +235,26 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def read_body(self):
             """The JSON body, refused from its headers before it is read when it is missing, too long
             or not JSON, and after reading when it does not parse."""
-            length = self.headers.get("Content-Length")
-            if length is None:
+            lengths = self.headers.get_all("Content-Length") or []
+            if not lengths:
+                self.close_connection = True  # a body may follow, and nothing says where it ends
                 raise ApiError(411, "a request body needs a Content-Length header")
+            if len(lengths) > 1:  # which one a proxy in front believed is unknown: the request is ambiguous
+                self.close_connection = True
+                raise ApiError(400, f"{len(lengths)} Content-Length headers: send one")
+            length = lengths[0]
             if not re.fullmatch(r"[0-9]{1,12}", length.strip()):  # ASCII digits: '²' passes isdigit()
+                self.close_connection = True
                 raise ApiError(400, f"bad Content-Length {length[:20]!r}")
-            if int(length) > MAX_BODY:
-                raise ApiError(413, f"the request body is {int(length):,} bytes, over the limit of {MAX_BODY:,}")
+            n = int(length)
+            if n > MAX_BODY:
+                self.drop_body(n)
+                raise ApiError(413, f"the request body is {n:,} bytes, over the limit of {MAX_BODY:,}")
             kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             if kind != "application/json":  # a page elsewhere cannot send this without asking first (CORS)
+                self.drop_body(n)
                 raise ApiError(415, f"Content-Type must be application/json, got {kind[:40] or 'none'!r}")
-            try:
-                raw = self.rfile.read(int(length))
-            except TimeoutError:
-                raise ApiError(408, f"the body did not arrive within {READ_TIMEOUT_S} s") from None
+            raw = self.read_exactly(n)
             try:
                 return json.loads(raw.decode("utf-8"), parse_constant=refuse_constant)
             except UnicodeDecodeError as e:
@@ -241,6 +263,40 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                 raise ApiError(400, f"bad JSON: {e}") from None
             except RecursionError:  # '[' × 30,000 fits in the 64 KiB
                 raise ApiError(400, "bad JSON: nested deeper than Python's recursion limit") from None
+
+        def read_exactly(self, n: int) -> bytes:
+            """n bytes of body, all within READ_TIMEOUT_S: a client dripping a byte every few seconds,
+            each within the socket's own timeout, is cut off all the same."""
+            deadline, parts, got = time.monotonic() + READ_TIMEOUT_S, [], 0
+            try:
+                while got < n:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError
+                    self.connection.settimeout(left)
+                    part = self.rfile.read1(n - got)
+                    if not part:
+                        self.close_connection = True
+                        raise ApiError(400, f"the body ended after {got:,} of its {n:,} bytes")
+                    parts.append(part)
+                    got += len(part)
+            except TimeoutError:
+                self.close_connection = True
+                raise ApiError(408, f"the body did not arrive within {READ_TIMEOUT_S} s") from None
+            finally:
+                self.connection.settimeout(self.timeout)
+            return b"".join(parts)
+
+        def drop_body(self, n: int):
+            """Read a refused body and drop it, so that a client still sending it reads the refusal and not
+            a reset; over DRAIN_MAX bytes, or not within the time, the connection closes instead."""
+            if n > DRAIN_MAX:
+                self.close_connection = True
+                return
+            try:
+                self.read_exactly(n)
+            except ApiError:
+                self.close_connection = True
 
     def refuse_constant(name):
         raise ValueError(f"{name} is not a number JSON allows")
@@ -257,6 +313,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             if log is not None and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):  # a client gone
                 log(f"error serving {client_address[0]}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
 
+    if ":" in host:  # an IPv6 address: ::1, ::
+        LiveServer.address_family = socket.AF_INET6
     server = LiveServer((host, port), Handler)
     server.site_dir = None if site_dir is None else Path(site_dir)
     server.models = Models() if models is None else models
@@ -282,7 +340,8 @@ def run_serve(args) -> int:
     host, port = server.server_address[:2]
     if host not in ("127.0.0.1", "::1", "localhost"):
         print(f"note: listening on {host}: other machines can reach the pages and the API", file=sys.stderr)
-    print(f"serving {shown(site)} on http://{host}:{port}/ with the live API at /api/ "
+    url_host = f"[{host}]" if ":" in host else host
+    print(f"serving {shown(site)} on http://{url_host}:{port}/ with the live API at /api/ "
           "(models load on first use; Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
