@@ -778,3 +778,24 @@ def test_output_overwrites_a_figure_and_with_force_any_file(tmp_path, capsys):
 def test_paths_with_control_characters_are_shown_escaped(tmp_path, capsys, name, shown):
     rc, out, err = run_cli(capsys, "attention", "The dog", "-o", str(tmp_path / name))
     assert rc == 2 and err.count("\n") == 1 and "\x1b" not in err and shown in err, err
+
+
+@pytest.mark.parametrize("make", [lambda dt: T.KVCache(1, 1, 1, 4, 2, dtype=dt),
+                                  lambda dt: T.PagedKVCache(1, 1, 1, 8, 2, block_size=4, dtype=dt)])
+def test_a_narrow_cache_refuses_values_it_would_store_as_inf(make):
+    """float16 holds up to 65,504; a key the cast turns into inf is refused, naming the value. The cast
+    itself is the reference: 65,519 rounds down to 65,504 and is kept, 65,520 rounds to inf."""
+    import ml_dtypes
+    assert np.float32(65519).astype(np.float16) == 65504 and np.isinf(np.float32(65520).astype(np.float16))
+    k = np.ones((1, 1, 1, 2), np.float32)
+    cache = make(np.float16)
+    with pytest.raises(ValueError, match=r"k_new holds 6.552e\+04, more than float16 can hold: stored in the "
+                                         r"float16 cache it would be inf; keep the cache in float32"):
+        cache.update(0, k * 65520, k)
+    with pytest.raises(ValueError, match=r"v_new holds 1e\+05"):
+        cache.update(0, k, -1e5 * k)
+    got, _ = cache.update(0, k * 65519, np.array([[[[np.nan, np.inf]]]], np.float32))  # NaN, inf: not the cast's
+    assert float(got.max()) == 65504
+    with pytest.raises(ValueError, match=r"k_new holds 1e\+39, more than bfloat16"):  # a dtype finfo refuses
+        make(ml_dtypes.bfloat16).update(0, np.full((1, 1, 1, 2), 1e39), k)
+    make(np.float16).update(0, k.astype(np.float16) * 60000, k.astype(np.float16))  # no narrowing: not looked at

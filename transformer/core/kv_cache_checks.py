@@ -17,7 +17,7 @@ def kv_cache_init(self, n_layers, b, h_kv, n_max, d_h, *, dtype, xp):
 def kv_cache_update(self, layer, k_new, v_new):
     cache_layer(layer, len(self.k))
     b, h_kv, _, d_h = self.k[0].shape
-    new_kv(k_new, v_new, b=b, h_kv=h_kv, t=None, d_h=d_h)
+    new_kv(k_new, v_new, into=self.k[0].dtype, b=b, h_kv=h_kv, t=None, d_h=d_h)
     t = k_new.shape[2]
     if self.length + t > self.n_max:
         raise ValueError(f"KV cache overflow: {self.length} cached + {t} new tokens > n_max={self.n_max}; "

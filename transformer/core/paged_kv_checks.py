@@ -46,7 +46,7 @@ def paged_kv_cache_free_sequence(self, seq):
 def paged_kv_cache_write(self, seq, layer, k_new, v_new):
     open_sequence(self, seq)
     cache_layer(layer, self.n_layers)
-    new_kv(k_new, v_new, h_kv=self.h_kv, t=None, d_h=self.d_h)
+    new_kv(k_new, v_new, into=self.dtype, h_kv=self.h_kv, t=None, d_h=self.d_h)
     room_for(self, [seq], self.lengths[seq] + k_new.shape[1])
 
 
@@ -68,7 +68,7 @@ def paged_kv_cache_gather(self, seq, layer, n):
 
 def paged_kv_cache_update(self, layer, k_new, v_new):
     cache_layer(layer, self.n_layers)
-    new_kv(k_new, v_new, b=len(self.batch), h_kv=self.h_kv, t=None, d_h=self.d_h)  # the whole batch, once
+    new_kv(k_new, v_new, into=self.dtype, b=len(self.batch), h_kv=self.h_kv, t=None, d_h=self.d_h)  # the batch, once
     room_for(self, self.batch, self.length + k_new.shape[2])
 
 

@@ -69,15 +69,40 @@ def cache_layer(layer, n_layers):
         raise ValueError(f"layer={layer} is out of range: the cache holds {n_layers} layers")
 
 
-def new_kv(k_new, v_new, **dims):  # dims: name -> size in order, None for any (t, or b)
-    """k_new and v_new float arrays of one shape, of rank len(dims), matching every size given."""
+def new_kv(k_new, v_new, *, into=None, **dims):  # dims: name -> size in order, None for any (t, or b)
+    """k_new and v_new float arrays of one shape, of rank len(dims), matching every size given; with
+    `into` (the cache's dtype) narrower than theirs, every finite value within its range."""
     for name, x in (("k_new", k_new), ("v_new", v_new)):
         require_float(name, x)
         if x.ndim != len(dims) or any(s is not None and n != s for n, s in zip(x.shape, dims.values())):
             names, sizes = ", ".join(dims), ", ".join(d if s is None else str(s) for d, s in dims.items())
             raise ValueError(f"{name} must be ({names}) = ({sizes}), got shape {tuple(x.shape)}")
+        if into is not None:
+            within_range(name, x, into)
     if tuple(k_new.shape) != tuple(v_new.shape):
         raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} must have one shape")
+
+
+def within_range(name, x, dtype):
+    """x would round to ±inf when stored as dtype: 70,000 in a float16 cache. Only looked at when dtype
+    is narrower than x's (a float32 cache of float32 values costs nothing)."""
+    xp = get_xp(x)
+    if itemsize(dtype, xp) >= itemsize(x.dtype, xp):
+        return
+    a = xp.abs(xp.reshape(x, (-1,)))
+    a = a[a < float("inf")]  # NaN and inf left out: they are what they were, not made by the cast
+    top = float(xp.max(a)) if a.shape[0] else 0.0
+    if bool(xp.isinf(xp.asarray(top, dtype=dtype))):  # the cast decides: 65,519 -> float16's 65,504, 65,520 -> inf
+        into, have = dtype_name(dtype), dtype_name(x.dtype)
+        raise ValueError(f"{name} holds {top:.4g}, more than {into} can hold: stored in the {into} cache it "
+                         f"would be inf; keep the cache in {have} (dtype=) or scale the values")
+
+
+def dtype_name(dtype) -> str:  # 'float16' for np.float16, dtype('float16'), ml_dtypes' bfloat16, array_api_strict's
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype).rsplit(".", 1)[-1]
 
 
 def written_ahead(call, t, length, written, holder, fill):
