@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import transformer as T
-from transformer.models import llama as llama_mod
+from transformer.models import counting, llama as llama_mod
 from conftest import asarray
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -85,6 +85,41 @@ def test_every_document_lands_once_whole_and_in_the_first_row_with_room(lengths,
         assert all(free[r] < n for r in range(row))
     assert (p.positions[p.doc < 0] == 0).all() and (p.ids[p.doc < 0] == 0).all()
     assert p.rows >= -(-sum(lengths) // n_ctx)  # no layout beats ⌈tokens / n_ctx⌉ rows
+
+
+def naive_first_fit(lengths, n_ctx, longest_first):  # the rule as written: scan the rows from the first
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i]) if longest_first else range(len(lengths))
+    used, spans = [], [None] * len(lengths)
+    for i in order:
+        row = next((r for r, u in enumerate(used) if u + lengths[i] <= n_ctx), len(used))
+        used += [0] * (row == len(used))
+        spans[i] = (row, used[row], lengths[i])
+        used[row] += lengths[i]
+    return tuple(spans)
+
+
+@pytest.mark.parametrize("longest_first", [False, True])
+@pytest.mark.parametrize("n, n_ctx, high", [(3000, 512, 60), (2000, 64, 64), (500, 7, 7), (1, 5, 5)])
+def test_first_fit_places_each_document_where_a_scan_of_the_rows_does(n, n_ctx, high, longest_first):
+    """The max-tree's walk against a plain scan of every row, over thousands of random lengths."""
+    lengths = np.random.default_rng(n).integers(1, high + 1, n).tolist()
+    p = T.pack_documents(docs_of(lengths), n_ctx, longest_first=longest_first)
+    assert p.spans == naive_first_fit(lengths, n_ctx, longest_first)
+
+
+def test_row_groups_cut_the_rows_and_keep_each_document_whole():
+    docs = docs_of([3, 4, 2, 5, 1, 4])
+    p = T.pack_documents(docs, n_ctx=5)  # rows: [3 2] [4 1] [5] [4]
+    for rows in (1, 2, 3, 4, 10):
+        seen = []
+        for g, which in T.row_groups(p, rows):
+            assert g.rows <= rows and g.n_ctx == 5
+            for i, part in zip(which, T.unpack(g.ids, g)):
+                assert part.tolist() == docs[i]
+            seen += which
+        assert sorted(seen) == list(range(len(docs)))
+    with pytest.raises(ValueError, match=r"rows must be an integer ≥ 1, got rows=0"):
+        T.row_groups(p, 0)
 
 
 def test_unpack_cuts_each_document_back_out():
@@ -216,18 +251,25 @@ def test_flash_on_each_backend_with_doc(xp, rng):
 
 
 # --- a model --------------------------------------------------------------------------------
-@pytest.mark.parametrize("restart", [True, False])
-def test_packed_llama_equals_hf_on_each_document_alone(restart):
+@pytest.mark.parametrize("restart, pass_bytes", [(True, None), (False, None), (True, 1)])
+def test_packed_llama_equals_hf_on_each_document_alone(restart, pass_bytes, monkeypatch):
     """Three prompts in rows of 12 (two rows), one forward pass, against HF's LlamaForCausalLM
     holding the same weights and reading each prompt alone. RoPE scores depend on distance
-    only, so numbering the row straight through (restart=False) changes nothing either."""
+    only, so numbering the row straight through (restart=False) changes nothing either.
+    pass_bytes=1: one row a pass (as SmolLM2 runs rows of 512), the same logits."""
     pytest.importorskip("torch")
     from hf_llama import hf_llama_holding, hf_logits
 
+    if pass_bytes is not None:
+        monkeypatch.setattr(counting, "PACKED_PASS_BYTES", pass_bytes)
+    passes = []
+    forward = llama_mod.forward
+    monkeypatch.setattr(llama_mod, "forward", lambda ids, *a, **k: passes.append(ids.shape[0]) or forward(ids, *a, **k))
     ours = T.random_llama(SMALL, seed=3, std=0.1)
     hf = hf_llama_holding(ours)
     docs = [[5, 17, 250, 3, 99], [42, 7, 7, 1, 2, 3, 4], [200, 100, 50, 25]]
     packed = ours.packed_logits(docs, n_ctx=12, restart_positions=restart)
+    assert passes == ([2] if pass_bytes is None else [1, 1])
     for d, got in zip(docs, packed):
         np.testing.assert_allclose(got, hf_logits(hf, d), atol=1e-4, rtol=1e-4)
 
@@ -291,3 +333,13 @@ def test_bad_input_at_the_other_entry_points():
         ids = np.array([[1, 2]])
         llama_mod.forward(ids, m.weights, m.config, m.cos, m.sin, mask=T.causal_mask(2),
                           key_valid=np.ones((1, 2), bool))
+
+
+def test_map_rows_gives_each_document_its_own_copy():
+    p = T.pack_documents(docs_of([3, 4, 2, 5]), n_ctx=5)
+    for rows in (1, 3, 10):
+        got = T.map_rows(lambda g: np.stack([g.ids, -g.ids], axis=-1), p, rows)  # [r, n_ctx, 2]
+        for d, x in zip(docs_of([3, 4, 2, 5]), got):
+            assert x.tolist() == [[t, -t] for t in d] and x.base is None  # not a view into a pass's result
+    with pytest.raises(TypeError, match=r"f must be a function of a Packed .*got int"):
+        T.map_rows(3, p, 1)

@@ -14,7 +14,7 @@ from .core.heads import split_heads, merge_heads, AttentionWeights, multi_head_a
 from .core.masks import (causal_mask, bidirectional_mask, padding_mask, sliding_window_mask,
                     strided_mask, fixed_mask, global_mask, random_mask, same_document, document_mask,
                     attended_pairs)
-from .core.packing import Packed, pack_documents, unpack, continued_positions, packing_report
+from .core.packing import Packed, pack_documents, unpack, row_groups, map_rows, continued_positions, packing_report
 from .core.layers import (layer_norm, rms_norm, relu, gelu, erf, silu, sigmoid, ffn, glu_ffn,
                      swiglu_ffn, residual)
 from .core.kv_cache import KVCache

@@ -54,6 +54,17 @@ def unpack(x, packed):
                          f"(b, n_ctx) = ({packed.rows}, {packed.n_ctx})")
 
 
+def row_groups(packed, rows):
+    packed_rows(packed)
+    require_int(rows=rows, low=1)
+
+
+def map_rows(f, packed, rows):
+    if not callable(f):
+        raise TypeError(f"f must be a function of a Packed (a model's pass), got {type(f).__name__}")
+    row_groups(packed, rows)
+
+
 def packing_report(lengths, n_ctx, *, batch):
     if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
         raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")

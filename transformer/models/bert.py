@@ -34,7 +34,7 @@ from ..require import checked_by
 from ..core.embedding import embed
 from ..core.layers import gelu, layer_norm
 from ..core.masks import causal_mask, padding_mask
-from ..core.packing import pack_documents, unpack
+from ..core.packing import map_rows, pack_documents
 from ..tokenizers.wordpiece import WordPieceTokenizer
 from .encoder_decoder import Seq2SeqEncoderLayer, seq2seq_encoder_layer
 
@@ -191,6 +191,14 @@ def l2_normalize(x, eps: float = 1e-12):  # [..., d] -> [..., d]
     return xp.astype(x / xp.clip(norm, min=eps), dtype, copy=False)  # [..., d]
 
 
+PACKED_PASS_BYTES = 1 << 26  # embed_packed runs as many rows at once as keep one layer's scores within 64 MiB
+
+
+def packed_rows_per_pass(cfg: BertConfig, n_ctx: int) -> int:
+    """Packed rows whose float32 scores [rows, h, n_ctx, n_ctx] fit PACKED_PASS_BYTES: 5 at n_ctx = 512."""
+    return max(1, PACKED_PASS_BYTES // (4 * cfg.h * n_ctx * n_ctx))
+
+
 # ---------------------------------------------------------------- the model
 
 class MiniLM:
@@ -255,14 +263,17 @@ class MiniLM:
         0 … n_ctx − 1 straight through, as if one long text: the learned positions then tell
         every text but the first that it sits deep inside a document, and its embedding moves.
         n_ctx defaults to the total length, at most config.n_max (512 learned positions).
+        The rows run a few at a time (packed_rows_per_pass), so memory does not grow
+        with the number of texts.
         """
         texts = [texts] if isinstance(texts, str) else texts  # one str is a batch of one
         docs = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # ids with [CLS] … [SEP]
         n_ctx = min(sum(map(len, docs)), self.config.n_max) if n_ctx is None else n_ctx
         p = pack_documents(docs, n_ctx, pad_id=self.tokenizer.pad_id)
-        ids, positions, mask = p.model_inputs(self.xp, causal=False, restart_positions=restart_positions)
-        out = bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False)
-        rows = unpack(out.hidden, p)  # per text [n_i, d]
+        def run(part):  # a few rows at a time (packed_rows_per_pass) -> [rows, n_ctx, d]
+            ids, positions, mask = part.model_inputs(self.xp, causal=False, restart_positions=restart_positions)
+            return bert_encode(ids, None, self.weights, self.config, mask=mask, positions=positions, keep=False).hidden
+        rows = map_rows(run, p, packed_rows_per_pass(self.config, n_ctx))  # per text [n_i, d]
         return l2_normalize(self.xp.stack([self.xp.mean(r, axis=0) for r in rows]))  # [b, d]
 
     def tokens(self, text: str) -> list[str]:

@@ -26,6 +26,18 @@ import numpy as np
 from ..require import require_int
 from .configs import ModelConfig, load_config
 
+SDPA_BUFFERS = 4  # scores, masked scores, exp, and the normalised weights, alive together in softmax
+PACKED_PASS_BYTES = 1 << 28  # Llama.packed_logits runs as many rows at once as fit 256 MiB
+
+
+def packed_rows_per_pass(cfg, n_ctx: int) -> int:
+    """Packed rows one pass of Llama.packed_logits holds at once: float32 logits [n_ctx, v], one layer's
+    scores [h, n_ctx, n_ctx] × SDPA_BUFFERS and SwiGLU's three [n_ctx, d_ff] a row, within
+    PACKED_PASS_BYTES (SmolLM2: 1 row at n_ctx = 512 or 2048, 18 at 64)."""
+    per_row = 4 * n_ctx * (cfg.v + SDPA_BUFFERS * cfg.h * n_ctx + 3 * cfg.d_ff)
+    return max(1, PACKED_PASS_BYTES // per_row)
+
+
 __all__ = [
     "DTYPE_BYTES", "dtype_bytes", "parameter_breakdown", "count_parameters",
     "forward_flops", "prefill_flops", "decode_flops", "kv_cache_bytes_per_token",

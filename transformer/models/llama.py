@@ -25,6 +25,7 @@ import numpy as np
 from . import llama_checks as checks
 from ..core.attention import attention_scores, dropout, repeat_kv, scaled_dot_product_attention, softmax
 from . import counting
+from .counting import SDPA_BUFFERS, packed_rows_per_pass
 from .generation import (PREFILL_CHUNK, GenerationStats, decode_rows, device_kind, device_rows, engine_for, left_padded,
                          through_cache)
 from ..backend import get_xp, namespace, to_host, to_numpy
@@ -35,15 +36,13 @@ from ..core.heads import merge_heads, split_heads
 from ..core.kv_cache import KVCache
 from ..core.layers import rms_norm, swiglu_ffn
 from ..core.masks import causal_mask
-from ..core.packing import pack_documents, unpack
+from ..core.packing import map_rows, pack_documents
 from ..core import sampling_checks
 from ..core.sampling import sampling_settings
 
 __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationStats", "forward", "decoder_block",
            "attention_block", "softmax_attention", "dropout_attention", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
 
-# PREFILL_CHUNK (generation.py): the prompt goes through the cache in passes of 512 tokens, because
-SDPA_BUFFERS = 4  # scores, masked scores, exp, and the normalised weights, alive together in softmax
 
 
 @dataclass(frozen=True)
@@ -310,10 +309,10 @@ class Llama:
         docs = [self.encode(d) for d in docs]
         n_ctx = min(sum(map(len, docs)), self.config.n_ctx) if n_ctx is None else n_ctx
         p = pack_documents(docs, n_ctx)
-        ids, positions, mask = p.model_inputs(self.xp, causal=True, restart_positions=restart_positions)
-        out = forward(ids, self.weights, self.config, *self.rope_tables(n_ctx), positions=positions,
-                      mask=mask)  # [b, n_ctx, v]
-        return unpack(out, p)  # per document [n_i, v]
+        def run(part):  # a few rows at a time (packed_rows_per_pass) -> [rows, n_ctx, v]
+            ids, positions, mask = part.model_inputs(self.xp, causal=True, restart_positions=restart_positions)
+            return forward(ids, self.weights, self.config, *self.rope_tables(n_ctx), positions=positions, mask=mask)
+        return map_rows(run, p, packed_rows_per_pass(self.config, n_ctx))  # per document [n_i, v]
 
     @checked_by(checks.llama_iter_attention_weights)
     def iter_attention_weights(self, text_or_ids):  # -> yields L × [h, n, n] NumPy
