@@ -11,8 +11,8 @@ package's answer. On a static host there is no such tag, and the views keep thei
 
 Bounds: 127.0.0.1 unless --host says otherwise (an IPv6 address such as ::1 works too); a request
 body of at most MAX_BODY bytes, refused from its Content-Length before it is used (a refused body of
-up to DRAIN_MAX bytes is read and dropped, so that a client that sends it all before reading sees the
-413, not a reset), and all of it within READ_TIMEOUT_S; one model request at a time, at most --queue
+up to DRAIN_MAX bytes is read and dropped while it keeps coming, so that a client that sends it all
+before reading sees the 413, not a reset), and all of it within READ_TIMEOUT_S; one model request at a time, at most --queue
 waiting behind it (then 503); a text of at most 512 tokens; every error a JSON {"error": "one line"};
 files inside the site folder only (a symlink that leads out of it is a 404).
 """
@@ -31,6 +31,7 @@ MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few Ki
 QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answered 503 at once
 READ_TIMEOUT_S = 30  # a request body arrives whole within this, and a client that stops sending frees its thread
 DRAIN_MAX = 1 << 20  # a body refused as too long is read and dropped up to this many bytes, then the connection closes
+DRAIN_IDLE_S = 1  # … while its bytes keep coming: a client that waits for the answer first gets it after this
 # BLAS threads of a model request. One: a request is small (64 tokens: about 14 GFLOP), and threads that
 # share their cores with other programs (the browser drawing the last answer, a build) wait for one
 # another at every matmul: on a busy 2-core machine (load 3.2) SmolLM2's 64-token answer took a median
@@ -264,16 +265,17 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             except RecursionError:  # '[' × 30,000 fits in the 64 KiB
                 raise ApiError(400, "bad JSON: nested deeper than Python's recursion limit") from None
 
-        def read_exactly(self, n: int) -> bytes:
+        def read_exactly(self, n: int, idle: float | None = None) -> bytes:
             """n bytes of body, all within READ_TIMEOUT_S: a client dripping a byte every few seconds,
-            each within the socket's own timeout, is cut off all the same."""
+            each within the socket's own timeout, is cut off all the same. idle: seconds a read may
+            wait for the next bytes (default: the time left)."""
             deadline, parts, got = time.monotonic() + READ_TIMEOUT_S, [], 0
             try:
                 while got < n:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise TimeoutError
-                    self.connection.settimeout(left)
+                    self.connection.settimeout(left if idle is None else min(left, idle))
                     part = self.rfile.read1(n - got)
                     if not part:
                         self.close_connection = True
@@ -289,12 +291,13 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         def drop_body(self, n: int):
             """Read a refused body and drop it, so that a client still sending it reads the refusal and not
-            a reset; over DRAIN_MAX bytes, or not within the time, the connection closes instead."""
+            a reset; over DRAIN_MAX bytes, or when nothing comes for DRAIN_IDLE_S (a client waiting for
+            the answer before it sends), the connection closes instead."""
             if n > DRAIN_MAX:
                 self.close_connection = True
                 return
             try:
-                self.read_exactly(n)
+                self.read_exactly(n, idle=DRAIN_IDLE_S)
             except ApiError:
                 self.close_connection = True
 
