@@ -57,15 +57,23 @@ def api(models):
     server.server_close()
 
 
+def exchange(port: int, data: bytes, host: str = "127.0.0.1", end_of_body: bool = False) -> bytes:
+    """Send raw bytes (end_of_body: then close our side) and read until the server closes."""
+    with socket.create_connection((host, port), timeout=120) as s:
+        s.sendall(data)
+        if end_of_body:
+            s.shutdown(socket.SHUT_WR)
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    return raw
+
+
 def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
     """(status, parsed JSON or raw bytes) over a plain socket: the test sets every header itself."""
     head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
     head += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
-        s.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
-        raw = b""
-        while chunk := s.recv(65536):
-            raw += chunk
+    raw = exchange(port, ("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
     top, _, payload = raw.partition(b"\r\n\r\n")
     status = int(top.split()[1])
     try:
@@ -76,11 +84,7 @@ def request(port: int, method: str, path: str, body: bytes | None = None, header
 
 def raw_head(port: int, method: str, path: str) -> bytes:
     """The status line and headers of a response, Date left out."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        raw = b""
-        while chunk := s.recv(65536):
-            raw += chunk
+    raw = exchange(port, f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     head = raw.partition(b"\r\n\r\n")[0]
     return b"\r\n".join(line for line in head.split(b"\r\n") if not line.startswith(b"Date:"))
 
@@ -316,12 +320,8 @@ def test_a_refused_body_is_read_so_a_plain_client_sees_the_refusal(bare):
 def test_two_content_lengths_are_refused(bare):
     port, _ = bare
     body = b'{"text": "hi"}'
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\nContent-Length: 2\r\n\r\n" % len(body) + body)
-        raw = b""
-        while chunk := s.recv(65536):  # the server closes: what followed the headers means nothing
-            raw += chunk
+    raw = exchange(port, b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nContent-Length: 2\r\n\r\n" % len(body) + body)
     assert raw.startswith(b"HTTP/1.0 400") and b"2 Content-Length headers: send one" in raw
 
 
@@ -350,13 +350,8 @@ def test_a_body_is_read_within_a_total_time_not_per_byte(monkeypatch, tmp_path):
                 if b"\r\n\r\n" in raw:
                     break
             took = time.monotonic() - began
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:  # and a body cut short
-            s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 100\r\n\r\n{}")
-            s.shutdown(socket.SHUT_WR)
-            cut = b""
-            while chunk := s.recv(65536):
-                cut += chunk
+        cut = exchange(port, b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{}", end_of_body=True)  # and a body cut short
     finally:
         server.shutdown()
         server.server_close()
@@ -395,11 +390,7 @@ def test_serves_on_ipv6():
         pytest.skip(f"cannot listen on ::1: {e}")
     port = start(server)
     try:
-        with socket.create_connection(("::1", port), timeout=30) as s:
-            s.sendall(b"GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            raw = b""
-            while chunk := s.recv(65536):
-                raw += chunk
+        raw = exchange(port, b"GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", host="::1")
     finally:
         server.shutdown()
         server.server_close()
