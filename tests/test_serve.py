@@ -147,6 +147,26 @@ def test_a_long_text_is_answered_one_layer_at_a_time(api, models):
     assert np.abs(W - m.attention_weights(text, layer=4)).max() < ATOL_W
 
 
+def test_a_long_text_keeps_only_the_layer_it_sends(models):
+    """SmolLM2's one-layer answer for 300 tokens held all 30 layers' weights, 30 · 9 · 306² · 4 bytes =
+    101 MB (twice: the pass's maps and their copy); it keeps the one it sends, and it is the full pass's."""
+    import tracemalloc
+    from transformer.cli import view_numbers as V
+
+    m = models.get("smollm2")
+    text = "the cat sat on the mat " * 50
+    tracemalloc.start()
+    entry = V.smollm2_text(m, text, 6, [17])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    N = len(entry["tokens"])
+    all_layers = 30 * 9 * N * N * 4
+    assert N > 300 and peak < all_layers / 2, (peak, all_layers)
+    W = lower_to_full(entry["w"], 1, 9, N, 10_000)[0]
+    seq = m.tokenizer.encode(text) + m.generate(text, 6, stop_at_eos=False)
+    assert np.abs(W - m.attention_weights(seq)[17]).max() < ATOL_W
+
+
 @pytest.mark.parametrize("model", ["smollm2", "minilm"])
 def test_texts_over_512_tokens_are_refused_in_one_line(api, model):
     status, d = post(api, "attention", {"model": model, "text": "cat " * 600})

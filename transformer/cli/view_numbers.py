@@ -65,36 +65,54 @@ def token_labels(tok, ids) -> list[str]:
 
 # --- the decoder: attention through a real generation --------------------------------------------
 
-def prefill_and_decode(model, ids: list[int], n_new: int, keep_layers=None, *, weights: bool = True):
+class LayersKept(list):
+    """An attn_out list that keeps the weights of the layers asked for and None for the others, so a
+    long text's unwanted (h, n, n) maps are freed as the pass goes on (300 MB at 500 tokens)."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = set(layers)
+
+    def append(self, p):
+        super().append(p if len(self) in self.layers else None)
+
+
+def prefill_and_decode(model, ids: list[int], n_new: int, keep_layers=None, *, weights: bool = True, layers=None):
     """Greedy generation through the KV cache, keeping every attention row on the way.
 
     Prefill runs the prompt (n tokens) in one pass: each layer gives (h, n, n). Each decode step
     then feeds one generated token: each layer gives its single query row (h, 1, n_k) over every
     key in the cache. Returns the fed tokens' ids (prompt + n_new generated), the next token the
     model would produce after them, the weights [L, h, N, N] (N = n + n_new, row i = query i; the
-    decode rows are rows n … N − 1; None when weights=False) and, per step, the cache's state.
+    decode rows are rows n … N − 1; None when weights=False; with `layers`, [len(layers), h, N, N]
+    in their order) and, per step, the cache's state.
     """
     cfg = model.config
     n = len(ids)
     N = n + n_new
+    layers = range(cfg.L) if layers is None else layers
     cache = model.new_cache(b=1, n_max=N)  # allocated once for the whole request
-    W = np.zeros((cfg.L, cfg.h, N, N), dtype=np.float32) if weights else None  # [L, h, N, N]
-    maps: list | None = [] if weights else None
+    at = {layer: k for k, layer in enumerate(layers)}  # a layer's place in W
+    W = np.zeros((len(at), cfg.h, N, N), dtype=np.float32) if weights else None  # [L or len(layers), h, N, N]
+    maps: list | None = LayersKept(layers) if weights else None
+    kept = None if keep_layers is None else [at[layer] for layer in keep_layers]  # their places in W
     logits = llama_forward(np.array([ids]), model.weights, cfg, model.cos, model.sin, cache=cache,
-                           last_only=True, attn_out=maps)  # [1, 1, v]; maps: L × [1, h, n, n]
+                           last_only=True, attn_out=maps)  # [1, 1, v]; maps: L × [1, h, n, n] or None
     for layer, p in enumerate(maps or []):
-        W[layer, :, :n, :n] = to_numpy(p[0])
-    steps = [cache_state(cache, model, query=n - 1, W=W, keep_layers=keep_layers)]  # step 0: the prefill
+        if p is not None:
+            W[at[layer], :, :n, :n] = to_numpy(p[0])
+    steps = [cache_state(cache, model, query=n - 1, W=W, keep_layers=kept)]  # step 0: the prefill
     seq = list(ids)
     for s in range(n_new):
         nxt = int(sample_next(to_numpy(logits[0, -1]), temperature=0))  # greedy
         seq.append(nxt)
-        maps = [] if weights else None
+        maps = LayersKept(layers) if weights else None
         logits = llama_forward(np.array([[nxt]]), model.weights, cfg, model.cos, model.sin, cache=cache,
-                               last_only=True, attn_out=maps)  # maps: L × [1, h, 1, n + s + 1]
+                               last_only=True, attn_out=maps)  # maps: L × [1, h, 1, n + s + 1] or None
         for layer, p in enumerate(maps or []):
-            W[layer, :, n + s, :n + s + 1] = to_numpy(p[0, :, 0])  # the new token's row
-        steps.append(cache_state(cache, model, query=n + s, W=W, keep_layers=keep_layers))
+            if p is not None:
+                W[at[layer], :, n + s, :n + s + 1] = to_numpy(p[0, :, 0])  # the new token's row
+        steps.append(cache_state(cache, model, query=n + s, W=W, keep_layers=kept))
     nxt = int(sample_next(to_numpy(logits[0, -1]), temperature=0))
     return seq, nxt, W, steps
 
@@ -116,12 +134,12 @@ def smollm2_text(model, text: str, n_new: int, layers=None) -> dict:
     ones), the next token after them, and the causal weights of `layers` (default all), every head,
     as fixed_ints of the lower triangle, row by row: w[(layer_k · h + head) · N(N+1)/2 + i(i+1)/2 + j]."""
     ids = model.tokenizer.encode(text)
-    seq, nxt, W, _ = prefill_and_decode(model, ids, n_new)  # W: [L, h, N, N]
     layers = list(range(model.config.L)) if layers is None else list(layers)
+    seq, nxt, W, _ = prefill_and_decode(model, ids, n_new, layers=layers)  # W: [len(layers), h, N, N]
     i, j = np.tril_indices(len(seq))  # causal: keys j ≤ i only (the rest is exactly 0)
     return {"text": text, "tokens": token_labels(model.tokenizer, seq), "n_prompt": len(ids),
             "next": visible_token(model.tokenizer.decode([nxt])), "layers": layers,
-            "w": fixed_ints(W[layers][:, :, i, j])}
+            "w": fixed_ints(W[:, :, i, j])}
 
 
 def minilm_text(model, text: str, layers=None) -> dict:
