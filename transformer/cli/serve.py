@@ -12,9 +12,9 @@ package's answer. On a static host there is no such tag, and the views keep thei
 Bounds: 127.0.0.1 unless --host says otherwise (an IPv6 address such as ::1 works too); a request
 body of at most MAX_BODY bytes, refused from its Content-Length before it is used (a refused body of
 up to DRAIN_MAX bytes is read and dropped while it keeps coming, so that a client that sends it all
-before reading sees the 413, not a reset), and all of it within READ_TIMEOUT_S; one model request at a time, at most --queue
-waiting behind it (then 503); a text of at most 512 tokens; every error a JSON {"error": "one line"};
-files inside the site folder only (a symlink that leads out of it is a 404).
+before reading sees the 413, not a reset), and all of it within READ_TIMEOUT_S; one model request at
+a time, at most --queue waiting behind it (then 503); a text of at most 512 tokens; every error a
+JSON {"error": "one line"}; files inside the site folder only (a symlink out of it is a 404).
 """
 from __future__ import annotations
 
