@@ -543,6 +543,37 @@ def test_generation_samples_like_sample_next_step_by_step():
     assert m.generate_batch([[1, 2, 3]], max_new_tokens=10, seed=7, **settings) == [seq[3:]]
 
 
+def test_batch_rows_sample_from_one_stream_or_each_from_its_own():
+    """seed=7: one stream for the batch, row i takes the i-th uniform of each step (the checked
+    sample_next on the rows' stacked logits). seed=[7, 11, 7]: row i is sampled from its own stream,
+    as it would be alone, so equal prompts with equal seeds give equal samples."""
+    m = T.random_llama(llama_mod.LlamaConfig(L=1, d=16, h=2, h_kv=1, d_h=8, d_ff=24, v=50, n_ctx=32),
+                       seed=4, std=0.5)
+    settings = dict(temperature=0.8, top_k=20, top_p=0.9)
+    prompts, seeds = [[1, 2, 3], [4, 5], [1, 2, 3]], [7, 11, 7]
+    alone = []
+    for p, seed in zip(prompts, seeds):
+        seq, rng = list(p), np.random.default_rng(seed)
+        for _ in range(10):
+            seq.append(int(T.sample_next(m.logits(seq)[-1], rng=rng, **settings)))
+        alone.append(seq[len(p):])
+    assert m.generate_batch(prompts, 10, seed=seeds, stop_at_eos=False, **settings) == alone
+    assert alone[0] == alone[2] and alone[0] != alone[1]
+    seqs, rng = [list(p) for p in prompts], np.random.default_rng(7)
+    for _ in range(10):
+        z = np.stack([m.logits(seq)[-1] for seq in seqs])  # [3, v]
+        for seq, t in zip(seqs, T.sample_next(z, rng=rng, **settings)):
+            seq.append(int(t))
+    shared = [seq[len(p):] for seq, p in zip(seqs, prompts)]
+    assert m.generate_batch(prompts, 10, seed=7, stop_at_eos=False, **settings) == shared
+    assert shared[0] != shared[2]  # one stream: equal prompts draw different uniforms
+    for seed, match in (([1, 2], r"seed must be one seed, or one for each of the 3 prompts; got 2"),
+                        ([1, -1, 2], r"seed must be an integer ≥ 0, got seed=-1"),
+                        ([1, 2.5, 2], r"seed must be an integer ≥ 0, got seed=2.5")):
+        with pytest.raises(ValueError, match=match):
+            m.generate_batch(prompts, 2, seed=seed, **settings)
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_generation_refuses_nan_logits_from_the_model(temperature):
     """Weights that make NaN logits (here a NaN in the final norm's gain) stop generation with the

@@ -35,7 +35,7 @@ from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
 
 __all__ = ["PREFILL_CHUNK", "GenerationStats", "left_padded", "engine_for", "through_cache", "overflow_named",
-           "decode_rows", "device_kind", "device_rows", "reorder_keys"]
+           "streams", "sample_rows", "decode_rows", "device_kind", "device_rows", "reorder_keys"]
 
 # Prefill feeds the prompt through the cache in passes of this many tokens: naive attention holds
 # SDPA_BUFFERS arrays of (b, h, n_q, n_k) floats at once (llama.py), so one pass over an 8,000-token
@@ -127,6 +127,22 @@ def overflow_named(fn, whose: str, when: str):
                          "a norm, a matrix product: a damaged or rescaled file?)") from None
 
 
+def streams(seed):  # -> a Generator, or a list of them
+    """The random stream of a generation: one seed (or None) gives one stream for every row, a list of
+    seeds one stream a row."""
+    return [np.random.default_rng(s) for s in seed] if isinstance(seed, (list, tuple)) else np.random.default_rng(seed)
+
+
+def sample_rows(logits, sampling: tuple, rng):  # [b, v] -> [b]
+    """One id a row, from one random stream for the whole batch (a Generator: row i takes the batch's
+    i-th uniform of each step), or from each row's own (a list of b Generators: row i draws what it
+    draws alone)."""
+    if isinstance(rng, list) and float(sampling[0]) != 0:  # greedy needs no stream
+        return np.concatenate([np.asarray(sample_next.unchecked(logits[i:i + 1], *sampling, r)).reshape(-1)
+                               for i, r in enumerate(rng)])  # [b]
+    return np.asarray(sample_next.unchecked(logits, *sampling, None if isinstance(rng, list) else rng)).reshape(-1)
+
+
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
                 stats: GenerationStats | None = None, suppress=()):
     """The loop: yields (the b new ids [b], which rows were still live [b] bool) at each step (NumPy), after
@@ -134,8 +150,9 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
 
     step(ids [b, n]) -> logits [b, v] feeds new tokens and returns the last position's logits: the prompt
     at step 0 (prefill), then one token a row. sampling = (temperature, top_k, top_p), already checked:
-    each token is sampled by the bare core. A row that produced a stop id is done: it is fed `pad` from
-    then on, and the loop ends when every row is done or after max_new_tokens steps. The logits are
+    each token is sampled by the bare core, from rng (sample_rows: one stream, or one a row). A row that
+    produced a stop id is done: it is fed `pad` from then on, and the loop ends when every row is done or
+    after max_new_tokens steps. The logits are
     checked (NaN, +inf, a row of -inf) before anything is sampled from them. Timings go to `stats`.
     suppress: ids that are never chosen (padding, ids outside a trained vocabulary): their logits are set
     to -inf before sampling, so greedy and sampled steps alike pick among the others (HF's suppress_tokens).
@@ -153,7 +170,7 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
             logits = logits.copy()
             logits[:, banned] = -np.inf  # [b, v]
             sampling_checks.step_logits(logits, s)  # every id left at -inf: "no token is possible", named
-        nxt = np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
+        nxt = sample_rows(logits, sampling, rng)  # [b]
         t1 = time.perf_counter()
         stats.steps.append(t1 - t0)
         stats.prefill_s, stats.decode_s = stats.steps[0], sum(stats.steps[1:])

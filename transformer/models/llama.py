@@ -27,7 +27,7 @@ from ..core.attention import attention_scores, dropout, repeat_kv, scaled_dot_pr
 from . import counting
 from .counting import SDPA_BUFFERS, packed_rows_per_pass
 from .generation import (PREFILL_CHUNK, GenerationStats, decode_rows, device_kind, device_rows, engine_for, left_padded,
-                         through_cache)
+                         streams, through_cache)
 from ..backend import get_xp, namespace, to_host, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed, lm_head
@@ -478,9 +478,9 @@ class Llama:
         Padding goes on the left so every sequence's last prompt token sits in the same
         column; padded keys are masked out and each row's positions start at 0 on its
         first real token, so each row's logits are those it has alone: greedy rows get the tokens they
-        get alone. Sampled rows share one random stream, so only a batch of one equals `generate`
-        with the same seed. Each decode step reads every weight once for all b rows. Timings land
-        in `self.last_stats` (batch=b).
+        get alone. seed: one seed, one random stream shared by the rows (two equal prompts differ), or
+        one seed a prompt, row i sampled as `generate(prompts[i], seed=seed[i])` samples it. Each decode
+        step reads every weight once for all b rows. Timings land in `self.last_stats` (batch=b).
         """
         rows = [self.encode(p) for p in prompts]
         b = len(rows)
@@ -492,7 +492,7 @@ class Llama:
         cache = self.new_cache(b, valid.shape[1])
         step = self._step(cache, *self.rope_tables(valid.shape[1]), positions=positions, key_valid=valid)
         out = [[] for _ in range(b)]
-        for nxt, live in decode_rows(step, x, max_new_tokens, sampling, rng=np.random.default_rng(seed), pad=pad,
+        for nxt, live in decode_rows(step, x, max_new_tokens, sampling, rng=streams(seed), pad=pad,
                                      stop=self._stop_ids() if stop_at_eos else set(), stats=stats):
             for i in np.flatnonzero(live):  # a finished row was fed padding: its id is no output
                 out[i].append(int(nxt[i]))

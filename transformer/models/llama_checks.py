@@ -242,6 +242,12 @@ def llama_generate_batch(self: Llama, prompts, max_new_tokens, temperature, top_
     if not rows or not all(rows):
         raise ValueError("generate_batch needs at least one prompt and no empty prompt")
     generation_request(self, max(map(len, rows)), max_new_tokens, temperature, top_k, top_p, b=len(rows))
-    sampling_seed(seed)
+    if isinstance(seed, (list, tuple)):  # one a prompt
+        if len(seed) != len(rows):
+            raise ValueError(f"seed must be one seed, or one for each of the {len(rows)} prompts; got {len(seed)}")
+        for s in seed:
+            sampling_seed(s)
+    else:
+        sampling_seed(seed)
     require_bool(stop_at_eos=stop_at_eos)
     return {"prompts": rows}
