@@ -95,8 +95,8 @@ def llama_encode(self: Llama, prompt):
     if isinstance(prompt, str):
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer: pass token ids, not text")
-        tokenizer_shared.utf8_text(prompt)  # as the tokenizers' own encode refuses a lone surrogate
-        longest, n_bytes = self.tokenizer.max_token_bytes, len(prompt.encode("utf-8"))
+        n_bytes = len(tokenizer_shared.utf8_text(prompt))  # as the tokenizers' own encode refuses a lone surrogate
+        longest = self.tokenizer.max_token_bytes
         if n_bytes > self.config.n_ctx * longest:  # refused before tokenizing: 4 MB of spaces took 32 s
             raise ValueError(f"a text of {n_bytes:,} bytes holds at least {-(-n_bytes // longest):,} tokens (none "
                              f"stands for more than {longest} bytes), more than the model's context of "

@@ -7,11 +7,12 @@ def utf8_text(text, name: str = "text"):
 
     A lone surrogate (U+D800–U+DFFF, half of a UTF-16 pair; what Python's surrogateescape
     makes of undecodable bytes) is no character: it has no UTF-8 form, so no byte-level
-    token, and HF tokenizers refuse such a str. It is refused here, by its position."""
+    token, and HF tokenizers refuse such a str. It is refused here, by its position.
+    Returns the UTF-8 bytes, for a caller that counts them."""
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a str, got {type(text).__name__}: {text!r:.60}")
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ValueError(f"{name} is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at position "
                          f"{e.start} has no UTF-8 form") from None
