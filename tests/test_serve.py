@@ -345,37 +345,46 @@ def test_two_content_lengths_are_refused(bare):
     assert raw.startswith(b"HTTP/1.0 400") and b"2 Content-Length headers: send one" in raw
 
 
-def test_a_body_is_read_within_a_total_time_not_per_byte(monkeypatch, tmp_path):
-    """A byte every 0.3 s is within the socket's timeout each time; the body as a whole is not."""
+def dripped(port: int, head: bytes, drip: bytes) -> tuple[bytes, float]:
+    """Send head, then drip one byte every 0.3 s: (what the server answered, seconds until it did)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head)
+        began = time.monotonic()
+        s.setblocking(False)
+        raw = b""
+        while time.monotonic() - began < 20:
+            try:
+                s.send(drip[:1] or b" ")
+                drip = drip[1:]
+            except OSError:
+                pass
+            time.sleep(0.3)
+            try:
+                raw += s.recv(65536)
+            except BlockingIOError:
+                continue
+            if b"\r\n\r\n" in raw:
+                break
+        return raw, time.monotonic() - began
+
+
+def test_a_request_is_read_within_a_total_time_not_per_byte(monkeypatch, tmp_path):
+    """A byte every 0.3 s is within the socket's timeout each time; the request as a whole, its
+    headers or its body, is not."""
     monkeypatch.setattr(S, "READ_TIMEOUT_S", 1)
     server = S.make_server(None, "127.0.0.1", 0)
     port = start(server)
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-            s.sendall(b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 100\r\n\r\n")
-            began = time.monotonic()
-            s.setblocking(False)
-            raw = b""
-            while time.monotonic() - began < 20:
-                try:
-                    s.send(b" ")
-                except OSError:
-                    pass
-                time.sleep(0.3)
-                try:
-                    raw += s.recv(65536)
-                except BlockingIOError:
-                    continue
-                if b"\r\n\r\n" in raw:
-                    break
-            took = time.monotonic() - began
+        raw, took = dripped(port, b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  b"Content-Length: 100\r\n\r\n", b"")
+        head, head_took = dripped(port, b"GET /api/status HTTP/1.1\r\n", b"Host: x\r\nUser-Agent: slow\r\n\r\n")
         cut = exchange(port, b"POST /api/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                              b"Content-Length: 100\r\n\r\n{}", end_of_body=True)  # and a body cut short
     finally:
         server.shutdown()
         server.server_close()
     assert raw.startswith(b"HTTP/1.0 408") and b"did not arrive within 1 s" in raw and 0.9 < took < 3, (raw, took)
+    assert head.startswith(b"HTTP/1.0 408") and 0.9 < head_took < 3, (head, head_took)
     assert cut.startswith(b"HTTP/1.0 400") and b"the body ended after 2 of its 100 bytes" in cut
 
 

@@ -29,7 +29,7 @@ __all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY"
 DEFAULT_SITE = Path("_build") / "site"
 MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few KiB, JSON escapes at most ×6
 QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answered 503 at once
-READ_TIMEOUT_S = 30  # a request body arrives whole within this, and a client that stops sending frees its thread
+READ_TIMEOUT_S = 30  # a request, headers and body, arrives whole within this: a client that drips it frees its thread
 DRAIN_MAX = 1 << 20  # a body refused as too long is read and dropped up to this many bytes, then the connection closes
 DRAIN_IDLE_S = 1  # … while its bytes keep coming: a client that waits for the answer first gets it after this
 # BLAS threads of a model request. One: a request is small (64 tokens: about 14 GFLOP), and threads that
@@ -123,6 +123,40 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         def log_message(self, *args):  # static files are not logged; API requests are, by send_json
             pass
+
+        # --- the request line, headers and body arrive within READ_TIMEOUT_S of the connection, together
+        def setup(self):
+            super().setup()
+            self.late, self.arrived, self.reading = False, False, threading.Lock()
+            self.watch = threading.Timer(READ_TIMEOUT_S, self.stop_reading)
+            self.watch.daemon = True
+            self.watch.start()
+
+        def stop_reading(self):  # the time is up: a read still waiting on the client returns what came
+            with self.reading:
+                if not self.arrived:
+                    self.late = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RD)
+
+        def request_arrived(self):
+            with self.reading:
+                self.arrived = True
+            self.watch.cancel()
+
+        def finish(self):
+            self.request_arrived()
+            super().finish()
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            if ok and self.late:  # the headers were cut off by the watch
+                self.close_connection = True
+                self.send_error(408, f"the request did not arrive within {READ_TIMEOUT_S} s")
+                return False
+            if ok and self.command != "POST":  # no body to wait for
+                self.request_arrived()
+            return ok
 
         def translate_path(self, path):  # a name that leads out of the site folder (a symlink) is no file here
             local = super().translate_path(path)
@@ -236,6 +270,12 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def read_body(self):
             """The JSON body, refused from its headers before it is read when it is missing, too long
             or not JSON, and after reading when it does not parse."""
+            try:
+                return self.parse_body()
+            finally:
+                self.request_arrived()
+
+        def parse_body(self):
             lengths = self.headers.get_all("Content-Length") or []
             if not lengths:
                 self.close_connection = True  # a body may follow, and nothing says where it ends
@@ -266,28 +306,23 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
                 raise ApiError(400, "bad JSON: nested deeper than Python's recursion limit") from None
 
         def read_exactly(self, n: int, idle: float | None = None) -> bytes:
-            """n bytes of body, all within READ_TIMEOUT_S: a client dripping a byte every few seconds,
-            each within the socket's own timeout, is cut off all the same. idle: seconds a read may
-            wait for the next bytes (default: the time left)."""
-            deadline, parts, got = time.monotonic() + READ_TIMEOUT_S, [], 0
+            """n bytes of body. Reads wait for the client until READ_TIMEOUT_S after the request began
+            (setup's watch), however its bytes trickle in. idle: seconds one read may wait for more."""
+            if idle is not None:
+                self.connection.settimeout(idle)
             try:
-                while got < n:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise TimeoutError
-                    self.connection.settimeout(left if idle is None else min(left, idle))
-                    part = self.rfile.read1(n - got)
-                    if not part:
-                        self.close_connection = True
-                        raise ApiError(400, f"the body ended after {got:,} of its {n:,} bytes")
-                    parts.append(part)
-                    got += len(part)
+                raw = self.rfile.read(n)
             except TimeoutError:
                 self.close_connection = True
-                raise ApiError(408, f"the body did not arrive within {READ_TIMEOUT_S} s") from None
+                raise ApiError(408, f"the body stopped arriving for {idle} s") from None
             finally:
                 self.connection.settimeout(self.timeout)
-            return b"".join(parts)
+            if len(raw) < n:
+                self.close_connection = True
+                if self.late:
+                    raise ApiError(408, f"the request did not arrive within {READ_TIMEOUT_S} s")
+                raise ApiError(400, f"the body ended after {len(raw):,} of its {n:,} bytes")
+            return raw
 
         def drop_body(self, n: int):
             """Read a refused body and drop it, so that a client still sending it reads the refusal and not
