@@ -343,3 +343,16 @@ def test_map_rows_gives_each_document_its_own_copy():
             assert x.tolist() == [[t, -t] for t in d] and x.base is None  # not a view into a pass's result
     with pytest.raises(TypeError, match=r"f must be a function of a Packed .*got int"):
         T.map_rows(3, p, 1)
+
+
+def test_packed_logits_larger_than_the_memory_are_refused_before_a_pass(monkeypatch):
+    """The logits come back whole: tokens × v float32. 300 tokens of a 2²⁰-token vocabulary are 1.26 GB,
+    refused on a machine with 1 GB available before any row runs."""
+    from transformer.core import shared_checks
+    cfg = llama_mod.LlamaConfig(L=1, d=8, h=1, h_kv=1, d_h=8, d_ff=8, v=2**20, n_ctx=64)
+    m = T.random_llama(cfg, seed=0)
+    monkeypatch.setattr(shared_checks, "available_bytes", lambda: 10**9)
+    monkeypatch.setattr(llama_mod, "forward", lambda *a, **k: pytest.fail("a pass ran"))
+    with pytest.raises(ValueError, match=r"the logits of 10 documents \(300 tokens × v = 1,048,576 float32\) would "
+                                         r"take 1.3 GB, more than the 1.0 GB of memory available"):
+        m.packed_logits([[1] * 30] * 10)

@@ -133,6 +133,8 @@ def llama_packed_logits(self: Llama, docs, n_ctx, *, restart_positions):
     n_ctx = min(sum(lengths), self.config.n_ctx) if n_ctx is None else n_ctx
     context_length(self, n_ctx)
     packing_checks.pack_documents(ids, n_ctx, pad_id=0, longest_first=False)  # the row size, and each document fits
+    shared_checks.fits_in_memory(f"the logits of {len(ids):,} documents ({sum(lengths):,} tokens × v = "
+                                 f"{self.config.v:,} float32)", 4 * sum(lengths) * self.config.v, self.xp)
     return {"docs": ids}
 
 
