@@ -343,6 +343,10 @@ def test_map_rows_gives_each_document_its_own_copy():
             assert x.tolist() == [[t, -t] for t in d] and x.base is None  # not a view into a pass's result
     with pytest.raises(TypeError, match=r"f must be a function of a Packed .*got int"):
         T.map_rows(3, p, 1)
+    with pytest.raises(TypeError, match=r"f must return an array \[rows, n_ctx, ...\] .*got NoneType"):
+        T.map_rows(lambda g: None, p, 1)
+    with pytest.raises(ValueError, match=r"f returned shape \(1, 2\) for 1 rows of n_ctx=5: it must keep"):
+        T.map_rows(lambda g: g.ids[:, :2], p, 1)
 
 
 def test_packed_logits_larger_than_the_memory_are_refused_before_a_pass(monkeypatch):

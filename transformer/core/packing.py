@@ -150,7 +150,9 @@ def map_rows(f, packed: Packed, rows: int) -> list:  # f: Packed -> [r, n_ctx, .
     """
     out = [None] * len(packed.spans)
     for part, which in row_groups(packed, rows):
-        for i, x in zip(which, unpack(f(part), part)):  # [n_i, ...] each
+        y = f(part)  # [r, n_ctx, ...]
+        checks.mapped(y, part)
+        for i, x in zip(which, unpack(y, part)):  # [n_i, ...] each
             out[i] = get_xp(x).asarray(x, copy=True)
     return out
 

@@ -65,6 +65,16 @@ def map_rows(f, packed, rows):
     row_groups(packed, rows)
 
 
+def mapped(y, part):
+    """What map_rows' f returned for a group: an array that starts with the group's (rows, n_ctx)."""
+    if not hasattr(y, "shape") or isinstance(y, (str, bytes)):
+        raise TypeError(f"f must return an array [rows, n_ctx, ...] for the packed rows it is given, "
+                        f"got {type(y).__name__}")
+    if tuple(y.shape[:2]) != (part.rows, part.n_ctx):
+        raise ValueError(f"f returned shape {tuple(y.shape)} for {part.rows} rows of n_ctx={part.n_ctx}: it must "
+                         f"keep the rows and slots it is given, [{part.rows}, {part.n_ctx}, ...]")
+
+
 def packing_report(lengths, n_ctx, *, batch):
     if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
         raise TypeError(f"lengths must be a list of token counts, got {type(lengths).__name__}")
