@@ -147,6 +147,33 @@ def test_a_long_text_is_answered_one_layer_at_a_time(api, models):
     assert np.abs(W - m.attention_weights(text, layer=4)).max() < ATOL_W
 
 
+def test_a_long_text_generates_once_for_all_its_layers(models, monkeypatch):
+    """The explorer asks for a long text's layers one request at a time. The first generates; the next
+    ones read the kept ids and run one causal pass up to their layer. Every answer is the full
+    uncached pass's, and each the same as a first request for that layer."""
+    from transformer.cli import view_numbers as V
+
+    generations = []
+    prefill_and_decode = V.prefill_and_decode
+    monkeypatch.setattr(V, "prefill_and_decode", lambda *a, **k: generations.append(1) or prefill_and_decode(*a, **k))
+    m = models.get("smollm2")
+    fresh = A.Models(m, None)
+    text = "the dog ran to the park " * 20  # 120 tokens + 4: one layer an answer
+    body = {"model": "smollm2", "text": text, "new_tokens": 4}
+    answers = {layer: A.attention(fresh, {**body, "layer": layer}) for layer in (2, 29, 0)}
+    assert len(generations) == 1
+    seq = m.tokenizer.encode(text) + m.generate(text, 4, stop_at_eos=False)
+    full = m.attention_weights(seq)
+    for layer, d in answers.items():
+        N = len(d["text"]["tokens"])
+        assert N == len(seq) and d["text"]["layers"] == [layer]
+        assert np.abs(lower_to_full(d["text"]["w"], 1, 9, N, d["w_scale"])[0] - full[layer]).max() < ATOL_W
+    again = A.attention(A.Models(m, None), {**body, "layer": 29})  # a first request for layer 29: it generates
+    assert len(generations) == 2
+    assert again["text"] == {**answers[29]["text"], "w": again["text"]["w"]}
+    assert np.abs(np.asarray(again["text"]["w"]) - np.asarray(answers[29]["text"]["w"])).max() <= 1  # 1e-4
+
+
 def test_a_long_text_keeps_only_the_layer_it_sends(models):
     """SmolLM2's one-layer answer for 300 tokens held all 30 layers' weights, 30 · 9 · 306² · 4 bytes =
     101 MB (twice: the pass's maps and their copy); it keeps the one it sends, and it is the full pass's."""

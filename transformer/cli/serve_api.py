@@ -17,6 +17,7 @@ import argparse
 import math
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -32,6 +33,7 @@ MAX_TOKENS = 512  # a text's tokens: one layer's weights are h · n² floats, an
 ALL_LAYERS_MAX_TOKENS = 96  # every layer at once up to here (about 1.2 M weights, 3 MB of JSON for SmolLM2);
 # a longer text is answered one layer at a time, the layer named by "layer"
 MAX_NEW_TOKENS = 16  # greedy tokens after the text in the attention answer (their decode rows)
+KNOWN_TEXTS = 16  # long texts whose generated ids are kept, so their next layer needs no generation
 MAX_KV_NEW_TOKENS = 32  # greedy steps through the KV cache in the kv_cache answer
 MAX_TEMPERATURE = 10.0  # beyond it softmax(z / T) is flat to within a few per cent: nothing left to see
 TOP_SHOWN = 20  # tokens whose filtered probability the next answer lists
@@ -56,6 +58,17 @@ class Models:
     def __init__(self, smollm2=None, minilm=None):
         self.loaded = {"smollm2": smollm2, "minilm": minilm}
         self.lock = threading.Lock()  # two first requests load one copy
+        self.generated: OrderedDict = OrderedDict()  # (text, new_tokens) -> the ids SmolLM2 generated, last used last
+
+    def known(self, text: str, new_tokens: int) -> dict:
+        """What an earlier request for this text generated (empty the first time, for the view to fill): a
+        long text's explorer asks for its layers one by one, and generates once. Model requests run one at
+        a time, so the dict needs no lock of its own."""
+        key = (text, new_tokens)
+        self.generated[key] = self.generated.pop(key, {})
+        while len(self.generated) > KNOWN_TEXTS:
+            self.generated.popitem(last=False)
+        return self.generated[key]
 
     def get(self, key: str):
         with self.lock:
@@ -168,7 +181,11 @@ def attention(models: Models, body) -> dict:
         n = cfg.n_seq
     n_all = n + new_tokens
     layers = list(range(cfg.L)) if n_all <= ALL_LAYERS_MAX_TOKENS else [(layer or 0) % cfg.L]
-    entry = (V.smollm2_text(model, text, new_tokens, layers) if key == "smollm2" else V.minilm_text(model, text, layers))
+    if key == "smollm2":  # a long text's layers come one request each: its generation is kept for the next
+        known = models.known(text, new_tokens) if len(layers) == 1 else None
+        entry = V.smollm2_text(model, text, new_tokens, layers, known)
+    else:
+        entry = V.minilm_text(model, text, layers)
     out = {"model": key, "name": MODEL_NAMES[key], "causal": key == "smollm2", "lower": key == "smollm2",
            "L": cfg.L, "h": cfg.h, "h_kv": cfg.h_kv if key == "smollm2" else cfg.h, "n_new": new_tokens,
            "w_scale": V.W_SCALE, "text": entry}

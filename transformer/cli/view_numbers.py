@@ -129,13 +129,25 @@ def cache_state(cache, model, *, query: int, W=None, keep_layers=None) -> dict:
     return state
 
 
-def smollm2_text(model, text: str, n_new: int, layers=None) -> dict:
+def smollm2_text(model, text: str, n_new: int, layers=None, known: dict | None = None) -> dict:
     """SmolLM2's entry for one text in the attention view: the tokens (prompt, then n_new greedy
     ones), the next token after them, and the causal weights of `layers` (default all), every head,
-    as fixed_ints of the lower triangle, row by row: w[(layer_k · h + head) · N(N+1)/2 + i(i+1)/2 + j]."""
+    as fixed_ints of the lower triangle, row by row: w[(layer_k · h + head) · N(N+1)/2 + i(i+1)/2 + j].
+
+    known: a dict kept between requests for the same text and n_new. Empty, it is filled with the ids
+    generated; holding them, the weights come from one causal pass over those ids, up to the last
+    layer asked for, with no generation (the cached rows equal a full pass's within float32 rounding):
+    the explorer asking for layer after layer of a long text pays a generation once."""
     ids = model.tokenizer.encode(text)
     layers = list(range(model.config.L)) if layers is None else list(layers)
-    seq, nxt, W, _ = prefill_and_decode(model, ids, n_new, layers=layers)  # W: [len(layers), h, N, N]
+    if known:
+        seq, nxt = known["seq"], known["next"]
+        maps = model.iter_attention_weights(seq)  # L × [h, N, N], computed as consumed
+        W = np.stack([m for layer, m in zip(range(max(layers) + 1), maps) if layer in layers])  # [len(layers), h, N, N]
+    else:
+        seq, nxt, W, _ = prefill_and_decode(model, ids, n_new, layers=layers)  # W: [len(layers), h, N, N]
+        if known is not None:
+            known.update(seq=seq, next=nxt)
     i, j = np.tril_indices(len(seq))  # causal: keys j ≤ i only (the rest is exactly 0)
     return {"text": text, "tokens": token_labels(model.tokenizer, seq), "n_prompt": len(ids),
             "next": visible_token(model.tokenizer.decode([nxt])), "layers": layers,
