@@ -574,6 +574,20 @@ def test_an_exception_in_the_learners_code_shows_their_line_and_nothing_of_the_c
     assert "Traceback" not in proc.stdout + proc.stderr and "transformer/tutor" not in proc.stdout
 
 
+def test_code_that_crashes_python_itself_shows_the_learners_line(tmp_path):
+    """A crash in C (ctypes, a bad as_strided) ends the process: the shell said only "Segmentation
+    fault". Python's fault handler now names the learner's file, line and function first."""
+    path = write_workbook(tmp_path, "03", """
+        def softmax(x, axis=-1, mask=None):
+            import ctypes
+            return ctypes.string_at(0)
+        """)
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode != 0 and "Segmentation fault" in proc.stderr
+    assert f'File "{path}", line 8 in softmax' in proc.stderr, proc.stderr
+
+
 def test_a_loop_that_never_ends_is_stopped_and_the_next_function_is_checked(tmp_path):
     path = write_workbook(tmp_path, "03", """
         def softmax(x, axis=-1, mask=None):

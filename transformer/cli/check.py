@@ -11,6 +11,7 @@ imported.
 """
 from __future__ import annotations
 
+import faulthandler
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: transformer/cli/check.py -> ../..
@@ -74,6 +75,9 @@ def _check(args) -> int:
 
     if args.time_limit is not None and not 0 < args.time_limit <= 86_400:  # setitimer refuses what time_t cannot hold
         raise ValueError(f"--time-limit must be a number of seconds from 0 to 86400 (a day), got {args.time_limit}")
+    # code that crashes the interpreter itself (ctypes, a bad as_strided) ends the check at once: Python
+    # then prints where, in the learner's file, instead of the shell's bare "Segmentation fault"
+    faulthandler.enable()
     folder = workbook_folder(args.workbook)
     files = workbook_files(folder)
     lessons = chosen_lessons(args.lessons, files)
