@@ -172,6 +172,10 @@ def test_a_long_text_generates_once_for_all_its_layers(models, monkeypatch):
     assert len(generations) == 2
     assert again["text"] == {**answers[29]["text"], "w": again["text"]["w"]}
     assert np.abs(np.asarray(again["text"]["w"]) - np.asarray(answers[29]["text"]["w"])).max() <= 1  # 1e-4
+    known = {}  # layers asked out of order come back in that order, from either path
+    first, second = (V.smollm2_text(m, "the cat sat", 2, [5, 2], known) for _ in range(2))
+    assert first["layers"] == second["layers"] == [5, 2]
+    assert np.abs(np.asarray(first["w"]) - np.asarray(second["w"])).max() <= 1
 
 
 def test_a_long_text_keeps_only_the_layer_it_sends(models):

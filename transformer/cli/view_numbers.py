@@ -143,7 +143,8 @@ def smollm2_text(model, text: str, n_new: int, layers=None, known: dict | None =
     if known:
         seq, nxt = known["seq"], known["next"]
         maps = model.iter_attention_weights(seq)  # L × [h, N, N], computed as consumed
-        W = np.stack([m for layer, m in zip(range(max(layers) + 1), maps) if layer in layers])  # [len(layers), h, N, N]
+        wanted = {layer: m for layer, m in zip(range(max(layers) + 1), maps) if layer in layers}
+        W = np.stack([wanted[layer] for layer in layers])  # [len(layers), h, N, N], in the order asked
     else:
         seq, nxt, W, _ = prefill_and_decode(model, ids, n_new, layers=layers)  # W: [len(layers), h, N, N]
         if known is not None:
