@@ -118,10 +118,11 @@ def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"{name!r} must be an integer, got {type(value).__name__}")
+    got = str(value) if len(str(value)) <= 20 else f"{str(value)[:20]}…"  # a 400-digit integer, cut
     if hi is None and value < lo:
-        raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {str(value)[:20]}")
+        raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {got}")
     if hi is not None and not lo <= value <= hi:
-        raise ApiError(400, f"{name!r} must be in {lo} … {hi}, got {str(value)[:20]}{'…' if len(str(value)) > 20 else ''}")
+        raise ApiError(400, f"{name!r} must be in {lo} … {hi}, got {got}")
     return value
 
 

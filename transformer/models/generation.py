@@ -137,10 +137,12 @@ def sample_rows(logits, sampling: tuple, rng):  # [b, v] -> [b]
     """One id a row, from one random stream for the whole batch (a Generator: row i takes the batch's
     i-th uniform of each step), or from each row's own (a list of b Generators: row i draws what it
     draws alone)."""
-    if isinstance(rng, list) and float(sampling[0]) != 0:  # greedy needs no stream
-        return np.concatenate([np.asarray(sample_next.unchecked(logits[i:i + 1], *sampling, r)).reshape(-1)
-                               for i, r in enumerate(rng)])  # [b]
-    return np.asarray(sample_next.unchecked(logits, *sampling, None if isinstance(rng, list) else rng)).reshape(-1)
+    if isinstance(rng, list):
+        if float(sampling[0]) != 0:
+            return np.concatenate([np.asarray(sample_next.unchecked(logits[i:i + 1], *sampling, r)).reshape(-1)
+                                   for i, r in enumerate(rng)])  # [b]
+        rng = None  # greedy needs no stream: one call for the batch
+    return np.asarray(sample_next.unchecked(logits, *sampling, rng)).reshape(-1)  # [b]
 
 
 def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=frozenset(), pad: int = 0,
@@ -152,8 +154,8 @@ def decode_rows(step, x, max_new_tokens: int, sampling: tuple, *, rng, stop=froz
     at step 0 (prefill), then one token a row. sampling = (temperature, top_k, top_p), already checked:
     each token is sampled by the bare core, from rng (sample_rows: one stream, or one a row). A row that
     produced a stop id is done: it is fed `pad` from then on, and the loop ends when every row is done or
-    after max_new_tokens steps. The logits are
-    checked (NaN, +inf, a row of -inf) before anything is sampled from them. Timings go to `stats`.
+    after max_new_tokens steps. The logits are checked (NaN, +inf, a row of -inf) before anything is
+    sampled from them. Timings go to `stats`.
     suppress: ids that are never chosen (padding, ids outside a trained vocabulary): their logits are set
     to -inf before sampling, so greedy and sampled steps alike pick among the others (HF's suppress_tokens).
     """

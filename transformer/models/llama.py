@@ -44,7 +44,6 @@ __all__ = ["LlamaConfig", "LayerWeights", "LlamaWeights", "Llama", "GenerationSt
            "attention_block", "softmax_attention", "dropout_attention", "decoder_mask", "PREFILL_CHUNK", "SDPA_BUFFERS"]
 
 
-
 @dataclass(frozen=True)
 class LlamaConfig:
     """Hyper-parameters of a Llama model; the field names are the dimension legend.

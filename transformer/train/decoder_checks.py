@@ -80,7 +80,7 @@ def decoder_fits(cfg, dtype="float32", xp=None):
     d_h = cfg.d // cfg.h
     layer = cfg.d * (cfg.h + 2 * cfg.h_kv) * d_h + cfg.h * d_h * cfg.d + 3 * cfg.d * cfg.d_ff + 2 * cfg.d
     n_params = cfg.v * cfg.d * (1 if cfg.tied else 2) + cfg.L * layer + cfg.d
-    item = np.dtype(str(dtype)).itemsize
+    item = core_shared.itemsize(str(dtype))
     core_shared.fits_in_memory(f"a decoder of {n_params:,} weights (L={cfg.L}, d={cfg.d}, d_ff={cfg.d_ff}, "
                                f"n_max={cfg.n_max}) with its gradients and AdamW state",
                                4 * item * n_params + 2 * item * cfg.n_max * (d_h // 2), xp)
