@@ -466,6 +466,41 @@ def test_serves_on_ipv6():
     assert raw.startswith(b"HTTP/1.0 200") and b'"max_tokens":512' in raw
 
 
+def test_connections_over_the_limit_are_answered_503_without_a_thread():
+    """Slowloris with many connections: each one open and silent held a thread (and its watch) for
+    READ_TIMEOUT_S, with no cap on how many. Over max_connections the next gets 503 at once, and a
+    freed slot serves again."""
+    lines = []
+    server = S.make_server(None, "127.0.0.1", 0, max_connections=3, log=lines.append)
+    handled, finish_request = [], server.finish_request
+    server.finish_request = lambda *a: (handled.append(a), finish_request(*a))  # on each connection's thread
+    port = start(server)
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 30
+        while len(handled) < 3 and time.monotonic() < deadline:  # their threads started
+            time.sleep(0.01)
+        began = time.monotonic()
+        refused = exchange(port, b"GET /api/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        took = time.monotonic() - began
+        handled_refused = len(handled)
+        silent.pop().close()  # a slot frees when its handler sees the client gone
+        deadline, served = time.monotonic() + 30, b""
+        while not served.startswith(b"HTTP/1.0 200") and time.monotonic() < deadline:
+            served = exchange(port, b"GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    finally:
+        for s in silent:
+            s.close()
+        server.shutdown()
+        server.server_close()
+    head, _, body = refused.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 503") and b"Retry-After: 1" in head and took < 5, (refused, took)
+    assert json.loads(body) == {"error": "busy: 3 connections are open (at most 3); try again in a moment"}
+    assert handled_refused == 3  # the refused connection had no thread of its own
+    assert served.startswith(b"HTTP/1.0 200") and b'"max_tokens":512' in served
+    assert lines[0] == "refused a connection from 127.0.0.1: 3 are open"
+
+
 def test_a_client_that_stops_reading_gets_no_second_response_inside_the_first(monkeypatch):
     """A write that times out mid-answer was caught as a failed request: a 500 was written into the middle
     of the 200's body, and logged as a 500. Now the connection closes and the log says what happened."""
@@ -592,6 +627,8 @@ def test_serve_without_a_site_says_so_in_one_line(tmp_path, capsys):
     (tmp_path / "index.html").write_text("<html></html>")
     assert cli_main(["serve", "--site", str(tmp_path), "--port", "70000"]) == 2
     assert "--port must be in 0" in capsys.readouterr().err
+    assert cli_main(["serve", "--site", str(tmp_path), "--connections", "0"]) == 2
+    assert "--connections must be ≥ 1, got 0" in capsys.readouterr().err
 
 
 # --- the live path in a browser ----------------------------------------------------------------------

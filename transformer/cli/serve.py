@@ -13,8 +13,9 @@ Bounds: 127.0.0.1 unless --host says otherwise (an IPv6 address such as ::1 work
 body of at most MAX_BODY bytes, refused from its Content-Length before it is used (a refused body of
 up to DRAIN_MAX bytes is read and dropped while it keeps coming, so that a client that sends it all
 before reading sees the 413, not a reset), and all of it within READ_TIMEOUT_S; one model request at
-a time, at most --queue waiting behind it (then 503); a text of at most 512 tokens; every error a
-JSON {"error": "one line"}; files inside the site folder only (a symlink out of it is a 404).
+a time, at most --queue waiting behind it (then 503); at most MAX_CONNECTIONS connections open at
+once (the next is answered 503 and closed, with no thread of its own); a text of at most 512 tokens;
+every error a JSON {"error": "one line"}; files inside the site folder only (a symlink out of it is a 404).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from .shown import shown
 
 __all__ = ["register", "run_serve", "make_server", "inject_live_tag", "MAX_BODY", "DRAIN_MAX", "QUEUE_LIMIT",
-           "THREADS", "LIVE_TAG"]
+           "MAX_CONNECTIONS", "THREADS", "LIVE_TAG"]
 
 DEFAULT_SITE = Path("_build") / "site"
 MAX_BODY = 64 * 1024  # bytes of a request body: 512 tokens of text are a few KiB, JSON escapes at most ×6
@@ -32,6 +33,9 @@ QUEUE_LIMIT = 4  # model requests waiting behind the running one; more are answe
 READ_TIMEOUT_S = 30  # a request, headers and body, arrives whole within this: a client that drips it frees its thread
 DRAIN_MAX = 1 << 20  # a body refused as too long is read and dropped up to this many bytes, then the connection closes
 DRAIN_IDLE_S = 1  # … while its bytes keep coming: a client that waits for the answer first gets it after this
+# connections open at once, each a thread (and its READ_TIMEOUT_S watch): a browser opens 6 to a host, so
+# 64 is many readers' tabs; a client that opens thousands and sends nothing no longer gets a thread each
+MAX_CONNECTIONS = 64
 # BLAS threads of a model request. One: a request is small (64 tokens: about 14 GFLOP), and threads that
 # share their cores with other programs (the browser drawing the last answer, a build) wait for one
 # another at every matmul: on a busy 2-core machine (load 3.2) SmolLM2's 64-token answer took a median
@@ -56,6 +60,8 @@ def register(sub) -> None:
     p.add_argument("--queue", type=int, default=QUEUE_LIMIT,
                    help=f"model requests that may wait behind the running one (default {QUEUE_LIMIT}); "
                         "more are answered 503")
+    p.add_argument("--connections", type=int, default=MAX_CONNECTIONS,
+                   help=f"connections open at once (default {MAX_CONNECTIONS}); the next is answered 503")
     p.set_defaults(func=run_serve)
 
 
@@ -73,11 +79,11 @@ def inject_live_tag(html: bytes) -> bytes:
 
 
 def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: int = QUEUE_LIMIT,
-                models=None, log=None, threads: int = THREADS):
+                models=None, log=None, threads: int = THREADS, max_connections: int = MAX_CONNECTIONS):
     """The server, bound and not yet serving (call serve_forever()). site_dir None: the API only.
     models: a serve_api.Models (default: one that loads each model on first use). log: a function
     that takes one line per API request (default: none). threads: BLAS threads of a model request
-    (0: leave BLAS as it is)."""
+    (0: leave BLAS as it is). max_connections: connections served at once; the next is answered 503."""
     import contextlib
     import http.server
     import json
@@ -346,6 +352,36 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
         def finish_request(self, request, client_address):
             Handler(request, client_address, self, directory=str(self.site_dir or "."))
 
+        def process_request(self, request, client_address):  # on the listening thread, before a thread starts
+            if not self.open_slots.acquire(blocking=False):
+                self.refuse_busy(request)
+                if log is not None and time.monotonic() - self.busy_logged > 10:  # a line per 10 s of a flood
+                    self.busy_logged = time.monotonic()
+                    log(f"refused a connection from {client_address[0]}: {max_connections} are open")
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:  # no thread started: its slot is free again
+                self.open_slots.release()
+                raise
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.open_slots.release()
+
+        def refuse_busy(self, request):
+            """503 to a connection over the limit, written without waiting on the client, then closed."""
+            body = json.dumps({"error": f"busy: {max_connections} connections are open (at most "
+                                        f"{max_connections}); try again in a moment"}).encode()
+            head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n").encode()
+            with contextlib.suppress(OSError):
+                request.setblocking(False)  # a small answer fits the socket's buffer; a full one is dropped
+                request.send(head + body)
+            self.shutdown_request(request)
+
         def handle_error(self, request, client_address):  # socketserver's default prints a traceback
             exc = sys.exc_info()[1]
             if log is not None and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):  # a client gone
@@ -357,6 +393,8 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
     server.site_dir = None if site_dir is None else Path(site_dir)
     server.models = Models() if models is None else models
     server.queue = RequestQueue(queue_limit)
+    server.open_slots = threading.BoundedSemaphore(max_connections)
+    server.busy_logged = -float("inf")
     return server
 
 
@@ -370,9 +408,12 @@ def run_serve(args) -> int:
         raise ValueError(f"--queue must be ≥ 0, got {args.queue}")
     if args.threads < 0:
         raise ValueError(f"--threads must be ≥ 0, got {args.threads}")
+    if args.connections < 1:
+        raise ValueError(f"--connections must be ≥ 1, got {args.connections}")
     try:
         server = make_server(site, args.host, args.port, args.queue,
-                             log=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads)
+                             log=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
+                             max_connections=args.connections)
     except OSError as e:
         raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
     host, port = server.server_address[:2]
