@@ -7,6 +7,7 @@ error, a missing import, a wrong return type, a loop that never ends) each give 
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ import pytest
 
 import transformer as T
 from transformer.tutor import LESSON_SPECS, check_file, format_report, workbook_files
+from transformer.tutor.run import load_workbook_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -586,6 +588,33 @@ def test_code_that_crashes_python_itself_shows_the_learners_line(tmp_path):
                            "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode != 0 and "Segmentation fault" in proc.stderr
     assert f'File "{path}", line 8 in softmax' in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("call", ["os._exit(0)", "os.abort()", "sys.exit(0)"])
+def test_a_function_that_ends_the_process_fails_at_its_line_and_the_check_goes_on(call, tmp_path):
+    """os._exit(0) ended the check with exit 0 and no line: a learner saw an empty report, as if all
+    was well. It, and os.abort, now raise inside the learner's function."""
+    path = write_workbook(tmp_path, "03", f"""
+        def softmax(x, axis=-1, mask=None):
+            import os, sys
+            {call}
+        """)
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert f"at {path.name}, line 8, in softmax: {call}" in proc.stdout, proc.stdout
+    if call.startswith("os."):
+        assert f"raised ProcessEnd: {call} would end the check here with no word" in proc.stdout, proc.stdout
+    assert "scaled_dot_product_attention  passed" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_file_that_ends_the_process_as_it_loads_is_one_line(tmp_path):
+    (tmp_path / "03_attention.py").write_text("import os\nos._exit(3)\n", encoding="utf-8")
+    module, error = load_workbook_file(tmp_path / "03_attention.py")
+    assert module is None and error == ("03_attention.py, line 2, in <module>: os._exit(3): raised ProcessEnd while "
+                                        "loading: os._exit(3) would end the check here with no word: a checked "
+                                        "function returns its answer"), error
+    assert os._exit.__module__ == "posix"  # put back
 
 
 def test_a_loop_that_never_ends_is_stopped_and_the_next_function_is_checked(tmp_path):

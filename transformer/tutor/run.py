@@ -11,7 +11,8 @@ fails; one that calls a failing function of the same file is told to fix that on
 inside the learner's code is shown as their file and line; nothing of the checker's. What the learner's
 code prints is kept out of the report and summed up in one line. A file that does not import (a syntax
 error, a missing module) is one line, and the other files are still checked. Each case has a time limit,
-so a loop that never ends costs seconds, not the session.
+so a loop that never ends costs seconds, not the session; os._exit and os.abort, which would end the
+check with no word, raise instead.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import dis
 import importlib.util
 import inspect
 import io
+import os
 import signal
 import sys
 import threading
@@ -92,6 +94,26 @@ def time_limit(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
+class ProcessEnd(Exception):
+    """The learner's code called os._exit or os.abort, which would have ended the check with no word."""
+
+
+@contextmanager
+def exits_refused():
+    """os._exit(n) and os.abort() raise ProcessEnd inside the block: a checked function returns its answer."""
+    def refusal(name: str):
+        def refuse(*args):
+            call = f"os.{name}({', '.join(map(repr, args))})"
+            raise ProcessEnd(f"{call} would end the check here with no word: a checked function returns its answer")
+        return refuse
+    saved = os._exit, os.abort
+    os._exit, os.abort = refusal("_exit"), refusal("abort")
+    try:
+        yield
+    finally:
+        os._exit, os.abort = saved
+
+
 @contextmanager
 def captured_output(buffer: io.StringIO):
     """What the block prints goes to `buffer`, not the report, and input() reads nothing (EOFError)."""
@@ -152,7 +174,7 @@ def _load(path: Path, seconds) -> tuple[Any, str, list[str]]:
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
     out = io.StringIO()
     try:
-        with time_limit(seconds), captured_output(out):
+        with time_limit(seconds), captured_output(out), exits_refused():
             exec(code, module.__dict__)
     except TimeLimit as e:
         return None, f"{path.name}: importing it {e}: is there a loop at the top level of the file?", []
@@ -244,7 +266,8 @@ def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
     """One call of the learner's object on a fresh copy of the case, its prints captured."""
     changed, out = [], io.StringIO()
     try:
-        with time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out):
+        with (time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out),
+              exits_refused()):
             warnings.simplefilter("ignore")  # an overflow warning from the learner's exp: the hint says more
             value = spec.call(watched(obj, changed), case)
         return _Run("ok", value, changed, out.getvalue().splitlines())
