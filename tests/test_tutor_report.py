@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from transformer.tutor import LESSON_SPECS, check_file, format_report
 from transformer.tutor.cases import Case, Mistake, Spec
@@ -67,12 +68,37 @@ def test_a_count_is_exact_and_the_difference_is_said():
 
 def test_values_that_print_alike_get_more_digits_and_float32_rounding_is_named():
     """Seven digits of 0.1234567849 and 0.1234568149 read the same: the message shows both until they differ, and
-    a float64 answer off only by float32's rounding (3e-8 here) gets the hint that says so."""
+    a float64 answer made in float32 (its entries float32 numbers, off by 3e-8) gets the hint that says so."""
     expected = np.array([0.1234567849, 2.0])
-    problem = compare(np.array([0.1234568149, 2.0]), expected)
+    problem = compare(np.array([0.1234568149, 2.0], dtype=np.float32).astype(np.float64), expected)
     assert problem == ("first wrong entry at [0]: expected 0.12345678, got 0.12345681 (1 of 2 entries differ)")
     assert problem.hint.startswith("the answer agrees only to about 7 digits, as float32 arithmetic does")
     assert compare(np.array([0.13, 2.0]), expected).hint == ""  # a real slip is not put down to rounding
+
+
+def test_a_float64_slip_as_small_as_float32_rounding_is_not_put_down_to_it():
+    """ε = 1e-6 outside RMSNorm's root moves each entry by about 1e-6 of itself: as small as float32's rounding,
+    and the hint said "compute in float64" to code that did. Its entries are not float32 numbers."""
+    r = np.random.default_rng(0)
+    x = r.standard_normal((4, 8))
+    inside = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    outside = x / (np.sqrt((x * x).mean(-1, keepdims=True)) + 1e-6)
+    problem = compare(outside, inside)
+    assert problem.startswith("first wrong entry") and problem.hint == "", (problem, problem.hint)
+    in_float32 = (x.astype(np.float32) / np.sqrt((x.astype(np.float32) ** 2).mean(-1, keepdims=True) + np.float32(1e-6)))
+    assert compare(in_float32.astype(np.float64), inside).hint.startswith("the answer agrees only to about 7 digits")
+
+
+def test_a_factor_near_one_is_printed_with_the_digits_that_tell_it_from_one():
+    problem = compare(np.array([1.0, 2.0, 3.0]) * 1.000005, np.array([1.0, 2.0, 3.0]))
+    assert problem.endswith("every entry is 1.000005 × the expected one: off by a constant factor"), problem
+
+
+def test_an_answer_of_another_library_is_told_to_be_a_numpy_array():
+    torch = pytest.importorskip("torch")
+    problem = compare(torch.zeros(3, dtype=torch.float64), np.zeros(3))
+    assert problem.kind == "type" and problem.startswith("the result should be a NumPy array, got a torch.Tensor")
+    assert compare(0, 3) == "the result: expected 3, got 0 (3 fewer)"  # no "0 × the expected"
 
 
 def test_a_count_without_the_final_norm_is_told_which_part(tmp_path):
