@@ -851,12 +851,13 @@ FLASH_ATTEMPT = """
             for j0 in range(0, n_k, Bc):
                 S = Qi @ kc[:, :, j0:j0 + Bc].swapaxes(-1, -2){scale}
                 if causal:
-                    S = np.where(np.arange(j0, j0 + S.shape[-1])[None, :] <= qpos, S, -np.inf)
+                    S = np.where(np.arange(j0, j0 + S.shape[-1])[None, :] {le} qpos, S, -np.inf)
                 m, l, O = online_attention_update(m, l, O, S, vc[:, :, j0:j0 + Bc])
-            out[:, :, i0:i0 + br] = O / np.where(l == 0, 1, l)
+            out[:, :, i0:i0 + br] = {divide}
         return out.astype(q.dtype)
     """
-FLASH_RIGHT = {"ct": "np.float32 if q.dtype == np.float16 else q.dtype", "rows": "br", "scale": " / math.sqrt(d_h)"}
+FLASH_RIGHT = {"ct": "np.float32 if q.dtype == np.float16 else q.dtype", "rows": "br", "scale": " / math.sqrt(d_h)",
+               "le": "<=", "divide": "O / np.where(l == 0, 1, l)"}
 PAGED_ATTEMPT = """
     def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None):
         h, n_q, d_h = q.shape
@@ -940,11 +941,12 @@ FILTER_ATTEMPT = """
             order = np.argsort(-x, axis=-1{kind})
             sorted_p = np.take_along_axis(p, order, -1)
             keep = np.zeros(x.shape, bool)
-            np.put_along_axis(keep, order, np.cumsum(sorted_p, -1) - sorted_p < top_p, -1)
+            np.put_along_axis(keep, order, {before} < top_p, -1)
             x = np.where(keep, x, -np.inf)
         return {result}
     """
 FILTER_RIGHT = {"scaled": "(x / x.dtype.type(temperature)).astype(x.dtype)", "kind": ', kind="stable"', "result": "x",
+                "before": "np.cumsum(sorted_p, -1) - sorted_p",
                 "top_k": "x = np.where(x >= np.sort(x, axis=-1)[..., -top_k][..., None], x, -np.inf)"}
 MHA_ATTEMPT = """
     from transformer import scaled_dot_product_attention
@@ -1235,3 +1237,171 @@ def test_a_cache_written_in_place_passes(tmp_path):
 def test_the_entries_and_shapes_of_norms_swiglu_and_masks_are_named(lesson, source, name, words, tmp_path):
     result = result_of(check_file(write_workbook(tmp_path, lesson, source), lesson), name)
     assert words in result.message and "1=0" not in result.message, result.message
+
+
+# --- mistakes a learner made that passed, or were told another mistake's hint ----------------------------------
+SOFTMAX_SHIFTED = """
+    def softmax(x, axis=-1, mask=None):
+        if mask is not None:
+            x = np.where(mask, x, -np.inf)
+        xf = x.astype(np.float32) if x.dtype == np.float16 else x
+        m = {shift}
+        e = np.exp(xf - np.where(np.isfinite(m), m, 0))
+        z = e.sum(axis=axis, keepdims=True)
+        return (e / {z}).astype(x.dtype)
+    """
+SDPA_SCORES = """
+    def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+        k, v = np.repeat(k, q.shape[1] // k.shape[1], 1), np.repeat(v, q.shape[1] // k.shape[1], 1)
+        scale = 1 / math.sqrt({size}) if scale is None else scale
+        s = {scores} * scale
+        {masking}
+        p = softmax(s)
+        return (p @ v, p) if return_weights else p @ v
+    """
+SDPA_PLAIN = dict(size="q.shape[-1]", scores="q @ k.swapaxes(-1, -2)", masking="s = s if mask is None else "
+                  "np.where(mask, s, -np.inf)")
+FLASH_FULL = """
+    from transformer import scaled_dot_product_attention
+    def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
+        n_q, n_k = q.shape[2], k.shape[2]
+        i, j = np.arange(n_q)[:, None] + n_k - n_q, np.arange(n_k)[None, :]  # a row that sees no key gives zeros
+        return scaled_dot_product_attention(q, k, v, j <= i if causal else None)
+    """
+AUDITED = [
+    ("03", "softmax", SOFTMAX_SHIFTED.format(shift="xf.min(axis=axis, keepdims=True)", z="np.where(z == 0, 1, z)"),
+     "not its min: e^(x − min) overflows"),
+    ("03", "softmax", SOFTMAX_SHIFTED.format(shift="xf.mean(axis=axis, keepdims=True)", z="np.where(z == 0, 1, z)"),
+     "not its mean: e^(x − mean) overflows"),
+    ("03", "softmax", SOFTMAX_SHIFTED.format(shift="xf.max()", z="z"), "not the max of the whole array"),
+    ("03", "softmax", SOFTMAX_SHIFTED.format(shift="xf.max()", z="np.where(z == 0, 1, z)"),
+     "not the max of the whole array"),
+    ("03", "softmax", SOFTMAX_SHIFTED.format(shift="xf.max(axis=axis, keepdims=True)", z="e.sum()"),
+     "the sum runs over the whole array"),
+    ("03", "scaled_dot_product_attention", SDPA_SCORES.format(**{**SDPA_PLAIN, "scores": "q @ k.T"}),
+     "k.T reverses all four axes"),
+    ("03", "scaled_dot_product_attention", SDPA_SCORES.format(**{**SDPA_PLAIN, "size": "k.shape[-2]"}),
+     "divided by √n_k, the number of keys"),
+    ("03", "scaled_dot_product_attention", SDPA_SCORES.format(**{**SDPA_PLAIN, "masking": "s = s if mask is None else "
+                                                                 "np.where(mask, s, 0)"}),
+     "masked scores set to 0 instead of −inf"),
+    ("03", "scaled_dot_product_attention", SDPA_SCORES.format(**{**SDPA_PLAIN, "masking": "s = s if mask is None else "
+                                                                 "s + mask"}),
+     "the mask is boolean (True = may attend), not a bias to add"),
+    ("05", "sliding_window_mask", """
+        def sliding_window_mask(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):
+            n_k = n_q if n_k is None else n_k
+            i = np.arange(n_q)[:, None] + (n_k - n_q if offset is None else offset)
+            j = np.arange(n_k)[None, :]
+            return ((j <= i) & (j > i - w)) if causal else (np.abs(i - j) <= w // 2)
+        """, "not a window of w keys centred on it"),
+    ("06", "KVCache.update", CACHE_CLASS + """
+            self.k[layer][:, :, self.length:end] = k_new
+            self.v[layer][:, :, self.length:end] = v_new
+            self.written[layer] = end
+            self.length = end
+            return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+    """, "update must not move self.length"),
+    ("08", "online_attention_update", """
+        def online_attention_update(m, l, O, S_j, V_j):
+            m_new = np.maximum(m, S_j.max(-1, keepdims=True))
+            P = np.exp(S_j - np.where(np.isneginf(m_new), 0, m_new))
+            alpha = np.where(np.isneginf(m), 0, np.exp(m_new - np.where(np.isneginf(m), 0, m)))
+            return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
+        """, "α's exponent is the wrong way round"),
+    ("09", "flash_attention", FLASH_ATTEMPT.format(**{**FLASH_RIGHT, "divide": "O / l"}),
+     "O / l is 0 / 0 = NaN"),
+    ("09", "flash_attention", FLASH_ATTEMPT.format(**{**FLASH_RIGHT, "le": "<"}), "not j <"),
+    ("10", "rms_norm", """
+        def rms_norm(x, gamma, eps=1e-6):
+            return x / np.sqrt((x * x).mean(-1, keepdims=True)) * gamma
+        """, "ε is left out: add the `eps` argument inside the root"),
+    ("11", "filter_logits", FILTER_ATTEMPT.format(**{**FILTER_RIGHT, "before": "np.cumsum(sorted_p, -1)"}),
+     "the cumulative sum counts the token's own mass"),
+    ("18", "softmax_backward", """
+        def softmax_backward(dP, P):
+            return P * (1 - P) * dP
+        """, "only the diagonal of the Jacobian is taken"),
+    ("18", "scaled_dot_product_attention_backward", """
+        def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
+            b, h_kv, n_k, d_h = k.shape
+            r = q.shape[1] // h_kv
+            scale = 1 / math.sqrt(d_h) if scale is None else scale
+            k, v = np.repeat(k, r, axis=1), np.repeat(v, r, axis=1)
+            dV = P.swapaxes(-1, -2) @ dO
+            dP = dO @ v.swapaxes(-1, -2)
+            dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+            dQ = dS @ k * scale
+            dK = dS.swapaxes(-1, -2) @ q * scale
+            return dQ, dK.reshape(b, r, h_kv, n_k, d_h).sum(1), dV.reshape(b, r, h_kv, n_k, d_h).sum(1)
+        """, "the groups are consecutive query heads"),
+    ("18", "adamw_step", """
+        def adamw_step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+            state.t += 1
+            for name, p in params.items():
+                if p.ndim >= 2:
+                    p = p - lr * weight_decay * p
+                state.m[name] = betas[0] * state.m[name] + (1 - betas[0]) * grads[name]
+                state.v[name] = betas[1] * state.v[name] + (1 - betas[1]) * grads[name] ** 2
+                m_hat = state.m[name] / (1 - betas[0] ** state.t)
+                v_hat = state.v[name] / (1 - betas[1] ** state.t)
+                params[name] = p - lr * m_hat / (np.sqrt(v_hat) + eps)
+        """, "a model holding the old one never sees it"),
+]
+
+
+@pytest.mark.parametrize("lesson, name, source, hint", AUDITED,
+                         ids=[f"{lesson}-{name}-{i}" for i, (lesson, name, _, _) in enumerate(AUDITED)])
+def test_a_mistake_that_passed_or_was_misnamed_is_caught_with_its_own_hint(lesson, name, source, hint, tmp_path):
+    """Each of these passed the checker, or was told another mistake's hint: a softmax shifted by the row's
+    min or mean or by the array's max (no row spread wide enough), attention masked with 0 or by adding the mask
+    (told "add the mask before the softmax"), k.T on 4 axes, the scale √n_k, a band centred on the query, an
+    update that moves length, α = e^(m_new − m), a flash loop dividing 0 by 0, a top-p cumulative sum that counts
+    the token itself (told "−inf, not 0"), the diagonal of softmax's Jacobian, GQA gradients summed in np.tile's
+    order (told "sum the gradients of each group", which it did), AdamW putting new arrays in params."""
+    test_a_planted_mistake_is_caught_with_its_hint(lesson, name, source, hint, tmp_path)
+
+
+def test_flash_attention_that_holds_the_whole_score_matrix_fails_on_memory(tmp_path):
+    """Its values are right in every case: the tiles are what the lesson teaches, and only the memory tells."""
+    report = check_file(write_workbook(tmp_path, "09", FLASH_FULL), "09")
+    result = result_of(report, "flash_attention")
+    assert result.status == "failed" and result.failed == 1, format_report(report)
+    message = result.failures[0].message
+    assert message.startswith("right values, but the call held") and "the n_q × n_k scores alone are 8.4 MB" in message
+    held = float(message.split("held ")[1].split(" MB")[0])
+    assert held > 8.4  # tracemalloc saw the scores, and more
+
+
+def test_an_eps_slip_in_float64_is_not_told_to_compute_in_float64(tmp_path):
+    report = check_file(write_workbook(tmp_path, "10", """
+        def rms_norm(x, gamma, eps=1e-6):
+            return x / (np.sqrt((x * x).mean(-1, keepdims=True)) + eps) * gamma
+        """), "10")
+    hints = result_of(report, "rms_norm").hints
+    assert hints[0].startswith("ε goes inside the square root") and not any("7 digits" in h for h in hints), hints
+
+
+def test_a_softmax_that_returns_a_torch_tensor_is_told_to_return_a_numpy_array(tmp_path):
+    pytest.importorskip("torch")
+    report = check_file(write_workbook(tmp_path, "03", """
+        import torch
+        def softmax(x, axis=-1, mask=None):
+            t = torch.from_numpy(np.asarray(x))
+            if mask is not None:
+                t = t.masked_fill(~torch.from_numpy(np.asarray(mask)), -math.inf)
+            return torch.softmax(t, dim=axis)
+        """), "03")
+    assert "should be a NumPy array, got a torch.Tensor" in result_of(report, "softmax").failures[0].message
+
+
+def test_a_sinusoidal_table_made_in_float32_fails_the_float64_case(tmp_path):
+    report = check_file(write_workbook(tmp_path, "02", """
+        def sinusoidal_positions(n, d, *, base=10000.0, xp=None, dtype=None):
+            pos = np.arange(n, dtype=np.float32)[:, None]
+            angle = pos / np.float32(base) ** (np.arange(0, d, 2, dtype=np.float32) / d)
+            return np.stack([np.sin(angle), np.cos(angle)], -1).reshape(n, d).astype(dtype or np.float32)
+        """), "02")
+    result = result_of(report, "sinusoidal_positions")
+    assert [f.label for f in result.failures if "dtype=float64" in f.label], format_report(report)
+    assert any("as float32 arithmetic does" in h for h in result.hints), result.hints

@@ -29,6 +29,10 @@ class Case:
     tags: frozenset = frozenset()
     # where this case's answer must be closer than its dtype's tolerance (a float16 softmax rounded once)
     tol: Tolerance | None = None
+    # bytes the call may hold at its peak (tracemalloc, its argument copies included), and what a learner over it
+    # should know: FlashAttention's loop never holds the n_q × n_k scores
+    max_bytes: int | None = None
+    memory_note: str = ""
 
 
 class NotingNamespace:

@@ -97,8 +97,8 @@ def _both_values(expected, got) -> tuple[str, str]:
     return e, g
 
 
-FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmetic does: the inputs are float64, so "
-                  "compute in float64 (cast to float32 only what is float16)")
+FLOAT32_DIGITS = ("the answer agrees only to about 7 digits, as float32 arithmetic does: a float64 answer is computed "
+                  "in float64 (cast to float32 only what is float16)")
 
 
 FLOAT32_SPREAD = 2e-6  # float32 keeps 24 bits (6e-8); sums of tens of terms stay within ~2e-6 of the largest one

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import tracemalloc
 import traceback
 import warnings
 from collections import Counter
@@ -260,6 +261,28 @@ class _Run:
     value: Any  # the learner's answer, or the exception
     changed: list  # the arguments the call changed in place
     printed: list  # the lines it printed
+    peak: int = 0  # bytes held at the call's peak, where the case limits them
+
+
+@contextmanager
+def peak_bytes(measure: bool):
+    """Yields a list that holds, after the block, the most bytes the block held at once (tracemalloc, which NumPy
+    reports its arrays to); measure False: nothing is traced."""
+    held = [0]
+    if not measure:
+        yield held
+        return
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        yield held
+    finally:
+        held[0] = tracemalloc.get_traced_memory()[1] - base
+        if not tracing:
+            tracemalloc.stop()
 
 
 def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
@@ -267,10 +290,10 @@ def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
     changed, out = [], io.StringIO()
     try:
         with (time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out),
-              exits_refused()):
+              exits_refused(), peak_bytes(case.max_bytes is not None) as held):
             warnings.simplefilter("ignore")  # an overflow warning from the learner's exp: the hint says more
             value = spec.call(watched(obj, changed), case)
-        return _Run("ok", value, changed, out.getvalue().splitlines())
+        return _Run("ok", value, changed, out.getvalue().splitlines(), held[0])
     except TimeLimit as e:
         return _Run("time", e, changed, out.getvalue().splitlines())
     except KeyboardInterrupt:
@@ -303,9 +326,15 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
         if f.kind == "raised":  # a hint that says "only the GQA cases fail" must be true: the tag on every failure
             return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ")
                                                              or all(m.tag in g.case.tags for g in failures))
-        return (f.kind not in ("time", "in place", "xp") and m.variant is not None and i < VARIANT_CHECKS
+        return (f.kind not in ("time", "in place", "xp", "memory") and m.variant is not None and i < VARIANT_CHECKS
                 and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
+    # a failure past the first VARIANT_CHECKS is tried against the mistakes that explained those, so that a tag's
+    # hint ("the mask is not applied") is not given to the 9th failure of a mistake that explains all of them
+    found_early = [m for m in spec.mistakes if any(m in found for found in matched)]
+    for i, f in enumerate(failures[VARIANT_CHECKS:], VARIANT_CHECKS):
+        if f.kind == "value" and not matched[i]:
+            matched[i] = [m for m in found_early if m.variant is not None and _variant_matches(spec, m, f.case, f.value)]
     # where two mistakes give the same answer on a case (no V, or no L, when L = 2), the one that explains more cases
     votes = Counter(id(m) for found in matched for m in found)  # how many failures each mistake explains
     unexplained = []
@@ -384,6 +413,9 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             problem = _torch_problem(spec, case, run.value, dims, names)
         if problem is None and noting is not None and not noting.read:
             problem = Problem(XP_UNUSED, "xp")
+        if problem is None and case.max_bytes is not None and run.peak > case.max_bytes:
+            problem = Problem(f"right values, but the call held {run.peak / 1e6:.1f} MB at its peak, over the "
+                              f"{case.max_bytes / 1e6:.1f} MB allowed here: {case.memory_note}", "memory")
         keys = [k for k in run.changed if k not in ref_changed]
         names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
         in_place = _in_place_message(names) if names else ""

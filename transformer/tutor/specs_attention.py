@@ -30,6 +30,10 @@ def softmax_cases() -> list[Case]:
         Case("x of shape (2, 3, 7), batch > 1", (r.standard_normal((2, 3, 7)),), tags=frozenset({"batch"})),
         Case("axis=0 of a (4, 3) array", (r.standard_normal((4, 3)),), {"axis": 0}, frozenset({"axis"})),
         Case("huge logits [1000, 1001, 999]", (np.array([[1000.0, 1001.0, 999.0]]),), tags=frozenset({"huge"})),
+        Case("rows of wide spread: [−1000, 0, 1000] and [−1400, −1000, −800]",
+             (np.array([[-1000.0, 0.0, 1000.0], [-1400.0, -1000.0, -800.0]]),), tags=frozenset({"huge"})),
+        Case("rows at different levels: [1000, 1001, 999] and [−1000, −999, −1001]",
+             (np.array([[1000.0, 1001.0, 999.0], [-1000.0, -999.0, -1001.0]]),), tags=frozenset({"huge"})),
         Case("float32 x of shape (2, 9)", (r.standard_normal((2, 9)).astype(np.float32),),
              tags=frozenset({"float32"})),
         Case("float16 logits around 20", ((r.standard_normal((2, 6)) * 3 + 20).astype(np.float16),),
@@ -59,6 +63,33 @@ def _softmax_in_dtype(x, axis=-1, mask=None):  # x − max and e^… in x's own 
     return e / np.where(z == 0, 1, z).astype(x.dtype)
 
 
+def _softmax_shifted_by(shift, guarded=False):
+    """e^(x − c) / Σ e^(x − c) with c = shift(x, axis), a number other than each row's max: the row's min or mean, or
+    the max of the whole array. Right where nothing overflows or underflows: only the max keeps every e^… ≤ 1.
+    guarded: a sum of 0 divided as 1 (zeros, not NaN). float16 is computed in float32, so that a float16 case
+    that fails for its own reason is not put down to the shift."""
+    def variant(x, axis=-1, mask=None):
+        if mask is not None:
+            raise ValueError("a variant of the shift alone")  # a variant that cannot run on a case says nothing
+        xf = x.astype(np.float32) if x.dtype == np.float16 else x
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            e = np.exp(xf - shift(xf, axis))
+            z = e.sum(axis=axis, keepdims=True)
+            return (e / (np.where(z == 0, 1, z) if guarded else z)).astype(x.dtype)
+    return variant
+
+
+def _global_max(x, axis):
+    return x.max()
+
+
+def _softmax_whole_sum(x, axis=-1, mask=None):  # Σ over every entry of the array, not along the axis
+    x = x if mask is None else np.where(mask, x, -np.inf)
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0))
+    return (e / e.sum()).astype(x.dtype)
+
+
 def _softmax_mask_zero(x, axis=-1, mask=None):  # masked scores set to 0 instead of -inf
     return softmax(x if mask is None else np.where(mask, x, 0.0), axis=axis)
 
@@ -82,6 +113,19 @@ SOFTMAX = Spec(
     "softmax", softmax, softmax_cases, "transformer/core/attention.py", dims=None,
     mistakes=[
         NO_MAX,
+        Mistake("subtract each row's own max, x.max(axis, keepdims=True), not its min: e^(x − min) overflows on a row "
+                "of wide spread; only the max makes every e^… at most 1", variant=_softmax_shifted_by(
+                    lambda x, axis: x.min(axis=axis, keepdims=True))),
+        Mistake("subtract each row's own max, x.max(axis, keepdims=True), not its mean: e^(x − mean) overflows on a "
+                "row of wide spread; only the max makes every e^… at most 1", variant=_softmax_shifted_by(
+                    lambda x, axis: x.mean(axis=axis, keepdims=True))),
+        Mistake("subtract each row's own max, x.max(axis, keepdims=True), not the max of the whole array: a row far "
+                "below it underflows to e^… = 0 everywhere, 0 / 0", variant=_softmax_shifted_by(_global_max)),
+        Mistake("subtract each row's own max, x.max(axis, keepdims=True), not the max of the whole array: a row far "
+                "below it underflows to e^… = 0 everywhere, and its weights come out 0", variant=_softmax_shifted_by(
+                    _global_max, guarded=True)),
+        Mistake("the sum runs over the whole array: divide by each row's own sum, e.sum(axis, keepdims=True), so that "
+                "every row sums to 1", variant=_softmax_whole_sum),
         Mistake("overflow on large logits only: subtract the row max before exp", tag="huge"),
         Mistake("the sum runs over the wrong axis: use the `axis` argument (each slice along it must sum to 1)",
                 tag="axis"),
@@ -181,15 +225,22 @@ def _gqa_tiled(q, k, v, mask=None, *, scale=None, return_weights=False):  # K/V 
     return scaled_dot_product_attention(q, k, v, mask, scale=scale, return_weights=return_weights)
 
 
-def _mask_1e9(q, k, v, mask=None, *, scale=None, return_weights=False):  # −1e9 on the masked scores, not −inf
-    if mask is None:
-        raise ValueError("no mask")
-    n_rep = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1)
-    s = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
-    p = softmax(np.where(mask, s, -1e9))
-    out = (p @ v).astype(q.dtype)
-    return (out, p.astype(q.dtype)) if return_weights else out
+def _masked_scores(masking):
+    """Attention whose masked scores are masking(mask, s) instead of −inf where the mask is False: −1e9, 0, or the
+    boolean mask added to the scores (+1 on every key kept)."""
+    def variant(q, k, v, mask=None, *, scale=None, return_weights=False):
+        if mask is None:
+            raise ValueError("no mask")
+        n_rep = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1)
+        s = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+        p = softmax(masking(np.asarray(mask), s))
+        out = (p @ v).astype(q.dtype)
+        return (out, p.astype(q.dtype)) if return_weights else out
+    return variant
+
+
+_mask_1e9 = _masked_scores(lambda mask, s: np.where(mask, s, -1e9))
 
 
 SDPA_MISTAKES_SHARED = [
@@ -200,8 +251,18 @@ SDPA_MISTAKES_SHARED = [
             "it is False (np.where(mask, scores, -np.inf))", variant=_inverted_mask),
     Mistake("K is not transposed: the scores are Q Kᵀ, (n_q, d_h) @ (d_h, n_k) — use k.swapaxes(-1, -2) or k.mT",
             variant=_k_not_transposed),
-    Mistake("K is not transposed: the scores are Q Kᵀ, (n_q, d_h) @ (d_h, n_k) — use k.swapaxes(-1, -2) or k.mT",
+    Mistake("the scores are Q Kᵀ, (n_q, d_h) @ (d_h, n_k): swap K's last two axes, k.swapaxes(-1, -2) or k.mT (k.T "
+            "reverses all four axes of a (b, h, n_k, d_h) array, and k as it is is not transposed)",
             raises=r"core dimension|mismatch in its core", tag=None),
+    Mistake("the scores are divided by √n_k, the number of keys: the formula divides by √d_h, the head size "
+            "(math.sqrt(q.shape[-1]))", variant=lambda q, k, v, mask=None, *, scale=None, return_weights=False:
+            scaled_dot_product_attention(q, k, v, mask, scale=1 / math.sqrt(k.shape[-2]) if scale is None else scale,
+                                         return_weights=return_weights)),
+    Mistake("masked scores set to 0 instead of −inf: a score of 0 still gets weight e^0 / Σ — put −inf where the "
+            "mask is False (np.where(mask, scores, -np.inf))",
+            variant=_masked_scores(lambda mask, s: np.where(mask, s, 0.0))),
+    Mistake("the mask is boolean (True = may attend), not a bias to add: scores + mask adds 1 to every key kept and "
+            "hides none — use np.where(mask, scores, -np.inf)", variant=_masked_scores(lambda mask, s: s + mask)),
     Mistake("the softmax runs over the queries: it must run over the keys, the last axis, so that each query's "
             "weights sum to 1", variant=_softmax_over_queries),
     Mistake("the K/V heads are repeated in the order 0, 1, 0, 1: query head i reads K/V head i // (h / h_kv), so "
@@ -215,7 +276,8 @@ SDPA_MISTAKES_SHARED = [
     Mistake("only the cases with h_kv < h fail: repeat each K/V head h / h_kv times along the head axis "
             "(np.repeat(k, h // h_kv, axis=1)) before the products; lesson 07 explains why",
             raises=r"broadcast|core dimension", tag="gqa"),
-    Mistake("only the masked cases fail: add the mask before the softmax (−inf where the mask is False)", tag="mask"),
+    Mistake("only the masked cases fail: the scores where the mask is False must be −inf before the softmax "
+            "(np.where(mask, scores, -np.inf)), so that their weights are exactly 0", tag="mask"),
     Mistake("a query whose mask row is all False has no key to read: its output must be zeros (its softmax row 0 "
             "everywhere), not NaN and not an average of V", tag="empty-row"),
     Mistake("overflow on large scores: subtract each row's max before exp (or call your softmax from above)",

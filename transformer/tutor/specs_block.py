@@ -98,6 +98,9 @@ LAYER_NORM = Spec(
                       "d features, the last axis (axis=-1, keepdims=True)", variant=_ln_axis0),
               Mistake("normalise over the last axis (the d features of each position): axis=-1, keepdims=True",
                       raises=r"broadcast"),
+              Mistake("ε is left out: add the `eps` argument to the variance inside the root, √(σ² + ε) (it changes "
+                      "each entry by about ε / 2σ², so only the case with a large eps fails by much)",
+                      variant=lambda x, gamma, beta=None, eps=1e-5: layer_norm(x, gamma, beta, 0.0)),
               Mistake("use the `eps` argument", tag="eps"),
               Mistake("β is optional: add it only when it is given (y if beta is None else y + beta)", tag="no-beta"),
               Mistake("β is optional: add it only when it is given (y if beta is None else y + beta)",
@@ -134,6 +137,9 @@ RMS_NORM = Spec(
                       "with the sum every output is √d times too small", variant=_rms_sum),
               Mistake("the root mean square runs over the last axis: mean(x * x, axis=-1, keepdims=True)",
                       raises=r"broadcast"),
+              Mistake("ε is left out: add the `eps` argument inside the root, √(mean(x²) + ε) (it changes each entry "
+                      "by about ε / 2·mean(x²), so only the case with a large eps fails by much)",
+                      variant=lambda x, gamma, eps=1e-6: rms_norm(x, gamma, 0.0)),
               Mistake("use the `eps` argument", tag="eps"),
               Mistake("divide by the root: √(mean(x²) + ε), not mean(x²) + ε", variant=_rms_variant(sqrt=False)),
               Mistake("divide by the root mean square (or multiply by its inverse, 1/√(mean(x²) + ε)), not multiply "
@@ -212,6 +218,9 @@ SOFTMAX_BACKWARD = Spec(
     dims=("…", "n_q", "n_k"),
     mistakes=[Mistake("the row-sum term is missing: dS = P ∘ (dP − rowsum(dP ∘ P)) — every weight depends on every "
                       "score of its row", variant=lambda dP, P: P * dP),
+              Mistake("only the diagonal of the Jacobian is taken: ∂P_i/∂S_j = P_i(δ_ij − P_j), so dS_j = "
+                      "P_j (dP_j − Σ_i dP_i P_i) — the off-diagonal terms, −P_i P_j, give the row sum",
+                      variant=lambda dP, P: P * (1 - P) * dP),
               Mistake("the row sum must keep its axis (keepdims=True) to broadcast back over the row",
                       raises=r"broadcast"),
               Mistake("dS = P ∘ (dP − rowsum(dP ∘ P)): multiply by P, element-wise",
@@ -263,6 +272,17 @@ def _sdpa_backward_heads_not_summed(dO, q, k, v, P, *, scale=None):  # dK, dV le
                                                  scale=scale)
 
 
+def _sdpa_backward_heads_strided(dO, q, k, v, P, *, scale=None):  # groups summed as heads g, g + h_kv, g + 2h_kv …
+    b, h_kv, n_k, d_h = k.shape
+    n_rep = q.shape[1] // h_kv
+    if n_rep == 1:
+        raise ValueError("no groups")  # a variant that cannot run on a case says nothing about it
+    dq, dk, dv = scaled_dot_product_attention_backward(dO, q, np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1),
+                                                       P, scale=scale)  # dk, dv: [b, h, n_k, d_h]
+    return (dq, dk.reshape(b, n_rep, h_kv, n_k, d_h).sum(axis=1),
+            dv.reshape(b, n_rep, h_kv, n_k, d_h).sum(axis=1))  # [b, h_kv, n_k, d_h]
+
+
 def _sdpa_backward_p_not_transposed(dO, q, k, v, P, *, scale=None):  # dV = P dO (square cases only)
     dq, dk, _ = scaled_dot_product_attention_backward(dO, q, k, v, P, scale=scale)
     b, h_kv, n_k, d_h = v.shape
@@ -278,6 +298,9 @@ SDPA_BACKWARD = Spec(
               Mistake("dK and dV have h heads where K and V have h_kv: sum the gradients of each group of h / h_kv "
                       "query heads (the backward of np.repeat: dk.reshape(b, h_kv, h // h_kv, n, d_h).sum(axis=2))",
                       variant=_sdpa_backward_heads_not_summed),
+              Mistake("the groups are consecutive query heads: heads g·r … g·r + r − 1 (r = h / h_kv) read K/V head g, "
+                      "so reshape to (b, h_kv, r, n, d_h) and sum axis 2 — (b, r, h_kv, …) sums heads g, g + h_kv …, "
+                      "the order of np.tile", variant=_sdpa_backward_heads_strided),
               Mistake("dV = Pᵀ dO: key j collects the gradient of every query that read it, weighted by P[i, j], so P "
                       "is transposed (P.swapaxes(-1, -2) @ dO)", variant=_sdpa_backward_p_not_transposed),
               Mistake("dK and dV have h_kv heads: sum the gradients of each group of h / h_kv query heads "
@@ -314,13 +337,15 @@ ADAMW_NAMES = ("state.t",) + tuple(f"{p} after step {s}" for s in (1, 2, 3) for 
 
 def run_adamw(step, case):
     """Three steps of `step` on a copy of the case's parameters; the final state.t (first: a step that does not count
-    itself makes every θ wrong), and θ after each step."""
+    itself makes every θ wrong), and θ after each step, read from the arrays the caller holds: a model holds its
+    parameters, so a step that puts new arrays into params[name] moves nothing the model sees."""
     (params, grads, lr), kwargs = fresh(case)
+    held = dict(params)  # the caller's arrays, as a model holds them
     state = adamw_state(params)
     out = []
     for g in grads:
         step(params, g, state, lr, **kwargs)
-        out += [params["W"].copy(), params["b"].copy()]
+        out += [held["W"].copy(), held["b"].copy()]
     return (state.t,) + tuple(out)
 
 
@@ -371,9 +396,9 @@ ADAMW_STEP = Spec(
                       variant=_adamw_corrected(False, True)),
               Mistake("v's bias correction is missing: v̂ = v / (1 − β₂ᵗ), as m̂ = m / (1 − β₁ᵗ)",
                       variant=_adamw_corrected(True, False)),
-              Mistake("the parameters never change: `p = p * …` or `p = p - …` makes a new array and leaves "
-                      "params[name] as it was — update in place (p *= …, p -= …) or assign params[name] = …",
-                      variant=_adamw_rebinds(False)),
+              Mistake("the parameters the caller holds never change: `p = p - …` or `params[name] = p - …` makes a "
+                      "new array, and a model holding the old one never sees it — update in place (p -= …, p *= …, "
+                      "p[...] = …)", variant=_adamw_rebinds(False)),
               Mistake("the weight decay is missing: shrink each decayed parameter, θ ← θ − η·λ·θ, before the Adam "
                       "step", variant=lambda params, grads, state, lr, *, weight_decay=0.1, **kwargs:
                       adamw_step(params, grads, state, lr, weight_decay=0.0, **kwargs)),

@@ -102,6 +102,13 @@ def _max_forgets_old(m, l, O, S_j, V_j):  # m_new = rowmax S_j alone
     return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
 
 
+def _alpha_flipped(m, l, O, S_j, V_j):  # α = e^(m_new − m), at least 1: what came before grows
+    m_new = np.maximum(m, S_j.max(-1, keepdims=True))
+    P = exp_minus(S_j, m_new)
+    alpha = np.where(np.isneginf(m), 0.0, np.exp(m_new - np.where(np.isneginf(m), 0, m)))
+    return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
+
+
 def _normalised(m, l, O, S_j, V_j):
     m_new, l_new, O_new = online_attention_update(m, l, O, S_j, V_j)
     return m_new, l_new, O_new / l_new
@@ -114,6 +121,8 @@ ONLINE_UPDATE = Spec(
                       "α = e^(m − m_new) too: O_new = α·O + P̃ V_j", variant=_no_alpha_on_O),
               Mistake("α is not applied to l: the running sum was taken against the old max, rescale it: "
                       "l_new = α·l + rowsum P̃", variant=_no_alpha_on_l),
+              Mistake("α's exponent is the wrong way round: α = e^(m − m_new), the old max minus the new, so α ≤ 1 and "
+                      "what came before shrinks when the max goes up", variant=_alpha_flipped),
               Mistake("keep O unnormalised (do not divide by l here): the division happens once, after the "
                       "last tile", variant=_normalised),
               Mistake("the new max forgets the old one: m_new = max(m, rowmax S_j) (np.maximum), so that "
@@ -130,6 +139,9 @@ def _qkv(r, b, h, h_kv, n_q, n_k, d_h, dtype=np.float64):
             r.standard_normal((b, h_kv, n_k, d_h)).astype(dtype))
 
 
+MEMORY_N = 1024  # the memory case's n_q = n_k: its scores, 8.4 MB in float64, are 128 of its 64 × 64 tiles
+
+
 def flash_cases():
     r = _rng(91)
     return [
@@ -144,6 +156,15 @@ def flash_cases():
              frozenset({"gqa"})),
         Case("tiles of 1 × 1", _qkv(r, 1, 1, 1, 5, 5, 2), {"block_q": 1, "block_k": 1}),
         Case("float32, default tiles", _qkv(r, 1, 2, 2, 10, 10, 8, np.float32), tags=frozenset({"float32"})),
+        Case("causal, 6 queries over 4 keys (n_q > n_k): rows 0 and 1 see no key and return zeros",
+             _qkv(r, 1, 1, 1, 6, 4, 4), {"causal": True, "block_q": 4, "block_k": 2},
+             frozenset({"causal", "no-key", "ragged"})),
+        Case(f"n = {MEMORY_N:,}, tiles of 64 × 64: the peak memory of tiles, not of the whole score matrix",
+             _qkv(r, 1, 1, 1, MEMORY_N, MEMORY_N, 16), {"block_q": 64, "block_k": 64}, frozenset({"memory"}),
+             max_bytes=MEMORY_N * MEMORY_N * 8 // 3,
+             memory_note=f"the n_q × n_k scores alone are {MEMORY_N * MEMORY_N * 8 / 1e6:.1f} MB in float64, and "
+                         "FlashAttention never holds them — for each query tile, loop over key tiles of Bc keys and "
+                         "keep only that tile's S_ij and the running m, l and O"),
     ]
 
 
@@ -177,6 +198,29 @@ def _flash_no_alpha(q, k, v, *, causal=False, block_q=None, block_k=None):
     return out.astype(q.dtype)
 
 
+def _flash_unguarded(q, k, v, *, causal=False, block_q=None, block_k=None):  # O / l where l = 0: NaN, not 0
+    out = flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+    if not causal or q.shape[2] <= k.shape[2]:
+        raise ValueError("every row sees a key")  # a variant that cannot run on a case says nothing about it
+    out[..., :q.shape[2] - k.shape[2], :] = np.nan  # [b, h, n_q − n_k, d_h] the rows that see no key
+    return out
+
+
+def _flash_strict_causal(q, k, v, *, causal=False, block_q=None, block_k=None):  # key j < position, not ≤
+    if not causal:
+        raise ValueError("no causal mask")
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1)
+    n_q, n_k = q.shape[2], k.shape[2]
+    s = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])  # [b, h, n_q, n_k]
+    i, j = np.arange(n_q)[:, None] + n_k - n_q, np.arange(n_k)[None, :]
+    s = np.where(j < i, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    z = e.sum(-1, keepdims=True)
+    return (e / np.where(z == 0, 1, z) @ v).astype(q.dtype)
+
+
 def _flash_scaled(factor):
     """flash_attention whose scores are factor(d_h) × the right ones: √d_h when 1/√d_h is left out, 1/√d_h when
     the scores are divided by d_h."""
@@ -197,6 +241,10 @@ FLASH = Spec(
                       variant=_flash_scaled(lambda d_h: 1 / math.sqrt(d_h))),
               Mistake("the output is not normalised: after the last key tile divide O by l (O / l), once per row",
                       variant=_flash_unnormalised),
+              Mistake("a row that sees no key (causal, n_q > n_k) has l = 0, and O / l is 0 / 0 = NaN: divide by 1 "
+                      "where l is 0 (np.where(l == 0, 1, l)), so that the row returns zeros", variant=_flash_unguarded),
+              Mistake("the diagonal: a query sees its own key, so key j is kept when j ≤ its position (i + n_k − n_q), "
+                      "not j <", variant=_flash_strict_causal),
               Mistake("only causal fails: put −inf on the scores of keys after the query (key j > query i + "
                       "n_k − n_q) before the update, and skip tiles entirely above the diagonal", tag="causal"),
               Mistake("with n_k > n_q the queries are the last n_q positions: query row r sits at r + n_k − n_q",

@@ -13,6 +13,7 @@ from ..core.layers import linear
 from ..core.masks import causal_mask, padding_mask, sliding_window_mask
 from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_cos_sin, sinusoidal_positions
 from .cases import Case, Mistake, NotingNamespace, Spec, fresh
+from .compare import Tolerance
 
 __all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
            "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK", "KV_CACHE_UPDATE"]
@@ -71,7 +72,8 @@ def _softmax_last(z):  # [..., v] probabilities along the last axis
 def sinusoidal_cases():
     return [Case("n=6, d=8", (6, 8)), Case("n=5, d=10", (5, 10)),
             Case("n=4, d=8, base=100", (4, 8), {"base": 100.0}, frozenset({"base"})),
-            Case("n=3, d=4, dtype=float64", (3, 4), {"dtype": np.float64}, frozenset({"dtype"})),
+            Case("n=3, d=4, dtype=float64: computed in float64", (3, 4), {"dtype": np.float64}, frozenset({"dtype"}),
+                 tol=Tolerance((1e-12, 1e-12))),  # a table made in float32 and cast is off by ~1e-8
             Case("n=4, d=6, xp= a namespace to build it with", (4, 6), {"xp": NotingNamespace()}, frozenset({"xp"}))]
 
 
@@ -346,6 +348,7 @@ def window_cases():
             Case("w=10 ≥ n: the plain causal mask", (5, 10)),
             Case("decode: n_q=2 after 6 cached keys (n_k=8), w=3", (2, 3, 8), tags=frozenset({"offset"})),
             Case("causal=False: a band |i − j| < w", (6, 2), {"causal": False}, frozenset({"band"})),
+            Case("causal=False, w=3: a band 5 keys wide", (7, 3), {"causal": False}, frozenset({"band"})),
             Case("n_q=4, w=2, xp= a namespace to build it with", (4, 2), {"xp": NotingNamespace()}, frozenset({"xp"}))]
 
 
@@ -356,6 +359,13 @@ def _window_variant(rule):
     return variant
 
 
+def _window_centred(n_q, w, n_k=None, offset=None, *, causal=True, xp=None):  # causal=False as |i − j| ≤ w // 2
+    if causal:
+        raise ValueError("the slip is in the band alone")  # a variant that cannot run on a case says nothing
+    i, j = _positions(n_q, n_k, offset)
+    return np.abs(i - j) <= w // 2
+
+
 SLIDING_WINDOW_MASK = Spec(
     "sliding_window_mask", sliding_window_mask, window_cases, "transformer/core/masks.py", dims=MASK_DIMS,
     mistakes=[Mistake("the window holds w keys, the query itself included: i − w < j ≤ i",
@@ -364,6 +374,9 @@ SLIDING_WINDOW_MASK = Spec(
                       variant=_window_variant(lambda i, j, w: (j < i) & (j > i - w - 1))),
               Mistake("the queries are the last n_q positions: query i sits at i + offset, offset = n_k − n_q",
                       tag="offset"),
+              Mistake("causal=False is a band of w keys on each side of the query, itself counted once: |i − j| < w, "
+                      "2w − 1 keys in all (not a window of w keys centred on it)",
+                      variant=_window_centred),
               Mistake("causal=False is a band around the query: |i − j| < w", tag="band")])
 
 
@@ -420,6 +433,17 @@ class _AtZero(KVCache):
         return self.k[layer][:, :, :self.length + t], self.v[layer][:, :, :self.length + t]
 
 
+class _MovesLength(KVCache):  # update moves self.length itself: the next layer writes after the first's positions
+    def update(self, layer, k_new, v_new):
+        end = self.length + k_new.shape[2]
+        self.k[layer][:, :, self.length:end], self.v[layer][:, :, self.length:end] = k_new, v_new
+        self.written[layer], self.length = end, end
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+
+    def advance(self, t):  # the workbook's, which does not check self.written as the package's does
+        self.length += t
+
+
 class _OneLayer(KVCache):  # every layer written into, and read from, layer 0's arrays
     def update(self, layer, k_new, v_new):
         end = self.length + k_new.shape[2]
@@ -470,4 +494,7 @@ KV_CACHE_UPDATE = Spec(
               Mistake("write the new positions at [length, length + t): the cache keeps what came before",
                       variant=_AtZero),
               Mistake("each layer has its own arrays: write and read self.k[layer] and self.v[layer], so that one "
-                      "layer's keys never overwrite another's", variant=_OneLayer)] + NOT_IN_PLACE)
+                      "layer's keys never overwrite another's", variant=_OneLayer),
+              Mistake("update must not move self.length: every layer writes its new positions at the same "
+                      "[length, length + t), and advance(t) moves length on once all layers have", variant=_MovesLength),
+              ] + NOT_IN_PLACE)

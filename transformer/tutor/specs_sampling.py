@@ -56,6 +56,18 @@ def _top_p_strict(logits, temperature=1.0, top_k=None, top_p=None):  # drops the
     return np.where(keep, x, -np.inf)
 
 
+def _top_p_inclusive(logits, temperature=1.0, top_k=None, top_p=None):  # keeps a token whose cumsum, itself in, < p
+    x = filter_logits(logits, temperature, top_k, None)
+    if top_p is None or temperature == 0:
+        raise ValueError("no top-p step")  # a variant that cannot run on a case says nothing about it
+    probs = softmax(x)
+    order = np.argsort(-x, axis=-1, kind="stable")
+    keep_sorted = np.take_along_axis(probs, order, -1).cumsum(-1) < top_p  # the token's own mass counted in
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return np.where(keep, x, -np.inf)
+
+
 def _top_p_one_more(logits, temperature=1.0, top_k=None, top_p=None):  # keeps a token whose mass before is = p
     x = filter_logits(logits, temperature, top_k, None)
     if top_p is None or temperature == 0:
@@ -125,7 +137,11 @@ def _filter_in_float64(logits, temperature=1.0, top_k=None, top_p=None):  # np.a
 
 FILTER_LOGITS = Spec(
     "filter_logits", filter_logits, filter_cases, "transformer/core/sampling.py", dims=("…", "v"),
-    mistakes=[Mistake("keep the token that crosses p: a token stays when the mass of the tokens MORE likely than it "
+    mistakes=[Mistake("the cumulative sum counts the token's own mass, so the token that crosses p is dropped, and "
+                      "when the most likely token alone holds p nothing is left: a token stays when the mass of the "
+                      "tokens MORE likely than it, cumsum − p_token, is below p (the most likely always stays)",
+                      variant=_top_p_inclusive),
+              Mistake("keep the token that crosses p: a token stays when the mass of the tokens MORE likely than it "
                       "is below p (so the kept mass is ≥ p)", variant=_top_p_strict),
               Mistake("one token too many at the boundary: a token stays when the mass of the tokens more likely "
                       "than it is strictly below p (<, not ≤); once that mass reaches p the nucleus is full",
