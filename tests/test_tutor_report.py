@@ -99,6 +99,7 @@ def test_an_answer_of_another_library_is_told_to_be_a_numpy_array():
     problem = compare(torch.zeros(3, dtype=torch.float64), np.zeros(3))
     assert problem.kind == "type" and problem.startswith("the result should be a NumPy array, got a torch.Tensor")
     assert compare(0, 3) == "the result: expected 3, got 0 (3 fewer)"  # no "0 × the expected"
+    assert compare(6, 0) == "the result: expected 0, got 6"  # no "(6 more)"
 
 
 def test_a_count_without_the_final_norm_is_told_which_part(tmp_path):
