@@ -1405,3 +1405,30 @@ def test_a_sinusoidal_table_made_in_float32_fails_the_float64_case(tmp_path):
     result = result_of(report, "sinusoidal_positions")
     assert [f.label for f in result.failures if "dtype=float64" in f.label], format_report(report)
     assert any("as float32 arithmetic does" in h for h in result.hints), result.hints
+
+
+def test_the_check_example_in_docs_cli_is_what_the_checker_prints(tmp_path):
+    """docs/cli.md shows `check 03` on a workbook without GQA's repeat and with one return value; its GQA hint
+    was missing, as the return_weights case (a wrong kind of answer) made "only the GQA cases fail" look false."""
+    (tmp_path / "03_attention.py").write_text(textwrap.dedent("""
+        import math
+        import numpy as np
+        from transformer import softmax
+
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+            return softmax(scores, mask=mask) @ v
+        """), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    example = doc.split("$ python -m transformer check 03\n", 1)[1].split("```", 1)[0].splitlines()
+    printed = [line.strip() for line in proc.stdout.splitlines()]
+    for line in example[1:]:  # the first names the workbook's folder and torch
+        shown = line.strip()
+        if shown.startswith("at 03_attention.py"):  # the line number is the example file's own
+            assert any(p.startswith("at 03_attention.py, line ") and p.endswith(shown.split(": ", 1)[1])
+                       for p in printed), (shown, proc.stdout)
+        else:
+            assert any(p == shown or (shown.endswith(" …") and p.startswith(shown[:-2])) for p in printed), (
+                shown, proc.stdout)

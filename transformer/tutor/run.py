@@ -324,8 +324,10 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     wrong shape, dtype or kind of answer, and not when a loop that never ends stopped the checking."""
     def matches(i, f, m) -> bool:
         if f.kind == "raised":  # a hint that says "only the GQA cases fail" must be true: the tag on every failure
-            return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ")
-                                                             or all(m.tag in g.case.tags for g in failures))
+            # of its sort, one that raised or got wrong values (a wrong kind of answer, a tuple for one array, is
+            # another slip, told by its own line)
+            return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ") or all(
+                m.tag in g.case.tags for g in failures if g.kind in ("value", "raised")))
         return (f.kind not in ("time", "in place", "xp", "memory") and m.variant is not None and i < VARIANT_CHECKS
                 and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
