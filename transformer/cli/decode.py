@@ -13,6 +13,7 @@ import sys
 
 from .memory import available_bytes, in_units
 from .shown import counted
+from .texts import STDIN_HELP
 
 SHOWN_IDS = 64  # tokenize prints every id up to this many tokens; past it the first and last EDGE_IDS (--all: all)
 EDGE_IDS = 16
@@ -22,7 +23,7 @@ def register(sub) -> None:
     g = sub.add_parser("generate", help="continue a prompt with SmolLM2-135M (NumPy), streaming the tokens",
                        description="Greedy or sampled generation with a KV cache; the text goes to stdout, and "
                                    "the prefill and decode speed to stderr at the end.")
-    g.add_argument("prompt", help="the text to continue (with --chat: the user's message)")
+    g.add_argument("prompt", help=f"the text to continue (with --chat: the user's message); {STDIN_HELP}")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--max-new-tokens", type=int, default=None,
                    help="stop after this many new tokens (default 64; with --checkpoint: up to the model's n_max)")
@@ -51,7 +52,7 @@ def register(sub) -> None:
                                    "vocabulary and the text it stands for (its bytes when it holds part of a "
                                    f"character). Past {SHOWN_IDS} tokens only the first and last {EDGE_IDS} are "
                                    "shown, unless --all.")
-    t.add_argument("text", help="the text to tokenize; special tokens like <|im_start|> are recognised")
+    t.add_argument("text", help=f"the text to tokenize; special tokens like <|im_start|> are recognised; {STDIN_HELP}")
     t.add_argument("--gguf", metavar="PATH", default=None, help="take the tokenizer from this GGUF file")
     t.add_argument("--all", action="store_true",
                    help=f"show every token of a long text (default: past {SHOWN_IDS} tokens, the first and last "

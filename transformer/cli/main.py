@@ -14,6 +14,7 @@ import sys
 from . import check as cli_check, count as cli_count, decode as cli_decoder, encode as cli_encoder, train as cli_train
 from . import serve as cli_serve
 from .shown import shown
+from .texts import read_text_arguments
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -84,29 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 INTERRUPTED = 130  # 128 + SIGINT (2): the status a shell gives a command stopped by Ctrl-C
 
-# Arguments holding text to read (not paths): the shell hands over bytes, and Python keeps
-# bytes that are not UTF-8 as lone surrogates U+DC80 … U+DCFF ("surrogateescape").
-TEXT_ARGUMENTS = ("prompt", "text", "texts")
-
-
-def check_utf8(value: str, name: str) -> str:
-    """value, or a ValueError naming the argument and showing the bytes that are not UTF-8."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raw = value[e.start:e.end].encode("utf-8", "surrogateescape")  # the bytes as typed
-        shown = " ".join(f"0x{b:02x}" for b in raw)
-        raise ValueError(f"{name} is not valid UTF-8: bytes {shown} at character {e.start} "
-                         "(is the terminal set to UTF-8?)") from None
-    return value
-
-
-def _check_text_arguments(args) -> None:
-    for name in TEXT_ARGUMENTS:
-        value = getattr(args, name, None)  # one str, a list of them (embed's TEXT...), or absent
-        for text in [value] if isinstance(value, str) else (value or []):
-            check_utf8(text, name.rstrip("s").upper())
-
 
 def main(argv=None) -> int:
     parser = build_parser()
@@ -115,7 +93,7 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        _check_text_arguments(args)
+        read_text_arguments(args, getattr(sys.stdin, "buffer", None))
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
