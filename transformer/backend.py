@@ -9,13 +9,14 @@ Functions that create arrays from nothing (masks, position tables) take `xp=`.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 import numpy as np
 import array_api_compat
 
 __all__ = ["get_xp", "namespace", "import_cupy", "to_numpy", "to_host", "is_floating", "compute_dtype", "nbytes",
-           "reuse_freed_memory"]
+           "reuse_freed_memory", "progress_enabled"]
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 HEAP_BELOW = 64 << 20  # bytes: a block smaller than this comes from the heap, not from its own mmap
@@ -155,3 +156,11 @@ def available_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def progress_enabled(progress: bool = True) -> bool:
+    """Whether a progress bar is drawn: unless progress=False or the environment sets TQDM_DISABLE (to anything
+    but 0/false), the test suite and batch jobs silencing every bar at once that way. Every bar of the package
+    passes tqdm disable=not progress_enabled(…): an explicit disable= overrides tqdm's own reading of TQDM_DISABLE."""
+    quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false")
+    return progress and not quiet

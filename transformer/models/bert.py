@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import bert_checks as checks
-from ..backend import compute_dtype, get_xp, to_numpy
+from ..backend import compute_dtype, get_xp, progress_enabled, to_numpy
 from ..require import checked_by
 from ..core.embedding import embed
 from ..core.layers import gelu, layer_norm
@@ -245,8 +245,8 @@ class MiniLM:
         rows = [self.tokenizer.encode(t, self.config.n_seq) for t in texts]  # [CLS] ids… [SEP], each cut to n_seq
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         parts = []
-        one_batch = {"disable": True} if len(rows) <= batch_size else {}  # else tqdm's default: TQDM_DISABLE
-        for i in tqdm(range(0, len(rows), batch_size), desc="embedding", unit="batch", leave=False, **one_batch):
+        hidden = len(rows) <= batch_size or not progress_enabled()  # one batch: no bar
+        for i in tqdm(range(0, len(rows), batch_size), desc="embedding", unit="batch", leave=False, disable=hidden):
             out = self._run(self.tokenizer.pad([rows[j] for j in order[i:i + batch_size]]), False, False)
             parts.append(l2_normalize(mean_pool(out.hidden, out.lengths)))  # [batch, d], bounded memory
         e = self.xp.concat(parts, axis=0)  # [b, d], rows in sorted order

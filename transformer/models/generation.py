@@ -29,7 +29,7 @@ from .decode_graph import StepRunner
 from .decode_plan import device_matrices
 from .decode_step import DecodeStep, first_token
 from .llama_fast import FastForward, half_to_interleaved_order
-from ..backend import get_xp, to_host
+from ..backend import get_xp, progress_enabled, to_host
 from ..core import sampling_checks
 from ..core.kv_cache import KVCache
 from ..core.sampling import sample_next
@@ -100,8 +100,8 @@ def through_cache(engine, ids, cache, cos, sin, positions=None, key_valid=None):
     hides it), gone once the first token is chosen."""
     from tqdm.auto import tqdm
 
-    one_pass = {"disable": True} if ids.shape[1] <= PREFILL_CHUNK else {}  # else tqdm's default: TQDM_DISABLE
-    with tqdm(total=ids.shape[1], desc="prefill", unit="token", leave=False, **one_pass) as bar:
+    hidden = ids.shape[1] <= PREFILL_CHUNK or not progress_enabled()  # one pass: no bar
+    with tqdm(total=ids.shape[1], desc="prefill", unit="token", leave=False, disable=hidden) as bar:
         for c0 in range(0, ids.shape[1], PREFILL_CHUNK):
             chunk = ids[:, c0:c0 + PREFILL_CHUNK]  # [b, n]
             t, n = cache.length, chunk.shape[1]

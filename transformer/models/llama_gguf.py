@@ -30,7 +30,7 @@ from importlib import metadata
 
 import numpy as np
 
-from ..backend import namespace
+from ..backend import namespace, progress_enabled
 from ..tokenizers.bpe import BPETokenizer
 from .gguf_header import check_gguf
 from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
@@ -274,7 +274,8 @@ def read_weights(reader, cfg: LlamaConfig, *, xp=None, progress: bool = True) ->
 
     d, qd, kvd = cfg.d, cfg.h * cfg.d_h, cfg.h_kv * cfg.d_h
     # closed on the way out, a refusal included: its error line starts on a line of its own, not after the bar
-    with tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress, leave=False) as bar:
+    with tqdm(total=cfg.L + 1, desc="dequantizing GGUF", unit="layer", disable=not progress_enabled(progress),
+              leave=False) as bar:
         W_E = table("token_embd.weight", (cfg.v, d))  # one row per token: no transpose
         bar.update(1)
         layers = []

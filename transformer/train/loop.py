@@ -9,23 +9,15 @@ first step whose loss or gradient is not finite, naming it.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 from . import loop_checks as checks
 from .data import batch_tokens, row_shards
 from .optim import adamw_state, adamw_step, clip_by_global_norm, global_norm, lr_at
-from ..backend import reuse_freed_memory
+from ..backend import progress_enabled, reuse_freed_memory
 from ..require import checked_by
 
-__all__ = ["train_loop", "progress_enabled", "sharded_loss"]
-
-
-def progress_enabled(progress: bool) -> bool:
-    """A bar unless progress=False or the environment sets TQDM_DISABLE (to anything but 0/false):
-    the test suite and batch jobs silence every bar at once that way."""
-    quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false")
-    return progress and not quiet
+__all__ = ["train_loop", "sharded_loss"]
 
 
 @checked_by(checks.train_loop)
