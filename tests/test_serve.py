@@ -260,6 +260,9 @@ MALFORMED = [
     ("attention", b'{"model": "gpt2", "text": "a cat"}', "unknown model 'gpt2'"),
     ("attention", b'{"model": ["minilm"], "text": "a cat"}', "unknown model"),
     ("attention", b'{"model": "minilm", "text": "a cat", "layer": 6}', "'layer' 6 does not exist"),
+    ("attention", b'{"model": "minilm", "text": "a cat", "layer": 99}',  # the model's bound, not a fixed ±64
+     "'layer' 99 does not exist: MiniLM-L6 has 6 layers, 0 … 5 (or −6 … −1, counted from the last)"),
+    ("attention", b'{"model": "minilm", "text": "a cat", "layer": -7}', "'layer' -7 does not exist"),
     ("attention", b'{"model": "minilm", "text": "a cat", "layer": "0"}', "'layer' must be an integer"),
     ("attention", b'{"model": "minilm", "text": "a cat", "new_tokens": 2}', "smollm2 only"),
     ("attention", b'{"model": "smollm2", "text": "a cat", "new_tokens": 17}', "'new_tokens' must be in 0"),
@@ -312,9 +315,21 @@ def test_hostile_requests_get_a_4xx_not_a_500_or_nothing(tmp_path):
         assert request(port, "GET", "/%00")[0] == 404  # a NUL byte in the name: open() raised ValueError
         assert request(port, "GET", "/index.html%00.css")[0] == 404
         assert request(port, "GET", "/" + "a" * 5000)[0] == 404  # the file system's ENAMETOOLONG
-        for length in ("²", "¹²", "9" * 5000):  # '²'.isdigit() is True; int() of 5,000 digits is refused
+        for length in ("²", "¹²"):  # '²'.isdigit() is True
             status, d = request(port, "POST", "/api/next", b"{}", {**json_headers, "Content-Length": length})
-            assert status == 400 and d["error"].startswith("bad Content-Length"), (length[:5], status, d)
+            assert status == 400 and d["error"] == (f"bad Content-Length {length!r}: a number of bytes, in ASCII "
+                                                    "digits"), (length, status, d)
+        status, d = request(port, "POST", "/api/next", b"{}", {**json_headers, "Content-Length": "x" + "9" * 30})
+        assert status == 400 and d["error"].startswith("bad Content-Length 'x9999999999999999999…'"), d  # cut, marked
+        for length in ("9" * 23, "9" * 5000):  # over the limit, however many digits: int() of 5,000 is refused
+            status, d = request(port, "POST", "/api/next", b"{}", {**json_headers, "Content-Length": length})
+            assert status == 413 and d["error"] == (f"the request body is a Content-Length of {len(length):,} digits, "
+                                                    "over the limit of 65,536 bytes"), (length[:5], status, d)
+        status, d = request(port, "POST", "/api/status", b"{}", {**json_headers, "Content-Length": 2})
+        assert status == 405 and d["error"] == "POST /api/status: the status is read with GET", d
+        raw = exchange(port, b"POST /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: 2\r\n\r\n{}")
+        assert b"\r\nAllow: GET\r\n" in raw.partition(b"\r\n\r\n")[0], raw
         deep = b"[" * 30000 + b"]" * 30000  # under the 64 KiB limit
         status, d = request(port, "POST", "/api/next", deep, {**json_headers, "Content-Length": len(deep)})
         assert status == 400 and "nested deeper" in d["error"]

@@ -96,7 +96,7 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
     from threadpoolctl import ThreadpoolController
 
-    from .serve_api import ApiError, Models, answer, status
+    from .serve_api import ApiError, Models, answer, cut, status
 
     blas = ThreadpoolController()  # the BLAS libraries loaded in this process, found once
 
@@ -229,11 +229,14 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
 
         # --- POST: the API
         def do_POST(self):
-            name, seconds, waited = self.api_name(), None, 0.0
+            name, seconds, waited, headers = self.api_name(), None, 0.0, None
             try:
                 if name is None:
                     raise ApiError(404, f"POST {self.path[:60]} is not an endpoint: POST to /api/NAME")
                 body = self.read_body()
+                if name == "status":  # it exists, for GET: the method is what is wrong
+                    headers = {"Allow": "GET"}
+                    raise ApiError(405, "POST /api/status: the status is read with GET")
                 with self.server.queue.turn() as waited:
                     if self.client_gone():  # closed while it waited: its turn is not spent on an unread answer
                         self.close_connection = True
@@ -249,7 +252,7 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             except Exception as e:  # a bug: one line for the client and the log, never a traceback
                 code, out = 500, {"error": f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:200]}"}
             try:  # apart: a client that stops reading mid-answer gets no second response inside the first
-                self.send_json(code, out, seconds, waited=waited)
+                self.send_json(code, out, seconds, headers=headers, waited=waited)
             except OSError as e:  # gone (a reset, a broken pipe) or not reading (the timeout)
                 self.close_connection = True
                 if log is not None:
@@ -289,10 +292,15 @@ def make_server(site_dir, host: str = "127.0.0.1", port: int = 0, queue_limit: i
             if len(lengths) > 1:  # which one a proxy in front believed is unknown: the request is ambiguous
                 self.close_connection = True
                 raise ApiError(400, f"{len(lengths)} Content-Length headers: send one")
-            length = lengths[0]
-            if not re.fullmatch(r"[0-9]{1,12}", length.strip()):  # ASCII digits: '²' passes isdigit()
+            length = lengths[0].strip()
+            if not re.fullmatch(r"[0-9]+", length):  # ASCII digits: '²' passes isdigit()
                 self.close_connection = True
-                raise ApiError(400, f"bad Content-Length {length[:20]!r}")
+                said = lengths[0].encode("latin-1", "replace").decode("utf-8", "replace")  # http.client read latin-1
+                raise ApiError(400, f"bad Content-Length {cut(said)!r}: a number of bytes, in ASCII digits")
+            if len(length) > 12:  # a terabyte or more: int() of thousands of digits is refused, and no body is read
+                self.close_connection = True
+                raise ApiError(413, f"the request body is a Content-Length of {len(length):,} digits, over the limit "
+                                    f"of {MAX_BODY:,} bytes")
             n = int(length)
             if n > MAX_BODY:
                 self.drop_body(n)

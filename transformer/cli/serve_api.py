@@ -111,6 +111,15 @@ def text_field(body) -> str:
     return text
 
 
+def cut(text: str, most: int = 20) -> str:
+    """A value quoted in an error line, cut to `most` characters with an ellipsis.
+
+    >>> cut("1" * 23)
+    '11111111111111111111…'
+    """
+    return text if len(text) <= most else f"{text[:most]}…"
+
+
 def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = ""):
     """An integer field in lo … hi (hi None: no upper bound); meaning, said after the bound, tells a special value."""
     value = body.get(name, default)
@@ -118,7 +127,7 @@ def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"{name!r} must be an integer, got {type(value).__name__}")
-    got = str(value) if len(str(value)) <= 20 else f"{str(value)[:20]}…"  # a 400-digit integer, cut
+    got = cut(str(value))  # a 400-digit integer, cut
     if hi is None and value < lo:
         raise ApiError(400, f"{name!r} must be an integer ≥ {lo}{meaning}, got {got}")
     if hi is not None and not lo <= value <= hi:
@@ -164,7 +173,7 @@ def attention(models: Models, body) -> dict:
     writes it, with the model's shape beside it. SmolLM2 adds new_tokens greedy tokens (decode rows)."""
     body = fields(body, {"model": True, "text": True, "layer": False, "new_tokens": False})
     key, text = model_field(body), text_field(body)
-    layer = int_field(body, "layer", None, -64, 63)  # checked against the model's L below
+    layer = int_field(body, "layer", None, -2 ** 31, 2 ** 31 - 1)  # a sane integer; the model's L is checked below
     new_tokens = int_field(body, "new_tokens", 0, 0, MAX_NEW_TOKENS)
     if key == "minilm" and new_tokens:
         raise ApiError(400, "'new_tokens' applies to smollm2 only: MiniLM is an encoder and generates nothing")
@@ -176,7 +185,8 @@ def attention(models: Models, body) -> dict:
         n = len(model.tokenizer.tokenize(text)) + 2  # with [CLS] and [SEP], before the model's cut
     within(n)
     if layer is not None and not -cfg.L <= layer < cfg.L:
-        raise ApiError(400, f"'layer' {layer} does not exist: {MODEL_NAMES[key]} has {cfg.L} layers (0 … {cfg.L - 1})")
+        raise ApiError(400, f"'layer' {layer} does not exist: {MODEL_NAMES[key]} has {cfg.L} layers, 0 … {cfg.L - 1} "
+                            f"(or −{cfg.L} … −1, counted from the last)")
     if key == "minilm" and n > cfg.n_seq:
         note = f"the text is {n} tokens; MiniLM reads at most {cfg.n_seq}, so only the first {cfg.n_seq} are shown"
         n = cfg.n_seq
