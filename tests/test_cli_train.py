@@ -115,6 +115,10 @@ def test_train_without_out_saves_nothing(tmp_path, capsys, monkeypatch):
 
 def test_train_with_two_workers_gives_one_workers_loss(capsys):
     """--workers 2 splits each batch over two threads: the printed final loss is one thread's."""
+    from transformer.cli.train import usable_cores
+
+    if usable_cores() < 2:
+        pytest.skip("--workers 2 needs two cores this process may use")
     losses = []
     for workers in ("1", "2"):
         rc, stdout, _ = run_cli(capsys, "train", "induction", "--steps", 3, "--workers", workers)
@@ -124,17 +128,38 @@ def test_train_with_two_workers_gives_one_workers_loss(capsys):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["train", "induction", "--steps", "0"], "--steps must be an integer ≥ 1, got 0"),
-    (["train", "induction", "--steps", "-5"], "--steps must be an integer ≥ 1, got -5"),
+    (["train", "induction", "--steps", "0"], "--steps must be an integer from 1 to 100,000, got 0"),
+    (["train", "induction", "--steps", "-5"], "--steps must be an integer from 1 to 100,000, got -5"),
     (["train", "induction", "--seed", "-1"], "--seed must be an integer ≥ 0, got -1"),
     (["train", "translate", "--packed"], "--packed applies to the induction task only"),
-    (["train", "induction", "--workers", "0"], "--workers must be an integer ≥ 1, got 0"),
+    (["train", "induction", "--workers", "0"], "--workers must be an integer from 1 to"),
     (["train", "translate", "--workers", "2"], "--workers applies to the induction task only"),
     (["train", "induction", "--out", ""], "--out must name a folder"),
 ])
 def test_bad_train_options_are_one_line(argv, match, capsys):
     t0 = time.perf_counter()
     one_error_line(*run_cli(capsys, *argv), match)
+    assert time.perf_counter() - t0 < 5  # refused before any training
+
+
+def test_steps_and_workers_have_an_upper_bound(capsys, monkeypatch):
+    """--steps past MAX_STEPS ran for ever, its history growing every step; --workers past the cores this
+    process may use (its affinity mask, as `taskset` sets it) only waited for a core: both refused at once."""
+    from transformer.cli import train as cli_train
+
+    t0 = time.perf_counter()
+    rc, out, err = run_cli(capsys, "train", "induction", "--steps", 99999999999999999999)
+    assert (rc, out, err) == (2, "", "error: --steps must be an integer from 1 to 100,000, got 99999999999999999999\n")
+    rc, out, err = run_cli(capsys, "train", "induction", "--steps", 10 ** 40)
+    assert err == "error: --steps must be an integer from 1 to 100,000, got a number of 41 digits\n"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert cli_train.usable_cores() == cores
+    rc, out, err = run_cli(capsys, "train", "induction", "--workers", 100000)
+    assert (rc, out, err) == (2, "", f"error: --workers must be an integer from 1 to {cores} (the cores this process "
+                                     "may use), got 100000\n")
+    monkeypatch.setattr(cli_train, "usable_cores", lambda: 3)  # the bound is the cores, not a number of its own
+    rc, out, err = run_cli(capsys, "train", "induction", "--workers", 4)
+    assert err == "error: --workers must be an integer from 1 to 3 (the cores this process may use), got 4\n"
     assert time.perf_counter() - t0 < 5  # refused before any training
 
 

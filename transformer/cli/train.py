@@ -12,12 +12,25 @@ checked before the first step, so a bad --out costs no training time.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from .shown import counted, shown
 
 TASKS = ("induction", "translate")
+# The run keeps 4 numbers a step (loss, lr, gradient norm, tokens) and induction an attention snapshot every 10
+# steps (9 KB): 100,000 steps hold about 0.2 GB and take over an hour on 2 cores, 170 times the default schedule
+MAX_STEPS = 100_000
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, as taskset or a container sets it), else the
+    machine's count: a worker thread past them waits for a core and slows every step."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS and Windows have no affinity mask
+        return os.cpu_count() or 1
 
 
 def register(sub) -> None:
@@ -29,7 +42,8 @@ def register(sub) -> None:
                                    "encoder–decoder reverses and translates sentences of a toy language.")
     p.add_argument("task", choices=TASKS, help="induction or translate")
     p.add_argument("--steps", type=int, default=None,
-                   help="optimizer steps (default: the task's own schedule, which reaches its threshold)")
+                   help=f"optimizer steps, 1 to {MAX_STEPS:,} (default: the task's own schedule, which reaches its "
+                        "threshold)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and the data (default 0)")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="write DIR/checkpoint.npz and DIR/metrics.json (default: keep nothing); a checkpoint of the "
@@ -39,8 +53,8 @@ def register(sub) -> None:
     p.add_argument("--packed", action="store_true",
                    help="induction: train on packed rows (document mask, restarted positions) instead of padded ones")
     p.add_argument("--workers", type=int, default=1,
-                   help="induction: split each batch's rows over this many threads, one core each (default 1; "
-                        "the same losses up to float rounding)")
+                   help="induction: split each batch's rows over this many threads, one core each, at most the "
+                        "cores this process may use (default 1; the same losses up to float rounding)")
     p.set_defaults(func=_train)
 
 
@@ -48,14 +62,16 @@ def check_train_options(args) -> None:
     """Refuse what cannot train, before the first step, naming the option."""
     from ..tasks.induction_checks import writable_folder
 
-    if args.steps is not None and args.steps < 1:
-        raise ValueError(f"--steps must be an integer ≥ 1, got {args.steps}")
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        raise ValueError(f"--steps must be an integer from 1 to {MAX_STEPS:,}, got {shown_int(args.steps)}")
     if args.seed < 0:  # NumPy's seeds are integers ≥ 0
         raise ValueError(f"--seed must be an integer ≥ 0, got {args.seed}")
     if args.packed and args.task != "induction":
         raise ValueError(f"--packed applies to the induction task only, not to {args.task}")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be an integer ≥ 1, got {args.workers}")
+    cores = usable_cores()
+    if not 1 <= args.workers <= cores:
+        raise ValueError(f"--workers must be an integer from 1 to {cores} (the cores this process may use), "
+                         f"got {shown_int(args.workers)}")
     if args.workers != 1 and args.task != "induction":
         raise ValueError(f"--workers applies to the induction task only, not to {args.task}")
     if args.out is not None:
@@ -67,6 +83,15 @@ def check_train_options(args) -> None:
             what = shown(other) if other.startswith("kind ") else f"the {shown(other)} task"
             raise ValueError(f"{shown(Path(args.out) / 'checkpoint.npz')} holds a model of {what}, which training "
                              f"{args.task} would replace: give another --out, or add --force to replace it")
+
+
+def shown_int(n: int) -> str:
+    """An integer as typed, or its number of digits where it would fill the line.
+
+    >>> shown_int(-5), shown_int(10 ** 40)
+    ('-5', 'a number of 41 digits')
+    """
+    return str(n) if len(str(n)) <= 30 else f"a number of {len(str(abs(n)))} digits"
 
 
 def checkpoint_task(out: Path) -> str | None:
