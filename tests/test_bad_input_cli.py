@@ -859,3 +859,49 @@ def test_stdin_that_is_not_utf8_gets_the_arguments_message():
     line = "error: TEXT is not valid UTF-8: bytes 0xff 0xfe at character 2 (is the terminal set to UTF-8?)\n"
     assert run_module("tokenize", "-", input=b"ok\xff\xfe bad") == (2, "", line)
     assert run_module("tokenize", b"ok\xff\xfe bad") == (2, "", line)
+
+
+# ---------------------------------------------------------------- argparse's own messages, made true and useful
+
+@pytest.mark.parametrize("argv,message", [
+    (["generate", "hi", "--", "--chat"],  # after --, --chat is text: suggesting --chat told the user nothing
+     "unrecognized arguments: --chat (after --, every word is read as text, never as an option: put options "
+     "before --)"),
+    (["generate", "hi", "--", "--chta"],
+     "unrecognized arguments: --chta (after --, every word is read as text, never as an option: put options "
+     "before --); did you mean --chat?"),
+    (["embed", "hi", "--pth", "x", "--pht", "y"], "unrecognized arguments: --pth --pht; did you mean --path?"),
+])
+def test_unrecognized_never_suggests_the_option_typed(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    command = f"python -m transformer {argv[0]}"
+    assert e.value.code == 2 and capsys.readouterr() == ("", f"error: {command}: {message} (see {command} --help)\n")
+
+
+@pytest.mark.parametrize("argv,option,value", [(["generate", "hi", "--temperature", "1", "--top-p", "-inf"], "--top-p",
+                                                "-inf"),
+                                               (["generate", "hi", "--temperature", "-1e3"], "--temperature", "-1e3"),
+                                               (["generate", "hi", "--max-memory", "-nan"], "--max-memory", "-nan"),
+                                               (["attention", "hi", "-o", "-x.png"], "-o", "-x.png")])
+def test_a_value_starting_with_a_dash_is_told_how_to_pass(capsys, argv, option, value):
+    """argparse reads -inf, -1e3, -nan as options (only -1 and -.5 look like numbers to it); joined with '=',
+    the value reaches the command, whose own check then speaks."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    command = f"python -m transformer {argv[0]}"
+    shown_as = "-o/--output" if option == "-o" else option
+    assert capsys.readouterr().err == (f"error: {command}: argument {shown_as}: expected one argument (a value that "
+                                       f"starts with '-' is read as an option: write {option}={value}) "
+                                       f"(see {command} --help)\n")
+    joined = argv[:-2] + [f"{option}={value}"]
+    dest = {"--top-p": "top_p", "--temperature": "temperature", "--max-memory": "max_memory", "-o": "output"}[option]
+    assert str(getattr(build_parser().parse_args(joined), dest)) == {"-inf": "-inf", "-1e3": "-1000.0", "-nan": "nan",
+                                                                     "-x.png": "-x.png"}[value]
+
+
+def test_a_missing_value_before_another_option_gets_no_such_advice(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "hi", "--top-p", "--chat"])
+    assert capsys.readouterr().err == ("error: python -m transformer generate: argument --top-p: expected one argument "
+                                       "(see python -m transformer generate --help)\n")

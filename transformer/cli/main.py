@@ -43,23 +43,59 @@ class CommandParser(OneLineParser):
     closest option it has (argparse hands a sub-command's leftovers to the top parser, whose message
     names neither)."""
 
+    words: list[str] = []  # the command's arguments as typed, which argparse's messages do not quote
+
     def parse_known_args(self, args=None, namespace=None):
-        namespace, extras = super().parse_known_args(args, namespace)
+        self.words = list(sys.argv[1:] if args is None else args)
+        namespace, extras = super().parse_known_args(self.words, namespace)
         if extras:
-            self.error(unrecognized(extras, [s for a in self._actions for s in a.option_strings]))
+            words = self.words
+            as_text = words[words.index("--") + 1:] if "--" in words else []  # argparse reads no option there
+            self.error(unrecognized(extras, [s for a in self._actions for s in a.option_strings], as_text))
         return namespace, extras
 
+    def error(self, message):
+        super().error(with_dash_value(message, self.words, list(self._option_string_actions)))
 
-def unrecognized(extras: list[str], options: list[str]) -> str:
+
+def with_dash_value(message: str, words: list[str], options: list[str] = ()) -> str:
+    """argparse's "expected one argument" for an option followed by a value that starts with '-' (-inf, -1e3,
+    -nan: argparse reads it as an option), with how to give that value: joined to the option by '='. A word
+    that is one of the command's options (`--top-p --chat`) is no value, and gets no such advice.
+
+    >>> with_dash_value("argument --top-p: expected one argument", ["hi", "--top-p", "-inf"])
+    "argument --top-p: expected one argument (a value that starts with '-' is read as an option: write --top-p=-inf)"
+    """
+    found = re.fullmatch(r"argument (\S+): expected one argument", message)
+    if not found:
+        return message
+    names = found[1].split("/")  # "-o/--output": the option's spellings
+    given = [(w, v) for w, v in zip(words, words[1:])
+             if w in names and v.startswith("-") and v != "--" and v.split("=", 1)[0] not in options]
+    if not given:
+        return message
+    option, value = given[0]
+    return message + f" (a value that starts with '-' is read as an option: write {option}={value})"
+
+
+def unrecognized(extras: list[str], options: list[str], as_text: list[str] = ()) -> str:
     """The message for arguments a command does not take: the mistyped options if any (a word after one
     is read as its value or as the next argument, and is no news), each with the closest option it has.
+    An option written after `--` (as_text: the words there) is text to argparse: the message says so,
+    rather than suggest the very option typed.
 
     >>> unrecognized(["--max-new-tokns", "hi"], ["--max-new-tokens", "--temperature"])
     'unrecognized arguments: --max-new-tokns; did you mean --max-new-tokens?'
+    >>> unrecognized(["--chat"], ["--chat"], as_text=["--chat"])
+    'unrecognized arguments: --chat (after --, every word is read as text, never as an option: put options before --)'
     """
-    flags = [a for a in extras if a.startswith("-") and not a.lstrip("-").replace(".", "", 1).isdigit()]
+    flags = [a for a in extras if a.startswith("-") and a != "--" and not a.lstrip("-").replace(".", "", 1).isdigit()]
     message = f"unrecognized arguments: {' '.join(flags or extras)}"
-    guesses = [g[0] for g in (difflib.get_close_matches(f.split("=", 1)[0], options, n=1) for f in flags) if g]
+    if any(f in as_text for f in flags):
+        message += " (after --, every word is read as text, never as an option: put options before --)"
+    guesses = {}  # the closest option to each mistyped one, in order, once each; never the option as typed
+    for name in (f.split("=", 1)[0] for f in flags):
+        guesses.update(dict.fromkeys(g for g in difflib.get_close_matches(name, options, n=1) if g != name))
     return message + (f"; did you mean {' or '.join(guesses)}?" if guesses else "")
 
 
