@@ -215,7 +215,8 @@ def test_count_zero_sizes(capsys, argv, line):
     """Each flag named once, as typed (it was "n (--seq) must be …, got n (--seq)=0")."""
     rc, out, err = run_cli(capsys, "count", "llama-3-8b", *argv)
     if line is None:  # the largest size: every count printed, finite
-        assert rc == 0 and err == "" and "inf" not in out and "nan" not in out, (out, err)
+        assert rc == 0 and "inf" not in out and "nan" not in out, (out, err)
+        assert err == f"note: n={10 ** 18} is longer than the model's context n_ctx=8192\n"  # on stderr
     else:
         assert rc == 2 and out == "" and err == line
 
@@ -262,6 +263,27 @@ def test_count_huge_numbers_keep_their_size_readable(capsys):
     assert not re.search(r"\d{4,}\.\d\d [kMGTPEZY]", out), out  # never '368640024706.41 PFLOP'
     rc, out, err = run_cli(capsys, "count", "gpt2", "--seq", "10000000000000")  # 100× longer: 10⁴ × the FLOPs
     assert rc == 0 and re.search(r"prefill total\s+3\.\d\de\+30 FLOP", out), out
+
+
+def test_count_notes_a_long_n_on_stderr_with_or_without_json(capsys):
+    """As embed's and attention's notes: stdout holds the report alone (with --json, JSON that parses)."""
+    note = "note: n=100000 is longer than the model's context n_ctx=512\n"
+    rc, out, err = run_cli(capsys, "count", "minilm", "--seq", "100000")
+    assert rc == 0 and err == note and "note" not in out and "(n=100000, b=1)" in out
+    rc, out, err = run_cli(capsys, "count", "minilm", "--seq", "100000", "--json")
+    assert rc == 0 and err == note and json.loads(out)["n"] == 100000
+
+
+def test_count_a_huge_ratio_prints_as_a_power_of_ten(capsys):
+    """FLOPs per byte printed 1000000000000004608.0 where every other huge value is a power of ten (3.69e+40 B)."""
+    argv = ["count", "gpt2", "--seq", str(10 ** 18), "--batch", str(10 ** 18)]
+    rc, out, err = run_cli(capsys, *argv, "--json")
+    ratio = json.loads(out)["intensity"]["prefill"]
+    rc, out, err = run_cli(capsys, *argv)
+    assert ratio > 1e17 and re.search(rf"FLOPs per byte, prefill +{re.escape(f'{ratio:.2e}')}\n", out), out
+    assert not re.search(r"\d{8}", out.replace("1000000000000000000", "")), out  # n and b as typed aside
+    rc, out, err = run_cli(capsys, "count", "gpt2")
+    assert re.search(r"FLOPs per byte, prefill +\d{1,6}\.\d\n", out), out  # an everyday ratio stays plain
 
 
 @pytest.mark.parametrize("content,match", [

@@ -6,6 +6,7 @@ arithmetic intensity, KV-cache bytes and the bytes of naive attention's score ma
 from __future__ import annotations
 
 import json
+import sys
 
 from ..models import counting as C
 from ..require import require_int
@@ -66,6 +67,25 @@ def _si(x: float, unit: str) -> str:
     return f"{x:.0f} {unit}"
 
 
+PLAIN_BELOW = 1e6  # a ratio (FLOPs per byte) prints as 1234.5 below this, as a power of ten from it
+
+
+def _ratio(x: float) -> str:
+    """A ratio with one decimal, or as a power of ten (the form `_si` takes past Y) once it has 7 digits.
+
+    >>> _ratio(123.456), _ratio(1.000001e30)
+    ('123.5', '1.00e+30')
+    """
+    return f"{x:.1f}" if abs(x) < PLAIN_BELOW else f"{x:.2e}"
+
+
+def context_note(r: dict) -> str | None:
+    """The note that n is past the model's context, which `count` prints on stderr (with --json too), or None."""
+    if r["n"] <= r["n_ctx"]:
+        return None
+    return f"note: n={r['n']} is longer than the model's context n_ctx={r['n_ctx']}"
+
+
 def format_report(r: dict) -> str:
     """The report as a two-column text table."""
     p, n, b = r["parameters"], r["n"], r["batch"]
@@ -85,9 +105,9 @@ def format_report(r: dict) -> str:
     if "decode_flops" in r:
         dec = r["decode_flops"]
         rows.append((f"  decode step at n={n}", f"{_si(dec['total'] / b, 'FLOP'):>15}  per sequence"))
-    rows.append(("  FLOPs per byte, prefill", f"{r['intensity']['prefill']:>15.1f}"))
+    rows.append(("  FLOPs per byte, prefill", f"{_ratio(r['intensity']['prefill']):>15}"))
     if "decode" in r["intensity"]:
-        rows.append(("  FLOPs per byte, decode", f"{r['intensity']['decode']:>15.1f}  (memory-bound when small)"))
+        rows.append(("  FLOPs per byte, decode", f"{_ratio(r['intensity']['decode']):>15}  (memory-bound when small)"))
     rows.append((f"memory ({r['dtype']})", ""))
     if "kv_bytes" in r:
         rows += [("  KV cache per token", f"{r['kv_bytes_per_token']:>15,} B"),
@@ -97,8 +117,6 @@ def format_report(r: dict) -> str:
     rows.append(("  attention scores, 1 layer", f"{_si(r['attention_score_bytes'], 'B'):>15}  (naive: b·h·n²)"))
     width = max(len(k) for k, _ in rows) + 2
     head = f"{r['name']} ({r['family']})"
-    if n > r["n_ctx"]:
-        rows.append((f"note: n={n} is longer than the model's context n_ctx={r['n_ctx']}", ""))
     return "\n".join([head] + [f"{k:<{width}}{v}".rstrip() for k, v in rows])
 
 
@@ -113,5 +131,7 @@ def _run(args) -> int:
     config = load_config(args.model)
     n = min(1024, config.n_ctx) if args.seq is None else args.seq  # a default within the model's context
     r = count_report(config, n, args.batch, args.dtype)
+    if context_note(r):  # on stderr, as embed's and attention's notes: stdout holds the report alone
+        print(context_note(r), file=sys.stderr)
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0
