@@ -639,6 +639,39 @@ def test_unexpected_errors_are_one_line(monkeypatch, capsys):
     assert rc == 2 and err.count("\n") == 1 and "unexpected KeyError" in err and "TRANSFORMER_TRACEBACK" in err
 
 
+@pytest.mark.parametrize("argv", [["generate", "Hi"], ["attention", "Hi", "--model", "smollm2"]])
+def test_out_of_memory_names_the_command(monkeypatch, capsys, argv):
+    def too_big(*a, **k):
+        raise MemoryError
+    monkeypatch.setattr(llama_gguf, "load_llama", too_big)
+    monkeypatch.setattr(llama_gguf, "load_smollm2", too_big)
+    rc, out, err = run_cli(capsys, *argv)
+    assert (rc, out, err) == (2, "", f"error: out of memory: shorten the input (see `python -m transformer {argv[0]} "
+                                     "--help` for the limits)\n")
+
+
+def test_attention_refuses_a_text_past_the_context_before_computing(tiny, monkeypatch, capsys, tmp_path):
+    """The byte-level model's n_ctx is 32: 40 bytes are 40 tokens, refused whatever --max-tokens says, and no
+    attention is computed."""
+    monkeypatch.setattr(llama_gguf, "load_smollm2", lambda path=None, backend="numpy": tiny)
+    monkeypatch.setattr(tiny, "attention_weights", lambda *a, **k: pytest.fail("computed past the context"),
+                        raising=False)
+    rc, out, err = run_cli(capsys, "attention", "x" * 40, "--model", "smollm2", "--max-tokens", "1000",
+                           "-o", str(tmp_path / "a.png"))
+    assert (rc, out, err) == (2, "", "error: the text is 40 tokens, longer than the model's context of n_ctx=32 "
+                                     "tokens: shorten it\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_attention_smollm2_refuses_past_its_8192_tokens(capsys, tmp_path):
+    """SmolLM2's tokenizer reads each digit as a token (docs/cli.md: "2024" is 4 ids): 8,200 digits are 8,200
+    tokens, past its context of 8,192 (the GGUF header's llama.context_length)."""
+    rc, out, err = run_cli(capsys, "attention", "7" * 8200, "--model", "smollm2", "--max-tokens", "9000",
+                           "-o", str(tmp_path / "a.png"))
+    assert (rc, out, err) == (2, "", "error: the text is 8200 tokens, longer than the model's context of n_ctx=8192 "
+                                     "tokens: shorten it\n")
+
+
 def test_library_seed_and_empty_ids_are_named(tiny):
     with pytest.raises(ValueError, match=r"seed must be an integer ≥ 0, got seed=-1"):
         tiny.generate([1, 2], max_new_tokens=2, temperature=0.8, seed=-1)

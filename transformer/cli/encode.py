@@ -175,6 +175,9 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
 
         model = load_smollm2(path, backend=backend)
         ids = model.tokenizer.encode(text)
+        if len(ids) > model.config.n_ctx:  # positions the model never trained on
+            raise ValueError(f"the text is {len(ids)} tokens, longer than the model's context of n_ctx="
+                             f"{model.config.n_ctx} tokens: shorten it")
         fits(len(ids), max_tokens, model.config.h)
         layer = pick(layer, model.config.L, "layer")
         head = None if head is None else pick(head, model.config.h, "head")

@@ -142,8 +142,8 @@ def main(argv=None) -> int:
         print(f"error: {shown(e)}", file=sys.stderr)  # one line: a path's newline or escape code is shown escaped
         return 2
     except MemoryError:
-        print("error: out of memory: shorten the input (see `python -m transformer COMMAND --help` for the limits)",
-              file=sys.stderr)
+        print(f"error: out of memory: shorten the input (see `python -m transformer {args.command} --help` for the "
+              "limits)", file=sys.stderr)
         return 2
     except Exception as e:  # a bug: still one line, unless TRANSFORMER_TRACEBACK=1 asks for the traceback
         if os.environ.get("TRANSFORMER_TRACEBACK"):
