@@ -97,7 +97,7 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     rng = np.random.default_rng(0)
     maps = [np.tril(rng.random((3, 3, 3))).astype(np.float32) for _ in range(2)]
     fake = types.SimpleNamespace(
-        config=types.SimpleNamespace(L=2, h=3),
+        config=types.SimpleNamespace(L=2, h=3, n_ctx=8192),
         attention_weights=lambda ids, layer=None, head=None: maps[layer] if head is None else maps[layer][head],
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
     monkeypatch.setattr(transformer.models.llama_gguf, "load_smollm2", lambda path, backend="numpy": fake)
