@@ -968,3 +968,33 @@ def test_check_time_limit_says_0_is_outside(capsys, value, shown):
     rc, out, err = run_cli(capsys, "check", "03", f"--time-limit={value}")
     assert (rc, out, err) == (2, "", "error: --time-limit must be a number of seconds from 0 to 86400 (a day), "
                                      f"0 excluded, got {shown}\n")
+
+
+# ---------------------------------------------------------------- paths: the message says what the path is
+
+@pytest.mark.parametrize("argv,message", [
+    (["generate", "--checkpoint", "{run}", "1 2"],
+     "no checkpoint: {run}/checkpoint.npz is a directory, not a checkpoint file"),
+    (["generate", "--checkpoint", "{empty}", "1 2"], "no checkpoint: no checkpoint.npz in {empty}"),
+    (["embed", "--path", "{notes}", "a"], "{notes} is a file: the model's path is its folder, which holds "
+                                         "model.safetensors, vocab.txt and config.json"),
+    (["check", "03", "--workbook", "{empty}"], "no workbook file for lesson 03 (03_*.py) in {empty}"),
+])
+def test_path_messages_say_what_the_path_is(tmp_path, argv, message):
+    """A folder where the checkpoint file should be, a folder with no checkpoint or no workbook file, a file whose
+    folder holds no model (it was read as its folder, and the message named a file the user never gave)."""
+    (tmp_path / "run" / "checkpoint.npz").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    paths = {"run": tmp_path / "run", "empty": tmp_path / "empty", "notes": tmp_path / "notes.txt"}
+    # a new process: `check` turns on faulthandler, which needs a real stderr
+    assert run_module(*[a.format(**paths) for a in argv]) == (2, "", f"error: {message.format(**paths)}\n")
+
+
+def test_a_file_inside_the_model_folder_still_stands_for_it(capsys):
+    """--path may name one of the model's own files (its folder holds the rest): the same table as the folder."""
+    from transformer.models.bert_files import minilm_dir
+
+    by_folder = run_cli(capsys, "embed", "--path", minilm_dir(), "a dog", "a cat")
+    assert by_folder[0] == 0 and run_cli(capsys, "embed", "--path", os.path.join(minilm_dir(), "vocab.txt"),
+                                         "a dog", "a cat") == by_folder

@@ -46,8 +46,9 @@ def workbook_folder(given: str | None) -> Path:
     raise ValueError("no workbook/ folder here: run from the repository root or pass --workbook DIR")
 
 
-def chosen_lessons(names: list[str], files: dict) -> list[str]:
-    """'all', '3', '03', '03_attention' or 'workbook/03_attention.py' -> ['03', …], in order, each once."""
+def chosen_lessons(names: list[str], files: dict, folder: Path) -> list[str]:
+    """'all', '3', '03', '03_attention' or 'workbook/03_attention.py' -> ['03', …], in order, each once;
+    files: the lesson files found in the workbook folder."""
     from ..tutor import LESSON_SPECS
 
     chosen = []
@@ -63,7 +64,7 @@ def chosen_lessons(names: list[str], files: dict) -> list[str]:
             raise ValueError(f"lesson {number} has no workbook file; the workbook covers "
                              f"{', '.join(sorted(LESSON_SPECS))}")
         if number not in files:
-            raise ValueError(f"no workbook file for lesson {number} (NN_*.py) in the workbook folder")
+            raise ValueError(f"no workbook file for lesson {number} ({number}_*.py) in {folder}")
         chosen.append(number)
     return list(dict.fromkeys(chosen))
 
@@ -81,7 +82,7 @@ def _check(args) -> int:
     faulthandler.enable()
     folder = workbook_folder(args.workbook)
     files = workbook_files(folder)
-    lessons = chosen_lessons(args.lessons, files)
+    lessons = chosen_lessons(args.lessons, files, folder)
     version = None if args.no_torch else torch_version()
     print(f"checking {folder} against the package" + (f" and torch {version}" if version else ""))
     reports = [check_file(files[lesson], lesson, args.time_limit or DEFAULT_TIME_LIMIT, use_torch=bool(version),

@@ -148,8 +148,11 @@ def load_minilm(path=None, backend="numpy") -> MiniLM:
     "cupy", or any Array-API namespace; the weights are moved there once.
     """
     path = minilm_dir() if path is None else os.fspath(path)
-    if os.path.isfile(path):
-        path = os.path.dirname(path)  # a file inside the folder was given
+    if os.path.isfile(path):  # a file inside the model's folder stands for the folder; any other file is refused
+        if not all(os.path.exists(os.path.join(os.path.dirname(path), name)) for name in FILES):
+            raise FileNotFoundError(f"{path} is a file: the model's path is its folder, which holds "
+                                    "model.safetensors, vocab.txt and config.json")
+        path = os.path.dirname(path)
     for name in FILES:
         if not os.path.exists(os.path.join(path, name)):
             raise FileNotFoundError(f"{os.path.join(path, name)} not found: the model folder needs "

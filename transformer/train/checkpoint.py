@@ -187,7 +187,8 @@ def open_checkpoint(path_or_dir, max_bytes: int, expected_shapes=None, read_para
     read only when read_params (load_checkpoint), after every header agreed with the config."""
     path = checkpoint_path(path_or_dir)
     if not path.is_file():
-        where = (f"no {CHECKPOINT_FILE} in {path.parent}" if Path(path_or_dir).is_dir() else
+        where = (f"{path} is a directory, not a checkpoint file" if path.is_dir() else
+                 f"no {CHECKPOINT_FILE} in {path.parent}" if Path(path_or_dir).is_dir() else
                  f"{path}: not a regular file" if path.exists() else f"{path}: no such file")  # /dev/zero exists
         raise FileNotFoundError(f"no checkpoint: {where}")
     size = path.stat().st_size
