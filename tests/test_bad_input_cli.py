@@ -37,8 +37,13 @@ def tiny():
 
 @pytest.fixture
 def cli_tiny(tiny, monkeypatch):
-    """`generate` runs the tiny model instead of loading SmolLM2."""
+    """`generate` runs the tiny model instead of loading SmolLM2, and weighs its memory before loading by the tiny
+    model's sizes, not those SmolLM2's header gives."""
+    from transformer.cli import decode
+
+    c = tiny.config
     monkeypatch.setattr(llama_gguf, "load_llama", lambda path=None, backend="numpy": tiny)
+    monkeypatch.setattr(decode, "header_sizes", lambda path: {"L": c.L, "h": c.h, "h_kv": c.h_kv, "d_h": c.d_h})
     return tiny
 
 
@@ -538,7 +543,34 @@ def test_the_header_gives_n_ctx_without_loading():
     from transformer.models.gguf_header import scalar_value
     reader = llama_gguf.open_gguf(smollm2_path())
     assert scalar_value(smollm2_path(), "llama.context_length") == llama_gguf.read_config(reader).n_ctx == 8192
+    from transformer.cli.decode import header_sizes
+    c = llama_gguf.read_config(reader)
+    assert header_sizes(smollm2_path()) == {"L": c.L, "h": c.h, "h_kv": c.h_kv, "d_h": c.d_h} == \
+        {"L": 30, "h": 9, "h_kv": 3, "d_h": 64}
     assert scalar_value(smollm2_path(), "no.such.key") is None
+
+
+@pytest.mark.parametrize("argv,least", [([], "3.0 MB (its KV cache)"),
+                                        (["--no-cache"], "147.5 KB (the last step's attention scores)")])
+def test_max_memory_below_any_request_is_refused_before_the_model_loads(no_model, capsys, argv, least):
+    """SmolLM2's header alone (L = 30, h = 9, h_kv = 3, d_h = 64) bounds the request from below: a 1-token prompt
+    + 64 new tokens hold a KV cache of 2·30·3·65·64·4 = 2,995,200 bytes; without the cache, the last step's
+    scores are at least 9·64²·4 = 147,456 bytes."""
+    rc, out, err = run_cli(capsys, "generate", "hi", "--max-memory", "1e-9", *argv)
+    assert (rc, out, err) == (2, "", f"error: a prompt of at least 1 token + --max-new-tokens 64 needs at least {least}, "
+                                     "over --max-memory 1e-09 (1 B): lower --max-new-tokens or raise --max-memory\n")
+
+
+@pytest.mark.parametrize("n_prompt,new", [(1, 0), (1, 5), (7, 20), (30, 2)])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_the_least_memory_is_a_lower_bound_of_the_model_s(tiny, n_prompt, new, use_cache):
+    from transformer.cli.decode import least_generation_bytes
+
+    c = tiny.config
+    least = least_generation_bytes({"L": c.L, "h": c.h, "h_kv": c.h_kv, "d_h": c.d_h}, new, use_cache)
+    assert least <= tiny.generation_bytes(n_prompt, new, use_cache=use_cache)
+    if use_cache:  # all of it the cache a 1-token prompt fills, as the model counts it
+        assert least == tiny.kv_cache_bytes(1 + new)
 
 
 @pytest.mark.parametrize("argv,typo,meant", [
@@ -663,9 +695,10 @@ def test_attention_refuses_a_text_past_the_context_before_computing(tiny, monkey
     assert list(tmp_path.iterdir()) == []
 
 
-def test_attention_smollm2_refuses_past_its_8192_tokens(capsys, tmp_path):
+def test_attention_smollm2_refuses_past_its_8192_tokens(capsys, tmp_path, monkeypatch):
     """SmolLM2's tokenizer reads each digit as a token (docs/cli.md: "2024" is 4 ids): 8,200 digits are 8,200
     tokens, past its context of 8,192 (the GGUF header's llama.context_length)."""
+    monkeypatch.setenv("TQDM_DISABLE", "1")  # stderr holds the one line, not the loading bar before it
     rc, out, err = run_cli(capsys, "attention", "7" * 8200, "--model", "smollm2", "--max-tokens", "9000",
                            "-o", str(tmp_path / "a.png"))
     assert (rc, out, err) == (2, "", "error: the text is 8200 tokens, longer than the model's context of n_ctx=8192 "

@@ -83,14 +83,21 @@ def _as_options(message: str) -> str:
     return re.sub(r"\bmax_new_tokens(=?)", lambda m: "--max-new-tokens" + (" " if m[1] else ""), message)
 
 
+def memory_limit(args) -> tuple[float | None, str]:
+    """The bytes a request may take beyond the weights, and how a message names that limit: --max-memory, else
+    what the system has available (None where it does not say)."""
+    if args.max_memory is not None:
+        return args.max_memory * 1e9, f"--max-memory {args.max_memory:g}"
+    return available_bytes(), "the memory available"
+
+
 def check_memory(model, n_prompt: int, args) -> int:
     """The bytes the request needs beyond the weights (model.generation_bytes), refused in one line
     before any work when over --max-memory (default: what the system has available)."""
     need = model.generation_bytes(n_prompt, args.max_new_tokens, use_cache=not args.no_cache)
-    limit = available_bytes() if args.max_memory is None else args.max_memory * 1e9
+    limit, where = memory_limit(args)
     if limit is not None and need > limit:
         given = args.max_memory is not None
-        where = f"--max-memory {args.max_memory:g}" if given else "the memory available"
         raise ValueError(f"a prompt of {counted(n_prompt, 'token')} + --max-new-tokens {args.max_new_tokens} needs "
                          f"about {in_units(need)} (KV cache and attention), over {where} ({in_units(limit)}): "
                          "shorten the prompt or lower --max-new-tokens" + (" or raise --max-memory" if given else "")
@@ -98,18 +105,62 @@ def check_memory(model, n_prompt: int, args) -> int:
     return need
 
 
-def header_context(path) -> int | None:
-    """The model's n_ctx as its GGUF header gives it (llama.context_length), read in well under a second where
-    loading takes seconds; None where the header does not say it plainly (no such key, a file the loader will
-    refuse): the loader's own checks then speak."""
+def least_generation_bytes(sizes: dict, max_new_tokens: int, use_cache: bool = True) -> int:
+    """A lower bound of Llama.generation_bytes for a prompt of 1 token or more, from the sizes alone (L, h, h_kv,
+    d_h): the float32 KV cache of 1 + max_new_tokens tokens, 2 · L · h_kv · n · d_h · 4 bytes; without the cache,
+    the last step's scores over n ≥ max_new_tokens positions, h · n² float32.
+
+    >>> least_generation_bytes({"L": 30, "h": 9, "h_kv": 3, "d_h": 64}, 1)  # SmolLM2: 46,080 bytes a token
+    92160
+    """
+    if use_cache:
+        return 2 * sizes["L"] * sizes["h_kv"] * (1 + max_new_tokens) * sizes["d_h"] * 4
+    return sizes["h"] * max(1, max_new_tokens) ** 2 * 4
+
+
+def check_memory_unloaded(args) -> None:
+    """Refuse, before the model loads (seconds), a request whose least memory (least_generation_bytes, from the
+    GGUF header's sizes) is already over the limit; check_memory weighs the whole request once the prompt is
+    tokenized."""
+    sizes = header_sizes(args.gguf)
+    limit, where = memory_limit(args)
+    if sizes is None or limit is None:
+        return
+    need = least_generation_bytes(sizes, args.max_new_tokens, use_cache=not args.no_cache)
+    if need > limit:
+        what = "its KV cache" if not args.no_cache else "the last step's attention scores"
+        raise ValueError(f"a prompt of at least 1 token + --max-new-tokens {args.max_new_tokens} needs at least "
+                         f"{in_units(need)} ({what}), over {where} ({in_units(limit)}): lower --max-new-tokens"
+                         + (" or raise --max-memory" if args.max_memory is not None else ""))
+
+
+def header_int(path, key: str) -> int | None:
+    """An integer ≥ 1 the model's GGUF header gives at key, read in well under a second where loading takes
+    seconds; None where the header does not say it plainly (no such key, a file the loader will refuse): the
+    loader's own checks then speak."""
     from ..models.gguf_header import scalar_value
     from ..models.llama_gguf import smollm2_path
 
     try:
-        n = scalar_value(path or smollm2_path(), "llama.context_length")
+        n = scalar_value(path or smollm2_path(), key)
     except (OSError, ValueError):
         return None
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+
+
+def header_context(path) -> int | None:
+    """The model's n_ctx as its GGUF header gives it (llama.context_length), or None."""
+    return header_int(path, "llama.context_length")
+
+
+def header_sizes(path) -> dict | None:
+    """L, h, h_kv and d_h as the GGUF header gives them, with read_config's defaults (h_kv = h, d_h = d // h);
+    None where one is not plainly there."""
+    L, d, h = (header_int(path, f"llama.{key}") for key in ("block_count", "embedding_length", "attention.head_count"))
+    if None in (L, d, h):
+        return None
+    return {"L": L, "h": h, "h_kv": header_int(path, "llama.attention.head_count_kv") or h,
+            "d_h": header_int(path, "llama.attention.key_length") or max(d // h, 1)}
 
 
 def _rate(tok_s: float) -> str:
@@ -131,6 +182,7 @@ def _generate(args) -> int:
     if n_ctx is not None and 1 + args.max_new_tokens > n_ctx:  # a prompt is at least one token: refused unloaded
         raise ValueError(f"a prompt of at least 1 token + --max-new-tokens {args.max_new_tokens} exceeds the "
                          f"model's context of n_ctx={n_ctx}: lower --max-new-tokens to at most {n_ctx - 1}")
+    check_memory_unloaded(args)
     seed = sampling_seed(args)  # --seed, or one drawn now: printed below, so that the run can be repeated
     model = load_llama(args.gguf, backend=args.backend)
     tok = model.tokenizer
