@@ -202,3 +202,64 @@ def test_a_long_sentence_is_listed_cut_with_its_length():
 
     lines = similarity_table(["a dog", "ab" * 65_000], np.eye(2)).splitlines()
     assert lines[:2] == ["[0] a dog", "[1] " + "ab" * 50 + "… (130,000 characters)"]
+
+
+ELEVEN = ["A dog chases a squirrel.", "A puppy runs after a squirrel.", "Stock markets fell sharply.",
+          "Shares dropped today.", "The cat sleeps.", "A kitten naps on the sofa.", "I love pizza.",
+          "Pasta is my favourite food.", "It is raining.", "The weather is wet.", "Bonds rallied."]
+
+
+def test_embed_past_ten_sentences_lists_each_ones_nearest(capsys):
+    """Past MAX_TABLE = 10 sentences the b × b matrix (3,000 sentences: 24,006-character lines) gives way to
+    each sentence's 3 closest others, checked against sentence-transformers' cosines; 10 still get the matrix."""
+    from sentence_transformers import SentenceTransformer
+
+    assert main(["embed", *ELEVEN]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:11] == [f"[{i}] {t}" for i, t in enumerate(ELEVEN)] and lines[11] == ""
+    assert lines[12] == ("nearest sentences by cosine similarity, 3 for each (over 10 sentences: the whole 11 × 11 "
+                         "matrix would be too wide to read)")
+    ref = SentenceTransformer(minilm_dir(), device="cpu").encode(ELEVEN)
+    s = ref @ ref.T
+    np.fill_diagonal(s, -np.inf)
+    for i, line in enumerate(lines[13:]):
+        cells = re.findall(r"\[(\d+)\]\s+(-?\d\.\d{3})", line)
+        assert line.startswith(f"[{i}] ") and [int(j) for j, _ in cells] == list(np.argsort(-s[i])[:3]), line
+        np.testing.assert_allclose([float(c) for _, c in cells], np.sort(s[i])[::-1][:3], atol=6e-4)
+    assert len(lines) == 13 + 11
+    assert main(["embed", *ELEVEN[:10]]) == 0
+    assert "cosine similarity\n" + " " * 5 + "".join(f"{f'[{j}]':>8}" for j in range(10)) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("b,k,pass_floats", [(50, 3, 7 * 50), (50, 3, 10 ** 6), (3, 3, 10), (40, 39, 3 * 40)])
+def test_nearest_others_is_the_sorted_full_matrix(b, k, pass_floats):
+    """Against the whole (b, b) matrix sorted row by row (its own entry left out): passes of 7 rows that do not
+    divide 50, one pass, k ≥ b − 1. Small integer rows make every dot product exact (a pass's BLAS sums as the
+    whole matrix's do) and ties frequent: of rows tied at the cut any may be kept, so the ids are checked by the
+    products they stand for, and the ties above the cut by index."""
+    from transformer.cli.encode import nearest_others
+
+    e = np.random.default_rng(0).integers(-2, 3, (b, 4)).astype(np.float64)
+    ids, sims = nearest_others(e, k, pass_floats)
+    s = e @ e.T
+    np.fill_diagonal(s, -np.inf)
+    want = np.argsort(-s, axis=1, kind="stable")[:, :min(k, b - 1)]  # ties by index
+    np.testing.assert_array_equal(sims, np.take_along_axis(s, want, axis=1))
+    np.testing.assert_array_equal(np.take_along_axis(s, ids, axis=1), sims)  # each id has the cosine printed
+    assert all(len(set(row)) == len(row) and i not in row for i, row in enumerate(ids.tolist()))
+    whole = sims[:, :-1] != sims[:, -1:]  # [b, k − 1]: above the cut, where the ties are all kept
+    np.testing.assert_array_equal(ids[:, :-1][whole], want[:, :-1][whole])
+
+
+def test_nearest_others_holds_a_pass_not_the_matrix():
+    """2,000 sentences: the whole matrix is 2,000² float32 = 16 MB; passes of 50,000 similarities hold about 1 MB."""
+    import tracemalloc
+    from transformer.cli.encode import nearest_others
+
+    e = np.random.default_rng(0).standard_normal((2000, 384)).astype(np.float32)
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    tracemalloc.start()
+    nearest_others(e, 3, pass_floats=50_000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2000 ** 2 * 4 / 4, peak

@@ -5,7 +5,8 @@
         --layer 2 --head 5 -o figures/it.png
     python -m transformer attention --model smollm2 "The dog chased the squirrel because it" -o grid.png
 
-`embed` prints the cosine similarity matrix of the sentence embeddings. `attention` draws
+`embed` prints the cosine similarity matrix of the sentence embeddings (past MAX_TABLE sentences, each
+one's nearest others). `attention` draws
 one head's weights (query rows, key columns) with the tokens as labels, or all heads of the
 layer as a grid when --head is left out. Models and matplotlib are imported only when run.
 """
@@ -29,14 +30,20 @@ FIGURE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"%PDF", b"<?xml", b
 # figure's size is capped (plotting.MAX_FIGURE_INCHES), so more tokens only shrink the cells.
 MAX_TOKENS = 512
 SHOWN_CHARS = 100  # of each sentence embed lists above its table: a long one is cut there, its length said
+# Up to this many sentences embed prints the whole (b, b) matrix, 5 + 8·b characters wide (85 at 10); past it
+# each sentence's NEAREST closest others: 3,000 sentences made 24,006-character lines and 72 MB
+MAX_TABLE = 10
+NEAREST = 3
+PASS_FLOATS = 1 << 22  # similarities computed at once for the nearest (16 MB of float32): never all b² of them
 
 
 def register(sub) -> None:
     """Add `embed` and `attention` to the CLI's sub-parsers."""
     p = sub.add_parser("embed", help="cosine similarities of sentence embeddings (all-MiniLM-L6-v2)",
-                       description="Embed each sentence with all-MiniLM-L6-v2 (mean pooling, unit "
-                                   "length) and print the matrix of cosine similarities. The model reads at most "
-                                   "256 tokens of a text ([CLS] and [SEP] included); a longer one is cut, with a note.")
+                       description="Embed each sentence with all-MiniLM-L6-v2 (mean pooling, unit length) and "
+                                   f"print the matrix of cosine similarities; past {MAX_TABLE} sentences, each one's "
+                                   f"{NEAREST} nearest others. The model reads at most 256 tokens of a text ([CLS] and "
+                                   "[SEP] included); a longer one is cut, with a note.")
     p.add_argument("texts", nargs="+", metavar="TEXT",
                    help="sentences to compare, none empty; each is cut to its first 256 tokens; - reads one from "
                         f"standard input (up to {MAX_STDIN_BYTES >> 20} MiB)")
@@ -102,16 +109,57 @@ def computed(model: str, what: str, fn):
     return out
 
 
+def numbered(texts: list[str]) -> list[str]:
+    """The sentences as embed lists them, numbered, a long one cut with its length."""
+    return [f"[{i}] {t if len(t) <= SHOWN_CHARS else t[:SHOWN_CHARS] + f'… ({len(t):,} characters)'}"
+            for i, t in enumerate(texts)]
+
+
 def similarity_table(texts: list[str], sims) -> str:
     """The sentences numbered, then the (b, b) cosine matrix with those numbers as headers."""
     b = len(texts)
-    lines = [f"[{i}] {t if len(t) <= SHOWN_CHARS else t[:SHOWN_CHARS] + f'… ({len(t):,} characters)'}"
-             for i, t in enumerate(texts)]
-    lines.append("")
-    lines.append("cosine similarity")
-    lines.append("     " + "".join(f"{f'[{j}]':>8}" for j in range(b)))
+    lines = numbered(texts) + ["", "cosine similarity", "     " + "".join(f"{f'[{j}]':>8}" for j in range(b))]
     for i in range(b):
         lines.append(f"{f'[{i}]':<5}" + "".join(f"{float(sims[i][j]):8.3f}" for j in range(b)))
+    return "\n".join(lines)
+
+
+def nearest_others(e, k: int, pass_floats: int = PASS_FLOATS):  # [b, d] unit rows -> [b, k'], [b, k']
+    """Each row's k' = min(k, b − 1) most similar other rows and their cosines (dot products of unit rows),
+    most similar first (equal ones by index; of rows tied at the k'-th cosine, any may be the one kept). The
+    similarities come a few rows at a time, pass_floats at most, never the whole (b, b) matrix.
+
+    >>> import numpy as np; nearest_others(np.eye(3)[[0, 1, 0]], 1)  # rows 0 and 2 alike, row 1 apart
+    (array([[2],
+           [0],
+           [0]]), array([[1.],
+           [0.],
+           [1.]]))
+    """
+    import numpy as np
+
+    b = e.shape[0]
+    k = min(k, b - 1)
+    ids, sims = np.empty((b, k), np.int64), np.empty((b, k), e.dtype)
+    rows = max(1, pass_floats // b)
+    for r0 in range(0, b, rows):
+        s = e[r0:r0 + rows] @ e.T  # [r, b]
+        r = np.arange(s.shape[0])
+        s[r, r0 + r] = -np.inf  # a sentence is not its own neighbour
+        top = np.argpartition(-s, k - 1, axis=1)[:, :k] if k < b - 1 else np.argsort(-s, axis=1)[:, :k]  # [r, k]
+        top_s = np.take_along_axis(s, top, axis=1)  # [r, k], in no order
+        order = np.lexsort((top, -top_s), axis=1)  # most similar first, then the lower index
+        ids[r0:r0 + rows], sims[r0:r0 + rows] = (np.take_along_axis(a, order, axis=1) for a in (top, top_s))
+    return ids, sims
+
+
+def nearest_table(texts: list[str], ids, sims) -> str:
+    """The sentences numbered, then for each its closest others ([j] cosine), most similar first."""
+    lines = numbered(texts) + ["", f"nearest sentences by cosine similarity, {ids.shape[1]} for each (over "
+                                   f"{MAX_TABLE} sentences: the whole {len(texts)} × {len(texts)} matrix would be "
+                                   "too wide to read)"]
+    for i in range(len(texts)):
+        lines.append(f"{f'[{i}]':<8}" + "   ".join(f"{f'[{j}]':>6} {float(c):6.3f}" for j, c in zip(ids[i], sims[i])))
     return "\n".join(lines)
 
 
@@ -130,7 +178,10 @@ def run_embed(args) -> int:
             print(f"note: TEXT [{i}] is {n_text} tokens long; all-MiniLM-L6-v2 reads at most {n_seq} ([CLS] and "
                   f"[SEP] included), so only its first {n_seq} are embedded", file=sys.stderr)
     e = to_numpy(computed("all-MiniLM-L6-v2", "the embeddings", lambda: model.embed(args.texts)))  # [b, d], unit rows
-    print(similarity_table(args.texts, e @ e.T))  # [b, b]: dot products of unit vectors = cosines
+    if len(args.texts) <= MAX_TABLE:
+        print(similarity_table(args.texts, e @ e.T))  # [b, b]: dot products of unit vectors = cosines
+    else:
+        print(nearest_table(args.texts, *nearest_others(e, NEAREST)))
     return 0
 
 
