@@ -21,15 +21,9 @@ import dis
 import importlib.util
 import inspect
 import io
-import os
-import signal
-import sys
-import threading
-import tracemalloc
 import traceback
 import warnings
 from collections import Counter
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +33,7 @@ import numpy as np
 from . import (specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M,
                specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
+from .guards import TimeLimit, captured_output, exits_refused, peak_bytes, time_limit
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
@@ -70,61 +65,6 @@ LESSON_SPECS: dict[str, list[Spec]] = {
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
 VARIANT_CHECKS = 8  # failing cases compared with the known mistakes' answers: more only repeat what these say
-
-
-class TimeLimit(Exception):
-    """A case ran past its time limit."""
-
-
-@contextmanager
-def time_limit(seconds: float | None):
-    """Raise TimeLimit inside the block after `seconds` (on the main thread of a Unix process; else no limit)."""
-    usable = (seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread())
-    if not usable:
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimeLimit(f"took longer than {seconds:g} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-class ProcessEnd(Exception):
-    """The learner's code called os._exit or os.abort, which would have ended the check with no word."""
-
-
-@contextmanager
-def exits_refused():
-    """os._exit(n) and os.abort() raise ProcessEnd inside the block: a checked function returns its answer."""
-    def refusal(name: str):
-        def refuse(*args):
-            call = f"os.{name}({', '.join(map(repr, args))})"
-            raise ProcessEnd(f"{call} would end the check here with no word: a checked function returns its answer")
-        return refuse
-    saved = os._exit, os.abort
-    os._exit, os.abort = refusal("_exit"), refusal("abort")
-    try:
-        yield
-    finally:
-        os._exit, os.abort = saved
-
-
-@contextmanager
-def captured_output(buffer: io.StringIO):
-    """What the block prints goes to `buffer`, not the report, and input() reads nothing (EOFError)."""
-    stdin = sys.stdin
-    sys.stdin = io.StringIO("")
-    try:
-        with redirect_stdout(buffer), redirect_stderr(buffer):
-            yield
-    finally:
-        sys.stdin = stdin
 
 
 def _where(exc: BaseException, path: Path) -> tuple[str, str]:
@@ -262,27 +202,6 @@ class _Run:
     changed: list  # the arguments the call changed in place
     printed: list  # the lines it printed
     peak: int = 0  # bytes held at the call's peak, where the case limits them
-
-
-@contextmanager
-def peak_bytes(measure: bool):
-    """Yields a list that holds, after the block, the most bytes the block held at once (tracemalloc, which NumPy
-    reports its arrays to); measure False: nothing is traced."""
-    held = [0]
-    if not measure:
-        yield held
-        return
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        yield held
-    finally:
-        held[0] = tracemalloc.get_traced_memory()[1] - base
-        if not tracing:
-            tracemalloc.stop()
 
 
 def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
