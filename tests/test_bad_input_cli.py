@@ -999,8 +999,8 @@ def test_a_missing_value_before_another_option_gets_no_such_advice(capsys):
 def test_check_time_limit_says_0_is_outside(capsys, value, shown):
     """0 seconds is no limit a case can run under: the range the message states leaves it out, in words."""
     rc, out, err = run_cli(capsys, "check", "03", f"--time-limit={value}")
-    assert (rc, out, err) == (2, "", "error: --time-limit must be a number of seconds from 0 to 86400 (a day), "
-                                     f"0 excluded, got {shown}\n")
+    assert (rc, out, err) == (2, "", "error: --time-limit must be a number of seconds more than 0 and at most 86400 "
+                                     f"(a day), got {shown}\n")
 
 
 # ---------------------------------------------------------------- paths: the message says what the path is

@@ -75,7 +75,7 @@ def _check(args) -> int:
     from ..tutor.run import DEFAULT_TIME_LIMIT, torch_version
 
     if args.time_limit is not None and not 0 < args.time_limit <= 86_400:  # setitimer refuses what time_t cannot hold
-        raise ValueError(f"--time-limit must be a number of seconds from 0 to 86400 (a day), 0 excluded, "
+        raise ValueError(f"--time-limit must be a number of seconds more than 0 and at most 86400 (a day), "
                          f"got {args.time_limit:g}")
     # code that crashes the interpreter itself (ctypes, a bad as_strided) ends the check at once: Python
     # then prints where, in the learner's file, instead of the shell's bare "Segmentation fault"
