@@ -66,7 +66,8 @@
         hint.hidden = !(img.naturalWidth > img.clientWidth * 1.05);
       }
     }
-    document.querySelectorAll("article .cell_output img, article img.tfs-figure, #figures img").forEach((img) => {
+    const figures = "article .cell_output img, article img.tfs-figure, #figures img, #transformer-from-scratch > p > img";
+    document.querySelectorAll(figures).forEach((img) => {  // the last: the home page's picture
       img.classList.add("tfs-zoomable");
       img.title = img.title || "click to see the figure at its full size";
       img.addEventListener("click", () => zoom(img));
@@ -88,7 +89,7 @@
   // while there is more to the right, .tfs-more-left once scrolled. Boxes appear late (a view draws
   // when it nears the screen, MathJax typesets, a folded cell opens): they are looked for again
   // inside whatever changed, and measured again when they change size.
-  const SCROLLERS = ["pre", ".pst-scrollable-table-container", ".tfs-table", ".tfs-thumbs", ".tfs-view",
+  const SCROLLERS = ["pre", ".pst-scrollable-table-container", ".tfs-table", ".tfs-thumbs", ".tfs-view", ".tfs-svg-scroll",
                      "div.math", "mjx-container[display='true']"].join(", ");
 
   function markScroll(box) {

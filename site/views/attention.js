@@ -112,10 +112,23 @@
     function refresh() {  // layer, head or focus changed
       layerSl.set(st.layer); headSl.set(st.head);
       thumbs.forEach(function (c) {
-        c.classList.toggle("selected", Number(c.getAttribute("data-layer")) === st.layer &&
-                                       Number(c.getAttribute("data-head")) === st.head);
+        var on = Number(c.getAttribute("data-layer")) === st.layer && Number(c.getAttribute("data-head")) === st.head;
+        c.classList.toggle("selected", on);
+        if (on) showThumb(c);
       });
       drawHeadView(); drawMatrix(); drawInfo(); drawDecode();
+    }
+
+    // a grid wider than its box (30 layers on a phone) scrolls sideways to the selected head, and only sideways:
+    // the page itself does not move
+    function showThumb(c) {
+      var grid = c.parentNode;
+      if (!grid || grid.scrollWidth <= grid.clientWidth) return;
+      var left = c.getBoundingClientRect().left - grid.getBoundingClientRect().left + grid.scrollLeft;
+      var right = left + c.offsetWidth;
+      if (left < grid.scrollLeft || right > grid.scrollLeft + grid.clientWidth) {
+        grid.scrollLeft = Math.max(0, left - (grid.clientWidth - c.offsetWidth) / 2);
+      }
     }
 
     function setFocus(kind, i, pin) {
@@ -141,7 +154,7 @@
       s("text", {x: xl, y: 14, "text-anchor": "end", "class": "tfs-axis", text: "query"}, svg);
       s("text", {x: xr, y: 14, "class": "tfs-axis", text: "key"}, svg);
       var group = s("g", {}, svg);
-      hv = {lines: [], boxes: {query: [], key: []}, W: W, n: n};
+      hv = {lines: [], boxes: {query: [], key: []}, labels: {query: [], key: []}, W: W, n: n};
       function y(i) { return top + i * rowH + rowH / 2; }
       for (var i = 0; i < n; i++) {
         for (var j = 0; j < n; j++) {
@@ -159,6 +172,7 @@
           var label = s("text", {x: side[3] === "end" ? side[2] - 4 : side[1] + 4, y: y(k) + 4,
                                  "text-anchor": side[3], "class": "tfs-tok-label", text: clip(t.tokens[k], 13)}, g);
           if (k >= t.n_prompt) label.setAttribute("fill", GEN);
+          hv.labels[side[0]].push({el: label, fill: k >= t.n_prompt ? GEN : null});
           s("title", {text: side[0] + " " + k + ": " + t.tokens[k]}, g);
           g.addEventListener("mouseenter", function () { setFocus(kind, k, false); });
           g.addEventListener("mouseleave", function () { setFocus(kind, null, false); });
@@ -183,12 +197,16 @@
       });
       ["query", "key"].forEach(function (side) {
         hv.boxes[side].forEach(function (box, k) {
-          var shade = "none";  // the other side is shaded by the focused row's (or column's) weights
-          if (f && f.kind === "row" && side === "key") shade = V.blues(hv.W(st.layer, st.head, f.index, k));
-          if (f && f.kind === "col" && side === "query") shade = V.blues(hv.W(st.layer, st.head, k, f.index));
+          var w = null;  // the other side is shaded by the focused row's (or column's) weights
+          if (f && f.kind === "row" && side === "key") w = hv.W(st.layer, st.head, f.index, k);
+          if (f && f.kind === "col" && side === "query") w = hv.W(st.layer, st.head, k, f.index);
           var active = f && (f.kind === "row") === (side === "query") && f.index === k;
-          box.setAttribute("fill", shade);
+          box.setAttribute("fill", w === null ? "none" : V.blues(w));
           box.setAttribute("stroke", active ? GEN : "none");
+          var label = hv.labels[side][k];  // white on a dark box, as the matrix's numbers are
+          if (w !== null && w > 0.55) label.el.setAttribute("fill", "#fff");
+          else if (label.fill) label.el.setAttribute("fill", label.fill);
+          else label.el.removeAttribute("fill");
         });
       });
       var shownLines = hv.lines.filter(function (ln) { return ln.el.getAttribute("display") !== "none"; }).length;

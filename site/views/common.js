@@ -54,8 +54,17 @@
     if (parent) parent.appendChild(node);
     return node;
   }
+  // A drawing shrinks with a narrow column, but not below MIN_SCALE of its size: on a phone its labels (10-12.5 px)
+  // would fall to 6 px. A wider drawing scrolls sideways in a box of its own (which fades at the edge that has
+  // more, site.js), so the card's text around it still wraps at the card's width.
+  var MIN_SCALE = 0.8, SHRINKS_FREELY = 300;  // px: a drawing this narrow fits a phone's column anyway
   function s(tag, attrs, parent) {  // an SVG element
     var node = setAttrs(document.createElementNS(SVG_NS, tag), attrs);
+    var width = Number(attrs && attrs.width);
+    if (tag === "svg" && parent && width > SHRINKS_FREELY && /\btfs-svg\b/.test(attrs["class"] || "")) {
+      node.style.minWidth = Math.round(MIN_SCALE * width) + "px";
+      parent = h("div", {"class": "tfs-svg-scroll"}, parent);
+    }
     if (parent) parent.appendChild(node);
     return node;
   }
@@ -91,11 +100,12 @@
     sel.addEventListener("change", function () { o.onChange(sel.value); });
     return sel;
   }
-  function slider(parent, o) {  // o: {label, min, max, step, value, role, format(v), onInput(v)}
+  function slider(parent, o) {  // o: {label, min, max, step, value, role, format(v), onInput(v), wideValue}
     var box = control(parent, o.label);
     var input = h("input", {type: "range", min: o.min, max: o.max, step: o.step || 1, value: o.value,
                             "data-role": o.role}, box);
     var out = h("output", {"class": "tfs-control-value"}, box);
+    if (o.wideValue) out.classList.add("tfs-control-value-wide");  // room for "0 (greedy)": the next sliders stay put
     function show() { out.textContent = o.format ? o.format(Number(input.value)) : input.value; }
     input.addEventListener("input", function () { show(); o.onInput(Number(input.value)); });
     show();

@@ -181,7 +181,8 @@
                      fill: k === st.step ? GEN : V.COLORS.lines[1], stroke: "#fff"}, svg);
       });
       V.legend(parent, [[V.COLORS.lines[0], "formula, 2·L·h_kv·d_h·4·n"], [V.COLORS.lines[1], "measured .nbytes"],
-                        ["#999", "allocated once"]]);
+                        [GEN, "this step"],
+                        ["none", "allocated once", {height: "0", border: "0", borderTop: "2px dashed #999"}]]);
     }
 
     render();

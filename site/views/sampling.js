@@ -90,7 +90,8 @@
     else if (window.TFS_LIVE) window.TFS_LIVE.fallback(root, V, "prompts");
     var row2 = h("div", {"class": "tfs-controls"}, root);
     var tS = V.slider(row2, {label: "temperature T", min: 0, max: 2.5, step: 0.05, value: st.T, role: "temperature",
-      format: function (v) { return v === 0 ? "0 (greedy)" : v.toFixed(2); }, onInput: function (v) { st.T = v; render(); }});
+      format: function (v) { return v === 0 ? "0 (greedy)" : v.toFixed(2); }, wideValue: true,
+      onInput: function (v) { st.T = v; render(); }});
     var kS = V.slider(row2, {label: "top-k", min: 0, max: 100, step: 1, value: st.k, role: "top-k",
       format: function (v) { return v === 0 ? "off" : String(v); }, onInput: function (v) { st.k = v; render(); }});
     var pS = V.slider(row2, {label: "top-p", min: 0.05, max: 1, step: 0.01, value: st.p, role: "top-p",
@@ -124,9 +125,12 @@
       summary.appendChild(document.createTextNode(what + " → the sampler keeps "));
       h("b", {"data-role": "kept", "data-kept": D.kept, text: (D.approx ? "about " : "") +
         V.fmtInt(D.kept) + " of " + V.fmtInt(P.v) + " tokens"}, summary);
-      summary.appendChild(document.createTextNode("; the " + n + " shown hold " + (100 * shown).toFixed(1) +
+      summary.appendChild(document.createTextNode("; the " + n + " most likely, shown, hold " + (100 * shown).toFixed(1) +
         " % of what it draws from. At this temperature the " + V.fmtInt(P.v - P.logits.length) +
-        " least likely tokens hold " + (100 * D.tailBefore).toFixed(2) + " % before the filters."));
+        " least likely tokens (past the " + V.fmtInt(P.logits.length) + " this page holds) hold " +
+        (100 * D.tailBefore).toFixed(2) + " % before the filters." +
+        (scale < 1 ? " The bars' axis runs to " + scale + ", not 1: zoomed ×" + Math.round(1 / scale) +
+         " so that small probabilities show." : "")));
       V.clear(head);
       h("div", {"class": "tfs-bar-label tfs-muted", text: "next token"}, head);
       var axis = h("div", {"class": "tfs-bar-axis"}, head);
