@@ -242,12 +242,12 @@ def test_attention_explorer_shows_the_models_weights(page, exported, smollm2, mi
     assert "layer 13, head 8" in view.inner_text()
     n = len(seq)
     assert view.locator('[data-role="matrix"] rect.tfs-cell').count() == n * n
-    lines_all = int(view.locator('[data-role="head-view"]').evaluate("e => e.parentNode.dataset.lines"))
+    lines_all = int(view.locator('[data-role="head-view"]').evaluate("e => e.closest('.tfs-panel').dataset.lines"))
     W = smollm2.attention_weights(seq, layer=13, head=8)  # [n, n], one full pass without a cache
     for i in (len(ids) - 1, len(ids) + 2, n - 1):  # "it" (a prefill row), two decode rows
         key, top = hovered_row(view, page, i)
         assert key == int(np.argmax(W[i])) and abs(top - float(W[i].max())) < 1e-3, (i, key, top)
-    lines_row = int(view.locator('[data-role="head-view"]').evaluate("e => e.parentNode.dataset.lines"))
+    lines_row = int(view.locator('[data-role="head-view"]').evaluate("e => e.closest('.tfs-panel').dataset.lines"))
     assert 0 < lines_row < lines_all  # the hovered row's lines only
     view.screenshot(path=str(shots / "attention_smollm2.png"))
     # the decode rows: one per generated token, plus the prefill's last row
@@ -728,6 +728,28 @@ def test_attention_explorer_from_the_keyboard(page):
         [view.locator('input[data-role="layer"]').input_value(), view.locator('input[data-role="head"]').input_value()]
 
 
+def test_attention_explorer_labels_read_on_dark_boxes_and_a_clicked_head_stays_framed(page, exported):
+    """A key whose box the hovered query shades dark (weight > 0.55) had dark text on dark blue; a clicked
+    thumbnail lost its orange frame while it kept the focus."""
+    view = page.view("attention")
+    data = exported[1]["attention"]
+    smol = next(m for m in data["models"] if m["key"] == "smollm2")
+    view.locator('select[data-role="model"]').select_option(str(data["models"].index(smol)))
+    fills = []
+    for i in range(int(view.locator('[data-role="query-token"]').count())):
+        key, top = hovered_row(view, page, i)
+        fill = view.locator(f'[data-role="key-token"][data-index="{key}"] text').get_attribute("fill")
+        fills.append((top, fill))
+    dark = [f for top, f in fills if top > 0.55]
+    assert dark and all(f == "#fff" for f in dark), fills  # SmolLM2's heads put most weight on one key
+    assert all(f != "#fff" for top, f in fills if top <= 0.55), fills
+    thumb = view.locator('canvas[data-role="thumb"]').nth(5)
+    thumb.click()
+    assert page.page.evaluate("document.activeElement.dataset.role") == "thumb"
+    assert thumb.evaluate("e => [e.classList.contains('selected'), getComputedStyle(e).outlineStyle, "
+                          "getComputedStyle(e).outlineWidth]") == [True, "solid", "3px"]
+
+
 def test_views_fit_a_phone_and_dark_mode(browser, site, shots):
     """At 375 px no view is wider than its card; in dark mode (the book theme's data-theme) no card is white."""
     for theme, width in (("light", 375), ("dark", 1000)):
@@ -741,6 +763,14 @@ def test_views_fit_a_phone_and_dark_mode(browser, site, shots):
             if theme == "light":
                 sw, cw = view.evaluate("e => [e.scrollWidth, e.clientWidth]")
                 assert sw <= cw, f"{name} overflows its card on a phone: {sw} > {cw} px"
+                # a drawing stops shrinking at 80 % and scrolls in its own box: its labels (10 px and up) stay
+                # at 8 px or more (the KV strip's were 6.5 px, the training chart's 6.3)
+                smallest = view.evaluate("""e => Math.min(...[...e.querySelectorAll('svg.tfs-svg')]
+                    .filter(svg => Number(svg.getAttribute('width')) > 300)
+                    .flatMap(svg => [...svg.querySelectorAll('text')].map(t =>
+                        parseFloat(getComputedStyle(t).fontSize) * svg.getBoundingClientRect().width
+                        / svg.viewBox.baseVal.width)), 99)""")
+                assert smallest >= 7.9, f"{name}: a label drawn at {smallest:.1f} px on a phone"
             else:
                 rgb = view.evaluate("e => getComputedStyle(e).backgroundColor")
                 r, g, b = (int(v) for v in re.findall(r"\d+", rgb)[:3])
