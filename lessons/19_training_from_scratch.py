@@ -171,12 +171,18 @@ acc = {k: without(v) for k, v in ablations.items()}
 for k, a in acc.items():
     print(f"without {k:22s} held-out accuracy {a:7.2%}")
 assert acc["both heads of layer 1"] < 0.3 and acc["both heads of layer 0"] < 0.3 and acc["nothing"] >= 0.99
+cost = [acc["nothing"] - acc[f"layer 0, head {j}"] for j in range(cfg.h)]  # the answers each layer-0 head carries
+print(f"previous-token scores of layer 0: {', '.join(f'{v:.2f}' for v in prev[0])} (sum {prev[0].sum():.2f}); "
+      f"removing one costs {', '.join(f'{c:.0%}' for c in cost)} of the answers")
+assert abs(prev[0].sum() - 1) < 0.15, "the two layer-0 heads share the previous-token rows"
+assert all(0.15 <= c <= 0.65 for c in cost), "each layer-0 head carries a quarter to about half of the answers"
+assert min(acc[f"layer 1, head {j}"] for j in range(cfg.h)) > 0.9, "each layer-1 head answers almost alone"
 
 # %% [markdown]
 # Both layer-0 heads carry the previous token (their two scores add up to about 1: they share
-# the rows between them), and removing either costs a quarter to a half of the answers. Both
-# layer-1 heads are induction heads: each can answer almost alone, and without both the model
-# is back near the guessing it started from.
+# the rows between them), and removing one costs a quarter of the answers, the other about half.
+# Both layer-1 heads are induction heads: each can answer almost alone, and without both the
+# model is back near the guessing it started from.
 #
 # ## 4. The loss curve and the heads, over training
 
