@@ -139,9 +139,16 @@ for seq in cache.tables:
     K, V = cache.gather(seq, 0)  # (h_kv, n, d_h) each, copied out block by block
     assert np.array_equal(K, reference[seq][0]) and np.array_equal(V, reference[seq][1])
 print("gather() equals the contiguous K and V of every live request:", True)
+# The byte counts, measured from the arrays: the pool blocks the tables point at (filled or
+# not), and the K and V that gather() copies out (the filled positions only).
+live = sorted({blk for t in cache.tables.values() for blk in t})  # block ids some table holds
+held = sum(pool[live].nbytes for pool in cache.k + cache.v)  # (blocks, h_kv, B, d_h) per layer, K and V
+filled = sum(K.nbytes + V.nbytes for K, V in (cache.gather(s, 0) for s in cache.tables))
 print(f"reserved {cache.reserved_bytes:,} bytes for {cache.used_bytes:,} used "
-      f"({cache.blocks_in_use} blocks of {B} positions for {sum(cache.lengths.values())} tokens)")
-assert cache.reserved_bytes == cache.blocks_in_use * B * cache.bytes_per_token
+      f"({cache.blocks_in_use} blocks of {B} positions for {sum(cache.lengths.values())} tokens); "
+      f"measured: the blocks in the tables hold {held:,} bytes, the gathered K and V {filled:,}")
+assert cache.reserved_bytes == held, "reserved_bytes is the bytes of the blocks the tables point at"
+assert cache.used_bytes == filled, "used_bytes is the bytes of the positions stored"
 
 # %%
 fig, axes = P.decoding.block_pool(snaps, names, n_blocks=n_blocks, B=B)
@@ -189,7 +196,9 @@ assert worst < 1e-12
 # both as formulas. The block accounting is also measured: the requests are written into a
 # real `PagedKVCache` (one layer, one tiny head — the block tables do not depend on the head
 # size) and a real contiguous `KVCache` is allocated for the same batch; their positions,
-# times the bytes per token of a real model, give the bytes.
+# times the bytes per token of a real model, give the bytes. The pool is written with ones, so
+# the positions are counted in the arrays themselves: a slot holding a 1 is filled, a block with
+# a filled slot is reserved (a sequence's last block always holds at least one position).
 
 # %%
 model, model_name = "llama-3-8b", "Llama-3-8B"
@@ -201,20 +210,32 @@ per_tok = report["bytes_per_token"]
 print(f"{b_req} requests, lengths {sorted(lengths.tolist())}")
 print(f"{model_name}: {per_tok:,} bytes per token (16-bit), n_max = {n_max}, block = {block} positions")
 
-pool = T.PagedKVCache(1, 0, 1, n_max, 1, block_size=block, n_blocks=int(sum(-(-lengths // block))),
-                      dtype=np.float16)
-for n_i in lengths:
-    seq = pool.add_sequence()
-    pool.write(seq, 0, np.zeros((1, int(n_i), 1), np.float16), np.zeros((1, int(n_i), 1), np.float16))
-    pool.extend(seq, int(n_i))
+
+def fill_pool(bs):  # a one-layer pool of blocks of bs positions holding the batch, every position a 1
+    pool_b = T.PagedKVCache(1, 0, 1, n_max, 1, block_size=bs, n_blocks=int(sum(-(-lengths // bs))),
+                            dtype=np.float16)
+    for n_i in lengths:
+        seq = pool_b.add_sequence()
+        pool_b.write(seq, 0, np.ones((1, int(n_i), 1), np.float16), np.ones((1, int(n_i), 1), np.float16))
+        pool_b.extend(seq, int(n_i))
+    return pool_b
+
+
+def slots(pool_b):  # (filled positions, positions of the blocks holding any) counted in the K array
+    filled = pool_b.k[0][:, 0, :, 0] != 0  # (n_blocks, bs): True where a position was written
+    return int(filled.sum()), int(filled.any(axis=1).sum()) * pool_b.block_size
+
+
+pool = fill_pool(block)
 contiguous = T.KVCache(1, b_req, 1, n_max, 1, dtype=np.float16)
-measured_tokens = {"used": pool.used_bytes / pool.bytes_per_token,
-                   "paged_reserved": pool.reserved_bytes / pool.bytes_per_token,
+used_pos, reserved_pos = slots(pool)
+measured_tokens = {"used": used_pos, "paged_reserved": reserved_pos,
                    "contiguous_reserved": contiguous.nbytes / pool.bytes_per_token}
 for key, tok in measured_tokens.items():
     print(f"{key:20s} measured {tok:9,.0f} positions = formula {report[key] / per_tok:9,.0f}  "
           f"-> {tok * per_tok / 2 ** 30:6.2f} GiB for {model_name}")
-    assert tok * per_tok == report[key]
+    assert tok * per_tok == report[key], f"{key}: the positions counted in the arrays disagree with the formula"
+assert (pool.used_bytes, pool.reserved_bytes) == (used_pos * pool.bytes_per_token, reserved_pos * pool.bytes_per_token)
 print(f"utilisation: paged {report['paged_utilisation']:.1%}, contiguous {report['contiguous_utilisation']:.1%}; "
       f"paged waste {report['paged_waste'] / 2 ** 20:.1f} MiB < one block per request "
       f"({b_req * block * per_tok / 2 ** 20:.1f} MiB)")
@@ -222,30 +243,32 @@ assert report["paged_waste"] < b_req * block * per_tok
 saved = report["contiguous_reserved"] / report["paged_reserved"]
 print(f"the contiguous caches reserve {saved:.1f}× the memory of the paged one: "
       f"{saved:.1f}× as many requests of this mix fit in the same memory")
+assert report["paged_utilisation"] > 0.98, "paged: the reservation is within 2 % of what is used"
+assert saved > 3, "the contiguous caches reserve several times the paged one for this mix"
 
 # %% [markdown]
 # The block size is a trade-off: small blocks waste less at each sequence's end, but make
 # longer block tables and smaller reads. Waste against block size, formula (line) and the
-# measured pool (dots):
+# measured pool (dots, its empty slots counted in the array):
 
 # %%
 block_line = 2 ** np.arange(1, 10)  # 2 … 512 positions per block (1 would waste nothing: off a log axis)
 waste_line = np.array([T.paged_memory_report(model, lengths, block_size=int(bs), n_max=n_max)["paged_waste"]
                        for bs in block_line]) / 2 ** 20
 block_meas = np.array([4, 16, 64, 256])
-waste_meas = []
+waste_meas, table_len = [], []
 for bs in block_meas:
-    pool_b = T.PagedKVCache(1, 0, 1, n_max, 1, block_size=int(bs), n_blocks=int(sum(-(-lengths // bs))),
-                            dtype=np.float16)
-    for n_i in lengths:
-        seq = pool_b.add_sequence()
-        pool_b.write(seq, 0, np.zeros((1, int(n_i), 1), np.float16), np.zeros((1, int(n_i), 1), np.float16))
-        pool_b.extend(seq, int(n_i))
-    waste_meas.append((pool_b.reserved_bytes - pool_b.used_bytes) / pool_b.bytes_per_token * per_tok / 2 ** 20)
+    pool_b = fill_pool(int(bs))
+    used_pos, reserved_pos = slots(pool_b)
+    waste_meas.append((reserved_pos - used_pos) * per_tok / 2 ** 20)
+    table_len.append(sum(len(t) for t in pool_b.tables.values()))  # block ids in all the tables
 assert np.allclose(waste_meas, waste_line[np.isin(block_line, block_meas)])
 contig_waste = report["contiguous_waste"] / 2 ** 20
 print("paged waste (MiB) by block size:", dict(zip(block_line.tolist(), np.round(waste_line, 1).tolist())))
+print("block table entries by block size (measured):", dict(zip(block_meas.tolist(), table_len)))
 print(f"contiguous waste: {contig_waste:,.0f} MiB")
+assert np.all(np.diff(waste_line) > 0) and np.all(np.diff(waste_meas) > 0), "waste grows with the block size"
+assert np.all(np.diff(table_len) < 0), "smaller blocks make longer block tables"
 
 # %%
 fig, axes = P.decoding.fragmentation(lengths, report, (block_line, waste_line, block_meas, waste_meas),
@@ -258,7 +281,8 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 # blocks it has filled (plus part of one), a finished request's blocks serve the next one at
 # once, and attention reads the blocks through the table with the online softmax, giving
 # exactly the contiguous result. Against preallocating the maximum length, the memory a
-# batch reserves falls to what it uses — and that is how many more requests fit on one GPU.
+# batch reserves falls to what it uses (within 2 %, asserted in section 4) — and that is how
+# many more requests fit on one GPU.
 
 # %% [markdown]
 # **Write it yourself.** `workbook/14_paged_kv.py` holds `paged_attention` (attention through a block table)
