@@ -69,14 +69,25 @@ assert slice_ok and roundtrip_ok
 # Heads share out the width; they do not add to it. Whatever $h$, $W_q, W_k, W_v, W_o$ stay
 # $d_\text{model} \times d_\text{model}$, so the attention layer has $4\,d_\text{model}^2$
 # weights (without biases): more heads means narrower heads, not more parameters. A width
-# that $h$ does not divide is an error.
+# that $h$ does not divide is an error. Below, the package builds one attention layer for each
+# $h$ (`T.random_llama`, heads of $d_k = d_\text{model} / h$), runs it on `x` with $h$ heads,
+# and the weights are counted in its arrays; `T.parameter_breakdown` gives the count by formula.
 
 # %%
+counts = {}
 for h_try in (1, 2, 4, 8, 16):
     d_k = d_model // h_try
-    n_params = 4 * d_model * (h_try * d_k)  # W_q, W_k, W_v: d·(h·d_k); W_o: (h·d_k)·d
-    print(f"h = {h_try:2d}  ->  d_k = {d_k:3d},  h·d_k = {h_try * d_k},  attention weights = {n_params:,}")
-assert 8 * 64 == 512 and 4 * 512 * 512 == 1_048_576
+    cfg = T.LlamaConfig(L=1, d=d_model, h=h_try, h_kv=h_try, d_h=d_k, d_ff=1, v=1, n_ctx=n)  # one layer, tiny FFN
+    layer = T.random_llama(cfg).weights.layers[0]
+    w_try = T.AttentionWeights(layer.W_q, layer.W_k, layer.W_v, layer.W_o)  # (d, h·d_k) ×3, (h·d_k, d)
+    y = T.multi_head_attention(x.astype(np.float32), w_try, h_try)  # (b, n, d_model)
+    q_heads = T.split_heads(x.astype(np.float32) @ w_try.W_q, h_try)  # (b, h, n, d_k)
+    assert y.shape == x.shape and q_heads.shape == (b, h_try, n, d_k), f"h = {h_try}: {h_try} heads of {d_k}"
+    counts[h_try] = sum(W.size for W in (w_try.W_q, w_try.W_k, w_try.W_v, w_try.W_o))
+    print(f"h = {h_try:2d}  ->  d_k = {d_k:3d},  W_q {w_try.W_q.shape},  W_o {w_try.W_o.shape},  "
+          f"attention weights in the arrays = {counts[h_try]:,}")
+    assert counts[h_try] == T.parameter_breakdown(cfg)["attention"], "the arrays hold what the formula counts"
+assert set(counts.values()) == {4 * d_model ** 2}, "every h gives the same 4·d_model² weights"
 try:
     T.split_heads(x, 6)
     raise AssertionError("512 does not split into 6 heads")
