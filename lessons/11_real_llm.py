@@ -288,6 +288,11 @@ assert ind[l_ind, h_ind] > 0.5 and l_ind >= cfg.L // 3 and ind[:cfg.L // 3].max(
 assert (l_ind, h_ind) == (18, 6)  # the head the attention view above opens at
 sink_layers = set(np.nonzero(kinds["first token (sink)  P[i, 0]"] >= 0.4)[0].tolist())
 print(f"sink heads (P[i, 0] ≥ 0.4) in layers {sorted(sink_layers)}")
+prev_layers = sorted(set(np.nonzero(kinds["previous token  P[i, i−1]"] >= 0.4)[0].tolist()))
+ind_layers = sorted(set(np.nonzero(kinds["induction  P[i, i−r+1]"] >= 0.4)[0].tolist()))
+prev_best = int(np.unravel_index(np.argmax(kinds["previous token  P[i, i−1]"]), (cfg.L, cfg.h))[0])
+assert prev_layers[0] <= 2 and prev_best == 16, "previous-token heads from layer 1 on, the strongest in layer 16"
+assert ind_layers[0] >= cfg.L // 3, "induction heads only past the first third of the stack"
 assert sink_layers >= set(range(12, cfg.L)) and not sink_layers & set(range(4, 12))  # early ones, then 12 on
 assert 3 in sink_layers and sink_layers & set(range(3)) == ({2} if FAST else set())  # as the takeaways say
 
@@ -305,9 +310,10 @@ P.save(fig, P.figure_path("11_head_kinds.png"))
 # new token is `rand_ids[s]`, at position $r + s$, and an induction head should read key
 # $s + 1$, the token that came after `rand_ids[s]` the first time. It does not do so at once.
 # At step 1 it parks on the first token (the sink). For the next three steps it wavers: at step
-# 2 most of its weight goes to keys that have nothing to do with the pattern, at step 3 it reads
-# the right key, at step 4 it splits between the sink and an unrelated key. From step 5 on, once
-# a few tokens have repeated, it puts nearly all its weight on the key after the last occurrence.
+# 3 it reads the right key, but at steps 2 and 4 almost none of its weight is on it — it goes to
+# the sink or to keys that have nothing to do with the pattern (where, the full run's probe and
+# the fast mode's shorter one differ). From step 5 on, once a few tokens have repeated, it puts
+# nearly all its weight (over 0.9) on the key after the last occurrence.
 
 # %%
 n_steps = 6 if FAST else 14
@@ -336,6 +342,7 @@ print(f"second half of the steps: the row (sink aside) peaks on that key {hits:.
 print("the cached decode row equals the same row of the full causal map:", same_as_full)
 assert hits >= 0.6 and on_target[late].mean() > 5 * uniform.max() and same_as_full
 assert on_sink[0] > 0.9 and leads[2] and not leads[1] and not leads[3] and settled == 5  # as told above
+assert on_target[1] < 0.1 and on_target[3] < 0.1 and on_target[2] > 0.5 and on_target[4:].min() > 0.9
 
 # %%
 fig, _ = P.late.induction_and_decode(maps_seq[l_ind][h_ind], r, rows, r + 1, targets,
@@ -346,8 +353,9 @@ P.save(fig, P.figure_path("11_induction.png"))
 # **Takeaways.** A trained decoder is the same stack of formulas as before; only the weights
 # are learned. Its output is a distribution, and the decoding rule — greedy, temperature,
 # top-p — is a separate choice that trades predictability for variety. Its heads are not
-# interchangeable: previous-token heads sit early and mid-depth, sink heads in layer 3 (on the fast
-# mode's shorter probe, layer 2 as well) and then in every layer from 12 on, and induction heads
+# interchangeable: previous-token heads sit here and there from layer 1 on (the strongest in
+# layer 16), sink heads in layer 3 (on the fast mode's shorter probe, layer 2 as well) and then
+# in every layer from 12 on, and induction heads
 # only past the first third of the stack: they need the previous-token information written
 # earlier to find "the token after mine".
 
