@@ -211,8 +211,13 @@ assert worst < 1e-12
 # `transformer/flash/io_count.py`; the kernels count every load and store as they run):
 #
 # * standard attention: $\;4nd + 4n^2$ — $S$ and $P$ written once and read once, plus $Q, K, V, O$;
-# * FlashAttention-1: $K, V$ once, then per computed tile $B_r(3d + 4)$: about $T_c \cdot n(3d + 4)$;
-# * FlashAttention-2: $Q$ and $O$ once, then $K$ and $V$ once per query block: about $T_r \cdot 2nd$.
+# * FlashAttention-1: $K, V$ read once and $O, l, m$ initialised, $n(3d + 2)$, then per computed
+#   tile $B_r(3d + 4)$: $T_c \cdot n(3d + 4) + n(3d + 2)$, about $T_c \cdot n(3d + 4)$;
+# * FlashAttention-2: $Q$ read and $O$, $L$ written once, $n(2d + 1)$, then $K$ and $V$ once per
+#   query block: $T_r \cdot 2nd + n(2d + 1)$, about $T_r \cdot 2nd$.
+#
+# (No mask here; $T_r = \lceil n/B_r \rceil$, $T_c = \lceil n/B_c \rceil$.) The counters are
+# checked against both the functions of `io_count` and these closed forms.
 #
 # Each count shrinks as the tiles grow, and the tiles are bounded by the fast memory of $M$
 # elements. FlashAttention-1's paper picks $B_c = \lceil M/4d \rceil$, $B_r = \min(B_c, d)$:
@@ -253,10 +258,19 @@ for n in n_io:
             B_r, B_c = blocks[name]
             T.flash_attention(q, k, v, block_q=B_r, block_k=B_c, version=int(name[-1]), io=io)
         io_counted[name].append(io.total)
+closed_form = {  # the bullets above, written out: (n, B_r, B_c) -> elements moved, d = d_h
+    "standard attention": lambda n, Br, Bc: 4 * n * d_h + 4 * n ** 2,
+    "FlashAttention-1": lambda n, Br, Bc: -(-n // Bc) * n * (3 * d_h + 4) + n * (3 * d_h + 2),
+    "FlashAttention-2": lambda n, Br, Bc: -(-n // Br) * 2 * n * d_h + n * (2 * d_h + 1),
+}
 for name in io_formula:
     same = [c == f for c, f in zip(io_counted[name], np.array(io_formula[name])[np.isin(n_line, n_io)])]
-    print(f"{name:18s} counted {io_counted[name]}  == formula: {all(same)}")
-    assert all(same)
+    Br, Bc = blocks.get(name, (0, 0))
+    closed = [closed_form[name](int(n), Br, Bc) for n in n_line]
+    print(f"{name:18s} counted {io_counted[name]}  == formula: {all(same)}  == closed form: "
+          f"{io_counted[name] == closed[:len(n_io)]}")
+    assert all(same), f"{name}: the kernel's counter differs from io_count's formula"
+    assert io_formula[name] == closed and io_counted[name] == closed[:len(n_io)], f"{name}: not the closed form"
 ratio = {name: io_formula["standard attention"][-1] / io_formula[name][-1] for name in io_formula}
 print(f"at n = {n_line[-1]}: standard moves {ratio['FlashAttention-1']:.1f}× FlashAttention-1's traffic "
       f"and {ratio['FlashAttention-2']:.1f}× FlashAttention-2's")
@@ -266,7 +280,9 @@ print(f"at n = {n_line[-1]}: standard moves {ratio['FlashAttention-1']:.1f}× Fl
 # once per query block, FlashAttention-1 moves every $Q_i, O_i$ once per key block, so larger
 # blocks mean fewer trips. Fix $n$ and grow both blocks together ($B_r = B_c = B$): standard
 # attention does not care, the tiled kernels move less and less, down to one pass over
-# everything when a single block covers the sequence. Tiny tiles are worse than no tiling:
+# everything when a single block covers the sequence: FA-2 then reads $Q, K, V$ and writes $O, L$
+# once, $4nd + n$; FA-1 also initialises $O, l, m$ and reads them back once, $6nd + 6n$.
+# Tiny tiles are worse than no tiling:
 # at $B = 16$ both kernels move more than standard attention. The limit is the fast memory: $K_j$,
 # $V_j$, $Q_i$, $O_i$ together take about $4 B d_h$ elements, which must fit in $M$ (dotted line).
 
@@ -293,6 +309,14 @@ for B in (16, 128, n_m):
     i = list(B_line).index(B)
     print(f"   B = {B:4d}: standard / FA-1 = {io_B['standard attention'][i] / io_B['FlashAttention-1'][i]:5.1f}×,"
           f"  standard / FA-2 = {io_B['standard attention'][i] / io_B['FlashAttention-2'][i]:5.1f}×")
+for name in io_B_counted:
+    assert np.all(np.diff(io_B[name]) < 0) and np.all(np.diff(io_B_counted[name]) < 0), f"{name}: less as B grows"
+    assert io_B[name][0] > io_B["standard attention"][0], f"{name} at B = 16 moves more than standard attention"
+one_pass = {"FlashAttention-1": 6 * n_m * d_h + 6 * n_m, "FlashAttention-2": 4 * n_m * d_h + n_m}
+print(f"   B = n = {n_m}: one pass, counted FA-1 {io_B_counted['FlashAttention-1'][-1]:,} (6nd + 6n = "
+      f"{one_pass['FlashAttention-1']:,}), FA-2 {io_B_counted['FlashAttention-2'][-1]:,} (4nd + n = "
+      f"{one_pass['FlashAttention-2']:,})")
+assert all(io_B_counted[name][-1] == one_pass[name] for name in one_pass), "B = n: one pass over everything"
 
 # %%
 fig, (ax_n, ax_M) = P.new_figure(1, 2, figsize=(17, 6.5), layout="constrained")
