@@ -255,8 +255,9 @@ P.save(fig, P.figure_path("06_time_per_token.png"))
 # - **attention over the cache**: in each of the $L$ layers the new query against $n$ cached keys
 #   and values, $O(L \cdot n \cdot h \cdot d_h)$: small for a few hundred tokens, growing with the text;
 # - **everything else**: the small operations between the big products (RMSNorm, RoPE, writing the
-#   cache, softmax, SwiGLU, the residual adds), about 40 a layer in the readable code, each a Python
-#   call that allocates its result. Microseconds each; over 30 layers, milliseconds.
+#   cache, softmax, SwiGLU, the residual adds), about 55 array operations a layer in the readable
+#   code with its products (lesson 17 counts them), each a Python call that allocates its result.
+#   Microseconds each; over 30 layers, milliseconds.
 #
 # We time three ways of running the same step, in one process, taking turns so that other work on
 # the machine slows all three alike, and keep each one's fastest round (one BLAS thread, as above).

@@ -179,12 +179,17 @@ print("lanes of S with keys in the order", order, "== lanes of the TF32 A operan
 
 # %%
 b_g, h_g, n_g = 1, 16, 8192
+forward_smem = []  # KiB a block, each kernel and head size
 for d_g in (64, 128):
     for kern, dtype in (("simt", "float32"), ("tensor_cores", "float16"), ("mma", "float16"), ("mma_tf32", "float32")):
         plan = CK.launch_plan((b_g, h_g, n_g, d_g), (b_g, h_g, n_g, d_g), dtype, causal=True, scale=None, kernel=kern)
         smem = CK.simt_shared_bytes(d_g) if kern == "simt" else plan.shared_bytes
+        small = CK.launch_plan((b_g, h_g, 256, d_g), (b_g, h_g, 256, d_g), dtype, causal=True, scale=None, kernel=kern)
+        assert kern == "simt" or small.shared_bytes == plan.shared_bytes, "a block's shared memory does not grow with n"
+        forward_smem.append(smem / 1024)
         print(f"d_h = {d_g:3d}, {kern:12s} ({dtype}): grid {plan.grid} = {plan.grid[0] * plan.grid[1]:5d} blocks "
               f"of {plan.block[0]:3d} threads, {smem / 1024:5.1f} KiB of shared memory each")
+assert max(forward_smem) <= 227, "every forward block fits the 227 KiB one block may opt in to"
 naive_S = n_g * n_g * 4  # one head's S in float32
 print(f"standard attention at n = {n_g}: S alone is {naive_S / 2**20:.0f} MiB per head, in HBM")
 
@@ -245,6 +250,7 @@ for d_h_b in (64, 128):
                                        scale=None, kernel=kern)
         print(f"backward {kern + ',':9s} d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
               f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:5.1f} KiB of shared memory a block")
+        assert CK.backward_shared_bytes(d_h_b, kern) / 1024 <= 227, "every backward block fits the opt-in limit"
 
 # %% [markdown]
 # ## 6. Tested without a GPU, run on one
@@ -357,6 +363,7 @@ def readable_step_ops(L: int) -> int:  # array operations of one decode step of 
 
 per_layer = readable_step_ops(2) - readable_step_ops(1)  # the count depends on L, not on the widths
 outside = readable_step_ops(1) - per_layer
+assert 50 <= per_layer <= 60, "lesson 06 says 'about 55 a layer'"
 smol = T.LlamaConfig()  # SmolLM2-135M: L = 30
 readable_ops = outside + smol.L * per_layer
 plan = T.step_kernels(T.DecodeSizes.of(smol, max_len=1024, max_new=64))
@@ -453,8 +460,9 @@ assert replayed == host_ids
 # and $O$ live: the `mma` kernels use an instruction whose register layout is documented, so the
 # lane that computes a score is the lane that feeds it to $\tilde P V$ and the softmax happens
 # in registers; `mma_tf32` buys back float32's accuracy on TF32 tensor cores with three products
-# per product. A block's shared memory depends on the tile sizes and $d_h$, never on $n$ — a few
-# tens of KiB, against hundreds of MiB for standard attention's $S$ — which is why the tiled
+# per product. A block's shared memory depends on the tile sizes and $d_h$, never on $n$ — from
+# 32 to 142 KiB here, within the 227 KiB a block may opt in to, against hundreds of MiB for
+# standard attention's $S$ — which is why the tiled
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite

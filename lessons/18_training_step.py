@@ -64,8 +64,10 @@ rows = T.induction_rows(docs, packed=False)
 ids, targets = rows.ids, rows.targets  # (b, n)
 b, n = ids.shape
 print(cfg)
-print(f"{sum(p.size for p in params.values()):,} weights in {len(params)} arrays;  batch ids {ids.shape}, "
+n_weights = sum(p.size for p in params.values())
+print(f"{n_weights:,} weights in {len(params)} arrays;  batch ids {ids.shape}, "
       f"{rows.scored} of {ids.size} positions have a target")
+assert 80_000 < n_weights < 90_000  # "a model of 84 k weights", in §4
 print("document 0:", ids[0].tolist())
 print("targets 0: ", targets[0].tolist())
 
@@ -389,7 +391,7 @@ P.save(fig, P.figure_path("18_activation_memory.png"))
 # %% [markdown]
 # Per layer, the $n^2$ term $h n^2$ overtakes the linear ones, $(4d + 2 h d_h + 2 h_{kv} d_h)\,n$,
 # at $n = (4d + 2 h d_h + 2 h_{kv} d_h)/h = 256$ tokens; at 8192 tokens the plain backward would
-# keep over a gigabyte for a model of 0.1 M weights. The tiled one stays linear in $n$: its price is
+# keep over a gigabyte for a model of 84 k weights. The tiled one stays linear in $n$: its price is
 # recomputing the scores in the backward pass (lesson 09's extra matrix product per tile).
 #
 # ## 7. Dropout: a change made in training only
