@@ -39,6 +39,8 @@ _here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd
 ROOT = _here if (_here / "transformer").is_dir() else _here.parent  # run as a script, or as a notebook in lessons/
 sys.path.insert(0, str(ROOT))
 
+import dataclasses
+
 import numpy as np
 
 import transformer as T
@@ -136,12 +138,23 @@ print("norms' share:", {nm: f"{s:.4%}" for nm, s in norm_share.items()})
 assert max(norm_share.values()) < 3e-4
 
 # %%
+emb_share, ffn_share = {}, {}
 for name, p in parts.items():
     c = cfg[name]
-    layer = p["attention"] + p["ffn"]
-    print(f"{name:13s} embeddings {p['embeddings'] / p['total']:5.1%} of the model;  "
-          f"FFN {p['ffn'] / layer:5.1%} of the layers' attention + FFN  "
+    emb_share[name] = p["embeddings"] / p["total"]
+    ffn_share[name] = p["ffn"] / (p["attention"] + p["ffn"])
+    print(f"{name:13s} embeddings {emb_share[name]:5.1%} of the model;  "
+          f"FFN {ffn_share[name]:5.1%} of the layers' attention + FFN  "
           f"(d_ff / d = {c.d_ff / c.d:.2f}, h_kv / h = {c.h_kv}/{c.h})")
+smol_mha = dataclasses.replace(cfg["SmolLM2-135M"], h_kv=cfg["SmolLM2-135M"].h)  # SmolLM2 without GQA
+smol_mha_share = (lambda p: p["ffn"] / (p["attention"] + p["ffn"]))(T.parameter_breakdown(smol_mha))
+print(f"SmolLM2-135M with h_kv = h: FFN {smol_mha_share:.1%} of the layers (Phi-3-mini: {ffn_share['Phi-3-mini']:.1%})")
+assert emb_share["SmolLM2-135M"] > 0.2 > 0.1 > max(emb_share["Phi-3-mini"], emb_share["Llama-3-8B"]), \
+    "the vocabulary table: a large share of the small model, a small one of the large models"
+assert min(ffn_share.values()) > 0.5, "in every model the FFN holds most of the layer parameters"
+assert max(ffn_share, key=ffn_share.get) == "Llama-3-8B", "Llama-3-8B's FFN share is the largest of the three"
+assert 3 * cfg["SmolLM2-135M"].d_ff == 8 * cfg["SmolLM2-135M"].d and 3 * cfg["Phi-3-mini"].d_ff == 8 * cfg["Phi-3-mini"].d
+assert np.isclose(smol_mha_share, ffn_share["Phi-3-mini"]), "with the same d_ff / d, GQA is the whole gap"
 
 # %% [markdown]
 # The vocabulary table is a large share of the small model and a small one of the large
@@ -206,20 +219,33 @@ P.save(fig, P.figure_path("13_flops.png"))
 # `arithmetic_intensity` divides a pass's FLOPs by the bytes it must move: every weight read
 # once (16-bit) plus the KV-cache traffic. Prefill multiplies each weight it reads by all
 # $b \cdot n$ tokens; decode by only $b$ tokens, so it does about 2 FLOPs per 2-byte weight:
-# about 1 FLOP per byte, hundreds of times below the ridge.
+# about 1 FLOP per byte, over two hundred times below the ridge, up to a 1024-token context.
+# Longer contexts read more of the cache, whose numbers GQA shares among $h/h_{kv}$ query
+# heads: $2h/h_{kv}$ FLOPs per 2-byte number, so decode's intensity creeps up but stays at most
+# $h/h_{kv}$ (3 for SmolLM2, 4 for Llama-3-8B), still over a hundred times below the ridge.
 
 # %%
 PEAK_FLOPS = 989e12  # FLOP/s, H100 SXM dense BF16/FP16 tensor cores (datasheet, illustration)
 BANDWIDTH = 3.35e12  # bytes/s, H100 SXM HBM3 (datasheet, illustration)
 ridge = PEAK_FLOPS / BANDWIDTH
 print(f"ridge point: {PEAK_FLOPS / 1e12:.0f} TFLOP/s / {BANDWIDTH / 1e12:.2f} TB/s = {ridge:.0f} FLOP per byte")
+assert abs(ridge - 295) < 1
 n_ai = 2 ** np.arange(7, 16)  # 128 … 32768
+short = n_ai <= 1024
 intensity = {}
 for name, key in MODELS.items():
+    c = cfg[name]
     ai = [T.arithmetic_intensity(key, int(n)) for n in n_ai]
-    intensity[f"{name} prefill"] = np.array([a["prefill"]["intensity"] for a in ai])
-    intensity[f"{name} decode"] = np.array([a["decode"]["intensity"] for a in ai])
-    assert intensity[f"{name} prefill"][0] > ridge / 3 and intensity[f"{name} decode"].max() < 3
+    intensity[f"{name} prefill"] = pre = np.array([a["prefill"]["intensity"] for a in ai])
+    intensity[f"{name} decode"] = dec = np.array([a["decode"]["intensity"] for a in ai])
+    print(f"{name:13s} decode: {dec[short].min():.2f}…{dec[short].max():.2f} FLOP/B up to n = 1024 "
+          f"({ridge / dec[short].max():.0f}× below the ridge), at most {dec.max():.2f} up to n = {n_ai[-1]} "
+          f"({ridge / dec.max():.0f}× below; h / h_kv = {c.h // c.h_kv})")
+    assert np.all((0.99 < dec[short]) & (dec[short] < 1.2)) and ridge / dec[short].max() > 200, \
+        f"{name}: decode does about 1 FLOP per byte, over 200× below the ridge, up to n = 1024"
+    assert dec.max() < c.h / c.h_kv + 1e-9 and ridge / dec.max() > 100, f"{name}: decode under h / h_kv FLOP/B"
+    assert np.all(pre[n_ai <= 256] < ridge) and np.all(pre[n_ai >= 512] > ridge), \
+        f"{name}: prefill clears the ridge from 512 tokens, not at 256"
 phi_dec = intensity["Phi-3-mini decode"]
 print("Phi-3-mini decode intensity (h_kv = h: each cached K/V number is used for exactly 2 FLOPs):",
       np.unique(np.round(phi_dec, 12)).tolist())
@@ -248,13 +274,15 @@ a1 = T.arithmetic_intensity("llama-3-8b", 1024, batch=1)["decode"]
 kv_share = T.kv_cache_bytes("llama-3-8b", 1025, batch=512) / T.arithmetic_intensity("llama-3-8b", 1024, batch=512)["decode"]["bytes"]
 print(f"at b = 512 the KV caches are {kv_share:.0%} of the bytes: each sequence reads its own cache")
 assert a1["bytes"] / BANDWIDTH > 100 * a1["flops"] / PEAK_FLOPS  # decode at b = 1: memory-bound by far
+assert max(roof_points.values()) < ridge and kv_share > 0.5, "up to b = 512 decode stays under the ridge, the caches dominating"
 roof_points["prefill, n = 1024"] = T.arithmetic_intensity("llama-3-8b", 1024)["prefill"]["intensity"]
 
 # %% [markdown]
 # Batching shares the weights among $b$ sequences, but not the caches: each sequence reads
 # its own keys and values for only a few FLOPs each (about $2 h / h_{kv}$ per cached
 # number), so at large batches the cache traffic takes over and decode stays under the
-# ridge. Only the prefill of a long enough prompt does enough arithmetic per byte.
+# ridge. Only the prefill of a long enough prompt does enough arithmetic per byte: for these
+# three models, 512 tokens or more (at 256 all three are still under the ridge).
 
 # %%
 fig, axes = P.models.roofline(n_ai, intensity, roof_points, MODELS, peak_flops=PEAK_FLOPS, bandwidth=BANDWIDTH)
