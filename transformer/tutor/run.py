@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from . import (specs_attention as A, specs_block as B, specs_flash as F, specs_layers as L, specs_models as M,
-               specs_sampling as S)
+from . import (specs_attention as A, specs_block as B, specs_decoders as D, specs_flash as F, specs_layers as L,
+               specs_models as M, specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, peak_bytes, time_limit
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
@@ -57,11 +57,11 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "12": [M.MEAN_POOL, M.L2_NORMALIZE],
     "13": [M.COUNT_PARAMETERS, M.KV_BYTES_PER_TOKEN],
     "14": [M.PAGED_ATTENTION],
-    "15": [M.DECODER_LAYER],
-    "16": [M.DOCUMENT_MASK, F.KEY_TILES],
+    "15": [D.DECODER_LAYER],
+    "16": [D.DOCUMENT_MASK, F.KEY_TILES],
     "17": [F.FRAGMENTS],
     "18": [B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, B.ADAMW_STEP],
-    "19": [M.INDUCTION_SCORES],
+    "19": [D.INDUCTION_SCORES],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
 VARIANT_CHECKS = 8  # failing cases compared with the known mistakes' answers: more only repeat what these say
@@ -267,12 +267,18 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     if not passed or not unexplained or any(f.kind == "time" for f in failures):
         return
     passing_tags = set().union(*(case.tags for case in passed))
-    for m in spec.mistakes:
-        if (m.tag and m.variant is None and m.raises is None and m.tag not in passing_tags
-                and all(m.tag in f.case.tags for f in unexplained)):
+    tagged = [m for m in spec.mistakes if m.tag and m.variant is None and m.raises is None and m.tag not in passing_tags]
+    for m in tagged:
+        if all(m.tag in f.case.tags for f in unexplained):
             for f in unexplained:
                 f.hints.insert(0, m.hint)
             return
+    # two slips at once (the causal mask and the activation ignored): each failure whose tags name one known slip
+    # alone gets its hint; a hint that says "only … fail" claims every failure, so it is left to the loop above
+    for f in unexplained:
+        own = [m for m in tagged if m.tag in f.case.tags and not m.hint.startswith("only ")]
+        if len({m.tag for m in own}) == 1:
+            f.hints.insert(0, own[0].hint)
 
 
 def _dtype_rule(spec: Spec, case: Case) -> str:

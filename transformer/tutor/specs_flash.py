@@ -265,6 +265,9 @@ def tiles_cases():
             Case("n=8, block_q=4, block_k=4, causal=False", (8, 4, 4), {"causal": False}, frozenset({"noncausal"})),
             Case("doc [[0 0 0 1 1 2 −1 −1]], block_q=4, block_k=2, causal", (8, 4, 2), {"causal": True, "doc": row},
                  frozenset({"doc"})),
+            Case("doc [[0 0 0 1 1 1 −1 −1]], blocks of 2, causal: the last block holds padding only and reads nothing",
+                 (8, 2, 2), {"causal": True, "doc": np.array([[0, 0, 0, 1, 1, 1, -1, -1]])},
+                 frozenset({"doc", "pad-block"})),
             Case("b=2 rows of documents, n=9, block_q=3, block_k=2, causal=False",
                  (9, 3, 2), {"causal": False, "doc": np.array([[0, 0, 0, 0, 1, 1, 1, 2, 2], [0, 0, 1, 1, 1, 1, 1, -1, -1]])},
                  frozenset({"doc", "noncausal"}))]
@@ -309,7 +312,12 @@ KEY_TILES = Spec(
               Mistake("⌈n / block⌉ tiles: the last tile may be partly filled (-(-n // block))",
                       variant=lambda *a, **k: _tiles(*a, **k, floor=True)),
               Mistake("causal=False: every key of the block's documents (all n without doc) may be read",
-                      tag="noncausal")])
+                      tag="noncausal"),
+              Mistake("a block of padding only (doc −1 in each of its rows) holds no document: it reads no tile, and "
+                      "its row of the result stays False (there is no first key to take)", tag="pad-block"),
+              Mistake("a block of padding only (doc −1 in each of its rows) holds no document: it reads no tile, and "
+                      "its row of the result stays False (there is no first key to take)",
+                      raises=r"out of bounds|empty", tag="pad-block")])
 
 
 # --- lesson 17: where mma.sync keeps each element across a warp --------------------------------------------

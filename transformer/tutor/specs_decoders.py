@@ -1,0 +1,240 @@
+"""The checker's cases for lessons 15, 16 and 19: the encoder–decoder's decoder layer, the document mask of packed
+rows, and the scores that find induction heads."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.heads import AttentionWeights, multi_head_attention
+from ..core.layers import ffn, gelu, layer_norm, relu
+from ..core.masks import causal_mask, document_mask, padding_mask
+from ..models.encoder_decoder import Seq2SeqDecoderLayer, seq2seq_decoder_layer
+from ..tasks.induction import induction_head_scores
+from .cases import Case, Mistake, Spec, call_plain
+
+__all__ = ["DECODER_LAYER", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# --- lesson 15: the encoder–decoder's decoder layer ----------------------------------------------------
+def _decoder_layer(r, d, d_ff):
+    """Random weights of one decoder layer, with biases and β (so a left-out one shows)."""
+    m = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731
+    vec = lambda n, c=0.0: c + 0.1 * r.standard_normal(n)  # noqa: E731
+    attn = lambda: AttentionWeights(m(d, d), m(d, d), m(d, d), m(d, d), vec(d), vec(d), vec(d), vec(d))  # noqa: E731
+    return Seq2SeqDecoderLayer(attn(), attn(), m(d, d_ff), m(d_ff, d), vec(d, 1), vec(d, 1), vec(d, 1),
+                               vec(d_ff), vec(d), vec(d), vec(d), vec(d))
+
+
+def decoder_cases():
+    r = _rng(151)
+    y = lambda b, n: r.standard_normal((b, n, 8))  # noqa: E731
+    return [Case("b=2, n_dec=4, n_enc=6, d=8, h=2: the second source sentence has 4 words (cross_mask)",
+                 (y(2, 4), y(2, 6), _decoder_layer(r, 8, 12), 2), {"cross_mask": padding_mask([6, 4])},
+                 frozenset({"cross_mask"})),
+            Case("b=1, n_dec=5, n_enc=3, d=8, h=4, no mask given", (y(1, 5), y(1, 3), _decoder_layer(r, 8, 12), 4)),
+            Case("causal=False with self_mask: the second target has 3 words (b=2, n_dec=4, n_enc=5)",
+                 (y(2, 4), y(2, 5), _decoder_layer(r, 8, 16), 2), {"causal": False, "self_mask": padding_mask([4, 3])},
+                 frozenset({"noncausal"})),
+            Case("causal with self_mask too: the first target has 2 words (b=2, n_dec=4, n_enc=3)",
+                 (y(2, 4), y(2, 3), _decoder_layer(r, 8, 12), 2), {"self_mask": padding_mask([2, 4])},
+                 frozenset({"causal+self_mask"})),
+            Case("activation=gelu and eps=0.3 given (b=1, n_dec=3, n_enc=4)", (y(1, 3), y(1, 4), _decoder_layer(r, 8, 12),
+                                                                              2), {"activation": gelu, "eps": 0.3},
+                 frozenset({"options"}))]
+
+
+def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False, cross_causal=False,
+                     self_causal=True, cross_mask_used=True, last_norm=True, ffn_residual=True, self_residual=True,
+                     cross_residual=True, inverted_causal=False):
+    """The decoder layer with one mistake switched on."""
+    def layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
+        keep = self_mask
+        if causal and self_causal:
+            future = ~causal_mask(y.shape[1]) if inverted_causal else causal_mask(y.shape[1])
+            keep = future if keep is None else keep & future
+        norm = lambda x, i: layer_norm(x, getattr(lw, f"ln{i}_g"), getattr(lw, f"ln{i}_b"), eps)  # noqa: E731
+        if pre_norm:  # x + sublayer(LN(x)), the pre-LN layout
+            a, p_self = multi_head_attention(norm(y, 1), lw.self_attn, h, mask=keep, return_weights=True)
+            y1 = y + a
+            c, p_cross = multi_head_attention(norm(y1, 2), lw.cross_attn, h, mask=cross_mask, context=z,
+                                              return_weights=True)
+            y2 = y1 + c
+            return y2 + ffn(norm(y2, 3), lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation), p_self, p_cross
+        a, p_self = multi_head_attention(y, lw.self_attn, h, mask=keep, return_weights=True)
+        y1 = norm(y + a if self_residual else a, 1)
+        mask = cross_mask if cross_mask_used else None
+        if cross_causal:
+            future = causal_mask(y.shape[1], z.shape[1])
+            mask = future if mask is None else mask & future
+        context = {"z": z, "y": y, "y1": y1}[keys_from or "z"]
+        c, p_cross = multi_head_attention(y if queries_from_input else y1, lw.cross_attn, h, mask=mask,
+                                          context=context, return_weights=True)
+        y2 = norm(y1 + c if cross_residual else c, 2)
+        f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)
+        r3 = y2 + f if ffn_residual else f
+        return (norm(r3, 3) if last_norm else r3), p_self, p_cross
+    return layer
+
+
+DECODER_LAYER = Spec(
+    "seq2seq_decoder_layer", seq2seq_decoder_layer, decoder_cases, "transformer/models/encoder_decoder.py",
+    dims=(("b", "n_q", "d"), ("b", "h", "n_q", "n_k"), ("b", "h", "n_q", "n_k")),
+    names=("the output", "the self-attention weights", "the cross-attention weights"),
+    mistakes=[Mistake("cross-attention's keys and values come from the encoder output z (context=z); its queries "
+                      "from the decoder", variant=_decoder_variant(keys_from="y1")),
+              Mistake("cross-attention's keys and values come from the encoder output z (context=z)",
+                      variant=_decoder_variant(keys_from="y")),
+              Mistake("the cross-attention's queries come from the first sub-layer's output, "
+                      "LayerNorm(y + self-attention), not from the layer's input y",
+                      variant=_decoder_variant(queries_from_input=True)),
+              Mistake("post-norm (the original Transformer, as in this lesson): LayerNorm(x + sublayer(x)) after "
+                      "each sub-layer, not x + sublayer(LayerNorm(x))", variant=_decoder_variant(pre_norm=True)),
+              Mistake("the self-attention over the target is causal (causal=True): position i sees j ≤ i",
+                      variant=_decoder_variant(self_causal=False)),
+              Mistake("cross-attention is not causal: every target position may read every source word; only "
+                      "cross_mask hides the source's padding", variant=_decoder_variant(cross_causal=True)),
+              Mistake("pass cross_mask to the cross-attention: it hides the padded source words",
+                      variant=_decoder_variant(cross_mask_used=False)),
+              Mistake("the third sub-layer ends like the others: LayerNorm(y2 + FFN(y2)) with ln3",
+                      variant=_decoder_variant(last_norm=False)),
+              Mistake("the FFN has a residual too: LayerNorm(y2 + FFN(y2))", variant=_decoder_variant(ffn_residual=False)),
+              Mistake("the self-attention has a residual: y1 = LayerNorm(y + SelfAttention(y)), not LayerNorm of the "
+                      "attention alone", variant=_decoder_variant(self_residual=False)),
+              Mistake("the cross-attention has a residual: y2 = LayerNorm(y1 + CrossAttention(y1, z))",
+                      variant=_decoder_variant(cross_residual=False)),
+              Mistake("the causal mask is the wrong way round: position i sees the keys j ≤ i (True = may attend), "
+                      "so causal_mask(n) as it is, not ~causal_mask(n)", variant=_decoder_variant(inverted_causal=True)),
+              Mistake("when causal and a self_mask is given, the self-attention takes both: causal mask & self_mask",
+                      tag="causal+self_mask"),
+              Mistake("with causal=False there is no causal mask: the self-attention takes self_mask alone",
+                      tag="noncausal"),
+              Mistake("a mask's shape follows its attention: the self-attention's is over the target, causal_mask(n_dec) "
+                      "(and self_mask), the cross-attention's is cross_mask, over z's n_enc keys (context=z)",
+                      raises=r"not broadcastable to \(b, h, n_q, n_k\)"),
+              Mistake("pass `activation` on to the FFN and `eps` to each LayerNorm (the defaults, ReLU and 1e-5, only "
+                      "when they are not given)", tag="options"),
+              Mistake("cross-attention is not causal: no causal mask between the target and the source (n_dec and "
+                      "n_enc differ)", raises=r"offset must be ≥ 0")])
+
+
+# --- lesson 16: the document mask of packed rows -----------------------------------------------------
+def document_cases():
+    row = [0, 0, 0, 1, 1, 2, -1, -1]  # three documents, then two padding slots
+    return [Case("doc [[0 0 0 1 1 2 −1 −1]]: three documents and two padding slots", (np.array([row]),)),
+            Case("b=2: doc [[0 0 1 1 1 1], [0 1 1 2 2 −1]]", (np.array([[0, 0, 1, 1, 1, 1], [0, 1, 1, 2, 2, -1]]),)),
+            Case("causal=False (an encoder's packed row): doc [[0 0 0 1 1 2 −1 −1]]", (np.array([row]),),
+                 {"causal": False}, frozenset({"bidirectional"}))]
+
+
+def _same(doc):  # [b, n, n]: same document (padding included)
+    return doc[:, :, None] == doc[:, None, :]
+
+
+DOCUMENT_MASK = Spec(
+    "document_mask", document_mask, document_cases, "transformer/core/masks.py", dims=("b", "1", "n_q", "n_k"),
+    mistakes=[Mistake("a padding key (doc = −1) is seen by no one, not even by the padding queries: keep only "
+                      "doc[j] ≥ 0", variant=lambda doc, *, causal=True:
+                      (_same(doc) & (np.tri(doc.shape[1], dtype=bool) if causal else True))[:, None]),
+              Mistake("the causal triangle is the wrong way round: query i sees key j when j ≤ i (np.tril keeps "
+                      "those; np.triu keeps the keys after it)", variant=lambda doc, *, causal=True:
+                      document_mask(doc, causal=False) & (np.triu(np.ones((doc.shape[1],) * 2, bool)) if causal
+                                                          else True)),
+              Mistake("inside a document the mask is still causal: query i sees key j only when j ≤ i",
+                      variant=lambda doc, *, causal=True: document_mask(doc, causal=False)),
+              Mistake("a query sees only its own document's keys: the same doc id, doc[i] = doc[j] — the causal "
+                      "mask alone lets it read the documents packed before it", variant=lambda doc, *, causal=True:
+                      (np.tri(doc.shape[1], dtype=bool) if causal else np.ones((doc.shape[1],) * 2, bool))
+                      & (doc[:, None, None, :] >= 0)),
+              Mistake("return (b, 1, n, n): the head axis lets the mask broadcast over the h heads of the scores",
+                      variant=lambda doc, *, causal=True: document_mask(doc, causal=causal)[:, 0]),
+              Mistake("with causal=False a document's tokens see each other both ways", tag="bidirectional")])
+
+
+# --- lesson 19: scoring heads on a repeated sequence -------------------------------------------------
+def _maps(r, lead, n):  # causal attention maps [..., n, n], each row a distribution over keys 0 … i
+    s = np.where(np.tri(n, dtype=bool), r.standard_normal((*lead, n, n)) * 2, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True)
+
+
+def induction_cases():
+    r = _rng(191)
+    # m − 1 and 2m − 1 (the rows each score averages) differ from L and h, so that a sum is not read as a head count
+    return [Case("maps (2, 3, 10, 10): L=2 layers, h=3 heads, m = n_half = 5", (_maps(r, (2, 3), 10), 5)),
+            Case("maps (1, 2, 12, 12): m = 6", (_maps(r, (1, 2), 12), 6)),
+            Case("maps (2, 1, 8, 8), m = 4", (_maps(r, (2, 1), 8), 4)),
+            Case("maps (3, 2, 2, 8, 8): snapshots × L × h in front, m = 4", (_maps(r, (3, 2, 2), 8), 4),
+                 tags=frozenset({"lead"}))]
+
+
+SCORE_NAMES = ("previous token", "induction")
+
+
+def call_scores(fn, case):
+    """The dict's two scores, in SCORE_NAMES' order. Any other answer (a tuple, a dict without a key) raises
+    the TypeError a learner reads, which the last mistake below explains."""
+    got = call_plain(fn, case)
+    missing = [k for k in SCORE_NAMES if not isinstance(got, dict) or k not in got]
+    if missing:
+        what = f"a dict without {' and '.join(map(repr, missing))}" if isinstance(got, dict) else f"a {type(got).__name__}"
+        raise TypeError(f"induction_head_scores returned {what}: expected a dict with the keys "
+                        f"{' and '.join(map(repr, SCORE_NAMES))}")
+    return tuple(got[k] for k in SCORE_NAMES)
+
+
+def _scores(prev_rows, prev_key, ind_rows, ind_key):
+    """induction_head_scores with other rows and keys: each a function of m giving the rows i (or keys of i)."""
+    def variant(maps, n_half):
+        W, m = np.asarray(maps), n_half
+        i, j = prev_rows(m), ind_rows(m)
+        return {"previous token": W[..., i, prev_key(i, m)].mean(-1), "induction": W[..., j, ind_key(j, m)].mean(-1)}
+    return variant
+
+
+RIGHT_PREV = (lambda m: np.arange(1, 2 * m), lambda i, m: i - 1)
+RIGHT_IND = (lambda m: np.arange(m, 2 * m - 1), lambda i, m: i - m + 1)
+
+
+def _summed(names):
+    """induction_head_scores with the scores `names` summed over their rows instead of averaged."""
+    def variant(maps, n_half):
+        right, m = induction_head_scores(maps, n_half), n_half
+        rows = {"previous token": 2 * m - 1, "induction": m - 1}  # how many rows each score averages
+        return {k: v * rows[k] if k in names else v for k, v in right.items()}
+    return variant
+
+
+SUMMED = "a score is a mean over its rows (.mean(axis=-1)), not a sum: 1 must mean a perfect head"
+INDUCTION_SCORES = Spec(
+    "induction_head_scores", induction_head_scores, induction_cases, "transformer/tasks/induction.py",
+    dims=("L", "h"), names=SCORE_NAMES, call=call_scores,
+    mistakes=[Mistake("the induction head reads the token AFTER the earlier copy: query i of the second copy finds "
+                      "its token's earlier copy at i − m, and the token to copy sits at i − m + 1, not i − m",
+                      variant=_scores(*RIGHT_PREV, RIGHT_IND[0], lambda i, m: i - m)),
+              Mistake("the induction score averages the rows of the second copy, i = m … 2m − 2: row m − 1 is the "
+                      "first copy's last token, with no earlier copy of itself to look back to",
+                      variant=_scores(*RIGHT_PREV, lambda m: np.arange(m - 1, 2 * m - 1), RIGHT_IND[1])),
+              *(Mistake(SUMMED, variant=_summed(names)) for names in (SCORE_NAMES, SCORE_NAMES[:1], SCORE_NAMES[1:])),
+              Mistake("the induction score reads the rows i = m … 2m − 2 (np.arange(m, 2 * m - 1)): the last query, "
+                      "2m − 1, holds t_m, and nothing follows t_m's earlier copy in the first half",
+                      variant=_scores(*RIGHT_PREV, lambda m: np.arange(m, 2 * m), RIGHT_IND[1])),
+              Mistake("the previous-token score starts at row i = 1: row 0 has no key before it (index −1 wraps to "
+                      "the last key, whose weight is 0)",
+                      variant=_scores(lambda m: np.arange(0, 2 * m), RIGHT_PREV[1], *RIGHT_IND)),
+              Mistake("P[..., i, j] is query i's weight on key j: the previous-token score reads row i, column i − 1 "
+                      "(W[..., i, i - 1]); above the diagonal a causal map holds only zeros",
+                      variant=lambda maps, n_half: {**induction_head_scores(maps, n_half), "previous token": np.asarray(
+                          maps)[..., np.arange(0, 2 * n_half - 1), np.arange(1, 2 * n_half)].mean(-1)}),
+              Mistake("the previous-token score reads P[i, i − 1], the key just before the query, for i = 1 … 2m − 1",
+                      variant=_scores(lambda m: np.arange(2 * m), lambda i, m: i, *RIGHT_IND)),
+              Mistake("P[..., i, j] is query i's weight on key j: the query is the second-to-last axis, the key "
+                      "the last", variant=lambda maps, n_half: induction_head_scores(np.swapaxes(maps, -1, -2), n_half)),
+              Mistake("return a dict with the two keys 'previous token' and 'induction', each (…, L, h)",
+                      raises=r"returned .*expected a dict"),
+              Mistake("maps may hold more axes in front of L and h (snapshots of a run): index the last two, "
+                      "maps[..., i, j], and average over the rows, the last axis of what that gives", tag="lead")])
