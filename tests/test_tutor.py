@@ -1402,7 +1402,21 @@ AUDITED += [
             i, j = np.arange(1, 2 * m), np.arange(m, 2 * m - 1)
             return {"previous token": maps[:, :, i, i - 1].mean(2), "induction": maps[:, :, j, j - m + 1].mean(2)}
         """, "maps may hold more axes in front of L and h"),  # passed: every case was 4-D
+    ("04", "multi_head_attention", MHA_ATTEMPT.format(**MHA_RIGHT).replace(
+        "o, p = scaled_dot_product_attention(q, k, v,",
+        "k, v = np.tile(k, (1, h // h_kv, 1, 1)), np.tile(v, (1, h // h_kv, 1, 1))\n"
+        "        o, p = scaled_dot_product_attention(q, k, v,"), "not np.tile"),  # told "split k and v into h_kv"
 ]
+
+
+def test_an_embedding_scaled_by_sqrt_d_is_told_sqrt_d_in_every_case(tmp_path):
+    """The float32 case had n = d = 4, and its factor 2 read "√4 = √n?"."""
+    report = check_file(write_workbook(tmp_path, "01", """
+        def embed(ids, W_E):
+            return W_E[ids] * np.sqrt(W_E.shape[1]).astype(W_E.dtype)
+        """), "01")
+    messages = [f.message for f in result_of(report, "embed").failures]
+    assert len(messages) == 3 and all("= √d?)" in m for m in messages), messages
 
 
 @pytest.mark.parametrize("lesson, name, source, hint", AUDITED,

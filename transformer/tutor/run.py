@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from . import (specs_attention as A, specs_block as B, specs_decoders as D, specs_flash as F, specs_layers as L,
-               specs_models as M, specs_sampling as S)
+from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_decoders as D, specs_flash as F,
+               specs_layers as L, specs_models as M, specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, peak_bytes, time_limit
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
@@ -48,7 +48,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "03": [A.SOFTMAX, A.SDPA],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
     "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK],
-    "06": [L.KV_CACHE_UPDATE],
+    "06": [C.KV_CACHE_UPDATE],
     "07": [A.REPEAT_KV],
     "08": [F.MERGE_STATS, F.ONLINE_UPDATE],
     "09": [F.FLASH],

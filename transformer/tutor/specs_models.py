@@ -60,8 +60,9 @@ MEAN_POOL = Spec(
                       / np.asarray(lengths)[:, None]),
               Mistake("average over the n positions (axis=1), not over the d features", variant=lambda hidden, lengths:
                       (hidden * _real(hidden, lengths)).sum(-1) / np.asarray(lengths)[:, None]),
-              Mistake("divide each sentence's (b, d) sum by its length as a column, lengths[:, None] of shape (b, 1), "
-                      "so that it broadcasts over the d features", raises=r"could not be broadcast")],
+              Mistake("two shapes that do not line up: the real-token mask is (b, n) from np.arange(n)[None, :] < "
+                      "lengths[:, None] (one row per sentence), used as (b, n, 1) over the features; the (b, d) sum "
+                      "is divided by lengths[:, None] of shape (b, 1), a column", raises=r"could not be broadcast")],
     torch=_torch_mean_pool)
 
 
