@@ -1406,6 +1406,17 @@ AUDITED += [
         "o, p = scaled_dot_product_attention(q, k, v,",
         "k, v = np.tile(k, (1, h // h_kv, 1, 1)), np.tile(v, (1, h // h_kv, 1, 1))\n"
         "        o, p = scaled_dot_product_attention(q, k, v,"), "not np.tile"),  # told "split k and v into h_kv"
+    ("16", "document_mask", """
+        def document_mask(doc, *, causal=True):
+            doc = np.asarray(doc)
+            n = doc.shape[1]
+            keep = (doc[:, None, :] <= doc[:, :, None]) & (doc[:, None, :] >= 0) & (doc[:, :, None] >= 0)
+            return (keep & np.tri(n, dtype=bool) if causal else keep)[:, None]
+        """, "with ≤ it also reads every document packed before its own"),  # no hint
+    ("12", "l2_normalize", """
+        def l2_normalize(x, eps=1e-12):
+            return x / max(np.linalg.norm(x), eps)
+        """, "not one norm of the whole array"),  # no hint
 ]
 
 

@@ -150,6 +150,10 @@ DOCUMENT_MASK = Spec(
                       "mask alone lets it read the documents packed before it", variant=lambda doc, *, causal=True:
                       (np.tri(doc.shape[1], dtype=bool) if causal else np.ones((doc.shape[1],) * 2, bool))
                       & (doc[:, None, None, :] >= 0)),
+              Mistake("a query sees only its own document: doc[j] == doc[i] — with ≤ it also reads every document "
+                      "packed before its own", variant=lambda doc, *, causal=True:
+                      ((doc[:, None, :] <= doc[:, :, None]) & (doc[:, None, :] >= 0) & (doc[:, :, None] >= 0)
+                       & (np.tri(doc.shape[1], dtype=bool) if causal else True))[:, None]),
               Mistake("return (b, 1, n, n): the head axis lets the mask broadcast over the h heads of the scores",
                       variant=lambda doc, *, causal=True: document_mask(doc, causal=causal)[:, 0]),
               Mistake("with causal=False a document's tokens see each other both ways", tag="bidirectional")])

@@ -90,6 +90,8 @@ L2_NORMALIZE = Spec(
                       variant=lambda x, eps=1e-12: x / np.maximum(np.abs(x).sum(-1, keepdims=True), eps)),
               Mistake("each vector is a row: take the length over the last axis (axis=-1, keepdims=True)",
                       variant=lambda x, eps=1e-12: x / np.maximum(np.sqrt((x * x).sum(0, keepdims=True)), eps)),
+              Mistake("each row has its own length: ‖x‖₂ over the last axis (axis=-1, keepdims=True), not one norm "
+                      "of the whole array", variant=lambda x, eps=1e-12: x / max(np.sqrt((x * x).sum()), eps)),
               Mistake("a zero row must stay zero, not NaN: divide by max(‖x‖₂, eps), the `eps` argument",
                       tag="zero"),
               Mistake("keep the length's axis (keepdims=True): a (…, 1) length broadcasts over the d numbers of its row",
