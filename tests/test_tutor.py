@@ -337,6 +337,30 @@ PLANTED = [
             real = np.arange(hidden.shape[1])[None, :] < lengths[:, None]
             return (hidden * real[:, :, None]).sum(axis=1) / lengths
         """, "lengths[:, None] of shape (b, 1)"),
+    ("14", "paged_attention", """
+        def paged_attention(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None):
+            h, n_q, d_h = q.shape
+            bs, rep = k_pool.shape[2], h // k_pool.shape[1]
+            full = list(block_table)[:n_tokens // bs]  # the whole blocks only
+            K = np.repeat(np.concatenate([k_pool[b] for b in full], axis=1), rep, axis=0)
+            V = np.repeat(np.concatenate([v_pool[b] for b in full], axis=1), rep, axis=0)
+            s = q @ K.swapaxes(-1, -2) * (1 / math.sqrt(d_h) if scale is None else scale)
+            q_pos, k_pos = np.arange(n_tokens - n_q, n_tokens)[:, None], np.arange(K.shape[1])[None, :]
+            s = np.where(k_pos <= q_pos, s, -np.inf) if causal else s
+            m = s.max(-1, keepdims=True)
+            e = np.exp(s - np.where(np.isfinite(m), m, 0))
+            z = e.sum(-1, keepdims=True)
+            return e / np.where(z == 0, 1, z) @ V
+        """, "the last block may be partly filled"),  # no hint
+    ("15", "seq2seq_decoder_layer", """
+        import dataclasses
+        from transformer import relu
+        from transformer.models.encoder_decoder import seq2seq_decoder_layer as package_layer
+        def seq2seq_decoder_layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu,
+                                  eps=1e-5):
+            return package_layer(y, z, dataclasses.replace(lw, b_1=None, b_2=None), h, causal=causal,
+                                 self_mask=self_mask, cross_mask=cross_mask, activation=activation, eps=eps)
+        """, "the FFN has biases"),  # no hint
     ("12", "l2_normalize", """
         def l2_normalize(x, eps=1e-12):
             return x / np.sqrt((x ** 2).sum(axis=-1))

@@ -50,7 +50,7 @@ def decoder_cases():
 
 def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False, cross_causal=False,
                      self_causal=True, cross_mask_used=True, last_norm=True, ffn_residual=True, self_residual=True,
-                     cross_residual=True, inverted_causal=False):
+                     cross_residual=True, inverted_causal=False, ffn_biases=True, cross_residual_from="y1"):
     """The decoder layer with one mistake switched on."""
     def layer(y, z, lw, h, *, causal=True, self_mask=None, cross_mask=None, activation=relu, eps=1e-5):
         keep = self_mask
@@ -74,8 +74,9 @@ def _decoder_variant(*, pre_norm=False, keys_from=None, queries_from_input=False
         context = {"z": z, "y": y, "y1": y1}[keys_from or "z"]
         c, p_cross = multi_head_attention(y if queries_from_input else y1, lw.cross_attn, h, mask=mask,
                                           context=context, return_weights=True)
-        y2 = norm(y1 + c if cross_residual else c, 2)
-        f = ffn(y2, lw.W_1, lw.W_2, lw.b_1, lw.b_2, activation=activation)
+        y2 = norm({"y1": y1, "y": y}[cross_residual_from] + c if cross_residual else c, 2)
+        f = ffn(y2, lw.W_1, lw.W_2, lw.b_1 if ffn_biases else None, lw.b_2 if ffn_biases else None,
+                activation=activation)
         r3 = y2 + f if ffn_residual else f
         return (norm(r3, 3) if last_norm else r3), p_self, p_cross
     return layer
@@ -107,6 +108,11 @@ DECODER_LAYER = Spec(
                       "attention alone", variant=_decoder_variant(self_residual=False)),
               Mistake("the cross-attention has a residual: y2 = LayerNorm(y1 + CrossAttention(y1, z))",
                       variant=_decoder_variant(cross_residual=False)),
+              Mistake("the cross-attention's residual adds its own input, y1 (the first sub-layer's output), not the "
+                      "layer's input y: y2 = LayerNorm(y1 + CrossAttention(y1, z))",
+                      variant=_decoder_variant(cross_residual_from="y")),
+              Mistake("the FFN has biases: ffn(y2, W_1, W_2, b_1, b_2), as the original Transformer's",
+                      variant=_decoder_variant(ffn_biases=False)),
               Mistake("the causal mask is the wrong way round: position i sees the keys j ≤ i (True = may attend), "
                       "so causal_mask(n) as it is, not ~causal_mask(n)", variant=_decoder_variant(inverted_causal=True)),
               Mistake("when causal and a self_mask is given, the self-attention takes both: causal mask & self_mask",

@@ -237,7 +237,8 @@ def _torch_paged(case):  # the table's blocks gathered, then torch's attention w
 
 
 def _paged_variant(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, scale=None, order=None, stale=False,
-                   first=False, tile=False, rescale_l=True, rescale_o=True, strict=False, unscaled=False):
+                   first=False, tile=False, rescale_l=True, rescale_o=True, strict=False, unscaled=False,
+                   floor=False):
     """paged_attention block by block with lesson 08's online softmax, with a mistake switched on: blocks read
     in `order`, stale slots past n_tokens kept, the queries put at the first positions, heads tiled, one of
     the two rescalings left out, a query kept from its own key (strict), or the scores left unscaled."""
@@ -246,7 +247,7 @@ def _paged_variant(q, k_pool, v_pool, block_table, n_tokens, *, causal=True, sca
     bs, rep = k_pool.shape[2], h // k_pool.shape[1]
     m, l, o = np.full((h, n_q, 1), -np.inf), np.zeros((h, n_q, 1)), np.zeros((h, n_q, d_h))
     q_pos = (np.arange(n_q) if first else np.arange(n_tokens - n_q, n_tokens))[:, None]  # [n_q, 1]
-    for j in range(-(-n_tokens // bs)):
+    for j in range(n_tokens // bs if floor else -(-n_tokens // bs)):  # floor: the last, partial block left out
         kb, vb = ((np.tile(pool[table[j]], (rep, 1, 1)) if tile else np.repeat(pool[table[j]], rep, axis=0))
                   for pool in (k_pool, v_pool))  # [h, bs, d_h]
         k_pos = np.arange(j * bs, (j + 1) * bs)[None, :]  # [1, bs]
@@ -286,6 +287,8 @@ PAGED_ATTENTION = Spec(
                       variant=_variant(strict=True)),
               Mistake("the scores are not scaled: multiply Q Kᵀ by 1/√d_h when scale is None",
                       variant=_variant(unscaled=True)),
+              Mistake("the last block may be partly filled: ⌈n_tokens / block_size⌉ blocks, -(-n_tokens // bs), not "
+                      "n_tokens // bs, which leaves the newest keys out", variant=_variant(floor=True)),
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal"),
               Mistake("use the `scale` argument when it is given (1/√d_h only when scale is None)", tag="scale")],
     torch=_torch_paged)
