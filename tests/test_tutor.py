@@ -361,6 +361,26 @@ PLANTED = [
             return package_layer(y, z, dataclasses.replace(lw, b_1=None, b_2=None), h, causal=causal,
                                  self_mask=self_mask, cross_mask=cross_mask, activation=activation, eps=eps)
         """, "the FFN has biases"),  # no hint
+    ("17", "mma_fragment_layout", """
+        from transformer import cuda_kernels
+        def mma_fragment_layout(operand, shape="m16n8k16"):
+            lane, reg, half = cuda_kernels.mma_fragment_layout(operand, shape)
+            return lane, half, reg
+        """, "return (lane, reg, half) in that order"),  # told "check the order of your reshape"
+    ("17", "mma_fragment_layout", """
+        def mma_fragment_layout(operand, shape="m16n8k16"):
+            r, c = np.indices((16, 8))
+            if operand == "C":
+                return 4 * r + c // 2, 2 * (r // 8) + c % 2, np.zeros_like(r)
+            return cuda_kernels.mma_fragment_layout(operand, shape)
+        """, "a warp has 32 lanes, 0 … 31"),  # no hint: lanes up to 63
+    ("19", "induction_head_scores", """
+        def induction_head_scores(maps, n_half):
+            m, maps = n_half, np.asarray(maps)
+            i = np.arange(1, 2 * m)
+            return {"previous token": maps[..., i, i - 1].mean(-1),
+                    "induction": np.diagonal(maps, -(m - 1), -2, -1).mean(-1)}
+        """, "the whole diagonal (np.diagonal with offset −(m − 1))"),  # no hint
     ("12", "l2_normalize", """
         def l2_normalize(x, eps=1e-12):
             return x / np.sqrt((x ** 2).sum(axis=-1))

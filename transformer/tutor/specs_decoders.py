@@ -229,6 +229,10 @@ INDUCTION_SCORES = Spec(
               Mistake("the induction score averages the rows of the second copy, i = m … 2m − 2: row m − 1 is the "
                       "first copy's last token, with no earlier copy of itself to look back to",
                       variant=_scores(*RIGHT_PREV, lambda m: np.arange(m - 1, 2 * m - 1), RIGHT_IND[1])),
+              Mistake("the induction score averages rows i = m … 2m − 2 only: the whole diagonal (np.diagonal with "
+                      "offset −(m − 1)) also takes row m − 1, the first copy's last token, and row 2m − 1, whose "
+                      "token t_m has nothing after its first copy to look at",
+                      variant=_scores(*RIGHT_PREV, lambda m: np.arange(m - 1, 2 * m), RIGHT_IND[1])),
               *(Mistake(SUMMED, variant=_summed(names)) for names in (SCORE_NAMES, SCORE_NAMES[:1], SCORE_NAMES[1:])),
               Mistake("the induction score reads the rows i = m … 2m − 2 (np.arange(m, 2 * m - 1)): the last query, "
                       "2m − 1, holds t_m, and nothing follows t_m's earlier copy in the first half",

@@ -348,6 +348,10 @@ def _fragments(change: str):
             lane = 4 * (r % 8) + c // 2
         elif change == "tf32 B by row" and (operand, shape) == ("B", "m16n8k8"):
             lane, reg = 4 * r + c % 4, c // 4  # k and the column of B swapped
+        elif change == "no row % 8" and operand in ("A", "C"):
+            lane = 4 * r + lane % 4  # 4·row + t: rows 8 … 15 land on lanes 32 … 63
+        elif change == "order":
+            return lane, half, reg  # (lane, half, reg), not (lane, reg, half)
         else:  # not this mistake's operand: a variant that cannot run on a case says nothing about it
             raise ValueError(f"this mistake is not in operand {operand} of {shape}")
         return lane, reg, half
@@ -371,5 +375,9 @@ FRAGMENTS = Spec(
                       "t = col % 4", variant=_fragments("tf32 like fp16")),
               Mistake("TF32 B (k × n, 8 × 8) goes by column: lane 4·col + k % 4 holds rows k = t and t + 4 of "
                       "column g, in b0 and b1 (reg = k // 4)", variant=_fragments("tf32 B by row")),
+              Mistake("a warp has 32 lanes, 0 … 31: the row's part of a lane is g = row % 8, and rows g and g + 8 "
+                      "share a lane (in different registers)", variant=_fragments("no row % 8")),
+              Mistake("return (lane, reg, half) in that order: lane (0 … 31), the register, then the half of it",
+                      variant=_fragments("order")),
               Mistake('shape "m16n8k8" (TF32) has its own layout: one element a register, half always 0',
                       tag="tf32")])
