@@ -132,6 +132,14 @@ print(f"GELU (erf form) vs tanh approximation: largest gap {tanh_gap:.1e} on [-4
 print(f"minima: GELU {acts['GELU (erf)'].min():.3f} at x = {xs[acts['GELU (erf)'].argmin()]:.2f}, "
       f"SiLU {acts['SiLU  x·σ(x)'].min():.3f} at x = {xs[acts['SiLU  x·σ(x)'].argmin()]:.2f}")
 assert gelu_err < 3e-7 and silu_err < 1e-12 and tanh_gap < 1e-3  # 1.5e-7, doubled near |x| = 4
+g_min = -1.0
+for _ in range(50):  # SiLU'(g) = 0 ⇔ g = −1 − e^g; the iteration contracts (e^g ≈ 0.28 < 1)
+    g_min = -1 - math.exp(g_min)
+silu_min = g_min / (1 + math.exp(-g_min))  # = −e^g_min
+print(f"SiLU's minimum solved from SiLU'(g) = 0: {silu_min:.4f} at g = {g_min:.4f}")
+silu_y, silu_x = acts["SiLU  x·σ(x)"].min(), xs[acts["SiLU  x·σ(x)"].argmin()]
+assert round(silu_min, 2) == -0.28 and round(g_min, 2) == -1.28, "the prose's −0.28 at −1.28"
+assert abs(silu_y - silu_min) < 1e-3 and abs(silu_x - g_min) <= 0.01, "the grid's minimum is the solved one"
 
 # %%
 fig, axes = P.new_figure(1, 2, figsize=(17, 6), layout="constrained", width_ratios=[1.3, 1])
@@ -160,7 +168,7 @@ P.save(fig, P.figure_path("10_activations.png"))
 # $$\mathrm{SwiGLU}(x) = \big(\mathrm{SiLU}(xW_\text{gate}) \odot xW_\text{up}\big)\,W_\text{down}$$
 #
 # Three matrices instead of two, so Llama shrinks $d_{ff}$ to about $\tfrac83 d$ to keep the
-# parameter count. A hidden unit lets $u = (xW_\text{up})_j$ through, scaled by
+# parameter count (within 1 % below). A hidden unit lets $u = (xW_\text{up})_j$ through, scaled by
 # $\mathrm{SiLU}(g)$, where its gate $g = (xW_\text{gate})_j$ is positive; for $g < 0$ the gate
 # is nearly closed, not shut: SiLU dips to $-0.28$ (at $g \approx -1.28$), so a small, sign-flipped
 # share of $u$ leaks through. The map below is $\mathrm{SiLU}(g)\cdot u$.
@@ -178,7 +186,9 @@ print("SwiGLU: X", X.shape, "-> hidden", hidden.shape, "-> Y", Y.shape)
 print(f"parameters: FFN 2·d·4d = {2 * d_model * d_ff:,};  SwiGLU 3·d·(8d/3) = {3 * d_model * d_ff_glu:,}")
 glu_ok = np.allclose(Y, by_hand)
 print("swiglu_ffn == (x W_gate · σ(x W_gate) ⊙ x W_up) W_down:", glu_ok)
-assert glu_ok
+same_size = abs(W_gate.size + W_up.size + W_down.size - 2 * d_model * d_ff) / (2 * d_model * d_ff)
+print(f"SwiGLU's weights differ from the 4d FFN's by {same_size:.2%}")
+assert glu_ok and same_size < 0.01
 
 # %%
 g = np.linspace(-4, 4, 201)
@@ -213,8 +223,8 @@ P.save(fig, P.figure_path("10_swiglu.png"))
 #   stably without warm-up tricks.
 #
 # Post-norm pays for its fixed size: the branch output is about as large as the stream, and
-# the norm that follows rescales the sum, so every block rewrites a large share of the stream
-# (right panel below) however deep it sits, and the gradient reaching early blocks must pass
+# the norm that follows rescales the sum, so every block, however deep it sits, changes the stream
+# by more than half its size (right panel below) — more than the last pre-norm block does — and the gradient reaching early blocks must pass
 # through every one of those norms.
 #
 # We push one random input through the same random blocks wired both ways and measure the
@@ -258,7 +268,9 @@ print(f"post-norm stream stays at √d = {np.sqrt(d):.0f}:", post_ok)
 print("pre-norm stream grows, and each block changes it relatively less:", grow_ok)
 print(f"relative change per block: post-norm {post_rel.min():.2f} to {post_rel.max():.2f}, "
       f"pre-norm {pre_rel[0]:.2f} falling to {pre_rel[-1]:.2f}")
-assert post_ok and grow_ok
+rewrite_ok = post_rel.min() > 0.5 and post_rel[-1] > pre_rel[-1]
+print("every post-norm block changes the stream by over half its size, the last more than pre-norm's:", rewrite_ok)
+assert post_ok and grow_ok and rewrite_ok
 
 # %%
 layers = np.arange(L_blocks + 1)
