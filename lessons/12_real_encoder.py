@@ -73,11 +73,17 @@ print(f"head {head} gives dog + squirrel {every_row.mean():.3f} on average over 
       f"from {every_row.min():.3f} to {every_row.max():.3f}")
 assert np.allclose(W.sum(-1), 1, atol=1e-5) and to_nouns[layer, head] > uniform
 assert to_nouns[layer, head] > 0.5 and (layer, head) == (5, 11)  # "most of the weight"; the head the view opens on
+share_dog = W[layer, head, it, dog] / to_nouns[layer, head]  # dog's part of the two nouns' weight
+others = np.delete(every_row, it)  # (n - 1,): every row but the row of "it"
+print(f"dog's share of the pair: {share_dog:.2f}; rows other than 'it' above uniform: {(others > uniform).mean():.0%}")
+assert 1 / 3 < share_dog < 2 / 3, "a mix of both nouns, neither above twice the other"
+assert (others > uniform).mean() > 0.5, "most other rows also favour the two nouns"
 
 # %% [markdown]
 # Two cautions for reading such maps. The head does not *choose* between the nouns: the row
-# of "it" is a weighted mix of both. And the same head sends weight to "dog" and "squirrel"
-# from most other rows as well (the printed range above): it looks like a "find the nouns"
+# of "it" is a weighted mix of both, neither taking twice the other's weight. And the same head
+# sends more than a uniform row's weight to "dog" and "squirrel" from most other rows as well
+# (the printed range above): it looks like a "find the nouns"
 # head more than a resolver of "it" — one head's map is a clue, not an explanation.
 
 # %%
