@@ -83,7 +83,7 @@
 
     function drawGrid(rows, n) {
       V.clear(gridBox);
-      var c = n <= 8 ? 28 : n <= 16 ? 18 : 10, left = 30, top = 24, right = 34;
+      var c = n <= 8 ? 28 : n <= 16 ? 18 : 10, left = 30, top = 24, right = 42;  // right: room for "count"
       var width = left + n * c + right, height = top + n * c + 6;
       h("div", {"class": "tfs-panel-title", text: "query i ↓ may attend to key j →"}, gridBox);
       var svg = s("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, "class": "tfs-svg",
@@ -109,8 +109,8 @@
           })(i, j);
           cells.push(cell);
         }
-        s("text", {x: left + n * c + 6, y: top + i * c + c / 2 + 4, "class": "tfs-axis", "data-role": "row-count",
-                   "font-size": n > 16 ? "8.5px" : null, text: String(count)}, svg);
+        s("text", {x: left + n * c + 6, y: top + i * c + c / 2 + 3, "data-role": "row-count",  // rows of 10 px at n = 32
+                   "class": n > 16 ? "tfs-axis tfs-axis-small" : "tfs-axis", text: String(count)}, svg);
       }
       var rowFrame = s("rect", {fill: "none", stroke: CUR, "stroke-width": 2, "pointer-events": "none", display: "none"}, svg);
       function frame() {
