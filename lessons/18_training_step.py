@@ -270,6 +270,15 @@ norm = T.clip_by_global_norm(g, 1.0)
 lr = T.lr_at(0, lr_max=lr_max, warmup=warmup, total=total)
 print(f"‖g‖₂ = {norm:.4f} (clipped to 1: {'yes' if norm > 1 else 'no, already below'}); "
       f"lr at step 0 = {lr:.1e} = lr_max / warmup")
+flat_g, flat_raw = (np.concatenate([a[k].ravel() for k in grads]).astype(np.float64) for a in (g, grads))
+cosine = flat_g @ flat_raw / (np.linalg.norm(flat_g) * np.linalg.norm(flat_raw))
+print(f"after clipping: ‖g‖₂ = {np.linalg.norm(flat_g):.4f}, cosine with the raw gradient {cosine:.6f}")
+assert abs(np.linalg.norm(flat_g) - min(norm, 1.0)) < 1e-5 and cosine > 1 - 1e-6  # direction kept
+lrs = np.array([T.lr_at(t, lr_max=lr_max, warmup=warmup, total=total) for t in range(total + 1)])
+print(f"lr: step 0 {lrs[0]:.1e}, step {warmup - 1} {lrs[warmup - 1]:.1e}, halfway down "
+      f"{lrs[(warmup + total) // 2]:.1e}, step {total - 1} {lrs[total - 1]:.1e}, step {total} {lrs[total]:.1e}")
+assert np.isclose(lrs[0], lr_max / 100) and np.isclose(lrs[warmup - 1], lr_max) and lrs[total] == 0
+assert np.isclose(lrs[(warmup + total) // 2], lr_max / 2) and np.all(np.diff(lrs[warmup - 1:]) <= 0)  # cosine down
 
 by_hand = {}
 for name, theta in params.items():
@@ -358,7 +367,7 @@ n_measured = [64, 128, 256] if FAST else [64, 128, 256, 512, 1024]
 formulas = {kind: [T.activation_bytes(long_cfg, 1, int(m), attention=kind) for m in n_all]
             for kind in ("plain", "tiled")}
 measured = {"plain": [], "tiled": []}
-breakdown = {}
+parts_at = {}  # n -> kind -> the split of the bytes, at n = 256 and the longest measured n
 for m in n_measured:
     x_ids = rng.integers(1, cfg.v, size=(1, m))
     for kind in ("plain", "tiled"):
@@ -366,19 +375,31 @@ for m in n_measured:
         _, sv = T.decoder_forward(params, x_ids, long_cfg, attention=kind)
         measured[kind].append(sum(a.nbytes for a in sv.values()))
         assert measured[kind][-1] == T.activation_bytes(long_cfg, 1, m, attention=kind)
-        if m == n_measured[-1]:
+        if m in (256, n_measured[-1]):
             parts = {"P (plain) / lse (tiled)": 0, "q, k, v, o": 0, "x, a, x_mid, f": 0, "the rest": 0}
             for key, a in sv.items():
                 kind_of = key.rsplit(".", 1)[-1]
                 part = ("P (plain) / lse (tiled)" if kind_of in ("P", "lse") else "q, k, v, o" if kind_of in "qkvo"
                         else "x, a, x_mid, f" if kind_of in ("x", "a", "x_mid", "f") else "the rest")
                 parts[part] += a.nbytes
-            breakdown[kind] = parts
+            parts_at.setdefault(m, {})[kind] = parts
+breakdown = parts_at[n_measured[-1]]
 for i, m in enumerate(n_measured):
     print(f"n = {m:5d}: plain {measured['plain'][i] / 2**20:8.2f} MiB   tiled {measured['tiled'][i] / 2**20:6.2f} MiB")
 ratio = formulas["plain"][-1] / formulas["tiled"][-1]
 print(f"at n = 8192 (formula): plain {formulas['plain'][-1] / 2**30:.2f} GiB, "
       f"tiled {formulas['tiled'][-1] / 2**20:.1f} MiB, {ratio:.0f} × less")
+assert formulas["plain"][-1] > 2**30  # over a gigabyte
+slopes = {k: np.diff(formulas[k]) / np.diff(n_all) for k in formulas}  # bytes per extra token
+print(f"bytes per extra token, n = 64 → 8192: tiled {slopes['tiled'][0]:.0f} … {slopes['tiled'][-1]:.0f}, "
+      f"plain {slopes['plain'][0]:.0f} … {slopes['plain'][-1]:.0f}")
+assert np.allclose(slopes["tiled"], slopes["tiled"][0]) and slopes["plain"][-1] > 10 * slopes["plain"][0]
+at_256 = parts_at[256]["plain"]
+quad, lin = at_256["P (plain) / lse (tiled)"], at_256["q, k, v, o"] + at_256["x, a, x_mid, f"]
+n_cross = (4 * cfg.d + 2 * cfg.h * cfg.d_h + 2 * cfg.h_kv * cfg.d_h) / cfg.h
+print(f"at n = 256, measured: P {quad / 2**10:.0f} KiB, q, k, v, o and x, a, x_mid, f {lin / 2**10:.0f} KiB; "
+      f"formula's crossover n = {n_cross:.0f}")
+assert quad == lin and n_cross == 256  # the n² term meets the linear ones at n = 256
 
 # %%
 label = {"plain": "plain attention: keeps P (b·h·n²)", "tiled": "tiled: keeps the log-sum-exp (b·h·n)"}
@@ -434,6 +455,11 @@ sigma = P_row * np.sqrt(p_drop / ((1 - p_drop) * len(draws)))  # the std of a me
 print(f"mean of {len(draws)} draws: largest |mean − P| = {np.abs(draws.mean(0) - P_row).max():.1e} "
       f"(5 standard errors: {5 * sigma.max():.1e})")
 assert np.all(np.abs(draws.mean(0) - P_row) < 5 * sigma)
+sums = draws.sum(-1)  # (4000,): each draw's row sum
+print(f"row sums: P {P_row.sum():.6f}, this draw {dropped_row.sum():.3f}, mean of the draws {sums.mean():.4f} "
+      f"(5 standard errors: {5 * sums.std() / np.sqrt(len(sums)):.1e})")
+assert np.isclose(P_row.sum(), 1) and abs(dropped_row.sum() - 1) > 1e-3  # a dropped row no longer sums to 1
+assert abs(sums.mean() - 1) < 5 * sums.std() / np.sqrt(len(sums))  # its expectation does
 
 # %% [markdown]
 # A dropped row no longer sums to 1 — only its expectation does. Each step sees another random
