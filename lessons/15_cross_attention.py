@@ -21,8 +21,8 @@
 # are $n_\text{dec} \times n_\text{enc}$ — not square. We train a small model of this shape,
 # here and now, on a toy translation task whose right alignment is known exactly, and watch
 # cross-attention learn it: at initialisation its weights are a near-uniform blur (none twice
-# the uniform $1/n_\text{enc}$), after training each
-# target word looks at the source word it translates.
+# the uniform $1/n_\text{enc}$), after training each target word looks at the source word it
+# translates.
 #
 # **The source says:** the original Transformer stacks $N = 6$ encoder and $N = 6$ decoder layers
 # of width $d_\text{model} = 512$, each sub-layer wrapped post-norm as
