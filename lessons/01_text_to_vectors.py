@@ -121,6 +121,7 @@ zh = "注意力"  # "attention"
 zh_ids = tok.encode(zh)
 print(repr(zh), "->", len(zh.encode()), "bytes ->", len(zh_ids), "tokens:", tok.pieces(zh_ids))
 assert tok.decode(zh_ids) == zh
+assert all(len(ch.encode()) == 3 for ch in zh) and len(zh_ids) > len(zh)  # 3 bytes each; some split into bytes
 
 # %% [markdown]
 # ## 3. Special tokens

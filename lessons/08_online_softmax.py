@@ -145,6 +145,11 @@ print(f"merged: m = {m_ab[0]:.1f}, l = {l_a[0]:.4f}·e^({m_a[0]:.0f}-{m_ab[0]:.0
       f"({m_b[0]:.0f}-{m_ab[0]:.0f}) = {l_ab[0]:.4f}   (whole row: {l_true:.4f})")
 assert m_ab[0] == m_true and np.isclose(l_ab[0], l_true)
 assert m_ba[0] == m_ab[0] and np.isclose(l_ba[0], l_ab[0])
+parts = [T.online_softmax_stats(x[i:j], block=j - i) for i, j in ((0, 2), (2, 5), (5, 8))]  # three parts
+left = T.merge_softmax_stats(*T.merge_softmax_stats(*parts[0], *parts[1]), *parts[2])  # (a · b) · c
+right = T.merge_softmax_stats(*parts[0], *T.merge_softmax_stats(*parts[1], *parts[2]))  # a · (b · c)
+print(f"three parts grouped two ways: l = {left[1][0]:.6f} and {right[1][0]:.6f}")
+assert left[0][0] == right[0][0] == m_true and np.isclose(left[1][0], right[1][0]) and np.isclose(left[1][0], l_true)
 for B in (1, 2, 3, 8):  # block sizes that divide n = 8 and one (3) that does not
     ok = np.allclose(T.online_softmax(x, block=B), two_pass, rtol=1e-14, atol=0)
     print(f"online softmax with blocks of {B}: equals the two-pass softmax: {ok}")

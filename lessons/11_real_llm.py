@@ -145,6 +145,7 @@ p_paris, entropy, nucleus = np.array(p_paris), np.array(entropy), np.array(nucle
 print(f"entropy from {entropy[0]:.2f} nats at T = {t_grid[0]:.1f} to {entropy[-1]:.2f} at T = {t_grid[-1]:.1f} "
       f"(uniform: ln v = {np.log(cfg.v):.2f}); top-p 0.9 keeps {nucleus[0]} to {nucleus[-1]} tokens")
 assert np.all(np.diff(p_paris) < 0) and np.all(np.diff(entropy) > 0) and nucleus[-1] > nucleus[0]
+assert np.all(np.diff(nucleus) >= 0), "the nucleus grows with T at every step of the grid, never shrinks"
 
 # %%
 fig, axes = P.models.temperature_effect(probs_T, shown, [P.visible_token(tok.decode([i])) for i in shown],

@@ -320,6 +320,9 @@ for name, key in MODELS.items():
     print(f"{'':13s} caches outweigh the weights from b = {b_over} sequences at full context")
     assert T.kv_cache_bytes(key, c.n_ctx) < parts[name]["total"] * 2  # one sequence: never, inside the window
 print("KVCache.nbytes equals the formula for n in", n_kv_meas.tolist())
+per_token = {name: T.kv_cache_bytes_per_token(key) for name, key in MODELS.items()}
+assert max(per_token, key=per_token.get) == "Phi-3-mini", "plain MHA: the largest cache per token of the three"
+assert parts["Phi-3-mini"]["total"] < parts["Llama-3-8B"]["total"], "… though a smaller model than Llama-3-8B"
 
 # %%
 windows = {name: (cfg[name].n_ctx, T.kv_cache_bytes(key, cfg[name].n_ctx) / 2 ** 30) for name, key in MODELS.items()}
