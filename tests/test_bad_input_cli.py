@@ -548,6 +548,11 @@ def test_the_header_gives_n_ctx_without_loading():
     assert header_sizes(smollm2_path()) == {"L": c.L, "h": c.h, "h_kv": c.h_kv, "d_h": c.d_h} == \
         {"L": 30, "h": 9, "h_kv": 3, "d_h": 64}
     assert scalar_value(smollm2_path(), "no.such.key") is None
+    from transformer.models.gguf_header import scalar_values
+    keys = ["llama.block_count", "general.name", "no.such.key", "llama.attention.head_count_kv"]
+    assert scalar_values(smollm2_path(), keys) == {"llama.block_count": c.L, "general.name": None,  # a string
+                                                   "no.such.key": None, "llama.attention.head_count_kv": c.h_kv}
+    assert reader.fields["general.name"].types  # the key is there, as a string: not a scalar
 
 
 @pytest.mark.parametrize("argv,least", [([], "3.0 MB (its KV cache)"),

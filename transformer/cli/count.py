@@ -11,6 +11,7 @@ import sys
 from ..models import counting as C
 from ..require import require_int
 from ..models.configs import builtin_names, load_config
+from .shown import shown_int
 
 __all__ = ["register", "count_report", "format_report"]
 
@@ -126,12 +127,12 @@ MAX_SIZE = 10 ** 18  # tokens or sequences: far past any model, and every count 
 def _run(args) -> int:
     for flag, value in (("--seq", args.seq), ("--batch", args.batch)):
         if value is not None and not 1 <= value <= MAX_SIZE:  # past it the byte counts leave float64's range
-            shown_value = value if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
-            raise ValueError(f"{flag} must be an integer from 1 to 10^18, got {shown_value}")
+            raise ValueError(f"{flag} must be an integer from 1 to 10^18, got {shown_int(value)}")
     config = load_config(args.model)
     n = min(1024, config.n_ctx) if args.seq is None else args.seq  # a default within the model's context
     r = count_report(config, n, args.batch, args.dtype)
-    if context_note(r):  # on stderr, as embed's and attention's notes: stdout holds the report alone
-        print(context_note(r), file=sys.stderr)
+    note = context_note(r)
+    if note:  # on stderr, as embed's and attention's notes: stdout holds the report alone
+        print(note, file=sys.stderr)
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0

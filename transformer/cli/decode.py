@@ -134,33 +134,34 @@ def check_memory_unloaded(args) -> None:
                          + (" or raise --max-memory" if args.max_memory is not None else ""))
 
 
-def header_int(path, key: str) -> int | None:
-    """An integer ≥ 1 the model's GGUF header gives at key, read in well under a second where loading takes
-    seconds; None where the header does not say it plainly (no such key, a file the loader will refuse): the
-    loader's own checks then speak."""
-    from ..models.gguf_header import scalar_value
+def header_ints(path, keys) -> dict:
+    """{key: the integer ≥ 1 the model's GGUF header gives there}, read in one walk, well under a second where
+    loading takes seconds; None for a key the header does not say plainly, and for every key of a file the
+    loader will refuse: the loader's own checks then speak."""
+    from ..models.gguf_header import scalar_values
     from ..models.llama_gguf import smollm2_path
 
     try:
-        n = scalar_value(path or smollm2_path(), key)
+        found = scalar_values(path or smollm2_path(), keys)
     except (OSError, ValueError):
-        return None
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+        return dict.fromkeys(keys)
+    return {k: n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None for k, n in found.items()}
 
 
 def header_context(path) -> int | None:
     """The model's n_ctx as its GGUF header gives it (llama.context_length), or None."""
-    return header_int(path, "llama.context_length")
+    return header_ints(path, ("llama.context_length",))["llama.context_length"]
 
 
 def header_sizes(path) -> dict | None:
     """L, h, h_kv and d_h as the GGUF header gives them, with read_config's defaults (h_kv = h, d_h = d // h);
     None where one is not plainly there."""
-    L, d, h = (header_int(path, f"llama.{key}") for key in ("block_count", "embedding_length", "attention.head_count"))
+    got = header_ints(path, [f"llama.{key}" for key in ("block_count", "embedding_length", "attention.head_count",
+                                                        "attention.head_count_kv", "attention.key_length")])
+    L, d, h, h_kv, d_h = got.values()
     if None in (L, d, h):
         return None
-    return {"L": L, "h": h, "h_kv": header_int(path, "llama.attention.head_count_kv") or h,
-            "d_h": header_int(path, "llama.attention.key_length") or max(d // h, 1)}
+    return {"L": L, "h": h, "h_kv": h_kv or h, "d_h": d_h or max(d // h, 1)}
 
 
 def _rate(tok_s: float) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["shown", "counted"]
+__all__ = ["shown", "counted", "shown_int"]
 
 
 def shown(text) -> str:
@@ -23,3 +23,12 @@ def shown(text) -> str:
 def counted(n: int, noun: str) -> str:
     """n and the noun, plural unless n is 1: counted(1, "token") is '1 token', counted(3, "token") '3 tokens'."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def shown_int(n: int) -> str:
+    """An integer as typed, or its number of digits where it would fill the line (an option's value in an error).
+
+    >>> shown_int(-5), shown_int(10 ** 40)
+    ('-5', 'a number of 41 digits')
+    """
+    return str(n) if len(str(n)) <= 30 else f"a number of {len(str(abs(n)))} digits"

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .shown import counted, shown
+from .shown import counted, shown, shown_int
 
 TASKS = ("induction", "translate")
 # The run keeps 4 numbers a step (loss, lr, gradient norm, tokens) and induction an attention snapshot every 10
@@ -83,15 +83,6 @@ def check_train_options(args) -> None:
             what = shown(other) if other.startswith("kind ") else f"the {shown(other)} task"
             raise ValueError(f"{shown(Path(args.out) / 'checkpoint.npz')} holds a model of {what}, which training "
                              f"{args.task} would replace: give another --out, or add --force to replace it")
-
-
-def shown_int(n: int) -> str:
-    """An integer as typed, or its number of digits where it would fill the line.
-
-    >>> shown_int(-5), shown_int(10 ** 40)
-    ('-5', 'a number of 41 digits')
-    """
-    return str(n) if len(str(n)) <= 30 else f"a number of {len(str(abs(n)))} digits"
 
 
 def checkpoint_task(out: Path) -> str | None:

@@ -25,7 +25,7 @@ import os
 import struct
 
 __all__ = ["VALUE_SIZES", "MAX_KEY_BYTES", "MAX_TENSOR_NAME_BYTES", "MAX_DIMS", "MAX_KV", "MAX_TENSORS",
-           "MAX_ARRAY_ELEMENTS", "MAX_STRING_BYTES", "block_sizes", "check_gguf", "scalar_value"]
+           "MAX_ARRAY_ELEMENTS", "MAX_STRING_BYTES", "block_sizes", "check_gguf", "scalar_value", "scalar_values"]
 
 STRING, ARRAY = 8, 9  # GGUF value types that carry a length
 VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # u8 i8 u16 i16 u32 i32 f32 bool u64 i64 f64
@@ -241,14 +241,25 @@ def scalar_value(path, key: str):
     are walked as check_gguf walks them, with the same bounds, up to `key`. None when the file has no such key
     or holds a string or an array there. What a command checks a request against before loading the weights
     (SmolLM2's llama.context_length: under a millisecond, where building the reader takes 3 s)."""
+    return scalar_values(path, (key,))[key]
+
+
+def scalar_values(path, keys) -> dict:
+    """{key: scalar_value(path, key)} for each of keys, in one walk of the key/values, which stops once all are
+    found (a key that is missing walks them all)."""
+    found = dict.fromkeys(keys)
+    wanted = set(found)
     with mapped(path) as cur:
         _, n_kv = check_header(cur)
         budget = [0]
         for i in range(n_kv):
+            if not wanted:
+                break
             name = cur.text(f"key #{i}", MAX_KEY_BYTES)
             vtype = cur.number("I", f"the value type of {name!r}")
-            if name == key:
-                scalar = vtype in SCALAR_FORMATS
-                return cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}") if scalar else None
-            check_value(cur, name, vtype, budget)
-    return None
+            if name in wanted and vtype in SCALAR_FORMATS:
+                found[name] = cur.number(SCALAR_FORMATS[vtype], f"the value of {name!r}")
+            else:
+                check_value(cur, name, vtype, budget)
+            wanted.discard(name)
+    return found
