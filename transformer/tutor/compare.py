@@ -123,11 +123,10 @@ def _count_difference(got: float, expected: int) -> str:
     the part left out (576 fewer = d: a norm)."""
     if not np.isfinite(got) or got != int(got):
         return f"expected the whole number {expected:,}, got {_value(got)}"
-    diff = int(got) - expected
-    ratio = (f"; {int(got) / expected:.4g} × the expected" if expected and got and abs(diff) > abs(expected) / 8
-             else "")
     if expected == 0:  # "6 more" than none says nothing the 6 does not
         return f"expected 0, got {int(got):,}"
+    diff = int(got) - expected
+    ratio = f"; {int(got) / expected:.4g} × the expected" if got and abs(diff) > abs(expected) / 8 else ""
     return f"expected {expected:,}, got {int(got):,} ({abs(diff):,} {'more' if diff > 0 else 'fewer'}{ratio})"
 
 

@@ -252,7 +252,8 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
     # a failure past the first VARIANT_CHECKS is tried against the mistakes that explained those, so that a tag's
     # hint ("the mask is not applied") is not given to the 9th failure of a mistake that explains all of them
-    found_early = [m for m in spec.mistakes if any(m in found for found in matched)]
+    explained = {id(m) for found in matched for m in found}
+    found_early = [m for m in spec.mistakes if id(m) in explained]
     for i, f in enumerate(failures[VARIANT_CHECKS:], VARIANT_CHECKS):
         if f.kind == "value" and not matched[i]:
             matched[i] = [m for m in found_early if m.variant is not None and _variant_matches(spec, m, f.case, f.value)]
