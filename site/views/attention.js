@@ -17,6 +17,7 @@
   if (window.TFS_VIEWS) window.TFS_VIEWS.flush();
 
   var GEN = "#d35400";  // generated tokens (decode rows)
+  var DARK = 0.55;  // a weight whose blue is dark enough that text on it is white (matrix cells, token boxes)
 
   function intAttr(el, name, fallback) {
     var v = parseInt(el.getAttribute(name), 10);
@@ -204,7 +205,7 @@
           box.setAttribute("fill", w === null ? "none" : V.blues(w));
           box.setAttribute("stroke", active ? GEN : "none");
           var label = hv.labels[side][k];  // white on a dark box, as the matrix's numbers are
-          if (w !== null && w > 0.55) label.el.setAttribute("fill", "#fff");
+          if (w !== null && w > DARK) label.el.setAttribute("fill", "#fff");
           else if (label.fill) label.el.setAttribute("fill", label.fill);
           else label.el.removeAttribute("fill");
         });
@@ -234,7 +235,7 @@
                                    : t.tokens[i] + " → " + t.tokens[j] + ": " + w.toFixed(4)}, cell);
           if (!masked && c >= 30 && w >= 0.005) {
             s("text", {x: left + j * c + (c - 1) / 2, y: top + i * c + c / 2 + 3, "text-anchor": "middle",
-                       "class": "tfs-cell-label", fill: w > 0.55 ? "#fff" : "#222", "pointer-events": "none",
+                       "class": "tfs-cell-label", fill: w > DARK ? "#fff" : "#222", "pointer-events": "none",
                        text: V.short(w)}, svg);
           }
           (function (i) {
