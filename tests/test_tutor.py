@@ -1490,11 +1490,57 @@ def test_flash_attention_that_holds_the_whole_score_matrix_fails_on_memory(tmp_p
     """Its values are right in every case: the tiles are what the lesson teaches, and only the memory tells."""
     report = check_file(write_workbook(tmp_path, "09", FLASH_FULL), "09")
     result = result_of(report, "flash_attention")
-    assert result.status == "failed" and result.failed == 1, format_report(report)
+    assert result.status == "failed" and result.failed == 2, format_report(report)  # the two memory cases
     message = result.failures[0].message
     assert message.startswith("right values, but the call held") and "the n_q × n_k scores alone are 8.4 MB" in message
     held = float(message.split("held ")[1].split(" MB")[0])
     assert held > 8.4  # tracemalloc saw the scores, and more
+
+
+FLASH_LOOP = """
+    def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
+        n_rep = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, n_rep, axis=1), np.repeat(v, n_rep, axis=1)
+        n_q, n_k, d_h = q.shape[2], k.shape[2], q.shape[3]
+        Br = block_q or 128
+        Bc = {Bc}
+        out = np.zeros(q.shape)
+        for r0 in range(0, n_q, Br):
+            Qi = q[:, :, r0:r0 + Br]
+            m = np.full((*Qi.shape[:3], 1), -np.inf)
+            l, O = np.zeros(m.shape), np.zeros(Qi.shape)
+            for c0 in range(0, n_k, Bc):
+                S = Qi @ k[:, :, c0:c0 + Bc].swapaxes(-1, -2) / math.sqrt(d_h)
+                if causal:
+                    i = np.arange(r0, r0 + Qi.shape[2])[:, None] + n_k - n_q
+                    j = np.arange(c0, c0 + S.shape[-1])[None, :]
+                    S = np.where(j <= i, S, -np.inf)
+                m_new = np.maximum(m, S.max(-1, keepdims=True))
+                shift = np.where(np.isinf(m_new), 0, m_new)
+                P, alpha = np.exp(S - shift), np.exp(m - shift)
+                l = alpha * l + P.sum(-1, keepdims=True)
+                O = alpha * O + P @ v[:, :, c0:c0 + Bc]
+                m = m_new
+            out[:, :, r0:r0 + Br] = O / np.where(l == 0, 1, l)
+        return out.astype(q.dtype)
+    """
+
+
+def test_a_flash_loop_written_plainly_passes_every_case(tmp_path):
+    """The memory cases leave room for a loop with the temporaries a learner writes (S, P, α, the shift)."""
+    report = check_file(write_workbook(tmp_path, "09", FLASH_LOOP.format(Bc="block_k or 128")), "09")
+    result = result_of(report, "flash_attention")
+    assert result.status == "passed", format_report(report)
+
+
+def test_a_flash_loop_whose_key_tiles_are_block_q_wide_fails_on_memory(tmp_path):
+    """Bc = Br gives the right values everywhere; only the case of one query tile over narrow key tiles tells."""
+    report = check_file(write_workbook(tmp_path, "09", FLASH_LOOP.format(Bc="block_q or 128")), "09")
+    result = result_of(report, "flash_attention")
+    assert result.status == "failed" and result.failed == 1, format_report(report)
+    failure = result.failures[0]
+    assert "in one query tile" in failure.label and "take Bc from block_k" in failure.message, format_report(report)
+    assert float(failure.message.split("held ")[1].split(" MB")[0]) > 8.4
 
 
 def test_an_eps_slip_in_float64_is_not_told_to_compute_in_float64(tmp_path):

@@ -139,7 +139,8 @@ def _qkv(r, b, h, h_kv, n_q, n_k, d_h, dtype=np.float64):
             r.standard_normal((b, h_kv, n_k, d_h)).astype(dtype))
 
 
-MEMORY_N = 1024  # the memory case's n_q = n_k: its scores, 8.4 MB in float64, are 128 of its 64 × 64 tiles
+MEMORY_N = 1024  # the memory cases' n_q = n_k: the scores, 8.4 MB in float64, are 128 of the first case's 64 × 64 tiles
+WIDTH_BC = 16  # the key tiles' width in the case of one query tile: a loop that takes Bc from block_q holds 8.4 MB
 
 
 def flash_cases():
@@ -165,6 +166,13 @@ def flash_cases():
              memory_note=f"the n_q × n_k scores alone are {MEMORY_N * MEMORY_N * 8 / 1e6:.1f} MB in float64, and "
                          "FlashAttention never holds them — for each query tile, loop over key tiles of Bc keys and "
                          "keep only that tile's S_ij and the running m, l and O"),
+        Case(f"n = {MEMORY_N:,} in one query tile (block_q = {MEMORY_N:,}) over key tiles of {WIDTH_BC}: Bc is block_k",
+             _qkv(r, 1, 1, 1, MEMORY_N, MEMORY_N, 16), {"block_q": MEMORY_N, "block_k": WIDTH_BC},
+             frozenset({"memory"}), max_bytes=MEMORY_N * MEMORY_N * 8 // 3,
+             memory_note=f"with block_q = {MEMORY_N:,} every query is in one tile, so the key tiles alone keep S_ij "
+                         f"small: Bc = block_k = {WIDTH_BC} keys makes S_ij {MEMORY_N:,} × {WIDTH_BC} "
+                         f"({MEMORY_N * WIDTH_BC * 8 / 1e3:.0f} kB), where Bc = Br makes it the whole "
+                         f"{MEMORY_N * MEMORY_N * 8 / 1e6:.1f} MB score matrix — take Bc from block_k"),
     ]
 
 
