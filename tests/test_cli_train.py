@@ -221,6 +221,8 @@ def tiny_dir(tmp_path_factory):  # an untrained decoder checkpoint: enough for t
     (["3 32"], "prompt token id 32 is outside this model's vocabulary 1…31"),
     (["0 3"], "prompt token id 0 is outside"),  # 0 is padding: never a prompt token
     (["  "], "the prompt is empty"),
+    (["3,,4"], 'the prompt has no id before the comma at character 3 ("3,,4")'),  # not read as "3 4"
+    ([", 3 4"], "the prompt has no id before the comma at character 1"),
     ([" ".join(["3"] * 65)], "longer than the model's n_max=64"),
     (["3 4", "--max-new-tokens", "63"], "lower --max-new-tokens to at most 62"),
     (["3 4", "--max-new-tokens", "-1"], "--max-new-tokens must be ≥ 0"),

@@ -13,6 +13,7 @@ checked before the first step, so a bad --out costs no training time.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -170,7 +171,8 @@ def generate_trained(args) -> int:
 
 
 def parse_ids(text: str, v: int, low: int = 0) -> list:
-    """'3 17 5' (spaces or commas) -> [3, 17, 5], each id in [low, v), one line naming a bad one.
+    """'3 17 5' (spaces or commas) -> [3, 17, 5], each id in [low, v), one line naming a bad one; '3,,5'
+    (an id left out between two commas) is refused, not read as '3 5'.
 
     >>> parse_ids("3 17, 5", 32)
     [3, 17, 5]
@@ -178,6 +180,11 @@ def parse_ids(text: str, v: int, low: int = 0) -> list:
     words = text.replace(",", " ").split()
     if not words:
         raise ValueError("the prompt is empty: give token ids as numbers, e.g. \"3 17 5 9 3 17\"")
+    gap = re.search(r"(?:^|,)\s*,", text)  # "1,,2" or ",1": an id left out, not a separator
+    if gap:
+        near = shown(text[max(0, gap.end() - 12):gap.end() + 8])  # a long prompt is not repeated whole
+        raise ValueError(f"the prompt has no id before the comma at character {gap.end()} (\"{near}\"): give token "
+                         "ids as numbers separated by spaces or single commas, e.g. \"3, 17, 5\"")
     ids = []
     for w in words:
         if not w.isdigit() or not w.isascii():
