@@ -1025,7 +1025,7 @@ def test_path_messages_say_what_the_path_is(tmp_path, argv, message):
     (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_text("x")
     paths = {"run": tmp_path / "run", "empty": tmp_path / "empty", "notes": tmp_path / "notes.txt"}
-    # a new process: `check` turns on faulthandler, which needs a real stderr
+    # a new process, as a user runs each command
     assert run_module(*[a.format(**paths) for a in argv]) == (2, "", f"error: {message.format(**paths)}\n")
 
 

@@ -620,18 +620,65 @@ def test_an_exception_in_the_learners_code_shows_their_line_and_nothing_of_the_c
     assert "Traceback" not in proc.stdout + proc.stderr and "transformer/tutor" not in proc.stdout
 
 
-def test_code_that_crashes_python_itself_shows_the_learners_line(tmp_path):
-    """A crash in C (ctypes, a bad as_strided) ends the process: the shell said only "Segmentation
-    fault". Python's fault handler now names the learner's file, line and function first."""
-    path = write_workbook(tmp_path, "03", """
-        def softmax(x, axis=-1, mask=None):
+def check_in_a_new_process(tmp_path, *lessons):
+    return subprocess.run([sys.executable, "-m", "transformer", "check", *lessons, "--workbook", str(tmp_path),
+                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_code_that_crashes_python_itself_fails_its_function_and_the_check_goes_on(tmp_path):
+    """A crash in C (ctypes, a bad as_strided) ended the whole check: the shell said "Segmentation fault", and
+    the functions after it went unchecked. The check runs in a child process: the parent names the function and
+    the learner's line, and a new child checks the rest, printing no line twice."""
+    write_workbook(tmp_path, "03", """
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
             import ctypes
             return ctypes.string_at(0)
         """)
-    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
-                           "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode != 0 and "Segmentation fault" in proc.stderr
-    assert f'File "{path}", line 8 in softmax' in proc.stderr, proc.stderr
+    write_workbook(tmp_path, "04", "")  # the next lesson: checked in the new child
+    (tmp_path / "04_planted.py").rename(tmp_path / "04_multi.py")
+    proc = check_in_a_new_process(tmp_path, "03", "04")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"checking {tmp_path} against the package"
+    assert lines[1] == "03_planted.py  (lesson 03)" and lines[2].split() == ["softmax", "passed", "(11", "cases)"]
+    crash = "scaled_dot_product_attention  FAILED — it crashed Python itself (SIGSEGV, a segmentation fault) at " \
+            "03_planted.py, line 8, in scaled_dot_product_attention"
+    assert lines[3].strip() == crash, proc.stdout
+    assert lines[4].strip().startswith("hint: a read or write outside the memory an array owns: an as_strided view")
+    assert lines.count("03_planted.py  (lesson 03)") == 1 and sum("softmax" in line for line in lines) == 1
+    assert "04_multi.py  (lesson 04)" in lines and lines[-1].startswith("1 failed, "), proc.stdout
+    assert "Segmentation fault" not in proc.stderr and "Fatal Python error" not in proc.stderr, proc.stderr
+
+
+def test_a_file_that_crashes_python_as_it_is_imported_is_named_and_the_check_goes_on(tmp_path):
+    write_workbook(tmp_path, "03", """
+        import ctypes
+        ctypes.string_at(0)
+        """)
+    write_workbook(tmp_path, "04", "")
+    (tmp_path / "04_planted.py").rename(tmp_path / "04_multi.py")
+    proc = check_in_a_new_process(tmp_path, "03", "04")
+    assert proc.returncode == 1
+    assert ("  could not be checked: importing it crashed Python itself (SIGSEGV, a segmentation fault) at "
+            "03_planted.py, line 7, in <module>") in proc.stdout.splitlines(), proc.stdout
+    assert proc.stdout.splitlines()[-1] == "0 failed, 3 passed, 0 not written; 1 file did not load", proc.stdout
+
+
+def test_a_crash_message_names_the_learners_innermost_line_and_the_signal():
+    """The fault handler's dump lists the innermost frame first; a frame of the package's own code is not the
+    learner's line. Windows reports an access violation as an NTSTATUS exit code."""
+    from transformer.tutor.isolated import crash_message
+
+    dump = ('Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n'
+            '  File "/x/transformer/tutor/run.py", line 9 in _call\n'
+            '  File "/w/05_masks.py", line 30 in band\n  File "/w/05_masks.py", line 41 in sliding_window_mask\n')
+    message = crash_message(-11, dump, Path("/w/05_masks.py"))
+    assert message.startswith("— it crashed Python itself (SIGSEGV, a segmentation fault) at 05_masks.py, line 30, "
+                              "in band\n"), message
+    assert crash_message(-9, "", Path("/w/05_masks.py")).startswith("— it crashed Python itself (SIGKILL, killed)\n"
+                                                                    "hint: the system ends a process that takes too "
+                                                                    "much memory")
+    assert "(exit status 0xc0000005)" in crash_message(0xC0000005, "", Path("/w/05_masks.py"))
 
 
 @pytest.mark.parametrize("call", ["os._exit(0)", "os.abort()", "sys.exit(0)"])

@@ -11,7 +11,6 @@ imported.
 """
 from __future__ import annotations
 
-import faulthandler
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: transformer/cli/check.py -> ../..
@@ -70,22 +69,20 @@ def chosen_lessons(names: list[str], files: dict, folder: Path) -> list[str]:
 
 
 def _check(args) -> int:
-    from ..tutor import check_file, workbook_files
+    from ..tutor import workbook_files
+    from ..tutor.isolated import check_isolated
     from ..tutor.report import format_summary
-    from ..tutor.run import DEFAULT_TIME_LIMIT, torch_version
+    from ..tutor.run import DEFAULT_TIME_LIMIT
 
     if args.time_limit is not None and not 0 < args.time_limit <= 86_400:  # setitimer refuses what time_t cannot hold
         raise ValueError(f"--time-limit must be a number of seconds more than 0 and at most 86400 (a day), "
                          f"got {args.time_limit:g}")
-    # code that crashes the interpreter itself (ctypes, a bad as_strided) ends the check at once: Python
-    # then prints where, in the learner's file, instead of the shell's bare "Segmentation fault"
-    faulthandler.enable()
     folder = workbook_folder(args.workbook)
     files = workbook_files(folder)
     lessons = chosen_lessons(args.lessons, files, folder)
-    version = None if args.no_torch else torch_version()
-    print(f"checking {folder} against the package" + (f" and torch {version}" if version else ""))
-    reports = [check_file(files[lesson], lesson, args.time_limit or DEFAULT_TIME_LIMIT, use_torch=bool(version),
-                          echo=lambda text: print(text, flush=True)) for lesson in lessons]
+    # in a child process: code that crashes Python itself (ctypes, a bad as_strided) fails its function, at the
+    # learner's line, and the check goes on in a new child
+    reports = check_isolated(files, lessons, args.time_limit or DEFAULT_TIME_LIMIT, args.no_torch,
+                             lambda text: print(text, flush=True))
     print(format_summary(reports))
     return 0 if all(report.ok for report in reports) else 1

@@ -127,7 +127,8 @@ def file_line(report: FileReport) -> str:
 def file_notes(report: FileReport) -> list[str]:
     """Under the file's line: why it could not be checked, or what importing it printed."""
     if report.error:
-        return [f"  could not be checked: {report.error}"]
+        first, *rest = report.error.split("\n")
+        return [f"  could not be checked: {first}"] + [f"    {line}" for line in rest]
     return [f"  note: {report.note}"] if report.note else []
 
 

@@ -400,13 +400,17 @@ def _globals_read(obj, module, seen: set) -> set[str]:
     return names
 
 
-def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=False, echo=None) -> FileReport:
+def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=False, echo=None, starting=None,
+               crashed=None) -> FileReport:
     """Every function of the lesson's workbook file, each on the package's cases. echo(text), when given, is
-    called with the file's line and with each function's lines as soon as they are known."""
+    called with the file's line and with each function's lines as soon as they are known; starting(name) before
+    each function is called ("" before the file is imported). crashed: {name: message} for the functions that
+    crashed Python in an earlier process ("" for the import): each fails with its message and is not called."""
     report, path = FileReport(Path(path), lesson), Path(path)
-    say = echo or (lambda text: None)
+    say, starting, crashed = echo or (lambda text: None), starting or (lambda name: None), crashed or {}
     say(file_line(report))
-    module, report.error, printed = _load(path, seconds)
+    starting("")
+    module, report.error, printed = (None, crashed[""], []) if "" in crashed else _load(path, seconds)
     if printed:
         report.note = (f"loading it printed {len(printed)} line{'s' * (len(printed) != 1)}; the first: "
                        f"{short(printed[0].strip(), 100)}")
@@ -419,7 +423,10 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
         obj = getattr(module, spec.name, None)
         if obj is None:
             result = Result(spec.name, "missing", f"no `{spec.name}` in {path.name}: keep the stub's name")
+        elif spec.name in crashed:
+            result = Result(spec.name, "failed", crashed[spec.name])
         else:
+            starting(spec.name)
             result = check_function(spec, obj, path, seconds, use_torch)
             if result.status == "failed" and failing:
                 called = [name for name in failing if name in _globals_read(obj, module, {spec.name})]
