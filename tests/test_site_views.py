@@ -11,8 +11,9 @@ sampling view redoes softmax, top-k and top-p in JavaScript for drawing). The co
 query dragged) and checked against the package: T.scaled_dot_product_attention at the dragged
 query, the mask builders and T.attended_pairs, m and l of the prefix by two passes, the untrained
 model's maps from T.init_decoder; the same checks run on the built site's lesson pages when they
-are there. Every view must fit a 375 px phone and turn dark with the theme; the orange of a
-generated token must show, and the attention explorer must work from the keyboard. No page may log
+are there. Every view must fit a 375 px phone (its tables' numbers in sight, the loop menu's names whole) and
+turn dark with the theme; the orange of a generated token must show, and the attention explorer and the KV
+cache's weights must work from the keyboard. No page may log
 a console error, raise, or ask for anything outside 127.0.0.1.
 
 Needs Chromium at /usr/bin/chromium and Playwright (requirements-site.txt); skips without them.
@@ -778,6 +779,136 @@ def test_views_fit_a_phone_and_dark_mode(browser, site, shots):
             view.screenshot(path=str(shots / f"{name}_{theme}_{width}.png"))
         p.check_clean(site[1])
         p.page.close()
+
+
+def phone(browser, site) -> Page:
+    """The harness on a 375 px phone with the book theme's margins: each card 343 px wide, as on the built lessons."""
+    p = Page(browser)
+    p.page.set_viewport_size({"width": 375, "height": 800})
+    p.page.add_init_script("document.addEventListener('DOMContentLoaded', "
+                           "() => document.body.style.margin = '20px 16px')")
+    p.page.goto(site[1] + "/ok/index.html")
+    return p
+
+
+def check_tables_in_sight(view, key: str, where: str):
+    """No table of the view scrolls sideways, and every key cell (selector `key`) lies on the 375 px screen."""
+    tables, cells = view.evaluate("""(v, key) => [
+        [...v.querySelectorAll('table.tfs-table')].map(t => [t.scrollWidth, t.clientWidth]),
+        [...v.querySelectorAll(key)].map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; })]""",
+                                  key)
+    assert tables and cells, where
+    assert all(sw <= cw for sw, cw in tables), f"{where}: a table scrolls sideways on a phone: {tables}"
+    assert all(0 <= left and right <= 375 for left, right in cells), f"{where}: {key} off screen: {cells}"
+
+
+def test_view_tables_keep_their_numbers_in_sight_on_a_phone(browser, site, shots):
+    """p_j of the soft lookup, the KV cache's bytes, the online softmax's m and l, each row's m and l in the
+    FlashAttention view and the paged cache's bytes were past the right edge of a phone, in tables that scrolled
+    sideways. A phone drops the vector columns and shortens the formulas in the headers, and puts each note under
+    its row; a desktop still shows every column."""
+    p = phone(browser, site)
+    view = p.view("soft_lookup")
+    check_tables_in_sight(view, '[data-role="weight"]', "soft lookup, q = (2, 1)")
+    handle = view.locator('[data-role="query-handle"]')
+    press(handle, "Shift+ArrowLeft", 20)
+    press(handle, "Shift+ArrowDown", 20)  # q = (−4, −4): negative scores, the widest numbers
+    check_tables_in_sight(view, '[data-role="lookup-row"] td:nth-child(3), [data-role="weight"]', "soft lookup, corner")
+    view.screenshot(path=str(shots / "phone_table_soft_lookup.png"))
+    view = p.view("kv_cache")
+    for step in (0, 3, int(view.locator('input[data-role="step"]').get_attribute("max"))):
+        set_range(view, "step", step)
+        check_tables_in_sight(view, '[data-role^="bytes-"]', f"KV cache, step {step}")
+    view.screenshot(path=str(shots / "phone_table_kv_cache.png"))
+    view = p.view("online_softmax")
+    for step in range(int(view.locator('input[data-role="step"]').get_attribute("max")) + 1):
+        set_range(view, "step", step)
+        check_tables_in_sight(view, '[data-role="online-state"] td[data-role]', f"online softmax, step {step}")
+    view.screenshot(path=str(shots / "phone_table_online_softmax.png"))
+    view = p.view("flash")
+    for run in range(view.locator('select[data-role="run"] option').count()):
+        view.locator('select[data-role="run"]').select_option(str(run))
+        last = int(view.locator('input[data-role="step"]').get_attribute("max"))
+        for step in range(last + 1):
+            set_range(view, "step", step)
+            if view.locator('[data-role="flash-row"]').count():  # a skipped tile has no table
+                check_tables_in_sight(view, '[data-role="flash-row"] td', f"flash, run {run}, step {step}")
+    view.screenshot(path=str(shots / "phone_table_flash.png"))
+    view = p.view("paged_kv")
+    for event in range(int(view.locator('input[data-role="event"]').get_attribute("max")) + 1):
+        set_range(view, "event", event)
+        check_tables_in_sight(view, 'table td[data-role]', f"paged KV, event {event}")
+    view.screenshot(path=str(shots / "phone_table_paged_kv.png"))
+    p.check_clean(site[1])
+    p.page.close()
+    # a desktop: every column and the whole header, the output o, and the first tile's note
+    p = Page(browser)
+    p.page.goto(site[1] + "/ok/index.html")
+    view = p.view("soft_lookup")
+    heads = view.locator('[data-role="lookup-table"] th').evaluate_all("els => els.map(e => e.innerText)")
+    assert heads == ["key", "k_j", "s_j = q·k_j/√2", "p_j = softmax(s)_j", "v_j", "p_j v_j"], heads
+    assert view.locator('[data-role="lookup-output"]').is_visible()
+    view = p.view("flash")
+    set_range(view, "step", 0)
+    assert "— (first tile)" in view.locator('[data-role="flash-rows"]').inner_text()
+    p.check_clean(site[1])
+    p.page.close()
+
+
+def test_flash_loop_menu_fits_a_phone(browser, site, shots):
+    """The loop menu ran past the right edge of a phone, its names cut ("…query blocks outside), c"): now each name
+    fits, and the loop order is written beside the menu."""
+    p = phone(browser, site)
+    view = p.view("flash")
+    menu = view.locator('select[data-role="run"]')
+    box = menu.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+    # the menu as wide as its longest name needs, were it free to grow
+    wanted = menu.evaluate("e => { const c = e.cloneNode(true); c.style.maxWidth = 'none'; e.after(c); "
+                           "const w = c.getBoundingClientRect().width; c.remove(); return w; }")
+    assert wanted <= box["width"] + 0.5, f"the loop menu's names are cut: {wanted:.0f} px in {box['width']:.0f}"
+    for run, (version, outside) in enumerate(((2, "query"), (1, "key"), (2, "query"))):
+        menu.select_option(str(run))
+        assert menu.evaluate("e => e.selectedOptions[0].text").startswith(f"FlashAttention-{version}, ")
+        assert view.locator('[data-role="loop-order"]').inner_text().startswith(f"{outside} blocks")
+    view.screenshot(path=str(shots / "phone_flash_menu.png"))
+    p.check_clean(site[1])
+    p.page.close()
+
+
+def test_kv_cache_weights_answer_the_keyboard(page):
+    """The query's weights over the cache answered a pointer's hover (a tooltip) and nothing else. Now focus reads a
+    weight out as hovering does, the arrows move along the row, Enter or Space keeps it as a click does."""
+    view = page.view("kv_cache")
+    info = view.locator('[data-role="cell-info"]')
+    assert info.count() == 1, "the KV cache view reads no weight out"
+    weights = [float(w) for w in view.locator('[data-role="weight"]').evaluate_all(
+        "els => els.map(e => e.getAttribute('data-w'))")]
+    best = int(np.argmax(weights))
+    assert info.get_attribute("data-j") == "" and f"Strongest key: position {best} " in info.inner_text()
+    view.locator('input[data-role="step"]').focus()
+    for _ in range(3):  # Tab from the step slider reaches the first weight
+        page.page.keyboard.press("Tab")
+        if page.page.evaluate("document.activeElement.dataset.role") == "weight":
+            break
+    assert page.page.evaluate("document.activeElement.dataset.j") == "0" and info.get_attribute("data-j") == "0"
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    assert info.get_attribute("data-j") == "2" and float(info.get_attribute("data-w")) == weights[2]
+    assert f"weight {weights[2]:.4f}" in info.inner_text()
+    page.page.keyboard.press("Enter")  # kept, as a click keeps it
+    assert info.get_attribute("data-kept") == "true"
+    page.page.keyboard.press("Shift+Tab")  # the focus leaves: the weight stays read out
+    view.locator('[data-role="weight"][data-j="4"]').hover()  # and a pointer passing by does not move it
+    assert info.get_attribute("data-j") == "2" and info.get_attribute("data-kept") == "true"
+    view.locator('[data-role="weight"][data-j="2"]').focus()
+    page.page.keyboard.press(" ")  # Space lets it go
+    assert info.get_attribute("data-kept") == "false"
+    page.page.keyboard.press("ArrowRight")
+    assert info.get_attribute("data-j") == "3"
+    view.locator('input[data-role="step"]').focus()  # no focus, no hover: the strongest key again
+    page.page.mouse.move(0, 0)
+    assert info.get_attribute("data-j") == ""
 
 
 def test_built_site_core_views(browser, shots):

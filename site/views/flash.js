@@ -19,16 +19,15 @@
     var h = V.h, s = V.s;
     var st = {run: Math.min(d.runs.length - 1, parseInt(root.getAttribute("data-run"), 10) || 0), step: 0};
     st.step = parseInt(root.getAttribute("data-step"), 10) || 0;
-    var names = d.runs.map(function (r) {
-      return "FlashAttention-" + r.version + (r.version === 2 ? " (query blocks outside)" : " (key blocks outside)") +
-             (r.causal ? ", causal" : ", no mask");
-    });
+    // short names: the menu fits a phone's width, and the loop order is spelled out beside it
+    var names = d.runs.map(function (r) { return "FlashAttention-" + r.version + (r.causal ? ", causal" : ", no mask"); });
     h("p", {"class": "tfs-sentence", text: "n = " + d.n + " queries and keys, d_h = " + d.d_h + ", tiles of B_r = " +
       d.Br + " query rows × B_c = " + d.Bc + " keys (" + d.Br + " does not divide " + d.n +
       ": the last blocks are shorter). One head; the numbers are the package's own trace."}, root);
     var controls = h("div", {"class": "tfs-controls"}, root);
     V.select(controls, {label: "loop", role: "run", value: st.run, options: names.map(function (t, k) { return [k, t]; }),
       onChange: function (v) { st.run = Number(v); st.step = 0; rebuildStepper(); render(); }});
+    var order = h("span", {"class": "tfs-muted tfs-small", "data-role": "loop-order"}, controls);
     var stepBox = h("div", {}, root), stepper;
     var caption = h("p", {"class": "tfs-info", "data-role": "flash-info"}, root);
     var panels = h("div", {"class": "tfs-panels"}, root);
@@ -50,6 +49,8 @@
       var r = R(), step = r.steps[st.step], done = st.step === r.steps.length - 1;
       stepper.set(st.step);
       root.setAttribute("data-current-step", st.step);
+      order.textContent = r.version === 2 ? "query blocks Qᵢ outside, key blocks Kⱼ inside"
+                                          : "key blocks Kⱼ outside, query blocks Qᵢ inside";
       V.clear(caption);
       if (done) {
         caption.appendChild(document.createTextNode((r.version === 2
@@ -174,7 +175,8 @@
           if (step) {
             h("td", {text: x.m_old === null ? "−∞" : V.fmt(x.m_old, 4)}, tr);
             h("td", {text: V.fmt(x.m, 4), "class": step && x.m_old !== null && x.m > x.m_old ? "tfs-bad" : null}, tr);
-            h("td", {text: x.m_old === null ? "— (first tile)" : V.fmt(x.a, 4)}, tr);
+            var a = h("td", {text: x.m_old === null ? "—" : V.fmt(x.a, 4)}, tr);
+            if (x.m_old === null) h("span", {"class": "tfs-phone-hide", text: " (first tile)"}, a);  // −∞ before says so
           } else h("td", {text: V.fmt(x.m, 4)}, tr);
           h("td", {text: V.fmt(x.l, 4)}, tr);
         });

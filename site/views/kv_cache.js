@@ -16,7 +16,8 @@
 
   function draw(root, d, V) {
     var h = V.h, s = V.s, S = d.steps.length - 1;
-    var st = {step: Math.min(S, parseInt(root.getAttribute("data-step"), 10) || 0), layer: 2, head: 1};
+    var st = {step: Math.min(S, parseInt(root.getAttribute("data-step"), 10) || 0), layer: 2, head: 1,
+              kept: null};  // the weight cell a click (or Enter) keeps read out, or null
     st.layer = Math.min(d.layers.length - 1, Math.max(0, d.layers.indexOf(12)));
 
     h("p", {"class": "tfs-sentence", text: d.model + " continues “" + d.prompt + "” greedily. " +
@@ -78,7 +79,7 @@
           var w = row[j];
           var cell = s("rect", {x: x + 1, y: 12, width: c - 2, height: 28, fill: V.blues(w),
                                 stroke: j === best ? GEN : "#d0d7de", "stroke-width": j === best ? 2 : 1,
-                                "data-role": "weight", "data-j": j, "data-w": w}, svg);
+                                "data-role": "weight", "data-j": j, "data-w": w, "class": "tfs-hover"}, svg);
           s("title", {text: d.tokens[q] + " → " + d.tokens[j] + ": " + w.toFixed(4)}, cell);
           s("text", {x: x + c / 2, y: 30, "text-anchor": "middle", "class": "tfs-cell-label",
                      fill: w > 0.55 ? "#fff" : "#222", text: w >= 0.005 ? V.short(w) : ""}, svg);
@@ -96,7 +97,28 @@
                      "class": "tfs-tok-label", fill: j === q ? GEN : null, text: clip(d.tokens[j], 11)}, svg);
         }
       }
-      V.keys(Array.prototype.slice.call(svg.querySelectorAll('[data-role="weight"]')), {  // keyboard: Tab, arrows
+      // a cell read out below: hovered or focused, or kept by a click or Enter (Space) until clicked again
+      var readout = h("p", {"class": "tfs-small", "data-role": "cell-info"}, strip);
+      function show(j) {  // j: the position read out; null: the strongest key, and how to read the others
+        var k = j === null ? best : j, was = k < d.n_prompt ? "written at prefill"
+          : isNew(k, q) ? "written by this step" : "appended at decode step " + (k - d.n_prompt + 1);
+        readout.setAttribute("data-j", j === null ? "" : j);
+        readout.setAttribute("data-w", j === null ? "" : row[j]);
+        readout.setAttribute("data-kept", j !== null && st.kept === j ? "true" : "false");
+        readout.textContent = (j === null ? "Strongest key: " : "“" + d.tokens[q] + "” → ") + "position " + k +
+          " “" + d.tokens[k] + "” (" + was + "), weight " + row[k].toFixed(4) + (j === null
+            ? ". Hover a weight, or Tab to it and use the arrows; a click or Enter keeps it."
+            : st.kept === j ? ". Kept: click it or press Enter again to let go." : ".");
+      }
+      var cells = Array.prototype.slice.call(svg.querySelectorAll('[data-role="weight"]'));  // positions 0 … q
+      cells.forEach(function (cell, j) {
+        cell.addEventListener("mouseenter", function () { if (st.kept === null) show(j); });
+        cell.addEventListener("mouseleave", function () { if (st.kept === null) show(null); });
+        cell.addEventListener("click", function () { st.kept = st.kept === j ? null : j; show(j); });
+      });
+      if (st.kept !== null && st.kept > q) st.kept = null;  // a step back: that position is not written yet
+      show(st.kept);
+      V.keys(cells, {  // keyboard: one Tab stop, arrows along it; focus reads out as hovering does, Enter as a click
         label: function (k) { return d.tokens[q] + " → " + d.tokens[k] + ": weight " + row[k].toFixed(4); }});
     }
 
@@ -132,7 +154,7 @@
       V.clear(bytes);
       var n = step.length, per = d.bytes_per_token;
       h("div", {"class": "tfs-panel-title", text: "Bytes: the formula against the arrays"}, bytes);
-      var tbl = h("table", {"class": "tfs-table"}, bytes);
+      var tbl = h("table", {"class": "tfs-table tfs-table-notes"}, bytes);  // a phone: each note under its row
       var tr = h("tr", {}, tbl);
       ["", "bytes", ""].forEach(function (t) { h("th", {text: t}, tr); });
       function line(label, value, role, note) {

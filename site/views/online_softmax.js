@@ -91,7 +91,8 @@
     function drawState(t, step) {
       V.clear(stateBox);
       h("div", {"class": "tfs-panel-title", text: "The state kept: two numbers and O"}, stateBox);
-      var tbl = h("table", {"class": "tfs-table", "data-role": "online-state"}, stateBox);
+      // tfs-table-notes: on a phone each note goes under its row
+      var tbl = h("table", {"class": "tfs-table tfs-table-notes", "data-role": "online-state"}, stateBox);
       var prev = t > 1 ? d.steps[t - 2] : null;
       function row(label, role, value, text, how) {
         var tr = h("tr", {}, tbl);

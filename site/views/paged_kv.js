@@ -141,7 +141,7 @@
       V.clear(stats);
       var rep = ev.report;
       h("div", {"class": "tfs-panel-title", text: "Memory (measured on the PagedKVCache)"}, stats);
-      var tbl = h("table", {"class": "tfs-table"}, stats);
+      var tbl = h("table", {"class": "tfs-table tfs-table-notes"}, stats);  // a phone: each note under its row
       function line(label, value, role, note) {
         var tr = h("tr", {}, tbl);
         h("td", {text: label}, tr);

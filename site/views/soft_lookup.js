@@ -152,27 +152,34 @@
     function drawTable(q, r) {
       V.clear(tableBox);
       var tbl = h("table", {"class": "tfs-table", "data-role": "lookup-table"}, tableBox);
-      var head = h("tr", {}, tbl);
-      ["key", "k_j", "s_j = q·k_j/√" + d.d_k, "p_j = softmax(s)_j", "v_j", "p_j v_j"].forEach(function (t) {
-        h("th", {text: t}, head);
+      // a phone keeps key, s_j and p_j in sight: it drops the vectors (drawn above; o is in the line below) and
+      // shortens the headers' formulas
+      var head = h("tr", {}, tbl), WIDE = "tfs-phone-hide";
+      [["key"], ["k_j", WIDE], ["s_j = q·k_j/√" + d.d_k, "s_j"], ["p_j = softmax(s)_j", "p_j"], ["v_j", WIDE],
+       ["p_j v_j", WIDE]].forEach(function (t) {
+        var th = h("th", {"class": t[1] === WIDE ? WIDE : null}, head);
+        if (t[1] && t[1] !== WIDE) {
+          h("span", {"class": WIDE, text: t[0]}, th);
+          h("span", {"class": "tfs-phone-only", text: t[1]}, th);
+        } else th.textContent = t[0];
       });
       for (var j = 0; j < n; j++) {
         var tr = h("tr", {"data-role": "lookup-row", "data-j": j, "data-s": r.s[j], "data-p": r.p[j]}, tbl);
         h("td", {text: d.names[j], style: {color: colours[j], fontWeight: 600}}, tr);
-        h("td", {text: vec(K[j], 0)}, tr);
+        h("td", {"class": WIDE, text: vec(K[j], 0)}, tr);
         h("td", {text: r.s[j].toFixed(3)}, tr);
         var cell = h("td", {style: {whiteSpace: "nowrap"}}, tr);
         h("span", {"class": "tfs-pbar", style: {width: Math.round(60 * r.p[j]) + "px", marginRight: "6px"}}, cell);
         h("span", {"data-role": "weight", text: r.p[j].toFixed(3)}, cell);
-        h("td", {text: vec(Vals[j], 0)}, tr);
-        h("td", {text: vec(Vals[j].map(function (v) { return r.p[j] * v; }), 3)}, tr);
+        h("td", {"class": WIDE, text: vec(Vals[j], 0)}, tr);
+        h("td", {"class": WIDE, text: vec(Vals[j].map(function (v) { return r.p[j] * v; }), 3)}, tr);
       }
       var last = h("tr", {}, tbl);
       h("td", {text: "sum", style: {fontWeight: 600}}, last);
-      h("td", {}, last); h("td", {}, last);
+      h("td", {"class": WIDE}, last); h("td", {}, last);
       h("td", {text: r.p.reduce(function (a, b) { return a + b; }, 0).toFixed(3)}, last);
-      h("td", {}, last);
-      h("td", {"data-role": "lookup-output", "data-o": r.o.join(","), text: "o = " + vec(r.o, 3),
+      h("td", {"class": WIDE}, last);
+      h("td", {"class": WIDE, "data-role": "lookup-output", "data-o": r.o.join(","), text: "o = " + vec(r.o, 3),
                style: {color: QUERY, fontWeight: 700}}, last);
     }
 
