@@ -275,6 +275,59 @@ def test_the_smollm2_file_passes_the_header_check():
     gguf_header.check_gguf(llama_gguf.smollm2_path())  # 49 152 tokens, 48 900 merges, 272 tensors
 
 
+def assert_read_as_gguf_reads_it(path):
+    """read_gguf (the walk that checks the file) against gguf's own GGUFReader, the reference: every key's types
+    and contents, every tensor's type, shape, sizes, offset and data, NumPy type and byte order included."""
+    import gguf
+    from transformer.models.gguf_file import read_gguf
+
+    ours, ref = read_gguf(path), gguf.GGUFReader(str(path))
+    keys = [k for k in ref.fields if not k.startswith("GGUF.")]  # the reader's own entries: version and counts
+    assert list(ours.fields) == keys
+    for key in keys:
+        assert ours.get_field(key).types == list(ref.fields[key].types), key
+        got, want = ours.get_field(key).contents(), ref.fields[key].contents()
+        assert type(got) is type(want) and got == want, key
+    assert len(ours.tensors) == len(ref.tensors)
+    for t, r in zip(ours.tensors, ref.tensors):
+        assert (t.name, t.tensor_type, t.shape, t.n_elements, t.n_bytes, t.data_offset) == \
+            (r.name, r.tensor_type, tuple(int(n) for n in r.shape), r.n_elements, r.n_bytes, r.data_offset), r.name
+        assert t.data.dtype == r.data.dtype and t.data.shape == r.data.shape, r.name
+        np.testing.assert_array_equal(t.data, r.data, err_msg=r.name)
+    return ours
+
+
+def test_the_smollm2_file_reads_as_ggufs_own_reader_reads_it():
+    f = assert_read_as_gguf_reads_it(llama_gguf.smollm2_path())
+    assert len(f.get_field("tokenizer.ggml.tokens").contents()) == 49152 and len(f.tensors) == 272
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_every_value_and_tensor_type_reads_as_ggufs_own_reader_reads_it(tmp_path, endian):
+    import gguf
+
+    Q = gguf.GGMLQuantizationType
+    path = tmp_path / f"{endian}.gguf"
+    w = gguf.GGUFWriter(str(path), "llama", endianess=gguf.GGUFEndian.BIG if endian == "big" else gguf.GGUFEndian.LITTLE)
+    w.add_uint8("t.u8", 250); w.add_int8("t.i8", -3); w.add_uint16("t.u16", 65000); w.add_int16("t.i16", -300)
+    w.add_uint32("t.u32", 4_000_000_000); w.add_int32("t.i32", -70000); w.add_float32("t.f32", 0.1)
+    w.add_uint64("t.u64", 2**63 + 5); w.add_int64("t.i64", -(2**40)); w.add_float64("t.f64", 0.1)
+    w.add_bool("t.bool", True); w.add_string("t.str", "héllo ✓"); w.add_array("t.strs", ["a", "", "ü b"])
+    w.add_array("t.ints", [1, -2, 3]); w.add_array("t.floats", [0.5, -1.25]); w.add_array("t.empty", [])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    w.add_tensor("f32", x.copy()); w.add_tensor("f16", x.astype(np.float16)); w.add_tensor("f64", x.astype(np.float64))
+    w.add_tensor("i32", np.arange(12, dtype=np.int32).reshape(3, 4)); w.add_tensor("i8", np.arange(-4, 4, dtype=np.int8))
+    w.add_tensor("vec", x[0]); w.add_tensor("cube", rng.standard_normal((2, 3, 32)).astype(np.float32))
+    for kind in (Q.Q8_0, Q.Q4_1, Q.BF16):
+        w.add_tensor(kind.name.lower(), gguf.quants.quantize(x, kind), raw_dtype=kind)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    f = assert_read_as_gguf_reads_it(path)
+    assert f.get_field("t.u64").contents() == 2**63 + 5 and f.get_field("t.strs").contents() == ["a", "", "ü b"]
+    np.testing.assert_array_equal(f.tensors[0].data, x)  # the writer swapped the bytes of a big-endian file
+    np.testing.assert_allclose(gguf.quants.dequantize(f.tensors[7].data, Q.Q8_0), x, atol=np.abs(x).max() / 127)
+
+
 # --- MiniLM's files and config.json ------------------------------------------------------------
 @pytest.fixture
 def minilm_copy(tmp_path):

@@ -1,4 +1,5 @@
-"""Load a Llama model from a GGUF file: config, tokenizer and weights (read with the `gguf` package).
+"""Load a Llama model from a GGUF file: config, tokenizer and weights (read by gguf_file.py in the walk that
+checks the file, dequantized by the `gguf` package).
 
 The model (`llama.py`) is the maths only and reads no file; this loader builds one:
 
@@ -32,7 +33,7 @@ import numpy as np
 
 from ..backend import namespace, progress_enabled
 from ..tokenizers.bpe import BPETokenizer
-from .gguf_header import check_gguf
+from .gguf_file import read_gguf
 from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
 from .llama_fast import fuse_columns
 
@@ -64,11 +65,9 @@ def smollm2_path() -> str:
 
 
 def open_gguf(path):
-    """A gguf.GGUFReader on `path`, after checking the file exists, is GGUF, and that every count
-    and length in its header fits the file (gguf_header.check_gguf), so the reader allocates
-    nothing a hostile header asks for."""
-    import gguf
-
+    """The metadata and tensors of the GGUF file at `path` (a gguf_file.GGUFFile, named as gguf.GGUFReader names
+    them), after checking the file exists and is GGUF; every count and length is checked against the file as it
+    is read (gguf_header), so nothing a hostile header asks for is allocated."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory, not a GGUF file: give the path of the .gguf file in it")
@@ -81,13 +80,9 @@ def open_gguf(path):
     if magic != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
     try:
-        check_gguf(path)
+        return read_gguf(path)
     except ValueError as e:
         raise ValueError(f"cannot read GGUF file {path}: {e}") from None
-    try:
-        return gguf.GGUFReader(path)
-    except (ValueError, IndexError, KeyError, OverflowError) as e:  # the parser runs off the end of the data
-        raise ValueError(f"cannot read GGUF file {path}: truncated or corrupt ({type(e).__name__}: {e})") from None
 
 
 # The sizes a loader allocates from before any tensor is read (RoPE tables: n_ctx × d_h; the KV cache:
@@ -146,7 +141,7 @@ def _strings(reader, key, required=True) -> list | None:
     if f.types[:1] != [gguf.GGUFValueType.ARRAY] or f.types[-1] != gguf.GGUFValueType.STRING:
         raise ValueError(f"GGUF metadata {key} must be an array of strings, got value types "
                          f"{[t.name for t in f.types]}")
-    return f.contents()  # UTF-8 checked by check_gguf, which names a bad token by its id
+    return f.contents()  # UTF-8 checked by read_gguf, which names a bad token by its id
 
 
 def read_config(reader) -> LlamaConfig:
