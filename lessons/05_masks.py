@@ -137,7 +137,9 @@ P.save(fig, P.figure_path("05_sparse_gallery.png"))
 # Hand counts to check against: a causal window of $w$ keys has $n w - w(w-1)/2$ pairs
 # (the first $w-1$ rows see fewer); a band $|i - j| < w$ has $n(2w - 1) - w(w-1)$ (rows near
 # either end see fewer); one global token adds a full row and a full column,
-# $2n - 1$ pairs; random attention has exactly $r$ pairs per row.
+# $2n - 1$ pairs; random attention has exactly $r$ pairs per row. The fixed pattern with blocks of
+# $b$ gives query $i$ its block up to itself, keys $b\lfloor i/b \rfloor \ldots i$, and the last key
+# of each earlier block: $(i \bmod b) + 1 + \lfloor i/b \rfloor$ keys, checked row by row.
 
 # %%
 window_ok = T.attended_pairs(sparse[f"sliding window (w={w}, causal)"]) == n_s * w - w * (w - 1) // 2
@@ -147,6 +149,16 @@ random_ok = np.all(np.asarray(sparse[f"random (r={r_rand} per row)"]).sum(1) == 
 print("window count = n·w − w(w−1)/2:", window_ok, "  band = n(2w − 1) − w(w − 1):", band_ok)
 print("global = 2n − 1:", global_ok, "  random = r per row:", random_ok)
 assert window_ok and band_ok and global_ok and random_ok
+
+fixed = np.asarray(sparse[f"fixed (block {block}, causal)"])
+by_rule = [list(range(i // block * block, i + 1)) + [c * block + block - 1 for c in range(i // block)]
+           for i in range(n_s)]  # the keys of row i, as the text describes them
+fixed_ok = all(sorted(np.flatnonzero(fixed[i]).tolist()) == sorted(keys) for i, keys in enumerate(by_rule))
+count_ok = np.array_equal(fixed.sum(1), np.arange(n_s) % block + 1 + np.arange(n_s) // block)
+print(f"fixed (block {block}): row {n_s - 1} sees keys {np.flatnonzero(fixed[n_s - 1]).tolist()}")
+print("every row == its block so far + the last key of each earlier block:", fixed_ok,
+      f"  keys a row == i mod {block} + 1 + ⌊i/{block}⌋:", count_ok)
+assert fixed_ok and count_ok
 
 # %% [markdown]
 # ## 3. Combining masks

@@ -26,6 +26,7 @@
 # by $h / h_{kv}$: 32 → 8 KV heads saves 75 %.
 
 # %%
+import os
 import sys
 from pathlib import Path
 
@@ -218,12 +219,37 @@ formula_lines, measured_pts = {}, {}
 for name in shown:
     L, _, h_kv_, d_h_ = configs[name]
     formula_lines[name] = np.where(n_line <= n_ctx[name], n_line * per_token[name] / 2 ** 30, np.nan)  # up to n_ctx
-    # np.zeros does not touch the pages, so even the 2 GiB cache costs no real memory here
+    # np.zeros gets pages that take RAM only once written: even the 2 GiB cache costs almost none (measured below)
     measured_pts[name] = np.array([T.KVCache(L, 1, h_kv_, int(n), d_h_, dtype=np.float16).nbytes
                                    for n in n_meas]) / 2 ** 30
     match = np.array_equal(measured_pts[name] * 2 ** 30, n_meas * per_token[name])
     print(f"{name:18s} KVCache.nbytes == n · bytes per token for n in {n_meas.tolist()}: {match}")
     assert match
+
+# The comment above, measured: the process's resident memory (the pages really in RAM, which Linux
+# reports in /proc/self/statm) before and after allocating the largest cache, then after writing one
+# layer's keys (the control: written pages do become resident).
+statm = Path("/proc/self/statm")
+
+
+def resident_bytes():  # the process's pages in RAM now (statm's second field) × the page size
+    return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+if statm.is_file():
+    L, _, h_kv_, d_h_ = configs["Llama-2-7B (MHA)"]
+    before = resident_bytes()
+    big = T.KVCache(L, 1, h_kv_, int(n_meas[-1]), d_h_, dtype=np.float16)  # 0.5 GiB (fast) or 2 GiB
+    allocated = resident_bytes() - before
+    big.k[-1][...] = 1  # write the last layer's keys: (1, h_kv, n, d_h)
+    written = resident_bytes() - before - allocated
+    print(f"a KVCache of {big.nbytes / 2 ** 30:.2f} GiB: resident memory +{allocated / 2 ** 20:.1f} MiB allocated, "
+          f"+{written / 2 ** 20:.1f} MiB more once one layer's keys ({big.k[-1].nbytes / 2 ** 20:.0f} MiB) are written")
+    assert written >= 0.9 * big.k[-1].nbytes, "control: the measure sees the pages once they are written"
+    assert allocated < big.nbytes / 10, "np.zeros left almost all its pages untouched: they take RAM once written"
+    del big
+else:
+    print("resident memory is read from Linux's /proc/self/statm: not measured on this system")
 at_ctx = {name: n_ctx[name] * per_token[name] / 2 ** 30 for name in shown}
 print("cache at the full context n_ctx, b = 1 (GiB):",
       {f"{k_} at {n_ctx[k_]}": round(v_, 2) for k_, v_ in at_ctx.items()})

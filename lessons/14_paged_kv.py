@@ -188,6 +188,31 @@ print(f"largest difference: {worst:.1e}")
 assert worst < 1e-12
 
 # %% [markdown]
+# "Never copies" measured: `T.measure_peak_bytes` counts, with `tracemalloc`, every array NumPy
+# allocates during a call. One long sequence of 1,024 positions: a decode step that reads 64 of
+# them and one that reads all 1,024 should hold the same peak (a block's worth of temporaries),
+# far below the sequence's K and V. The control is `gather`, which does copy them out: the same
+# count must see that copy.
+
+# %%
+n_long = 1024
+long = T.PagedKVCache(1, 0, h_kv, n_long, d_h, block_size=B, n_blocks=n_long // B, dtype=np.float64)
+seq_long = long.add_sequence()
+long.write(seq_long, 0, np.ones((h_kv, n_long, d_h)), np.ones((h_kv, n_long, d_h)))  # the values do not matter here
+long.extend(seq_long, n_long)
+q_step = np.ones((h, 1, d_h))  # (h, 1, d_h): one decode query
+T.paged_attention(q_step, long.k[0], long.v[0], long.tables[seq_long], n_long)  # warm-up: one-off allocations
+step_peak = {n_read: T.measure_peak_bytes(T.paged_attention, q_step, long.k[0], long.v[0], long.tables[seq_long],
+                                          n_read)[1] for n_read in (64, n_long)}
+gather_peak = T.measure_peak_bytes(long.gather, seq_long, 0)[1]
+kv_bytes = 2 * h_kv * n_long * d_h * 8  # the sequence's K and V, float64
+print(f"peak allocation of a decode step reading 64 positions: {step_peak[64]:,} bytes; reading {n_long}: "
+      f"{step_peak[n_long]:,} bytes; the sequence's K and V: {kv_bytes:,}; gather (a copy): {gather_peak:,}")
+assert gather_peak >= kv_bytes, "control: the count sees a copy of K and V when one is made"
+assert step_peak[n_long] <= 1.1 * step_peak[64] and step_peak[n_long] < kv_bytes / 10, \
+    "paged_attention's memory does not grow with the sequence: it holds one block at a time, no copy of K and V"
+
+# %% [markdown]
 # ## 4. What it saves: a batch of requests of varied lengths
 #
 # A batch of requests whose final lengths (prompt + generated) vary widely, served with a

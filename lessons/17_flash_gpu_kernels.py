@@ -124,7 +124,25 @@ P.save(fig, P.figure_path("17_mma_fragments.png"), colors=64)  # flat cells and 
 # of 4 bytes, and eight rows of exactly $d_h = 64$ halves (128 bytes) would all start in
 # the same bank, so a read that touches them together would be served one row at a time.
 # Eight halves (16 bytes) of padding per row put the eight row starts in different banks.
-#
+# The banks, counted from the kernel's own row size (`T.cuda_kernels.shared_memory_buffers`): a bank
+# is byte address / 4 mod 32, and `ldmatrix` reads 16 bytes (4 banks) from each of 8 rows at once.
+
+# %%
+def banks_read(row_bytes):  # -> [8 rows, 4 words]: the bank of each 4-byte word one ldmatrix reads
+    return (np.arange(8)[:, None] * row_bytes + np.arange(0, 16, 4)) // 4 % 32
+
+
+for d_g in (64, 128):
+    padded = CK.shared_memory_buffers("mma", d_g)["V_j"] // CK.block_k("mma", d_g)  # bytes a row of V_j
+    for row_bytes in (2 * d_g, padded):  # d_h halves exactly, then the kernel's row
+        banks = banks_read(row_bytes)
+        print(f"d_h = {d_g:3d}, rows of {row_bytes} bytes: the 8 rows start in banks {banks[:, 0].tolist()}, "
+              f"their 32 words fall in {len(np.unique(banks))} different banks")
+    assert (banks_read(2 * d_g)[:, 0] == 0).all() and len(np.unique(banks_read(2 * d_g))) == 4, \
+        "rows of exactly d_h halves all start in bank 0: each of 4 banks is asked 8 times, one row at a time"
+    assert padded == 2 * (d_g + 8) and len(np.unique(banks_read(padded))) == 32, "d_h + 8 halves: no bank twice"
+
+# %% [markdown]
 # ## 3. float32 on tensor cores
 #
 # Tensor cores take float32 only as TF32: 10 mantissa bits instead
@@ -149,6 +167,29 @@ for name, got in (("TF32, 1 product", one), ("3xTF32", three), ("float32", plain
     print(f"{name:16s}: max |S - S_exact| / max |S| = {np.abs(got - exact).max() / np.abs(exact).max():.1e}")
 err = {name: np.abs(got - exact).max() for name, got in (("one", one), ("three", three), ("plain", plain))}
 assert err["three"] < err["one"] / 100 and err["three"] < 4 * err["plain"]  # 3xTF32 ≈ float32, far below TF32
+
+# %% [markdown]
+# The bounds of the paragraph above, measured on a million pairs $(a, b)$ of float32 numbers:
+
+# %%
+a, b = np.random.default_rng(17).standard_normal((2, 10 ** 6)).astype(np.float32)  # own generator: rng stays as it was
+ab = a.astype(np.float64) * b  # the exact products: 24 + 24 bits fit float64's 53
+(a_hi, a_lo), (b_hi, b_lo) = CK.split_tf32(a), CK.split_tf32(b)
+
+
+def rel_err(got, want):  # |got − want| / |want|, in float64
+    return np.abs(got.astype(np.float64) - want) / np.abs(want)
+
+
+round_err = max(rel_err(a_hi, a).max(), rel_err(b_hi, b).max())
+hi_exact = np.array_equal(a_hi * b_hi, a_hi.astype(np.float64) * b_hi)  # 11 + 11 bits fit float32's 24
+prod_err = rel_err(a_hi * b_hi, ab).max()
+lo_lo = (np.abs(a_lo.astype(np.float64) * b_lo) / np.abs(ab)).max()
+print(f"rounding to TF32 moves a number by at most {round_err * 2 ** 11:.3f} · 2^-11 of itself")
+print(f"a_hi·b_hi is exact in float32: {hi_exact}, and off from a·b by up to {prod_err * 2 ** 10:.2f} · 2^-10")
+print(f"the term left out, a_lo·b_lo, is at most {lo_lo * 2 ** 22:.2f} · 2^-22 of a·b")
+assert round_err <= 2 ** -11 and hi_exact and lo_lo <= 2 ** -22
+assert 0.9 * 2 ** -10 < prod_err <= (1 + 2 ** -11) ** 2 - 1, "about 2^-10: two roundings of up to 2^-11 each"
 
 # %% [markdown]
 # The TF32 instruction (`mma.sync.m16n8k8`) has its own operand layout: lane $4g+t$ holds
@@ -243,6 +284,7 @@ P.save(fig, P.figure_path("17_gpu_shared_memory.png"))
 # twin `"mma_tf32"`, with three products a product as the `mma_tf32` forward (§3).
 
 # %%
+backward_smem = []  # KiB a block, each backward kernel and head size
 for d_h_b in (64, 128):
     for kern, dtype in (("simt", "float16"), ("mma", "float16"), ("mma_tf32", "float32")):
         br, bc = CK.backward_tiles(kern, d_h_b)
@@ -251,6 +293,10 @@ for d_h_b in (64, 128):
         print(f"backward {kern + ',':9s} d_h = {d_h_b:3d}: {bc} keys a block of {plan.block[0]:3d} threads, query tiles "
               f"of {br} rows, {CK.backward_shared_bytes(d_h_b, kern) / 1024:5.1f} KiB of shared memory a block")
         assert CK.backward_shared_bytes(d_h_b, kern) / 1024 <= 227, "every backward block fits the opt-in limit"
+        backward_smem.append(CK.backward_shared_bytes(d_h_b, kern) / 1024)
+kib = forward_smem + backward_smem
+print(f"every kernel here, forward and backward: {min(kib):.0f} to {max(kib):.0f} KiB of shared memory a block")
+assert (round(min(kib)), round(max(kib))) == (32, 142)  # the range the takeaways quote
 
 # %% [markdown]
 # ## 6. Tested without a GPU, run on one
@@ -308,6 +354,7 @@ if not gpu_json.is_file():
     print("no GPU results yet: on a GPU machine, run `python benchmarks/bench_gpu.py`")
 else:
     gpu = json.loads(gpu_json.read_text(encoding="utf-8"))
+    assert {(r["b"], r["h"], r["d_h"]) for r in gpu["attention"]} == {(1, 16, 64)}  # the sizes the text gives
     print(f"{gpu_json.relative_to(ROOT)}: {gpu['meta']['device']}, {gpu['meta']['date']}")
     for line in gpu["meta"]["summary"][:4]:
         print("  ", line)
@@ -324,7 +371,8 @@ else:
 # weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
 # 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
 # 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 28 tokens/s
-# there (36 ms a token), slower than NumPy on that machine's CPUs. The bytes are not what takes
+# there (36 ms a token), slower than NumPy on the 16 CPU cores of such a GPU machine (42 tokens/s,
+# measured beside an H100 in `benchmarks/results/gpu.json`). The bytes are not what takes
 # the time: the step is many small array operations, each launched from Python, and the GPU
 # waits for the host between them. First, how many: an array that counts every operation made on
 # it (each would be one kernel launch on a GPU), fed through the readable step.
@@ -418,7 +466,33 @@ print(f"readable CuPy, measured: {readable_tok_s:.0f} tok/s = {readable_ms:.1f} 
 splits = run["splits"]
 print("attention over the cache at position 512 (attend_split + attend_combine), a layer: "
       f"{splits['split256_pos512_us']:.1f} µs with 256 keys a block, {splits['split32_pos512_us']:.1f} µs with 32")
-assert round(readable_tok_s) == 28 and 21 < readable_us < 22  # the numbers the text quotes
+numpy_tok_s = json.loads(gpu_json.read_text(encoding="utf-8"))["model"]["numpy_decode_tok_s"]  # NumPy, 16 CPU cores
+qkv = run["per_kernel"]["roles"]["qkv"]  # [W_q | W_k | W_v] at position 512: the "product over 2 MB of weights"
+quoted = {  # what the text of this section and the takeaways says -> (that number, the same number from the files)
+    "weights read once, MB": (538, round(speed["weights_bytes"] / 1e6)),
+    "HBM bandwidth, TB/s": (4.8, round(bandwidth / 1e12, 1)),
+    "the weights' time, µs": (112, round(bytes_us)),
+    "the weights' time, ms": (0.1, round(bytes_us / 1e3, 1)),
+    "the bandwidth floor, tokens/s": (8900, round(speed["bandwidth_floor_tok_s"], -2)),
+    "readable CuPy, tokens/s": (28, round(readable_tok_s)),
+    "readable CuPy, ms a token": (36, round(1e3 / readable_tok_s)),
+    "NumPy on the CPUs, tokens/s": (42, round(numpy_tok_s)),
+    "an empty kernel from Python, µs": (4.0, round(eager_us, 1)),
+    "an empty kernel as a graph node, µs": (0.5, round(node_us, 1)),
+    "readable CuPy, array operations a step": (1661, readable_ops),
+    "readable CuPy, µs an operation": (21.5, round(readable_us, 1)),
+    "the product over 2 MB, MB": (2, round(qkv["GB_s"] * qkv["us"] / 1e3)),
+    "the product over 2 MB, µs": (3.5, round(qkv["us"], 1)),
+    "multiprocessors": (132, run["env"]["sms"]),
+    "kernels a step, measured": (214, measured_kernels),
+    "kernels a layer, measured": (7, (measured_kernels - (len(plan) - 5 * smol.L)) / smol.L),  # same 4 outside
+    "launches RoPE and the merge took out": (60, measured_kernels - len(plan)),
+    "the graph, ms a token": (1.13, round(1e3 / graph_tok_s, 2)),
+    "the graph, tokens/s": (888, round(graph_tok_s)),
+}
+wrong = {what: nums for what, nums in quoted.items() if nums[0] != nums[1]}
+assert not wrong, f"the text quotes numbers its results files do not hold, (text, file): {wrong}"
+assert readable_tok_s < numpy_tok_s  # "slower than NumPy on the CPUs"
 assert len(plan) * node_us < 2 * bytes_us < len(plan) * eager_us  # in a graph, launching costs about the bytes
 assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster than the compiled peer, far from the floor
 # the ratios the text below quotes: 2.4× HF compiled, 32× the readable path, ten times the bytes' time

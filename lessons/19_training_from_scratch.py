@@ -255,13 +255,46 @@ P.save(fig, P.figure_path("19_heads_over_training.png"))
 # <div class="tfs-view" data-view="training"></div>
 
 # %% [markdown]
-# At A (random weights) every head spreads its weight over the past. At B, at the end of the
-# slow phase, the layer-0 heads lean faintly on the diagonal below the main one, and layer 1
+# At A (random weights) every head spreads its weight evenly over the past. At B, at the end of
+# the slow phase, the layer-0 heads lean faintly on the diagonal below the main one, and layer 1
 # already shows a stripe parallel to the red one but a key to its right — two after the earlier
-# copy, not one. At C, mid-drop, both sharpen and layer 1's stripe sits on the red cells: each
-# query of the second copy reads the token that followed its own earlier copy. At D both are
-# sharp. The first rows of layer 1 (the first copy, nothing to find) rest on the first keys.
-#
+# copy, not one. At C, mid-drop, both sharpen and layer 1's stripe has moved onto the red cells:
+# the token that followed each query's own earlier copy. At D both are sharp. From C on, the
+# first rows of layer 1 (the first copy, nothing to find) rest on the first keys: most of their
+# weight on keys 0–3, where an even spread would put half. The numbers behind those words, read
+# from the maps drawn (layer 1: the mean of its two heads):
+
+# %%
+P_A, P_B, P_C, P_D = (snaps["maps"][i] for i in picked)  # [L, h, n, n] each
+second = np.arange(m_probe, n_probe - 1)  # the query rows the induction score reads
+
+
+def stripe(P, shift):  # [..., n, n] -> [...]: mean weight `shift` keys right of the red cells (i, i − m + 1)
+    return P[..., second, second - m_probe + 1 + shift].mean(-1)
+
+
+def on_first_keys(P):  # [..., n, n] -> [...]: the weight rows 4 … m − 1 put on keys 0 … 3
+    return P[..., 4:m_probe, :4].sum(-1).mean(-1)
+
+
+assert np.allclose(stripe(P_D[1], 0), scores["induction"][picked[-1], 1])  # shift 0 is the induction score
+prev_B = scores["previous token"][picked[1], 0]  # (h,) layer 0 at B
+print(f"A: largest difference from an even spread over the past, any head: {np.abs(P_A - uniform).max():.3f}")
+print(f"B: layer 0's previous-token scores {', '.join(f'{v:.2f}' for v in prev_B)} "
+      f"(an even spread: {baseline['previous token']:.2f})")
+for label, P_s in (("B", P_B), ("C", P_C), ("D", P_D)):
+    print(f"{label}: layer 1's weight on the red cells {stripe(P_s[1], 0).mean():.2f}, one key to their right "
+          f"{stripe(P_s[1], 1).mean():.2f}; its rows 4 … {m_probe - 1} on keys 0 … 3: {on_first_keys(P_s[1]).mean():.0%}")
+print(f"(an even spread: {stripe(uniform, 0):.2f} on the red cells, {on_first_keys(uniform):.0%} on keys 0 … 3)")
+assert np.abs(P_A - uniform).max() < 0.05, "A: every head spreads its weight evenly"
+assert baseline["previous token"] < prev_B.min() and prev_B.max() < 0.25, "B: layer 0 leans faintly on i − 1"
+assert stripe(P_B[1], 1).mean() > 1.5 * stripe(P_B[1], 0).mean(), "B: layer 1's stripe is a key right of the red one"
+assert stripe(P_C[1], 0).mean() > stripe(P_C[1], 1).mean(), "C: layer 1's stripe has moved onto the red cells"
+assert stripe(P_D[1], 0).min() > 0.8, "D: both induction heads are sharp"
+assert abs(on_first_keys(uniform) - 0.5) < 0.05  # "an even spread would put half"
+assert min(on_first_keys(P_C[1]).mean(), on_first_keys(P_D[1]).mean()) > 0.65, "from C on: most on the first keys"
+
+# %% [markdown]
 # ## 5. Using the trained model
 #
 # Greedy decoding with the KV cache (`T.greedy_generate`): give it a first half and the first
