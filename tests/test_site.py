@@ -393,7 +393,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser):
 
 
 def test_boxes_that_scroll_sideways_fade_where_more_lies(browser):
-    """The GPU benchmark's table at 1280 px, and a view's table at 390 px: a fade on the right while
+    """The GPU benchmark's table at 1280 px, and a view's drawing at 390 px: a fade on the right while
     more lies to the right, on the left once scrolled (site.js and site.css)."""
     def faded(box):
         return box.evaluate("b => [...b.classList].filter(c => c.startsWith('tfs-more-')).sort().join(' ') + "
@@ -410,12 +410,13 @@ def test_boxes_that_scroll_sideways_fade_where_more_lies(browser):
         assert faded(box).startswith("tfs-more-left linear-gradient"), faded(box)
         ctx.close()
         ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-        p, _ = open_page(ctx, url + "lessons/14_paged_kv.html", wait_math=False)
-        view = p.locator('div.tfs-view[data-view="paged_kv"]').first
+        p, _ = open_page(ctx, url + "lessons/06_kv_cache.html", wait_math=False)
+        view = p.locator('div.tfs-view[data-view="kv_cache"]').first
         view.scroll_into_view_if_needed()
-        table = view.locator(".tfs-table").first
-        table.wait_for(timeout=20_000)
-        p.wait_for_function("t => t.classList.contains('tfs-more-right')", arg=table.element_handle(), timeout=5_000)
+        strip = view.locator(".tfs-svg-scroll").first  # the weight strip: a drawing stops shrinking at 80 %
+        strip.wait_for(timeout=20_000)
+        assert strip.evaluate("b => b.scrollWidth > b.clientWidth"), "the strip fits a phone: nothing to hint"
+        p.wait_for_function("t => t.classList.contains('tfs-more-right')", arg=strip.element_handle(), timeout=5_000)
         ctx.close()
 
 
