@@ -76,7 +76,7 @@ def rng():
 
 @pytest.fixture(scope="session")
 def smollm2_loaded():
-    """SmolLM2-135M as T.load_smollm2 reads it (~6 s), once per worker; its arrays are read-only.
+    """SmolLM2-135M as T.load_smollm2 reads it (~2.5 s), once per worker; its arrays are read-only.
     A test file takes its own model around these weights with fresh_llama."""
     import transformer as T
 
