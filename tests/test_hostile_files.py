@@ -302,6 +302,23 @@ def test_the_smollm2_file_reads_as_ggufs_own_reader_reads_it():
     assert len(f.get_field("tokenizer.ggml.tokens").contents()) == 49152 and len(f.tensors) == 272
 
 
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("shape", [(32,), (5000, 96), (2, 3, 64)])  # one block; past ROWS_AT_ONCE rows; 3-D
+def test_block_formats_dequantize_as_ggufs_own_code_does(kind, shape):
+    """The loader's own dequantization of SmolLM2's block formats against gguf.quants.dequantize, bit for bit,
+    on rows whose scales span 10⁻³ … 10³."""
+    import gguf
+    from transformer.models.gguf_file import dequantize_blocks
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, (*shape[:-1], 1))).astype(np.float32)
+    blocks = gguf.quants.quantize(x, gguf.GGMLQuantizationType[kind])
+    got, want = dequantize_blocks(blocks, int(gguf.GGMLQuantizationType[kind])), \
+        gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType[kind])
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape == shape
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("endian", ["little", "big"])
 def test_every_value_and_tensor_type_reads_as_ggufs_own_reader_reads_it(tmp_path, endian):
     import gguf

@@ -1,5 +1,5 @@
 """Load a Llama model from a GGUF file: config, tokenizer and weights (read by gguf_file.py in the walk that
-checks the file, dequantized by the `gguf` package).
+checks the file; Q8_0, Q4_0 and Q4_1 dequantized there, the other types by the `gguf` package).
 
 The model (`llama.py`) is the maths only and reads no file; this loader builds one:
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from ..backend import namespace, progress_enabled
 from ..tokenizers.bpe import BPETokenizer
-from .gguf_file import read_gguf
+from .gguf_file import BLOCK_FORMATS, dequantize_blocks, read_gguf
 from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
 from .llama_fast import fuse_columns
 
@@ -225,7 +225,8 @@ def _dequantize(t):  # GGUF tensor -> float32 NumPy array in PyTorch order (d_ou
         with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused next
             return _finite(t, np.asarray(t.data, dtype=np.float32))
     try:
-        w = gguf.quants.dequantize(t.data, t.tensor_type)
+        fast = int(t.tensor_type) in BLOCK_FORMATS  # SmolLM2's Q4_1 and Q8_0: whole rows at once
+        w = dequantize_blocks(t.data, int(t.tensor_type)) if fast else gguf.quants.dequantize(t.data, t.tensor_type)
     except NotImplementedError:  # the integer types I8 … I64, and the few quantized ones gguf lacks (Q8_1)
         raise ValueError(f"tensor {t.name!r} ({kind}) has a type this loader cannot dequantize: "
                          f"expected F32, F16, BF16, F64 or a quantized type (Q4_0, Q4_1, Q8_0, Q4_K, …)") from None
