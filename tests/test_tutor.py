@@ -1590,6 +1590,56 @@ def test_a_flash_loop_whose_key_tiles_are_block_q_wide_fails_on_memory(tmp_path)
     assert float(failure.message.split("held ")[1].split(" MB")[0]) > 8.4
 
 
+# the plain loop above, paying while tracemalloc runs what counting every allocation costs a loop of plain-Python steps
+# (5 to 25 times its time: a loop over the rows of each tile took 1 s, and 10 s traced, on the case of one query tile)
+FLASH_SLOWED_BY_TRACING = FLASH_LOOP.format(Bc="block_k or 128").replace("def flash_attention(", "def plain_flash(") + """
+    import time, tracemalloc
+
+    def flash_attention(q, k, v, **tiles):
+        if tracemalloc.is_tracing():
+            time.sleep({pause})
+        return plain_flash(q, k, v, **tiles)
+    """
+
+
+def test_a_flash_loop_is_timed_without_the_memory_count_that_slows_it(tmp_path):
+    """The time limit is the learner's code's: the bytes of the memory cases are counted in a second call, once the
+    first, untraced, gave the right values in time (it failed 'took longer than 5 s … a loop that never ends?')."""
+    report = check_file(write_workbook(tmp_path, "09", FLASH_SLOWED_BY_TRACING.format(pause=0.6)), "09", seconds=0.5)
+    assert result_of(report, "flash_attention").status == "passed", format_report(report)
+
+
+def test_a_memory_case_whose_counted_call_runs_too_long_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr("transformer.tutor.run.TRACED_SLOWDOWN", 1)  # the second call gets the limit, 0.5 s
+    report = check_file(write_workbook(tmp_path, "09", FLASH_SLOWED_BY_TRACING.format(pause=2)), "09", seconds=0.5)
+    result = result_of(report, "flash_attention")
+    assert result.status == "failed" and result.failed == 2, format_report(report)  # the two memory cases
+    assert result.failures[0].message.startswith("right values, but its memory could not be counted"), result.message
+
+
+def test_a_fragment_layout_in_unsigned_integers_passes(tmp_path):
+    """The docstring asks for integer arrays: lanes 0 … 31 in uint8 are (they failed 'dtype uint8, expected int64')."""
+    report = check_file(write_workbook(tmp_path, "17", """
+        def mma_fragment_layout(operand, shape="m16n8k16"):
+            byte = lambda *arrays: tuple(a.astype(np.uint8) for a in arrays)  # a lane number fits in a byte
+            if operand == "C":
+                r, c = np.indices((16, 8))
+                return byte(4 * (r % 8) + c // 2, 2 * (r // 8) + c % 2, 0 * r)
+            if shape == "m16n8k16" and operand == "A":
+                r, c = np.indices((16, 16))
+                return byte(4 * (r % 8) + (c % 8) // 2, r // 8 + 2 * (c // 8), c % 2)
+            if shape == "m16n8k16":
+                k, col = np.indices((16, 8))
+                return byte(4 * col + (k % 8) // 2, k // 8, k % 2)
+            if operand == "A":
+                r, c = np.indices((16, 8))
+                return byte(4 * (r % 8) + c % 4, r // 8 + 2 * (c // 4), 0 * r)
+            k, col = np.indices((8, 8))
+            return byte(4 * col + k % 4, k // 4, 0 * k)
+        """), "17")
+    assert result_of(report, "mma_fragment_layout").status == "passed", format_report(report)
+
+
 def test_an_eps_slip_in_float64_is_not_told_to_compute_in_float64(tmp_path):
     report = check_file(write_workbook(tmp_path, "10", """
         def rms_norm(x, gamma, eps=1e-6):

@@ -219,6 +219,11 @@ def _factor(c: float, axes: list, spread: float) -> str:
             + ": off by a constant factor")
 
 
+def _kind(dtype) -> str:
+    """A dtype's kind, signed and unsigned integers alike: "integer arrays" (a lane number 0 … 31) may be uint8."""
+    return "i" if dtype.kind in "iu" else dtype.kind
+
+
 def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) -> Problem | None:
     """One array against one expected array, or None for a match. `named`: start a value's message with `what`
     (one of several returned values)."""
@@ -257,7 +262,7 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
             msg += f" — {arr.ndim} axes instead of {expected.ndim}"
         return Problem(msg, "shape")
     if expected.dtype != bool and arr.dtype != expected.dtype:
-        if arr.dtype == bool or expected.dtype.kind != arr.dtype.kind or expected.dtype.kind == "f":
+        if arr.dtype == bool or _kind(expected.dtype) != _kind(arr.dtype) or expected.dtype.kind == "f":
             values = ""
             if arr.dtype.kind in "fiu" and expected.dtype.kind in "fiu":  # said too, so that a cast hides no slip
                 diff = first_difference(arr, expected, tolerance_for(expected.dtype), dims)

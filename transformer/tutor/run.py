@@ -201,7 +201,6 @@ class _Run:
     value: Any  # the learner's answer, or the exception
     changed: list  # the arguments the call changed in place
     printed: list  # the lines it printed
-    peak: int = 0  # bytes held at the call's peak, where the case limits them
 
 
 def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
@@ -209,16 +208,56 @@ def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
     changed, out = [], io.StringIO()
     try:
         with (time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out),
-              exits_refused(), peak_bytes(case.max_bytes is not None) as held):
+              exits_refused()):
             warnings.simplefilter("ignore")  # an overflow warning from the learner's exp: the hint says more
             value = spec.call(watched(obj, changed), case)
-        return _Run("ok", value, changed, out.getvalue().splitlines(), held[0])
+        return _Run("ok", value, changed, out.getvalue().splitlines())
     except TimeLimit as e:
         return _Run("time", e, changed, out.getvalue().splitlines())
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: B902 - the learner's code may raise anything, SystemExit included
         return _Run("raised", e, changed, out.getvalue().splitlines())
+
+
+# tracemalloc records every allocation, each Python float included: a loop of plain-Python steps runs 5 to 25 times
+# slower under it (a flash loop over the rows of a tile: 1 s, 10 s traced), the checker's cost, not the learner's
+TRACED_SLOWDOWN = 10
+
+
+def _held(spec: Spec, obj, case: Case, seconds) -> int | None:
+    """The bytes a call holds at its peak (tracemalloc), measured in a second call once the first, untraced, returned
+    the right values within the time limit: so the limit times the learner's code, not tracemalloc's bookkeeping, and
+    the copies `watched` keeps of the arguments (the checker's) are not counted. None: not returned within
+    TRACED_SLOWDOWN times the limit."""
+    try:
+        with (time_limit(seconds and seconds * TRACED_SLOWDOWN), warnings.catch_warnings(), np.errstate(all="ignore"),
+              captured_output(io.StringIO()), exits_refused(), peak_bytes(True) as held):
+            warnings.simplefilter("ignore")
+            spec.call(obj, case)
+    except TimeLimit:
+        return None
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: B902 - it returned the first time: a second call that does not says nothing new
+        return 0
+    return held[0]
+
+
+def _memory_problem(spec: Spec, obj, case: Case, seconds) -> Problem | None:
+    """What is wrong with the bytes a case's call holds, where the case limits them."""
+    if case.max_bytes is None:
+        return None
+    held = _held(spec, obj, case, seconds)
+    if held is None:
+        limit = seconds * TRACED_SLOWDOWN
+        return Problem(f"right values, but its memory could not be counted: with tracemalloc counting each allocation, "
+                       f"which slows every plain-Python step, the call took longer than {limit:g} s — do a tile's "
+                       "arithmetic with NumPy arrays, not number by number", "memory")
+    if held > case.max_bytes:
+        return Problem(f"right values, but the call held {held / 1e6:.1f} MB at its peak, over the "
+                       f"{case.max_bytes / 1e6:.1f} MB allowed here: {case.memory_note}", "memory")
+    return None
 
 
 XP_UNUSED = ("right values, but built with np although `xp` was given: make the arrays with the namespace the "
@@ -341,9 +380,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             problem = _torch_problem(spec, case, run.value, dims, names)
         if problem is None and noting is not None and not noting.read:
             problem = Problem(XP_UNUSED, "xp")
-        if problem is None and case.max_bytes is not None and run.peak > case.max_bytes:
-            problem = Problem(f"right values, but the call held {run.peak / 1e6:.1f} MB at its peak, over the "
-                              f"{case.max_bytes / 1e6:.1f} MB allowed here: {case.memory_note}", "memory")
+        if problem is None:
+            problem = _memory_problem(spec, obj, case, seconds)
         keys = [k for k in run.changed if k not in ref_changed]
         names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
         in_place = _in_place_message(names) if names else ""
