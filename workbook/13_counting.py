@@ -42,7 +42,8 @@ def kv_cache_bytes_per_token(config, dtype="float16") -> int:
 
     Each layer stores, for every token, one K and one V row of shape (h_kv, d_h); only the key/value
     heads are stored, so GQA and MQA shrink the cache by h / h_kv. dtype: the cache's dtype, a name
-    or a NumPy dtype (np.dtype(dtype).itemsize is its bytes per number).
+    ("float16"), a NumPy dtype or a type such as np.float64 (np.dtype(dtype).itemsize is its bytes per
+    number, whichever of these it is).
     config, dtype  ->  an int. Example: Llama-3-8B in float16: 2 · 32 · 8 · 128 · 2 = 131,072 bytes.
 
     After trying: the package's version is `transformer/models/counting.py`, `kv_cache_bytes_per_token`.
