@@ -119,7 +119,9 @@ def test_attention_and_ffn_refuse_shapes_they_would_misread(call, err, match):
 
 @pytest.mark.parametrize("call", [lambda x: T.sample_next(x, 1.0, rng="abc"), lambda x: T.sample_next(x, 1.0, rng=-1),
                                   lambda x: T.sample_next(x, 1.0, rng=1.5), lambda x: T.random_mask(4, 2, seed="a"),
-                                  lambda x: T.dropout(x, 0.5, rng=-3, training=True)])
+                                  lambda x: T.dropout(x, 0.5, rng=-3, training=True),
+                                  lambda x: T.random_llama(T.LlamaConfig(L=1, d=8, h=2, h_kv=1, d_h=4, d_ff=8, v=8,
+                                                                         n_ctx=8), seed=2.5)])
 def test_a_seed_that_is_no_seed_is_refused_by_name(call):
     # NumPy's SeedSequence refused these from deep inside
     with pytest.raises(TypeError, match=r"(rng|seed) must be a np.random.Generator or an integer seed ≥ 0, got"):
@@ -134,6 +136,29 @@ def test_a_seed_that_is_no_seed_is_refused_by_name(call):
     (lambda: T.sinusoidal_positions(10**12, 8), r"an \(n, d\) = \(1000000000000, 8\) table of positions"),
     (lambda: T.KVCache(2, 1, 2, 10**12, 4), r"a KV cache of 2 layers .* would take 128,000.0 GB"),
     (lambda: T.PagedKVCache(2, 1, 2, 64, 4, n_blocks=10**12), r"a paged KV cache of 2 layers × 1000000000000 blocks"),
+    # found by fuzzing sizes of 2**40: each was a MemoryError from inside NumPy, or a loop that ran for ever
+    (lambda: T.repeat_kv(np.ones((1, 2, 3, 4)), 2**40), r"x repeated n_rep=1099511627776 times"),
+    (lambda: T.embed_backward(np.ones((1, 2, 4)), np.zeros((1, 2), int), 2**40),
+     r"the \(v, d\) = \(1099511627776, 4\) gradient of W_E"),
+    (lambda: T.learned_positions_backward(np.ones((3, 4)), 2**40), r"the \(n_pos, d\) = .* gradient of W_pos"),
+    (lambda: T.rope_cos_sin(np.arange(5), 2**40), r"an \(n, d_h/2\) = \(5, 549755813888\) table of angles"),
+    (lambda: T.interleaved_to_half_permutation(2**40), r"a list of d_h=1099511627776 feature indices"),
+    (lambda: T.padding_mask(np.array([2, 3]), 2**40), r"a \(b, n\) = \(2, 1099511627776\) padding mask"),
+    (lambda: T.encoder_mask(np.array([2, 3]), 2**40), r"a \(b, n\) = \(2, 1099511627776\) padding mask"),
+    (lambda: T.pack_documents([[1, 2]], 2**40), r"packed rows of 1 × n_ctx=1099511627776 tokens"),
+    (lambda: T.packed_rows([[1, 2]], 2**40), r"training rows of 1 × n_ctx=1099511627776 tokens"),
+    (lambda: T.padded_rows([[1, 2], [3]], 2**40), r"training rows of 2 × n_ctx=1099511627776 tokens"),
+    (lambda: T.flash2_io(2**40, 8, 4, 2, 2), r"a list of Tr = 549,755,813,888 query blocks' counts"),
+    (lambda: T.random_llama(T.LlamaConfig(L=1, d=16, h=4, h_kv=2, d_h=4, d_ff=32, v=2**40, n_ctx=16)),
+     r"a Llama of 17,592,186,046,768 random float32 weights"),
+    (lambda: T.init_seq2seq(T.Seq2SeqConfig(v=2**40, d=8, h=2, d_ff=16, L_enc=1, L_dec=1, n_max=8)),
+     r"an encoder–decoder of 8,796,093,023,616 weights"),
+    (lambda: T.induction_batch(np.random.default_rng(0), 2**40, 4, 16), r"an induction batch of b=1099511627776 rows"),
+    (lambda: T.induction_documents(np.random.default_rng(0), 3, 2**40),
+     r"an induction batch of b=1 rows \(n_half=16, v=1099511627776\)"),
+    (lambda: T.induction_split(0, 2**40, 1, 2, 4, 16), r"1,099,511,627,777 induction batches of b=2 rows"),
+    (lambda: T.translation_batch(np.random.default_rng(0), 2**40), r"a translation batch of b=1099511627776 sentences"),
+    (lambda: T.translation_split(0, 2**40, 1, 2), r"1,099,511,627,777 translation batches of b=2 sentences"),
 ])
 def test_an_array_larger_than_the_memory_is_refused_before_numpy_tries(call, what, monkeypatch):
     # NumPy's "Unable to allocate 931. GiB" came from inside it, as a traceback
@@ -381,6 +406,15 @@ def test_bad_arguments_are_named(call, err, match):
     (lambda: T.rope_cos_sin([0, 1, 2], 4), "positions"),
     (lambda: T.embed([[1, 2]], np.ones((3, 2))), "ids"),
     (lambda: T.attended_pairs([[True]]), "mask"),
+    # found by fuzzing: each was "list is not a supported array type", naming no argument
+    (lambda: T.relu([-1.0, 2.0]), "x"),
+    (lambda: T.silu([-1.0, 2.0]), "x"),
+    (lambda: T.sigmoid([-1.0, 2.0]), "x"),
+    (lambda: T.erf([-1.0, 2.0]), "x"),
+    (lambda: T.gelu([-1.0, 2.0]), "x"),
+    (lambda: T.exp_minus([1.0, 2.0], np.zeros(1)), "x"),
+    (lambda: T.merge_softmax_stats(np.zeros(1), [1.0], np.zeros(1), np.ones(1)), "l_a"),
+    (lambda: T.encoder_mask([2, 3], 4), "lengths"),
 ])
 def test_a_list_where_an_array_is_expected_names_the_argument(call, name):
     with pytest.raises(TypeError, match=rf"{name} must be an array \(NumPy, CuPy, …\), got list"):
@@ -602,6 +636,9 @@ def test_cache_sizes_as_numpy_or_0d_integers_are_plain_ints(cls):
     lambda c: paged_attention(np.ones((2, 1, 4)), _pool(), _pool(), [0, 1], 3, causal=c),
     lambda c: T.flash2_io(4, 4, 4, 2, 2, causal=c),
     lambda c: CK.launch_plan((1, 1, 1, 64), (1, 1, 1, 64), "float32", causal=c, scale=None),
+    lambda c: T.sliding_window_mask(4, 2, causal=c),  # these three took "yes" and None for their truth
+    lambda c: T.document_mask(np.zeros((1, 3), int), causal=c),
+    lambda c: T.standard_attention_peak_bytes(1, 2, 4, 4, 2, 4, causal=c),
 ])
 def test_causal_must_be_a_bool_everywhere(call):
     for bad in (1, "yes", None, np.array(True)):
@@ -668,3 +705,109 @@ def test_llama_forward_checks_a_callers_mask_once_and_its_blocks_then_run_unchec
         forward(ids, m.weights, m.config, m.cos, m.sin, mask=np.ones((3, 3)))
     np.testing.assert_array_equal(forward(ids, m.weights, m.config, m.cos, m.sin, mask=T.causal_mask(3)),
                                   forward(ids, m.weights, m.config, m.cos, m.sin))
+
+
+# --- H. found by fuzzing the public API: hostile arguments built from valid calls ------------------------------
+
+def _tiny_llama():
+    return T.random_llama(T.LlamaConfig(L=1, d=16, h=4, h_kv=2, d_h=4, d_ff=32, v=32, n_ctx=16))
+
+
+def _q(n=3, d_h=4):
+    return np.ones((1, 2, n, d_h))
+
+
+_W = dict(W_gate=np.ones((4, 6)), W_up=np.ones((4, 6)), W_down=np.ones((6, 4)))
+_S2S = T.Seq2SeqConfig(v=16, d=8, h=2, d_ff=16, L_enc=2, L_dec=1, n_max=8)
+
+
+@pytest.mark.parametrize("call,err,match", [
+    # an AttributeError or a TypeError from inside Python, naming no argument
+    (lambda: T.causal_mask(3, xp=1), TypeError, r"^xp must be an array namespace \(numpy, cupy, an Array API module\) "
+                                                r"or its name, got int 1$"),
+    (lambda: T.KVCache(1, 1, 1, 4, 2, xp=2), TypeError, r"^xp must be an array namespace"),
+    (lambda: T.layer_norm(np.ones((2, 4)), None), TypeError, r"^gamma must be an array, got NoneType$"),
+    (lambda: T.rms_norm_backward(np.ones((2, 4)), np.ones((2, 4)), None), TypeError, r"^gamma must be an array"),
+    (lambda: T.glu_ffn(np.ones((2, 4)), activation="silu", **_W), TypeError,
+     r"^activation must be a function \(T.sigmoid, T.silu, …\), got 'silu'$"),
+    (lambda: T.additive_attention(_q(), [[1.0] * 4] * 5, np.ones((1, 2, 5, 4)), np.ones((4, 3)), np.ones((4, 3)),
+                                  np.ones(3)), TypeError, r"^k must be an array, got list$"),
+    (lambda: T.online_softmax_stats(np.ones(3), history="abc"), TypeError,
+     r"^history must be None or a list to receive each step's \(m, l\), got str$"),
+    (lambda: T.flash_attention(_q(), _q(), _q(), io="abc"), TypeError, r"^io must be None or a T.IOCounter"),
+    (lambda: T.standard_attention(_q(), _q(), _q(), io=3), TypeError, r"^io must be None or a T.IOCounter"),
+    (lambda: T.flash_attention_backward(_q(), _q(), _q(), _q(), _q(), np.zeros((1, 2, 3)), io=3), TypeError,
+     r"^io must be None or a T.IOCounter"),
+    (lambda: T.flash_attention(_q(), _q(), _q(), trace="abc"), TypeError, r"^trace must be None or a T.FlashTrace"),
+    (lambda: T.seq2seq_encoder_layer(np.ones((1, 3, 8)), None, 2), TypeError,
+     r"^lw must be a T.Seq2SeqEncoderLayer \(the layer's weights\), got NoneType$"),
+    (lambda: T.detokenize([1, 3], vocab="abc"), TypeError, r"^vocab must be None or a T.TranslationVocab"),
+    (lambda: T.random_llama(config="smollm2"), TypeError, r"^config must be a T.LlamaConfig .*got str$"),
+    (lambda: T.decoder_forward({**T.init_decoder(T.induction_config()), "W_E": [[0.0]]}, np.zeros((1, 2), int),
+                               T.induction_config()), TypeError, r"^params\['W_E'\] must be an array, got list$"),
+    # an error from inside NumPy: a broadcast, a matmul, a reshape, a division by zero
+    (lambda: T.scaled_dot_product_attention_backward(_q(), _q(), _q(), _q(d_h=5), T.softmax(_q(d_h=3))), ValueError,
+     r"^v's head size must be dO's \(the output's\) d_h=4, got v of shape \(1, 2, 3, 5\)$"),
+    (lambda: T.exp_minus(np.ones((2, 3)), np.ones((2, 2))), ValueError,
+     r"^m of shape \(2, 2\) must broadcast to x's \(2, 3\)"),
+    (lambda: T.embed_backward(np.ones((1, 2, 0)), np.zeros((1, 2), int), 5), ValueError,
+     r"^dX must have shape \(\*ids.shape, d\) = \(1, 2, 'd'\) with d ≥ 1, got \(1, 2, 0\)$"),
+    (lambda: T.learned_positions_backward(np.ones((0, 4)), 5), ValueError,
+     r"^dP must be \(\.\.\., n, d\) with n ≥ 1 and d ≥ 1, got shape \(0, 4\)$"),
+    (lambda: T.flash_attention_fast_peak_bytes(1, 2, 0, 8, 4, 4, 4, 4), ValueError,
+     r"^n_q must be an integer ≥ 1, got n_q=0$"),
+    # a wrong answer in silence
+    (lambda: T.merge_softmax_stats(np.zeros(1), np.zeros(0), np.zeros(1), np.ones(1)), ValueError,
+     r"^m_a, l_a, m_b, l_b must have one shape \(\.\.\., 1\), got \(1,\), \(0,\), \(1,\), \(1,\)$"),  # l of shape (0,)
+    (lambda: T.flash_attention(_q(), _q(), _q(), version=True), ValueError, r"^version must be 1 .*got version=True$"),
+    (lambda: T.reference_translation([-1, 4, 5]), ValueError,  # the -1 was dropped as padding is
+     r"^token ids must lie in \[0, 51\) \(or be -100\), got -1$"),
+    (lambda: T.random_llama(T.LlamaConfig(L=1, d=8, h=2, h_kv=1, d_h=4, d_ff=8, v=8, n_ctx=8), std=math.nan),
+     ValueError, r"^std must be a finite number, got std=nan$"),  # a model of NaN weights
+    (lambda: T.seq2seq_encoder_weights(T.init_seq2seq(_S2S), 2), ValueError,  # a KeyError 'enc.2.self.W_q'
+     r"^params hold no encoder layer l=2: 'enc.2.self.W_q' is missing \(12 of 12 names; the dict holds 2 encoder "
+     r"layers\)$"),
+    (lambda: T.seq2seq_decoder_weights(T.init_seq2seq(_S2S), -1), ValueError,
+     r"^l must be an integer ≥ 0, got l=-1$"),
+    (lambda: T.basic_tokenize("Hello", lower="no"), TypeError, r"^lower must be True or False, got lower='no'$"),
+    (lambda: T.BPETokenizer(tokens=["a"], merges=[], pre="bogus"), ValueError,  # refused at the first encode only
+     r"^unknown pre-tokenizer 'bogus'"),
+])
+def test_fuzzed_arguments_are_named(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
+
+
+@pytest.mark.parametrize("change,err,match", [
+    (dict(ids=[[1, 2, 3]]), TypeError, r"^ids must be an array \(NumPy, CuPy, …\), got list$"),  # was: no .shape
+    (dict(ids=np.ones((1, 3))), TypeError, r"^ids must be integers, got dtype float64$"),  # a cast error inside NumPy
+    (dict(ids=np.array([1, 2, 3])), ValueError, r"^ids must be \(b, n\) with n ≥ 1, got shape \(3,\)$"),  # unpacking
+    (dict(ids=np.zeros((1, 0), int)), ValueError, r"^ids must be \(b, n\) with n ≥ 1, got shape \(1, 0\)$"),
+    (dict(positions=np.arange(4)), ValueError, r"^positions must be \(n,\) or \(b, n\) = \(1, 3\), got \(4,\)$"),
+    (dict(positions=np.arange(3.0)), TypeError, r"^positions must be integers, got dtype float64$"),
+    (dict(last_only="no"), TypeError, r"^last_only must be True or False, got last_only='no'$"),  # "no" was truthy
+])
+def test_llama_forward_names_bad_ids_positions_and_flags(change, err, match):
+    m = _tiny_llama()
+    kw = {"ids": np.array([[1, 5, 7]]), **change}
+    with pytest.raises(err, match=match):
+        T.llama_forward(kw.pop("ids"), m.weights, m.config, m.cos, m.sin, **kw)
+
+
+def test_what_the_fuzzing_checks_let_through_is_unchanged(rng):
+    """Valid calls the new refusals must not touch: a list of rows to induction_accuracy (now parsed once), the
+    reference translation of good ids, merge_softmax_stats of 0-d stats (lesson 08), exp_minus of a row max."""
+    ids = np.array([[5, 6, 7, 5, 6, 7]])
+    assert T.induction_accuracy([[0, 0, 0, 6, 7, 0]], ids) == T.induction_accuracy(np.array([[0, 0, 0, 6, 7, 0]]), ids)
+    assert T.induction_accuracy([[0, 0, 0, 6, 7, 0]], ids.tolist()) == 1.0  # ids as a list failed on ids.shape
+    voc = T.translation_vocab()
+    assert T.detokenize(T.reference_translation([voc.id_of(w) for w in ("ka", "lu", "mi")] + [0])) == "cat sun dog"
+    m, l = T.merge_softmax_stats(np.array(3.0), np.array(1.5), np.array(5.0), np.array(2.0))
+    assert (float(m), float(l)) == pytest.approx((5.0, 1.5 * math.exp(-2.0) + 2.0))
+    x = rng.standard_normal((2, 5))
+    np.testing.assert_allclose(T.exp_minus(x, x.max(-1, keepdims=True)), np.exp(x - x.max(-1, keepdims=True)),
+                               rtol=1e-15)
+    m = _tiny_llama()
+    ids = np.array([[1, 5, 7]])
+    np.testing.assert_array_equal(T.llama_forward(ids, m.weights, m.config, m.cos, m.sin, positions=np.arange(3)),
+                                  T.llama_forward(ids, m.weights, m.config, m.cos, m.sin))

@@ -55,6 +55,11 @@ def namespace(xp=None):
         return array_api_compat.array_namespace(import_cupy().empty(0))
     if isinstance(xp, str):
         raise ValueError(f"unknown backend {xp!r}: use 'numpy' or 'cupy'")
+    # xp=1 failed later, as "'int' object has no attribute 'arange'"; a namespace is not probed here, as the
+    # workbook's checker passes one that notes each name a function reads from it
+    if isinstance(xp, (int, float, complex, bytes, list, tuple, dict, set, np.ndarray, np.generic)):
+        raise TypeError(f"xp must be an array namespace (numpy, cupy, an Array API module) or its name, "
+                        f"got {type(xp).__name__} {xp!r:.40}")
     return xp
 
 

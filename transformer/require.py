@@ -253,6 +253,7 @@ def require_named_weights(params, shapes: dict):
     missing, unknown = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
     if missing or unknown:
         raise ValueError(f"params do not fit the config: missing {missing[:4]}, unexpected {unknown[:4]}")
+    require_float("params['W_E']", params["W_E"])  # its dtype is every weight's: a list has none
     dtype = params["W_E"].dtype
     for name, shape in shapes.items():
         require_float(f"params[{name!r}]", params[name])

@@ -24,6 +24,7 @@ def additive_scores(q, k, W_q, W_k, w):
 
 def additive_attention(q, k, v, W_q, W_k, w, mask, *, return_weights):
     require_bool(return_weights=return_weights)  # "no" is truthy
+    require_float("k", k)  # before k.shape is read: a list failed with an AttributeError
     require_float("v", v)
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in all but the last dim")

@@ -5,7 +5,8 @@ import numpy as np
 
 from ..backend import get_xp, is_floating
 from ..require import require_array, require_bool, require_float, require_int, require_real
-from .shared_checks import attention_shapes, mask_against, optional_scale, same_shape, seed_or_rng
+from .shared_checks import (attention_shapes, fits_in_memory, itemsize, mask_against, optional_scale, same_shape,
+                            seed_or_rng)
 
 
 def softmax(x, axis, mask):
@@ -35,6 +36,9 @@ def repeat_kv(x, n_rep):
     require_int(n_rep=n_rep, low=1)
     if x.ndim != 4:  # a 3-D array had its sequence axis repeated, in silence
         raise ValueError(f"x must be (b, h_kv, n, d_h): the heads are axis 1, got shape {tuple(x.shape)}")
+    xp, (b, h_kv, n, d_h) = get_xp(x), x.shape  # n_rep=2**40 asked NumPy for 192 TiB
+    fits_in_memory(f"x repeated n_rep={n_rep} times, ({b}, {h_kv}·{n_rep}, {n}, {d_h})",
+                   b * h_kv * int(n_rep) * n * d_h * itemsize(x.dtype, xp), xp)
 
 
 def repeat_kv_backward(dX, n_rep):
@@ -68,6 +72,9 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale):
     attention_shapes(q, k, v, None)
     optional_scale(scale)
     same_shape("dO", dO, "q", q)
+    if v.shape[-1] != dO.shape[-1]:  # dO V^T: a matmul error from inside NumPy
+        raise ValueError(f"v's head size must be dO's (the output's) d_h={dO.shape[-1]}, "
+                         f"got v of shape {tuple(v.shape)}")
     require_float("P", P)
     want = (*q.shape[:3], k.shape[2])
     if tuple(P.shape) != want:

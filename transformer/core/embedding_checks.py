@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..backend import get_xp
 from ..require import require_array, require_float, require_int
+from .shared_checks import fits_in_memory, itemsize
 
 
 def embed(ids, W_E):
@@ -22,9 +23,12 @@ def embed_backward(dX, ids, v):
     require_int(v=v, low=1)
     require_float("dX", dX)
     require_array("ids", ids)
-    if dX.ndim < 1 or tuple(dX.shape[:-1]) != tuple(ids.shape):
-        raise ValueError(f"dX must have shape (*ids.shape, d) = {(*ids.shape, 'd')}, got {tuple(dX.shape)}")
-    embed(ids, get_xp(dX).zeros((v, 0), dtype=dX.dtype))  # the ids' dtype and range, against an empty (v, 0) table
+    if dX.ndim < 1 or tuple(dX.shape[:-1]) != tuple(ids.shape) or dX.shape[-1] == 0:
+        raise ValueError(f"dX must have shape (*ids.shape, d) = {(*ids.shape, 'd')} with d ≥ 1, "
+                         f"got {tuple(dX.shape)}")
+    xp, d = get_xp(dX), dX.shape[-1]
+    fits_in_memory(f"the (v, d) = ({v}, {d}) gradient of W_E", int(v) * d * itemsize(dX.dtype, xp), xp)
+    embed(ids, xp.zeros((v, 0), dtype=dX.dtype))  # the ids' dtype and range, against an empty (v, 0) table
 
 
 def lm_head(x, W_E, *, W_out):

@@ -135,6 +135,7 @@ def rms_norm_backward(dY, x, gamma, eps: float = 1e-6):  # [..., d] ×2, [d] -> 
     return xp.astype(dx, x.dtype, copy=False), dgamma
 
 
+@checked_by(checks.relu)
 def relu(x):
     xp = get_xp(x)
     return xp.maximum(x, 0.0)
@@ -147,6 +148,7 @@ def relu_backward(dY, x):  # [...], [...] -> [...]
     return xp.where(x > 0, dY, 0.0)
 
 
+@checked_by(checks.sigmoid)
 def sigmoid(x):
     xp = get_xp(x)
     return 1.0 / (1.0 + xp.exp(-x))
@@ -159,6 +161,7 @@ def sigmoid_backward(dY, x):  # [...], [...] -> [...]
     return dY * s * (1.0 - s)
 
 
+@checked_by(checks.silu)
 def silu(x):
     """SiLU / Swish: x · σ(x)."""
     return x * sigmoid(x)
@@ -177,6 +180,7 @@ _ERF_P = 0.3275911
 _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
+@checked_by(checks.erf)
 def erf(x):
     """erf(x) = 1 - (a₁t + a₂t² + … + a₅t⁵)·e^(-x²), t = 1/(1 + p|x|), odd in x.
 

@@ -1,8 +1,8 @@
 """The refusals of `core/layers.py`, one check per public function and of the same name; the
-elementwise activations refuse nothing, their backward passes check the gradient's shape."""
+elementwise activations refuse only what is no array, their backward passes check the gradient's shape."""
 from __future__ import annotations
 
-from ..require import require_bool, require_float, require_real, require_vector
+from ..require import require_array, require_bool, require_float, require_real, require_vector
 from .shared_checks import same_shape
 
 
@@ -44,7 +44,7 @@ def norm_input(x, eps, **params):
     if x.ndim < 1 or x.shape[-1] == 0:
         raise ValueError(f"x must be (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
     for name, p in params.items():
-        if p is not None:
+        if p is not None or name == "gamma":  # β may be absent, γ may not: None * x failed inside
             require_vector(name, p, x.shape[-1], "d")
     require_real(eps=eps)
     if eps < 0:
@@ -70,6 +70,22 @@ def rms_norm_backward(dY, x, gamma, eps):
     same_shape("dY", dY, "x", x)
 
 
+def relu(x):
+    require_array("x", x)  # a list: "list is not a supported array type", naming no argument
+
+
+def sigmoid(x):
+    relu(x)
+
+
+def silu(x):
+    relu(x)
+
+
+def erf(x):
+    relu(x)
+
+
 def relu_backward(dY, x):
     require_float("x", x)
     same_shape("dY", dY, "x", x)
@@ -84,6 +100,7 @@ def silu_backward(dY, x):
 
 
 def gelu(x, approximate):
+    relu(x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
@@ -139,6 +156,8 @@ def ffn_backward(dY, x, W1, W2, b1, b2, activation):
 
 def glu_ffn(x, W_gate, W_up, W_down, activation):
     ffn_shapes(x, ("W_down", W_down), W_gate=W_gate, W_up=W_up)
+    if not callable(activation):  # ffn takes a name, the gate's σ is a function: "silu" was called
+        raise TypeError(f"activation must be a function (T.sigmoid, T.silu, …), got {activation!r:.40}")
 
 
 def swiglu_ffn(x, W_gate, W_up, W_down):

@@ -42,12 +42,14 @@ def padding_mask(lengths, n, *, xp):
     if n is not None:
         require_int(n=n)
     n = int(xp.max(lengths)) if n is None else n
+    fits_in_memory(f"a (b, n) = ({lengths.shape[0]}, {n}) padding mask", (lengths.shape[0] + 8) * int(n), xp)
     if lengths.shape[0] and (int(xp.min(lengths)) < 0 or int(xp.max(lengths)) > n):
         raise ValueError(f"lengths must lie in [0, {n}], got {lengths.tolist() if hasattr(lengths, 'tolist') else lengths}")
 
 
 def sliding_window_mask(n_q, w, n_k, offset, *, causal, xp):
     require_int(w=w, low=1)
+    require_bool(causal=causal)  # "no" is truthy
     query_key_positions(n_q, n_k, offset, xp)
 
 
@@ -112,6 +114,7 @@ def document_mask(doc, *, causal):
     if doc.ndim != 2 or not get_xp(doc).isdtype(doc.dtype, "integral"):
         raise TypeError(f"doc must be a (b, n) integer array of document indices, got dtype {doc.dtype}, "
                         f"shape {tuple(doc.shape)}")
+    require_bool(causal=causal)
 
 
 def attended_pairs(mask):

@@ -22,6 +22,7 @@ __all__ = ["exp_minus", "merge_softmax_stats", "online_attention_update", "onlin
            "online_softmax_history", "online_softmax"]
 
 
+@checked_by(checks.exp_minus)
 def exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
     """e^(x - m), where a row whose max m is still -inf (nothing seen yet) gives 0, not NaN.
 
@@ -35,6 +36,7 @@ def exp_minus(x, m):  # [..., n], [..., 1] -> [..., n]
     return xp.exp(x - xp.where(m == -math.inf, 0.0, m))  # x is -inf there too: e^-inf = 0
 
 
+@checked_by(checks.merge_softmax_stats)
 def merge_softmax_stats(m_a, l_a, m_b, l_b):  # [..., 1] × 4 -> [..., 1], [..., 1]
     """Combine the (max, sum) of two parts of a row into those of the whole row.
 

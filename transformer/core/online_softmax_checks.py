@@ -1,9 +1,26 @@
 """The refusals of core/online_softmax.py, one check per public function and of the same name."""
 from __future__ import annotations
 
-from ..require import require_float, require_int
+from ..require import broadcastable_to, require_array, require_float, require_int
 
-__all__ = ["online_attention_update", "online_softmax_stats", "online_softmax_history", "online_softmax"]
+__all__ = ["exp_minus", "merge_softmax_stats", "online_attention_update", "online_softmax_stats",
+           "online_softmax_history", "online_softmax"]
+
+
+def exp_minus(x, m):
+    require_array("x", x)
+    require_array("m", m)
+    if not broadcastable_to(m.shape, x.shape):  # else NumPy's "operands could not be broadcast", or a grown x
+        raise ValueError(f"m of shape {tuple(m.shape)} must broadcast to x's {tuple(x.shape)} (a max per row: "
+                         f"(..., 1))")
+
+
+def merge_softmax_stats(m_a, l_a, m_b, l_b):
+    for name, t in (("m_a", m_a), ("l_a", l_a), ("m_b", m_b), ("l_b", l_b)):
+        require_array(name, t)
+    if not tuple(m_a.shape) == tuple(l_a.shape) == tuple(m_b.shape) == tuple(l_b.shape):  # broadcast in silence
+        raise ValueError(f"m_a, l_a, m_b, l_b must have one shape (..., 1), got {tuple(m_a.shape)}, "
+                         f"{tuple(l_a.shape)}, {tuple(m_b.shape)}, {tuple(l_b.shape)}")
 
 
 def online_attention_update(m, l, O, S_j, V_j):
@@ -22,6 +39,8 @@ def online_softmax_stats(x, block, history):
     if x.ndim < 1:
         raise ValueError(f"x must have at least one axis (..., n), got shape {tuple(x.shape)}")
     require_int(block=block, low=1)
+    if history is not None and not isinstance(history, list):  # it receives each step's (m, l)
+        raise TypeError(f"history must be None or a list to receive each step's (m, l), got {type(history).__name__}")
 
 
 def online_softmax_history(x, block):

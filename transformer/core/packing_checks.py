@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..require import require_array, require_bool, require_int
+from .shared_checks import fits_in_memory
 
 
 def documents(docs):
@@ -29,12 +30,21 @@ def documents_fit(lengths, n_ctx):
                          "split it or raise n_ctx")
 
 
+def rows_fit(what, lengths, n_ctx, arrays):
+    """`arrays` int64 arrays of (rows, n_ctx), rows at least ⌈tokens / n_ctx⌉, within the memory available:
+    n_ctx=2**40 asked NumPy for 8 TiB."""
+    rows = max(1, -(-sum(lengths) // int(n_ctx)))
+    fits_in_memory(f"{what} of {rows} × n_ctx={n_ctx} tokens", 8 * arrays * rows * int(n_ctx))
+
+
 def pack_documents(docs, n_ctx, *, pad_id, longest_first):
     require_int(n_ctx=n_ctx, low=1)
     require_int(pad_id=pad_id, low=None)
     require_bool(longest_first=longest_first)
     documents(docs)
-    documents_fit([len(np.asarray(d)) for d in docs], n_ctx)
+    lengths = [len(np.asarray(d)) for d in docs]
+    documents_fit(lengths, n_ctx)
+    rows_fit("packed rows", lengths, n_ctx, 3)  # ids, doc, positions
 
 
 def packed_rows(packed):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..require import broadcastable_to, require_array, require_float, require_int, require_real
 from ..backend import get_xp
-from .shared_checks import fits_in_memory, float_dtype
+from .shared_checks import fits_in_memory, float_dtype, itemsize
 
 TABLE = "a table of sines and cosines holds fractions"
 
@@ -35,9 +35,13 @@ def learned_positions_backward(dP, n_pos, offset):
     require_float("dP", dP)
     if dP.ndim < 2:
         raise ValueError(f"dP must be (..., n, d), got shape {tuple(dP.shape)}")
+    if 0 in dP.shape[-2:]:  # no positions or no features: NumPy could not reshape it into rows
+        raise ValueError(f"dP must be (..., n, d) with n ≥ 1 and d ≥ 1, got shape {tuple(dP.shape)}")
     require_int(n_pos=n_pos, offset=offset)
     if offset + dP.shape[-2] > n_pos:
         raise ValueError(f"positions {offset}…{offset + dP.shape[-2] - 1} exceed the table's {n_pos} rows")
+    xp, d = get_xp(dP), dP.shape[-1]
+    fits_in_memory(f"the (n_pos, d) = ({n_pos}, {d}) gradient of W_pos", int(n_pos) * d * itemsize(dP.dtype, xp), xp)
 
 
 def rope_angles(positions, d_h, base):
@@ -49,6 +53,8 @@ def rope_angles(positions, d_h, base):
     require_int(d_h=d_h)
     pairs("d_h", d_h)
     require_real(base=base, positive=True)
+    n = positions.shape[0]  # d_h=2**40 asked NumPy for 4 TiB of frequencies
+    fits_in_memory(f"an (n, d_h/2) = ({n}, {d_h // 2}) table of angles", 8 * (n + 1) * (d_h // 2), get_xp(positions))
 
 
 def rope_cos_sin(positions, d_h, base, dtype):
@@ -84,3 +90,4 @@ def apply_rope_half_backward(dY, cos, sin):
 def interleaved_to_half_permutation(d_h):
     require_int(d_h=d_h)
     pairs("d_h", d_h)
+    fits_in_memory(f"a list of d_h={d_h} feature indices", 36 * d_h)  # a pointer and an int object each

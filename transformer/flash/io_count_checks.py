@@ -1,6 +1,7 @@
 """The refusals of `flash/io_count.py`, one check per public function and of the same name."""
 from __future__ import annotations
 
+from ..core.shared_checks import fits_in_memory
 from ..require import require_bool, require_int
 
 
@@ -16,6 +17,8 @@ def visible_key_tiles(n_q, n_k, block_q, block_k, causal):
     require_int(n_q=n_q, n_k=n_k)
     require_int(block_q=block_q, block_k=block_k, low=1)
     require_bool(causal=causal)
+    Tr = -(-int(n_q) // int(block_q))  # a count a query block, in a list: n_q=2**40 ran out of memory
+    fits_in_memory(f"a list of Tr = {Tr:,} query blocks' counts", 36 * Tr)
 
 
 def flash1_io(n_q, n_k, d_h, block_q, block_k, causal, heads):
@@ -38,6 +41,7 @@ def flash_io_bound(n, d_h, M):
 
 def standard_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, causal):
     require_int(b=b, h=h, n_q=n_q, n_k=n_k, d_h=d_h, itemsize=itemsize)
+    require_bool(causal=causal)  # "no" is truthy
 
 
 def flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize, h_kv):

@@ -50,6 +50,12 @@ def backward_inputs(q, k, v, causal, scale, **given):  # given: dout, and out, l
             raise ValueError(f"{name} must have shape {tuple(shapes[name])}, got {tuple(t.shape)}")
 
 
+def io_counter(io):
+    """None, or a counter with load(name, elements) and store(name, elements) (T.IOCounter)."""
+    if io is not None and not (callable(getattr(io, "load", None)) and callable(getattr(io, "store", None))):
+        raise TypeError(f"io must be None or a T.IOCounter (it counts each load and store), got {type(io).__name__}")
+
+
 def kernel_name(kernel):
     """"auto" or a kernel of the table."""
     if kernel != "auto" and kernel not in KERNELS:

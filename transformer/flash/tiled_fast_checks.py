@@ -22,6 +22,7 @@ def fast_block_size(d_h, itemsize, l2):
 def flash_attention_fast_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, threads, causal,
                                     h_kv, out_itemsize):
     flash_attention_peak_bytes(b, h, n_q, n_k, d_h, itemsize, block_q, block_k, out_itemsize, h_kv)
+    require_int(n_q=n_q, low=1)  # its tiles of min(block_q, n_q) rows: n_q = 0 divided by 0
     require_int(threads=threads, low=1)
     require_bool(causal=causal)
 

@@ -124,6 +124,7 @@ def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types, positions
 
 
 def encoder_mask(lengths, n, causal):
+    require_array("lengths", lengths)  # its backend makes the mask: a list has none
     require_bool(causal=causal)
     masks_checks.padding_mask(lengths, n, xp=None)
     if causal:

@@ -14,6 +14,12 @@ def sequence(name: str, x, d: int | None = None):
         raise ValueError(f"{name} must be (b, n, {want}) with n ≥ 1, got shape {tuple(x.shape)}")
 
 
+def layer_weights(lw, kind, attentions):
+    """lw holds a layer's weights (T.Seq2SeqEncoderLayer or T.Seq2SeqDecoderLayer), read by name below."""
+    if not all(hasattr(lw, f) for f in ("W_1", "W_2", *attentions)):  # None: "has no attribute 'W_1'"
+        raise TypeError(f"lw must be a T.{kind} (the layer's weights), got {type(lw).__name__}")
+
+
 def sublayers(x, lw, h, activation, eps, norms):
     """The FFN's matrices and the LayerNorms' γ, β against x's width d; h heads dividing d."""
     require_int(h=h, low=1)
@@ -35,6 +41,7 @@ def saved_dict(saved):
 
 def seq2seq_encoder_layer(x, lw, h, *, mask, activation, eps, saved):
     sequence("x", x)
+    layer_weights(lw, "Seq2SeqEncoderLayer", ("self_attn",))
     sublayers(x, lw, h, activation, eps, (1, 2))
     heads_checks.multi_head_attention(x, lw.self_attn, h, None, mask=mask, context=None, return_weights=True)
     saved_dict(saved)
@@ -46,6 +53,7 @@ def seq2seq_decoder_layer(y, z, lw, h, *, causal, self_mask, cross_mask, activat
     if z.shape[0] != y.shape[0]:
         raise ValueError(f"z (encoder output) must have the batch b={y.shape[0]} of y, got shape {tuple(z.shape)}")
     require_bool(causal=causal)
+    layer_weights(lw, "Seq2SeqDecoderLayer", ("self_attn", "cross_attn"))
     sublayers(y, lw, h, activation, eps, (1, 2, 3))
     heads_checks.multi_head_attention(y, lw.self_attn, h, None, mask=self_mask, context=None, return_weights=True)
     heads_checks.multi_head_attention(y, lw.cross_attn, h, None, mask=cross_mask, context=z, return_weights=True)

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from . import encoder_decoder_params_checks as checks
 from .encoder_decoder import Seq2SeqDecoderLayer, Seq2SeqEncoderLayer
 from ..core.heads import AttentionWeights
+from ..require import checked_by
 
 __all__ = ["seq2seq_encoder_weights", "seq2seq_decoder_weights", "params_from_layer"]
 
@@ -34,6 +36,7 @@ def attention_weights(params: dict, prefix: str) -> AttentionWeights:  # "enc.0.
     return AttentionWeights(*(params[prefix + name] for name in ATTENTION_NAMES))
 
 
+@checked_by(checks.seq2seq_encoder_weights)
 def seq2seq_encoder_weights(params: dict, l: int) -> Seq2SeqEncoderLayer:
     """Encoder layer l of the dict ("enc.{l}.…") as a Seq2SeqEncoderLayer: the same arrays, no copy."""
     p = f"enc.{l}."
@@ -44,6 +47,7 @@ def seq2seq_encoder_weights(params: dict, l: int) -> Seq2SeqEncoderLayer:
                                ln2_g=params[p + "ln2_g"], ln2_b=params[p + "ln2_b"])
 
 
+@checked_by(checks.seq2seq_decoder_weights)
 def seq2seq_decoder_weights(params: dict, l: int) -> Seq2SeqDecoderLayer:
     """Decoder layer l of the dict ("dec.{l}.…") as a Seq2SeqDecoderLayer: the same arrays, no copy."""
     p = f"dec.{l}."

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import to_numpy
+from ..backend import get_xp, to_numpy
 from ..core import embedding_checks, packing_checks, sampling_checks, shared_checks
-from ..require import require_bool, require_float, require_int, require_real, stand_in
+from ..require import require_array, require_bool, require_float, require_int, require_real, stand_in
 from ..tokenizers import shared_checks as tokenizer_shared
 from .shared_checks import layer_and_head
 
@@ -38,7 +38,16 @@ def llama_config(cfg: LlamaConfig):
 
 def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cache, positions,
             key_valid, mask, attention, saved, last_only, attn_out, hidden_out):
-    # ids in [0, v): checked on the host by Llama.encode, not here once per step on the device
+    # ids in [0, v): checked on the host by Llama.encode, not here once per step on the device; their kind and
+    # shape cost nothing to check (a list, a float array, a 1-D row failed inside NumPy or on ids.shape)
+    integer_array("ids", ids)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise ValueError(f"ids must be (b, n) with n ≥ 1, got shape {tuple(ids.shape)}")
+    if positions is not None:
+        integer_array("positions", positions)
+        if tuple(positions.shape) not in ((ids.shape[1],), tuple(ids.shape)):
+            raise ValueError(f"positions must be (n,) or (b, n) = {tuple(ids.shape)}, got {tuple(positions.shape)}")
+    require_bool(last_only=last_only)
     if mask is not None and key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
     if mask is not None:  # a caller's mask: checked here once, not in every layer
@@ -57,6 +66,13 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
                         f"got {type(attention).__name__}")
     if saved is not None and not isinstance(saved, dict):
         raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
+
+
+def integer_array(name, a):
+    """An array of integers (its dtype read, never its values: no device -> host transfer)."""
+    require_array(name, a)
+    if not get_xp(a).isdtype(a.dtype, "integral"):
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
 
 
 def llama_init(self: Llama, config, weights, tokenizer, *, xp):

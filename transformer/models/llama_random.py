@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import llama_random_checks as checks
 from .llama import LayerWeights, Llama, LlamaConfig, LlamaWeights
 from .llama_fast import fuse_columns
 from ..backend import namespace
+from ..require import checked_by
 
 __all__ = ["random_llama"]
 
 
+@checked_by(checks.random_llama)
 def random_llama(config: LlamaConfig | None = None, backend="numpy", *, seed: int = 0, std: float = 0.02) -> Llama:
     """A model with `config`'s shapes (default SmolLM2-135M's) and random weights, no tokenizer.
 

@@ -7,6 +7,7 @@ from ..require import require_bool, require_int
 from ..train.decoder_checks import DTYPES
 from ..train.seq2seq_checks import params_of, source
 from ..train.shared_checks import output_folder
+from .translation_data_checks import vocab_arg
 
 
 def translation_exact_match(params, cfg, held, vocab):
@@ -20,6 +21,7 @@ def translation_exact_match(params, cfg, held, vocab):
         if batch.src_ids.shape[1] + 2 > cfg.n_max:
             raise ValueError(f"held[{i}] has sources of {batch.src_ids.shape[1]} words: decoding them needs "
                              f"n_max ≥ {batch.src_ids.shape[1] + 2}, the config has n_max={cfg.n_max}")
+    vocab_arg(vocab)
 
 
 def train_translation(*, steps, seed, out, progress, on_step, dtype, cross_attention):

@@ -88,6 +88,7 @@ class TranslationBatch(NamedTuple):
     tgt_out: np.ndarray  # [b, n_tgt] int64: the translation, then EOS, then IGNORE_INDEX
 
 
+@checked_by(checks.reference_translation)
 def reference_translation(src, vocab: TranslationVocab | None = None) -> list:  # [n] -> [n]
     """The right answer: the dictionary words of the source (padding dropped), last word first.
 

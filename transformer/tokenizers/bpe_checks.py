@@ -57,6 +57,7 @@ def bpe_tokenizer_post_init(self):
         if getattr(self, name) is not None:
             token_id(getattr(self, name), n, name)
     require_bool(add_bos=self.add_bos)
+    pre_tokenize("", self.pre)  # at construction, not at the first encode
 
 
 def bpe_tokenizer_encode(self, text, *, allow_special):

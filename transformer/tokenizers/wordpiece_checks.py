@@ -15,6 +15,7 @@ def sequence_length(max_length):
 
 def basic_tokenize(text, lower):
     utf8_text(text)
+    require_bool(lower=lower)  # "no" is truthy
 
 
 def wordpiece_tokenizer_init(self, vocab, *, lower, max_length):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.packing_checks import documents, documents_fit
+from ..core.packing_checks import documents, documents_fit, rows_fit
 from ..require import require_bool, require_int
 from .shared_checks import callable_arg
 
@@ -23,13 +23,16 @@ def padded_rows(docs, n, *, score_from, pad_id):
     doc_list(docs, score_from, pad_id)
     require_int(n=n, low=1)
     documents_fit([len(np.asarray(d)) for d in docs], n)
+    rows_fit("training rows", [n] * len(docs), n, 4)  # one row a document; ids, targets, positions, doc_ids
 
 
 def packed_rows(docs, n_ctx, *, score_from, pad_id, longest_first):
     doc_list(docs, score_from, pad_id)
     require_int(n_ctx=n_ctx, low=1)
     require_bool(longest_first=longest_first)
-    documents_fit([len(np.asarray(d)) for d in docs], n_ctx)
+    lengths = [len(np.asarray(d)) for d in docs]
+    documents_fit(lengths, n_ctx)
+    rows_fit("training rows", lengths, n_ctx, 4)  # ids, targets, positions, doc_ids
 
 
 def batches(make_batch, seed, steps):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ..backend import get_xp
 from ..require import require_array, require_float, require_int, require_named_weights, require_real
+from ..core import shared_checks as core_shared
+from ..core.shared_checks import fits_in_memory
 from .decoder_checks import DTYPES, token_rows
 
 FIELDS = ("v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max")
@@ -57,6 +59,11 @@ def init_seq2seq(cfg, seed, *, dtype, xp):
     require_int(seed=seed)
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    d, d_ff = cfg.d, cfg.d_ff  # the weights of parameter_shapes, counted without listing them: v=2**40 asked for 64 TiB
+    enc, dec = 4 * d * d + 2 * d * d_ff + d_ff + 5 * d, 8 * d * d + 2 * d * d_ff + d_ff + 7 * d
+    n_params = cfg.v * d + cfg.L_enc * enc + cfg.L_dec * dec
+    fits_in_memory(f"an encoder–decoder of {n_params:,} weights (L_enc={cfg.L_enc}, L_dec={cfg.L_dec}, d={d}, "
+                   f"d_ff={d_ff})", core_shared.itemsize(str(dtype)) * n_params + 8 * max(cfg.v * d, d * d_ff), xp)
 
 
 def seq2seq_forward(params, src, tgt_in, cfg, src_lengths):
