@@ -443,3 +443,37 @@ def test_with_every_stub_untouched_the_last_line_says_where_to_start():
     reports = [check_file(ROOT / "workbook" / "03_attention.py", "03")]
     assert format_summary(reports) == ("no function is written yet: replace a stub's `raise NotImplementedError(…)` "
                                        "with your code (start with `softmax` in 03_attention.py), then run this again")
+
+
+SOFTMAX_NO_MASK_YET = """
+    def softmax(x, axis=-1, mask=None):
+        if mask is not None:
+            raise NotImplementedError("masks next")
+        xf = x.astype(np.float32) if x.dtype == np.float16 else x
+        e = np.exp(xf - xf.max(axis=axis, keepdims=True))
+        return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+    """
+SDPA_STUB = """
+    def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+        raise NotImplementedError("to do")
+    """
+SDPA_CALLING_SOFTMAX = """
+    def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+        p = softmax(q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1]), mask=mask)
+        return (p @ v, p) if return_weights else p @ v
+    """
+
+
+@pytest.mark.parametrize("source, told", [
+    (SOFTMAX_NO_MASK_YET + SDPA_STUB, "`softmax` is written in part: finish it"),
+    (SDPA_STUB.replace("scaled_dot_product_attention", "softmax").replace(
+        "(q, k, v, mask=None, *, scale=None, return_weights=False)", "(x, axis=-1, mask=None)") + SDPA_CALLING_SOFTMAX,
+     "`scaled_dot_product_attention` calls `softmax`, which still reaches `raise NotImplementedError`: write that "
+     "first"),
+])
+def test_work_begun_is_not_told_that_no_function_is_written(tmp_path, source, told):
+    """A softmax written but for its masks, or an attention waiting on an unwritten softmax: the last line said "no
+    function is written yet … start with `softmax`", to a learner who had written code."""
+    report = check_file(write_workbook(tmp_path, "03", textwrap.dedent(source)), "03")
+    assert format_summary([report]) == (f"nothing fails, and nothing passes whole yet: {told}, then run this again "
+                                        "(0 failed, 0 passed, 2 not written or in part)"), format_summary([report])

@@ -121,9 +121,10 @@ def check_isolated(files: dict, lessons: list[str], seconds: float, no_torch: bo
 
 
 def _file_report(record: dict) -> FileReport:
-    """The parts of a FileReport the summary line reads: each function's status, and whether the file loaded."""
+    """The parts of a FileReport the summary line reads: each function's status and message, and whether the file
+    loaded."""
     report = FileReport(Path(record["path"]), record["lesson"], error=record["error"], note=record["note"])
-    report.results = [Result(name, status) for name, status in record["results"]]
+    report.results = [Result(name, status, message) for name, status, message in record["results"]]
     return report
 
 
@@ -148,7 +149,7 @@ def _child() -> None:
                             crashed=job["crashed"].get(lesson, {}))
         record("start", [lesson, None])
         record("report", {"path": str(report.path), "lesson": lesson, "error": report.error, "note": report.note,
-                          "results": [[r.name, r.status] for r in report.results]})
+                          "results": [[r.name, r.status, r.message] for r in report.results]})
 
 
 if __name__ == "__main__":

@@ -152,6 +152,14 @@ def format_summary(reports: list[FileReport]) -> str:
         counted = f"{failed} failed, {passed} passed, {todo} not written"
         return counted + (f"; {unchecked} file{'s' * (unchecked != 1)} did not load" if unchecked else "")
     if not passed:
+        begun = [r for report in reports for r in report.results if r.status == "not written" and r.message
+                 and r.message != "not written yet"]  # written in part, or waiting on a function not written yet
+        if begun:
+            part = next((r for r in begun if r.message.startswith("written in part")), None)
+            what = (f"`{part.name}` is written in part: finish it" if part else
+                    f"`{begun[0].name}` " + begun[0].message.removeprefix("not checked yet: it ") + ": write that first")
+            return (f"nothing fails, and nothing passes whole yet: {what}, then run this again (0 failed, 0 passed, "
+                    f"{todo} not written or in part)")
         first = next((report for report in reports if report.results), None)
         start = f" (start with `{first.results[0].name}` in {first.path.name})" if first else ""
         return (f"no function is written yet: replace a stub's `raise NotImplementedError(…)` with your code{start}, "

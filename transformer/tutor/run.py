@@ -364,7 +364,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         if run.kind == "raised" and isinstance(run.value, NotImplementedError):
             _, fn = _where(run.value, path)
             if fn and fn not in (spec.name, "update", "advance"):
-                return Result(shown, "not written", f"not checked yet: it calls `{fn}`, which is not written yet")
+                return Result(shown, "not written", f"not checked yet: it calls `{fn}`, which still reaches "
+                                                          "`raise NotImplementedError`")
             unwritten.append(case)  # a part still to write: the cases that do not reach it are checked
             continue
         if run.kind == "time":
