@@ -135,7 +135,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a check that it runs: 30 steps each")
     ap.add_argument("--steps", type=int, help=f"training steps of each run (default {T.INDUCTION_STEPS}; 30 quick)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="torch's threads and our workers (default 2); ours runs once more on one thread")
     M.add_out_argument(ap)
     args = ap.parse_args()
     steps = args.steps or (30 if args.quick else T.INDUCTION_STEPS)
