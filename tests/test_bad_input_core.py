@@ -772,6 +772,16 @@ _S2S = T.Seq2SeqConfig(v=16, d=8, h=2, d_ff=16, L_enc=2, L_dec=1, n_max=8)
     (lambda: T.basic_tokenize("Hello", lower="no"), TypeError, r"^lower must be True or False, got lower='no'$"),
     (lambda: T.BPETokenizer(tokens=["a"], merges=[], pre="bogus"), ValueError,  # refused at the first encode only
      r"^unknown pre-tokenizer 'bogus'"),
+    # the GPU decode step's plan, run on the CPU too: L = -1 gave -1 kernels a step, L = 2.5 gave 16.5
+    (lambda: T.kernels_per_step(-1), ValueError, r"^L must be an integer ≥ 1, got L=-1$"),
+    (lambda: T.kernels_per_step(2.5), ValueError, r"^L must be an integer ≥ 1, got L=2.5$"),
+    (lambda: T.counter_uniforms(0, -1, 3), ValueError, r"^step must be an integer ≥ 0, got step=-1$"),
+    (lambda: T.counter_uniforms(0, 2 ** 32, 3), ValueError, r"^step must be below 2\*\*32"),
+    (lambda: T.counter_uniforms(1.5, 0, 3), ValueError, r"^seed must be an integer, got seed=1.5$"),
+    (lambda: T.step_kernels("smollm2"), TypeError, r"^s must be a DecodeSizes .*got str$"),
+    (lambda: T.DecodeSizes.of(T.LlamaConfig(), max_len=0, max_new=4), ValueError,
+     r"^max_len must be an integer ≥ 1, got max_len=0$"),
+    (lambda: T.DecodeSizes(30, 576, 9, 4, 64, 1536, 49152, 64, 8), ValueError, r"^h must be a multiple of h_kv"),
 ])
 def test_fuzzed_arguments_are_named(call, err, match):
     with pytest.raises(err, match=match):

@@ -44,7 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import decode_plan_checks as checks
 from .llama_fast import half_to_interleaved_order
+from ..require import checked_by
 
 __all__ = ["KERNEL_DIR", "KERNELS", "TOK", "POS", "STEP", "DONE", "ROWS_PER_BLOCK", "DEFAULT_SPLIT",
            "VOCAB_BLOCK", "DecodeSizes", "LaunchSpec", "launch_specs", "step_kernels", "kernels_per_step", "sampling_arguments",
@@ -89,6 +91,9 @@ class DecodeSizes:
     max_new: int
     split: int = DEFAULT_SPLIT
     eps: float = 1e-5
+
+    def __post_init__(self):
+        checks.decode_sizes(self)
 
     @classmethod
     def of(cls, cfg, max_len: int, max_new: int, split: int = DEFAULT_SPLIT) -> "DecodeSizes":
@@ -147,6 +152,7 @@ def layer_kernels(s: DecodeSizes) -> list[LaunchSpec]:
     return [specs[role] for role in LAYER]
 
 
+@checked_by(checks.step_kernels)
 def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
     """Every launch of one step, in order: the embedding, L layers, the head, the sampling kernels (the
     filter of top-k and top-p first when `filtered`).
@@ -161,6 +167,7 @@ def step_kernels(s: DecodeSizes, filtered: bool = False) -> list[LaunchSpec]:
             + [specs[role] for role in (*head, "sample_blocks", "sample_finish")])
 
 
+@checked_by(checks.kernels_per_step)
 def kernels_per_step(L: int, filtered: bool = False) -> int:
     """5 a layer, plus the embedding, the head and the two sampling kernels (three with top-k or top-p)."""
     return len(LAYER) * L + 4 + int(filtered)
@@ -204,6 +211,7 @@ def lowbias32(x):  # uint32 [...] -> uint32 [...]
     return x
 
 
+@checked_by(checks.counter_uniforms)
 def counter_uniforms(seed: int, step: int, n: int):  # -> [n] float32 in (0, 1)
     """u(seed, step, i) for i < n: the uniforms on-device sampling draws at `step`, as the kernel computes them:
 
