@@ -477,3 +477,38 @@ def test_work_begun_is_not_told_that_no_function_is_written(tmp_path, source, to
     report = check_file(write_workbook(tmp_path, "03", textwrap.dedent(source)), "03")
     assert format_summary([report]) == (f"nothing fails, and nothing passes whole yet: {told}, then run this again "
                                         "(0 failed, 0 passed, 2 not written or in part)"), format_summary([report])
+
+
+def test_watch_checks_again_at_each_save_and_ctrl_c_ends_it_with_the_last_status(tmp_path):
+    """`check 03 --watch`: the report, then, once the file is saved with its mistake mended, a line naming the file and
+    the report again; Ctrl-C ends it with the last check's status and no 'interrupted' line."""
+    import signal
+    import threading
+
+    path = write_workbook(tmp_path, "03", "def softmax(x, axis=-1, mask=None):\n    return x\n")
+    proc = subprocess.Popen([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
+                             "--no-torch", "--watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    timer = threading.Timer(120, proc.kill)  # a hung watch fails the test, not the suite
+    timer.start()
+    try:
+        lines = []
+
+        def until(text):
+            for line in proc.stdout:
+                lines.append(line.rstrip("\n"))
+                if text in line:
+                    return
+            raise AssertionError(f"never printed {text!r}: {lines}")
+
+        until("1 failed, 1 passed, 0 not written")
+        path.write_text(path.read_text().replace("def softmax", "def _unused"))  # the package's softmax again
+        until(f"{path.name} was saved: checking again (Ctrl-C stops)")
+        until("every function written so far passes (2 passed, 0 not written)")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, proc.stderr.read()
+        assert "interrupted" not in proc.stderr.read()
+    finally:
+        timer.cancel()
+        proc.kill()
+    assert sum(line.startswith("  softmax") for line in lines) == 2  # checked twice, FAILED then passed

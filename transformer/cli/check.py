@@ -3,6 +3,7 @@
     python -m transformer check 03                     # workbook/03_attention.py
     python -m transformer check all                    # every workbook file
     python -m transformer check 03 --workbook ~/mine   # a copy of the workbook elsewhere
+    python -m transformer check 03 --watch             # check again at each save of the file, until Ctrl-C
 
 Each function's lines are printed as soon as its cases have run; the last line sums up the run
 ("9 failed, 15 passed, 2 not written"). Exit 0 when every function written so far passes (a stub still
@@ -29,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds one case may take before it counts as a loop that never ends (default 5)")
     p.add_argument("--no-torch", action="store_true", help="compare with the package only, even if torch is installed")
+    p.add_argument("--watch", action="store_true",
+                   help="stay and check again each time one of the files is saved (Ctrl-C stops)")
     p.set_defaults(func=_check)
 
 
@@ -80,9 +83,60 @@ def _check(args) -> int:
     folder = workbook_folder(args.workbook)
     files = workbook_files(folder)
     lessons = chosen_lessons(args.lessons, files, folder)
-    # in a child process: code that crashes Python itself (ctypes, a bad as_strided) fails its function, at the
-    # learner's line, and the check goes on in a new child
-    reports = check_isolated(files, lessons, args.time_limit or DEFAULT_TIME_LIMIT, args.no_torch,
-                             lambda text: print(text, flush=True))
-    print(format_summary(reports))
-    return 0 if all(report.ok for report in reports) else 1
+
+    status = None  # the last whole check's: 0 when every function written so far passes, else 1
+
+    def check():
+        nonlocal status
+        # in a child process: code that crashes Python itself (ctypes, a bad as_strided) fails its function, at
+        # the learner's line, and the check goes on in a new child
+        reports = check_isolated(files, lessons, args.time_limit or DEFAULT_TIME_LIMIT, args.no_torch,
+                                 lambda text: print(text, flush=True))
+        status = 0 if all(report.ok for report in reports) else 1  # set before the last line is printed
+        print(format_summary(reports), flush=True)
+
+    paths = [files[lesson] for lesson in lessons]
+    seen = stamps(paths)  # before the check: a save while it runs is seen after it
+    if not args.watch:
+        check()
+        return status
+    try:
+        check()
+        while True:
+            saved, seen = next_save(paths, seen)
+            print(f"\n{saved.name} was saved: checking again (Ctrl-C stops)", flush=True)
+            check()
+    except KeyboardInterrupt:  # the way out of --watch: the status of the last whole check, no "interrupted" line
+        if status is None:  # stopped before any check ended: interrupted, as without --watch
+            raise
+        return status
+
+
+def stamps(paths: list[Path]) -> dict:
+    """Each file's modification time (ns), None for one missing: an editor that saves by writing a new file and
+    renaming it over the old one leaves the path missing for a moment."""
+    import os
+
+    def stamp(p):
+        try:
+            return os.stat(p).st_mtime_ns
+        except FileNotFoundError:
+            return None
+    return {p: stamp(p) for p in paths}
+
+
+def next_save(paths: list[Path], before: dict, every: float = 0.3) -> tuple[Path, dict]:
+    """Wait until one of `paths` has another modification time than in `before`, and is there, and return it with
+    the times then; a save in several writes is waited out until its time stops changing."""
+    import time
+
+    while True:
+        now = stamps(paths)
+        changed = [p for p in paths if now[p] is not None and now[p] != before[p]]
+        if changed:
+            time.sleep(every)
+            later = stamps(paths)
+            if later[changed[0]] == now[changed[0]]:  # no longer being written
+                return changed[0], later
+            continue
+        time.sleep(every)
