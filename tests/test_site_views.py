@@ -12,8 +12,9 @@ query dragged) and checked against the package: T.scaled_dot_product_attention a
 query, the mask builders and T.attended_pairs, m and l of the prefix by two passes, the untrained
 model's maps from T.init_decoder; the same checks run on the built site's lesson pages when they
 are there. Every view must fit a 375 px phone (its tables' numbers in sight, the loop menu's names whole) and
-turn dark with the theme; the orange of a generated token must show, and the attention explorer and the KV
-cache's weights must work from the keyboard. No page may log
+turn dark with the theme; the orange of a generated token must show. What a pointer's hover or click gives (a
+cell's weight, a score, a block, a bar's logit, a head) a keyboard must reach too, with Tab and the arrows, read out
+in sight under the drawing, behind a focus ring that is not the orange of a selection. No page may log
 a console error, raise, or ask for anything outside 127.0.0.1.
 
 Needs Chromium at /usr/bin/chromium and Playwright (requirements-site.txt); skips without them.
@@ -926,6 +927,193 @@ def test_kv_cache_weights_answer_the_keyboard(page):
     view.locator('input[data-role="step"]').focus()  # no focus, no hover: the strongest key again
     page.page.mouse.move(0, 0)
     assert info.get_attribute("data-j") == ""
+
+
+def tab_to(pg, role: str, most: int = 12):
+    """Press Tab (from where the focus is) until it reaches an element of data-role `role`, as a reader does."""
+    for _ in range(most):
+        pg.keyboard.press("Tab")
+        if pg.evaluate("document.activeElement.dataset.role") == role:
+            return
+    raise AssertionError(f"{most} Tabs did not reach a {role}")
+
+
+def number_after(text: str, word: str) -> float:
+    """The number a readout writes after `word`: number_after("logit 17.371, …", "logit") is 17.371."""
+    m = re.search(re.escape(word) + r" (−?-?\d+\.\d+)", text)
+    assert m, (word, text)
+    return float(m.group(1).replace("−", "-"))
+
+
+def test_flash_scores_read_out_from_the_keyboard(page, exported):
+    """A computed score of the tile grid showed its S[i, j] in a pointer's tooltip only; the keyboard reached the
+    cell, but a sighted reader saw nothing. Now a line under the grid reads out the cell hovered or focused."""
+    data = exported[1]["flash"]
+    view = page.view("flash")
+    q, k = np.array(data["q"]), np.array(data["k"])  # (n, d_h)
+    S = q @ k.T / math.sqrt(data["d_h"])  # [n, n], by NumPy from the exported q and k
+    slider = view.locator('input[data-role="step"]')
+    press(slider, "ArrowRight", 2)  # two tiles done, the third current (run 0)
+    info = view.locator('[data-role="score-info"]')
+    assert info.count() == 1, "the tile grid reads no score out"
+    assert info.get_attribute("data-k") == "" and "Tab to the grid" in info.inner_text()
+    page.page.keyboard.press("Tab")
+    for key in (None, "ArrowRight", "ArrowRight"):
+        if key:
+            page.page.keyboard.press(key)
+        assert info.get_attribute("data-k") == page.page.evaluate(
+            "[...document.activeElement.parentNode.querySelectorAll('rect[tabindex]')].indexOf(document.activeElement)"
+            ".toString()")
+        masked = re.fullmatch(r"masked: key (\d+) after query (\d+)", info.inner_text())
+        if masked:  # the causal diagonal's tile
+            assert int(masked.group(1)) > int(masked.group(2))
+            continue
+        i, j = (int(x) for x in re.match(r"S\[(\d+), (\d+)\] = ", info.inner_text()).groups())
+        assert abs(number_after(info.inner_text(), "=") - S[i, j]) < 1e-3, (i, j, info.inner_text())
+    assert info.get_attribute("data-k") == "2"
+    page.page.keyboard.press("Shift+Tab")  # the focus leaves: the line says how to read a score again
+    assert info.get_attribute("data-k") == ""
+
+
+def test_paged_blocks_read_out_from_the_keyboard(page):
+    """A block of the pool said whose it was and how full only in a pointer's tooltip. Now the focused block is
+    read out under the pool."""
+    view = page.view("paged_kv")
+    press(view.locator('input[data-role="event"]'), "ArrowRight", 8)  # the event of test_paged_view_shows_block_tables
+    assert view.get_attribute("data-current-event") == "8"
+    page.page.keyboard.press("Tab")
+    info = view.locator('[data-role="block-info"]')
+    assert info.count() == 1, "the pool reads no block out"
+    assert info.inner_text() == "block 0: request D, 4 of 4 slots filled"
+    press(page.page.locator(":focus"), "ArrowRight", 7)
+    assert info.inner_text() == "block 7: request D, 2 of 4 slots filled"  # by hand: D's 10 tokens = 4 + 4 + 2
+    page.page.keyboard.press("End")
+    assert info.inner_text() == "block 11: free" and info.get_attribute("data-k") == "11"
+
+
+def test_sampling_bars_answer_the_keyboard(page, exported, smollm2):
+    """Each bar's logit and its probability before the filters were in a pointer's tooltip only, and the keyboard
+    could not reach the bars at all. Now they are one Tab stop after the presets, the arrows walk them and a
+    line under them reads the bar out."""
+    P = exported[1]["sampling"]["prompts"][0]
+    view = page.view("sampling")
+    press(view.locator('input[data-role="temperature"]'), "ArrowLeft", 6)  # T = 1 − 6 × 0.05 = 0.7
+    assert view.get_attribute("data-temperature") == "0.7"
+    tab_to(page.page, "bar")
+    info = view.locator('[data-role="bar-info"]')
+    z = T.to_numpy(smollm2.logits(P["prompt"])[-1])  # [v]
+    p_t = T.next_token_probs(z, 0.7)  # [v]
+    for k in range(3):
+        if k:
+            page.page.keyboard.press("ArrowDown")
+        text, tok = info.text_content(), P["ids"][k]
+        assert info.get_attribute("data-k") == str(k) and text.startswith(P["tokens"][k] + ": ")
+        assert abs(number_after(text, "logit") - z[tok]) < 2e-3, (k, text)
+        assert abs(number_after(text, "softmax(z/T)") - p_t[tok]) < 1e-3, (k, text)
+
+
+def test_training_maps_answer_the_keyboard(page, exported):
+    """A head's map gave a cell's weight to a pointer's tooltip only, out of the keyboard's reach. Now each map is a
+    Tab stop, the arrows walk its cells and a line under the maps reads the cell out: here the untrained model's
+    weight, computed again from seed 0's weights."""
+    data = exported[1]["training"]
+    view = page.view("training")
+    cfg = T.induction_config()
+    maps = T.attention_maps(T.init_decoder(cfg, data["seed"]), cfg, np.array(data["ids"]))  # [L, h, n, n]
+    view.locator('input[data-role="snapshot"]').focus()
+    page.page.keyboard.press("Home")  # snapshot 0
+    tab_to(page.page, "map-cell")
+    info = view.locator('[data-role="map-info"]')
+    for key, times in (("ArrowDown", 3), ("ArrowRight", 2)):
+        press(page.page.locator(":focus"), key, times)
+    ids = data["ids"]
+    assert info.inner_text().startswith(f"layer 0, head 0: query 3 ({ids[3]}) → key 2 ({ids[2]}): ")
+    assert abs(number_after(info.inner_text(), "):") - maps[0, 0, 3, 2]) < 6e-4
+    press(page.page.locator(":focus"), "ArrowRight", 2)  # past the diagonal: a masked cell says so
+    assert info.inner_text() == "layer 0, head 0: query 3 → key 4: masked, a key after its query"
+    page.page.keyboard.press("Tab")  # the next head's map
+    assert info.inner_text().startswith("layer 0, head 1: query 0 ")
+
+
+def test_attention_cells_and_decode_rows_read_out_from_the_keyboard(page, exported, smollm2):
+    """The matrix read its cells' own weights to a pointer (a tooltip) and the keyboard only the row's strongest key;
+    the decode rows answered a pointer only. Now a line under each reads out the cell hovered or focused, checked
+    against a full uncached pass."""
+    data = exported[1]["attention"]
+    smol = next(m for m in data["models"] if m["key"] == "smollm2")
+    view = page.view("attention")
+    view.locator('select[data-role="model"]').select_option(str(data["models"].index(smol)))
+    text = smol["texts"][0]["text"]
+    ids = smollm2.tokenizer.encode(text)
+    seq = ids + smollm2.generate(text, smol["n_new"], stop_at_eos=False)
+    layer, head = (int(view.locator(f'input[data-role="{r}"]').input_value()) for r in ("layer", "head"))
+    W = smollm2.attention_weights(seq, layer=layer, head=head)  # [n, n], one full pass without a cache
+    n = len(seq)
+    view.locator('input[data-role="head"]').focus()
+    tab_to(page.page, "key-token")
+    page.page.keyboard.press("Tab")  # the matrix
+    cell = view.locator('[data-role="cell-info"]')
+    assert cell.count() == 1, "the matrix reads no cell out"
+    press(page.page.locator(":focus"), "ArrowDown", 4)
+    page.page.keyboard.press("ArrowRight")
+    assert cell.get_attribute("data-k") == str(4 * n + 1) and cell.inner_text().startswith("query 4 ")
+    assert abs(number_after(cell.inner_text(), "”:") - W[4, 1]) < 1e-3, cell.inner_text()
+    tab_to(page.page, "thumb")
+    page.page.keyboard.press("Tab")  # the decode rows: the prefill's last row, then one row per step
+    rows = view.locator('[data-role="decode-info"]')
+    assert rows.get_attribute("data-k") == "0" and rows.inner_text().startswith("prefill, last row ")
+    press(page.page.locator(":focus"), "ArrowDown", 2)
+    press(page.page.locator(":focus"), "ArrowRight", 3)
+    i = len(ids) - 1 + 2  # step 2's query
+    assert rows.inner_text().startswith("step 2 ") and "→ key 3 " in rows.inner_text()
+    assert abs(number_after(rows.inner_text(), "”:") - W[i, 3]) < 1e-3, rows.inner_text()
+    press(page.page.locator(":focus"), "ArrowRight", i - 3 + 1)  # past its own key: not written yet
+    assert rows.inner_text().endswith(f"→ key {i + 1}: not in the cache yet"), rows.inner_text()
+    page.page.keyboard.press("End")  # the last step's query on its own key
+    assert rows.inner_text().startswith(f"step {n - len(ids)} ") and f"→ key {n - 1} " in rows.inner_text()
+    assert abs(number_after(rows.inner_text(), "”:") - W[n - 1, n - 1]) < 1e-3, rows.inner_text()
+
+
+def test_keyboard_focus_ring_is_not_the_orange_of_a_selection(browser, site, shots):
+    """The focus ring was the orange that marks the strongest key, the current tile or the selected head: a focused
+    weight beside the strongest one, or a focused head beside the selected one, looked the same. Now a ring of
+    dark and white, in both themes; and in the dark theme the head view's key labels on pale boxes stay dark."""
+    ORANGE = "rgb(211, 84, 0)"
+    for theme in ("light", "dark"):
+        p = Page(browser)
+        p.page.goto(site[1] + "/ok/index.html")
+        if theme == "dark":
+            p.page.evaluate("document.documentElement.dataset.theme = 'dark'")
+        kv = p.view("kv_cache")
+        kv.locator('input[data-role="step"]').focus()
+        tab_to(p.page, "weight")
+        p.page.keyboard.press("ArrowRight")
+        ring = p.page.evaluate("(() => { const s = getComputedStyle(document.activeElement); "
+                               "return [s.stroke, s.outlineStyle, s.outlineColor]; })()")
+        assert ring == ["rgb(17, 17, 17)", "solid", "rgb(255, 255, 255)"], (theme, ring)
+        assert ORANGE not in ring
+        kv.screenshot(path=str(shots / f"focus_kv_cache_{theme}.png"))
+        view = p.view("attention")
+        view.locator('select[data-role="model"]').focus()
+        tab_to(p.page, "query-token")
+        p.page.keyboard.press("ArrowDown")  # query 1 reads its keys: their boxes shaded pale or dark
+        fills = view.locator('[data-role="key-token"]').evaluate_all(  # [box's fill, its label's colour]
+            "els => els.map(g => [g.querySelector('rect').getAttribute('fill'), "
+            "getComputedStyle(g.querySelector('text')).fill])")
+        assert all(label in ("rgb(34, 34, 34)", "rgb(255, 255, 255)", ORANGE) for box, label in fills
+                   if box != "none"), (theme, fills)
+        tab_to(p.page, "thumb")
+        p.page.keyboard.press("ArrowRight")  # a head beside the selected one
+        thumb = p.page.evaluate("(() => { const s = getComputedStyle(document.activeElement); "
+                                "return [s.outlineColor, s.boxShadow]; })()")
+        assert thumb[0] == "rgb(17, 17, 17)" and "255, 255, 255" in thumb[1], (theme, thumb)
+        p.page.keyboard.press("Enter")  # selected: its orange frame, and the ring around it
+        thumb = p.page.evaluate("(() => { const s = getComputedStyle(document.activeElement); "
+                                "return [s.outlineColor, s.boxShadow]; })()")
+        assert thumb[0] == ORANGE and "17, 17, 17" in thumb[1], (theme, thumb)
+        view.screenshot(path=str(shots / f"focus_attention_{theme}.png"))
+        p.check_clean(site[1])
+        p.page.close()
 
 
 def test_built_site_core_views(browser, shots):

@@ -207,6 +207,7 @@
           var label = hv.labels[side][k];  // white on a dark box, as the matrix's numbers are
           if (w !== null && w > DARK) label.el.setAttribute("fill", "#fff");
           else if (label.fill) label.el.setAttribute("fill", label.fill);
+          else if (w !== null) label.el.setAttribute("fill", "#222");  // on a pale box: dark, in the dark theme too
           else label.el.removeAttribute("fill");
         });
       });
@@ -225,14 +226,16 @@
         (m.h_kv < m.h ? " (reads key/value head " + Math.floor(st.head / (m.h / m.h_kv)) + ")" : "")}, matPanel);
       var svg = s("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height,
                           "class": "tfs-svg", "data-role": "matrix"}, matPanel);
+      var names = [];  // each cell's tooltip, read out to the keyboard too
       for (var i = 0; i < n; i++) {
         for (var j = 0; j < n; j++) {
           var masked = m.causal && j > i, w = W(st.layer, st.head, i, j);
           var cell = s("rect", {x: left + j * c, y: top + i * c, width: c - 1, height: c - 1,
                                 fill: masked ? V.COLORS.off : V.blues(w), "class": "tfs-cell",
                                 "data-i": i, "data-j": j}, svg);
-          s("title", {text: masked ? "masked: key " + j + " comes after query " + i
-                                   : t.tokens[i] + " → " + t.tokens[j] + ": " + w.toFixed(4)}, cell);
+          names.push(masked ? "masked: key " + j + " comes after query " + i : "query " + i + " “" + t.tokens[i] +
+                              "” → key " + j + " “" + t.tokens[j] + "”: " + w.toFixed(4));
+          s("title", {text: names[names.length - 1]}, cell);
           if (!masked && c >= 30 && w >= 0.005) {
             s("text", {x: left + j * c + (c - 1) / 2, y: top + i * c + c / 2 + 3, "text-anchor": "middle",
                        "class": "tfs-cell-label", fill: w > DARK ? "#fff" : "#222", "pointer-events": "none",
@@ -245,8 +248,10 @@
         }
       }
       svg.addEventListener("mouseleave", function () { setFocus("row", null, false); });
+      var readout = h("p", {"class": "tfs-small", "data-role": "cell-info"}, matPanel);  // under the matrix
       V.keys(Array.prototype.slice.call(svg.querySelectorAll("rect.tfs-cell")), {cols: n,  // keyboard: arrows move
-        label: function (k) { return "query " + Math.floor(k / n) + ", key " + (k % n); }});
+        label: function (k) { return names[k]; }, show: readout,
+        rest: "Hover a cell, or Tab to the matrix and use the arrows, to read its weight."});
       for (var k = 0; k < n; k++) {
         var gen = k >= t.n_prompt;
         s("text", {x: left - 5, y: top + k * c + c / 2 + 4, "text-anchor": "end", "class": "tfs-tok-label",
@@ -375,6 +380,7 @@
         s("text", {x: cx, y: cy, transform: "rotate(-55 " + cx + " " + cy + ")", "class": "tfs-tok-label",
                    fill: k >= t.n_prompt ? GEN : null, text: clip(t.tokens[k], 11)}, svg);
       }
+      var cells = [];
       for (var r = 0; r < rows; r++) {
         var i = first + r, y = top + r * (c + 4), best = 0;
         for (var j = 0; j <= i; j++) if (W(st.layer, st.head, i, j) > W(st.layer, st.head, i, best)) best = j;
@@ -387,10 +393,14 @@
                                 stroke: future ? "#cfcfcf" : (jj === best ? GEN : "none"),
                                 "stroke-dasharray": future ? "2 2" : null, "stroke-width": jj === best ? 2 : 1},
                        svg);
-          s("title", {text: future ? "not in the cache yet" : t.tokens[i] + " → " + t.tokens[jj] + ": " + w.toFixed(4)},
-            cell);
+          s("title", {text: (r === 0 ? "prefill, last row “" : "step " + r + " “") + t.tokens[i] + "” → key " + jj +
+            (future ? ": not in the cache yet" : " “" + t.tokens[jj] + "”: " + w.toFixed(4))}, cell);
+          cells.push(cell);
         }
       }
+      V.keys(cells, {cols: n, label: function (k) { return cells[k].querySelector("title").textContent; },
+        show: h("p", {"class": "tfs-small", "data-role": "decode-info"}, decode),  // keyboard: Tab, arrows
+        rest: "Hover a cell, or Tab to the rows and use the arrows, to read its weight."});
       h("div", {"class": "tfs-muted tfs-small", text: "Orange frame: the key each row reads most. Dashed: " +
         "positions not yet in the cache. Each row equals the same row of the full causal map (lesson 06)."}, decode);
     }

@@ -162,14 +162,24 @@
   // A group of cells or tokens that a pointer can hover and click, reached with ONE Tab stop (a
   // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`),
   // Home/End to the ends; focus does what hovering does (a "mouseenter"), Enter or Space what a
-  // click does. The view's own pointer listeners serve both.
-  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud}
+  // click does. The view's own pointer listeners serve both. With o.show, an element under the group reads out the
+  // item hovered or focused (its label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
+  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud, show, rest}
     o = o || {};
     var cols = o.cols || items.length;
+    function rest() { o.show.textContent = o.rest || ""; o.show.setAttribute("data-k", ""); }
+    if (o.show) rest();
     items.forEach(function (el, k) {
       el.setAttribute("tabindex", k === 0 ? "0" : "-1");
       if (o.label) el.setAttribute("aria-label", o.label(k));
       if (!el.getAttribute("role")) el.setAttribute("role", "button");
+      if (o.show) {
+        el.addEventListener("mouseenter", function () {
+          o.show.textContent = o.label(k);
+          o.show.setAttribute("data-k", k);
+        });
+        el.addEventListener("mouseleave", rest);
+      }
       el.addEventListener("focus", function () {
         items.forEach(function (x) { x.setAttribute("tabindex", x === el ? "0" : "-1"); });
         el.dispatchEvent(new MouseEvent("mouseenter"));

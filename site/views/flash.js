@@ -110,9 +110,10 @@
       var titled = Array.prototype.slice.call(svg.querySelectorAll("rect")).filter(function (el) {
         return el.querySelector("title");
       });
+      var readout = h("p", {"class": "tfs-small", "data-role": "score-info"}, gridBox);
       V.keys(titled, {label: function (k) {  // keyboard: one Tab stop, arrows walk the scores computed so far
         return titled[k].querySelector("title").textContent;
-      }});
+      }, show: readout, rest: "Hover a score computed so far, or Tab to the grid and use the arrows, to read it."});
       for (var b = 0; b <= r.Tr; b++) {  // tile borders
         var y = top + Math.min(n, b * d.Br) * c - 0.5;
         s("line", {x1: left - 1, x2: left + n * c, y1: y, y2: y, stroke: "#555", "stroke-width": 1.2}, svg);

@@ -112,7 +112,9 @@
 
     function blockKeys(svg, perRow) {  // keyboard: one Tab stop on the pool, arrows across and down its rows
       var blocks = Array.prototype.slice.call(svg.querySelectorAll('[data-role="block"]'));
-      V.keys(blocks, {cols: perRow, label: function (k) { return blocks[k].querySelector("title").textContent; }});
+      V.keys(blocks, {cols: perRow, label: function (k) { return blocks[k].querySelector("title").textContent; },
+        show: h("p", {"class": "tfs-small", "data-role": "block-info"}, pool),
+        rest: "Hover a block, or Tab to the pool and use the arrows, to read it."});
     }
 
     function drawTables(ev) {

@@ -107,6 +107,7 @@
     var summary = h("p", {"class": "tfs-info", "data-role": "sampling-info"}, root);
     var head = h("div", {"class": "tfs-bars tfs-sampling-bars"}, root);
     var bars = h("div", {"class": "tfs-bars tfs-sampling-bars", "data-role": "bars"}, root);
+    var barInfo = h("p", {"class": "tfs-small", "data-role": "bar-info"}, root);
     V.legend(root, [["#c6dbef", "softmax(z / T): temperature only"],
                     [V.COLORS.on, "after top-k and top-p, renormalised: what the sampler draws from"]]);
     h("p", {"class": "tfs-small tfs-muted", text: "The logits are SmolLM2's own; this page redoes softmax, top-k and top-p " +
@@ -139,17 +140,22 @@
       });
       h("div", {"class": "tfs-bar-value tfs-muted", text: "p"}, head);
       V.clear(bars);
+      var tracks = [];
       for (var j = 0; j < n; j++) {
         var dropped = D.after[j] === 0;
         h("div", {"class": "tfs-bar-label" + (dropped ? " tfs-dropped" : ""), text: P.tokens[j]}, bars);
-        var track = h("div", {"class": "tfs-bar-track", title: P.tokens[j] + ": logit " + P.logits[j].toFixed(3) +
-          ", softmax(z/T) " + D.before[j].toFixed(4) + ", after the filters " + D.after[j].toFixed(4)}, bars);
+        var track = h("div", {"class": "tfs-bar-track", "data-role": "bar", title: P.tokens[j] + ": logit " +
+          P.logits[j].toFixed(3) + ", softmax(z/T) " + D.before[j].toFixed(4) + ", after the filters " +
+          D.after[j].toFixed(4)}, bars);
+        tracks.push(track);
         h("div", {"class": "tfs-bar-before", style: {width: Math.min(100, 100 * D.before[j] / scale) + "%"}}, track);
         h("div", {"class": "tfs-bar-after", style: {width: Math.min(100, 100 * D.after[j] / scale) + "%"}}, track);
         h("div", {"class": "tfs-bar-value", "data-role": "prob", "data-token-id": P.ids[j], "data-index": j,
                   "data-p": D.after[j].toPrecision(6), "data-p-temp": D.before[j].toPrecision(6),
                   text: dropped ? "dropped" : D.after[j].toFixed(4)}, bars);
       }
+      V.keys(tracks, {cols: 1, label: function (k) { return tracks[k].title; }, show: barInfo,  // keyboard: Tab, arrows
+        rest: "Hover a bar, or Tab to the bars and use the arrows, to read its logit and both probabilities."});
     }
     // the reader's prompt: its logits from the package (python -m transformer serve), one per view
     function runLive(text) {  // -> Promise of a one-line note for the status

@@ -108,6 +108,7 @@
       h("p", {"class": "tfs-small tfs-muted", text: "the sequence: " + d.ids.slice(0, m).join(" ") + "  |  " +
         d.ids.slice(m).join(" ")}, mapsBox);
       var panels = h("div", {"class": "tfs-maps"}, mapsBox);
+      var readout = h("p", {"class": "tfs-small", "data-role": "map-info"}, mapsBox);
       var c = 7, pad = 4, size = n * c + 2 * pad;
       for (var l = 0; l < d.L; l++) {
         for (var hd = 0; hd < d.h; hd++) {
@@ -119,6 +120,7 @@
                     "data-score": score, text: kind + " score " + score.toFixed(2)}, box);
           var svg = s("svg", {width: size, height: size, viewBox: "0 0 " + size + " " + size, "class": "tfs-svg",
                               "data-role": "head-map", "data-layer": l, "data-head": hd}, box);
+          var cells = [];
           for (var i = 0; i < n; i++) {
             for (var j = 0; j < n; j++) {
               var masked = j > i, wt = w(k, l, hd, i, j);
@@ -129,11 +131,21 @@
                                     "data-i": i, "data-j": j, "data-w": masked ? null : wt}, svg);
               if (!masked) s("title", {text: "query " + i + " (" + d.ids[i] + ") → key " + j + " (" + d.ids[j] + "): " +
                                       wt.toFixed(3)}, cell);
+              cells.push(cell);
             }
           }
+          mapKeys(cells, l, hd, readout);
         }
       }
       V.colorbar(mapsBox, "weight", 1);
+    }
+
+    function mapKeys(cells, l, hd, readout) {  // keyboard: a Tab stop per map, arrows across and down its cells
+      V.keys(cells, {cols: n, show: readout, label: function (k) {
+        var title = cells[k].querySelector("title");
+        return "layer " + l + ", head " + hd + ": " + (title ? title.textContent
+          : "query " + Math.floor(k / n) + " → key " + k % n + ": masked, a key after its query");
+      }, rest: "Hover a map's cell, or Tab to a map and use the arrows, to read its weight."});
     }
 
     render();
