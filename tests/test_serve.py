@@ -670,7 +670,9 @@ def type_live(page, view, text: str):
     page.wait_for_function("e => e.getAttribute('data-live') === 'ready' || "
                            "e.querySelector('[data-role=live-status]').getAttribute('data-state') === 'error'",
                            arg=view.element_handle(), timeout=120_000)
-    assert view.get_attribute("data-live") == "ready", view.locator('[data-role="live-status"]').inner_text()
+    status = view.locator('[data-role="live-status"]')
+    assert view.get_attribute("data-live") == "ready", status.inner_text()
+    assert (status.get_attribute("role"), status.get_attribute("aria-live")) == ("status", "polite")  # announced
 
 
 def test_live_views_in_a_browser(model_wheels, site_dir, browser, models, shots):

@@ -38,7 +38,9 @@
                               placeholder: o.placeholder || "type a sentence", "aria-label": "your text"}, box);
     var button = V.h("button", {type: "submit", "class": "tfs-button", "data-role": "live-submit",
                                 text: "run the model"}, box);
-    var status = V.h("p", {"class": "tfs-small tfs-muted", "data-role": "live-status",
+    // role=status: a screen reader says "Running…", then the time or the error, without moving the focus
+    var status = V.h("p", {"class": "tfs-small tfs-muted", "data-role": "live-status", role: "status",
+                           "aria-live": "polite",
                            text: "Served by python -m transformer serve: type your own text, the real model reads it."},
                      parent);
     box.addEventListener("submit", function (ev) {
