@@ -195,6 +195,13 @@ def page(browser, site):
     p.page.close()
 
 
+def every_value(view, role: str):
+    """Move the slider `role` to each of its values in turn, yielding each."""
+    for value in range(int(view.locator(f'input[data-role="{role}"]').get_attribute("max")) + 1):
+        set_range(view, role, value)
+        yield value
+
+
 def set_range(view, role: str, value):
     """Move a slider as a reader's drag does: set the value, fire 'input'."""
     view.locator(f'input[data-role="{role}"]').evaluate(
@@ -839,22 +846,18 @@ def test_view_tables_keep_their_numbers_in_sight_on_a_phone(browser, site, shots
         check_tables_in_sight(view, '[data-role^="bytes-"]', f"KV cache, step {step}")
     view.screenshot(path=str(shots / "phone_table_kv_cache.png"))
     view = p.view("online_softmax")
-    for step in range(int(view.locator('input[data-role="step"]').get_attribute("max")) + 1):
-        set_range(view, "step", step)
+    for step in every_value(view, "step"):
         check_tables_in_sight(view, '[data-role="online-state"] td[data-role]', f"online softmax, step {step}")
     view.screenshot(path=str(shots / "phone_table_online_softmax.png"))
     view = p.view("flash")
     for run in range(view.locator('select[data-role="run"] option').count()):
         view.locator('select[data-role="run"]').select_option(str(run))
-        last = int(view.locator('input[data-role="step"]').get_attribute("max"))
-        for step in range(last + 1):
-            set_range(view, "step", step)
+        for step in every_value(view, "step"):
             if view.locator('[data-role="flash-row"]').count():  # a skipped tile has no table
                 check_tables_in_sight(view, '[data-role="flash-row"] td', f"flash, run {run}, step {step}")
     view.screenshot(path=str(shots / "phone_table_flash.png"))
     view = p.view("paged_kv")
-    for event in range(int(view.locator('input[data-role="event"]').get_attribute("max")) + 1):
-        set_range(view, "event", event)
+    for event in every_value(view, "event"):
         check_tables_in_sight(view, 'table td[data-role]', f"paged KV, event {event}")
     view.screenshot(path=str(shots / "phone_table_paged_kv.png"))
     p.check_clean(site[1])
