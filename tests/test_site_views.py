@@ -1119,6 +1119,20 @@ def test_keyboard_focus_ring_is_not_the_orange_of_a_selection(browser, site, sho
         p.page.close()
 
 
+def test_tab_reaches_the_selected_head_first(page):
+    """The heads overview is one Tab stop: it was layer 0, head 0, whatever head was selected, and a keyboard reader
+    had to arrow from there to the selected one."""
+    view = page.view("attention")
+    selected = view.locator('[data-role="thumb"].selected')
+    assert selected.count() == 1
+    want = (selected.get_attribute("data-layer"), selected.get_attribute("data-head"))
+    assert want != ("0", "0"), "the harness selects head 0 of layer 0: nothing to tell"
+    view.locator('select[data-role="model"]').focus()
+    tab_to(page.page, "thumb", most=40)
+    got = page.page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]")
+    assert tuple(got) == want, (got, want)
+
+
 def test_built_site_core_views(browser, shots):
     """The four core lessons' pages of the built site: each view drawn from the build's data, operated.
     $TFS_BUILT_SITE: another built site to read (a partial build, SITE_LESSONS="03 05 08 19")."""

@@ -346,8 +346,8 @@
           thumbs.push(cv);
         }
       }
-      V.keys(thumbs, {cols: cols, label: function (k) {  // keyboard: one Tab stop, arrows across, Enter selects
-        return thumbs[k].getAttribute("title"); }});
+      V.keys(thumbs, {cols: cols, start: (st.head || 0) * cols + (st.layer || 0),  // Tab reaches the selected head
+        label: function (k) { return thumbs[k].getAttribute("title"); }});  // one Tab stop, arrows across, Enter selects
       h("div", {"class": "tfs-muted tfs-small", text: "columns: layers 0–" + (m.L - 1) + ", rows: heads 0–" +
         (m.h - 1) + "; each square is one n × n map, query down, key across."}, overview);
     }

@@ -164,13 +164,13 @@
   // Home/End to the ends; focus does what hovering does (a "mouseenter"), Enter or Space what a
   // click does. The view's own pointer listeners serve both. With o.show, an element under the group reads out the
   // item hovered or focused (its label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
-  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud, show, rest}
-    o = o || {};
-    var cols = o.cols || items.length;
+  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud, show, rest,
+    o = o || {};             // start: the item Tab reaches first (default 0)}
+    var cols = o.cols || items.length, start = Math.min(Math.max(o.start || 0, 0), items.length - 1);
     function rest() { o.show.textContent = o.rest || ""; o.show.setAttribute("data-k", ""); }
     if (o.show) rest();
     items.forEach(function (el, k) {
-      el.setAttribute("tabindex", k === 0 ? "0" : "-1");
+      el.setAttribute("tabindex", k === start ? "0" : "-1");
       if (o.label) el.setAttribute("aria-label", o.label(k));
       if (!el.getAttribute("role")) el.setAttribute("role", "button");
       if (o.show) {
