@@ -1,5 +1,6 @@
 """What the checker puts around a learner's code while it runs: a time limit, its prints and input() kept out
-of the report, os._exit and os.abort turned into exceptions, and the bytes it holds at its peak."""
+of the report, os._exit and os.abort turned into exceptions, warnings silenced, and the bytes it holds at its
+peak."""
 from __future__ import annotations
 
 import io
@@ -8,9 +9,12 @@ import signal
 import sys
 import threading
 import tracemalloc
+import warnings
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
-__all__ = ["TimeLimit", "time_limit", "ProcessEnd", "exits_refused", "captured_output", "peak_bytes"]
+import numpy as np
+
+__all__ = ["TimeLimit", "time_limit", "ProcessEnd", "exits_refused", "captured_output", "guarded", "peak_bytes"]
 
 
 class TimeLimit(Exception):
@@ -69,13 +73,20 @@ def captured_output(buffer: io.StringIO):
 
 
 @contextmanager
-def peak_bytes(measure: bool):
+def guarded(seconds: float | None, buffer: io.StringIO):
+    """Around each call of a learner's function: the time limit, its prints into `buffer`, exits refused, and
+    warnings and NumPy's floating-point errors silenced (an overflow in the learner's exp: the hint says more)."""
+    with (time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(buffer),
+          exits_refused()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextmanager
+def peak_bytes():
     """Yields a list that holds, after the block, the most bytes the block held at once (tracemalloc, which NumPy
-    reports its arrays to); measure False: nothing is traced."""
+    reports its arrays to)."""
     held = [0]
-    if not measure:
-        yield held
-        return
     tracing = tracemalloc.is_tracing()
     if not tracing:
         tracemalloc.start()

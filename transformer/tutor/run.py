@@ -33,7 +33,7 @@ import numpy as np
 from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_decoders as D, specs_flash as F,
                specs_layers as L, specs_models as M, specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
-from .guards import TimeLimit, captured_output, exits_refused, peak_bytes, time_limit
+from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, compare
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
@@ -207,9 +207,7 @@ def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
     """One call of the learner's object on a fresh copy of the case, its prints captured."""
     changed, out = [], io.StringIO()
     try:
-        with (time_limit(seconds), warnings.catch_warnings(), np.errstate(all="ignore"), captured_output(out),
-              exits_refused()):
-            warnings.simplefilter("ignore")  # an overflow warning from the learner's exp: the hint says more
+        with guarded(seconds, out):
             value = spec.call(watched(obj, changed), case)
         return _Run("ok", value, changed, out.getvalue().splitlines())
     except TimeLimit as e:
@@ -231,9 +229,7 @@ def _held(spec: Spec, obj, case: Case, seconds) -> int | None:
     the copies `watched` keeps of the arguments (the checker's) are not counted. None: not returned within
     TRACED_SLOWDOWN times the limit."""
     try:
-        with (time_limit(seconds and seconds * TRACED_SLOWDOWN), warnings.catch_warnings(), np.errstate(all="ignore"),
-              captured_output(io.StringIO()), exits_refused(), peak_bytes(True) as held):
-            warnings.simplefilter("ignore")
+        with guarded(seconds and seconds * TRACED_SLOWDOWN, io.StringIO()), peak_bytes() as held:
             spec.call(obj, case)
     except TimeLimit:
         return None
