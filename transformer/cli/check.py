@@ -95,11 +95,11 @@ def _check(args) -> int:
         status = 0 if all(report.ok for report in reports) else 1  # set before the last line is printed
         print(format_summary(reports), flush=True)
 
-    paths = [files[lesson] for lesson in lessons]
-    seen = stamps(paths)  # before the check: a save while it runs is seen after it
     if not args.watch:
         check()
         return status
+    paths = [files[lesson] for lesson in lessons]
+    seen = stamps(paths)  # before the check: a save while it runs is seen after it
     try:
         check()
         while True:

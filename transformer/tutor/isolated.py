@@ -129,7 +129,7 @@ def _file_report(record: dict) -> FileReport:
 
 
 def _child() -> None:
-    from .run import DEFAULT_TIME_LIMIT, check_file, torch_version
+    from .run import check_file, torch_version
 
     job = json.loads(sys.stdin.read())
     out = sys.stdout
@@ -143,7 +143,7 @@ def _child() -> None:
         record("say", f"checking {Path(job['files'][job['lessons'][0]]).parent} against the package"
                + (f" and torch {version}" if version else ""))
     for lesson in job["lessons"]:
-        report = check_file(Path(job["files"][lesson]), lesson, job["seconds"] or DEFAULT_TIME_LIMIT,
+        report = check_file(Path(job["files"][lesson]), lesson, job["seconds"],
                             use_torch=bool(version), echo=lambda text, lesson=lesson: record("line", [lesson, text]),
                             starting=lambda name, lesson=lesson: record("start", [lesson, name]),
                             crashed=job["crashed"].get(lesson, {}))
