@@ -96,12 +96,13 @@ def element_name(key: str, i: int) -> str:
     return f"token id {i} of {key!r}" if key == "tokenizer.ggml.tokens" else f"element {i} of {key!r}"
 
 
-def check_value(cur: Cursor, key: str, vtype: int, budget: list):
-    """Walk one value of type vtype and return it: a number, a bool, a str, or a list of them (an array)."""
+def check_value(cur: Cursor, key: str, vtype: int, budget: list) -> tuple:
+    """Walk one value of type vtype -> (its element type, None but for an array; the value: a number, a bool, a
+    str, or a list of them)."""
     if vtype == STRING:
-        return cur.text(f"the string value of {key!r}", MAX_STRING_BYTES)
+        return None, cur.text(f"the string value of {key!r}", MAX_STRING_BYTES)
     if vtype in VALUE_SIZES:
-        return cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}")
+        return None, cur.number(SCALAR_FORMATS[vtype], f"the value of {key!r}")
     if vtype != ARRAY:
         raise ValueError(f"key {key!r} has unknown value type {vtype} (known: 0 to 12)")
     etype = cur.number("I", f"the element type of array {key!r}")
@@ -118,15 +119,10 @@ def check_value(cur: Cursor, key: str, vtype: int, budget: list):
         raise ValueError(f"key {key!r} declares an array of {count} elements, which brings the metadata arrays "
                          f"to {budget[0]} elements, over the limit of {MAX_ARRAY_ELEMENTS}")
     if etype == STRING:
-        return [cur.text(element_name(key, i), MAX_STRING_BYTES) for i in range(count)]
+        return etype, [cur.text(element_name(key, i), MAX_STRING_BYTES) for i in range(count)]
     numbers = np.frombuffer(cur.buf, cur.endian + ARRAY_DTYPES[etype], count, cur.pos).tolist()  # bounded above
     cur.skip(count * least, f"the elements of array {key!r}")
-    return numbers
-
-
-def element_type(cur: Cursor, vtype: int) -> int | None:
-    """The element type of the array whose value type cur has just read (the cursor stays), else None."""
-    return struct.unpack_from(cur.endian + "I", cur.buf, cur.pos)[0] if vtype == ARRAY else None
+    return etype, numbers
 
 
 def check_tensor_info(cur: Cursor, i: int, names: set, sizes: dict) -> tuple[str, list, int, int, int]:
@@ -194,8 +190,7 @@ def check_layout(cur: Cursor, sizes: dict) -> tuple[dict, list, int]:
         vtype = cur.number("I", f"the value type of {key!r}")
         if key == "general.alignment" and vtype != UINT32:
             raise ValueError(f"general.alignment must be a UINT32, got value type {vtype}")
-        etype = element_type(cur, vtype) if cur.left >= 4 else None
-        fields[key] = (vtype, etype, check_value(cur, key, vtype, budget))
+        fields[key] = (vtype, *check_value(cur, key, vtype, budget))
         if key == "general.alignment":
             alignment = fields[key][2]
             if alignment == 0 or alignment & (alignment - 1):
