@@ -328,3 +328,12 @@ def test_the_control_run_without_cross_attention_never_reads_the_source():
     np.testing.assert_array_equal(logits, logits_other)  # the source changes nothing
     with pytest.raises(TypeError, match="cross_attention must be True or False"):
         T.train_translation(steps=1, cross_attention="no", progress=False)
+
+
+@pytest.mark.parametrize("sizes", [dict(v=51, d=16, h=2, d_ff=32, L_enc=2, L_dec=1, n_max=8),
+                                   dict(v=7, d=8, h=1, d_ff=5, L_enc=1, L_dec=3, n_max=4)])
+def test_the_parameter_count_is_the_numbers_init_seq2seq_draws(sizes):
+    """The closed form the memory check uses (a config may ask for 2⁴⁰ weights, which no one lists) against the
+    arrays init_seq2seq really makes."""
+    cfg = T.Seq2SeqConfig(**sizes)
+    assert cfg.parameter_count() == sum(a.size for a in T.init_seq2seq(cfg).values())

@@ -81,6 +81,13 @@ class Seq2SeqConfig:
         """The fields as plain numbers, for a checkpoint's config."""
         return asdict(self)
 
+    def parameter_count(self) -> int:
+        """The numbers of parameter_shapes, counted without listing them (a config may ask for 2⁴⁰ of them):
+        W_E, then an encoder layer's 4 attention matrices, FFN and 2 norms, a decoder layer's 8, FFN and 3."""
+        d, d_ff = self.d, self.d_ff
+        ffn = 2 * d * d_ff + d_ff + d  # W_1, b_1, W_2, b_2
+        return self.v * d + self.L_enc * (4 * d * d + ffn + 2 * 2 * d) + self.L_dec * (8 * d * d + ffn + 3 * 2 * d)
+
     def parameter_shapes(self) -> dict:  # name -> shape, in the order init_seq2seq draws them
         """"W_E", then per encoder layer "enc.{l}.self.W_q|W_k|W_v|W_o", "ln1_g|ln1_b",
         "W_1", "b_1", "W_2", "b_2", "ln2_g|ln2_b"; per decoder layer the same with a "cross." attention

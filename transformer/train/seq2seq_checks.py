@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from ..backend import get_xp
 from ..require import require_array, require_float, require_int, require_named_weights, require_real
-from ..core import shared_checks as core_shared
-from ..core.shared_checks import fits_in_memory
+from ..core.shared_checks import fits_in_memory, itemsize
 from .decoder_checks import DTYPES, token_rows
 
 FIELDS = ("v", "d", "h", "d_ff", "L_enc", "L_dec", "n_max")
@@ -28,7 +27,7 @@ def seq2seq_config(cfg):
 
 
 def config(cfg):  # by its fields: seq2seq.py imports this module, so this one cannot import Seq2SeqConfig
-    if not all(hasattr(cfg, f) for f in (*FIELDS, "parameter_shapes")):
+    if not all(hasattr(cfg, f) for f in (*FIELDS, "parameter_shapes", "parameter_count")):
         raise TypeError(f"cfg must be a Seq2SeqConfig, got {type(cfg).__name__}")
 
 
@@ -59,11 +58,9 @@ def init_seq2seq(cfg, seed, *, dtype, xp):
     require_int(seed=seed)
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-    d, d_ff = cfg.d, cfg.d_ff  # the weights of parameter_shapes, counted without listing them: v=2**40 asked for 64 TiB
-    enc, dec = 4 * d * d + 2 * d * d_ff + d_ff + 5 * d, 8 * d * d + 2 * d * d_ff + d_ff + 7 * d
-    n_params = cfg.v * d + cfg.L_enc * enc + cfg.L_dec * dec
+    n_params, d, d_ff = cfg.parameter_count(), cfg.d, cfg.d_ff  # v=2**40 asked NumPy for 64 TiB
     fits_in_memory(f"an encoder–decoder of {n_params:,} weights (L_enc={cfg.L_enc}, L_dec={cfg.L_dec}, d={d}, "
-                   f"d_ff={d_ff})", core_shared.itemsize(str(dtype)) * n_params + 8 * max(cfg.v * d, d * d_ff), xp)
+                   f"d_ff={d_ff})", itemsize(str(dtype)) * n_params + 8 * max(cfg.v * d, d * d_ff), xp)
 
 
 def seq2seq_forward(params, src, tgt_in, cfg, src_lengths):
