@@ -138,15 +138,14 @@ peaks = k_in[(sim_at[k_in] > sim_at[k_in - 1]) & (sim_at[k_in] > sim_at[k_in + 1
 gaps = np.diff(peaks)
 print(f"mean cosine by distance peaks at k = {peaks[:8].tolist()} …: every {np.median(gaps):.0f} positions "
       f"({np.mean(np.abs(gaps - 6) <= 1):.0%} of the gaps within one of 6)")
-PE_sim = T.sinusoidal_positions(n_ctx, d_pos, dtype=np.float64)  # (n, d): every row has norm √(d/2)
-share = {"learned": distance_share(C), "sinusoidal": distance_share(PE_sim @ PE_sim.T / (d_pos / 2))}
+PE_big = T.sinusoidal_positions(n_ctx, d_pos, dtype=np.float64)  # (n, d) as MiniLM's; every row has norm √(d/2)
+share = {"learned": distance_share(C), "sinusoidal": distance_share(PE_big @ PE_big.T / (d_pos / 2))}
 print(f"share of the similarity's variance that the distance n − m alone explains: "
       f"learned {share['learned']:.0%}, sinusoidal {share['sinusoidal']:.0%}")
 assert np.median(gaps) == 6 and np.mean(np.abs(gaps - 6) <= 1) > 0.8, "a clock of about 6 positions"
 assert 0.4 < share["learned"] < 0.6 and share["sinusoidal"] > 1 - 1e-9, "the learned bands wander"
 
 # %%
-PE_big = T.sinusoidal_positions(n_ctx, d_pos, dtype=np.float64)  # (n, d), the same size as MiniLM's
 fig, axes = P.early.position_tables(
     {f"Sinusoidal table PE ({n_ctx} × {d_pos}, fixed)": PE_big,
      f"Learned table W_pos (MiniLM, {n_ctx} × {d_pos}, trained)": W_pos},
