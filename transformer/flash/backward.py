@@ -106,7 +106,9 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=N
             L_i, D_i = L[..., r0:r1, :], D[..., r0:r1, :]  # [..., Br, 1]
             io.load("Q", heads * (r1 - r0) * d_h), io.load("dO", heads * (r1 - r0) * d_h)
             io.load("L", heads * (r1 - r0)), io.load("D", heads * (r1 - r0))
-            S_ij = (Q_i @ K_j.mT) * scale  # [..., Br, Bc] recompute S_ij
+            # recompute S_ij with the forward's roundings, (Q_i·scale) K_jᵀ: L_i holds the forward's own
+            # max, and (Q_i K_jᵀ)·scale differs from it by a few ulps, e^(few ulps of 4e3) = 1 ± 1e-3 in float32
+            S_ij = (Q_i * scale) @ K_j.mT  # [..., Br, Bc]
             if mask is not None:
                 S_ij = xp.where(mask, S_ij, -math.inf)
             P_ij = xp.exp(S_ij - L_i)  # [..., Br, Bc] P_ij = e^(S_ij - L_i), already normalised
