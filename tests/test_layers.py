@@ -55,6 +55,18 @@ def test_norms_in_bfloat16_equal_torch_float32(norm):
     assert (err <= (2 ** -8 + 1e-5) * ref.abs() + 1e-6).all(), (err / ref.abs()).max()  # + float32 differences
 
 
+def test_gelu_tanh_backward_of_large_float16_inputs_is_0_or_1_as_torch():
+    """Far from 0 the tanh form's slope is 0 (left) or 1 (right). In float16 the x² of its second term
+    overflowed past |x| ≈ 700 while 1 − tanh² u was already 0, and 0·inf gave NaN. Reference: torch
+    autograd in float64 on the same float16 values."""
+    x = np.array([-6e4, -1e4, -1e3, -50.0, 0.5, 50.0, 1e3, 1e4, 6e4], np.float16)
+    xt = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    F.gelu(xt, approximate="tanh").backward(torch.ones_like(xt))
+    dx = T.gelu_backward(np.ones_like(x), x, "tanh")
+    assert dx.dtype == np.float16
+    np.testing.assert_allclose(dx.astype(np.float64), xt.grad.numpy(), rtol=2 ** -10, atol=0)  # half a float16 ulp
+
+
 def test_erf_against_math_erf(xp):
     x = np.linspace(-6, 6, 2001)
     ours = T.to_numpy(T.erf(asarray(xp, x)))

@@ -220,8 +220,11 @@ def gelu_backward(dY, x, approximate: str = "none"):  # [...], [...] -> [...]
     xp = get_xp(dY, x)
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
-        t = xp.tanh(c * (x + 0.044715 * x ** 3))
-        return dY * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))
+        # float16 in float32: 3·0.044715x² overflows past |x| ≈ 700, where 1 − tanh² u is 0 already: 0·inf = NaN
+        xc = xp.astype(x, compute_dtype(xp, x.dtype), copy=False)
+        t = xp.tanh(c * (xc + 0.044715 * xc ** 3))
+        dgelu = 0.5 * (1.0 + t) + 0.5 * xc * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * xc * xc)
+        return dY * xp.astype(dgelu, x.dtype, copy=False)
     cdf = 0.5 * (1.0 + erf(x / math.sqrt(2.0)))  # Φ(x)
     pdf = xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)  # φ(x)
     return dY * (cdf + x * pdf)
