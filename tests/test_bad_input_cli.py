@@ -1017,6 +1017,9 @@ def test_check_time_limit_says_0_is_outside(capsys, value, shown):
     (["embed", "--path", "{notes}", "a"], "{notes} is a file: the model's path is its folder, which holds "
                                          "model.safetensors, vocab.txt and config.json"),
     (["check", "03", "--workbook", "{empty}"], "no workbook file for lesson 03 (03_*.py) in {empty}"),
+    (["check", "all", "--workbook", "{two}"], "lesson 09 has 2 files in {two}: 09_flash_tiling.py, "
+                                              "09_flash_tiling_v2.py — the checker reads one file a lesson: rename "
+                                              "or move the others out of the folder"),
 ])
 def test_path_messages_say_what_the_path_is(tmp_path, argv, message):
     """A folder where the checkpoint file should be, a folder with no checkpoint or no workbook file, a file whose
@@ -1024,7 +1027,11 @@ def test_path_messages_say_what_the_path_is(tmp_path, argv, message):
     (tmp_path / "run" / "checkpoint.npz").mkdir(parents=True)
     (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_text("x")
-    paths = {"run": tmp_path / "run", "empty": tmp_path / "empty", "notes": tmp_path / "notes.txt"}
+    (tmp_path / "two").mkdir()  # a copy kept beside the work: which file is checked was the last name's, in silence
+    for name in ("03_attention.py", "09_flash_tiling.py", "09_flash_tiling_v2.py"):
+        (tmp_path / "two" / name).write_text("")
+    paths = {"run": tmp_path / "run", "empty": tmp_path / "empty", "notes": tmp_path / "notes.txt",
+             "two": tmp_path / "two"}
     # a new process, as a user runs each command
     assert run_module(*[a.format(**paths) for a in argv]) == (2, "", f"error: {message.format(**paths)}\n")
 

@@ -52,6 +52,16 @@ def test_the_stubs_are_reported_not_written_and_exit_0():
     assert "FAILED" not in proc.stdout and proc.stderr == ""
 
 
+def test_a_copy_kept_for_one_lesson_stops_only_that_lesson(tmp_path):
+    """Two files for lesson 09 are refused when 09 is checked (the last name's was checked, in silence); lesson 03,
+    alone in its file, is still found."""
+    for name in ("03_attention.py", "09_flash_tiling.py", "09_flash_tiling.orig.py"):
+        (tmp_path / name).write_text("")
+    assert workbook_files(tmp_path, ["03"]) == {"03": tmp_path / "03_attention.py"}
+    with pytest.raises(ValueError, match=r"^lesson 09 has 2 files in .*: 09_flash_tiling.orig.py, 09_flash_tiling.py"):
+        workbook_files(tmp_path, ["03", "09"])
+
+
 # a learner's paged_attention that gathers the blocks first, with one slip filled in by .format: the
 # order of the blocks, the cut at n_tokens, the first query's position, the heads' repeat
 PAGED = """

@@ -73,6 +73,7 @@ def chosen_lessons(names: list[str], files: dict, folder: Path) -> list[str]:
 
 def _check(args) -> int:
     from ..tutor import workbook_files
+    from ..tutor.run import lesson_files
     from ..tutor.isolated import check_isolated
     from ..tutor.report import format_summary
     from ..tutor.run import DEFAULT_TIME_LIMIT
@@ -81,8 +82,8 @@ def _check(args) -> int:
         raise ValueError(f"--time-limit must be a number of seconds more than 0 and at most 86400 (a day), "
                          f"got {args.time_limit:g}")
     folder = workbook_folder(args.workbook)
-    files = workbook_files(folder)
-    lessons = chosen_lessons(args.lessons, files, folder)
+    lessons = chosen_lessons(args.lessons, lesson_files(folder), folder)
+    files = workbook_files(folder, lessons)
 
     status = None  # the last whole check's: 0 when every function written so far passes, else 1
 

@@ -39,7 +39,7 @@ from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, 
                      name_width, short)
 
 __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", "check_function",
-           "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files",
+           "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files", "lesson_files",
            "format_report"]
 
 LESSON_SPECS: dict[str, list[Spec]] = {
@@ -474,13 +474,26 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
     return report
 
 
-def workbook_files(folder: Path) -> dict[str, Path]:
-    """{'03': workbook/03_attention.py, …} for the lessons the checker knows."""
-    found = {}
+def lesson_files(folder: Path) -> dict[str, list[Path]]:
+    """{'03': [workbook/03_attention.py], …}: every NN_*.py in the folder for each lesson the checker knows."""
+    found: dict[str, list[Path]] = {}
     for p in sorted(Path(folder).glob("[0-9][0-9]_*.py")):
         if p.name[:2] in LESSON_SPECS:
-            found[p.name[:2]] = p
+            found.setdefault(p.name[:2], []).append(p)
     return found
+
+
+def workbook_files(folder: Path, lessons=None) -> dict[str, Path]:
+    """{'03': workbook/03_attention.py, …} for the lessons the checker knows (those in `lessons`, when given).
+    Two files for one lesson (a copy kept beside the work) are refused by name: which one is the work, the checker
+    cannot tell, and checking the other would report on code the learner is not editing."""
+    found = lesson_files(folder)
+    for lesson, paths in sorted(found.items()):
+        if len(paths) > 1 and (lessons is None or lesson in lessons):
+            names = ", ".join(p.name for p in paths)
+            raise ValueError(f"lesson {lesson} has {len(paths)} files in {folder}: {names} — the checker reads one "
+                             "file a lesson: rename or move the others out of the folder")
+    return {lesson: paths[0] for lesson, paths in found.items() if lessons is None or lesson in lessons}
 
 
 def torch_version() -> str | None:
