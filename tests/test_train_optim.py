@@ -183,6 +183,23 @@ def _step_call(**over):
                                 **{k: v for k, v in over.items() if k in ("betas", "eps", "weight_decay", "decay")})
 
 
+def _float16_step(eps):
+    params = {"W": np.ones((2, 3), np.float16)}
+    T.adamw_step(params, {"W": np.zeros((2, 3), np.float16)}, T.adamw_state(params), 0.1, eps=eps)
+
+
+def test_float16_parameters_with_an_eps_they_hold_take_torchs_step():
+    """ε = 1e-7 is 1.2e-7 in float16, not 0: a zero gradient moves nothing but the decay, as torch's AdamW
+    in float64 on the same values (the default 1e-8 is refused, below)."""
+    params = {"W": np.array([[1.0, -2.0, 0.5]], np.float16)}
+    g = np.array([[0.25, 0.0, -3.0]], np.float16)
+    T.adamw_step(params, {"W": g}, T.adamw_state(params), 0.1, eps=1e-7)
+    w = torch.nn.Parameter(torch.tensor([[1.0, -2.0, 0.5]], dtype=torch.float64))
+    w.grad = torch.from_numpy(g.astype(np.float64))
+    torch.optim.AdamW([w], lr=0.1, betas=(0.9, 0.95), eps=float(np.float16(1e-7)), weight_decay=0.1).step()
+    np.testing.assert_allclose(params["W"].astype(np.float64), w.detach().numpy(), rtol=2 ** -10)  # half a float16 ulp
+
+
 def _stepped_state(t):
     params = {"W": np.ones((2, 3))}
     state = T.adamw_state(params)
@@ -208,6 +225,8 @@ def _stepped_state(t):
      r"grads\['W'\] must be a floating-point array"),
     (_step_call(state="fresh"), TypeError, r"state must be an AdamWState"),
     (_step_call(eps=0.0), ValueError, r"eps must be > 0: it keeps m̂ / \(√v̂ \+ ε\) finite"),  # 0/0 on a zero gradient
+    (lambda: _float16_step(1e-8), ValueError,  # 1e-8 is 0 in float16: 0/0 = NaN on a zero gradient, as torch's
+     r"eps=1e-08 is 0 in params\['W'\]'s float16 \(its smallest number is 6e-08\)"),
     (lambda: _stepped_state(-1), ValueError, r"state.t must be an integer ≥ 0, got state.t=-1"),  # ZeroDivisionError
     (lambda: _stepped_state(1.5), ValueError, r"state.t must be an integer ≥ 0, got state.t=1.5"),  # passed
     (lambda: T.adamw_state({}), ValueError, r"params is empty"),

@@ -1,6 +1,8 @@
 """The refusals of optim.py's public functions, one check per function and of the same name."""
 from __future__ import annotations
 
+from ..backend import get_xp
+from ..core.shared_checks import dtype_name
 from ..require import require_int, require_real
 from .shared_checks import callable_arg, param_dict, same_arrays
 
@@ -33,6 +35,19 @@ def adamw_step(params, grads, state, lr, *, betas, eps, weight_decay, decay):
     optimizer_settings(lr, betas, eps, weight_decay, decay)
     if eps == 0:  # m̂ / (√v̂ + ε) is 0 / 0 for a parameter whose gradients have all been 0
         raise ValueError("eps must be > 0: it keeps m̂ / (√v̂ + ε) finite where v̂ = 0, got eps=0")
+    eps_in_dtypes(eps, params)
+
+
+def eps_in_dtypes(eps, params):
+    """ε is added in each parameter's dtype: below its smallest number it is 0 there, the same 0 / 0 (the
+    default 1e-8 in float16, whose smallest is 6e-8: an embedding row no token used turned NaN)."""
+    for name, p in params.items():
+        finfo = get_xp(p).finfo(p.dtype)
+        smallest = float(finfo.smallest_normal) * float(finfo.eps)  # the smallest subnormal
+        if eps < smallest:
+            raise ValueError(f"eps={eps!r} is 0 in params[{name!r}]'s {dtype_name(p.dtype)} (its smallest number is "
+                             f"{smallest:.2g}): m̂ / (√v̂ + ε) would be 0 / 0 where v̂ = 0; keep the parameters "
+                             f"in float32 or raise eps")
 
 
 def lr_at(step, *, lr_max, warmup, total, lr_min):
