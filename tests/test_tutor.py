@@ -1709,3 +1709,55 @@ def test_the_check_example_in_docs_cli_is_what_the_checker_prints(tmp_path):
         else:
             assert any(p == shown or (shown.endswith(" …") and p.startswith(shown[:-2])) for p in printed), (
                 shown, proc.stdout)
+
+
+def test_each_case_is_reported_as_it_starts_and_the_memory_count_apart(tmp_path):
+    """progress gets case i of n before it runs, and once more, counting, before the memory of each case that limits
+    it: the cases of the spec with max_bytes, the two n = 1,024 flash cases."""
+    from transformer.tutor.specs_flash import FLASH
+
+    calls = []
+    report = check_file(write_workbook(tmp_path, "09"), "09", progress=lambda *call: calls.append(call))
+    assert report.ok
+    cases = FLASH.cases()
+    expected = []
+    for i, case in enumerate(cases, 1):
+        expected.append(("flash_attention", i, len(cases), False))
+        if case.max_bytes is not None:
+            expected.append(("flash_attention", i, len(cases), True))
+    assert calls == expected and sum(c[3] for c in calls) == 2
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX's")
+def test_on_a_terminal_a_bar_shows_the_case_and_is_wiped_before_the_report(tmp_path):
+    """On a terminal, a bar names the function and its case while the cases run (a slow loop's memory count took a
+    minute with nothing shown); the report's lines come out whole after it. Piped, nothing is added (the other
+    tests read stderr == "")."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    write_workbook(tmp_path, "09")
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # rows, columns: a bar needs both
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    proc = subprocess.Popen([sys.executable, "-m", "transformer", "check", "09", "--workbook", str(tmp_path),
+                             "--no-torch"], stdin=subprocess.DEVNULL, stdout=child, stderr=child, cwd=ROOT, env=env)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 0
+    os.close(main)
+    out = b"".join(chunks).decode("utf-8", "replace")
+    assert "  flash_attention:" in out and "/10 [" in out and "counting its memory" in out, out
+    lines = [line.rsplit("\r", 1)[-1] for line in out.split("\r\n")]  # what stays on screen: after the last \r
+    assert "  flash_attention  passed (10 cases)" in lines, lines
+    assert lines[-2] == "every function written so far passes (1 passed, 0 not written)", lines

@@ -86,15 +86,16 @@ def _check(args) -> int:
     files = workbook_files(folder, lessons)
 
     status = None  # the last whole check's: 0 when every function written so far passes, else 1
+    bar = CaseBar()
 
     def check():
         nonlocal status
         # in a child process: code that crashes Python itself (ctypes, a bad as_strided) fails its function, at
         # the learner's line, and the check goes on in a new child
-        reports = check_isolated(files, lessons, args.time_limit or DEFAULT_TIME_LIMIT, args.no_torch,
-                                 lambda text: print(text, flush=True))
+        reports = check_isolated(files, lessons, args.time_limit or DEFAULT_TIME_LIMIT, args.no_torch, bar.say,
+                                 bar.case)
         status = 0 if all(report.ok for report in reports) else 1  # set before the last line is printed
-        print(format_summary(reports), flush=True)
+        bar.say(format_summary(reports))
 
     if not args.watch:
         check()
@@ -111,6 +112,43 @@ def _check(args) -> int:
         if status is None:  # stopped before any check ended: interrupted, as without --watch
             raise
         return status
+
+
+class CaseBar:
+    """On a terminal, a bar under the report for the function being checked, a step a case, wiped before each line
+    of the report: a function's lines come once all its cases have run, and counting the memory of a loop written
+    number by number takes a minute under tracemalloc, in which nothing was printed. Nothing when stderr is not a
+    terminal (a pipe, the tests) or TQDM_DISABLE is set."""
+
+    def __init__(self):
+        import sys
+
+        from ..backend import progress_enabled
+
+        self.bar, self.name = None, None
+        self.shown = progress_enabled() and sys.stderr.isatty()
+
+    def case(self, name: str, i: int, n: int, counting: bool):
+        """Case i of n of `name` starts, or (counting) its memory is being counted."""
+        if not self.shown:
+            return
+        from tqdm.auto import tqdm
+
+        if self.name != name:
+            self.say(None)
+            self.bar, self.name = tqdm(total=n, desc=f"  {name}", unit="case", leave=False), name
+        self.bar.n = i - 1
+        self.bar.set_postfix_str("counting its memory (tracemalloc: slow for a loop of Python numbers)"
+                                 if counting else "", refresh=False)
+        self.bar.refresh()
+
+    def say(self, text: str | None):
+        """Wipe the bar, then print text (None: only wipe it)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar, self.name = None, None
+        if text is not None:
+            print(text, flush=True)
 
 
 def stamps(paths: list[Path]) -> dict:

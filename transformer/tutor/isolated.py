@@ -64,8 +64,10 @@ def _crashed(returncode: int) -> bool:
     return (returncode < 0 and returncode not in interrupted) or returncode >= 0xC0000000
 
 
-def check_isolated(files: dict, lessons: list[str], seconds: float, no_torch: bool, say) -> list[FileReport]:
-    """check_file on each lesson, in children; say(text) gets each line as it comes (the header first)."""
+def check_isolated(files: dict, lessons: list[str], seconds: float, no_torch: bool, say,
+                   progress=None) -> list[FileReport]:
+    """check_file on each lesson, in children; say(text) gets each line as it comes (the header first), and
+    progress(name, i, n, counting), when given, each case as it starts (check_function's)."""
     crashed: dict[str, dict] = {}  # lesson -> {function name, or "" while importing: the crash's message}
     said: dict[str, int] = {}  # lesson -> lines already printed of it
     done: dict[str, FileReport] = {}
@@ -102,6 +104,9 @@ def check_isolated(files: dict, lessons: list[str], seconds: float, no_torch: bo
                 if seen[lesson] > said.get(lesson, 0):  # a lesson checked again after a crash: only what is new
                     said[lesson] = seen[lesson]
                     say(text)
+            elif kind == "case":
+                if progress is not None:
+                    progress(*json.loads(text))
             elif kind == "start":
                 running = tuple(json.loads(text))
             elif kind == "report":
@@ -146,6 +151,7 @@ def _child() -> None:
         report = check_file(Path(job["files"][lesson]), lesson, job["seconds"],
                             use_torch=bool(version), echo=lambda text, lesson=lesson: record("line", [lesson, text]),
                             starting=lambda name, lesson=lesson: record("start", [lesson, name]),
+                            progress=lambda name, i, n, counting: record("case", [name, i, n, counting]),
                             crashed=job["crashed"].get(lesson, {}))
         record("start", [lesson, None])
         record("report", {"path": str(report.path), "lesson": lesson, "error": report.error, "note": report.note,

@@ -342,12 +342,16 @@ def _printed_note(printed: list[tuple[str, list]]) -> str:
             f'the first, in case "{label}": {short(lines[0].strip(), 100)}')
 
 
-def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_torch=False) -> Result:
-    """Run every case of `spec` on the learner's `obj` and say what is wrong, if anything."""
+def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_torch=False, progress=None) -> Result:
+    """Run every case of `spec` on the learner's `obj` and say what is wrong, if anything. progress(i, n, counting),
+    when given, is called before case i of n is run, and again with counting=True before its memory is counted."""
     failures, passed, printed, unwritten = [], [], [], []
     shown = spec.shown or spec.name
     writes = set(spec.writes or ())
-    for case in spec.cases():
+    progress = progress or (lambda i, n, counting: None)
+    cases = list(spec.cases())
+    for i, case in enumerate(cases, 1):
+        progress(i, len(cases), False)
         ref_changed = []
         expected = spec.call(watched(spec.reference, ref_changed), case)
         dims, names = spec.labels_for(expected)
@@ -377,7 +381,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             problem = _torch_problem(spec, case, run.value, dims, names)
         if problem is None and noting is not None and not noting.read:
             problem = Problem(XP_UNUSED, "xp")
-        if problem is None:
+        if problem is None and case.max_bytes is not None:
+            progress(i, len(cases), True)
             problem = _memory_problem(spec, obj, case, seconds)
         keys = [k for k in run.changed if k not in ref_changed]
         names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
@@ -436,10 +441,11 @@ def _globals_read(obj, module, seen: set) -> set[str]:
 
 
 def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=False, echo=None, starting=None,
-               crashed=None) -> FileReport:
+               crashed=None, progress=None) -> FileReport:
     """Every function of the lesson's workbook file, each on the package's cases. echo(text), when given, is
     called with the file's line and with each function's lines as soon as they are known; starting(name) before
-    each function is called ("" before the file is imported). crashed: {name: message} for the functions that
+    each function is called ("" before the file is imported); progress(name, i, n, counting) before each of its
+    cases (check_function's). crashed: {name: message} for the functions that
     crashed Python in an earlier process ("" for the import): each fails with its message and is not called."""
     report, path = FileReport(Path(path), lesson), Path(path)
     say, starting, crashed = echo or (lambda text: None), starting or (lambda name: None), crashed or {}
@@ -462,7 +468,8 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
             result = Result(spec.name, "failed", crashed[spec.name])
         else:
             starting(spec.name)
-            result = check_function(spec, obj, path, seconds, use_torch)
+            result = check_function(spec, obj, path, seconds, use_torch,
+                                    progress and (lambda i, n, counting, name=spec.name: progress(name, i, n, counting)))
             if result.status == "failed" and failing:
                 called = [name for name in failing if name in _globals_read(obj, module, {spec.name})]
                 if called:
