@@ -204,6 +204,30 @@ def test_nan_or_inf_in_q_or_k_equals_torch(bad, version):
                 np.testing.assert_allclose(got[ok], expect[ok], rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_fast_nan_or_inf_rows_keep_a_nan_lse_as_torch(bad):
+    """flash_attention_fast: a row poisoned by a NaN or inf in q or k has lse NaN, as flash_attention's,
+    not the -inf of a row that saw no key (which the backward turns into zero gradients, hiding the NaN).
+    Reference: torch's softmax and logsumexp over the scores, masked ones filled as in the test above."""
+    q, k, v = _qkv(np.random.default_rng(7), 1, 2, 2, 9, 11, 4)
+    for which, at in (("q", (0, 0, 4, 1)), ("k", (0, 1, 6, 2))):
+        q2, k2 = q.copy(), k.copy()
+        (q2 if which == "q" else k2)[at] = bad
+        for causal in (False, True):
+            s = torch.from_numpy(q2) @ torch.from_numpy(k2).transpose(-1, -2) / math.sqrt(4)
+            if causal:
+                s = s.masked_fill(~torch.from_numpy(_causal(9, 11)), -math.inf)
+            ref = (torch.softmax(s, dim=-1) @ torch.from_numpy(v)).numpy()
+            ref_lse = np.where(np.isnan(ref).any(-1), np.nan, torch.logsumexp(s, dim=-1).numpy())
+            with np.errstate(invalid="ignore", over="ignore"):
+                out, lse = T.flash_attention_fast(q2, k2, v, causal=causal, block_q=4, block_k=3, return_lse=True,
+                                                  threads=1)
+            for got, expect in ((out, ref), (lse, ref_lse)):
+                assert np.array_equal(np.isnan(got), np.isnan(expect)), (which, causal)
+                ok = ~np.isnan(expect)
+                np.testing.assert_allclose(got[ok], expect[ok], rtol=1e-9, atol=1e-11)
+
+
 def test_backward_nan_query_leaves_keys_it_cannot_see_alone():
     """Causal, a NaN in feature 1 of query row 4 (position 6): keys 7..10 are masked for it, so its
     weights there are exactly 0, not e^(-inf - NaN): their dV stays finite (P_ijᵀ dO with P = 0),

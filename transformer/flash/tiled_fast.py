@@ -271,7 +271,7 @@ def _rows(Q, K, V, O, L, queue, lock, causal, Br, Bc, scale):
             m, m_new = m_new, m  # the buffers swap roles: no copy
         # after the last key block: O_i = O_i / l_i and L_i = m_i + log l_i, where the row saw a key;
         # elsewhere O and L keep their initial 0 and -inf
-        seen = l > 0  # [..., br, 1]
+        seen = l != 0  # [..., br, 1]; a NaN row (NaN or inf in q or k) counts, and its L_i is NaN as tiled's
         np.maximum(l, np.finfo(ct).tiny, out=rowsum)  # l, or any positive number where O_i = 0
         O_i /= rowsum
         np.copyto(O[..., r0:r1, :], O_i)  # store O_i
