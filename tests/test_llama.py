@@ -464,10 +464,19 @@ def test_random_llama_has_smollm2s_shapes():
     m = T.random_llama(seed=1)
     arrays = [m.weights.W_E, m.weights.norm] + [getattr(lw, f) for lw in m.weights.layers
                                                  for f in llama_mod.LayerWeights.__dataclass_fields__]
-    assert sum(a.size for a in arrays) == 134_515_008
+    assert sum(a.size for a in arrays) == 134_515_008 == llama_mod.LlamaConfig().parameter_count()
     assert m.tokenizer is None and m.weights.W_out is None
     with pytest.raises(ValueError, match="no tokenizer"):
         m.generate("text")
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_parameter_count_is_the_weights_random_llama_draws(tied):
+    """d ≠ h · d_h (W_q is d × h·d_h, W_o h·d_h × d), counted against the arrays drawn."""
+    cfg = llama_mod.LlamaConfig(L=3, d=40, h=6, h_kv=2, d_h=4, d_ff=56, v=70, n_ctx=16, tied=tied)
+    w = T.random_llama(cfg, seed=0).weights
+    arrays = [w.W_E, w.norm] + ([] if tied else [w.W_out]) + [a for lw in w.layers for a in vars(lw).values()]
+    assert cfg.parameter_count() == sum(a.size for a in arrays)
 
 
 @pytest.mark.parametrize("h_kv,tied", [(4, False), (2, True), (1, False)])  # MHA, GQA, MQA
@@ -479,6 +488,7 @@ def test_random_llama_equals_hf_holding_the_same_weights(h_kv, tied):
     cfg = llama_mod.LlamaConfig(L=2, d=64, h=4, h_kv=h_kv, d_h=16, d_ff=96, v=300, n_ctx=64, tied=tied)
     ours = T.random_llama(cfg, seed=2, std=0.1)
     hf = hf_llama_holding(ours)
+    assert cfg.parameter_count() == sum(p.numel() for p in hf.parameters())  # a tied W_E is one parameter there too
     ids = [5, 17, 250, 3, 99, 42, 7]
     np.testing.assert_allclose(ours.logits(ids), hf_logits(hf, ids), atol=1e-4, rtol=1e-4)
     assert ours.generate(ids, max_new_tokens=6) == ours.generate(ids, max_new_tokens=6, use_cache=False)

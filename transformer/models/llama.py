@@ -75,6 +75,14 @@ class LlamaConfig:
         object.__setattr__(self, "eps", float(self.eps))
         object.__setattr__(self, "rope_base", float(self.rope_base))
 
+    def parameter_count(self) -> int:
+        """The weights' numbers, counted without drawing them (a config may ask for 2⁴⁰): per layer W_q, W_k, W_v,
+        W_o, the SwiGLU's three matrices and two RMSNorm gains; then W_E, the final norm, and W_out unless tied.
+        SmolLM2-135M's defaults give 134,515,008, the count Hugging Face publishes."""
+        d, h, h_kv, d_h, d_ff = self.d, self.h, self.h_kv, self.d_h, self.d_ff
+        layer = d * (h + 2 * h_kv) * d_h + h * d_h * d + 3 * d * d_ff + 2 * d
+        return self.L * layer + self.v * d * (1 if self.tied else 2) + d
+
 
 @dataclass
 class LayerWeights:

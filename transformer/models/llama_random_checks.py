@@ -8,7 +8,7 @@ SIZES = ("L", "d", "h", "h_kv", "d_h", "d_ff", "v")
 
 
 def random_llama(config, backend, *, seed, std):
-    if config is not None and not all(hasattr(config, f) for f in (*SIZES, "tied")):  # a str: "has no attribute 'L'"
+    if config is not None and not all(hasattr(config, f) for f in (*SIZES, "tied", "parameter_count")):  # a str: "has no attribute 'L'"
         raise TypeError(f"config must be a T.LlamaConfig (or None: SmolLM2-135M's shapes), got {type(config).__name__}")
     if not isinstance(backend, str) and not hasattr(backend, "asarray"):
         raise TypeError(f"backend must be 'numpy', 'cupy' or an array namespace, got {type(backend).__name__} "
@@ -18,7 +18,5 @@ def random_llama(config, backend, *, seed, std):
     if std < 0:
         raise ValueError(f"std must be ≥ 0 (the weights' standard deviation), got std={std!r}")
     if config is not None:  # float32 weights, before any is drawn: v=2**40 asked NumPy for 64 TiB
-        L, d, h, h_kv, d_h, d_ff, v = (int(getattr(config, f)) for f in SIZES)
-        layer = d * (h + 2 * h_kv) * d_h + h * d_h * d + 3 * d * d_ff + 2 * d
-        n_params = L * layer + v * d * (1 if config.tied else 2) + d
+        n_params = config.parameter_count()
         fits_in_memory(f"a Llama of {n_params:,} random float32 weights", 4 * n_params, backend)
