@@ -145,6 +145,28 @@ def test_paged_attention_nan_or_inf_rows_equal_torch(rng, bad):
         np.testing.assert_allclose(got[ok], expect[ok], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_freed_blocks_nan_does_not_reach_the_next_sequence(xp, bad):
+    """A request whose keys and values went NaN (or inf) is freed; the next one takes its block and fills 3 of
+    its 4 slots. paged_attention weighs the 4th slot by 0, and 0·NaN is NaN: the new request's output was
+    NaN. Reference: torch's attention over the 3 positions written."""
+    import torch
+    cache = PagedKVCache(1, 0, 1, 8, 2, block_size=4, n_blocks=1, xp=xp)
+    a = cache.add_sequence()
+    poison = asarray(xp, np.full((1, 4, 2), bad), np.float32)
+    cache.write(a, 0, poison, poison)
+    cache.extend(a, 4)
+    cache.free_sequence(a)
+    b = cache.add_sequence()
+    k, v = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]), np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])
+    cache.write(b, 0, asarray(xp, k, np.float32), asarray(xp, v, np.float32))
+    cache.extend(b, 3)
+    q = np.array([[[0.5, -1.0]]])  # [h, n_q, d_h], the last position
+    got = T.to_numpy(paged_attention(asarray(xp, q, np.float32), cache.k[0], cache.v[0], cache.tables[b], 3))
+    ref = torch.nn.functional.scaled_dot_product_attention(*(torch.from_numpy(t) for t in (q, k, v))).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-6)  # float32 cache
+
+
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "array_api_strict"])  # it has no float16
 @pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 2), (4, 1)])
 def test_paged_float16_cache_and_attention_equal_torch_float32(backend, rng, h, h_kv):

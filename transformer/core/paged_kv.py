@@ -68,8 +68,13 @@ class PagedKVCache:
 
     @checked_by(checks.paged_kv_cache_free_sequence)
     def free_sequence(self, seq: int):
-        """A finished request gives its blocks back to the free list."""
-        self.free.extend(reversed(self.tables.pop(seq)))
+        """A finished request gives its blocks back to the free list, zeroed: `paged_attention` reads a last
+        block's slots past the length with weight 0, and 0·NaN (keys of a request that went NaN) is NaN."""
+        blocks = self.tables.pop(seq)
+        for pool in self.k + self.v:
+            for blk in blocks:
+                pool[blk, ...] = 0  # [h_kv, bs, d_h] as allocated
+        self.free.extend(reversed(blocks))
         del self.lengths[seq], self.written[seq]
         if seq in self.batch:
             self.batch.remove(seq)
