@@ -337,6 +337,16 @@ def test_a_sampled_run_prints_its_seed_and_the_seed_repeats_it(cli_tiny, capsys)
     assert rc == 0 and "seed:" not in err  # greedy: nothing drawn
 
 
+def test_a_prompt_too_long_by_its_bytes_is_refused_before_it_is_tokenized(cli_tiny, monkeypatch, capsys):
+    """generate gave the prompt to the tokenizer, not to the model's encode, whose byte count refuses it at once:
+    4 MiB of spaces took 33 s and 2.2 GB to be refused as 65,536 tokens over n_ctx=8192. The byte-level model
+    has n_ctx 32 and no token of more than 1 byte: 33 bytes are at least 33 tokens."""
+    monkeypatch.setattr(cli_tiny.tokenizer, "encode", lambda *a, **k: pytest.fail("tokenized past the context"))
+    rc, out, err = run_cli(capsys, "generate", "x" * 33, "--max-new-tokens", "1")
+    assert (rc, out, err) == (2, "", "error: a text of 33 bytes holds at least 33 tokens (none stands for more "
+                                     "than 1 byte), more than the model's context of n_ctx=32: shorten it\n")
+
+
 def test_prompt_too_long_is_refused_before_it_is_echoed(cli_tiny, capsys):
     rc, out, err = run_cli(capsys, "generate", "x" * 30, "--max-new-tokens", "5")  # 30 + 5 > n_ctx = 32
     assert rc == 2 and out == ""
@@ -688,15 +698,17 @@ def test_out_of_memory_names_the_command(monkeypatch, capsys, argv):
 
 
 def test_attention_refuses_a_text_past_the_context_before_computing(tiny, monkeypatch, capsys, tmp_path):
-    """The byte-level model's n_ctx is 32: 40 bytes are 40 tokens, refused whatever --max-tokens says, and no
-    attention is computed."""
+    """The byte-level model's n_ctx is 32: 40 bytes are at least 40 tokens, refused whatever --max-tokens says,
+    before the text is tokenized (it went to the tokenizer whole: 4 MiB of 'a' took 17 s and 1.9 GB to be
+    refused) and before any attention is computed."""
     monkeypatch.setattr(llama_gguf, "load_smollm2", lambda path=None, backend="numpy": tiny)
     monkeypatch.setattr(tiny, "attention_weights", lambda *a, **k: pytest.fail("computed past the context"),
                         raising=False)
+    monkeypatch.setattr(tiny.tokenizer, "encode", lambda *a, **k: pytest.fail("tokenized past the context"))
     rc, out, err = run_cli(capsys, "attention", "x" * 40, "--model", "smollm2", "--max-tokens", "1000",
                            "-o", str(tmp_path / "a.png"))
-    assert (rc, out, err) == (2, "", "error: the text is 40 tokens, longer than the model's context of n_ctx=32 "
-                                     "tokens: shorten it\n")
+    assert (rc, out, err) == (2, "", "error: a text of 40 bytes holds at least 40 tokens (none stands for more "
+                                     "than 1 byte), more than the model's context of n_ctx=32: shorten it\n")
     assert list(tmp_path.iterdir()) == []
 
 

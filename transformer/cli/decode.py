@@ -188,7 +188,7 @@ def _generate(args) -> int:
     model = load_llama(args.gguf, backend=args.backend)
     tok = model.tokenizer
     prompt = tok.apply_chat_template(args.prompt) if args.chat else args.prompt
-    ids = tok.encode(prompt)
+    ids = model.encode(prompt)  # the model's encode: a text too long for n_ctx by its bytes is refused untokenized
     try:  # the model checks the request here, before any output: prompt + new tokens must fit in n_ctx
         steps = model.stream(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                              top_k=args.top_k, top_p=args.top_p, seed=seed, use_cache=not args.no_cache)

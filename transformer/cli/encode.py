@@ -225,7 +225,7 @@ def attention_maps(model_name: str, text: str, path=None, backend="numpy", causa
         from ..plotting import visible_token
 
         model = load_smollm2(path, backend=backend)
-        ids = model.tokenizer.encode(text)
+        ids = model.encode(text)  # a text too long for n_ctx by its bytes alone is refused untokenized
         if len(ids) > model.config.n_ctx:  # positions the model never trained on
             raise ValueError(f"the text is {len(ids)} tokens, longer than the model's context of n_ctx="
                              f"{model.config.n_ctx} tokens: shorten it")

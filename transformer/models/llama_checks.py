@@ -115,8 +115,8 @@ def llama_encode(self: Llama, prompt):
         longest = self.tokenizer.max_token_bytes
         if n_bytes > self.config.n_ctx * longest:  # refused before tokenizing: 4 MB of spaces took 32 s
             raise ValueError(f"a text of {n_bytes:,} bytes holds at least {-(-n_bytes // longest):,} tokens (none "
-                             f"stands for more than {longest} bytes), more than the model's context of "
-                             f"n_ctx={self.config.n_ctx}: shorten it")
+                             f"stands for more than {longest} byte{'s' if longest != 1 else ''}), more than the "
+                             f"model's context of n_ctx={self.config.n_ctx}: shorten it")
         return
     try:
         arr = np.asarray(to_numpy(prompt))
