@@ -178,6 +178,21 @@ def test_encode_reads_only_the_text_it_keeps(tok, monkeypatch):
     assert sum(read) <= 2 * W.CHUNK_CHARS  # 510 words of 6 characters: one chunk
 
 
+@pytest.mark.parametrize("unit", ["我爱北京天安门", "我爱北京，天安门。", "http://x.org/a?b=c&d", "a,b.c;",
+                                  "word\u3000"])  # CJK without spaces, punctuation, an ideographic space
+def test_a_text_without_spaces_is_read_only_as_far_as_it_is_kept(tok, ref_hf, monkeypatch, unit):
+    """Chinese is written without spaces, and the text was cut into chunks at spaces alone: 1 M characters of
+    it were read whole (23 s, 175 MB) for 256 ids. A chunk is also cut before a CJK ideograph and before ASCII
+    punctuation, where BERT starts a word whatever surrounds it. The ids are the reference's, which reads the
+    text whole: a 4,000-character prefix already holds more than 512 tokens."""
+    from transformer.tokenizers import wordpiece as W
+    read = []
+    monkeypatch.setattr(W, "basic_tokenize", lambda text, lower: read.append(len(text)) or basic_tokenize(text, lower))
+    ids = tok.encode(unit * (1_000_000 // len(unit)), max_length=512)
+    assert sum(read) <= 2 * W.CHUNK_CHARS
+    assert ids == ref_hf(unit * (4000 // len(unit)), truncation=True, max_length=512)["input_ids"]
+
+
 def test_default_truncation_is_max_length():
     t = WordPieceTokenizer.from_file(VOCAB, max_length=256)
     assert len(t.encode("word " * 1000)) == 256

@@ -169,15 +169,22 @@ def basic_tokenize(text: str, lower: bool = True) -> list[str]:
 
 
 CHUNK_CHARS = 4096  # tokenize reads this much text at a time, so that it can stop once it has enough pieces
-_BREAK = re.compile(r"[ \t\n\r]")  # whitespace to BERT and to str.split alike: a cut there splits no word
+# Characters that start a new word whatever surrounds them, so that a cut just before one splits no word:
+# whitespace (ASCII and the space separators Zs, which clean_text makes ' '), a CJK ideograph (spaced out
+# on its own) and ASCII punctuation (a word of its own, unchanged by lower-casing and NFD). Whitespace alone
+# was not enough: Chinese is written without spaces, and 1 M characters of it were read whole for 256 ids.
+_BREAK = re.compile("[ \t\n\r\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
+                    + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
+                    + re.escape("".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())) + "]")
 
 
-def _whitespace_chunks(text: str, size: int):
-    """text in pieces of about `size` characters, each cut at a space, tab or line break (a piece runs
-    on to the next one when there is none, so a word is never cut): "".join of them is text.
+def _word_boundary_chunks(text: str, size: int):
+    """text in pieces of about `size` characters, each cut just before a character that starts a word
+    whatever surrounds it (_BREAK: a space, a CJK ideograph, ASCII punctuation; a piece runs on to the next
+    one when there is none, so a word is never cut): "".join of them is text.
 
-    >>> list(_whitespace_chunks("ab cd ef", size=2))
-    ['ab', ' cd', ' ef']
+    >>> list(_word_boundary_chunks("ab cd,ef", size=2))
+    ['ab', ' cd', ',ef']
     """
     start = 0
     while start < len(text):
@@ -267,9 +274,9 @@ class WordPieceTokenizer:
     def tokenize(self, text: str, limit: int | None = None) -> list[str]:
         """Text -> WordPiece strings, without [CLS]/[SEP]; the first `limit` of them when given.
 
-        The text is read a few thousand characters at a time, cut at spaces and line breaks (never
-        inside a word), and reading stops once `limit` pieces are out: encode's time is bounded by
-        max_length, not by the length of the text.
+        The text is read a few thousand characters at a time, cut where a word starts (a space, a CJK
+        ideograph, ASCII punctuation; never inside a word), and reading stops once `limit` pieces are out:
+        encode's time is bounded by max_length, not by the length of the text.
         """
         return list(itertools.islice(self._pieces(text), limit))  # limit None: every piece
 
@@ -278,7 +285,7 @@ class WordPieceTokenizer:
             if part in self.specials:
                 yield part
                 continue
-            for chunk in _whitespace_chunks(part, CHUNK_CHARS):
+            for chunk in _word_boundary_chunks(part, CHUNK_CHARS):
                 for word in basic_tokenize(chunk, self.lower):  # the text was checked at tokenize's door
                     yield from wordpiece(word, self.vocab)
 
