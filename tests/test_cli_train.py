@@ -102,6 +102,8 @@ def test_train_translate_and_translate_a_sentence(tmp_path, capsys):
                    "a translation takes at least one step")
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka 3"),
                    "'3' is not a word of the source language")
+    one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka " + "z" * 100_000),
+                   "'zzzzzzzzzzzzzzzzzzzz…' is not a word of the source language")  # the whole word was quoted
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", out, "ka lu", "--temperature", "0.7"),
                    "--temperature: the translation model decodes greedily")
 
@@ -236,6 +238,23 @@ def tiny_dir(tmp_path_factory):  # an untrained decoder checkpoint: enough for t
 ])
 def test_bad_generate_requests_are_one_line(tiny_dir, extra, match, capsys):
     one_error_line(*run_cli(capsys, "generate", "--checkpoint", tiny_dir, *extra), match)
+
+
+@pytest.mark.parametrize("prompt, says", [
+    ("3 " + "9" * 5000, "prompt token id of 5,000 digits is outside this model's vocabulary 1…31"),  # Python's
+    # own "Exceeds the limit (4300 digits) for integer string conversion"
+    ("3 " + "9" * 4000, "prompt token id of 4,000 digits is outside"),  # the 4,000 digits were the message
+    ("3 " + "x" * 100_000, "prompt token 'xxxxxxxxxxxxxxxxxxxx…' is not a token id"),  # the whole word was
+])
+def test_a_long_word_in_the_prompt_is_named_in_a_short_line(tiny_dir, prompt, says, capsys):
+    rc, out, err = run_cli(capsys, "generate", "--checkpoint", tiny_dir, prompt)
+    one_error_line(rc, out, err, says)
+    assert len(err) < 200, err
+
+
+def test_leading_zeros_make_no_long_id():
+    from transformer.cli.train import parse_ids
+    assert parse_ids("0" * 5000 + "3 007", 32) == [3, 7]  # was Python's 4,300-digit refusal
 
 
 @pytest.mark.parametrize("first", [32, 40, -1])

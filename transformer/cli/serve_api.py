@@ -23,6 +23,7 @@ import numpy as np
 
 from . import view_numbers as V
 from .encode import model_name
+from .shown import cut
 from ..backend import to_numpy
 from ..core.sampling import next_token_probs
 
@@ -109,15 +110,6 @@ def text_field(body) -> str:
     except UnicodeEncodeError:
         raise ApiError(400, "'text' holds a lone surrogate (\\ud800 … \\udfff), which is not a character") from None
     return text
-
-
-def cut(text: str, most: int = 20) -> str:
-    """A value quoted in an error line, cut to `most` characters with an ellipsis.
-
-    >>> cut("1" * 23)
-    '11111111111111111111…'
-    """
-    return text if len(text) <= most else f"{text[:most]}…"
 
 
 def int_field(body, name: str, default, lo: int, hi: int | None, meaning: str = ""):

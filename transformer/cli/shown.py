@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["shown", "counted", "shown_int"]
+__all__ = ["shown", "counted", "shown_int", "cut"]
 
 
 def shown(text) -> str:
@@ -32,3 +32,13 @@ def shown_int(n: int) -> str:
     ('-5', 'a number of 41 digits')
     """
     return str(n) if len(str(n)) <= 30 else f"a number of {len(str(abs(n)))} digits"
+
+
+def cut(text: str, most: int = 20) -> str:
+    """A value quoted in an error line, cut to `most` characters with an ellipsis (a word of a 4 MiB text is
+    not repeated whole).
+
+    >>> cut("1" * 23)
+    '11111111111111111111…'
+    """
+    return text if len(text) <= most else f"{text[:most]}…"

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from .shown import counted, shown, shown_int
+from .shown import counted, cut, shown, shown_int
 
 TASKS = ("induction", "translate")
 # The run keeps 4 numbers a step (loss, lr, gradient norm, tokens) and induction an attention snapshot every 10
@@ -188,11 +188,13 @@ def parse_ids(text: str, v: int, low: int = 0) -> list:
     ids = []
     for w in words:
         if not w.isdigit() or not w.isascii():
-            raise ValueError(f"prompt token {w!r} is not a token id: this model reads ids {low}…{v - 1} as numbers, "
-                             "e.g. \"3 17 5 9 3 17\"")
-        if not low <= int(w) < v:
-            raise ValueError(f"prompt token id {int(w)} is outside this model's vocabulary {low}…{v - 1}")
-        ids.append(int(w))
+            raise ValueError(f"prompt token {cut(w)!r} is not a token id: this model reads ids {low}…{v - 1} as "
+                             "numbers, e.g. \"3 17 5 9 3 17\"")
+        digits = w.lstrip("0") or "0"  # "0003" is 3; int() of over 4,300 digits is Python's own refusal
+        if len(digits) > len(str(v)) or not low <= int(digits) < v:
+            shown_id = digits if len(digits) <= 20 else f"of {len(digits):,} digits"
+            raise ValueError(f"prompt token id {shown_id} is outside this model's vocabulary {low}…{v - 1}")
+        ids.append(int(digits))
     return ids
 
 
@@ -278,7 +280,7 @@ def _translate(args) -> int:
     source = set(vocab.tokens[vocab.first_source:vocab.first_source + vocab.words])
     unknown = [w for w in words if w not in source]
     if unknown:
-        raise ValueError(f"{unknown[0]!r} is not a word of the source language; its words are "
+        raise ValueError(f"{cut(unknown[0])!r} is not a word of the source language; its words are "
                          f"{' '.join(sorted(source))}")
     if len(words) >= cfg.n_max:
         raise ValueError(f"a sentence of {counted(len(words), 'word')} is too long for this model "
