@@ -13,8 +13,9 @@ query, the mask builders and T.attended_pairs, m and l of the prefix by two pass
 model's maps from T.init_decoder; the same checks run on the built site's lesson pages when they
 are there. Every view must fit a 375 px phone (its tables' numbers in sight, the loop menu's names whole) and
 turn dark with the theme; the orange of a generated token must show. What a pointer's hover or click gives (a
-cell's weight, a score, a block, a bar's logit, a head) a keyboard must reach too, with Tab and the arrows, read out
-in sight under the drawing, behind a focus ring that is not the orange of a selection. No page may log
+cell's weight, a score, a block, a bar's logit, a head) a keyboard must reach too, with Tab and the arrows (all four in
+a grid, even one the scores fill only in part), read out in sight under the drawing, behind a focus ring that is not
+the orange of a selection; Escape lets go of what a click kept. No page may log
 a console error, raise, or ask for anything outside 127.0.0.1.
 
 Needs Chromium at /usr/bin/chromium and Playwright (requirements-site.txt); skips without them.
@@ -1131,6 +1132,126 @@ def test_tab_reaches_the_selected_head_first(page):
     tab_to(page.page, "thumb", most=40)
     got = page.page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]")
     assert tuple(got) == want, (got, want)
+
+
+def focused(pg) -> str:
+    """The aria-label (or, without one, the data-role) of the element that has the focus; "BODY" when none has."""
+    return pg.evaluate("(() => { const e = document.activeElement; return !e || e === document.body ? 'BODY' "
+                       ": e.getAttribute('aria-label') || e.dataset.role || e.tagName; })()")
+
+
+def flash_score(text: str):
+    """(i, j, S[i, j]) from the tile grid's readout, S None for a masked score."""
+    m = re.fullmatch(r"S\[(\d+), (\d+)\] = (−?-?\d+\.\d+)", text)
+    if m:
+        return int(m.group(1)), int(m.group(2)), float(m.group(3).replace("−", "-"))
+    m = re.fullmatch(r"masked: key (\d+) after query (\d+)", text)
+    assert m, text
+    return int(m.group(2)), int(m.group(1)), None
+
+
+def tab_into_grid(pg, grid):
+    """Tab from where the focus is until it lands in `grid` (a locator), as a reader does."""
+    for _ in range(8):
+        pg.keyboard.press("Tab")
+        if grid.evaluate("(g, e) => g.contains(document.activeElement)", None):
+            return
+    raise AssertionError("8 Tabs did not reach the grid")
+
+
+def test_flash_tiles_answer_up_and_down(page, exported):
+    """The tile grid's Up and Down did nothing: only Left and Right walked its scores, in reading order. The scores
+    computed so far fill the grid only in part (a skipped tile has none), so Up and Down go to the nearest row above
+    or below that has one, to the score nearest the column. By hand, for FlashAttention-2, causal, B_r = B_c = 4,
+    before step 6: tiles (0, 0), (1, 0) and (1, 1) are done, so rows 0–3 hold keys 0–3 and rows 4–7 keys 0–7."""
+    data = exported[1]["flash"]
+    assert (data["n"], data["Br"], data["Bc"]) == (14, 4, 4)
+    q, k = np.array(data["q"]), np.array(data["k"])  # (n, d_h)
+    S = q @ k.T / math.sqrt(data["d_h"])  # [n, n], by NumPy from the exported q and k
+    view = page.view("flash")
+    view.locator('select[data-role="run"]').select_option("0")
+    trace = T.FlashTrace()
+    T.flash_attention(q[None, None], k[None, None], q[None, None], causal=True, block_q=4, block_k=4, version=2,
+                      trace=trace)
+    assert [(s.i, s.j, s.kind) for s in trace.steps[:7]] == [(0, 0, "diagonal"), (0, 1, "skipped"), (0, 2, "skipped"),
+                                                             (0, 3, "skipped"), (1, 0, "full"), (1, 1, "diagonal"),
+                                                             (1, 2, "skipped")]
+    press(view.locator('input[data-role="step"]'), "ArrowRight", 6)
+    assert view.get_attribute("data-current-step") == "6"
+    info = view.locator('[data-role="score-info"]')
+    tab_into_grid(page.page, view.locator('[data-role="tile-grid"]'))
+    path = [(None, (0, 0))] + [("ArrowDown", (r, 0)) for r in range(1, 6)] + [
+        ("ArrowRight", (5, c)) for c in range(1, 7)] + [
+        ("ArrowUp", (4, 6)),   # row 4 holds keys 0–7
+        ("ArrowUp", (3, 3)),   # row 3 only keys 0–3 (tile (0, 1) was skipped): the nearest, key 3
+        ("ArrowDown", (4, 3)), ("ArrowDown", (5, 3)), ("ArrowDown", (6, 3)), ("ArrowDown", (7, 3)),
+        ("ArrowDown", (7, 3)),  # no score below row 7 yet: it stays
+        ("ArrowUp", (6, 3))]
+    for key, (i, j) in path:
+        if key:
+            page.page.keyboard.press(key)
+        shown = info.inner_text()
+        assert focused(page.page) == shown, (key, shown)
+        assert flash_score(shown)[:2] == (i, j), (key, shown, (i, j))
+        if j <= i:
+            assert abs(flash_score(shown)[2] - S[i, j]) < 1e-3, (shown, S[i, j])
+        else:
+            assert flash_score(shown)[2] is None, shown  # causal: a key after its query is masked
+    page.page.keyboard.press("Escape")  # the readout rests; the focus stays on S[6, 3], and the arrows go on from it
+    assert info.get_attribute("data-k") == "" and "Tab to the grid" in info.inner_text()
+    assert focused(page.page).startswith("S[6, 3] = ")
+    page.page.keyboard.press("ArrowLeft")
+    assert flash_score(info.inner_text())[:2] == (6, 2)
+
+
+def test_escape_lets_go_of_what_a_click_kept(page, exported):
+    """No view answered Escape. Now, in a group of cells or tokens, Escape lets go of what a click (or Enter) kept —
+    the KV cache's weight, the explorer's row, the mask's query row — and the readout goes back to what it says with
+    nothing hovered; the focus stays where it was, and the arrows go on from there."""
+    kv = exported[1]["kv_cache"]
+    view = page.view("kv_cache")
+    row = kv["steps"][0]["rows"][kv["layers"].index(12)][1]  # layer 12, head 1: the last prompt query's weights
+    assert view.locator('[data-role="weight"]').count() == len(row)
+    best = int(np.argmax(row))
+    info = view.locator('[data-role="cell-info"]')
+    view.locator('input[data-role="step"]').focus()
+    tab_to(page.page, "weight")
+    press(page.page.locator(":focus"), "ArrowRight", 2)
+    page.page.keyboard.press("Enter")
+    assert info.get_attribute("data-kept") == "true" and "Escape" in info.inner_text()
+    page.page.keyboard.press("Escape")
+    assert info.get_attribute("data-kept") == "false" and info.get_attribute("data-j") == ""
+    assert info.inner_text().startswith(f"Strongest key: position {best} ") and f"weight {row[best]:.4f}" in info.inner_text()
+    assert page.page.evaluate("document.activeElement.dataset.j") == "2"
+    page.page.keyboard.press("ArrowRight")  # not kept any more: the focus reads out again
+    assert info.get_attribute("data-j") == "3" and float(info.get_attribute("data-w")) == row[3]
+    assert info.get_attribute("data-kept") == "false"
+
+    view = page.view("attention")
+    rows = view.locator('[data-role="row-info"]')
+    view.locator('input[data-role="head"]').focus()
+    tab_to(page.page, "query-token")
+    press(page.page.locator(":focus"), "ArrowDown", 2)
+    page.page.keyboard.press("Enter")  # query 2's row kept
+    view.locator('[data-role="matrix"] rect.tfs-cell[tabindex="0"]').focus()
+    assert rows.get_attribute("data-query") == "2"
+    page.page.keyboard.press("Escape")  # from the matrix: the row is let go, and nothing is framed
+    assert rows.get_attribute("data-query") is None and "Escape to let go" in rows.inner_text()
+    assert view.locator('[data-role="cell-info"]').get_attribute("data-k") == ""
+    assert focused(page.page) != "BODY"
+    page.page.keyboard.press("ArrowDown")  # the arrows read rows again
+    assert rows.get_attribute("data-query") == "1"
+
+    view = page.view("masks")
+    assert view.get_attribute("data-current") == "causal/16/"
+    info = view.locator('[data-role="mask-info"]')
+    press(view.locator('[data-role="mask-cell"][tabindex="0"]'), "ArrowDown", 3)
+    assert info.get_attribute("data-query") == "3" and "Query 3 reads 4 keys: 0–3." in info.inner_text()  # causal
+    page.page.keyboard.press("Escape")
+    assert info.get_attribute("data-query") is None and info.inner_text().startswith("Hover a cell")
+    assert page.page.evaluate("document.activeElement.dataset.i + ',' + document.activeElement.dataset.j") == "3,0"
+    page.page.keyboard.press("ArrowDown")
+    assert info.get_attribute("data-query") == "4" and "Query 4 reads 5 keys: 0–4." in info.inner_text()
 
 
 def test_built_site_core_views(browser, shots):

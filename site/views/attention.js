@@ -141,6 +141,7 @@
       } else return;
       styleHeadView(); styleMatrix(); drawInfo();  // restyle only: the elements under the pointer stay
     }
+    function letGo() { st.pinned = false; setFocus("row", null, false); }  // Escape: no row or column kept
 
     // --- head view: queries on the left, keys on the right, a line per weight (as bertviz) ---
     var hv = null;  // the head view's lines and token boxes, restyled when the focus moves
@@ -181,7 +182,7 @@
         });
       })(kk);
       ["query", "key"].forEach(function (side) {  // keyboard: Tab to a side, arrows along it, Enter pins
-        V.keys(hv.boxes[side].map(function (b) { return b.parentNode; }), {cols: 1,
+        V.keys(hv.boxes[side].map(function (b) { return b.parentNode; }), {cols: 1, escape: letGo,
           label: function (k) { return side + " " + k + ": " + t.tokens[k]; }});
       });
       styleHeadView();
@@ -250,7 +251,7 @@
       svg.addEventListener("mouseleave", function () { setFocus("row", null, false); });
       var readout = h("p", {"class": "tfs-small", "data-role": "cell-info"}, matPanel);  // under the matrix
       V.keys(Array.prototype.slice.call(svg.querySelectorAll("rect.tfs-cell")), {cols: n,  // keyboard: arrows move
-        label: function (k) { return names[k]; }, show: readout,
+        label: function (k) { return names[k]; }, show: readout, escape: letGo,
         rest: "Hover a cell, or Tab to the matrix and use the arrows, to read its weight."});
       for (var k = 0; k < n; k++) {
         var gen = k >= t.n_prompt;
@@ -287,7 +288,7 @@
       });
       if (!f) {
         info.textContent = "Hover a token or a cell to see one row (what a query reads) or one column " +
-                           "(who reads a key); click to keep it.";
+                           "(who reads a key); click to keep it (Enter from the keyboard), Escape to let go.";
         return;
       }
       var best = -1, bw = -1, sum = 0;

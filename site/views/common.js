@@ -162,12 +162,32 @@
   // A group of cells or tokens that a pointer can hover and click, reached with ONE Tab stop (a
   // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`),
   // Home/End to the ends; focus does what hovering does (a "mouseenter"), Enter or Space what a
-  // click does. The view's own pointer listeners serve both. With o.show, an element under the group reads out the
-  // item hovered or focused (its label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
-  function keys(items, o) {  // items: elements in reading order; o: {cols, label(k): the name read aloud, show, rest,
-    o = o || {};             // start: the item Tab reaches first (default 0)}
+  // click does, Escape lets go of what a click kept (o.escape) and reads out nothing, as a pointer
+  // leaving does. The view's own pointer listeners serve both. With o.show, an element under the
+  // group reads out the item hovered or focused (its label), and o.rest when there is none: what a
+  // tooltip (a <title>) shows a pointer.
+  // A group that only partly fills its grid (the tiles computed so far) gives each item's place,
+  // o.at(k) = [row, column]: Up/Down go to the nearest row above or below that has an item, to its
+  // item nearest the column.
+  function keys(items, o) {  // items: elements in reading order; o: {cols, at(k), label(k): the name read aloud,
+    o = o || {};             // show, rest, start: the item Tab reaches first (default 0), escape(k)}
+    if (!items.length) return items;
     var cols = o.cols || items.length, start = Math.min(Math.max(o.start || 0, 0), items.length - 1);
     function rest() { o.show.textContent = o.rest || ""; o.show.setAttribute("data-k", ""); }
+    function vertical(k, down) {  // the item of the nearest row below (above) with one, nearest the column
+      var p = o.at(k), best = -1, bestRow = 0, bestCol = 0;
+      items.forEach(function (x, m) {
+        var q = o.at(m), dr = down ? q[0] - p[0] : p[0] - q[0], dc = Math.abs(q[1] - p[1]);
+        if (dr <= 0) return;
+        if (best < 0 || dr < bestRow || (dr === bestRow && dc < bestCol)) { best = m; bestRow = dr; bestCol = dc; }
+      });
+      return best < 0 ? undefined : best;
+    }
+    function target(k, key) {
+      if (o.at && (key === "ArrowDown" || key === "ArrowUp")) return vertical(k, key === "ArrowDown");
+      return {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols, Home: 0,
+              End: items.length - 1}[key];
+    }
     if (o.show) rest();
     items.forEach(function (el, k) {
       el.setAttribute("tabindex", k === start ? "0" : "-1");
@@ -191,8 +211,12 @@
           el.dispatchEvent(new MouseEvent("click", {bubbles: true}));
           return;
         }
-        var to = {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols, Home: 0,
-                  End: items.length - 1}[e.key];
+        if (e.key === "Escape") {
+          if (o.escape) o.escape(k);
+          el.dispatchEvent(new MouseEvent("mouseleave"));
+          return;
+        }
+        var to = target(k, e.key);
         if (to === undefined || to < 0 || to >= items.length) return;
         e.preventDefault();
         items[to].focus();

@@ -84,6 +84,7 @@
       var svg = s("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, "class": "tfs-svg",
                           "data-role": "tile-grid"}, gridBox);
       var state = {};  // "i,j" -> "done" | "skipped"
+      var titled = [], at = [];  // the scores computed so far, and each one's [i, j]
       for (var k = 0; k < st.step && k < r.steps.length; k++) {
         var x = r.steps[k];
         if (x.kind) state[x.i + "," + x.j] = x.kind === "skipped" ? "skipped" : "done";
@@ -104,14 +105,14 @@
           if (seen === "done" || seen === "current") {
             s("title", {text: masked ? "masked: key " + j + " after query " + i
                                      : "S[" + i + ", " + j + "] = " + d.S[i][j].toFixed(3)}, cell);
+            titled.push(cell); at.push([i, j]);
           }
         }
       }
-      var titled = Array.prototype.slice.call(svg.querySelectorAll("rect")).filter(function (el) {
-        return el.querySelector("title");
-      });
       var readout = h("p", {"class": "tfs-small", "data-role": "score-info"}, gridBox);
-      V.keys(titled, {label: function (k) {  // keyboard: one Tab stop, arrows walk the scores computed so far
+      // keyboard: one Tab stop, the arrows walk the scores computed so far (they fill the grid only in part:
+      // Up and Down go by each score's row and column)
+      V.keys(titled, {at: function (k) { return at[k]; }, label: function (k) {
         return titled[k].querySelector("title").textContent;
       }, show: readout, rest: "Hover a score computed so far, or Tab to the grid and use the arrows, to read it."});
       for (var b = 0; b <= r.Tr; b++) {  // tile borders

@@ -108,7 +108,7 @@
         readout.textContent = (j === null ? "Strongest key: " : "“" + d.tokens[q] + "” → ") + "position " + k +
           " “" + d.tokens[k] + "” (" + was + "), weight " + row[k].toFixed(4) + (j === null
             ? ". Hover a weight, or Tab to it and use the arrows; a click or Enter keeps it."
-            : st.kept === j ? ". Kept: click it or press Enter again to let go." : ".");
+            : st.kept === j ? ". Kept: click it or press Enter again (or Escape) to let go." : ".");
       }
       var cells = Array.prototype.slice.call(svg.querySelectorAll('[data-role="weight"]'));  // positions 0 … q
       cells.forEach(function (cell, j) {
@@ -119,7 +119,8 @@
       if (st.kept !== null && st.kept > q) st.kept = null;  // a step back: that position is not written yet
       show(st.kept);
       V.keys(cells, {  // keyboard: one Tab stop, arrows along it; focus reads out as hovering does, Enter as a click
-        label: function (k) { return d.tokens[q] + " → " + d.tokens[k] + ": weight " + row[k].toFixed(4); }});
+        label: function (k) { return d.tokens[q] + " → " + d.tokens[k] + ": weight " + row[k].toFixed(4); },
+        escape: function () { st.kept = null; }});  // Escape lets go of the kept weight: the strongest key again
     }
 
     function isNew(j, q) { return st.step === 0 ? j <= q : j === q; }  // written by this step

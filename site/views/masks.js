@@ -122,7 +122,7 @@
       V.keys(cells, {cols: n, label: function (k) {
         var i = Math.floor(k / n), j = k % n;
         return "query " + i + ", key " + j + ": " + (bit(rows[i], j) ? "attends" : "masked");
-      }});
+      }, escape: function () { st.focus = null; drawInfo(rows, n); frame(); }});  // Escape: no row read out
       frame();
       V.legend(gridBox, [[V.COLORS.on, "attended: a score is computed"], [V.COLORS.off, "masked"]]);
     }
@@ -156,7 +156,11 @@
 
     function drawInfo(rows, n) {
       V.clear(info);
-      if (!st.focus) { info.textContent = "Hover a cell (or Tab into the grid) to read its query's row."; return; }
+      if (!st.focus) {
+        info.removeAttribute("data-query");
+        info.textContent = "Hover a cell (or Tab into the grid) to read its query's row.";
+        return;
+      }
       var i = st.focus[0], j = st.focus[1], seen = [];
       for (var k = 0; k < n; k++) if (bit(rows[i], k)) seen.push(k);
       info.setAttribute("data-query", i);
