@@ -15,7 +15,8 @@ are there. Every view must fit a 375 px phone (its tables' numbers in sight, the
 turn dark with the theme; the orange of a generated token must show. What a pointer's hover or click gives (a
 cell's weight, a score, a block, a bar's logit, a head) a keyboard must reach too, with Tab and the arrows (all four in
 a grid, even one the scores fill only in part), read out in sight under the drawing, behind a focus ring that is not
-the orange of a selection; Escape lets go of what a click kept. No page may log
+the orange of a selection; Escape lets go of what a click kept, and neither a key nor a redraw under ▶ play throws
+the focus to the page. No page may log
 a console error, raise, or ask for anything outside 127.0.0.1.
 
 Needs Chromium at /usr/bin/chromium and Playwright (requirements-site.txt); skips without them.
@@ -1252,6 +1253,65 @@ def test_escape_lets_go_of_what_a_click_kept(page, exported):
     assert page.page.evaluate("document.activeElement.dataset.i + ',' + document.activeElement.dataset.j") == "3,0"
     page.page.keyboard.press("ArrowDown")
     assert info.get_attribute("data-query") == "4" and "Query 4 reads 5 keys: 0–4." in info.inner_text()
+
+
+def test_focus_stays_in_a_grid_that_play_redraws(page, exported):
+    """▶ play redraws the tile grid and the KV cache's weights at every step: a keyboard reader inside them lost the
+    focus to the page at the next step. Now the focus stays on the same score (the same position), read out with the
+    new step's numbers."""
+    data = exported[1]["flash"]
+    q, k = np.array(data["q"]), np.array(data["k"])  # (n, d_h)
+    S = q @ k.T / math.sqrt(data["d_h"])  # [n, n]
+    view = page.view("flash")
+    view.locator('select[data-role="run"]').select_option("0")
+    view.locator('button[title="play"]').focus()
+    page.page.keyboard.press("Enter")
+    tab_into_grid(page.page, view.locator('[data-role="tile-grid"]'))
+    page.page.keyboard.press("ArrowDown")
+    page.page.keyboard.press("ArrowDown")
+    before = int(view.get_attribute("data-current-step"))
+    page.page.wait_for_function("([v, s]) => Number(v.dataset.currentStep) > s",
+                                arg=[view.element_handle(), before + 1], timeout=5000)  # two redraws at least
+    label, info = view.evaluate("v => [document.activeElement.getAttribute('aria-label'), "
+                                "v.querySelector('[data-role=score-info]').textContent]")
+    assert label == info and flash_score(info)[:2] == (2, 0), (label, info)
+    assert abs(flash_score(info)[2] - S[2, 0]) < 1e-3
+    view.locator('button[title="play"]').click()  # pause
+    # the KV cache: the weight at position 3 stays focused as the row grows
+    kv = exported[1]["kv_cache"]
+    view = page.view("kv_cache")
+    press(view.locator('input[data-role="step"]'), "Home")
+    view.locator('button[title="play"]').focus()
+    page.page.keyboard.press("Enter")
+    tab_to(page.page, "weight")
+    for _ in range(3):
+        page.page.keyboard.press("ArrowRight")
+    page.page.wait_for_function("v => Number(v.dataset.currentStep) >= 2", arg=view.element_handle(), timeout=5000)
+    step, j, shown_j, w = view.evaluate("v => { const i = v.querySelector('[data-role=cell-info]'); return "
+                                        "[Number(v.dataset.currentStep), document.activeElement.dataset.j, "
+                                        "i.dataset.j, Number(i.dataset.w)]; }")
+    view.locator('button[title="play"]').click()
+    row = kv["steps"][step]["rows"][kv["layers"].index(12)][1]  # layer 12, head 1 at that step
+    assert (j, shown_j) == ("3", "3") and w == row[3], (step, j, shown_j, w, row[3])
+
+
+def test_a_menu_that_redraws_itself_keeps_the_focus(page, exported):
+    """The explorer's text menu is drawn again when the text changes: an arrow key on it changed the text and threw
+    the focus to the page. Now the new menu has the focus, and the view shows the text picked."""
+    data = exported[1]["attention"]
+    smol = next(m for m in data["models"] if m["key"] == "smollm2")
+    assert len(smol["texts"]) >= 2, "one text: nothing to change"
+    view = page.view("attention")
+    view.locator('select[data-role="model"]').select_option(str(data["models"].index(smol)))
+    view.locator('select[data-role="text"]').focus()
+    page.page.keyboard.press("ArrowDown")
+    assert page.page.evaluate("document.activeElement.dataset.role") == "text"
+    assert view.locator('select[data-role="text"]').input_value() == "1"
+    shown = view.locator('[data-role="sentence"] .tfs-token').all_inner_texts()
+    assert shown[:len(smol["texts"][1]["tokens"])] == smol["texts"][1]["tokens"]
+    page.page.keyboard.press("ArrowUp")
+    assert page.page.evaluate("document.activeElement.dataset.role") == "text"
+    assert view.locator('select[data-role="text"]').input_value() == "0"
 
 
 def test_built_site_core_views(browser, shots):

@@ -97,7 +97,15 @@
     var sel = h("select", {"data-role": o.role}, box);
     o.options.forEach(function (opt) { h("option", {value: String(opt[0]), text: opt[1]}, sel); });
     sel.value = String(o.value);
-    sel.addEventListener("change", function () { o.onChange(sel.value); });
+    sel.addEventListener("change", function () {
+      var had = document.activeElement === sel, view = sel.closest(".tfs-view");
+      o.onChange(sel.value);
+      // a change that redrew the menu itself (the explorer's text menu): the focus goes to the new one, not the page
+      if (had && !sel.isConnected && view && (!document.activeElement || document.activeElement === document.body)) {
+        var twin = view.querySelector('select[data-role="' + o.role + '"]');
+        if (twin) twin.focus();
+      }
+    });
     return sel;
   }
   function slider(parent, o) {  // o: {label, min, max, step, value, role, format(v), onInput(v), wideValue}
@@ -169,10 +177,15 @@
   // A group that only partly fills its grid (the tiles computed so far) gives each item's place,
   // o.at(k) = [row, column]: Up/Down go to the nearest row above or below that has an item, to its
   // item nearest the column.
+  // A redraw (a step of ▶ play) that replaces the group holding the focus gives the focus to the
+  // same place in the new group, not to the page.
+  var held = null;  // the item that has the focus: {view, where, k, at, el}
+  document.addEventListener("focusin", function (e) { if (held && e.target !== held.el) held = null; });
   function keys(items, o) {  // items: elements in reading order; o: {cols, at(k), label(k): the name read aloud,
     o = o || {};             // show, rest, start: the item Tab reaches first (default 0), escape(k)}
     if (!items.length) return items;
     var cols = o.cols || items.length, start = Math.min(Math.max(o.start || 0, 0), items.length - 1);
+    var view = items[0].closest(".tfs-view"), where = place(items[0]);
     function rest() { o.show.textContent = o.rest || ""; o.show.setAttribute("data-k", ""); }
     function vertical(k, down) {  // the item of the nearest row below (above) with one, nearest the column
       var p = o.at(k), best = -1, bestRow = 0, bestCol = 0;
@@ -188,6 +201,15 @@
       return {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols, Home: 0,
               End: items.length - 1}[key];
     }
+    var again = null;  // the redrawn group's item that takes the focus back
+    if (held && held.view === view && held.where === where && !held.el.isConnected &&
+        (!document.activeElement || document.activeElement === document.body)) {
+      again = Math.min(held.k, items.length - 1);
+      if (o.at && held.at) {
+        items.forEach(function (x, m) { var q = o.at(m); if (q[0] === held.at[0] && q[1] === held.at[1]) again = m; });
+      }
+      start = again;
+    }
     if (o.show) rest();
     items.forEach(function (el, k) {
       el.setAttribute("tabindex", k === start ? "0" : "-1");
@@ -202,9 +224,15 @@
       }
       el.addEventListener("focus", function () {
         items.forEach(function (x) { x.setAttribute("tabindex", x === el ? "0" : "-1"); });
+        held = {view: view, where: where, k: k, at: o.at ? o.at(k) : null, el: el};
         el.dispatchEvent(new MouseEvent("mouseenter"));
       });
-      el.addEventListener("blur", function () { el.dispatchEvent(new MouseEvent("mouseleave")); });
+      el.addEventListener("blur", function () {
+        el.dispatchEvent(new MouseEvent("mouseleave"));
+        setTimeout(function () {  // the reader moved on (not a redraw that removed it): nothing to give back
+          if (held && held.el === el && el.isConnected && document.activeElement !== el) held = null;
+        }, 0);
+      });
       el.addEventListener("keydown", function (e) {
         if (e.key === "Enter" || e.key === " ") {
           e.preventDefault();
@@ -222,7 +250,13 @@
         items[to].focus();
       });
     });
+    if (again !== null) items[again].focus({preventScroll: true});
     return items;
+  }
+  function place(el) {  // where a group sits in its view: its box's role (and layer, head), its items' role
+    var box = el.parentNode && el.parentNode.closest ? el.parentNode.closest("[data-role]") : null;
+    return [box ? box.getAttribute("data-role") : "", box ? box.getAttribute("data-layer") : "",
+            box ? box.getAttribute("data-head") : "", el.getAttribute("data-role") || el.tagName].join("|");
   }
 
   // --- loading the data and starting the views -----------------------------------------------
