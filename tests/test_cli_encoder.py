@@ -99,6 +99,7 @@ def test_smollm2_uses_the_decoders_api(tmp_path, drawn, monkeypatch):
     fake = types.SimpleNamespace(
         config=types.SimpleNamespace(L=2, h=3, n_ctx=8192),
         attention_weights=lambda ids, layer=None, head=None: maps[layer] if head is None else maps[layer][head],
+        encode=lambda text: ids,  # the model's encode, which attention tokenizes through
         tokenizer=types.SimpleNamespace(encode=lambda text: ids, decode=lambda i: {7: "The", 8: " dog", 9: " ran"}[i[0]]))
     monkeypatch.setattr(transformer.models.llama_gguf, "load_smollm2", lambda path, backend="numpy": fake)
     assert main(["attention", "--model", "smollm2", "The dog ran", "--layer", "1", "--head", "2",

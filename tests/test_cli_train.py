@@ -360,7 +360,8 @@ def test_generate_without_checkpoint_still_defaults_to_64_new_tokens(monkeypatch
         seen["max_new_tokens"] = max_new_tokens
         raise ValueError("no model in this test")
 
-    fake = types.SimpleNamespace(tokenizer=types.SimpleNamespace(encode=lambda text: [1, 2]), stream=stream)
+    fake = types.SimpleNamespace(tokenizer=types.SimpleNamespace(encode=lambda text: [1, 2]), stream=stream,
+                                 encode=lambda text: [1, 2])  # the model's encode: generate tokenizes through it
     monkeypatch.setattr(llama_gguf, "load_llama", lambda path=None, backend="numpy": fake)
     rc, _, err = run_cli(capsys, "generate", "Hello")
     assert rc == 2 and "no model in this test" in err and seen["max_new_tokens"] == 64
