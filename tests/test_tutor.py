@@ -923,6 +923,149 @@ KNOWN_MISTAKES = [
             alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
             return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
         """, "the new max forgets the old one"),
+    # lesson 18's loss, its gradient and the schedule; lesson 10's GELU
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            lse = np.log(np.exp(logits).sum(-1))
+            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0]
+            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
+        """, "subtract each row's max before exp"),
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            m = logits.max(-1, keepdims=True)
+            lse = m[..., 0] + np.log(np.exp(logits - m).sum(-1))
+            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0]
+            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
+        """, "never add m back"),
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            m = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - m).sum(-1))
+            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
+            return np.where(keep, lse - zt, 0).mean()
+        """, "N counts the targets ≠ ignore_index, not every position"),
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            m = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - m).sum(-1))
+            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
+            return np.where(keep, lse - zt, 0).sum() / keep.sum()
+        """, "return 0, not 0 / 0 = NaN"),
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            m = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - m).sum(-1))
+            zt = np.take_along_axis(logits, targets[..., None], -1)[..., 0] - m[..., 0]
+            keep = targets != ignore_index
+            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
+        """, "a target of −100 is not an index"),
+    ("18", "cross_entropy", """
+        def cross_entropy(logits, targets, *, ignore_index=-100):
+            keep = targets != -100
+            t = np.where(keep, targets, 0)
+            m = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - m).sum(-1))
+            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
+            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
+        """, "the ignored positions are scored too"),
+    ("18", "cross_entropy_backward", """
+        def cross_entropy_backward(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            p = e / e.sum(-1, keepdims=True)
+            d = p - (np.arange(logits.shape[-1]) == t[..., None])
+            return np.where(keep[..., None], d, 0).astype(logits.dtype)
+        """, "divide by N, the number of kept positions"),
+    ("18", "cross_entropy_backward", """
+        def cross_entropy_backward(logits, targets, *, ignore_index=-100):
+            keep = targets != ignore_index
+            t = np.where(keep, targets, 0)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            p = e / e.sum(-1, keepdims=True)
+            d = p - (np.arange(logits.shape[-1]) == t[..., None])
+            return (d / max(keep.sum(), 1)).astype(logits.dtype)
+        """, "its row of the gradient is 0"),
+    ("18", "lr_at", """
+        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+            if step < warmup:
+                return lr_max * step / warmup
+            if step >= total:
+                return lr_min
+            p = (step - warmup) / (total - warmup)
+            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
+        """, "the warm-up's first step is η_max/warmup, not 0"),
+    ("18", "lr_at", """
+        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+            if step < warmup:
+                return lr_max * (step + 1) / warmup
+            if step >= total:
+                return lr_min
+            p = (step - warmup) / total
+            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
+        """, "progress = (step − warmup) / (total − warmup)"),
+    ("18", "lr_at", """
+        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+            if step < warmup:
+                return lr_max * (step + 1) / warmup
+            p = (step - warmup) / (total - warmup)
+            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
+        """, "the cosine, left running, climbs back up"),
+    ("18", "lr_at", """
+        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+            if step < warmup:
+                return lr_max * (step + 1) / warmup
+            if step >= total:
+                return lr_min
+            p = (step - warmup) / (total - warmup)
+            return lr_max * 0.5 * (1 + math.cos(math.pi * p))
+        """, "the cosine decays to lr_min, not to 0"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            if approximate == "tanh":
+                return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+            return 0.5 * x * (1 + erf(x))
+        """, "divide x by √2 inside erf"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            if approximate == "tanh":
+                return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+            return 0.5 * x * (1 + math.erf(x / math.sqrt(2)))
+        """, "math.erf takes one number"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        """, "the tanh formula is only for approximate='tanh'"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            if approximate == "tanh":
+                return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+            return 0.5 * (1 + erf(x / math.sqrt(2)))
+        """, "multiply it by x"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            if approximate == "tanh":
+                return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 2)))
+            return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+        """, "with x cubed"),
+    ("10", "gelu", """
+        from transformer import erf
+        def gelu(x, approximate="none"):
+            return x / (1 + np.exp(-1.702 * x))
+        """, "x·σ(1.702x) is the sigmoid approximation"),
     ("05", "padding_mask", """
         def padding_mask(lengths, n=None, *, xp=None):
             lengths = np.asarray(lengths)
@@ -1216,12 +1359,42 @@ FIRST_ATTEMPTS = [
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "reduce": "sum"}),
      "a score is a mean over its rows"),
 ]
+# the loss, its gradient and the schedule as a learner writes them, each right (in float64 inside, the loss a float)
+LOSS_RIGHT = """
+    def cross_entropy(logits, targets, *, ignore_index=-100):
+        keep = targets != ignore_index
+        z = logits.astype(np.float64)
+        m = z.max(-1, keepdims=True)
+        lse = np.log(np.exp(z - m).sum(-1))
+        zt = np.take_along_axis(z, np.where(keep, targets, 0)[..., None], -1)[..., 0] - m[..., 0]
+        return float(np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1))
+
+    def cross_entropy_backward(logits, targets, *, ignore_index=-100):
+        keep = targets != ignore_index
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        d = e / e.sum(-1, keepdims=True) - (np.arange(logits.shape[-1]) == np.where(keep, targets, 0)[..., None])
+        return (np.where(keep[..., None], d, 0) / max(keep.sum(), 1)).astype(logits.dtype)
+
+    def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+        if step < warmup:
+            return lr_max * (step + 1) / warmup
+        if step >= total:
+            return lr_min
+        return lr_min + (lr_max - lr_min) * (1 + math.cos(math.pi * (step - warmup) / (total - warmup))) / 2
+"""
+# GELU with math.erf, exact where the package's erf is written out to 1.5e-7: within the cases' tolerance
+GELU_RIGHT = """
+    def gelu(x, approximate="none"):
+        if approximate == "tanh":
+            return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        return (x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) / 2).astype(x.dtype)
+"""
 RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTEMPT.format(scale=" * scale", sees="<=")),
                   ("15", DECODER_ATTEMPT.format(causal="causal_mask(y.shape[1])", first="y + a")),
                   ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT) + BACKWARD_ATTEMPT.format(**BACKWARD_RIGHT)),
                   ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT)),
                   ("02", ROPE_HALF_ATTEMPT.format(**ROPE_HALF_RIGHT)), ("04", MHA_ATTEMPT.format(**MHA_RIGHT)),
-                  ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT))]
+                  ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT)), ("18", LOSS_RIGHT), ("10", GELU_RIGHT)]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

@@ -10,7 +10,11 @@ such as (b, n); d_ff is the feed-forward network's hidden width.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from transformer import erf  # erf(x) of an array (NumPy has none; math.erf takes one number)
 
 
 def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] -> [..., d]
@@ -42,6 +46,23 @@ def rms_norm(x, gamma, eps: float = 1e-6):  # [..., d], [d] -> [..., d]
     raise NotImplementedError(
         "rms_norm: start with mean(x²) over the last axis, kept as (..., 1) with keepdims=True; "
         "it is one line away from your layer_norm.")
+
+
+def gelu(x, approximate: str = "none"):  # [...] -> [...]
+    """GELU (BERT, GPT-2): x weighted by the probability that a standard normal variable is below it.
+
+        GELU(x) = x · Φ(x) = ½ x (1 + erf(x / √2))                              approximate="none"
+        GELU(x) ≈ ½ x (1 + tanh(√(2/π) (x + 0.044715 x³)))                     approximate="tanh"
+
+    Φ is the normal distribution's CDF. x of any shape, such as an FFN's hidden layer
+    (b, n, d_ff)  ->  the same shape, elementwise. Example: GELU(1) = Φ(1) = 0.8413,
+    GELU(−1) = −0.1587, and the tanh form gives 0.8412 and −0.1588.
+
+    After trying: the package's version is `transformer/core/layers.py`, `gelu`.
+    """
+    raise NotImplementedError(
+        "gelu: start with the exact form, Φ(x) = ½(1 + erf(x / √2)) with the erf imported above, and check "
+        "GELU(1) = 0.8413; then the tanh form, when approximate == 'tanh'.")
 
 
 def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]

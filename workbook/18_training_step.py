@@ -20,6 +20,44 @@ from transformer import decays_by_default  # decays_by_default(name, p): True fo
 from transformer import repeat_kv  # or your own from 07
 
 
+def cross_entropy(logits, targets, *, ignore_index: int = -100):  # [..., v], [...] int -> a number
+    """The mean cross-entropy over the positions that have a target: the loss of a language model.
+
+        −log p_t = −log softmax(z)_t = LSE(z) − z_t,     LSE(z) = log Σ_j e^(z_j)
+        L = (1/N) Σ over the N kept positions of −log p_t
+
+    logits z (..., v): one row of v scores a position, such as (b, n, v); targets (...) the
+    index of the right token at each position, or ignore_index (−100: padding, the prompt) where
+    a position is not scored.  ->  the loss, a number (a float or a 0-d array).
+    Stable: with m = max_j z_j, LSE(z) − z_t = log Σ_j e^(z_j − m) − (z_t − m), two small numbers
+    (e^z overflows for logits of a few hundred; m + … − z_t loses digits when m is large).
+    With every position ignored there is nothing to average: the loss is 0.
+    Example: logits [[0, 0], [5, 1]], targets [1, −100]: L = −log ½ = 0.6931.
+
+    After trying: the package's version is `transformer/core/loss.py`, `cross_entropy`.
+    """
+    raise NotImplementedError(
+        "cross_entropy: start with keep = targets != ignore_index and the row max m (keepdims=True); then "
+        "log Σ_j e^(z_j − m) per position, and the target's logit with np.take_along_axis. Check the example.")
+
+
+def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..., v], [...] -> [..., v]
+    """Gradient of the mean cross-entropy with respect to the logits. Saved from the forward: the logits.
+
+        ∂(LSE(z) − z_t)/∂z_j = softmax(z)_j − 1[j = t]
+        dz = (softmax(z) − one_hot(t)) / N      on the kept rows,   0 on the ignored ones
+
+    logits (..., v), targets (...)  ->  dz (..., v), in the logits' dtype. N counts the kept
+    positions (at least 1: with none kept, dz is 0). Each kept row sums to 0.
+    Example: logits [[0, 0], [5, 1]], targets [1, −100]: dz = [[0.5, −0.5], [0, 0]].
+
+    After trying: the package's version is `transformer/core/loss.py`, `cross_entropy_backward`.
+    """
+    raise NotImplementedError(
+        "cross_entropy_backward: start with the softmax of each row (minus its max first) and the one-hot "
+        "of the targets, np.arange(v) == t[..., None]; then divide by N and zero the ignored rows.")
+
+
 def softmax_backward(dP, P):  # [..., n], [..., n] -> [..., n]
     """Gradient of P = softmax(S) along the last axis. Saved from the forward: P itself (not S).
 
@@ -57,6 +95,24 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
         "scaled_dot_product_attention_backward: start with h_kv = h and write dV = Pᵀ dO with .swapaxes(-1, -2); "
         "check each gradient's shape against the docstring as you go. Leave GQA for last: then recall which "
         "query heads shared each key/value head (lesson 07).")
+
+
+def lr_at(step: int, *, lr_max: float, warmup: int, total: int, lr_min: float = 0.0) -> float:
+    """The learning rate η of update number `step` (0, 1, …): a linear warm-up, a cosine decay, then flat.
+
+        step < warmup:          η = η_max · (step + 1) / warmup
+        warmup ≤ step < total:  η = η_min + (η_max − η_min) · ½(1 + cos(π · (step − warmup) / (total − warmup)))
+        step ≥ total:           η = η_min
+
+    One number a step, the same for every parameter, a (d, d) matrix and a (d,) gain alike. The first
+    update gets η_max / warmup, never 0; with warmup = 0 the first step is at the top, η_max.
+    Example: lr_max=1, warmup=2, total=6: steps 0 … 7 give 0.5, 1, 1, 0.854, 0.5, 0.146, 0, 0.
+
+    After trying: the package's version is `transformer/train/optim.py`, `lr_at`.
+    """
+    raise NotImplementedError(
+        "lr_at: start with the three cases as an if / elif / else on step; the cosine's progress goes from 0 "
+        "at step = warmup to 1 at step = total. Check the example's eight numbers.")
 
 
 def adamw_step(params: dict, grads: dict, state: AdamWState, lr: float, *, betas=(0.9, 0.95), eps: float = 1e-8,

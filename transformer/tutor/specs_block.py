@@ -6,12 +6,13 @@ import math
 import numpy as np
 
 from ..core.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward, softmax_backward
-from ..core.layers import gelu, layer_norm, relu, rms_norm, sigmoid, silu, swiglu_ffn
+from ..core.layers import erf, gelu, layer_norm, relu, rms_norm, sigmoid, silu, swiglu_ffn
+from .compare import Tolerance
 from ..core.masks import causal_mask
 from ..train.optim import adamw_state, adamw_step, decays_by_default
 from .cases import Case, Mistake, Spec, fresh
 
-__all__ = ["LAYER_NORM", "RMS_NORM", "SWIGLU", "SOFTMAX_BACKWARD", "SDPA_BACKWARD", "ADAMW_STEP"]
+__all__ = ["LAYER_NORM", "RMS_NORM", "GELU", "SWIGLU", "SOFTMAX_BACKWARD", "SDPA_BACKWARD", "ADAMW_STEP"]
 
 
 def _rng(seed):
@@ -158,6 +159,68 @@ def _torch_norm(kind, case):
         eps = case.kwargs.get("eps", 1e-5)
         return F.layer_norm(x, x.shape[-1:], gamma, rest[0] if rest else None, eps).numpy()
     return F.rms_norm(x, x.shape[-1:], gamma, case.kwargs.get("eps", 1e-6)).numpy()
+
+
+# the package's erf is written out, within 1.5e-7 of the true one: a GELU with math.erf or scipy's differs by
+# ½|x|·1.5e-7 ≤ 3e-7 on these cases, and a slip (the √2, the tanh form for the exact one) by 1e-4 or more
+ERF_TOL = Tolerance((1e-6, 5e-7))
+
+
+def gelu_cases():
+    r = _rng(103)
+    x = r.standard_normal((2, 3, 8)) * 2
+    wide = np.array([-30.0, -20, -10, -4, -1, 0, 1, 4, 10, 20, 30])  # the tails: GELU(x) → x, and → 0 for −x
+    return [Case("x (2, 3, 8), the exact form (approximate='none', the default)", (x,), tol=ERF_TOL),
+            Case("x (2, 3, 8), approximate='tanh' (GPT-2's form)", (x,), {"approximate": "tanh"},
+                 frozenset({"tanh"}), tol=ERF_TOL),
+            Case("x from −30 to 30, exact", (wide,), tags=frozenset({"tails"}), tol=ERF_TOL),
+            Case("x from −30 to 30, approximate='tanh'", (wide,), {"approximate": "tanh"}, frozenset({"tanh", "tails"}),
+                 tol=ERF_TOL),
+            Case("float32 x (4, 6), exact", (x.reshape(6, 8)[:4, :6].astype(np.float32),),
+                 tags=frozenset({"float32"}))]
+
+
+def _tanh_form(inner, outer=math.sqrt(2 / math.pi)):
+    """GELU with a slip in its tanh form: tanh(outer · inner(x)); the exact form untouched, so that only the
+    cases with approximate='tanh' tell it."""
+    def fn(x, approximate="none"):
+        if approximate != "tanh":
+            return gelu(x)
+        return 0.5 * x * (1.0 + np.tanh(outer * inner(x)))
+    return fn
+
+
+GELU = Spec(
+    "gelu", gelu, gelu_cases, "transformer/core/layers.py", dims=("…",),
+    mistakes=[Mistake("Φ is the normal distribution's CDF, ½(1 + erf(x/√2)): divide x by √2 inside erf",
+                      variant=lambda x, approximate="none": 0.5 * x * (1.0 + erf(x))
+                      if approximate != "tanh" else gelu(x, "tanh")),
+              Mistake("GELU(x) = x·Φ(x): ½(1 + erf(x/√2)) is Φ(x) alone — multiply it by x",
+                      variant=lambda x, approximate="none": 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+                      if approximate != "tanh" else 0.5 * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+              Mistake("approximate='none', the default, is the exact form ½x(1 + erf(x/√2)); the tanh formula is only "
+                      "for approximate='tanh'", variant=lambda x, approximate="none": gelu(x, "tanh")),
+              Mistake("approximate='tanh' asks for GPT-2's form, ½x(1 + tanh(√(2/π)(x + 0.044715x³))), not the erf one",
+                      variant=lambda x, approximate="none": gelu(x)),
+              Mistake("the tanh form's inner term is x + 0.044715·x³, with x cubed",
+                      variant=_tanh_form(lambda x: x + 0.044715 * x * x)),
+              Mistake("the tanh form's inner term is x + 0.044715·x³: the cube is scaled by 0.044715",
+                      variant=_tanh_form(lambda x: x + x ** 3)),
+              Mistake("the tanh form scales its inner term by √(2/π) ≈ 0.798",
+                      variant=_tanh_form(lambda x: x + 0.044715 * x ** 3, outer=1.0)),
+              Mistake("x·σ(1.702x) is the sigmoid approximation of GELU, within 0.02 of it: write the exact form with "
+                      "erf", variant=lambda x, approximate="none": x * sigmoid(1.702 * x)),
+              Mistake("math.erf takes one number: use `erf` imported at the top of the file (the package's, for "
+                      "arrays), or np.vectorize(math.erf)", raises=r"only (length-1|size-1|0-dimensional|integer "
+                      r"scalar) arrays|must be real number")],
+    torch=lambda case: _torch_gelu(case))
+
+
+def _torch_gelu(case):
+    import torch
+    import torch.nn.functional as F
+    (x,), kwargs = case.args, case.kwargs
+    return F.gelu(torch.from_numpy(np.asarray(x)), approximate=kwargs.get("approximate", "none")).numpy()
 
 
 def swiglu_cases():
