@@ -845,6 +845,42 @@ FILTER_LOGITS = """
 
 # --- known mistakes each spec recognises ------------------------------
 # (lesson, function, the learner's code with one slip, a phrase of the intended hint)
+# lesson 18's loss, gradient and schedule as a learner writes them; the fields hold one slip each (_SLIP: none)
+LOSS_ATTEMPT = """
+    def cross_entropy(logits, targets, *, ignore_index=-100):
+        keep = {keep}
+        t = np.where(keep, targets, 0) if {t} is None else {t}
+        m = logits.max(-1, keepdims=True) * {shift}
+        lse = np.log(np.exp(logits - m).sum(-1))
+        lse = {lse}
+        zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
+        zt = {zt}
+        nll = np.where(keep, lse - zt, 0)
+        return {mean}
+"""
+LOSS_SLIP = {"keep": "targets != ignore_index", "t": "None", "shift": "1", "lse": "lse", "zt": "zt",
+             "mean": "nll.sum() / max(keep.sum(), 1)"}
+GRAD_ATTEMPT = """
+    def cross_entropy_backward(logits, targets, *, ignore_index=-100):
+        keep = targets != ignore_index
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        d = e / e.sum(-1, keepdims=True) - (np.arange(logits.shape[-1]) == np.where(keep, targets, 0)[..., None])
+        kept = np.where(keep[..., None], d, 0)
+        return ({kept} / {n}).astype(logits.dtype)
+"""
+GRAD_SLIP = {"kept": "kept", "n": "max(keep.sum(), 1)"}
+LR_ATTEMPT = """
+    def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
+        if step < warmup:
+            return lr_max * {warm}
+        if {after}:
+            return lr_min
+        p = (step - warmup) / ({length})
+        return {floor} + (lr_max - {floor}) * 0.5 * (1 + math.cos(math.pi * p))
+"""
+LR_SLIP = {"warm": "(step + 1) / warmup", "after": "step >= total", "length": "total - warmup", "floor": "lr_min"}
+
+
 KNOWN_MISTAKES = [
     ("03", "scaled_dot_product_attention", """
         def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
@@ -924,110 +960,26 @@ KNOWN_MISTAKES = [
             return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
         """, "the new max forgets the old one"),
     # lesson 18's loss, its gradient and the schedule; lesson 10's GELU
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            lse = np.log(np.exp(logits).sum(-1))
-            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0]
-            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
-        """, "subtract each row's max before exp"),
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            m = logits.max(-1, keepdims=True)
-            lse = m[..., 0] + np.log(np.exp(logits - m).sum(-1))
-            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0]
-            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
-        """, "never add m back"),
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            m = logits.max(-1, keepdims=True)
-            lse = np.log(np.exp(logits - m).sum(-1))
-            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
-            return np.where(keep, lse - zt, 0).mean()
-        """, "N counts the targets ≠ ignore_index, not every position"),
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            m = logits.max(-1, keepdims=True)
-            lse = np.log(np.exp(logits - m).sum(-1))
-            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
-            return np.where(keep, lse - zt, 0).sum() / keep.sum()
-        """, "return 0, not 0 / 0 = NaN"),
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            m = logits.max(-1, keepdims=True)
-            lse = np.log(np.exp(logits - m).sum(-1))
-            zt = np.take_along_axis(logits, targets[..., None], -1)[..., 0] - m[..., 0]
-            keep = targets != ignore_index
-            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
-        """, "a target of −100 is not an index"),
-    ("18", "cross_entropy", """
-        def cross_entropy(logits, targets, *, ignore_index=-100):
-            keep = targets != -100
-            t = np.where(keep, targets, 0)
-            m = logits.max(-1, keepdims=True)
-            lse = np.log(np.exp(logits - m).sum(-1))
-            zt = np.take_along_axis(logits, t[..., None], -1)[..., 0] - m[..., 0]
-            return np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1)
-        """, "the ignored positions are scored too"),
-    ("18", "cross_entropy_backward", """
-        def cross_entropy_backward(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            p = e / e.sum(-1, keepdims=True)
-            d = p - (np.arange(logits.shape[-1]) == t[..., None])
-            return np.where(keep[..., None], d, 0).astype(logits.dtype)
-        """, "divide by N, the number of kept positions"),
-    ("18", "cross_entropy_backward", """
-        def cross_entropy_backward(logits, targets, *, ignore_index=-100):
-            keep = targets != ignore_index
-            t = np.where(keep, targets, 0)
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            p = e / e.sum(-1, keepdims=True)
-            d = p - (np.arange(logits.shape[-1]) == t[..., None])
-            return (d / max(keep.sum(), 1)).astype(logits.dtype)
-        """, "its row of the gradient is 0"),
-    ("18", "lr_at", """
-        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
-            if step < warmup:
-                return lr_max * step / warmup
-            if step >= total:
-                return lr_min
-            p = (step - warmup) / (total - warmup)
-            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
-        """, "the warm-up's first step is η_max/warmup, not 0"),
-    ("18", "lr_at", """
-        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
-            if step < warmup:
-                return lr_max * (step + 1) / warmup
-            if step >= total:
-                return lr_min
-            p = (step - warmup) / total
-            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
-        """, "progress = (step − warmup) / (total − warmup)"),
-    ("18", "lr_at", """
-        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
-            if step < warmup:
-                return lr_max * (step + 1) / warmup
-            p = (step - warmup) / (total - warmup)
-            return lr_min + (lr_max - lr_min) * 0.5 * (1 + math.cos(math.pi * p))
-        """, "the cosine, left running, climbs back up"),
-    ("18", "lr_at", """
-        def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
-            if step < warmup:
-                return lr_max * (step + 1) / warmup
-            if step >= total:
-                return lr_min
-            p = (step - warmup) / (total - warmup)
-            return lr_max * 0.5 * (1 + math.cos(math.pi * p))
-        """, "the cosine decays to lr_min, not to 0"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "shift": "0"}), "subtract each row's max before exp"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "lse": "m[..., 0] + lse", "zt": "zt + m[..., 0]"}),
+     "never add m back"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "mean": "nll.mean()"}),
+     "N counts the targets ≠ ignore_index, not every position"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "mean": "nll.sum() / keep.sum()"}),
+     "return 0, not 0 / 0 = NaN"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "t": "targets"}), "a target of −100 is not an index"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "keep": "targets != -100"}),
+     "the ignored positions are scored too"),
+    ("18", "cross_entropy_backward", GRAD_ATTEMPT.format(**{**GRAD_SLIP, "n": "1"}),
+     "divide by N, the number of kept positions"),
+    ("18", "cross_entropy_backward", GRAD_ATTEMPT.format(**{**GRAD_SLIP, "kept": "d"}), "its row of the gradient is 0"),
+    ("18", "lr_at", LR_ATTEMPT.format(**{**LR_SLIP, "warm": "step / warmup"}),
+     "the warm-up's first step is η_max/warmup, not 0"),
+    ("18", "lr_at", LR_ATTEMPT.format(**{**LR_SLIP, "length": "total"}),
+     "progress = (step − warmup) / (total − warmup)"),
+    ("18", "lr_at", LR_ATTEMPT.format(**{**LR_SLIP, "after": "step >= total + 10 ** 9"}),
+     "the cosine, left running, climbs back up"),
+    ("18", "lr_at", LR_ATTEMPT.format(**{**LR_SLIP, "floor": "0"}), "the cosine decays to lr_min, not to 0"),
     ("10", "gelu", """
         from transformer import erf
         def gelu(x, approximate="none"):
@@ -1359,29 +1311,6 @@ FIRST_ATTEMPTS = [
     ("19", "induction_head_scores", SCORES_ATTEMPT.format(**{**SCORES_RIGHT, "reduce": "sum"}),
      "a score is a mean over its rows"),
 ]
-# the loss, its gradient and the schedule as a learner writes them, each right (in float64 inside, the loss a float)
-LOSS_RIGHT = """
-    def cross_entropy(logits, targets, *, ignore_index=-100):
-        keep = targets != ignore_index
-        z = logits.astype(np.float64)
-        m = z.max(-1, keepdims=True)
-        lse = np.log(np.exp(z - m).sum(-1))
-        zt = np.take_along_axis(z, np.where(keep, targets, 0)[..., None], -1)[..., 0] - m[..., 0]
-        return float(np.where(keep, lse - zt, 0).sum() / max(keep.sum(), 1))
-
-    def cross_entropy_backward(logits, targets, *, ignore_index=-100):
-        keep = targets != ignore_index
-        e = np.exp(logits - logits.max(-1, keepdims=True))
-        d = e / e.sum(-1, keepdims=True) - (np.arange(logits.shape[-1]) == np.where(keep, targets, 0)[..., None])
-        return (np.where(keep[..., None], d, 0) / max(keep.sum(), 1)).astype(logits.dtype)
-
-    def lr_at(step, *, lr_max, warmup, total, lr_min=0.0):
-        if step < warmup:
-            return lr_max * (step + 1) / warmup
-        if step >= total:
-            return lr_min
-        return lr_min + (lr_max - lr_min) * (1 + math.cos(math.pi * (step - warmup) / (total - warmup))) / 2
-"""
 # GELU with math.erf, exact where the package's erf is written out to 1.5e-7: within the cases' tolerance
 GELU_RIGHT = """
     def gelu(x, approximate="none"):
@@ -1394,7 +1323,9 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("18", ADAMW_ATTEMPT.format(**ADAMW_RIGHT) + BACKWARD_ATTEMPT.format(**BACKWARD_RIGHT)),
                   ("19", SCORES_ATTEMPT.format(**SCORES_RIGHT)),
                   ("02", ROPE_HALF_ATTEMPT.format(**ROPE_HALF_RIGHT)), ("04", MHA_ATTEMPT.format(**MHA_RIGHT)),
-                  ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT)), ("18", LOSS_RIGHT), ("10", GELU_RIGHT)]
+                  ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT)), ("10", GELU_RIGHT),
+                  ("18", LOSS_ATTEMPT.format(**LOSS_SLIP) + GRAD_ATTEMPT.format(**GRAD_SLIP)
+                   + LR_ATTEMPT.format(**LR_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
