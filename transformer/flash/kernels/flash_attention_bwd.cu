@@ -4,11 +4,11 @@
 // The forward saved only O and L = m + log l (the log-sum-exp of each query row). With
 // D_i = rowsum(dO_i ∘ O_i), computed on the host, every gradient comes from tiles:
 //
-//   P_ij  = e^(S_ij - L_i)          S_ij = q_i · k_j · scale, recomputed; already normalised
+//   P_ij  = e^(S_ij - L_i)          S_ij = (q_i · scale) · k_j, recomputed; already normalised
 //   dV_j += P_ijᵀ dO_i
 //   dP_ij = dO_i · v_j
 //   dS_ij = P_ij (dP_ij - D_i)
-//   dK_j += dS_ijᵀ Q_i · scale
+//   dK_j += dS_ijᵀ (Q_i · scale)
 //   dQ_i += dS_ij K_j · scale
 //
 // The loops are FlashAttention-2's for the backward: the outer one over key tiles, so that a
@@ -32,6 +32,11 @@
 // symmetric, so the span the host computes for a tile of BC positions is both the keys its
 // queries may see and the queries that may see its keys; the block visits only the query tiles
 // inside it. A masked pair gets P = dS = 0 exactly.
+//
+// S_ij is rounded as the forward kernel rounded it, the scale folded into Q_i before the dot
+// product: L_i holds the forward's own max, and with float32 scores of a few thousand,
+// (q_i · k_j) · scale is a few ulps (5e-4 each at 4e3) away from it, so P_ij = e^(S_ij - L_i)
+// of a row whose attention is almost one-hot came out 1 ± 1e-3 instead of 1.
 //
 // Compile-time constants (CuPy passes -D options): D_H head size, BC keys per tile (and query
 // rows per tile), SCALAR_T the element type of Q, K, V, dO (float or __half). Shared memory is
@@ -60,7 +65,7 @@ extern "C" __global__ void flash_attention_bwd(
     const int* __restrict__ DOC, const int* __restrict__ DOC_KEYS)
 {
     // K_j and V_j stored transposed, Ks[c][j] = k_j[c]: thread j reads its own key's element c,
-    // 32 threads 32 consecutive words. Q_i and dO_i row by row: all threads read the same element.
+    // 32 threads 32 consecutive words. Q_i (· scale) and dO_i row by row: all threads read the same element.
     __shared__ float Ks[D_H][BC];
     __shared__ float Vs[D_H][BC];
     __shared__ float Qs[BR][D_H];
@@ -98,10 +103,11 @@ extern "C" __global__ void flash_attention_bwd(
     if (causal) row_first = max(row_first, j0 - offset);
     for (int r0 = max(0, row_first) / BR * BR; r0 < row_end; r0 += BR) {
         __syncthreads();  // everyone is done with the previous Q_i, dO_i, dS_ij (and K_j, V_j are in)
-        for (int e = tid; e < BR * D_H; e += BC) {  // stage Q_i, dO_i: HBM -> SRAM
+        for (int e = tid; e < BR * D_H; e += BC) {  // stage Q_i · scale, dO_i: HBM -> SRAM
             const int r = e / D_H, c = e % D_H;
             const bool in = r0 + r < n_q;
-            Qs[r][c] = in ? to_float(Q[q_base + (size_t)(r0 + r) * D_H + c]) : 0.f;
+            // the scale folded in as the forward folds it, so that S_ij below is the forward's to the bit
+            Qs[r][c] = in ? to_float(Q[q_base + (size_t)(r0 + r) * D_H + c]) * scale : 0.f;
             dOs[r][c] = in ? to_float(dO[q_base + (size_t)(r0 + r) * D_H + c]) : 0.f;
         }
         const bool row_in = r0 + tid < n_q;
@@ -115,15 +121,15 @@ extern "C" __global__ void flash_attention_bwd(
             float s = 0.f, dp = 0.f;
 #pragma unroll
             for (int c = 0; c < D_H; ++c) {
-                s += Qs[r][c] * Ks[c][tid];   // S_ij = q_i · k_j
+                s += Qs[r][c] * Ks[c][tid];   // S_ij = (q_i · scale) · k_j
                 dp += dOs[r][c] * Vs[c][tid];  // dP_ij = dO_i · v_j
             }
-            const float p = visible ? __expf(s * scale - Ls[r]) : 0.f;  // P_ij = e^(S_ij - L_i)
+            const float p = visible ? __expf(s - Ls[r]) : 0.f;  // P_ij = e^(S_ij - L_i)
             const float ds = visible ? p * (dp - Ds[r]) : 0.f;        // dS_ij = P_ij (dP_ij - D_i)
 #pragma unroll
             for (int c = 0; c < D_H; ++c) {
                 dv[c] += p * dOs[r][c];   // dV_j += P_ijᵀ dO_i
-                dk[c] += ds * Qs[r][c];   // dK_j += dS_ijᵀ Q_i (· scale at the end)
+                dk[c] += ds * Qs[r][c];   // dK_j += dS_ijᵀ (Q_i · scale)
             }
             dSs[r][tid] = ds;
         }
@@ -144,7 +150,7 @@ extern "C" __global__ void flash_attention_bwd(
     const size_t out = ((size_t)bh * n_k + j) * D_H;  // dK, dV per query head: (b, h, n_k, d_h)
 #pragma unroll
     for (int c = 0; c < D_H; ++c) {
-        dK[out + c] = dk[c] * scale;
+        dK[out + c] = dk[c];
         dV[out + c] = dv[c];
     }
 }
