@@ -246,8 +246,8 @@ P.save(fig, P.figure_path("05_cost_vs_n.png"))
 # talk directly. Next: prefill, decode and the KV cache (lesson 06).
 
 # %% [markdown]
-# **Write it yourself.** `workbook/05_masks.py` holds `causal_mask`, `padding_mask` and
-# `sliding_window_mask` as stubs with this lesson's formulas; fill them in, then run
+# **Write it yourself.** `workbook/05_masks.py` holds `causal_mask`, `padding_mask`,
+# `sliding_window_mask`, `strided_mask` and `fixed_mask` as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 05`: it runs the package's own test cases on your code and says what
 # is still wrong.
 #

@@ -377,9 +377,10 @@ assert np.array_equal(reads, trace_k.computed()) and reads.sum() < n_causal
 # computes over five times as many).
 
 # %% [markdown]
-# **Write it yourself.** `workbook/16_packing.py` holds `document_mask` (a token reads only its own document)
-# and `key_tiles_read` (the key tiles a kernel's query block reads) as stubs; fill them in, then run `python -m transformer check 16`: it runs the
-# package's own test cases on your code and says what is still wrong.
+# **Write it yourself.** `workbook/16_packing.py` holds `pack_documents` (first fit), `document_mask` (a token
+# reads only its own document) and `key_tiles_read` (the key tiles a kernel's query block reads) as stubs; fill
+# them in, then run `python -m transformer check 16`: it runs the package's own test cases on your code and says
+# what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 16` does the same.

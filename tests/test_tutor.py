@@ -881,6 +881,63 @@ LR_ATTEMPT = """
 LR_SLIP = {"warm": "(step + 1) / warmup", "after": "step >= total", "length": "total - warmup", "floor": "lr_min"}
 
 
+# lesson 02's angles, 05's sparse patterns, 16's packing and 18's clipping as a learner writes them (_SLIP: none)
+ANGLES_ATTEMPT = """
+    def rope_angles(positions, d_h, base=10000.0):
+        i = np.arange(d_h // 2)
+        return np.asarray(positions, {dtype})[:, None] * {base} ** ({exponent})
+"""
+ANGLES_SLIP = {"dtype": "np.float64", "base": "base", "exponent": "-2 * i / d_h"}
+SPARSE_ATTEMPT = """
+    from transformer import namespace
+    def strided_mask(n, stride, *, xp=None):
+        xp = namespace(xp)
+        i, j = xp.arange(n)[:, None], xp.arange(n)[None, :]
+        return {strided}
+    def fixed_mask(n, block, c=1, *, xp=None):
+        xp = namespace(xp)
+        i, j = xp.arange(n)[:, None], xp.arange(n)[None, :]
+        return {fixed}
+"""
+SPARSE_SLIP = {"strided": "(j <= i) & ((i - j < stride) | ((i - j) % stride == 0))",
+               "fixed": "(j <= i) & ((i // block == j // block) | (j % block >= block - c))"}
+PACK_ATTEMPT = """
+    from transformer import Packed
+    def pack_documents(docs, n_ctx, *, pad_id=0, longest_first=False):
+        docs = [list(d) for d in docs]
+        order = sorted(range(len(docs)), key=lambda i: -len(docs[i])) if {longest} else range(len(docs))
+        used, spans = [], [None] * len(docs)
+        for i in order:
+            n = len(docs[i])
+            row = next((r for r in {rows} if used[r] + n <= n_ctx), None)
+            if row is None:
+                used.append(0)
+                row = len(used) - 1
+            spans[i] = (row, used[row], n)
+            used[row] += n
+        ids = np.full((len(used), n_ctx), {pad}, dtype=np.int64)
+        doc = np.full((len(used), n_ctx), {pad_doc}, dtype=np.int64)
+        positions = np.zeros((len(used), n_ctx), dtype=np.int64)
+        for i, (row, start, n) in enumerate(spans):
+            ids[row, start:start + n] = docs[i]
+            doc[row, start:start + n] = i
+            positions[row, start:start + n] = {pos}
+        return Packed(ids, doc, positions, tuple(spans))
+"""
+PACK_SLIP = {"longest": "longest_first", "rows": "range(len(used))", "pad": "pad_id", "pad_doc": "-1",
+             "pos": "np.arange(n)"}
+CLIP_ATTEMPT = """
+    def clip_by_global_norm(grads, max_norm):
+        norm = math.sqrt(sum(float(({square}).sum()) for g in grads.values()))
+        factor = {factor}
+        for name, g in grads.items():
+            {scale}
+        return {returned}
+"""
+CLIP_SLIP = {"square": "g.astype(np.float64) ** 2", "factor": "min(1.0, max_norm / (norm + 1e-6))",
+             "scale": "g *= factor", "returned": "norm"}
+
+
 KNOWN_MISTAKES = [
     ("03", "scaled_dot_product_attention", """
         def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
@@ -959,6 +1016,49 @@ KNOWN_MISTAKES = [
             alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
             return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
         """, "the new max forgets the old one"),
+    # lesson 02's angles, 05's sparse patterns, 16's packing, 18's clipping
+    ("02", "rope_angles", ANGLES_ATTEMPT.format(**{**ANGLES_SLIP, "exponent": "-i / d_h"}), "not −i/d_h"),
+    ("02", "rope_angles", ANGLES_ATTEMPT.format(**{**ANGLES_SLIP, "exponent": "2 * i / d_h"}), "a negative exponent"),
+    ("02", "rope_angles", ANGLES_ATTEMPT.format(**{**ANGLES_SLIP, "base": "10000.0"}), "use the `base` argument"),
+    ("05", "strided_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "strided": "((j <= i) & (i - j < stride)) | "
+                                                                           "((i - j) % stride == 0)"}),
+     "the strided part is causal too"),
+    ("05", "strided_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "strided": "(j <= i) & ((i - j < stride) | "
+                                                                           "(j % stride == 0))"}),
+     "the strided part is by distance"),
+    ("05", "strided_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "strided": "(j <= i) & (i - j < stride) & "
+                                                                           "((i - j) % stride == 0)"}),
+     "the pattern is the OR of its two parts"),
+    ("05", "fixed_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "fixed": "(j <= i) & ((i // block == j // block) | "
+                                                                       "(j % block < c))"}),
+     "the summary cells are the LAST c of each block"),
+    ("05", "fixed_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "fixed": "(i // block == j // block) | "
+                                                                       "((j % block >= block - c) & (j <= i))"}),
+     "the pattern is causal"),
+    ("05", "fixed_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "fixed": "(j <= i) & ((i - j < block) | "
+                                                                       "(j % block >= block - c))"}),
+     "a sliding window, not a block"),
+    ("05", "fixed_mask", SPARSE_ATTEMPT.format(**{**SPARSE_SLIP, "fixed": "(j <= i) & ((i // block == j // block) | "
+                                                                       "(j % block == block - 1))"}),
+     "use the argument c"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "rows": "range(max(len(used) - 1, 0), len(used))"}),
+     "first fit: each document goes to the FIRST row with room for it"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "pos": "np.arange(start, start + n)"}),
+     "positions restart at 0 in every document"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "pad_doc": "0"}), "doc = −1 there"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "pad": "0"}), "with the pad_id given"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "longest": "False"}),
+     "places the documents from the longest down"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "factor": "max_norm / (norm + 1e-6)"}),
+     "a small gradient is never scaled up"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "scale": "grads[name] = g * factor"}),
+     "scale in place"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "returned": "norm * factor"}),
+     "return the norm measured BEFORE clipping"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "square": "g ** 2"}), "sum the squares in float64"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "factor": "min(1.0, max_norm / norm) if norm "
+                                                                               "else 1.0"}),
+     "the 1e-6 keeps it finite"),
     # lesson 18's loss, its gradient and the schedule; lesson 10's GELU
     ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "shift": "0"}), "subtract each row's max before exp"),
     ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "lse": "m[..., 0] + lse", "zt": "zt + m[..., 0]"}),
@@ -1325,7 +1425,9 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("02", ROPE_HALF_ATTEMPT.format(**ROPE_HALF_RIGHT)), ("04", MHA_ATTEMPT.format(**MHA_RIGHT)),
                   ("11", FILTER_ATTEMPT.format(**FILTER_RIGHT)), ("10", GELU_RIGHT),
                   ("18", LOSS_ATTEMPT.format(**LOSS_SLIP) + GRAD_ATTEMPT.format(**GRAD_SLIP)
-                   + LR_ATTEMPT.format(**LR_SLIP))]
+                   + LR_ATTEMPT.format(**LR_SLIP) + CLIP_ATTEMPT.format(**CLIP_SLIP)),
+                  ("02", ANGLES_ATTEMPT.format(**ANGLES_SLIP)), ("05", SPARSE_ATTEMPT.format(**SPARSE_SLIP)),
+                  ("16", PACK_ATTEMPT.format(**PACK_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

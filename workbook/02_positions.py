@@ -33,6 +33,23 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, xp=None, dtyp
         "how sin and cos of it fill the even and the odd columns.")
 
 
+def rope_angles(positions, d_h: int, base: float = 10000.0):  # [n] -> [n, d_h/2]
+    """The angles RoPE turns each pair of a head's features by (RoFormer; Llama).
+
+        θ_{m,i} = m · base^(−2i/d_h)          position m, pair i = 0 … d_h/2 − 1
+
+    positions (n,): the token positions m, integers (or floats); d_h the head size (even).
+    ->  θ (n, d_h/2), float64. Pair 0 turns by m radians (fast), the last pair slowest.
+    cos θ and sin θ of this table are what apply_rope_half and apply_rope_interleaved take.
+    Example: rope_angles(np.array([0, 1, 2]), 4) = [[0, 0], [1, 0.01], [2, 0.02]].
+
+    After trying: the package's version is `transformer/core/positions.py`, `rope_angles`.
+    """
+    raise NotImplementedError(
+        "rope_angles: as for sinusoidal_positions, a column of positions (n, 1) times a row of d_h/2 "
+        "frequencies base^(−2i/d_h) (1, d_h/2); compute in float64 and check the example.")
+
+
 def apply_rope_half(x, cos, sin):  # [..., n, d_h], [n, d_h/2] -> [..., n, d_h]
     """RoPE in the rotate-half layout of Hugging Face checkpoints: pair i is (x_i, x_{i + d_h/2}).
 

@@ -69,3 +69,41 @@ def sliding_window_mask(n_q: int, w: int, n_k: int | None = None, offset: int | 
         "sliding_window_mask: start from your causal_mask's positions (a column of query positions, a row "
         "of key positions). The causal window is the causal condition AND a second comparison; write "
         "that one out for row 2 of the example first.")
+
+
+def strided_mask(n: int, stride: int, *, xp=None):  # -> [n, n]
+    """The Sparse Transformer's strided pattern (Child et al., 2019), causal: the last `stride`
+    tokens, and every stride-th token before them.
+
+        local:    0 ≤ i − j < stride
+        strided:  j ≤ i  and  (i − j) mod stride = 0          (distances stride, 2·stride, …)
+        mask = local OR strided
+
+    i the query's position, j the key's, both 0 … n−1. Returns (n, n) booleans, made with
+    `xp` (None: NumPy). With stride ≈ √n each row holds about 2√n keys, not n.
+    Example: strided_mask(5, 2) row 4 = [T, F, T, T, T]: keys 3 and 4 (local), 2 and 0 (strided).
+
+    After trying: the package's version is `transformer/core/masks.py`, `strided_mask`.
+    """
+    raise NotImplementedError(
+        "strided_mask: start from causal_mask's grid of positions, a column i (n, 1) and a row j (1, n); write "
+        "each part as one comparison of i − j, and check row 4 of the example.")
+
+
+def fixed_mask(n: int, block: int, c: int = 1, *, xp=None):  # -> [n, n]
+    """The Sparse Transformer's fixed pattern, causal: a query's own block, and the last c cells
+    of every block (the "summary" cells, which have read their whole block).
+
+        same block:  i // block = j // block
+        summary:     j mod block ≥ block − c
+        mask = (same block OR summary) AND j ≤ i
+
+    i the query's position, j the key's, 0 … n−1. Returns (n, n) booleans, made with `xp`
+    (None: NumPy). Example: fixed_mask(6, 3) row 4 = [F, F, T, T, T, F]: key 2 is block 0's
+    summary cell, 3 and 4 are its own block up to itself.
+
+    After trying: the package's version is `transformer/core/masks.py`, `fixed_mask`.
+    """
+    raise NotImplementedError(
+        "fixed_mask: start from a column of query positions i (n, 1) and a row of key positions j (1, n); "
+        "write the three conditions as three boolean arrays and combine them. Check row 4 of the example.")

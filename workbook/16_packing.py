@@ -14,6 +14,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from transformer import Packed  # Packed(ids, doc, positions, spans): what pack_documents returns
+
+
+def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = False) -> Packed:
+    """Place short documents, whole, in rows of n_ctx tokens, by first fit: each document goes to
+    the first row that still has room for it, so a row that could not take one stays open for a
+    later, shorter one and little is left as padding.
+
+        for each document k (in input order; longest first when longest_first=True):
+            row = the first row whose free slots ≥ len(doc_k), or a new row
+            it takes the next len(doc_k) slots of that row
+
+    docs: a list of token-id sequences (lists or 1-D arrays), each at most n_ctx long.
+    ->  Packed(ids, doc, positions, spans), with b rows: ids (b, n) the tokens, pad_id on padding;
+    doc (b, n) the number of the document each slot holds (its index in docs), −1 on padding;
+    positions (b, n) each token's position in its own document (0, 1, …), 0 on padding; spans a
+    tuple of (row, start, length), one per document in input order. Here n = n_ctx.
+    Example: lengths 3, 2, 4 in rows of 5: row 0 holds documents 0 and 1, row 1 document 2;
+    positions [[0, 1, 2, 0, 1], [0, 1, 2, 3, 0]], doc [[0, 0, 0, 1, 1], [2, 2, 2, 2, −1]].
+
+    After trying: the package's version is `transformer/core/packing.py`, `pack_documents`.
+    """
+    raise NotImplementedError(
+        "pack_documents: start with the placement alone: a list of how many slots each row has used, and for "
+        "each document the first row with room (or a new one); record (row, start, length). Then fill the "
+        "three (b, n_ctx) arrays from the spans.")
+
 
 def document_mask(doc, *, causal: bool = True):  # [b, n] -> [b, 1, n, n]
     """The mask of packed rows: a token reads only its own document.

@@ -97,6 +97,25 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
         "query heads shared each key/value head (lesson 07).")
 
 
+def clip_by_global_norm(grads: dict, max_norm: float) -> float:
+    """Cap the length of the whole gradient at max_norm, keeping its direction; in place.
+
+        ‖g‖ = √(Σ over every array Σ over its entries g²)        one norm, all arrays as one long vector
+        factor = min(1, max_norm / (‖g‖ + 1e-6))                  (torch's clip_grad_norm_)
+        g ← factor · g                                            every array, the same factor
+
+    grads: name -> array, each the shape of its parameter (a (d, d) matrix, a (d,) gain, …),
+    scaled in place: the caller's arrays change. Returns ‖g‖ measured before clipping, a float.
+    Sum the squares in float64: a float16 gradient of 300 squares to inf in float16.
+    Example: g = {"a": [3, 4]}, max_norm = 1: returns 5.0, and g["a"] becomes ≈ [0.6, 0.8].
+
+    After trying: the package's version is `transformer/train/optim.py`, `clip_by_global_norm`.
+    """
+    raise NotImplementedError(
+        "clip_by_global_norm: start with the norm, one sum of squares over all of grads.values(); then the "
+        "factor, and scale each array in place (g *= factor). Check the example.")
+
+
 def lr_at(step: int, *, lr_max: float, warmup: int, total: int, lr_min: float = 0.0) -> float:
     """The learning rate η of update number `step` (0, 1, …): a linear warm-up, a cosine decay, then flat.
 

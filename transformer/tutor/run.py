@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_decoders as D, specs_flash as F,
-               specs_layers as L, specs_loss as E, specs_models as M, specs_sampling as S)
+               specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M, specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, Tolerance, compare, tolerance_for
@@ -44,10 +44,10 @@ __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", 
 
 LESSON_SPECS: dict[str, list[Spec]] = {
     "01": [L.EMBED, L.LM_HEAD],
-    "02": [L.SINUSOIDAL, L.ROPE_HALF, L.ROPE_INTERLEAVED],
+    "02": [L.SINUSOIDAL, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
     "03": [A.SOFTMAX, A.SDPA],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
-    "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK],
+    "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK],
     "06": [C.KV_CACHE_UPDATE],
     "07": [A.REPEAT_KV],
     "08": [F.MERGE_STATS, F.ONLINE_UPDATE],
@@ -58,9 +58,10 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "13": [M.COUNT_PARAMETERS, M.KV_BYTES_PER_TOKEN],
     "14": [M.PAGED_ATTENTION],
     "15": [D.DECODER_LAYER],
-    "16": [D.DOCUMENT_MASK, F.KEY_TILES],
+    "16": [D.PACK_DOCUMENTS, D.DOCUMENT_MASK, F.KEY_TILES],
     "17": [F.FRAGMENTS],
-    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, E.LR_AT, B.ADAMW_STEP],
+    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, E.CLIP_BY_GLOBAL_NORM, E.LR_AT,
+           B.ADAMW_STEP],
     "19": [D.INDUCTION_SCORES],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it

@@ -1,5 +1,5 @@
-"""The checker's cases for lessons 15, 16 and 19: the encoder–decoder's decoder layer, the document mask of packed
-rows, and the scores that find induction heads."""
+"""The checker's cases for lessons 15, 16 and 19: the encoder–decoder's decoder layer, packing documents into rows
+and their document mask, and the scores that find induction heads."""
 from __future__ import annotations
 
 import math
@@ -9,11 +9,12 @@ import numpy as np
 from ..core.heads import AttentionWeights, multi_head_attention
 from ..core.layers import ffn, gelu, layer_norm, relu
 from ..core.masks import causal_mask, document_mask, padding_mask
+from ..core.packing import Packed, pack_documents
 from ..models.encoder_decoder import Seq2SeqDecoderLayer, seq2seq_decoder_layer
 from ..tasks.induction import induction_head_scores
 from .cases import Case, Mistake, Spec, call_plain
 
-__all__ = ["DECODER_LAYER", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+__all__ = ["DECODER_LAYER", "PACK_DOCUMENTS", "DOCUMENT_MASK", "INDUCTION_SCORES"]
 
 
 def _rng(seed):
@@ -126,6 +127,79 @@ DECODER_LAYER = Spec(
                       "when they are not given)", tag="options"),
               Mistake("cross-attention is not causal: no causal mask between the target and the source (n_dec and "
                       "n_enc differ)", raises=r"offset must be ≥ 0")])
+
+
+# --- lesson 16: packing documents into rows of n_ctx ------------------------------------------------------------
+def pack_cases():
+    return [Case("the docstring's example: lengths 3, 2, 4 in rows of 5", ([[7, 7, 7], [8, 8], [9, 9, 9, 9]], 5)),
+            Case("lengths 4, 3, 2, 1 in rows of 5: the last one fits back in the first row",
+                 ([[1] * 4, [2] * 3, [3] * 2, [4]], 5), tags=frozenset({"first-fit"})),
+            Case("pad_id=50 given", ([[5, 6], [7, 8, 9]], 4), {"pad_id": 50}, frozenset({"pad"})),
+            Case("longest_first=True: lengths 1, 3, 2, 4 in rows of 5", ([[1], [2, 2, 2], [3, 3], [4, 4, 4, 4]], 5),
+                 {"longest_first": True}, frozenset({"longest"})),
+            Case("longest_first=True: lengths 2, 3, 3, 2 in rows of 5, two rows either way, filled otherwise",
+                 ([[1, 1], [2, 2, 2], [3, 3, 3], [4, 4]], 5), {"longest_first": True}, frozenset({"longest"})),
+            Case("documents as NumPy arrays, each exactly n_ctx = 3 long", ([np.array([3, 1, 4]), np.array([1, 5, 9])],
+                                                                            3))]
+
+
+PACK_NAMES = ("ids", "doc", "positions", "spans")
+PACK_DIMS = (("b", "n"), ("b", "n"), ("b", "n"), ("document", "(row, start, length)"))
+
+
+def run_pack(fn, case):
+    """ids, doc and positions as arrays, and the spans as an array of (row, start, length) rows: a T.Packed, or the
+    four of them as a tuple."""
+    out = call_plain(fn, case)
+    parts = (out.ids, out.doc, out.positions, out.spans) if hasattr(out, "ids") else out
+    if not isinstance(parts, (tuple, list)) or len(parts) != 4:
+        return out  # compared as it is, and told what it is
+    *arrays, spans = parts
+    return tuple(np.asarray(a) for a in arrays) + (np.asarray(spans, dtype=np.int64).reshape(-1, 3),)
+
+
+def _packer(first_fit=True, restart=True, numbered="input", pad_doc=-1):
+    """pack_documents with a slip: next fit (only the last row opened takes a document), positions counted along the
+    row, documents numbered in the order they are placed, or padding marked pad_doc."""
+    def pack(docs, n_ctx, *, pad_id=0, longest_first=False):
+        docs = [[int(t) for t in d] for d in docs]
+        order = sorted(range(len(docs)), key=lambda i: -len(docs[i])) if longest_first else range(len(docs))
+        used, spans = [], [None] * len(docs)  # tokens placed in each row; (row, start, n) of each document
+        for k, i in enumerate(order):
+            n = len(docs[i])
+            rows = range(len(used)) if first_fit else range(len(used) - 1, len(used))
+            row = next((r for r in rows if r >= 0 and used[r] + n <= n_ctx), None)
+            if row is None:
+                used.append(0)
+                row = len(used) - 1
+            spans[i] = (row, used[row], n, k)
+            used[row] += n
+        ids = np.full((len(used), n_ctx), pad_id, dtype=np.int64)
+        doc = np.full((len(used), n_ctx), pad_doc, dtype=np.int64)
+        positions = np.zeros((len(used), n_ctx), dtype=np.int64)
+        for i, (row, start, n, k) in enumerate(spans):
+            ids[row, start:start + n] = docs[i]
+            doc[row, start:start + n] = i if numbered == "input" else k
+            positions[row, start:start + n] = np.arange(n) + (0 if restart else start)
+        return Packed(ids, doc, positions, tuple(sp[:3] for sp in spans))
+    return pack
+
+
+PACK_DOCUMENTS = Spec(
+    "pack_documents", pack_documents, pack_cases, "transformer/core/packing.py", call=run_pack, names=PACK_NAMES,
+    dims=PACK_DIMS, dtype_rule="",
+    mistakes=[Mistake("first fit: each document goes to the FIRST row with room for it, an earlier row included — "
+                      "a row that could not take one document stays open for later, shorter ones",
+                      variant=_packer(first_fit=False)),
+              Mistake("positions restart at 0 in every document: a token's position is its place in its own "
+                      "document, not in the row", variant=_packer(restart=False)),
+              Mistake("documents keep their input numbers (doc and spans follow the input order), even when "
+                      "longest_first places them in another order", variant=_packer(numbered="placed")),
+              Mistake("a padding slot belongs to no document: doc = −1 there (0 is the first document)",
+                      variant=_packer(pad_doc=0)),
+              Mistake("fill the padding slots of ids with the pad_id given", tag="pad"),
+              Mistake("longest_first=True places the documents from the longest down (sorted by length, the "
+                      "longest first), each still in the first row with room", tag="longest")])
 
 
 # --- lesson 16: the document mask of packed rows -----------------------------------------------------

@@ -11,11 +11,11 @@ from ..core.embedding import embed, lm_head
 from ..core.heads import AttentionWeights, merge_heads, multi_head_attention, split_heads
 from ..core.layers import linear
 from ..core.masks import causal_mask, padding_mask, sliding_window_mask
-from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_cos_sin, sinusoidal_positions
+from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_angles, rope_cos_sin, sinusoidal_positions
 from .cases import Case, Mistake, NotingNamespace, Spec
 from .compare import Tolerance
 
-__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
+__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_ANGLES", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
            "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK"]
 
 
@@ -96,6 +96,45 @@ SINUSOIDAL = Spec(
                       variant=_exponent_i),
               Mistake("use the `base` argument in base^(2i/d)", tag="base"),
               Mistake("the table is float32 unless dtype= is given: .astype(dtype)", tag="dtype")])
+
+
+# an angle's error is a rotation's error whatever the angle's size: 1e-9 radian, where float32 arithmetic at
+# position 8191 leaves 2e-4 (float64 in another order of operations: 1e-12)
+ANGLE_TOL = Tolerance((0.0, 1e-9))
+
+
+def angle_cases():
+    return [Case("positions 0 … 5, d_h=8", (np.arange(6), 8)),
+            Case("positions 0, 5, 100, 8191, d_h=64 (SmolLM2's head size and context)",
+                 (np.array([0, 5, 100, 8191]), 64), tags=frozenset({"far"}), tol=ANGLE_TOL),
+            Case("base=100000 given (SmolLM2's θ base), positions 0 … 3, d_h=16", (np.arange(4), 16),
+                 {"base": 100000.0}, frozenset({"base"})),
+            Case("one decode position, 17, d_h=4", (np.array([17]), 4)),
+            Case("positions as floats, 0.5 and 2.0, d_h=6", (np.array([0.5, 2.0]), 6), tags=frozenset({"float"}))]
+
+
+def _angles(exponent):
+    """rope_angles with a slip in the exponent of base: exponent(i, d_h), i the pair index."""
+    def angles(positions, d_h, base=10000.0):
+        i = np.arange(d_h // 2, dtype=np.float64)
+        return np.asarray(positions, np.float64)[:, None] * base ** exponent(i, d_h)
+    return angles
+
+
+ROPE_ANGLES = Spec(
+    "rope_angles", rope_angles, angle_cases, "transformer/core/positions.py", dims=("n", "d_h/2"),
+    dtype_rule="the angles are float64: np.asarray(positions, dtype=np.float64) before the product, as the package "
+               "computes RoPE's cos and sin in float64 and casts them after",
+    mistakes=[Mistake("the exponent is −2i/d_h with i the pair index (0, 1, … d_h/2 − 1), or −j/d_h with j the even "
+                      "column (0, 2, 4 …): not −i/d_h", variant=_angles(lambda i, d: -i / d)),
+              Mistake("the frequencies fall from pair to pair: base^(−2i/d_h), a negative exponent (pair 0 turns by m "
+                      "radians a position, the last pair slowest)", variant=_angles(lambda i, d: 2 * i / d)),
+              Mistake("compute the angles in float64: in float32, position 8191 times a frequency near 1 keeps only "
+                      "7 digits, an error of 2e-4 radian in where the pair points (np.asarray(positions, "
+                      "dtype=np.float64))", tag="far"),
+              Mistake("one angle per pair: d_h/2 columns, θ_{m,i} for i = 0 … d_h/2 − 1 (np.arange(0, d_h, 2) / d_h)",
+                      raises=r"broadcast"),
+              Mistake("use the `base` argument: SmolLM2 turns with base 100,000", tag="base")])
 
 
 def rope_cases():

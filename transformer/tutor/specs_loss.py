@@ -1,4 +1,5 @@
-"""The checker's cases for lesson 18's loss and schedule: cross_entropy, its gradient, and lr_at."""
+"""The checker's cases for lesson 18's loss, clipping and schedule: cross_entropy, its gradient, clip_by_global_norm
+and lr_at."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,11 @@ import numpy as np
 
 from ..core.attention import softmax
 from ..core.loss import cross_entropy, cross_entropy_backward
-from ..train.optim import lr_at
+from ..train.optim import clip_by_global_norm, lr_at
 from .cases import Case, Mistake, Spec, call_plain, fresh
 from .compare import tolerance_for
 
-__all__ = ["CROSS_ENTROPY", "CROSS_ENTROPY_BACKWARD", "LR_AT"]
+__all__ = ["CROSS_ENTROPY", "CROSS_ENTROPY_BACKWARD", "CLIP_BY_GLOBAL_NORM", "LR_AT"]
 
 IGNORE = -100  # the package's ignore_index, torch's default
 
@@ -164,6 +165,90 @@ def _torch_loss(case, grad: bool):
         return float(loss)
     loss.backward()
     return z.grad.numpy().astype(logits.dtype)
+
+
+# --- clipping the gradient's global norm ----------------------------------------------------------------------
+def clip_cases():
+    r = _rng(185)
+    g = lambda *s: r.standard_normal(s)  # noqa: E731
+    return [Case("W (3, 4) and b (4,), ‖g‖ ≈ 4.5 clipped to 1", ({"W": g(3, 4), "b": g(4)}, 1.0)),
+            Case("‖g‖ ≈ 4.5 under max_norm = 10: left as it is", ({"W": g(3, 4), "b": g(4)}, 10.0),
+                 tags=frozenset({"under"})),
+            Case("three arrays, one far larger: one factor for all", ({"W_q": g(4, 4) * 10, "W_k": g(4, 4) * 0.01,
+                                                                         "gain": g(4) * 0.1}, 2.0)),
+            Case("float16 gradients of about 300: their squares overflow float16", ({"W": (g(2, 3) * 300).astype(
+                np.float16), "b": (g(3) * 300).astype(np.float16)}, 1.0), tags=frozenset({"float16"})),
+            Case("every gradient 0: the norm is 0 and nothing moves", ({"W": np.zeros((2, 2)), "b": np.zeros(2)}, 1.0),
+                 tags=frozenset({"zero"}))]
+
+
+def run_clip(clip, case):
+    """The norm clip returns, then each gradient as the caller holds it afterwards: the step that follows reads the
+    arrays the caller has, so clipping a copy clips nothing."""
+    (grads, max_norm), _ = fresh(case)
+    held = dict(grads)
+    norm = clip(grads, max_norm)
+    try:
+        norm = float(norm)
+    except (TypeError, ValueError):  # None, an array of norms: compared as it is
+        pass
+    return (norm,) + tuple(held[k].copy() for k in held)
+
+
+def _clipped(factor, in_place=True, norm_after=False, each=False):
+    """clip_by_global_norm with a slip: factor(norm, max_norm) the scale, always applied; or each array clipped on
+    its own norm; or a new array put in the dict; or the norm after clipping returned."""
+    def clip(grads, max_norm):
+        norm = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads.values())))
+        for k, g in grads.items():
+            own = float(np.sqrt((g.astype(np.float64) ** 2).sum())) if each else norm
+            scaled = (g * factor(own, max_norm)).astype(g.dtype)
+            if in_place:
+                g[...] = scaled
+            else:
+                grads[k] = scaled
+        return min(norm, max_norm) if norm_after else norm
+    return clip
+
+
+_TORCH_FACTOR = lambda norm, max_norm: min(1.0, max_norm / (norm + 1e-6))  # noqa: E731
+
+CLIP_BY_GLOBAL_NORM = Spec(
+    "clip_by_global_norm", clip_by_global_norm, clip_cases, "transformer/train/optim.py", call=run_clip,
+    writes=("grads",),  # in place on purpose, also where the package leaves them (under max_norm)
+    names=("the norm returned", "gradient 1 after", "gradient 2 after", "gradient 3 after"), dtype_rule="",
+    mistakes=[Mistake("one norm over ALL the arrays, ‖g‖ = √(Σ_arrays Σ_entries g²), and one factor for all of them: "
+                      "clipping each array by its own norm changes the update's direction",
+                      variant=_clipped(_TORCH_FACTOR, each=True)),
+              Mistake("clip only when ‖g‖ > max_norm: the factor is min(1, max_norm / (‖g‖ + 1e-6)), so a small "
+                      "gradient is never scaled up", variant=_clipped(lambda n, m: m / (n + 1e-6))),
+              Mistake("the gradients the caller holds never change: `grads[name] = g * scale` puts a new array in the "
+                      "dict — scale in place (g *= scale)", variant=_clipped(_TORCH_FACTOR, in_place=False)),
+              Mistake("return the norm measured BEFORE clipping: the training loop logs it, and it tells how far the "
+                      "gradient was from max_norm", variant=_clipped(_TORCH_FACTOR, norm_after=True)),
+              Mistake("the factor is max_norm / (‖g‖ + 1e-6), torch's clip_grad_norm_: the 1e-6 keeps it finite at "
+                      "‖g‖ = 0 and shrinks a gradient at exactly max_norm by a hair",
+                      variant=_clipped(lambda n, m: min(1.0, m / n) if n else 1.0)),
+              Mistake("sum the squares in float64: 300² overflows float16 (its largest number is 65,504), and the "
+                      "norm of finite gradients comes out inf", tag="float16"),
+              Mistake("with every gradient 0 the norm is 0 and the factor max_norm / (0 + 1e-6) is large: min(1, …) "
+                      "leaves the gradients at 0 (and no 0 / 0)", tag="zero")],
+    torch=lambda case: _torch_clip(case))
+
+
+def _torch_clip(case):
+    """torch.nn.utils.clip_grad_norm_ on the same gradients, in float64: the total norm and the clipped arrays, in
+    the gradients' dtype."""
+    import torch
+
+    (grads, max_norm), _ = fresh(case)
+    params = []
+    for g in grads.values():
+        p = torch.zeros(g.shape, dtype=torch.float64, requires_grad=True)
+        p.grad = torch.from_numpy(np.asarray(g, np.float64))
+        params.append(p)
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return (float(norm),) + tuple(p.grad.numpy().astype(g.dtype) for p, g in zip(params, grads.values()))
 
 
 # --- the learning rate's schedule ---------------------------------------------------------------------------
