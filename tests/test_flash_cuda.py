@@ -801,6 +801,29 @@ def test_backward_kernel_float32_large_scores_rebuild_the_forwards_probabilities
 
 
 @needs_gxx
+def test_mma_tf32_backward_large_scores_rebuild_the_forwards_probabilities():
+    """The same inputs for the "mma_tf32" pair: scores up to ~3e3 in float32, P almost one-hot, lse
+    from the mma_tf32 forward kernel. Those kernels take e^x as 2^(x·log2 e); with log2 e folded into
+    the scale they saved lse = (m + log2 l)·ln 2 and the backward multiplied it back by log2 e, a round
+    trip 1 to 3 ulps of ~4.3e3 (4.9e-4 each) off m, so the max key's P was up to 3.4e-4 off 1 and dV
+    2.3e-4 off. With S·scale − m and S·scale − L rounded in natural units before the ·log2 e, the
+    max key's P is exactly 1. Reference: torch autograd in float64 on the same float32 inputs."""
+    rng = np.random.default_rng(19)
+    q, k, v = (rng.standard_normal(s) for s in ((1, 2, 13, 32), (1, 1, 17, 32), (1, 1, 17, 32)))
+    q, k, v = (t.astype(np.float32) for t in (q * 30, k * 30, v))
+    dout = rng.standard_normal(q.shape).astype(np.float32)
+    out, lse = run_on_cpu(q, k, v, causal=False, kernel="mma_tf32")
+    dq, dk, dv = run_backward_on_cpu(dout, q, k, v, out, lse, causal=False, kernel="mma_tf32")
+    ref_dq, ref_dk, ref_dv = _torch_gradients(dout, q, k, v, False)
+    # measured max |Δ| 4.8e-7 (float32 sums of dO through three TF32 products), against |dV| ≤ 5.6
+    np.testing.assert_allclose(dv, ref_dv, rtol=0, atol=1e-6 * np.abs(ref_dv).max())
+    # dQ, dK (≤ 2e-7 in float64): dS = P (dP − D), float32 sums of size ~10 that cancel, as in the
+    # SIMT test above: measured 2.7e-5, before and after
+    for ours, ref in ((dq, ref_dq), (dk, ref_dk)):
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4)
+
+
+@needs_gxx
 def test_tf32_kernel_needs_its_three_products():
     """One TF32 product (10 mantissa bits) puts the float32 kernel at float16's error; the split
     x = x_hi + x_lo and three products bring it back under the float32 tolerance."""

@@ -39,7 +39,7 @@ __device__ __forceinline__ void backward_block(
     T* Qs = Vs + KV_TILE;                      // Q_i at Qs + (i % 2)·Q_TILE
     T* dOs = Qs + 2 * Q_TILE;                  // dO_i at dOs + (i % 2)·Q_TILE
     T* dSs = dOs + 2 * Q_TILE;                 // [BC][LDS]: dSᵀ, a key a row
-    float* Ls = reinterpret_cast<float*>(dSs + BC * LDS);  // L_i · log2 e at Ls + (i % 2)·BR
+    float* Ls = reinterpret_cast<float*>(dSs + BC * LDS);  // L_i at Ls + (i % 2)·BR
     float* Ds = Ls + 2 * BR;                   // D_i at Ds + (i % 2)·BR
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -59,7 +59,6 @@ __device__ __forceinline__ void backward_block(
     const float* Lg = L + (size_t)bh * n_q;
     const float* Dg = D + (size_t)bh * n_q;
     const size_t kv_base = ((size_t)b * h_kv + kv_head) * n_k * D_H;
-    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
     const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
     const int key_doc[2] = {doc_of_row(doc, keys[0], n_k), doc_of_row(doc, keys[1], n_k)};
     const int block_doc = block_document(doc, j0, BC, n_k, lane);  // the one document of all 64 keys, or -1
@@ -83,7 +82,7 @@ __device__ __forceinline__ void backward_block(
     // register at once and stored to shared memory when no warp reads that buffer any more.
     auto row_value = [&](int r0) -> float {
         const int r = r0 + tid % BR;
-        if (tid < BR) return r < n_q ? Lg[r] * 1.4426950408889634f : INFINITY;  // rows past n_q: P = 0
+        if (tid < BR) return r < n_q ? Lg[r] : INFINITY;  // rows past n_q: P = 0
         return r < n_q ? Dg[r] : 0.f;
     };
     if (tid < 2 * BR) (tid < BR ? Ls : Ds)[tid % BR] = row_value(r_first);
@@ -118,7 +117,7 @@ __device__ __forceinline__ void backward_block(
         // row may not see: past n_k or n_q, across the causal diagonal, or of another document.
         const bool other_docs = doc && !tile_in_document(doc, r0, BR, n_q, block_doc, lane);
         const bool edge = j0 + BC > n_k || r0 + BR > n_q || (causal && j0 + BC - 1 > r0 + offset) || other_docs;
-        p_and_ds<BR>(s, dp, Li, Di, r0, t, keys, key_doc, edge, n_q, n_k, causal, offset, doc, scale_log2);
+        p_and_ds<BR>(s, dp, Li, Di, r0, t, keys, key_doc, edge, n_q, n_k, causal, offset, doc, scale);
 
         acc_times_tile(dv, s, dOi, lane);  // dV_w += Pᵀ dO_i
         acc_times_tile(dk, dp, Qi, lane);  // dK_w += dSᵀ Q_i (· scale at the end)

@@ -6,15 +6,17 @@
 #pragma once
 
 // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ (16 keys × QUERIES), for query rows r0 … r0 + QUERIES − 1:
-//   P = e^(S·scale − L) = 2^(S·scale·log2 e − L·log2 e),   dS = P (dP − D),
-// L·log2 e and D per query column (Li, Di: the tile's, in shared memory). A pair is masked (P = dS = 0)
+//   P = e^(S·scale − L) = 2^((S·scale − L)·log2 e),   dS = P (dP − D),
+// L and D per query column (Li, Di: the tile's, in shared memory). L is the forward's lse in natural
+// units (mma_softmax.cuh), and log2 e multiplies only the difference: S·scale − L is then rounded as the
+// forward's S·scale − m was, exactly 0 for the max key of a row whose l rounds to 1. A pair is masked (P = dS = 0)
 // only when `edge`: a tile with a pair some row may not see (past n_k or n_q, across the causal
 // diagonal, of another document). keys, key_doc: the lane's two keys (rows g and g + 8) and their documents.
 template <int QUERIES>
 __device__ __forceinline__ void p_and_ds(float (&s)[QUERIES / 8][4], float (&dp)[QUERIES / 8][4], const float* Li,
                                          const float* Di, int r0, int t, const int (&keys)[2],
                                          const int (&key_doc)[2], bool edge, int n_q, int n_k, int causal,
-                                         int offset, const int* doc, float scale_log2) {
+                                         int offset, const int* doc, float scale) {
 #pragma unroll
     for (int nb = 0; nb < QUERIES / 8; ++nb) {
 #pragma unroll
@@ -23,7 +25,7 @@ __device__ __forceinline__ void p_and_ds(float (&s)[QUERIES / 8][4], float (&dp)
             const int i = r0 + c, j = keys[e / 2];
             const bool seen = !edge || (j < n_k && i < n_q && (!causal || j <= i + offset)
                                         && in_document(doc, i, key_doc[e / 2]));
-            const float p = seen ? exp2f(s[nb][e] * scale_log2 - Li[c]) : 0.f;  // P = e^(S·scale - L)
+            const float p = seen ? exp2f((s[nb][e] * scale - Li[c]) * 1.4426950408889634f) : 0.f;  // P = e^(S·scale - L)
             s[nb][e] = p;
             dp[nb][e] = seen ? p * (dp[nb][e] - Di[c]) : 0.f;                  // dS = P (dP - D)
         }

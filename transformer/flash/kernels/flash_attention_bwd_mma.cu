@@ -21,7 +21,7 @@
 // its 16 keys as the rows:
 //
 //   Sᵀ   = K_w Q_iᵀ, dPᵀ = V_w dO_iᵀ       16 × BR each, float32 accumulators
-//   Pᵀ   = 2^(Sᵀ·scale·log2 e - L·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D), masked pairs 0
+//   Pᵀ   = 2^((Sᵀ·scale - L)·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D), masked pairs 0
 //   dV_w += Pᵀ dO_i,  dK_w += dSᵀ Q_i       Pᵀ and dSᵀ, as float16 pairs, already are the A
 //                                           operands: the accumulator layout of two 8-column
 //                                           blocks is the A layout of one 16-wide step

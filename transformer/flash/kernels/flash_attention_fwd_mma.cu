@@ -27,7 +27,7 @@
 //   O_w   = diag(e^(m - m_new)) O_w + P V_j
 //
 // and at the end O = O_w / l (float16) and lse = m + log l (float32). Exponentials are taken
-// base 2 (e^x = 2^(x·log2 e), one ex2 instruction), so m here is in units of log2. As in the
+// base 2, e^(x - m) = 2^((x - m)·log2 e), one ex2 instruction (mma_softmax.cuh). As in the
 // other kernels: causal rows sit at position i + n_k - n_q, key tiles wholly past the block's
 // last visible key are skipped, a row that sees no key gets O = 0 and lse = -∞, and query
 // head `head` reads key/value head head / (h / h_kv) (GQA/MQA). Packed rows (DOC, DOC_KEYS;
@@ -99,7 +99,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
     const half* Qg = Q + (size_t)bh * n_q * D_H;
     const half* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const half* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
-    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
     const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
     int my_doc[MT][2];
 #pragma unroll
@@ -134,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
                         Qs + (16 * (MT * warp + mt) + lane % 8 + 8 * (lane / 8 % 2)) * LD + 16 * kk + 8 * (lane / 16));
 
     float o[MT][D_H / 8][4] = {};               // O_w: 2 rows × 2 columns of each 8-column block
-    float m[MT][2], l[MT][2];                   // running max (log2 units) and sum (this lane's columns)
+    float m[MT][2], l[MT][2];                   // running max of S · scale and sum (this lane's columns)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
 
@@ -180,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 256 / THREADS) flash_atten
         const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || other_docs;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            scale_and_mask(s[mt], rows[mt], t, j0, n_k, causal, offset, doc, my_doc[mt], edge, scale_log2);
+            scale_and_mask(s[mt], rows[mt], t, j0, n_k, causal, offset, doc, my_doc[mt], edge, scale);
             online_softmax(s[mt], o[mt], m[mt], l[mt]);
         }
 

@@ -81,7 +81,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     const float* Qg = Q + (size_t)bh * n_q * D_H;
     const float* Kg = K + ((size_t)b * h_kv + kv_head) * n_k * D_H;
     const float* Vg = V + ((size_t)b * h_kv + kv_head) * n_k * D_H;
-    const float scale_log2 = scale * 1.4426950408889634f;  // scale · log2 e
     const int* doc = DOC ? DOC + (size_t)b * n_k : nullptr;  // this batch row's documents, or none
     const int my_doc[2] = {doc_of_row(doc, rows[0], n_q), doc_of_row(doc, rows[1], n_q)};
     const int block_doc = block_document(doc, row0, BR, n_q, lane);  // the one document of all the block's rows, or -1
@@ -105,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
     cp_async_commit();
 
     float o[D_H / 8][4] = {};                    // O_w: 2 rows × 2 columns of each 8-column block
-    float m[2] = {-INFINITY, -INFINITY};         // running max of each of the lane's rows (log2 units)
+    float m[2] = {-INFINITY, -INFINITY};         // running max of each of the lane's rows' S · scale
     float l[2] = {0.f, 0.f};                     // running sum, over this lane's columns only
 
     for (int j = j_first; j < Tc; ++j) {
@@ -146,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flash_attention_fwd_mma
         // take the online softmax of the lane's two rows (mma_softmax.cuh): P replaces S in s.
         const bool other_docs = doc && !tile_in_document(doc, j0, BC, n_k, block_doc, lane);  // packed rows
         const bool edge = j0 + BC > n_k || (causal && j0 + BC - 1 > row0 + offset) || other_docs;
-        scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale_log2);
+        scale_and_mask(s, rows, t, j0, n_k, causal, offset, doc, my_doc, edge, scale);
         online_softmax(s, o, m, l);
 
         // O_w += P V_j, 8 keys at a time, in the order 0, 2, 4, 6, 1, 3, 5, 7 (see the top; mma_operands.cuh).
