@@ -16,10 +16,8 @@ check with no word, raise instead.
 """
 from __future__ import annotations
 
-import copy
 import dis
 import importlib.util
-import inspect
 import io
 import traceback
 import warnings
@@ -34,6 +32,7 @@ from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_d
                specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M, specs_sampling as S)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
+from .in_place import argument_names, in_place_message, watched
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, Tolerance, compare, tolerance_for
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
@@ -133,66 +132,6 @@ def load_workbook_file(path: Path, seconds: float | None = DEFAULT_TIME_LIMIT):
     """(module, '') or (None, one line saying why the file cannot be used)."""
     module, error, _ = _load(Path(path), seconds)
     return module, error
-
-
-# --- arguments changed in place ------------------------------------------------------------------------
-_NO_COPY = object()
-
-
-def _snapshot(value):
-    try:
-        return copy.deepcopy(value)
-    except Exception:  # noqa: BLE001 - what cannot be copied cannot be compared: it is not watched
-        return _NO_COPY
-
-
-def _same(a, b) -> bool:
-    """a equals its saved copy b, entry by entry (arrays, dicts, lists, tuples, objects' attributes)."""
-    try:
-        if isinstance(a, np.ndarray):
-            return (isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
-                    and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
-        if isinstance(a, dict):
-            return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-        if isinstance(a, (list, tuple)):
-            return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
-        if hasattr(a, "__dict__") and not isinstance(a, type) and not callable(a):
-            return type(a) is type(b) and _same(vars(a), vars(b))
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - a value that cannot be compared counts as unchanged
-        return True
-
-
-def watched(fn, changed: list):
-    """fn, whose calls add to `changed` each argument (position or keyword) they changed in place.
-    A class is returned as it is: its methods' writes are its state."""
-    if isinstance(fn, type) or not callable(fn):
-        return fn
-
-    def call(*args, **kwargs):
-        before = [(key, value, _snapshot(value)) for key, value in [*enumerate(args), *kwargs.items()]]
-        result = fn(*args, **kwargs)
-        for key, value, saved in before:
-            if saved is not _NO_COPY and key not in changed and not _same(value, saved):
-                changed.append(key)
-        return result
-    return call
-
-
-def _argument_names(fn, keys) -> list[str]:
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        params = []
-    return [k if isinstance(k, str) else params[k] if k < len(params) else f"argument {k + 1}" for k in keys]
-
-
-def _in_place_message(names: list[str]) -> str:
-    """What to say when the learner's code changed the arguments `names` of its caller."""
-    listed, one = " and ".join(f"`{n}`" for n in names), len(names) == 1
-    return (f"your function changed its input{'' if one else 's'} {listed} in place: the caller's {listed} must "
-            f"come back as {'it was' if one else 'they were'}, so compute into new arrays (y = x - m, not x -= m, "
-            "x[...] = … or np.exp(x, out=x))")
 
 
 # --- one function -----------------------------------------------------------------------------------------
@@ -386,8 +325,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             progress(i, len(cases), True)
             problem = _memory_problem(spec, obj, case, seconds)
         keys = [k for k in run.changed if k not in ref_changed]
-        names = [n for n in _argument_names(spec.reference, keys) if n not in writes]
-        in_place = _in_place_message(names) if names else ""
+        names = [n for n in argument_names(spec.reference, keys) if n not in writes]
+        in_place = in_place_message(names) if names else ""
         if problem is None and not in_place:
             passed.append(case)
         elif problem is None:
