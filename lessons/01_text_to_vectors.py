@@ -286,8 +286,8 @@ P.save(fig, P.figure_path("01_shapes.png"))
 # uses that to avoid recomputing the rest, lesson 11 looks at how the choice is made.
 
 # %% [markdown]
-# **Write it yourself.** `workbook/01_text_to_vectors.py` holds `embed` and `lm_head` as stubs with
-# this lesson's formulas; fill them in, then run `python -m transformer check 01`: it runs the
+# **Write it yourself.** `workbook/01_text_to_vectors.py` holds `merge_symbols` (BPE's merge loop),
+# `wordpiece` (WordPiece's longest match), `embed` and `lm_head` as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 01`: it runs the
 # package's own test cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a

@@ -40,7 +40,7 @@ ALLOWED = {
     "models": ("backend", "require", "core", "tokenizers"),
     "train": ("backend", "require", "files", "core", "flash", "models"),  # the machinery; the trained models
     "tasks": ("backend", "require", "files", "core", "flash", "models", "train"),  # the two tasks, on train/
-    "tutor": ("backend", "require", "core", "flash", "models", "train", "tasks"),  # the workbook's checker: cases and references
+    "tutor": ("backend", "require", "core", "tokenizers", "flash", "models", "train", "tasks"),  # the workbook's checker
     "cli": ("backend", "version", "require", "files", "core", "tokenizers", "flash", "models", "train", "tasks", "plotting",
             "tutor"),
 }

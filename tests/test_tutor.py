@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def write_workbook(folder: Path, lesson: str, source: str = "") -> Path:
     """A workbook file for `lesson`: the package's functions, then `source` redefining some of them."""
-    imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or T.cuda_kernels' (lessons 16, 17)
-               f"from transformer import cuda_kernels; {s.name} = cuda_kernels.{s.name}" for s in LESSON_SPECS[lesson]]
+    imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or its module's (cuda_kernels, bpe …)
+               f"from {s.reference.__module__} import {s.name}" for s in LESSON_SPECS[lesson]]
     path = folder / f"{lesson}_planted.py"
     path.write_text(f"import math\nimport numpy as np\n{'; '.join(imports)}\n\n" + textwrap.dedent(source),
                     encoding="utf-8")
@@ -938,6 +938,39 @@ CLIP_SLIP = {"square": "g.astype(np.float64) ** 2", "factor": "min(1.0, max_norm
              "scale": "g *= factor", "returned": "norm"}
 
 
+# lesson 01's tokenizers as a learner writes them; the fields hold one slip each (_SLIP: none)
+MERGE_ATTEMPT = """
+    def merge_symbols(symbols, ranks):
+        s = {copy}
+        while {loop}:
+            pairs = [(ranks[p], i) for i, p in enumerate(zip(s, s[1:])) if {known}]
+            if not pairs:
+                break
+            r, i = {pick}
+            s[i:i + 2] = [s[i] + s[i + 1]]
+        return s
+"""
+MERGE_SLIP = {"copy": "list(symbols)", "loop": "True", "known": "p in ranks", "pick": "min(pairs)"}
+WORDPIECE_ATTEMPT = """
+    def wordpiece(word, vocab, unk="[UNK]", max_chars=100):
+        if len(word) > {max}:
+            return [{unk}]
+        pieces, start = [], 0
+        while start < len(word):
+            for end in {ends}:
+                piece = ("##" if {hash} else "") + word[start:end]
+                if piece in vocab:
+                    break
+            else:
+                return {miss}
+            pieces.append(piece)
+            start = end
+        return pieces
+"""
+WORDPIECE_SLIP = {"max": "max_chars", "unk": "unk", "ends": "range(len(word), start, -1)", "hash": "start > 0",
+                  "miss": "[unk]"}
+
+
 KNOWN_MISTAKES = [
     ("03", "scaled_dot_product_attention", """
         def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
@@ -1016,6 +1049,23 @@ KNOWN_MISTAKES = [
             alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
             return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
         """, "the new max forgets the old one"),
+    # lesson 01's tokenizers: BPE's merge loop and WordPiece's longest match
+    ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "pick": "max(pairs)"}), "LOWEST rank"),
+    ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "pick": "min(pairs, key=lambda p: p[1])"}),
+     "merge by rank, not by position"),
+    ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "loop": "len(s) == len(symbols)"}),
+     "a merge makes new pairs"),
+    ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "known": "ranks[p] >= 0"}),
+     "a pair missing from ranks never merges"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "ends": "range(start + 1, len(word) + 1)"}),
+     "the LONGEST prefix"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "hash": "False"}), "with '##' in front"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "hash": "True"}), "the first piece has no '##'"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "miss": "pieces + [unk]"}),
+     "the WHOLE word is [UNK]"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "max": "10 ** 9"}), "longer than max_chars"),
+    ("01", "wordpiece", WORDPIECE_ATTEMPT.format(**{**WORDPIECE_SLIP, "unk": "'[UNK]'", "miss": "['[UNK]']"}),
+     "use the `unk` argument"),
     # lesson 02's angles, 05's sparse patterns, 16's packing, 18's clipping
     ("02", "rope_angles", ANGLES_ATTEMPT.format(**{**ANGLES_SLIP, "exponent": "-i / d_h"}), "not −i/d_h"),
     ("02", "rope_angles", ANGLES_ATTEMPT.format(**{**ANGLES_SLIP, "exponent": "2 * i / d_h"}), "a negative exponent"),
@@ -1427,7 +1477,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("18", LOSS_ATTEMPT.format(**LOSS_SLIP) + GRAD_ATTEMPT.format(**GRAD_SLIP)
                    + LR_ATTEMPT.format(**LR_SLIP) + CLIP_ATTEMPT.format(**CLIP_SLIP)),
                   ("02", ANGLES_ATTEMPT.format(**ANGLES_SLIP)), ("05", SPARSE_ATTEMPT.format(**SPARSE_SLIP)),
-                  ("16", PACK_ATTEMPT.format(**PACK_SLIP))]
+                  ("16", PACK_ATTEMPT.format(**PACK_SLIP)),
+                  ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
@@ -1967,3 +2018,11 @@ def test_on_a_terminal_a_bar_shows_the_case_and_is_wiped_before_the_report(tmp_p
     lines = [line.rsplit("\r", 1)[-1] for line in out.split("\r\n")]  # what stays on screen: after the last \r
     assert "  flash_attention  passed (10 cases)" in lines, lines
     assert lines[-2] == "every function written so far passes (1 passed, 0 not written)", lines
+
+
+def test_a_merge_loop_that_glues_the_callers_list_is_told_to_copy_it(tmp_path):
+    """A list changed in place (s[i:i + 2] = …) is told to work on a copy of it, not the array advice (x -= m)."""
+    source = MERGE_ATTEMPT.format(**{**MERGE_SLIP, "copy": "symbols"})
+    result = result_of(check_file(write_workbook(tmp_path, "01", source), "01"), "merge_symbols")
+    assert result.status == "failed" and "so work on a copy, s = list(symbols)" in result.message, result.message
+    assert "x -= m" not in result.message

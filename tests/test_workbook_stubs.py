@@ -31,7 +31,7 @@ FILES = sorted(WORKBOOK.glob("[0-9][0-9]_*.py"))
 
 # file -> the package names its stubs stand for (a method as Class.method)
 STUBS = {
-    "01_text_to_vectors.py": ["embed", "lm_head"],
+    "01_text_to_vectors.py": ["merge_symbols", "wordpiece", "embed", "lm_head"],
     "02_positions.py": ["sinusoidal_positions", "rope_angles", "apply_rope_half", "apply_rope_interleaved"],
     "03_attention.py": ["softmax", "scaled_dot_product_attention"],
     "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
@@ -56,7 +56,8 @@ STUBS = {
 REDUCED = {"flash_attention", "seq2seq_decoder_layer"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 # a stub whose package function is not a top-level name: where it is under `transformer`
-PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read", "mma_fragment_layout": "cuda_kernels.mma_fragment_layout"}
+PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read", "mma_fragment_layout": "cuda_kernels.mma_fragment_layout",
+                "merge_symbols": "tokenizers.bpe.merge_symbols", "wordpiece": "tokenizers.wordpiece.wordpiece"}
 
 LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}
 OTHER_SIZES = {"d_ff", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc"}  # named in the stub's own docstring
@@ -106,6 +107,8 @@ def valid_call(name: str, target):
     r = lambda *shape: rng.standard_normal(shape)  # noqa: E731
     calls = {
         "embed": lambda f: f(np.array([[2, 1]]), r(3, 4)),
+        "merge_symbols": lambda f: f(list("abcab"), {("a", "b"): 0, ("ab", "c"): 1}),
+        "wordpiece": lambda f: f("unaffable", {"un", "##aff", "##able"}),
         "lm_head": lambda f: f(r(1, 2, 4), r(3, 4)),
         "sinusoidal_positions": lambda f: f(4, 6),
         "rope_angles": lambda f: f(np.arange(5), 8),

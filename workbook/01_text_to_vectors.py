@@ -12,6 +12,43 @@ from __future__ import annotations
 import numpy as np
 
 
+def merge_symbols(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
+    """Byte-level BPE's merge loop on one word: glue adjacent symbols by the merges learned.
+
+        repeat:  among the adjacent pairs (symbols[i], symbols[i+1]) that are in ranks,
+                 take the one of lowest rank (the leftmost among equals) and glue it into one symbol
+        until no adjacent pair is in ranks
+
+    symbols (n,): a word as a list of n strings, one a byte at the start (SmolLM2 writes the byte
+    of a space as "Ġ"); ranks: {(left, right): rank}, rank 0 the first merge learned.
+    ->  the word's pieces, a list of strings, in order; `symbols` itself is left as it was.
+    Example: list("abcab") with ranks {(a, b): 0, (ab, c): 1, (c, a): 2} gives ["abc", "ab"]:
+    both a·b merge first (rank 0), then ab·c; c·a no longer exists.
+
+    After trying: the package's version is `transformer/tokenizers/bpe.py`, `tokenizers.bpe.merge_symbols`.
+    """
+    raise NotImplementedError(
+        "merge_symbols: start with one merge: list the adjacent pairs with zip(s, s[1:]), keep those in ranks, "
+        "and find the one of lowest rank; glue it with a slice. Then loop until no pair is left.")
+
+
+def wordpiece(word: str, vocab, unk: str = "[UNK]", max_chars: int = 100) -> list[str]:
+    """WordPiece (BERT, MiniLM) on one word: greedy longest match first.
+
+        start at 0; take the longest word[start:end] in the vocabulary (written "##" + … when
+        start > 0: it continues a word); go on from end; if no piece fits, the word is [unk]
+
+    word: n characters (n,) of one lower-cased word; vocab: the pieces (a set, or a dict of ids).
+    ->  the pieces, a list of strings. A word longer than max_chars is [unk] without looking.
+    Example: "unaffable" with {"un", "##aff", "##able", "##a"} gives ["un", "##aff", "##able"].
+
+    After trying: the package's version is `transformer/tokenizers/wordpiece.py`, `tokenizers.wordpiece.wordpiece`.
+    """
+    raise NotImplementedError(
+        "wordpiece: start with the first piece only: try word[0:end] for end from len(word) down to 1 and stop "
+        "at the first one in vocab. Then loop from where it ended, with '##' in front.")
+
+
 def embed(ids, W_E):  # [b, n] int, [v, d] -> [b, n, d]
     """Token embedding: each id picks its row of the embedding table.
 

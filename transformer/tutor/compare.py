@@ -224,11 +224,36 @@ def _kind(dtype) -> str:
     return "i" if dtype.kind in "iu" else dtype.kind
 
 
+def _pieces(items: list, most: int = 10) -> str:  # ['un', '##aff', …] shown whole up to `most` pieces
+    shown = ", ".join(repr(p) for p in items[:most])
+    return f"[{shown}{', …' if len(items) > most else ''}]"
+
+
+def _compare_pieces(got, expected: list, what: str) -> Problem | None:
+    """A list of strings (a tokenizer's pieces) against the expected one: the first piece that differs, with both
+    lists (the first ten pieces of each)."""
+    if not isinstance(got, (list, tuple)) or not all(isinstance(g, str) for g in got):
+        kind = f"a {type(got).__name__}" + (" holding something other than strings" if isinstance(got, (list, tuple))
+                                            else "")
+        return Problem(f"{what} should be a list of strings (the pieces), got {kind}", "type")
+    got = list(got)
+    if got == expected:
+        return None
+    i = next((k for k, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
+    first = (f"piece {i} is {got[i]!r} where {expected[i]!r} is expected" if i < min(len(got), len(expected))
+             else f"{'it stops' if len(got) < len(expected) else 'it goes on'} after piece {i - 1}" if i
+             else "it is empty" if not got else "it has pieces where none are expected")
+    return Problem(f"{what}: expected {len(expected)} piece{'s' * (len(expected) != 1)} {_pieces(expected)}, got "
+                   f"{len(got)} {_pieces(got)}: {first}")
+
+
 def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) -> Problem | None:
     """One array against one expected array, or None for a match. `named`: start a value's message with `what`
     (one of several returned values)."""
     if got is None:
         return Problem(f"{what} is None: did the function forget to `return` its result?", "none")
+    if isinstance(expected, list) and all(isinstance(e, str) for e in expected):
+        return _compare_pieces(got, expected, what)
     if isinstance(expected, numbers.Number) and not isinstance(expected, np.ndarray):
         try:
             g = float(got)
@@ -283,9 +308,9 @@ def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,
             dtype_rule: str = KEEP_DTYPE) -> Problem | None:
     """None when got matches expected; else what is wrong, in one sentence (a `Problem`, a str with its kind).
 
-    expected: an array, a number, or a tuple of them (then `names` and per-item `dims` name each part, and the
-    message starts with the name of the first wrong one: "m_new: first wrong entry …"). dtype_rule: what the
-    function's dtype should follow, said after a wrong dtype ('' for nothing).
+    expected: an array, a number, a list of strings (a tokenizer's pieces), or a tuple of them (then `names` and
+    per-item `dims` name each part, and the message starts with the name of the first wrong one: "m_new: first wrong
+    entry …"). dtype_rule: what the function's dtype should follow, said after a wrong dtype ('' for nothing).
     """
     if isinstance(expected, tuple):
         names = names or tuple(f"item {i}" for i in range(len(expected)))

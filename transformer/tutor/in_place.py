@@ -64,9 +64,11 @@ def argument_names(fn, keys) -> list[str]:
     return [k if isinstance(k, str) else params[k] if k < len(params) else f"argument {k + 1}" for k in keys]
 
 
-def in_place_message(names: list[str]) -> str:
-    """What to say when the learner's code changed the arguments `names` of its caller."""
+def in_place_message(names: list[str], a_list: str | None = None) -> str:
+    """What to say when the learner's code changed the arguments `names` of its caller; a_list: the name of one of
+    them that is a list (a word's symbols), changed by .append, del or a slice assignment, not by array arithmetic."""
     listed, one = " and ".join(f"`{n}`" for n in names), len(names) == 1
+    how = (f"work on a copy, s = list({a_list}): s[i:i + 2] = …, .append and del change the caller's list" if a_list
+           else "compute into new arrays (y = x - m, not x -= m, x[...] = … or np.exp(x, out=x))")
     return (f"your function changed its input{'' if one else 's'} {listed} in place: the caller's {listed} must "
-            f"come back as {'it was' if one else 'they were'}, so compute into new arrays (y = x - m, not x -= m, "
-            "x[...] = … or np.exp(x, out=x))")
+            f"come back as {'it was' if one else 'they were'}, so {how}")

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_decoders as D, specs_flash as F,
-               specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M, specs_sampling as S)
+               specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M, specs_sampling as S,
+               specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -42,7 +43,7 @@ __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", 
            "format_report"]
 
 LESSON_SPECS: dict[str, list[Spec]] = {
-    "01": [L.EMBED, L.LM_HEAD],
+    "01": [P.MERGE_SYMBOLS, P.WORDPIECE, L.EMBED, L.LM_HEAD],
     "02": [L.SINUSOIDAL, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
     "03": [A.SOFTMAX, A.SDPA],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
@@ -324,9 +325,11 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         if problem is None and case.max_bytes is not None:
             progress(i, len(cases), True)
             problem = _memory_problem(spec, obj, case, seconds)
-        keys = [k for k in run.changed if k not in ref_changed]
-        names = [n for n in argument_names(spec.reference, keys) if n not in writes]
-        in_place = in_place_message(names) if names else ""
+        keys = [k for k, n in zip(run.changed, argument_names(spec.reference, run.changed))
+                if k not in ref_changed and n not in writes]
+        given = dict(enumerate(case.args)) | case.kwargs
+        listed = [n for k, n in zip(keys, argument_names(spec.reference, keys)) if isinstance(given.get(k), list)]
+        in_place = in_place_message(argument_names(spec.reference, keys), (listed or [None])[0]) if keys else ""
         if problem is None and not in_place:
             passed.append(case)
         elif problem is None:
