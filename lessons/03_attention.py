@@ -447,8 +447,8 @@ assert (errors["float32 exps, float32 sum (= T.softmax)"] <= 2.0 ** -10
 # side by side (lesson 04).
 
 # %% [markdown]
-# **Write it yourself.** `workbook/03_attention.py` holds `softmax` and
-# `scaled_dot_product_attention` as stubs with this lesson's formulas; fill them in, then run
+# **Write it yourself.** `workbook/03_attention.py` holds `softmax`, `scaled_dot_product_attention`
+# and `additive_scores` as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 03`: it runs the package's own test cases on your code and says what
 # is still wrong.
 #

@@ -971,6 +971,14 @@ WORDPIECE_SLIP = {"max": "max_chars", "unk": "unk", "ends": "range(len(word), st
                   "miss": "[unk]"}
 
 
+ADDITIVE_ATTEMPT = """
+    def additive_scores(q, k, W_q, W_k, w):
+        q_a, k_a = q @ W_q, k @ W_k
+        return {body}
+"""
+ADDITIVE_SLIP = {"body": "np.einsum('...ija,a->...ij', np.tanh(q_a[..., :, None, :] + k_a[..., None, :, :]), w)"}
+
+
 KNOWN_MISTAKES = [
     ("03", "scaled_dot_product_attention", """
         def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
@@ -1049,6 +1057,18 @@ KNOWN_MISTAKES = [
             alpha = np.where(np.isneginf(m), 0, np.exp(m - safe))
             return m_new, alpha * l + P.sum(-1, keepdims=True), alpha * O + P @ V_j
         """, "the new max forgets the old one"),
+    # lesson 03's additive scores
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="(q_a[..., :, None, :] + k_a[..., None, :, :]) @ w"),
+     "tanh goes on the sum"),
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="(np.tanh(q_a[..., :, None, :]) + np.tanh(k_a[..., None, :, "
+                                                           ":])) @ w"), "two separate layers"),
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh(q_a + k_a) @ w"), "each pair (i, j) needs its own"),
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh(q_a[..., :, None, :] * k_a[..., None, :, :]) @ w"),
+     "not their product"),
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh(q_a[..., None, :, :] + k_a[..., :, None, :]) @ w"),
+     "the keys along the last axis"),
+    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh((q_a[..., :, None, :] + k_a[..., None, :, :]) @ w)"),
+     "tanh goes on each of the d_a hidden units"),
     # lesson 01's tokenizers: BPE's merge loop and WordPiece's longest match
     ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "pick": "max(pairs)"}), "LOWEST rank"),
     ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "pick": "min(pairs, key=lambda p: p[1])"}),
@@ -1478,7 +1498,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                    + LR_ATTEMPT.format(**LR_SLIP) + CLIP_ATTEMPT.format(**CLIP_SLIP)),
                   ("02", ANGLES_ATTEMPT.format(**ANGLES_SLIP)), ("05", SPARSE_ATTEMPT.format(**SPARSE_SLIP)),
                   ("16", PACK_ATTEMPT.format(**PACK_SLIP)),
-                  ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP))]
+                  ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP)),
+                  ("03", ADDITIVE_ATTEMPT.format(**ADDITIVE_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
@@ -1952,6 +1973,9 @@ def test_the_check_example_in_docs_cli_is_what_the_checker_prints(tmp_path):
         def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
             scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
             return softmax(scores, mask=mask) @ v
+
+        def additive_scores(q, k, W_q, W_k, w):
+            raise NotImplementedError("additive_scores: start with …")
         """), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "transformer", "check", "03", "--workbook", str(tmp_path),
                            "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -2026,3 +2050,24 @@ def test_a_merge_loop_that_glues_the_callers_list_is_told_to_copy_it(tmp_path):
     result = result_of(check_file(write_workbook(tmp_path, "01", source), "01"), "merge_symbols")
     assert result.status == "failed" and "so work on a copy, s = list(symbols)" in result.message, result.message
     assert "x -= m" not in result.message
+
+
+def test_a_stub_the_copy_lacks_is_not_written_and_a_renamed_one_fails(tmp_path):
+    """A copy of the workbook made before a function was added lacks its stub: not a failure of the learner's, but
+    where to copy it from; a function of a close name is a renamed stub, told by name."""
+    from transformer.tutor.report import format_summary
+
+    path = write_workbook(tmp_path, "03")
+    source = path.read_text(encoding="utf-8")
+    path.write_text(source.replace("from transformer import additive_scores", ""), encoding="utf-8")
+    report = check_file(path, "03")
+    absent = result_of(report, "additive_scores")
+    assert (absent.status, absent.message) == ("not written", "not in 03_planted.py: the workbook gained it after "
+                                               "this copy was made; copy its stub from workbook/03_attention.py")
+    assert report.ok and format_summary([report]) == "every function written so far passes (2 passed, 1 not written)"
+    path.write_text(source.replace("from transformer import additive_scores", "from transformer import additive_scores "
+                                   "as package\ndef additive_score(q, k, W_q, W_k, w):\n    return package(q, k, W_q, "
+                                   "W_k, w)\n"), encoding="utf-8")
+    renamed = result_of(check_file(path, "03"), "additive_scores")
+    assert (renamed.status, renamed.message) == ("missing", "no `additive_scores` in 03_planted.py, but a "
+                                                 "`additive_score`: keep the stub's name")

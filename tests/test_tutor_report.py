@@ -424,7 +424,8 @@ def test_each_function_is_reported_as_soon_as_it_is_checked(tmp_path):
         """)
     said = []
     check_file(path, "03", echo=lambda text: said.append((text, marker.exists())))
-    assert [text.split()[0] for text, _ in said] == ["03_planted.py", "softmax", "scaled_dot_product_attention"]
+    assert [text.split()[0] for text, _ in said] == ["03_planted.py", "softmax", "scaled_dot_product_attention",
+                                                     "additive_scores"]
     n = len(LESSON_SPECS["03"][0].cases())
     assert said[1] == (f"  {'softmax':<28}  passed ({n} cases)", False)  # said before SDPA's first case ran
 
@@ -436,7 +437,7 @@ def test_the_last_line_counts_the_run(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "transformer", "check", "all", "--workbook", str(tmp_path),
                            "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
-    assert proc.stdout.splitlines()[-1] == "1 failed, 2 passed, 4 not written", proc.stdout  # 03: 1 + 1, 07: 1, 01: 4
+    assert proc.stdout.splitlines()[-1] == "1 failed, 3 passed, 4 not written", proc.stdout  # 03: 1 + 2, 07: 1, 01: 4
 
 
 def test_with_every_stub_untouched_the_last_line_says_where_to_start():
@@ -457,6 +458,10 @@ SDPA_STUB = """
     def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
         raise NotImplementedError("to do")
     """
+ADDITIVE_STUB = """
+    def additive_scores(q, k, W_q, W_k, w):
+        raise NotImplementedError("to do")
+    """
 SDPA_CALLING_SOFTMAX = """
     def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
         p = softmax(q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1]), mask=mask)
@@ -474,9 +479,9 @@ SDPA_CALLING_SOFTMAX = """
 def test_work_begun_is_not_told_that_no_function_is_written(tmp_path, source, told):
     """A softmax written but for its masks, or an attention waiting on an unwritten softmax: the last line said "no
     function is written yet … start with `softmax`", to a learner who had written code."""
-    report = check_file(write_workbook(tmp_path, "03", textwrap.dedent(source)), "03")
+    report = check_file(write_workbook(tmp_path, "03", textwrap.dedent(source + ADDITIVE_STUB)), "03")
     assert format_summary([report]) == (f"nothing fails, and nothing passes whole yet: {told}, then run this again "
-                                        "(0 failed, 0 passed, 2 not written or in part)"), format_summary([report])
+                                        "(0 failed, 0 passed, 3 not written or in part)"), format_summary([report])
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Ctrl-C is sent as POSIX's SIGINT")
@@ -504,10 +509,10 @@ def test_watch_checks_again_at_each_save_and_ctrl_c_ends_it_with_the_last_status
                     return
             raise AssertionError(f"never printed {text!r}: {lines}")
 
-        until("1 failed, 1 passed, 0 not written")
+        until("1 failed, 2 passed, 0 not written")
         path.write_text(path.read_text().replace("def softmax", "def _unused"))  # the package's softmax again
         until(f"{path.name} was saved: checking again (Ctrl-C stops)")
-        until("every function written so far passes (2 passed, 0 not written)")
+        until("every function written so far passes (3 passed, 0 not written)")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0, proc.stderr.read()
         assert "interrupted" not in proc.stderr.read()

@@ -33,7 +33,7 @@ FILES = sorted(WORKBOOK.glob("[0-9][0-9]_*.py"))
 STUBS = {
     "01_text_to_vectors.py": ["merge_symbols", "wordpiece", "embed", "lm_head"],
     "02_positions.py": ["sinusoidal_positions", "rope_angles", "apply_rope_half", "apply_rope_interleaved"],
-    "03_attention.py": ["softmax", "scaled_dot_product_attention"],
+    "03_attention.py": ["softmax", "scaled_dot_product_attention", "additive_scores"],
     "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
     "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask"],
     "06_kv_cache.py": ["KVCache.update"],
@@ -115,6 +115,7 @@ def valid_call(name: str, target):
         "apply_rope_half": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "apply_rope_interleaved": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "softmax": lambda f: f(r(2, 3)),
+        "additive_scores": lambda f: f(r(1, 2, 3, 4), r(1, 2, 5, 4), r(4, 6), r(4, 6), r(6)),
         "scaled_dot_product_attention": lambda f: f(r(1, 4, 3, 8), r(1, 2, 5, 8), r(1, 2, 5, 8), T.causal_mask(3, 5)),
         "split_heads": lambda f: f(r(1, 3, 8), 2),
         "merge_heads": lambda f: f(r(1, 2, 3, 4)),

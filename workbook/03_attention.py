@@ -61,3 +61,23 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weigh
         "scaled_dot_product_attention: start with the scores for h_kv = h and no mask: k.swapaxes(-1, -2) "
         "is (b, h, d_h, n_k), so q @ it is (b, h, n_q, n_k). Print that shape, then add the scale, the "
         "softmax over the keys, P @ v; the mask and GQA come last.")
+
+
+def additive_scores(q, k, W_q, W_k, w):  # [..., n_q, d_q], [..., n_k, d_k] -> [..., n_q, n_k]
+    """Additive attention scores (Bahdanau et al.): a one-hidden-layer network scores each pair.
+
+        e_ij = wᵀ tanh(q_i W_q + k_j W_k)        W_q (d_q, d_a), W_k (d_k, d_a), w (d_a,)
+
+    q (..., n_q, d_q), k (..., n_k, d_k), such as (b, h, n_q, d_q): d_q and d_k may differ.
+    ->  e (..., n_q, n_k), the scores before the softmax (row i: query i, column j: key j).
+    Every pair forms its own d_a-vector: the hidden layer is (..., n_q, n_k, d_a), where a dot
+    product needs one matrix product. |e_ij| ≤ ‖w‖₁ however large q and k are (tanh is bounded).
+    Example: q = [[0.5]], k = [[0.5], [−0.5]], W_q = W_k = [[1]], w = [2]: e = [[2 tanh 1, 0]]
+    = [[1.5232, 0]].
+
+    After trying: the package's version is `transformer/core/additive.py`, `additive_scores`.
+    """
+    raise NotImplementedError(
+        "additive_scores: start with the two projections q @ W_q (…, n_q, d_a) and k @ W_k (…, n_k, d_a); give "
+        "them new axes so that their sum is (…, n_q, n_k, d_a), one vector a pair; then tanh, then @ w.")
+

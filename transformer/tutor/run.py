@@ -16,6 +16,7 @@ check with no word, raise instead.
 """
 from __future__ import annotations
 
+import difflib
 import dis
 import importlib.util
 import io
@@ -45,7 +46,7 @@ __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", 
 LESSON_SPECS: dict[str, list[Spec]] = {
     "01": [P.MERGE_SYMBOLS, P.WORDPIECE, L.EMBED, L.LM_HEAD],
     "02": [L.SINUSOIDAL, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
-    "03": [A.SOFTMAX, A.SDPA],
+    "03": [A.SOFTMAX, A.SDPA, A.ADDITIVE_SCORES],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
     "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK],
     "06": [C.KV_CACHE_UPDATE],
@@ -416,7 +417,7 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
     for spec in LESSON_SPECS[lesson]:
         obj = getattr(module, spec.name, None)
         if obj is None:
-            result = Result(spec.name, "missing", f"no `{spec.name}` in {path.name}: keep the stub's name")
+            result = absent(spec.name, module, path, lesson)
         elif spec.name in crashed:
             result = Result(spec.name, "failed", crashed[spec.name])
         else:
@@ -432,6 +433,23 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
         report.results.append(result)
         say("\n".join(format_result(result, width)))
     return report
+
+
+WORKBOOK = Path(__file__).resolve().parents[2] / "workbook"  # the course's stubs, in a clone of the repository
+
+
+def absent(name: str, module, path: Path, lesson: str) -> Result:
+    """A function the learner's file does not define. A function of a close name is there: a renamed stub, a failure
+    that names it. None is: a stub added to the workbook after this copy of it was made, not written yet, and where
+    its stub is."""
+    defined = [k for k, v in vars(module).items() if callable(v) and getattr(v, "__module__", None) == module.__name__]
+    near = difflib.get_close_matches(name, defined, n=1, cutoff=0.75)
+    if near:
+        return Result(name, "missing", f"no `{name}` in {path.name}, but a `{near[0]}`: keep the stub's name")
+    stub = next(iter(sorted(WORKBOOK.glob(f"{lesson}_*.py"))), None)
+    where = f"workbook/{stub.name}" if stub is not None else f"the course's workbook/{lesson}_*.py"
+    return Result(name, "not written", f"not in {path.name}: the workbook gained it after this copy was made; copy its "
+                                       f"stub from {where}")
 
 
 def lesson_files(folder: Path) -> dict[str, list[Path]]:

@@ -1,16 +1,17 @@
-"""The checker's cases for lessons 03 and 07: softmax, scaled dot-product attention, repeat_kv."""
+"""The checker's cases for lessons 03 and 07: softmax, scaled dot-product attention, additive scores, repeat_kv."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from ..core.additive import additive_scores
 from ..core.attention import repeat_kv, scaled_dot_product_attention, softmax
 from ..core.masks import causal_mask, padding_mask
 from .cases import Case, Mistake, Spec
 from .compare import Tolerance
 
-__all__ = ["SOFTMAX", "SDPA", "REPEAT_KV", "SDPA_MISTAKES_SHARED"]
+__all__ = ["SOFTMAX", "SDPA", "ADDITIVE_SCORES", "REPEAT_KV", "SDPA_MISTAKES_SHARED"]
 
 HEADS = ("b", "h", "n_q", "d_h")
 WEIGHTS = ("b", "h", "n_q", "n_k")
@@ -307,6 +308,62 @@ def _torch_sdpa(case):
     if case.kwargs.get("return_weights"):
         return None  # torch's SDPA does not return the weights
     return out.numpy()
+
+
+# --- additive scores (Bahdanau) ----------------------------------------------------------------
+def additive_cases() -> list[Case]:
+    r = _rng(31)
+    w = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731 - a layer's initial weights
+    return [Case("q (4, 3), k (5, 3), d_a=6: n_q=4, n_k=5", (r.standard_normal((4, 3)), r.standard_normal((5, 3)),
+                                                             w(3, 6), w(3, 6), r.standard_normal(6))),
+            Case("q and k of different sizes: d_q=2, d_k=5, d_a=4", (r.standard_normal((3, 2)), r.standard_normal((6, 5)),
+                                                                    w(2, 4), w(5, 4), r.standard_normal(4)),
+                 tags=frozenset({"sizes"})),
+            Case("batch and heads: q (2, 3, 4, 8), k (2, 3, 7, 8), d_a=5",
+                 (r.standard_normal((2, 3, 4, 8)), r.standard_normal((2, 3, 7, 8)), w(8, 5), w(8, 5),
+                  r.standard_normal(5)), tags=frozenset({"batch"})),
+            Case("huge q and k (×1000): tanh saturates, |e_ij| ≤ ‖w‖₁", (r.standard_normal((3, 4)) * 1e3,
+                                                                        r.standard_normal((2, 4)) * 1e3, w(4, 3),
+                                                                        w(4, 3), r.standard_normal(3)))]
+
+
+def _additive(hidden):
+    """additive_scores with a slip in the hidden layer: hidden(q_a, k_a) -> (…, n_q, n_k, d_a), then · w."""
+    def scores(q, k, W_q, W_k, w):
+        return hidden(q @ W_q, k @ W_k) @ w
+    return scores
+
+
+def _pairs(q_a, k_a):  # [..., n_q, 1, d_a] + [..., 1, n_k, d_a]
+    return q_a[..., :, None, :], k_a[..., None, :, :]
+
+
+ADDITIVE_SCORES = Spec(
+    "additive_scores", additive_scores, additive_cases, "transformer/core/additive.py", dims=("…", "n_q", "n_k"),
+    mistakes=[Mistake("tanh goes on the sum, tanh(q_i W_q + k_j W_k): the network's hidden layer, before w",
+                      variant=_additive(lambda q_a, k_a: sum(_pairs(q_a, k_a)))),
+              Mistake("additive scores add the two projections, q_i W_q + k_j W_k, inside tanh: tanh(q W_q) + tanh(k W_k) "
+                      "is two separate layers", variant=_additive(lambda q_a, k_a: sum(np.tanh(t) for t in _pairs(q_a, k_a)))),
+              Mistake("each pair (i, j) needs its own vector q_i W_q + k_j W_k: put the queries on a new axis -2 and the "
+                      "keys on a new axis -3, q_a[..., :, None, :] + k_a[..., None, :, :], (…, n_q, n_k, d_a)",
+                      raises=r"broadcast"),
+              Mistake("the sum of q_i W_q and k_j W_k, not their product: additive attention scores a pair with a "
+                      "small network, the dot product is the other score", variant=_additive(
+                          lambda q_a, k_a: np.tanh(np.multiply(*_pairs(q_a, k_a))))),
+              Mistake("tanh goes on each of the d_a hidden units, before w: wᵀ tanh(q_i W_q + k_j W_k), not "
+                      "tanh(wᵀ(q_i W_q + k_j W_k))", variant=lambda q, k, W_q, W_k, w: np.tanh(
+                          _additive(lambda q_a, k_a: sum(_pairs(q_a, k_a)))(q, k, W_q, W_k, w))),
+              Mistake("the keys along the last axis of the scores: e has shape (…, n_q, n_k), row i the query's",
+                      variant=lambda q, k, W_q, W_k, w: np.swapaxes(additive_scores(q, k, W_q, W_k, w), -1, -2))],
+    torch=lambda case: _torch_additive(case))
+
+
+def _torch_additive(case):
+    """e_ij = wᵀ tanh(q_i W_q + k_j W_k) by torch's einsum over an explicit (n_q, n_k, d_a) hidden layer."""
+    import torch
+    q, k, W_q, W_k, w = (torch.from_numpy(np.asarray(t)) for t in case.args)
+    hidden = torch.tanh((q @ W_q).unsqueeze(-2) + (k @ W_k).unsqueeze(-3))  # [..., n_q, n_k, d_a]
+    return torch.einsum("...ija,a->...ij", hidden, w).numpy()
 
 
 # --- repeat_kv (lesson 07) --------------------------------------------------------------------
