@@ -778,47 +778,27 @@ def test_backward_kernel_honours_scale(kernel, dtype, tol):
 
 
 @needs_gxx
-def test_backward_kernel_float32_large_scores_rebuild_the_forwards_probabilities():
-    """Scores up to ~3e3 in float32 (q and k ×30), P almost one-hot, L from the "simt" forward kernel
-    as flash_attention_backward_cuda gets it. P_ij = e^(S_ij − L_i) is 1 only if the backward rounds
-    S_ij as the forward did, (Q·scale) Kᵀ; rounded as (Q Kᵀ)·scale it was an ulp or two of 3e3
-    (2.4e-4 each) off the saved max, and dV 1.6e-3 off. The emulator's __expf is the C library's
-    expf, a GPU's an approximation: the bits of S_ij are what is checked here. Reference: torch
+@pytest.mark.parametrize("kernel", ["simt", "mma_tf32"])
+def test_backward_kernel_float32_large_scores_rebuild_the_forwards_probabilities(kernel):
+    """Scores up to ~3e3 in float32 (q and k ×30), P almost one-hot, lse from the same pair's forward kernel as
+    flash_attention_backward_cuda gets it. P_ij = e^(S_ij − L_i) is 1 at a row's max key only if the backward
+    rounds the exponent as the forward did. "simt" rounded S_ij as (Q Kᵀ)·scale where its forward rounds
+    (Q·scale) Kᵀ: an ulp or two of 3e3 (2.4e-4 each) off, and dV 1.6e-3 off. "mma_tf32" folded log2 e into the
+    scale, so lse went through (m + log2 l)·ln 2 and back by ·log2 e, 1 to 3 ulps of ~4.3e3 off m, and dV 2.3e-4
+    off; now S·scale − m and S·scale − L are rounded in natural units before the ·log2 e. The emulator's __expf
+    is the C library's expf, a GPU's an approximation: the exponent's bits are what is checked. Reference: torch
     autograd in float64 on the same float32 inputs."""
     rng = np.random.default_rng(19)
     q, k, v = (rng.standard_normal(s) for s in ((1, 2, 13, 32), (1, 1, 17, 32), (1, 1, 17, 32)))
     q, k, v = (t.astype(np.float32) for t in (q * 30, k * 30, v))
     dout = rng.standard_normal(q.shape).astype(np.float32)
-    out, lse = run_on_cpu(q, k, v, causal=False, kernel="simt")
-    dq, dk, dv = run_backward_on_cpu(dout, q, k, v, out, lse, causal=False, kernel="simt")
+    out, lse = run_on_cpu(q, k, v, causal=False, kernel=kernel)
+    dq, dk, dv = run_backward_on_cpu(dout, q, k, v, out, lse, causal=False, kernel=kernel)
     ref_dq, ref_dk, ref_dv = _torch_gradients(dout, q, k, v, False)
-    # measured max |Δ| 3e-7 (float32 sums of dO), against |dV| ≤ 5.6
+    # measured max |Δ| 3e-7 (simt) and 4.8e-7 (mma_tf32: float32 sums of dO through three TF32 products), |dV| ≤ 5.6
     np.testing.assert_allclose(dv, ref_dv, rtol=0, atol=1e-6 * np.abs(ref_dv).max())
-    # dQ, dK (≤ 2e-7 in float64) are dS = P (dP − D) with dP_ij and D_i float32 sums of size ~10 that
-    # cancel: measured 4e-5 off, before and after; the NumPy backward is 1.6e-5 off here
-    for ours, ref in ((dq, ref_dq), (dk, ref_dk)):
-        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4)
-
-
-@needs_gxx
-def test_mma_tf32_backward_large_scores_rebuild_the_forwards_probabilities():
-    """The same inputs for the "mma_tf32" pair: scores up to ~3e3 in float32, P almost one-hot, lse
-    from the mma_tf32 forward kernel. Those kernels take e^x as 2^(x·log2 e); with log2 e folded into
-    the scale they saved lse = (m + log2 l)·ln 2 and the backward multiplied it back by log2 e, a round
-    trip 1 to 3 ulps of ~4.3e3 (4.9e-4 each) off m, so the max key's P was up to 3.4e-4 off 1 and dV
-    2.3e-4 off. With S·scale − m and S·scale − L rounded in natural units before the ·log2 e, the
-    max key's P is exactly 1. Reference: torch autograd in float64 on the same float32 inputs."""
-    rng = np.random.default_rng(19)
-    q, k, v = (rng.standard_normal(s) for s in ((1, 2, 13, 32), (1, 1, 17, 32), (1, 1, 17, 32)))
-    q, k, v = (t.astype(np.float32) for t in (q * 30, k * 30, v))
-    dout = rng.standard_normal(q.shape).astype(np.float32)
-    out, lse = run_on_cpu(q, k, v, causal=False, kernel="mma_tf32")
-    dq, dk, dv = run_backward_on_cpu(dout, q, k, v, out, lse, causal=False, kernel="mma_tf32")
-    ref_dq, ref_dk, ref_dv = _torch_gradients(dout, q, k, v, False)
-    # measured max |Δ| 4.8e-7 (float32 sums of dO through three TF32 products), against |dV| ≤ 5.6
-    np.testing.assert_allclose(dv, ref_dv, rtol=0, atol=1e-6 * np.abs(ref_dv).max())
-    # dQ, dK (≤ 2e-7 in float64): dS = P (dP − D), float32 sums of size ~10 that cancel, as in the
-    # SIMT test above: measured 2.7e-5, before and after
+    # dQ, dK (≤ 2e-7 in float64) are dS = P (dP − D) with dP_ij and D_i float32 sums of size ~10 that cancel:
+    # measured 4e-5 (simt) and 2.7e-5 (mma_tf32), before the fixes and after; the NumPy backward is 1.6e-5 off here
     for ours, ref in ((dq, ref_dq), (dk, ref_dk)):
         np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4)
 
