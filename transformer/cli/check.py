@@ -73,10 +73,9 @@ def chosen_lessons(names: list[str], files: dict, folder: Path) -> list[str]:
 
 def _check(args) -> int:
     from ..tutor import workbook_files
-    from ..tutor.run import lesson_files
     from ..tutor.isolated import check_isolated
     from ..tutor.report import format_summary
-    from ..tutor.run import DEFAULT_TIME_LIMIT
+    from ..tutor.run import DEFAULT_TIME_LIMIT, lesson_files
 
     if args.time_limit is not None and not 0 < args.time_limit <= 86_400:  # setitimer refuses what time_t cannot hold
         raise ValueError(f"--time-limit must be a number of seconds more than 0 and at most 86400 (a day), "
