@@ -1074,7 +1074,7 @@ def test_attention_cells_and_decode_rows_read_out_from_the_keyboard(page, export
     assert abs(number_after(rows.inner_text(), "”:") - W[i, 3]) < 1e-3, rows.inner_text()
     press(page.page.locator(":focus"), "ArrowRight", i - 3 + 1)  # past its own key: not written yet
     assert rows.inner_text().endswith(f"→ key {i + 1}: not in the cache yet"), rows.inner_text()
-    page.page.keyboard.press("End")  # the last step's query on its own key
+    page.page.keyboard.press("Control+End")  # the last step's query on its own key (End: the end of step 2's row)
     assert rows.inner_text().startswith(f"step {n - len(ids)} ") and f"→ key {n - 1} " in rows.inner_text()
     assert abs(number_after(rows.inner_text(), "”:") - W[n - 1, n - 1]) < 1e-3, rows.inner_text()
 
@@ -1203,6 +1203,69 @@ def test_flash_tiles_answer_up_and_down(page, exported):
     assert focused(page.page).startswith("S[6, 3] = ")
     page.page.keyboard.press("ArrowLeft")
     assert flash_score(info.inner_text())[:2] == (6, 2)
+
+
+def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
+    """Home and End went to the first and last item of a whole grid, from any row. Now, as in WAI-ARIA's grid
+    pattern, they go to the first and last item of the focused cell's row, and Ctrl+Home / Ctrl+End to the first and
+    last of the grid. In the tile grid (all tiles done) and a training map (the last snapshot), each stop is read out
+    with its value from the exported numbers."""
+    data = exported[1]["flash"]
+    assert (data["n"], data["Br"], data["Bc"]) == (14, 4, 4)
+    n = data["n"]
+    q, k = np.array(data["q"]), np.array(data["k"])  # (n, d_h)
+    S = q @ k.T / math.sqrt(data["d_h"])  # [n, n]
+    view = page.view("flash")
+    view.locator('select[data-role="run"]').select_option("0")  # causal: tile (i, j) computed iff j <= i
+    press(view.locator('input[data-role="step"]'), "End")  # done: every tile on or below the diagonal
+    info = view.locator('[data-role="score-info"]')
+    tab_into_grid(page.page, view.locator('[data-role="tile-grid"]'))
+
+    def row_end(i):  # the last key of row i's last computed tile, masked past i
+        return min(n, (i // data["Br"] + 1) * data["Bc"]) - 1
+
+    path = [(None, (0, 0))] + [("ArrowDown", (r, 0)) for r in range(1, 6)] + [
+        ("End", (5, row_end(5))), ("Home", (5, 0)), ("ArrowDown", (6, 0)), ("ArrowDown", (7, 0)),
+        ("End", (7, row_end(7))), ("Home", (7, 0)), ("ArrowRight", (7, 1)),
+        ("Control+End", (n - 1, n - 1)), ("Home", (n - 1, 0)), ("Control+Home", (0, 0))]
+    for key, (i, j) in path:
+        if key:
+            page.page.keyboard.press(key)
+        shown = info.inner_text()
+        assert focused(page.page) == shown, (key, shown)
+        assert flash_score(shown)[:2] == (i, j), (key, shown, (i, j))
+        if j <= i:
+            assert abs(flash_score(shown)[2] - S[i, j]) < 1e-3, (shown, S[i, j])
+        else:
+            assert flash_score(shown)[2] is None, shown  # causal: a key after its query is masked
+    assert row_end(5) == 7 and row_end(n - 1) == n - 1
+    page.page.keyboard.press("Control+End")
+    page.page.screenshot(path=str(shots / "flash_grid_ctrl_end.png"))  # the ring on S[13, 13], read out under the grid
+
+    # a training map: rows of n cells, the masked half included; the last snapshot's exported weights
+    data = exported[1]["training"]
+    n, K, scale = data["n"], len(data["snap_steps"]) - 1, data["w_scale"]
+    W = np.zeros((n, n))
+    W[np.tril_indices(n)] = np.array(data["maps"]).reshape(K + 1, data["L"], data["h"], -1)[K, 0, 0] / scale
+    ids = data["ids"]
+    view = page.view("training")
+    press(view.locator('input[data-role="snapshot"]'), "End")
+    assert view.get_attribute("data-current-snapshot") == str(K)
+    tab_to(page.page, "map-cell")
+    info = view.locator('[data-role="map-info"]')
+
+    def read(i, j):  # what the readout says of layer 0, head 0's cell (i, j)
+        if j > i:
+            return f"layer 0, head 0: query {i} → key {j}: masked, a key after its query"
+        return f"layer 0, head 0: query {i} ({ids[i]}) → key {j} ({ids[j]}): {W[i, j]:.3f}"
+
+    press(page.page.locator(":focus"), "ArrowDown", 5)
+    press(page.page.locator(":focus"), "ArrowRight", 2)
+    assert info.inner_text() == read(5, 2)
+    for key, (i, j) in (("End", (5, n - 1)), ("Home", (5, 0)), ("Control+End", (n - 1, n - 1)),
+                        ("Home", (n - 1, 0)), ("End", (n - 1, n - 1)), ("Control+Home", (0, 0))):
+        page.page.keyboard.press(key)
+        assert info.inner_text() == read(i, j), (key, info.inner_text(), read(i, j))
 
 
 def test_escape_lets_go_of_what_a_click_kept(page, exported):

@@ -168,12 +168,14 @@
 
   // --- keyboard ------------------------------------------------------------------------------
   // A group of cells or tokens that a pointer can hover and click, reached with ONE Tab stop (a
-  // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`),
-  // Home/End to the ends; focus does what hovering does (a "mouseenter"), Enter or Space what a
-  // click does, Escape lets go of what a click kept (o.escape) and reads out nothing, as a pointer
-  // leaving does. The view's own pointer listeners serve both. With o.show, an element under the
-  // group reads out the item hovered or focused (its label), and o.rest when there is none: what a
-  // tooltip (a <title>) shows a pointer.
+  // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`);
+  // in a grid (rows of `cols`, or o.at below) Home/End go to the first/last item of the current
+  // row and Ctrl+Home/Ctrl+End to the first/last of the whole grid, as WAI-ARIA's grid pattern
+  // has it; in a group of one row or one column, Home/End go to its ends. Focus does what hovering
+  // does (a "mouseenter"), Enter or Space what a click does, Escape lets go of what a click kept
+  // (o.escape) and reads out nothing, as a pointer leaving does. The view's own pointer listeners
+  // serve both. With o.show, an element under the group reads out the item hovered or focused (its
+  // label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
   // A group that only partly fills its grid (the tiles computed so far) gives each item's place,
   // o.at(k) = [row, column]: Up/Down go to the nearest row above or below that has an item, to its
   // item nearest the column.
@@ -196,10 +198,23 @@
       });
       return best < 0 ? undefined : best;
     }
-    function target(k, key) {
+    var grid = !!o.at || (cols > 1 && cols < items.length);  // rows and columns, not one line of items
+    function spot(k) { return o.at ? o.at(k) : [Math.floor(k / cols), k % cols]; }  // [row, column]
+    function edge(k, last, whole) {  // the first (last) item of k's row, or of the whole group
+      var row = spot(k)[0], best = -1, bp = null;
+      items.forEach(function (x, m) {
+        var q = spot(m);
+        if (!whole && q[0] !== row) return;
+        var after = bp && (q[0] !== bp[0] ? q[0] > bp[0] : q[1] > bp[1]);
+        if (best < 0 || after === last) { best = m; bp = q; }
+      });
+      return best;
+    }
+    function target(k, e) {
+      var key = e.key;
       if (o.at && (key === "ArrowDown" || key === "ArrowUp")) return vertical(k, key === "ArrowDown");
-      return {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols, Home: 0,
-              End: items.length - 1}[key];
+      if (key === "Home" || key === "End") return edge(k, key === "End", !grid || e.ctrlKey);
+      return {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols}[key];
     }
     var again = null;  // the redrawn group's item that takes the focus back
     if (held && held.view === view && held.where === where && !held.el.isConnected &&
@@ -244,7 +259,7 @@
           el.dispatchEvent(new MouseEvent("mouseleave"));
           return;
         }
-        var to = target(k, e.key);
+        var to = target(k, e);
         if (to === undefined || to < 0 || to >= items.length) return;
         e.preventDefault();
         items[to].focus();
