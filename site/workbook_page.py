@@ -44,8 +44,10 @@ The checker runs your functions on the package's own cases and answers, for each
 **passed**, **not written yet** (the stub still raises), or **failed**, with what is wrong in the
 lesson's terms (the case, the first entry that differs, the known mistake it looks like). To work in
 a copy, `cp -r workbook ~/my-workbook` and add `--workbook ~/my-workbook`: the untouched stubs stay in
-`workbook/` to start a file over from. In a git clone, `git diff workbook/` shows what you wrote and
-`git checkout workbook/03_attention.py` starts a file over (the course download has no git history).
+`workbook/` to start a file over from; a function the workbook gained after your copy was made is
+told as "not in …", with the file to copy its stub from. In a git clone, `git diff workbook/` shows
+what you wrote and `git checkout workbook/03_attention.py` starts a file over (the course download has
+no git history).
 
 Below, each file's stubs as you will find them. The package's version of each is behind a
 "show the package's version" button: open it after trying.
