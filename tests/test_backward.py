@@ -288,6 +288,22 @@ def test_cross_entropy_with_every_target_ignored_is_zero_not_nan():
     assert float(T.cross_entropy(z, t)) == pytest.approx(float(ref), rel=1e-12)
 
 
+def test_cross_entropy_gradient_of_a_row_of_all_minus_inf_is_nan_as_its_loss():
+    """A kept row whose logits are all −inf has a NaN loss; its gradient was a finite −1/N at the target (softmax
+    gives such a row zeros). Reference: torch autograd in float64, on the kept rows. An ignored row counts for
+    nothing, so its gradient stays 0, all −inf or not (torch's is NaN there, from its log-softmax's backward)."""
+    z = np.array([[-np.inf] * 3, [0.0, 1.0, 2.0], [-np.inf] * 3])
+    t = np.array([1, 2, -100])
+    zt = torch.from_numpy(z).requires_grad_()
+    loss = F.cross_entropy(zt, torch.from_numpy(t))
+    loss.backward()
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(float(T.cross_entropy(z, t))) and np.isnan(float(loss.detach()))
+        d = T.cross_entropy_backward(z, t)
+    np.testing.assert_allclose(d[:2], zt.grad.numpy()[:2], atol=1e-15)  # NaN where torch's is, on the kept rows
+    assert (d[2] == 0).all()
+
+
 def test_cross_entropy_is_stable_for_huge_logits():
     z = np.array([[1e4, 0.0, -1e4], [3e4, 3e4, 3e4]])
     t = np.array([1, 2])

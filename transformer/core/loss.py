@@ -11,6 +11,8 @@ Each public function checks its input at the door (`loss_checks.py`, same name).
 """
 from __future__ import annotations
 
+import math
+
 from . import loss_checks as checks
 from .attention import softmax
 from ..backend import compute_dtype, get_xp
@@ -61,7 +63,8 @@ def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..
 
     ∂(LSE(z) − z_t)/∂z_j = p_j − 1[j = t], and the mean divides by the kept count N:
         d_logits = (softmax(z) − one_hot(t)) / N   on kept rows,   0 on ignored rows
-    Each kept row sums to 0: raising every logit of a row by the same amount changes nothing.
+    Each kept row sums to 0: raising every logit of a row by the same amount changes nothing. A kept
+    row of all −inf logits, whose loss is NaN, gets NaN, as in torch.
 
     >>> import numpy as np
     >>> cross_entropy_backward(np.array([[0.0, 0.0], [5.0, 1.0]]), np.array([1, -100])).tolist()
@@ -70,9 +73,14 @@ def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..
     xp = get_xp(logits, targets)
     ct = compute_dtype(xp, logits.dtype)
     keep, t = _targets_kept(targets, ignore_index)  # [...] each
-    p = softmax(xp.astype(logits, ct, copy=False), axis=-1)  # [..., v]
+    z = xp.astype(logits, ct, copy=False)  # [..., v]
+    p = softmax(z, axis=-1)  # [..., v]
     v = logits.shape[-1]
     one_hot = xp.astype(xp.arange(v, dtype=t.dtype) == t[..., None], ct)  # [..., v]
     count = xp.sum(xp.astype(keep, ct))  # kept positions
     d = xp.where(keep[..., None], (p - one_hot) / xp.maximum(count, 1.0), 0.0)  # [..., v]
+    # a kept row of all −inf logits has a NaN loss, −inf − (−inf); softmax gives it zeros (a masked row's
+    # convention), which made its gradient a finite −1/N at the target: NaN, as the loss and torch's gradient
+    no_logit = xp.max(z, axis=-1, keepdims=True) == -math.inf  # [..., 1]
+    d = xp.where(keep[..., None] & no_logit, math.nan, d)  # [..., v]
     return xp.astype(d, logits.dtype, copy=False)
