@@ -1160,6 +1160,21 @@ def tab_into_grid(pg, grid):
     raise AssertionError("8 Tabs did not reach the grid")
 
 
+def walk_the_tile_grid(pg, info, S, path):
+    """Press each key of path, [(key or None, (i, j)), …], in the causal tile grid, and check after each that the
+    focused score is read out as S[i, j] from the exported q and k (or as masked, for a key after its query)."""
+    for key, (i, j) in path:
+        if key:
+            pg.keyboard.press(key)
+        shown = info.inner_text()
+        assert focused(pg) == shown, (key, shown)
+        assert flash_score(shown)[:2] == (i, j), (key, shown, (i, j))
+        if j <= i:
+            assert abs(flash_score(shown)[2] - S[i, j]) < 1e-3, (shown, S[i, j])
+        else:
+            assert flash_score(shown)[2] is None, shown  # causal: a key after its query is masked
+
+
 def test_flash_tiles_answer_up_and_down(page, exported):
     """The tile grid's Up and Down did nothing: only Left and Right walked its scores, in reading order. The scores
     computed so far fill the grid only in part (a skipped tile has none), so Up and Down go to the nearest row above
@@ -1188,16 +1203,7 @@ def test_flash_tiles_answer_up_and_down(page, exported):
         ("ArrowDown", (4, 3)), ("ArrowDown", (5, 3)), ("ArrowDown", (6, 3)), ("ArrowDown", (7, 3)),
         ("ArrowDown", (7, 3)),  # no score below row 7 yet: it stays
         ("ArrowUp", (6, 3))]
-    for key, (i, j) in path:
-        if key:
-            page.page.keyboard.press(key)
-        shown = info.inner_text()
-        assert focused(page.page) == shown, (key, shown)
-        assert flash_score(shown)[:2] == (i, j), (key, shown, (i, j))
-        if j <= i:
-            assert abs(flash_score(shown)[2] - S[i, j]) < 1e-3, (shown, S[i, j])
-        else:
-            assert flash_score(shown)[2] is None, shown  # causal: a key after its query is masked
+    walk_the_tile_grid(page.page, info, S, path)
     page.page.keyboard.press("Escape")  # the readout rests; the focus stays on S[6, 3], and the arrows go on from it
     assert info.get_attribute("data-k") == "" and "Tab to the grid" in info.inner_text()
     assert focused(page.page).startswith("S[6, 3] = ")
@@ -1228,16 +1234,7 @@ def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
         ("End", (5, row_end(5))), ("Home", (5, 0)), ("ArrowDown", (6, 0)), ("ArrowDown", (7, 0)),
         ("End", (7, row_end(7))), ("Home", (7, 0)), ("ArrowRight", (7, 1)),
         ("Control+End", (n - 1, n - 1)), ("Home", (n - 1, 0)), ("Control+Home", (0, 0))]
-    for key, (i, j) in path:
-        if key:
-            page.page.keyboard.press(key)
-        shown = info.inner_text()
-        assert focused(page.page) == shown, (key, shown)
-        assert flash_score(shown)[:2] == (i, j), (key, shown, (i, j))
-        if j <= i:
-            assert abs(flash_score(shown)[2] - S[i, j]) < 1e-3, (shown, S[i, j])
-        else:
-            assert flash_score(shown)[2] is None, shown  # causal: a key after its query is masked
+    walk_the_tile_grid(page.page, info, S, path)
     assert row_end(5) == 7 and row_end(n - 1) == n - 1
     page.page.keyboard.press("Control+End")
     page.page.screenshot(path=str(shots / "flash_grid_ctrl_end.png"))  # the ring on S[13, 13], read out under the grid
@@ -1285,7 +1282,8 @@ def test_escape_lets_go_of_what_a_click_kept(page, exported):
     assert info.get_attribute("data-kept") == "true" and "Escape" in info.inner_text()
     page.page.keyboard.press("Escape")
     assert info.get_attribute("data-kept") == "false" and info.get_attribute("data-j") == ""
-    assert info.inner_text().startswith(f"Strongest key: position {best} ") and f"weight {row[best]:.4f}" in info.inner_text()
+    rest = info.inner_text()
+    assert rest.startswith(f"Strongest key: position {best} ") and f"weight {row[best]:.4f}" in rest
     assert page.page.evaluate("document.activeElement.dataset.j") == "2"
     page.page.keyboard.press("ArrowRight")  # not kept any more: the focus reads out again
     assert info.get_attribute("data-j") == "3" and float(info.get_attribute("data-w")) == row[3]
