@@ -40,8 +40,8 @@ from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, 
                      name_width, short)
 
 __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", "check_function",
-           "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files", "lesson_files",
-           "format_report"]
+           "load_workbook_file", "TimeLimit", "time_limit", "captured_output", "watched", "workbook_files",
+           "lesson_files", "format_report"]
 
 LESSON_SPECS: dict[str, list[Spec]] = {
     "01": [P.MERGE_SYMBOLS, P.WORDPIECE, L.EMBED, L.LM_HEAD],
@@ -61,8 +61,8 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "15": [D.DECODER_LAYER],
     "16": [D.PACK_DOCUMENTS, D.DOCUMENT_MASK, F.KEY_TILES],
     "17": [F.FRAGMENTS],
-    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, E.CLIP_BY_GLOBAL_NORM, E.LR_AT,
-           B.ADAMW_STEP],
+    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, E.CLIP_BY_GLOBAL_NORM,
+           E.LR_AT, B.ADAMW_STEP],
     "19": [D.INDUCTION_SCORES],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
@@ -326,11 +326,11 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         if problem is None and case.max_bytes is not None:
             progress(i, len(cases), True)
             problem = _memory_problem(spec, obj, case, seconds)
-        keys = [k for k, n in zip(run.changed, argument_names(spec.reference, run.changed))
-                if k not in ref_changed and n not in writes]
+        changed = [(k, n) for k, n in zip(run.changed, argument_names(spec.reference, run.changed))
+                   if k not in ref_changed and n not in writes]  # (position or keyword, name) of each
         given = dict(enumerate(case.args)) | case.kwargs
-        listed = [n for k, n in zip(keys, argument_names(spec.reference, keys)) if isinstance(given.get(k), list)]
-        in_place = in_place_message(argument_names(spec.reference, keys), (listed or [None])[0]) if keys else ""
+        a_list = next((n for k, n in changed if isinstance(given.get(k), list)), None)
+        in_place = in_place_message([n for _, n in changed], a_list) if changed else ""
         if problem is None and not in_place:
             passed.append(case)
         elif problem is None:
@@ -422,8 +422,8 @@ def check_file(path: Path, lesson: str, seconds=DEFAULT_TIME_LIMIT, use_torch=Fa
             result = Result(spec.name, "failed", crashed[spec.name])
         else:
             starting(spec.name)
-            result = check_function(spec, obj, path, seconds, use_torch,
-                                    progress and (lambda i, n, counting, name=spec.name: progress(name, i, n, counting)))
+            each_case = progress and (lambda i, n, counting, name=spec.name: progress(name, i, n, counting))
+            result = check_function(spec, obj, path, seconds, use_torch, each_case)
             if result.status == "failed" and failing:
                 called = [name for name in failing if name in _globals_read(obj, module, {spec.name})]
                 if called:

@@ -316,8 +316,8 @@ def additive_cases() -> list[Case]:
     w = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731 - a layer's initial weights
     return [Case("q (4, 3), k (5, 3), d_a=6: n_q=4, n_k=5", (r.standard_normal((4, 3)), r.standard_normal((5, 3)),
                                                              w(3, 6), w(3, 6), r.standard_normal(6))),
-            Case("q and k of different sizes: d_q=2, d_k=5, d_a=4", (r.standard_normal((3, 2)), r.standard_normal((6, 5)),
-                                                                    w(2, 4), w(5, 4), r.standard_normal(4)),
+            Case("q and k of different sizes: d_q=2, d_k=5, d_a=4",
+                 (r.standard_normal((3, 2)), r.standard_normal((6, 5)), w(2, 4), w(5, 4), r.standard_normal(4)),
                  tags=frozenset({"sizes"})),
             Case("batch and heads: q (2, 3, 4, 8), k (2, 3, 7, 8), d_a=5",
                  (r.standard_normal((2, 3, 4, 8)), r.standard_normal((2, 3, 7, 8)), w(8, 5), w(8, 5),
@@ -342,10 +342,11 @@ ADDITIVE_SCORES = Spec(
     "additive_scores", additive_scores, additive_cases, "transformer/core/additive.py", dims=("…", "n_q", "n_k"),
     mistakes=[Mistake("tanh goes on the sum, tanh(q_i W_q + k_j W_k): the network's hidden layer, before w",
                       variant=_additive(lambda q_a, k_a: sum(_pairs(q_a, k_a)))),
-              Mistake("additive scores add the two projections, q_i W_q + k_j W_k, inside tanh: tanh(q W_q) + tanh(k W_k) "
-                      "is two separate layers", variant=_additive(lambda q_a, k_a: sum(np.tanh(t) for t in _pairs(q_a, k_a)))),
-              Mistake("each pair (i, j) needs its own vector q_i W_q + k_j W_k: put the queries on a new axis -2 and the "
-                      "keys on a new axis -3, q_a[..., :, None, :] + k_a[..., None, :, :], (…, n_q, n_k, d_a)",
+              Mistake("additive scores add the two projections, q_i W_q + k_j W_k, inside tanh: tanh(q W_q) + "
+                      "tanh(k W_k) is two separate layers",
+                      variant=_additive(lambda q_a, k_a: sum(np.tanh(t) for t in _pairs(q_a, k_a)))),
+              Mistake("each pair (i, j) needs its own vector q_i W_q + k_j W_k: put the queries on a new axis -2 and "
+                      "the keys on a new axis -3, q_a[..., :, None, :] + k_a[..., None, :, :], (…, n_q, n_k, d_a)",
                       raises=r"broadcast"),
               Mistake("the sum of q_i W_q and k_j W_k, not their product: additive attention scores a pair with a "
                       "small network, the dot product is the other score", variant=_additive(

@@ -190,14 +190,19 @@ def _tanh_form(inner, outer=math.sqrt(2 / math.pi)):
     return fn
 
 
+def _phi_alone(x, approximate="none"):  # Φ(x) without the x in front: ½(1 + erf(x/√2)), or its tanh form
+    if approximate == "tanh":
+        return 0.5 * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+
+
 GELU = Spec(
     "gelu", gelu, gelu_cases, "transformer/core/layers.py", dims=("…",),
     mistakes=[Mistake("Φ is the normal distribution's CDF, ½(1 + erf(x/√2)): divide x by √2 inside erf",
                       variant=lambda x, approximate="none": 0.5 * x * (1.0 + erf(x))
                       if approximate != "tanh" else gelu(x, "tanh")),
               Mistake("GELU(x) = x·Φ(x): ½(1 + erf(x/√2)) is Φ(x) alone — multiply it by x",
-                      variant=lambda x, approximate="none": 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
-                      if approximate != "tanh" else 0.5 * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+                      variant=_phi_alone),
               Mistake("approximate='none', the default, is the exact form ½x(1 + erf(x/√2)); the tanh formula is only "
                       "for approximate='tanh'", variant=lambda x, approximate="none": gelu(x, "tanh")),
               Mistake("approximate='tanh' asks for GPT-2's form, ½x(1 + tanh(√(2/π)(x + 0.044715x³))), not the erf one",

@@ -15,8 +15,8 @@ from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_angle
 from .cases import Case, Mistake, NotingNamespace, Spec
 from .compare import Tolerance
 
-__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_ANGLES", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS", "MERGE_HEADS",
-           "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK"]
+__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_ANGLES", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS",
+           "MERGE_HEADS", "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK"]
 
 
 def _rng(seed):

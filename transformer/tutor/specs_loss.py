@@ -56,7 +56,8 @@ def call_loss(fn, case):
 
 
 def _loss_from(per_position, mean_over="kept"):
-    """cross_entropy with −log p_t from per_position(z, t) and the mean over the kept positions, all of them, or a sum."""
+    """cross_entropy with −log p_t from per_position(z, t), and the mean over the kept positions, over all of them,
+    or a sum."""
     def loss(logits, targets, *, ignore_index=IGNORE):
         z = np.asarray(logits, np.float64)
         keep = targets != ignore_index
@@ -108,7 +109,9 @@ CROSS_ENTROPY = Spec(
     torch=lambda case: _torch_loss(case, grad=False))
 
 
-def _grad_from(probs, scale="kept", zero_ignored=True):
+def _grad_from(probs=lambda z: softmax(z, axis=-1), scale="kept", zero_ignored=True):
+    """cross_entropy_backward with a slip: probs(z) in place of the softmax, no 1/N or 1/(every position), or the
+    ignored rows left in."""
     def grad(logits, targets, *, ignore_index=IGNORE):
         z = np.asarray(logits, np.float64)
         keep = targets != ignore_index
@@ -120,18 +123,14 @@ def _grad_from(probs, scale="kept", zero_ignored=True):
     return grad
 
 
-def _softmax64(z):
-    return softmax(z, axis=-1)
-
-
 CROSS_ENTROPY_BACKWARD = Spec(
     "cross_entropy_backward", cross_entropy_backward, loss_cases, "transformer/core/loss.py", dims=("…", "v"),
     mistakes=[Mistake("divide by N, the number of kept positions: the loss is their mean, so each one's gradient "
-                      "(softmax − one-hot) is scaled by 1/N", variant=_grad_from(_softmax64, "none")),
+                      "(softmax − one-hot) is scaled by 1/N", variant=_grad_from(scale="none")),
               Mistake("N counts the kept positions only (targets ≠ ignore_index), not every position",
-                      variant=_grad_from(_softmax64, "all")),
+                      variant=_grad_from(scale="all")),
               Mistake("an ignored position adds nothing to the loss, so its row of the gradient is 0",
-                      variant=_grad_from(_softmax64, "kept", zero_ignored=False)),
+                      variant=_grad_from(zero_ignored=False)),
               Mistake("the sign: ∂(LSE(z) − z_t)/∂z_j = p_j − 1[j = t], softmax minus the one-hot, not the reverse",
                       variant=lambda logits, targets, *, ignore_index=IGNORE: -cross_entropy_backward(
                           logits, targets, ignore_index=ignore_index)),
@@ -160,7 +159,8 @@ def _torch_loss(case, grad: bool):
     if (targets == ignore).all():
         return None
     z = torch.from_numpy(np.asarray(logits, np.float64)).requires_grad_(grad)
-    loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), torch.from_numpy(targets.reshape(-1)).long(), ignore_index=ignore)
+    t = torch.from_numpy(targets.reshape(-1)).long()
+    loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), t, ignore_index=ignore)
     if not grad:
         return float(loss)
     loss.backward()
@@ -254,7 +254,8 @@ def _torch_clip(case):
 # --- the learning rate's schedule ---------------------------------------------------------------------------
 def schedule_cases():
     return [Case("lr_max=1, warmup=3, total=10: steps 0 … 12", (), {"lr_max": 1.0, "warmup": 3, "total": 10}),
-            Case("lr_max=0.003, warmup=100, total=600: steps 0 … 610", (), {"lr_max": 3e-3, "warmup": 100, "total": 600}),
+            Case("lr_max=0.003, warmup=100, total=600: steps 0 … 610", (),
+                 {"lr_max": 3e-3, "warmup": 100, "total": 600}),
             Case("lr_min=0.1 given: lr_max=1, warmup=2, total=8", (), {"lr_max": 1.0, "warmup": 2, "total": 8,
                                                                         "lr_min": 0.1}, frozenset({"lr_min"})),
             Case("warmup=0: the first step is at the top of the cosine", (), {"lr_max": 1.0, "warmup": 0, "total": 6},
