@@ -287,8 +287,9 @@ P.save(fig, P.figure_path("01_shapes.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/01_text_to_vectors.py` holds `merge_symbols` (BPE's merge loop),
-# `wordpiece` (WordPiece's longest match), `embed` and `lm_head` as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 01`: it runs the
-# package's own test cases on your code and says what is still wrong.
+# `wordpiece` (WordPiece's longest match), `embed` and `lm_head` as stubs with this lesson's
+# formulas; fill them in, then run `python -m transformer check 01`: it runs the package's own test
+# cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 01` does the same.

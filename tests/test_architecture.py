@@ -40,7 +40,8 @@ ALLOWED = {
     "models": ("backend", "require", "core", "tokenizers"),
     "train": ("backend", "require", "files", "core", "flash", "models"),  # the machinery; the trained models
     "tasks": ("backend", "require", "files", "core", "flash", "models", "train"),  # the two tasks, on train/
-    "tutor": ("backend", "require", "core", "tokenizers", "flash", "models", "train", "tasks"),  # the workbook's checker
+    # the workbook's checker: its cases and the package's functions they check against
+    "tutor": ("backend", "require", "core", "tokenizers", "flash", "models", "train", "tasks"),
     "cli": ("backend", "version", "require", "files", "core", "tokenizers", "flash", "models", "train", "tasks", "plotting",
             "tutor"),
 }

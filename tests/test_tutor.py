@@ -1067,7 +1067,8 @@ KNOWN_MISTAKES = [
      "not their product"),
     ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh(q_a[..., None, :, :] + k_a[..., :, None, :]) @ w"),
      "the keys along the last axis"),
-    ("03", "additive_scores", ADDITIVE_ATTEMPT.format(body="np.tanh((q_a[..., :, None, :] + k_a[..., None, :, :]) @ w)"),
+    ("03", "additive_scores",
+     ADDITIVE_ATTEMPT.format(body="np.tanh((q_a[..., :, None, :] + k_a[..., None, :, :]) @ w)"),
      "tanh goes on each of the d_a hidden units"),
     # lesson 01's tokenizers: BPE's merge loop and WordPiece's longest match
     ("01", "merge_symbols", MERGE_ATTEMPT.format(**{**MERGE_SLIP, "pick": "max(pairs)"}), "LOWEST rank"),
@@ -1125,7 +1126,8 @@ KNOWN_MISTAKES = [
      "scale in place"),
     ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "returned": "norm * factor"}),
      "return the norm measured BEFORE clipping"),
-    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "square": "g ** 2"}), "sum the squares in float64"),
+    ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "square": "g ** 2"}),
+     "sum the squares in float64"),
     ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "factor": "min(1.0, max_norm / norm) if norm "
                                                                                "else 1.0"}),
      "the 1e-6 keeps it finite"),

@@ -56,7 +56,8 @@ STUBS = {
 REDUCED = {"flash_attention", "seq2seq_decoder_layer"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 # a stub whose package function is not a top-level name: where it is under `transformer`
-PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read", "mma_fragment_layout": "cuda_kernels.mma_fragment_layout",
+PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
+                "mma_fragment_layout": "cuda_kernels.mma_fragment_layout",
                 "merge_symbols": "tokenizers.bpe.merge_symbols", "wordpiece": "tokenizers.wordpiece.wordpiece"}
 
 LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}

@@ -8,7 +8,8 @@ SIZES = ("L", "d", "h", "h_kv", "d_h", "d_ff", "v")
 
 
 def random_llama(config, backend, *, seed, std):
-    if config is not None and not all(hasattr(config, f) for f in (*SIZES, "tied", "parameter_count")):  # a str: "has no attribute 'L'"
+    # a str failed with "has no attribute 'L'"
+    if config is not None and not all(hasattr(config, f) for f in (*SIZES, "tied", "parameter_count")):
         raise TypeError(f"config must be a T.LlamaConfig (or None: SmolLM2-135M's shapes), got {type(config).__name__}")
     if not isinstance(backend, str) and not hasattr(backend, "asarray"):
         raise TypeError(f"backend must be 'numpy', 'cupy' or an array namespace, got {type(backend).__name__} "
