@@ -879,6 +879,31 @@ LR_ATTEMPT = """
         return {floor} + (lr_max - {floor}) * 0.5 * (1 + math.cos(math.pi * p))
 """
 LR_SLIP = {"warm": "(step + 1) / warmup", "after": "step >= total", "length": "total - warmup", "floor": "lr_min"}
+RMS_BACKWARD_ATTEMPT = """
+    def rms_norm_backward(dY, x, gamma, eps=1e-6):
+        r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + {eps})
+        x_hat = x / r
+        g = {g}
+        dx = ({dx}){div}
+        return dx.astype(x.dtype), {dgamma}
+"""
+RMS_BACKWARD_SLIP = {"eps": "eps", "g": "dY * gamma", "dx": "g - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True)",
+                     "div": " / r", "dgamma": "(dY * x_hat).reshape(-1, x.shape[-1]).sum(0)"}
+SWIGLU_BACKWARD_ATTEMPT = """
+    def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
+        d = x.shape[-1]
+        X, G = {X}, {G}
+        A, U = X @ W_gate, X @ W_up
+        s = 1 / (1 + np.exp(-A))
+        S = A * s
+        dH = G @ W_down.T
+        dA = dH * {dA}
+        dU = dH * {dU}
+        dx = {dx}
+        return dx.reshape(x.shape), X.T @ dA, X.T @ dU, {dW_down}
+"""
+SWIGLU_BACKWARD_SLIP = {"X": "x.reshape(-1, d)", "G": "dY.reshape(-1, d)", "dA": "U * s * (1 + A * (1 - s))",
+                        "dU": "S", "dx": "dA @ W_gate.T + dU @ W_up.T", "dW_down": "(S * U).T @ G"}
 
 
 # lesson 02's angles, 05's sparse patterns, 16's packing and 18's clipping as a learner writes them (_SLIP: none)
@@ -1337,6 +1362,26 @@ ROPE_HALF_ATTEMPT = """
 ROPE_HALF_RIGHT = {"halves": "np.split(x, 2, axis=-1)", "c": "cos", "s": "sin"}
 
 FIRST_ATTEMPTS = [
+    *(("18", "rms_norm_backward", RMS_BACKWARD_ATTEMPT.format(**{**RMS_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"dx": "g"}, "r depends on x too"),
+        ({"dx": "g - g.mean(-1, keepdims=True) - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True)"},
+         "RMSNorm does not centre"),
+        ({"g": "dY"}, "the gradient that reaches x̂ is g = dY ∘ γ"),
+        ({"dx": "g - x_hat * np.sum(g * x_hat, axis=-1, keepdims=True)"}, "the correction is the MEAN of g ∘ x̂"),
+        ({"div": ""}, "divide by r at the end"),
+        ({"dgamma": "(dY * x).reshape(-1, x.shape[-1]).sum(0)"}, "dγ sums dY ∘ x̂, the normalised x"),
+        ({"eps": "1e-6"}, "use the `eps` argument")]),
+    *(("18", "swiglu_ffn_backward", SWIGLU_BACKWARD_ATTEMPT.format(**{**SWIGLU_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"dA": "U * s"}, "not σ(a) alone"),
+        ({"dA": "U * s * (1 - s)"}, "σ(a)(1 − σ(a)) is the sigmoid's own slope"),
+        ({"dA": "s * (1 + A * (1 - s))"}, "the gate's gradient is scaled by the other factor, U"),
+        ({"dU": "1"}, "dU = dH ∘ SiLU(A)"),
+        ({"dx": "dA @ W_gate.T"}, "(the up branch's part is missing)"),
+        ({"dx": "dU @ W_up.T"}, "(the gate's part is missing)"),
+        ({"dW_down": "G.T @ (S * U)"}, "dYᵀ H is its transpose"),
+        ({"X": "x", "G": "dY"}, "a weight is shared by every position")]),
     ("03", "softmax", """
         def softmax(x, axis=-1, mask=None):
             xf = x.astype(np.float32) if x.dtype == np.float16 else x
@@ -1501,7 +1546,9 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("02", ANGLES_ATTEMPT.format(**ANGLES_SLIP)), ("05", SPARSE_ATTEMPT.format(**SPARSE_SLIP)),
                   ("16", PACK_ATTEMPT.format(**PACK_SLIP)),
                   ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP)),
-                  ("03", ADDITIVE_ATTEMPT.format(**ADDITIVE_SLIP))]
+                  ("03", ADDITIVE_ATTEMPT.format(**ADDITIVE_SLIP)),
+                  ("18", RMS_BACKWARD_ATTEMPT.format(**RMS_BACKWARD_SLIP) + SWIGLU_BACKWARD_ATTEMPT.format(
+                      **SWIGLU_BACKWARD_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

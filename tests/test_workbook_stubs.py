@@ -48,8 +48,9 @@ STUBS = {
     "15_cross_attention.py": ["seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
-    "18_training_step.py": ["cross_entropy", "cross_entropy_backward", "softmax_backward",
-                            "scaled_dot_product_attention_backward", "clip_by_global_norm", "lr_at", "adamw_step"],
+    "18_training_step.py": ["cross_entropy", "cross_entropy_backward", "rms_norm_backward", "swiglu_ffn_backward",
+                            "softmax_backward", "scaled_dot_product_attention_backward", "clip_by_global_norm", "lr_at",
+                            "adamw_step"],
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
@@ -154,6 +155,8 @@ def valid_call(name: str, target):
         "mma_fragment_layout": lambda f: f("C"),
         "induction_head_scores": lambda f: f(np.broadcast_to(np.tri(6) / np.arange(1, 7)[:, None], (1, 2, 6, 6)), 3),
         "softmax_backward": lambda f: f(r(2, 3), T.softmax(r(2, 3))),
+        "rms_norm_backward": lambda f: f(r(2, 4), r(2, 4), np.ones(4)),
+        "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "scaled_dot_product_attention_backward": lambda f: f(r(1, 4, 3, 8), r(1, 4, 3, 8), r(1, 2, 5, 8),
                                                              r(1, 2, 5, 8), T.softmax(r(1, 4, 3, 5))),
         "adamw_step": lambda f: (lambda p: f(p, {k: r(*a.shape) for k, a in p.items()}, T.adamw_state(p), 0.01))(

@@ -58,6 +58,50 @@ def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..
         "of the targets, np.arange(v) == t[..., None]; then divide by N and zero the ignored rows.")
 
 
+def rms_norm_backward(dY, x, gamma, eps: float = 1e-6):  # [..., d] ×2, [d] -> dx [..., d], dgamma [d]
+    """Gradients of Y = γ ∘ x̂, x̂ = x / r, r = √(mean(x²) + ε) (lesson 10's RMSNorm), the
+    first backward the block meets after the LM head. Saved from the forward: x (r is recomputed).
+
+        g  = dY ∘ γ                            the gradient that reaches x̂
+        dX = (g − x̂ ∘ mean(g ∘ x̂)) / r         r depends on x too: the second term
+        dγ = Σ over every row of dY ∘ x̂        γ is shared by all positions
+
+    dY, x (..., d), gamma (d)  ->  dx (..., d) in x's dtype, dgamma (d). The means run over the
+    last axis with keepdims=True; dγ sums every axis but the last.
+    Example (eps=0): dY = [[1, 0]], x = [[3, 4]], γ = [1, 1]: r = √12.5, x̂ = [0.8485, 1.1314],
+    mean(g ∘ x̂) = 0.4243, dx = [[0.1810, −0.1358]], dγ = [0.8485, 0].
+
+    After trying: the package's version is `transformer/core/layers.py`, `rms_norm_backward`.
+    """
+    raise NotImplementedError(
+        "rms_norm_backward: start with r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps), x̂ = x / r and "
+        "g = dY * gamma; write dγ first (the easy one), then dX, and check both on the example.")
+
+
+def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
+    # [..., d], [..., d], [d, d_ff] ×2, [d_ff, d] -> dx [..., d], dW_gate [d, d_ff], dW_up [d, d_ff], dW_down [d_ff, d]
+    """Gradients of Y = H W_down, H = SiLU(A) ∘ U, A = x W_gate, U = x W_up (lesson 10's SwiGLU).
+    Saved from the forward: x (A and U are recomputed: two products instead of two (..., d_ff) arrays).
+
+        dH = dY W_downᵀ,             dW_down = Hᵀ dY
+        dA = dH ∘ U ∘ SiLU'(A),      dU = dH ∘ SiLU(A)         the product rule on H
+        SiLU(a) = a σ(a),            SiLU'(a) = σ(a)(1 + a(1 − σ(a)))
+        dX = dA W_gateᵀ + dU W_upᵀ                             x feeds both branches: they add
+        dW_gate = Xᵀ dA,             dW_up = Xᵀ dU
+
+    Each weight is shared by every position, so its gradient sums over all of them: flatten the
+    leading axes first (X = x.reshape(-1, d)) and each Xᵀ dA is one (d, d_ff) sum.
+    dx comes back in x's shape. Example with d = d_ff = 1: x = [[1]], W_gate = [[0]], W_up = [[2]],
+    W_down = [[3]], dY = [[1]]: A = 0, so SiLU(A) = 0 and SiLU'(A) = ½; dH = 3, dA = 3·2·½ = 3,
+    dU = 0: dx = [[0]], dW_gate = [[3]], dW_up = [[0]], dW_down = [[0]].
+
+    After trying: the package's version is `transformer/core/layers.py`, `swiglu_ffn_backward`.
+    """
+    raise NotImplementedError(
+        "swiglu_ffn_backward: start by recomputing the forward on X = x.reshape(-1, d): A, U, σ(A), SiLU(A) and "
+        "H; then go backwards one line of the docstring at a time, checking each shape.")
+
+
 def softmax_backward(dP, P):  # [..., n], [..., n] -> [..., n]
     """Gradient of P = softmax(S) along the last axis. Saved from the forward: P itself (not S).
 

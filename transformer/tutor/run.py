@@ -23,15 +23,15 @@ import io
 import traceback
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import (specs_attention as A, specs_block as B, specs_cache as C, specs_decoders as D, specs_flash as F,
-               specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M, specs_sampling as S,
-               specs_tokenizers as P)
+from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_decoders as D,
+               specs_flash as F, specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M,
+               specs_sampling as S, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -61,8 +61,8 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "15": [D.DECODER_LAYER],
     "16": [D.PACK_DOCUMENTS, D.DOCUMENT_MASK, F.KEY_TILES],
     "17": [F.FRAGMENTS],
-    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, E.CLIP_BY_GLOBAL_NORM,
-           E.LR_AT, B.ADAMW_STEP],
+    "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, G.RMS_NORM_BACKWARD, G.SWIGLU_BACKWARD, B.SOFTMAX_BACKWARD,
+           B.SDPA_BACKWARD, E.CLIP_BY_GLOBAL_NORM, E.LR_AT, B.ADAMW_STEP],
     "19": [D.INDUCTION_SCORES],
 }
 DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop that never ends gets near it
