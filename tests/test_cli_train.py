@@ -35,13 +35,16 @@ def one_error_line(rc, out, err, match):
     assert match in lines[0], lines[0]
 
 
+STEPS = 40  # a short run through the command line; the default run is conftest.py's default_induction_run
+
+
 @pytest.fixture(scope="module")
 def induction_dir(tmp_path_factory):
-    """The default induction run, through the command line (a subprocess, as a user runs it)."""
+    """A short induction run through the command line (a subprocess, as a user runs it)."""
     out = tmp_path_factory.mktemp("cli") / "induction"
     env = dict(os.environ, TQDM_DISABLE="1")
-    res = subprocess.run([sys.executable, "-m", "transformer", "train", "induction", "--out", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run([sys.executable, "-m", "transformer", "train", "induction", "--steps", str(STEPS),
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     return out, res.stdout
 
@@ -63,13 +66,13 @@ def test_train_induction_writes_its_files_and_ends_with_the_accuracy(induction_d
             pred = model(np.asarray(d)[None]).argmax(-1).numpy()[0]
             right += int((pred[m:-1] == d[m + 1:]).sum())
             total += m - 1
-    assert abs(printed - right / total) < 6e-5 and printed >= 0.99
+    assert abs(printed - right / total) < 6e-5  # (the default run's ≥ 99 %: test_train_induction.py)
     metrics = json.loads((out / "metrics.json").read_text())
-    assert len(metrics["loss"]) == metrics["steps"] == 600
+    assert len(metrics["loss"]) == metrics["steps"] == STEPS
 
 
-def test_generate_continues_a_repeated_sequence(induction_dir, capsys):
-    out, _ = induction_dir
+def test_generate_continues_a_repeated_sequence(default_induction_run, capsys):
+    out, _ = default_induction_run
     first = [3, 17, 5, 9, 11, 26, 30, 2]
     prompt = first + first[:2]
     rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", out, " ".join(map(str, prompt)),

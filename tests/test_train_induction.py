@@ -2,7 +2,8 @@
 (tests/support/torch_tiny.py) running its weights on held-out documents; the padded-slot counts by a
 first-fit packing and a padding count written here; the attention maps by torch's own weights;
 the head scores by a loop over the definition; packed and padded losses by torch on each
-document alone. The default run (600 steps, ~30 s) is trained once per layout."""
+document alone. The default run (600 steps, ~30 s) is trained once per layout (the padded one once for the
+whole test run: conftest.py's default_induction_run)."""
 import json
 import zipfile
 
@@ -25,8 +26,8 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def padded():
-    return T.train_induction(seed=0, progress=False)
+def padded(default_induction_run):  # conftest.py: trained once for this file and test_cli_train.py
+    return default_induction_run[1]
 
 
 @pytest.fixture(scope="module")
