@@ -1213,9 +1213,10 @@ def test_flash_tiles_answer_up_and_down(page, exported):
 
 def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
     """Home and End went to the first and last item of a whole grid, from any row. Now, as in WAI-ARIA's grid
-    pattern, they go to the first and last item of the focused cell's row, and Ctrl+Home / Ctrl+End to the first and
-    last of the grid. In the tile grid (all tiles done) and a training map (the last snapshot), each stop is read out
-    with its value from the exported numbers."""
+    pattern, they go to the first and last item of the focused cell's row, and Ctrl+Home / Ctrl+End (Cmd on a Mac)
+    to the first and last of the grid; PageDown and PageUp, which did nothing, move 5 rows down or up the column, or
+    as far as it goes. In the tile grid (all tiles done) and a training map (the last snapshot), each stop is read
+    out with its value from the exported numbers."""
     data = exported[1]["flash"]
     assert (data["n"], data["Br"], data["Bc"]) == (14, 4, 4)
     n = data["n"]
@@ -1233,7 +1234,10 @@ def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
     path = [(None, (0, 0))] + [("ArrowDown", (r, 0)) for r in range(1, 6)] + [
         ("End", (5, row_end(5))), ("Home", (5, 0)), ("ArrowDown", (6, 0)), ("ArrowDown", (7, 0)),
         ("End", (7, row_end(7))), ("Home", (7, 0)), ("ArrowRight", (7, 1)),
-        ("Control+End", (n - 1, n - 1)), ("Home", (n - 1, 0)), ("Control+Home", (0, 0))]
+        ("Control+End", (n - 1, n - 1)), ("Home", (n - 1, 0)), ("Control+Home", (0, 0)),
+        ("PageDown", (5, 0)), ("PageDown", (10, 0)), ("PageDown", (n - 1, 0)), ("PageDown", (n - 1, 0)),
+        ("PageUp", (n - 6, 0)), ("Meta+Home", (0, 0)), ("Meta+End", (n - 1, n - 1)),
+        ("PageUp", (n - 6, 11))]  # row 12 holds keys up to 13 (masked past 12), rows 8–11 keys up to 11
     walk_the_tile_grid(page.page, info, S, path)
     assert row_end(5) == 7 and row_end(n - 1) == n - 1
     page.page.keyboard.press("Control+End")
@@ -1259,8 +1263,12 @@ def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
     press(page.page.locator(":focus"), "ArrowDown", 5)
     press(page.page.locator(":focus"), "ArrowRight", 2)
     assert info.inner_text() == read(5, 2)
+    assert n > 12  # two pages of 5 rows and a part page
     for key, (i, j) in (("End", (5, n - 1)), ("Home", (5, 0)), ("Control+End", (n - 1, n - 1)),
-                        ("Home", (n - 1, 0)), ("End", (n - 1, n - 1)), ("Control+Home", (0, 0))):
+                        ("Home", (n - 1, 0)), ("End", (n - 1, n - 1)), ("Control+Home", (0, 0)),
+                        ("ArrowRight", (0, 1)), ("PageDown", (5, 1)), ("PageDown", (10, 1)),
+                        ("PageDown", (min(15, n - 1), 1)), ("PageUp", (min(15, n - 1) - 5, 1)),
+                        ("Meta+End", (n - 1, n - 1)), ("Meta+Home", (0, 0)), ("PageUp", (0, 0))):
         page.page.keyboard.press(key)
         assert info.inner_text() == read(i, j), (key, info.inner_text(), read(i, j))
 

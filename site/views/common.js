@@ -170,9 +170,10 @@
   // A group of cells or tokens that a pointer can hover and click, reached with ONE Tab stop (a
   // roving tabindex): the arrows move between them (Left/Right by one, Up/Down by a row of `cols`);
   // in a grid (rows of `cols`, or o.at below) Home/End go to the first/last item of the current
-  // row and Ctrl+Home/Ctrl+End to the first/last of the whole grid, as WAI-ARIA's grid pattern
-  // has it; in a group of one row or one column, Home/End go to its ends. Focus does what hovering
-  // does (a "mouseenter"), Enter or Space what a click does, Escape lets go of what a click kept
+  // row and Ctrl+Home/Ctrl+End (Cmd on a Mac) to the first/last of the whole grid, and PageDown/
+  // PageUp PAGE rows down/up the column, as WAI-ARIA's grid pattern has it; in a group of one row
+  // or one column, Home/End go to its ends. Focus does what hovering does (a "mouseenter"), Enter
+  // or Space what a click does, Escape lets go of what a click kept
   // (o.escape) and reads out nothing, as a pointer leaving does. The view's own pointer listeners
   // serve both. With o.show, an element under the group reads out the item hovered or focused (its
   // label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
@@ -182,6 +183,7 @@
   // A redraw (a step of ▶ play) that replaces the group holding the focus gives the focus to the
   // same place in the new group, not to the page.
   var held = null;  // the item that has the focus: {view, where, k, at, el}
+  var PAGE = 5;  // rows a PageDown or PageUp moves in a grid
   document.addEventListener("focusin", function (e) { if (held && e.target !== held.el) held = null; });
   function keys(items, o) {  // items: elements in reading order; o: {cols, at(k), label(k): the name read aloud,
     o = o || {};             // show, rest, start: the item Tab reaches first (default 0), escape(k)}
@@ -210,10 +212,20 @@
       });
       return best;
     }
+    function page(k, down) {  // PAGE rows down (up) in the same column, or as far as the grid goes
+      var to = k;
+      for (var r = 0; r < PAGE; r++) {
+        var next = o.at ? vertical(to, down) : to + (down ? cols : -cols);
+        if (next === undefined || next < 0 || next >= items.length) break;
+        to = next;
+      }
+      return to === k ? undefined : to;
+    }
     function target(k, e) {
       var key = e.key;
       if (o.at && (key === "ArrowDown" || key === "ArrowUp")) return vertical(k, key === "ArrowDown");
-      if (key === "Home" || key === "End") return edge(k, key === "End", !grid || e.ctrlKey);
+      if (grid && (key === "PageDown" || key === "PageUp")) return page(k, key === "PageDown");
+      if (key === "Home" || key === "End") return edge(k, key === "End", !grid || e.ctrlKey || e.metaKey);
       return {ArrowRight: k + 1, ArrowLeft: k - 1, ArrowDown: k + cols, ArrowUp: k - cols}[key];
     }
     var again = null;  // the redrawn group's item that takes the focus back
