@@ -1361,7 +1361,42 @@ ROPE_HALF_ATTEMPT = """
     """
 ROPE_HALF_RIGHT = {"halves": "np.split(x, 2, axis=-1)", "c": "cos", "s": "sin"}
 
+# PagedKVCache.write as a learner writes it, in the workbook's class (its `extend` the plain `lengths[seq] += t`)
+PAGED_WRITE_ATTEMPT = """
+    class PagedKVCache(PagedKVCache):
+        def extend(self, seq, t):
+            self.lengths[seq] += t
+
+        def write(self, seq, layer, k_new, v_new):
+            t, table, bs = k_new.shape[1], self.tables[seq], self.block_size
+            start = {start}
+            for _ in range({n_new}):
+                table.append(self.free.pop({take}))
+            p = start
+            while p < start + t:
+                blk, off = table[p // bs], p % bs
+                m = {m}
+                {store}[layer][blk, :, off:off + m] = k_new[:, p - start:p - start + m]
+                self.v[layer][blk, :, off:off + m] = v_new[:, p - start:p - start + m]
+                p += m
+            {record}
+    """
+PAGED_WRITE_SLIP = {"start": "self.lengths[seq]", "n_new": "-(-(start + t) // bs) - len(table)", "take": "",
+              "m": "min(bs - off, start + t - p)", "store": "self.k", "record": "self.written[seq][layer] = start + t"}
+PAGED_WRITE_SLIPS = [({"n_new": "-(-t // bs)"}, "take only ⌈(length + t) / block_size⌉ − len(table) blocks"),
+               ({"n_new": "1"}, "the table must cover every new position"),
+               ({"take": "0"}, "the free list is a stack"),
+               ({"start": "0"}, "write the new positions at [length, length + t)"),
+               ({"record": "pass"}, "record self.written[seq][layer] = length + t"),
+               ({"record": "self.written[seq][layer] = start + t; self.lengths[seq] += t"},
+                "write must not move self.lengths[seq]"),
+               ({"m": "t"}, "run across block boundaries: copy them one block at a time"),
+               ({"m": "t if t <= bs else min(bs - off, start + t - p)"}, "run across block boundaries"),
+               ({"store": "self.k = [a.copy() for a in self.k]; self.k"},
+                "write into the pools __init__ allocated, by slice")]
 FIRST_ATTEMPTS = [
+    *(("14", "PagedKVCache.write", PAGED_WRITE_ATTEMPT.format(**{**PAGED_WRITE_SLIP, **slip}), hint)
+      for slip, hint in PAGED_WRITE_SLIPS),
     *(("18", "rms_norm_backward", RMS_BACKWARD_ATTEMPT.format(**{**RMS_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [
         ({"dx": "g"}, "r depends on x too"),
@@ -1548,7 +1583,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP)),
                   ("03", ADDITIVE_ATTEMPT.format(**ADDITIVE_SLIP)),
                   ("18", RMS_BACKWARD_ATTEMPT.format(**RMS_BACKWARD_SLIP) + SWIGLU_BACKWARD_ATTEMPT.format(
-                      **SWIGLU_BACKWARD_SLIP))]
+                      **SWIGLU_BACKWARD_SLIP)), ("14", PAGED_WRITE_ATTEMPT.format(**PAGED_WRITE_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

@@ -44,7 +44,7 @@ STUBS = {
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "kv_cache_bytes_per_token"],
-    "14_paged_kv.py": ["paged_attention"],
+    "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
     "15_cross_attention.py": ["seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
@@ -128,6 +128,7 @@ def valid_call(name: str, target):
         "strided_mask": lambda f: f(8, 3),
         "fixed_mask": lambda f: f(8, 3, 2),
         "KVCache.update": lambda f: f(0, r(1, 2, 3, 4), r(1, 2, 3, 4)),
+        "PagedKVCache.write": lambda f: f(0, 1, r(2, 6, 4), r(2, 6, 4)),  # sequence 0, layer 1, t = 6
         "repeat_kv": lambda f: f(r(1, 2, 3, 4), 2),
         "merge_softmax_stats": lambda f: f(r(2, 1), np.ones((2, 1)), r(2, 1), np.ones((2, 1))),
         "online_attention_update": lambda f: f(np.full((1, 2, 1), -np.inf), np.zeros((1, 2, 1)), np.zeros((1, 2, 4)),
@@ -169,6 +170,10 @@ def bound(name: str, obj, module_or_T):
     """The callable to try: a method is called on a fresh cache built by that side's own class."""
     if name == "KVCache.update":
         return module_or_T.KVCache(2, 1, 2, 8, 4, dtype=np.float64).update
+    if name == "PagedKVCache.write":
+        cache = module_or_T.PagedKVCache(2, 0, 2, 32, 4, block_size=4, n_blocks=8, dtype=np.float64)
+        cache.add_sequence()
+        return cache.write
     return obj
 
 
@@ -218,6 +223,41 @@ def test_the_kv_cache_is_given_whole_but_update():
     assert a.nbytes == b.nbytes == 2 * 2 * 1 * 3 * 8 * 4 * 4  # 2 (K, V) · L · b · h_kv · n_max · d_h · float32
     a.advance(3)
     assert (a.length, a.written, [x.shape for x in a.k]) == (3, [0, 0], [(1, 3, 8, 4)] * 2)
+
+
+def test_the_paged_cache_is_given_whole_but_write():
+    """The workbook's PagedKVCache opens, extends, frees and reads sequences as the package's does, written through
+    the package's write: the same tables, free list, bytes and gathered K and V."""
+    mine = stub("14_paged_kv.py", "PagedKVCache")
+    assert inspect.signature(mine) == inspect.signature(T.PagedKVCache)
+    rng = np.random.default_rng(1)
+    caches = [cls(2, 0, 2, 32, 4, block_size=4, n_blocks=8, dtype=np.float64) for cls in (mine, T.PagedKVCache)]
+    kv = [(rng.standard_normal((2, t, 4)), rng.standard_normal((2, t, 4))) for t in (6, 3, 5)]
+    def write(c, seq, layer, k, v):  # by hand: blocks from the free list's end, then position by position
+        start, table = c.lengths[seq], c.tables[seq]
+        while len(table) * 4 < start + k.shape[1]:
+            table.append(c.free.pop())
+        for i in range(k.shape[1]):
+            p = start + i
+            c.k[layer][table[p // 4], :, p % 4], c.v[layer][table[p // 4], :, p % 4] = k[:, i], v[:, i]
+        c.written[seq][layer] = start + k.shape[1]
+
+    for c in caches:
+        a, b = c.add_sequence(), c.add_sequence()
+        for seq, (k, v) in zip((a, b, a), kv):
+            for layer in range(2):
+                write(c, seq, layer, k, v)
+            c.extend(seq, k.shape[1])
+        c.free_sequence(b)
+    (m, p) = caches
+    assert (m.tables, m.lengths, m.written, m.free, m.batch) == (p.tables, p.lengths, p.written, p.free, p.batch)
+    # by hand: A's 6 take blocks 0, 1; B's 3 take 2; A's 5 more (positions 6–10) take 3; B's block goes back on top
+    assert (m.tables, m.free) == ({0: [0, 1, 3]}, [7, 6, 5, 4, 2])
+    for layer in range(2):
+        for x, y in zip(m.gather(0, layer), p.gather(0, layer)):
+            assert np.array_equal(x, y)
+    assert np.array_equal(m.gather(0, 1)[0], np.concatenate([kv[0][0], kv[2][0]], axis=1))  # (h_kv, 11, d_h)
+    assert all(np.array_equal(x, y) for x, y in zip(m.k + m.v, p.k + p.v))  # B's blocks zeroed in both
 
 
 @pytest.mark.parametrize("file,name", CASES)

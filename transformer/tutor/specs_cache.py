@@ -1,13 +1,17 @@
-"""The checker's cases for lesson 06: the KV cache's update, held to its contract (written in place, views
-returned, self.written recorded) as well as to its values."""
+"""The checker's cases for lessons 06 and 14: the KV cache's update and the paged cache's write, each held to its
+contract (written in place, self.written recorded, the length left to advance/extend; the cache's views returned,
+the paged cache's blocks taken from the free list only as needed) as well as to its values."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..core.kv_cache import KVCache
+from ..core.paged_kv import PagedKVCache
 from .cases import Case, Mistake, Spec, fresh
 
-__all__ = ["KV_CACHE_UPDATE"]
+__all__ = ["KV_CACHE_UPDATE", "PAGED_WRITE"]
 
 
 def _rng(seed):
@@ -132,3 +136,132 @@ KV_CACHE_UPDATE = Spec(
               Mistake("update must not move self.length: every layer writes its new positions at the same "
                       "[length, length + t), and advance(t) moves length on once all layers have", variant=_MovesLength),
               ] + NOT_IN_PLACE)
+
+
+# --- lesson 14: the paged cache's write ----------------------------------------------------------
+PAGED_SIZES = dict(n_layers=2, h_kv=2, d_h=4, block_size=4, n_blocks=40)  # room for a slip that takes too many
+# every case runs these events, with its own lengths: three requests, two rounds of each in turn, A finishes,
+# D arrives in A's blocks, B goes on
+PAGED_WRITES = ("A", "B", "C", "A", "B", "C", "A", "B", "C", "D", "B")
+PAGED_LIVE = ("B", "C", "D")  # the requests left at the end
+
+
+def paged_cases():
+    r = _rng(141)
+
+    def script(prompts, step, d_prompt):  # the events, each write with its (k, v) per layer: [h_kv, t, d_h] each
+        h_kv, d_h, L = PAGED_SIZES["h_kv"], PAGED_SIZES["d_h"], PAGED_SIZES["n_layers"]
+        kv = lambda t: [(r.standard_normal((h_kv, t, d_h)), r.standard_normal((h_kv, t, d_h)))  # noqa: E731
+                        for _ in range(L)]
+        lengths = dict(zip("ABC", prompts), D=d_prompt)
+        events = [("add", name) for name in "ABC"]
+        for i, name in enumerate(PAGED_WRITES):
+            if name == "D":
+                events += [("free", "A"), ("add", "D")]
+            events.append(("write", name, kv(lengths[name] if i < 3 or name == "D" else step)))
+        return tuple(events)
+    return [Case("prompts of 6, 9 and 3 tokens, 2 decode steps each in turn, A finishes, D's 10 tokens take A's "
+                 "blocks (block_size 4, 40 blocks, 2 layers)", (script((6, 9, 3), 1, 10),)),
+            Case("prompts of 3, 1 and 4 tokens, then chunks of 3 that start inside a block and cross into the "
+                 "next; A finishes, D's 6 tokens take its blocks", (script((3, 1, 4), 3, 6),),
+                 tags=frozenset({"chunks"}))]
+
+
+def _read(pool, table, n, bs):  # [n_blocks, h_kv, bs, d_h] -> [h_kv, n, d_h]: position p at table[p // bs], p % bs
+    """NaN at a position the table does not reach (a write that took too few blocks, or a length moved twice)."""
+    missing = np.full(pool.shape[1:2] + pool.shape[3:], np.nan)  # [h_kv, d_h]
+    return np.stack([pool[table[p // bs], :, p % bs] if p // bs < len(table) else missing for p in range(n)], axis=1)
+
+
+PAGED_NAMES = (tuple(f"{name}'s block table after write {i + 1}" for i, name in enumerate(PAGED_WRITES))
+               + tuple(f"self.written[{name}][{layer}] after write {i + 1}"
+                       for i, name in enumerate(PAGED_WRITES) for layer in range(PAGED_SIZES["n_layers"]))
+               + ("the free list at the end",)
+               + tuple(f"{kv} of {name}, layer {layer}, read through its block table at the end"
+                       for name in PAGED_LIVE for layer in range(PAGED_SIZES["n_layers"]) for kv in "KV")
+               + ("pool arrays replaced by new ones (1: self.k[layer] or self.v[layer] is not the array __init__ "
+                  "allocated)",))
+PAGED_DIMS = ((("blocks",),) * len(PAGED_WRITES) + (None,) * (len(PAGED_WRITES) * PAGED_SIZES["n_layers"])
+              + (("blocks",),) + (("h_kv", "n", "d_h"),) * (2 * len(PAGED_LIVE) * PAGED_SIZES["n_layers"]) + (None,))
+assert len(PAGED_DIMS) == len(PAGED_NAMES)
+
+
+def run_paged(cls, case):
+    """Build cls(2 layers, b=0, h_kv=2, n_max=32, d_h=4, block_size=4, n_blocks=12) and play the case's events:
+    add_sequence, then for each write every layer's write(seq, layer, k, v) and extend(seq, t), free_sequence.
+    Returns the writer's block table after each write, self.written after each layer's write, the free list at the
+    end, K and V of each live request read through its table by this function (not by the class's gather), and how
+    many pool arrays were replaced: the pool is allocated once and written in place."""
+    (events,), _ = fresh(case)
+    s = PAGED_SIZES
+    cache = cls(s["n_layers"], 0, s["h_kv"], 32, s["d_h"], block_size=s["block_size"], n_blocks=s["n_blocks"],
+                dtype=np.float64)
+    pools, ids, tables, written = list(cache.k + cache.v), {}, [], []
+    for event in events:
+        if event[0] == "add":
+            ids[event[1]] = cache.add_sequence()
+        elif event[0] == "free":
+            cache.free_sequence(ids[event[1]])
+        else:
+            seq = ids[event[1]]
+            for layer, (k, v) in enumerate(event[2]):
+                cache.write(seq, layer, k, v)
+                written.append(cache.written[seq][layer])
+            cache.extend(seq, event[2][0][0].shape[1])
+            tables.append(np.array(cache.tables[seq], dtype=np.int64))
+    reads = [_read(pool[layer], cache.tables[ids[name]], cache.lengths[ids[name]], s["block_size"])
+             for name in PAGED_LIVE for layer in range(s["n_layers"]) for pool in (cache.k, cache.v)]
+    replaced = int(any(a is not b for a, b in zip(pools, cache.k + cache.v)))
+    return tuple(tables) + tuple(written) + (np.array(cache.free, dtype=np.int64),) + tuple(reads) + (replaced,)
+
+
+def _paged_write(need=lambda start, t, have, bs: math.ceil((start + t) / bs) - have, take=-1, at_zero=False,
+                 records=True, moves_length=False, rebuild=False):
+    """PagedKVCache.write with a slip: need(start, t, blocks held, block_size) the blocks taken; take the free
+    list's end (-1) or its start (0); the positions written from 0; self.written not recorded; the length moved; the
+    layer's K pool copied into a new array before it is written (rebuild)."""
+    class Slipped(PagedKVCache):
+        def extend(self, seq, t):  # the workbook's, which does not check self.written as the package's does
+            self.lengths[seq] += t
+
+        def write(self, seq, layer, k_new, v_new):
+            t, table, bs = k_new.shape[1], self.tables[seq], self.block_size
+            start = 0 if at_zero else self.lengths[seq]
+            for _ in range(max(0, need(start, t, len(table), bs))):
+                table.append(self.free.pop(take))
+            if rebuild:
+                self.k[layer] = self.k[layer].copy()
+            for p in range(start, start + t):
+                self.k[layer][table[p // bs], :, p % bs] = k_new[:, p - start]
+                self.v[layer][table[p // bs], :, p % bs] = v_new[:, p - start]
+            if records:
+                self.written[seq][layer] = start + t
+            if moves_length:
+                self.lengths[seq] += t
+    return Slipped
+
+
+CROSSING = ("the new positions can start inside a block that is partly full and run across block boundaries: copy "
+            "them one block at a time (position p goes to block table[p // block_size], slot p % block_size)")
+PAGED_WRITE = Spec(
+    "PagedKVCache", PagedKVCache, paged_cases, "transformer/core/paged_kv.py", dims=PAGED_DIMS, names=PAGED_NAMES,
+    call=run_paged, shown="PagedKVCache.write", dtype_rule="",
+    mistakes=[Mistake("the table may already cover some of the new positions — its last block can be partly full, "
+                      "and the other layers find the blocks the first layer took: take only ⌈(length + t) / "
+                      "block_size⌉ − len(table) blocks", variant=_paged_write(lambda start, t, have, bs:
+                                                                              math.ceil(t / bs))),
+              Mistake("the free list is a stack: take its last entry, self.free.pop() — block 0 goes first, and a "
+                      "block just freed is reused first", variant=_paged_write(take=0)),
+              Mistake("write the new positions at [length, length + t), after those the sequence holds: "
+                      "start = self.lengths[seq]", variant=_paged_write(at_zero=True)),
+              Mistake("record self.written[seq][layer] = length + t: that layer's positions [0, length + t) now hold "
+                      "keys and values", variant=_paged_write(records=False)),
+              Mistake("write must not move self.lengths[seq]: every layer writes at the same [length, length + t), "
+                      "and extend(seq, t) moves it once all layers have", variant=_paged_write(moves_length=True)),
+              Mistake("write into the pools __init__ allocated, by slice (self.k[layer][block, :, slot] = …): a new "
+                      "array copies the whole pool at every write, and anything holding the old one (paged_attention "
+                      "given self.k[layer]) never sees the new keys", variant=_paged_write(rebuild=True)),
+              Mistake("the table must cover every new position before they are copied: take ⌈(length + t) / "
+                      "block_size⌉ − len(table) blocks from the free list first", raises=r"list index out of range"),
+              Mistake(CROSSING, raises=r"could not broadcast|shape mismatch|broadcast input array"),
+              Mistake(CROSSING, tag="chunks")])
