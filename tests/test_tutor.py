@@ -1394,7 +1394,41 @@ PAGED_WRITE_SLIPS = [({"n_new": "-(-t // bs)"}, "take only ⌈(length + t) / blo
                ({"m": "t if t <= bs else min(bs - off, start + t - p)"}, "run across block boundaries"),
                ({"store": "self.k = [a.copy() for a in self.k]; self.k"},
                 "write into the pools __init__ allocated, by slice")]
+ROPE_BACKWARD_ATTEMPT = """
+    def apply_rope_half_backward(dY, cos, sin):
+        half = dY.shape[-1] // 2
+        d1, d2 = {halves}
+        first, second = {first}, {second}
+        return {join}
+"""
+ROPE_BACKWARD_SLIP = {"halves": "dY[..., :half], dY[..., half:]", "first": "d1 * cos + d2 * sin",
+                      "second": "-d1 * sin + d2 * cos", "join": "np.concatenate([first, second], axis=-1)"}
+EMBED_BACKWARD_ATTEMPT = """
+    def embed_backward(dX, ids, v):
+        {shapes}
+        rows, t = dX.reshape(-1, dX.shape[-1]), {t}
+        dW = np.zeros((v, dX.shape[-1]), dtype=dX.dtype)
+        {scatter}
+        return dW
+"""
+EMBED_BACKWARD_SLIP = {"shapes": "pass", "t": "ids.reshape(-1)", "scatter": "np.add.at(dW, t, rows)"}
 FIRST_ATTEMPTS = [
+    *(("18", "apply_rope_half_backward", ROPE_BACKWARD_ATTEMPT.format(**{**ROPE_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"first": "d1 * cos - d2 * sin", "second": "d1 * sin + d2 * cos"}, "rotating dY by +θ again is the forward"),
+        ({"second": "d1 * sin + d2 * cos"}, "the sign of its sin term is flipped (dX₁ is right)"),
+        ({"first": "d1 * cos - d2 * sin"}, "the sign of its sin term is flipped (dX₂ is right)"),
+        ({"first": "d1 * cos", "second": "d2 * cos"}, "each half of dX mixes both halves of dY"),
+        ({"halves": "dY[..., 0::2], dY[..., 1::2]", "join": "np.stack([first, second], axis=-1).reshape(dY.shape)"},
+         "not 2i with 2i + 1")]),
+    *(("18", "embed_backward", EMBED_BACKWARD_ATTEMPT.format(**{**EMBED_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"scatter": "dW[t] += rows"}, "NumPy buffers the fancy index: the last row wins"),
+        ({"scatter": "dW[t] = rows"}, "np.add.at(dW, ids, dX) adds every row"),
+        ({"scatter": "np.add.at(dW, t, rows); dW /= np.maximum(np.bincount(t, minlength=v), 1)[:, None]"},
+         "not their mean"),
+        ({"shapes": "b, n = ids.shape"}, "the ids can have any shape, (b, n) or (n,)"),
+        ({"t": "ids"}, "flatten both the same way")]),
     *(("14", "PagedKVCache.write", PAGED_WRITE_ATTEMPT.format(**{**PAGED_WRITE_SLIP, **slip}), hint)
       for slip, hint in PAGED_WRITE_SLIPS),
     *(("18", "rms_norm_backward", RMS_BACKWARD_ATTEMPT.format(**{**RMS_BACKWARD_SLIP, **slip}), hint)
@@ -1583,7 +1617,9 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("01", MERGE_ATTEMPT.format(**MERGE_SLIP) + WORDPIECE_ATTEMPT.format(**WORDPIECE_SLIP)),
                   ("03", ADDITIVE_ATTEMPT.format(**ADDITIVE_SLIP)),
                   ("18", RMS_BACKWARD_ATTEMPT.format(**RMS_BACKWARD_SLIP) + SWIGLU_BACKWARD_ATTEMPT.format(
-                      **SWIGLU_BACKWARD_SLIP)), ("14", PAGED_WRITE_ATTEMPT.format(**PAGED_WRITE_SLIP))]
+                      **SWIGLU_BACKWARD_SLIP)), ("14", PAGED_WRITE_ATTEMPT.format(**PAGED_WRITE_SLIP)),
+                  ("18", ROPE_BACKWARD_ATTEMPT.format(**ROPE_BACKWARD_SLIP)
+                   + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

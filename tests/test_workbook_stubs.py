@@ -49,8 +49,8 @@ STUBS = {
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
     "18_training_step.py": ["cross_entropy", "cross_entropy_backward", "rms_norm_backward", "swiglu_ffn_backward",
-                            "softmax_backward", "scaled_dot_product_attention_backward", "clip_by_global_norm", "lr_at",
-                            "adamw_step"],
+                            "softmax_backward", "scaled_dot_product_attention_backward", "apply_rope_half_backward",
+                            "embed_backward", "clip_by_global_norm", "lr_at", "adamw_step"],
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
@@ -157,6 +157,8 @@ def valid_call(name: str, target):
         "induction_head_scores": lambda f: f(np.broadcast_to(np.tri(6) / np.arange(1, 7)[:, None], (1, 2, 6, 6)), 3),
         "softmax_backward": lambda f: f(r(2, 3), T.softmax(r(2, 3))),
         "rms_norm_backward": lambda f: f(r(2, 4), r(2, 4), np.ones(4)),
+        "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
+        "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "scaled_dot_product_attention_backward": lambda f: f(r(1, 4, 3, 8), r(1, 4, 3, 8), r(1, 2, 5, 8),
                                                              r(1, 2, 5, 8), T.softmax(r(1, 4, 3, 5))),

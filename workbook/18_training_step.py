@@ -141,6 +141,44 @@ def scaled_dot_product_attention_backward(dO, q, k, v, P, *, scale=None):
         "query heads shared each key/value head (lesson 07).")
 
 
+def apply_rope_half_backward(dY, cos, sin):  # [..., n, d_h], [n, d_h/2] ×2 -> [..., n, d_h]
+    """Gradient of rotate-half RoPE (lesson 02), which the backward meets after attention's, on dq
+    and dk. Saved from the forward: the cos and sin tables.
+
+    The forward rotates each pair (x₁, x₂) = (x_i, x_{i + d_h/2}) by θ:
+        y₁ = x₁·cos θ − x₂·sin θ,   y₂ = x₁·sin θ + x₂·cos θ
+    A rotation's Jacobian is the rotation matrix, so the backward multiplies by its transpose, the
+    rotation by −θ:
+        dX₁ = dY₁·cos θ + dY₂·sin θ,   dX₂ = −dY₁·sin θ + dY₂·cos θ
+
+    dY (..., n, d_h); cos, sin (n, d_h/2), one angle per position and pair  ->  dX (..., n, d_h).
+    Example (d_h = 2, θ with cos θ = 0.6, sin θ = 0.8): dY = [[1, 2]] gives dX = [[2.2, 0.4]].
+
+    After trying: the package's version is `transformer/core/positions.py`, `apply_rope_half_backward`.
+    """
+    raise NotImplementedError(
+        "apply_rope_half_backward: start by splitting dY into its two halves along the last axis (dY₁, dY₂), "
+        "each (..., n, d_h/2) like cos and sin; write the 2×2 rotation by −θ on paper first.")
+
+
+def embed_backward(dX, ids, v: int):  # [b, n, d], [b, n] int -> [v, d]
+    """Gradient of the lookup X[b, n] = W_E[ids[b, n]] (lesson 01), the last step of the backward.
+    Saved from the forward: the ids.
+
+        dW_E[t] = Σ over the positions (b, n) with ids[b, n] = t of dX[b, n]
+
+    a scatter-add: a token used several times gets the sum of its rows' gradients, one never used
+    gets 0. dX (*ids.shape, d): ids can be (b, n) or (n,)  ->  dW_E (v, d), in dX's dtype.
+    Example: dX = [[[1], [2], [4]]], ids = [[2, 0, 2]], v = 3: dW_E = [[2], [0], [5]].
+    With a tied LM head, W_E's whole gradient is this plus the head's.
+
+    After trying: the package's version is `transformer/core/embedding.py`, `embed_backward`.
+    """
+    raise NotImplementedError(
+        "embed_backward: start with dW = np.zeros((v, d)) and the rows of dX and the ids flattened to one axis; "
+        "then make every row add to its token's row, and check the example: token 2 is used twice.")
+
+
 def clip_by_global_norm(grads: dict, max_norm: float) -> float:
     """Cap the length of the whole gradient at max_norm, keeping its direction; in place.
 

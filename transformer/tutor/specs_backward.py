@@ -1,15 +1,17 @@
-"""The checker's cases for lesson 18's backward of the block's other sub-layers: rms_norm_backward and
-swiglu_ffn_backward (the attention's and the softmax's are in specs_block.py)."""
+"""The checker's cases for lesson 18's backward of the block's other parts: rms_norm_backward, swiglu_ffn_backward,
+apply_rope_half_backward and embed_backward (the attention's and the softmax's are in specs_block.py)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from ..core.embedding import embed_backward
 from ..core.layers import rms_norm_backward, sigmoid, swiglu_ffn_backward
+from ..core.positions import apply_rope_half, apply_rope_half_backward
 from .cases import Case, Mistake, Spec, fresh
 
-__all__ = ["RMS_NORM_BACKWARD", "SWIGLU_BACKWARD"]
+__all__ = ["RMS_NORM_BACKWARD", "SWIGLU_BACKWARD", "ROPE_BACKWARD", "EMBED_BACKWARD"]
 
 
 def _rng(seed):
@@ -147,3 +149,125 @@ def _torch_swiglu_backward(case):
     x, W_gate, W_up, W_down = (torch.from_numpy(np.asarray(a, np.float64)).requires_grad_(True) for a in inputs)
     ((F.silu(x @ W_gate) * (x @ W_up)) @ W_down).backward(torch.from_numpy(np.asarray(dY, np.float64)))
     return tuple(t.grad.numpy().astype(a.dtype) for t, a in zip((x, W_gate, W_up, W_down), inputs))
+
+
+# --- RoPE's backward: the rotation by −θ --------------------------------------------------------------------
+def rope_backward_cases():
+    r = _rng(188)
+
+    def tables(n, half):  # cos θ, sin θ of random angles, [n, d_h/2] each
+        theta = r.uniform(0, 2 * math.pi, (n, half))
+        return np.cos(theta), np.sin(theta)
+    return [Case("dY (1, 2, 5, 8): b=1, h=2, n=5, d_h=8", (r.standard_normal((1, 2, 5, 8)), *tables(5, 4))),
+            Case("dY (2, 3, 4, 6): b=2, h=3, n=4, d_h=6", (r.standard_normal((2, 3, 4, 6)), *tables(4, 3))),
+            Case("float32 dY (1, 1, 3, 4)", tuple(a.astype(np.float32) for a in (r.standard_normal((1, 1, 3, 4)),
+                                                                                  *tables(3, 2))),
+                 tags=frozenset({"float32"}))]
+
+
+def _rope_grads(first, second):
+    """apply_rope_half_backward with a slip: first(d1, d2, cos, sin) and second(…) the two halves of dX."""
+    def backward(dY, cos, sin):
+        half = dY.shape[-1] // 2
+        d1, d2 = dY[..., :half], dY[..., half:]
+        return np.concatenate([first(d1, d2, cos, sin), second(d1, d2, cos, sin)], axis=-1).astype(dY.dtype)
+    return backward
+
+
+def _rope_backward_interleaved(dY, cos, sin):  # the rotation by −θ of the pairs (2i, 2i + 1)
+    pairs = dY.reshape(*dY.shape[:-1], -1, 2)
+    re, im = pairs[..., 0], pairs[..., 1]
+    return np.stack([re * cos + im * sin, -re * sin + im * cos], axis=-1).reshape(dY.shape).astype(dY.dtype)
+
+
+_RIGHT_FIRST = lambda d1, d2, c, s: d1 * c + d2 * s  # noqa: E731
+ROPE_BACKWARD = Spec(
+    "apply_rope_half_backward", apply_rope_half_backward, rope_backward_cases, "transformer/core/positions.py",
+    dims=("…", "n", "d_h"),
+    mistakes=[Mistake("the backward of a rotation is its transpose, the rotation by −θ: dX₁ = dY₁·cos θ + dY₂·sin θ, "
+                      "dX₂ = −dY₁·sin θ + dY₂·cos θ — rotating dY by +θ again is the forward",
+                      variant=lambda dY, cos, sin: apply_rope_half(dY, cos, sin)),
+              Mistake("dX₂ = −dY₁·sin θ + dY₂·cos θ: the sign of its sin term is flipped (dX₁ is right)",
+                      variant=_rope_grads(_RIGHT_FIRST, lambda d1, d2, c, s: d1 * s + d2 * c)),
+              Mistake("dX₁ = dY₁·cos θ + dY₂·sin θ: the sign of its sin term is flipped (dX₂ is right)",
+                      variant=_rope_grads(lambda d1, d2, c, s: d1 * c - d2 * s, lambda d1, d2, c, s: -d1 * s + d2 * c)),
+              Mistake("each half of dX mixes both halves of dY, as each half of the forward mixes both halves of x: "
+                      "dX₁ = dY₁·cos θ + dY₂·sin θ, dX₂ = −dY₁·sin θ + dY₂·cos θ",
+                      variant=_rope_grads(lambda d1, d2, c, s: d1 * c, lambda d1, d2, c, s: d2 * c)),
+              Mistake("rotate-half pairs dimension i with i + d_h/2 (the first and the second half), not 2i with "
+                      "2i + 1 (that is the interleaved layout)", variant=_rope_backward_interleaved)],
+    torch=lambda case: _torch_rope_backward(case))
+
+
+def _torch_rope_backward(case):
+    """torch's autograd through the rotate-half forward written in torch, in float64, cast back to dY's dtype."""
+    import torch
+
+    (dY, cos, sin), _ = fresh(case)
+    x = torch.zeros(dY.shape, dtype=torch.float64, requires_grad=True)
+    c, s = (torch.from_numpy(np.asarray(a, np.float64)) for a in (cos, sin))
+    x1, x2 = x.chunk(2, dim=-1)
+    torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).backward(torch.from_numpy(np.asarray(dY, np.float64)))
+    return x.grad.numpy().astype(dY.dtype)
+
+
+# --- the embedding's backward: a scatter-add ------------------------------------------------------------------
+def embed_backward_cases():
+    r = _rng(189)
+    return [Case("ids (2, 5) with repeated tokens, v=7, d=3", (r.standard_normal((2, 5, 3)),
+                                                                np.array([[3, 1, 3, 0, 3], [1, 6, 2, 2, 5]]), 7),
+                 tags=frozenset({"repeats"})),
+            Case("ids (1, 4), every token once, v=6, d=4", (r.standard_normal((1, 4, 4)), np.array([[5, 0, 2, 4]]), 6)),
+            Case("ids (6,): one sequence without a batch axis, v=4, d=2", (r.standard_normal((6, 2)),
+                                                                           np.array([0, 3, 3, 1, 3, 0]), 4),
+                 tags=frozenset({"repeats", "one-axis"})),
+            Case("float32 dX (2, 3, 5), v=5", (r.standard_normal((2, 3, 5)).astype(np.float32),
+                                               np.array([[4, 4, 1], [0, 4, 2]]), 5),
+                 tags=frozenset({"repeats", "float32"}))]
+
+
+def _embed_grads(rule):
+    """embed_backward with a slip: rule(dW (v, d) zeros, the ids flat, the rows (b·n, d)) fills dW."""
+    def backward(dX, ids, v):
+        rows, t = dX.reshape(-1, dX.shape[-1]), np.asarray(ids).reshape(-1)
+        dW = np.zeros((v, dX.shape[-1]), dtype=dX.dtype)
+        return rule(dW, t, rows)
+    return backward
+
+
+def _fancy_add(dW, t, rows):  # dW[ids] += dX: buffered, so each repeated id keeps one row (the last)
+    dW[t] += rows
+    return dW
+
+
+def _mean_rows(dW, t, rows):
+    np.add.at(dW, t, rows)
+    counts = np.bincount(t, minlength=dW.shape[0])[:, None]
+    return (dW / np.maximum(counts, 1)).astype(dW.dtype)
+
+
+EMBED_BACKWARD = Spec(
+    "embed_backward", embed_backward, embed_backward_cases, "transformer/core/embedding.py", dims=("v", "d"),
+    mistakes=[Mistake("a token that occurs several times gets the SUM of its rows' gradients: dW[ids] += dX adds to "
+                      "each repeated id once (NumPy buffers the fancy index: the last row wins) — np.add.at(dW, ids, "
+                      "dX) adds every row", variant=_embed_grads(_fancy_add)),
+              Mistake("dW_E[t] is the sum of the rows whose id is t, not their mean: each use of the token adds its "
+                      "own gradient", variant=_embed_grads(_mean_rows)),
+              Mistake("a token that occurs several times gets the SUM of its rows' gradients: every row must add to "
+                      "its token's row of dW (np.add.at(dW, ids, dX))", tag="repeats"),
+              Mistake("the ids can have any shape, (b, n) or (n,): flatten them and dX's leading axes first "
+                      "(ids.reshape(-1), dX.reshape(-1, d))", raises=r"values to unpack", tag="one-axis"),
+              Mistake("the ids and the rows of dX go together, one id a row: flatten both the same way "
+                      "(ids.reshape(-1) and dX.reshape(-1, d)), or neither", raises=r"broadcast|mismatch")],
+    torch=lambda case: _torch_embed_backward(case))
+
+
+def _torch_embed_backward(case):
+    """torch's autograd through F.embedding, in float64, cast back to dX's dtype."""
+    import torch
+    import torch.nn.functional as F
+
+    (dX, ids, v), _ = fresh(case)
+    W = torch.zeros((v, dX.shape[-1]), dtype=torch.float64, requires_grad=True)
+    F.embedding(torch.from_numpy(np.asarray(ids)).long(), W).backward(torch.from_numpy(np.asarray(dX, np.float64)))
+    return W.grad.numpy().astype(dX.dtype)
