@@ -490,8 +490,10 @@ else:
 
 # %% [markdown]
 # **Write it yourself.** `workbook/09_flash_tiling.py` holds `flash_attention` (the FlashAttention-2
-# loop) as a stub with this lesson's formula; fill it in, then run `python -m transformer check 09`:
-# it runs the package's own test cases on your code and says what is still wrong.
+# loop) and `flash_attention_backward` (section 7's backward by recomputation) as stubs with this
+# lesson's formulas; fill them in, then run `python -m transformer check 09`: it runs the package's
+# own test cases on your code, measures the memory of a long case (a loop that holds the whole
+# n × n matrix fails it) and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 09` does the same.

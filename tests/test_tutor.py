@@ -1412,7 +1412,47 @@ EMBED_BACKWARD_ATTEMPT = """
         return dW
 """
 EMBED_BACKWARD_SLIP = {"shapes": "pass", "t": "ids.reshape(-1)", "scatter": "np.add.at(dW, t, rows)"}
+FLASH_BACKWARD_ATTEMPT = """
+    def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=None):
+        b, h, n_q, d_h = q.shape
+        h_kv, n_k = k.shape[1], k.shape[2]
+        r = h // h_kv
+        K, V = np.repeat(k, r, axis=1), np.repeat(v, r, axis=1)
+        Br, Bc = {tiles}
+        s = 1 / math.sqrt(d_h)
+        L = {L}[..., None]
+        D = (dout * out).sum(-1, keepdims=True)
+        dq, dK, dV = np.zeros(q.shape), np.zeros(K.shape), np.zeros(V.shape)
+        for c0 in range(0, n_k, Bc):
+            Kj, Vj = K[..., c0:c0 + Bc, :], V[..., c0:c0 + Bc, :]
+            for r0 in range(0, n_q, Br):
+                Qi, dOi = q[..., r0:r0 + Br, :], dout[..., r0:r0 + Br, :]
+                S = Qi @ Kj.swapaxes(-1, -2) * s
+                if causal:
+                    i = np.arange(r0, r0 + Qi.shape[2])[:, None] + {offset}
+                    S = np.where(np.arange(c0, c0 + Kj.shape[2])[None, :] <= i, S, -np.inf)
+                P = {P}
+                dV[..., c0:c0 + Bc, :] += P.swapaxes(-1, -2) @ dOi
+                dP = dOi @ Vj.swapaxes(-1, -2)
+                dS = P * (dP - {Di})
+                dq[..., r0:r0 + Br, :] += dS @ Kj * s
+                dK[..., c0:c0 + Bc, :] += dS.swapaxes(-1, -2) @ Qi * {sk}
+        group = lambda g: g.reshape(b, h_kv, r, n_k, d_h).sum(2).astype(q.dtype)
+        return dq.astype(q.dtype), group(dK), group(dV)
+"""
+FLASH_BACKWARD_SLIP = {"tiles": "block_q or 128, block_k or 128", "L": "np.where(lse == -np.inf, np.inf, lse)",
+                       "offset": "n_k - n_q", "P": "np.exp(S - L[..., r0:r0 + Br, :])", "Di": "D[..., r0:r0 + Br, :]",
+                       "sk": "s"}
 FIRST_ATTEMPTS = [
+    *(("09", "flash_attention_backward", FLASH_BACKWARD_ATTEMPT.format(**{**FLASH_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"P": "np.exp(S - S.max(-1, keepdims=True)) / np.exp(S - S.max(-1, keepdims=True)).sum(-1, keepdims=True)"},
+         "a softmax of one tile normalises over its Bc keys only"),
+        ({"Di": "(P * dP).sum(-1, keepdims=True)"}, "a tile's own rowsum(P_ij ∘ dP_ij) is only its part"),
+        ({"Di": "0"}, "the softmax's backward subtracts D_i"),
+        ({"sk": "1"}, "dK carries the scale too"),
+        ({"L": "lse"}, "a row that saw no key has lse = −inf"),
+        ({"offset": "0"}, "query row r sits at r + n_k − n_q")]),
     *(("18", "apply_rope_half_backward", ROPE_BACKWARD_ATTEMPT.format(**{**ROPE_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [
         ({"first": "d1 * cos - d2 * sin", "second": "d1 * sin + d2 * cos"}, "rotating dY by +θ again is the forward"),
@@ -1619,7 +1659,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("18", RMS_BACKWARD_ATTEMPT.format(**RMS_BACKWARD_SLIP) + SWIGLU_BACKWARD_ATTEMPT.format(
                       **SWIGLU_BACKWARD_SLIP)), ("14", PAGED_WRITE_ATTEMPT.format(**PAGED_WRITE_SLIP)),
                   ("18", ROPE_BACKWARD_ATTEMPT.format(**ROPE_BACKWARD_SLIP)
-                   + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP))]
+                   + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP)),
+                  ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
@@ -1952,6 +1993,16 @@ def test_flash_attention_that_holds_the_whole_score_matrix_fails_on_memory(tmp_p
     assert held > 8.4  # tracemalloc saw the scores, and more
 
 
+def test_a_flash_backward_that_holds_the_whole_p_fails_on_memory(tmp_path):
+    """One tile of n_q × n_k (the tile sizes ignored): right values in every case, and only the memory tells."""
+    source = FLASH_BACKWARD_ATTEMPT.format(**{**FLASH_BACKWARD_SLIP, "tiles": "n_q, n_k"})
+    report = check_file(write_workbook(tmp_path, "09", source), "09")
+    result = result_of(report, "flash_attention_backward")
+    assert result.status == "failed" and result.failed == 1, format_report(report)  # the memory case
+    message = result.failures[0].message
+    assert message.startswith("right values, but the call held") and "never holds one" in message, message
+
+
 FLASH_LOOP = """
     def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
         n_rep = q.shape[1] // k.shape[1]
@@ -2114,19 +2165,21 @@ def test_the_check_example_in_docs_cli_is_what_the_checker_prints(tmp_path):
 
 def test_each_case_is_reported_as_it_starts_and_the_memory_count_apart(tmp_path):
     """progress gets case i of n before it runs, and once more, counting, before the memory of each case that limits
-    it: the cases of the spec with max_bytes, the two n = 1,024 flash cases."""
+    it: the cases of the spec with max_bytes, the two n = 1,024 flash cases and the backward's one."""
     from transformer.tutor.specs_flash import FLASH
+    from transformer.tutor.specs_flash_backward import FLASH_BACKWARD
 
     calls = []
     report = check_file(write_workbook(tmp_path, "09"), "09", progress=lambda *call: calls.append(call))
     assert report.ok
-    cases = FLASH.cases()
     expected = []
-    for i, case in enumerate(cases, 1):
-        expected.append(("flash_attention", i, len(cases), False))
-        if case.max_bytes is not None:
-            expected.append(("flash_attention", i, len(cases), True))
-    assert calls == expected and sum(c[3] for c in calls) == 2
+    for spec in (FLASH, FLASH_BACKWARD):
+        cases = spec.cases()
+        for i, case in enumerate(cases, 1):
+            expected.append((spec.name, i, len(cases), False))
+            if case.max_bytes is not None:
+                expected.append((spec.name, i, len(cases), True))
+    assert calls == expected and sum(c[3] for c in calls) == 3
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX's")
@@ -2160,8 +2213,9 @@ def test_on_a_terminal_a_bar_shows_the_case_and_is_wiped_before_the_report(tmp_p
     out = b"".join(chunks).decode("utf-8", "replace")
     assert "  flash_attention:" in out and "/10 [" in out and "counting its memory" in out, out
     lines = [line.rsplit("\r", 1)[-1] for line in out.split("\r\n")]  # what stays on screen: after the last \r
-    assert "  flash_attention  passed (10 cases)" in lines, lines
-    assert lines[-2] == "every function written so far passes (1 passed, 0 not written)", lines
+    assert "  flash_attention           passed (10 cases)" in lines, lines
+    assert "  flash_attention_backward  passed (8 cases)" in lines, lines
+    assert lines[-2] == "every function written so far passes (2 passed, 0 not written)", lines
 
 
 def test_a_merge_loop_that_glues_the_callers_list_is_told_to_copy_it(tmp_path):

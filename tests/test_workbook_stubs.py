@@ -39,7 +39,7 @@ STUBS = {
     "06_kv_cache.py": ["KVCache.update"],
     "07_gqa.py": ["repeat_kv"],
     "08_online_softmax.py": ["merge_softmax_stats", "online_attention_update"],
-    "09_flash_tiling.py": ["flash_attention"],
+    "09_flash_tiling.py": ["flash_attention", "flash_attention_backward"],
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "swiglu_ffn"],
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
@@ -54,7 +54,7 @@ STUBS = {
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
-REDUCED = {"flash_attention", "seq2seq_decoder_layer"}
+REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_decoder_layer"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 # a stub whose package function is not a top-level name: where it is under `transformer`
 PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
@@ -155,6 +155,9 @@ def valid_call(name: str, target):
         "key_tiles_read": lambda f: f(4, 2, 2, causal=True, doc=np.array([[0, 0, 1, 1]])),
         "mma_fragment_layout": lambda f: f("C"),
         "induction_head_scores": lambda f: f(np.broadcast_to(np.tri(6) / np.arange(1, 7)[:, None], (1, 2, 6, 6)), 3),
+        "flash_attention_backward": lambda f: f(*(lambda q, k, v: (r(*q.shape), q, k, v, *T.flash_attention(
+            q, k, v, causal=True, return_lse=True)))(r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), causal=True,
+            block_q=2, block_k=3),
         "softmax_backward": lambda f: f(r(2, 3), T.softmax(r(2, 3))),
         "rms_norm_backward": lambda f: f(r(2, 4), r(2, 4), np.ones(4)),
         "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),

@@ -1,12 +1,13 @@
 """Workbook, lesson 09 · FlashAttention: tiles, loop orders, memory traffic (`lessons/09_flash_tiling.py`).
 
-Fill in the body; keep the name and signature. Check your work from the repository root,
+Fill in the bodies; keep the names and signatures. Check your work from the repository root,
 with the virtual environment active:
 
     python -m transformer check 09
 
 The package's `flash_attention` has more options (FlashAttention-1's loop order, the log-sum-exp,
-a trace, packed documents); here you write the heart of it: FlashAttention-2's forward loop.
+a trace, packed documents); here you write the heart of it: FlashAttention-2's forward loop, then
+its backward by recomputation (section 7), which rebuilds each tile of P from the saved lse.
 Shapes use the course's dimension names: b batch, h query heads, h_kv key/value heads, n_q
 queries, n_k keys, d_h head size; Br and Bc are the tile sizes, Tr and Tc the numbers of tiles.
 """
@@ -46,3 +47,33 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
         "flash_attention: start with the two loops and no mask: for r0 in range(0, n_q, Br), and inside "
         "for c0 in range(0, n_k, Bc); q[..., r0:r0 + Br, :] is Q_i and k[..., c0:c0 + Bc, :] is K_j. Check "
         "against scaled_dot_product_attention with tile sizes that do not divide n, then add causal.")
+
+
+def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=None):
+    # [b, h, n_q, d_h] ×2, [b, h_kv, n_k, d_h] ×2, [b, h, n_q, d_h], [b, h, n_q] -> dq, dk, dv
+    """The gradients of attention by recomputation: P is rebuilt one tile at a time from Q, K and
+    the forward's log-sum-exp L, never held whole. Before the loop, per row:
+
+        D_i = rowsum(dO_i ∘ O_i)                      (b, h, n_q, 1): equals Σ_j P_ij dP_ij
+    FlashAttention-2 order, key tiles outside:
+        for each key block j:                         K_j, V_j (Bc, d_h)
+            for each query block i:                   Q_i, dO_i (Br, d_h)
+                S_ij = Q_i K_jᵀ / √d_h  (+ the causal mask: −inf)       (Br, Bc)
+                P_ij = e^(S_ij − L_i)                 already normalised: no softmax of the tile
+                dV_j += P_ijᵀ dO_i,     dP_ij = dO_i V_jᵀ
+                dS_ij = P_ij ∘ (dP_ij − D_i)
+                dQ_i += dS_ij K_j / √d_h,   dK_j += dS_ijᵀ Q_i / √d_h
+
+    dout = dL/dO and q (b, h, n_q, d_h); k, v (b, h_kv, n_k, d_h); out (b, h, n_q, d_h) and
+    lse (b, h, n_q) from the forward, `flash_attention(q, k, v, causal=…, return_lse=True)`.
+    ->  dq (b, h, n_q, d_h), dk and dv (b, h_kv, n_k, d_h), in q's dtype. GQA: query head i read
+    key/value head i // (h / h_kv), so dk and dv sum the gradients of each group of h / h_kv heads.
+    block_q = Br, block_k = Bc (None: 128); causal as in `flash_attention`; a row that saw no key
+    has lse = −inf: its P is 0 (use L = +inf there), so it adds nothing and its dq is 0.
+
+    After trying: the package's version is `transformer/flash/backward.py`, `flash_attention_backward`.
+    """
+    raise NotImplementedError(
+        "flash_attention_backward: start with no tiles at all (one tile: Br = n_q, Bc = n_k) and no mask, h_kv = h: "
+        "P = e^(S − L) from lse[..., None], then each line of the loop body; compare with "
+        "scaled_dot_product_attention_backward, then cut the loops into tiles.")

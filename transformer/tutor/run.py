@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_decoders as D,
-               specs_flash as F, specs_layers as L, specs_loss as E, specs_masks as K, specs_models as M,
-               specs_sampling as S, specs_tokenizers as P)
+               specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_loss as E, specs_masks as K,
+               specs_models as M, specs_sampling as S, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -52,7 +52,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "06": [C.KV_CACHE_UPDATE],
     "07": [A.REPEAT_KV],
     "08": [F.MERGE_STATS, F.ONLINE_UPDATE],
-    "09": [F.FLASH],
+    "09": [F.FLASH, H.FLASH_BACKWARD],
     "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, B.SWIGLU],
     "11": [S.FILTER_LOGITS],
     "12": [M.MEAN_POOL, M.L2_NORMALIZE],
