@@ -250,10 +250,11 @@ P.save(fig, P.figure_path("08_output_rescaling.png"))
 # two-pass softmax exactly. Lesson 09 runs this over tiles of $Q$ and $K$.
 
 # %% [markdown]
-# **Write it yourself.** `workbook/08_online_softmax.py` holds `merge_softmax_stats` and
-# `online_attention_update` as stubs with this lesson's formulas; fill them in, then run
-# `python -m transformer check 08`: it runs the package's own test cases on your code and says what
-# is still wrong.
+# **Write it yourself.** `workbook/08_online_softmax.py` holds `merge_softmax_stats`,
+# `online_softmax_stats` (the one-pass loop: the checker reads your running (m, l) after each
+# block, so the whole row's max taken first is told apart) and `online_attention_update` as stubs
+# with this lesson's formulas; fill them in, then run `python -m transformer check 08`: it runs the
+# package's own test cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 08` does the same.

@@ -1443,7 +1443,39 @@ FLASH_BACKWARD_ATTEMPT = """
 FLASH_BACKWARD_SLIP = {"tiles": "block_q or 128, block_k or 128", "L": "np.where(lse == -np.inf, np.inf, lse)",
                        "offset": "n_k - n_q", "P": "np.exp(S - L[..., r0:r0 + Br, :])", "Di": "D[..., r0:r0 + Br, :]",
                        "sk": "s"}
+ONLINE_STATS_ATTEMPT = """
+    def online_softmax_stats(x, block=1, history=None):
+        x = {x}
+        m = np.full(x.shape[:-1] + (1,), -np.inf, dtype=x.dtype)
+        l = np.zeros(m.shape, dtype=x.dtype)
+        for c0 in range(0, x.shape[-1], block):
+            x_j = x[..., c0:c0 + block]
+            m_new = {m_new}
+            alpha = {alpha}
+            l = {l}
+            m = m_new
+            {record}
+        return m, l
+"""
+ONLINE_STATS_SLIP = {"x": "x.astype(np.float32) if x.dtype == np.float16 else x",
+                     "m_new": "np.maximum(m, x_j.max(-1, keepdims=True))",
+                     "alpha": "np.where(m == -np.inf, 0.0, np.exp(m - np.where(m_new == -np.inf, 0, m_new)))",
+                     "l": "alpha * l + np.exp(x_j - np.where(m_new == -np.inf, 0, m_new)).sum(-1, keepdims=True)",
+                     "record": "if history is not None: history.append((m[..., 0], l[..., 0]))"}
 FIRST_ATTEMPTS = [
+    *(("08", "online_softmax_stats", ONLINE_STATS_ATTEMPT.format(**{**ONLINE_STATS_SLIP, **slip}), hint)
+      for slip, hint in [
+        ({"l": "l + np.exp(x_j - np.where(m_new == -np.inf, 0, m_new)).sum(-1, keepdims=True)"},
+         "rescale it by α = e^(m − m_new)"),
+        ({"alpha": "np.where(m == -np.inf, 0.0, np.exp(np.where(m_new == -np.inf, 0, m_new) - m))"},
+         "not e^(m_new − m)"),
+        ({"m_new": "x_j.max(-1, keepdims=True)"}, "m is the max SO FAR"),
+        ({"record": "pass"}, "append (m, l) to it after each block"),
+        ({"m_new": "np.maximum(m, x.max(-1, keepdims=True))"}, "history holds the running (m, l) AFTER EACH BLOCK"),
+        ({"record": "if history is not None: history.append((m[..., 0], l[..., 0]))\n"
+                    "        if history: history[:] = [history[-1]] * len(history)"},
+         "not an array changed in place later"),
+        ({"alpha": "np.exp(m - m_new)"}, "a masked row (all −inf) keeps m = −inf and l = 0")]),
     *(("09", "flash_attention_backward", FLASH_BACKWARD_ATTEMPT.format(**{**FLASH_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [
         ({"P": "np.exp(S - S.max(-1, keepdims=True)) / np.exp(S - S.max(-1, keepdims=True)).sum(-1, keepdims=True)"},
@@ -1660,7 +1692,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                       **SWIGLU_BACKWARD_SLIP)), ("14", PAGED_WRITE_ATTEMPT.format(**PAGED_WRITE_SLIP)),
                   ("18", ROPE_BACKWARD_ATTEMPT.format(**ROPE_BACKWARD_SLIP)
                    + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP)),
-                  ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP))]
+                  ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
+                  ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):
@@ -1991,6 +2024,14 @@ def test_flash_attention_that_holds_the_whole_score_matrix_fails_on_memory(tmp_p
     assert message.startswith("right values, but the call held") and "the n_q × n_k scores alone are 8.4 MB" in message
     held = float(message.split("held ")[1].split(" MB")[0])
     assert held > 8.4  # tracemalloc saw the scores, and more
+
+
+def test_online_stats_summed_in_float16_are_told_the_float32_rule(tmp_path):
+    source = ONLINE_STATS_ATTEMPT.format(**{**ONLINE_STATS_SLIP, "x": "x"})
+    result = result_of(check_file(write_workbook(tmp_path, "08", source), "08"), "online_softmax_stats")
+    assert result.status == "failed" and result.failed == 1, result.message  # the float16 case only
+    assert "m has dtype float16, expected float32: m and l keep x's dtype, but a float16 row's are float32" in (
+        result.failures[0].message)
 
 
 def test_a_flash_backward_that_holds_the_whole_p_fails_on_memory(tmp_path):

@@ -38,7 +38,7 @@ STUBS = {
     "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask"],
     "06_kv_cache.py": ["KVCache.update"],
     "07_gqa.py": ["repeat_kv"],
-    "08_online_softmax.py": ["merge_softmax_stats", "online_attention_update"],
+    "08_online_softmax.py": ["merge_softmax_stats", "online_softmax_stats", "online_attention_update"],
     "09_flash_tiling.py": ["flash_attention", "flash_attention_backward"],
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "swiglu_ffn"],
     "11_real_llm.py": ["filter_logits"],
@@ -158,6 +158,7 @@ def valid_call(name: str, target):
         "flash_attention_backward": lambda f: f(*(lambda q, k, v: (r(*q.shape), q, k, v, *T.flash_attention(
             q, k, v, causal=True, return_lse=True)))(r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)), causal=True,
             block_q=2, block_k=3),
+        "online_softmax_stats": lambda f: f(r(2, 5), 2, []),
         "softmax_backward": lambda f: f(r(2, 3), T.softmax(r(2, 3))),
         "rms_norm_backward": lambda f: f(r(2, 4), r(2, 4), np.ones(4)),
         "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_decoders as D,
                specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_loss as E, specs_masks as K,
-               specs_models as M, specs_sampling as S, specs_tokenizers as P)
+               specs_models as M, specs_online as O, specs_sampling as S, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -51,7 +51,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK],
     "06": [C.KV_CACHE_UPDATE],
     "07": [A.REPEAT_KV],
-    "08": [F.MERGE_STATS, F.ONLINE_UPDATE],
+    "08": [F.MERGE_STATS, O.ONLINE_STATS, F.ONLINE_UPDATE],
     "09": [F.FLASH, H.FLASH_BACKWARD],
     "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, B.SWIGLU],
     "11": [S.FILTER_LOGITS],
