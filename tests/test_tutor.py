@@ -1512,7 +1512,8 @@ FIRST_ATTEMPTS = [
         ({"dx": "g - x_hat * np.sum(g * x_hat, axis=-1, keepdims=True)"}, "the correction is the MEAN of g ∘ x̂"),
         ({"div": ""}, "divide by r at the end"),
         ({"dgamma": "(dY * x).reshape(-1, x.shape[-1]).sum(0)"}, "dγ sums dY ∘ x̂, the normalised x"),
-        ({"eps": "1e-6"}, "use the `eps` argument")]),
+        ({"eps": "1e-6"}, "use the `eps` argument"),
+        ({"eps": "0"}, "a row of zeros has r = √ε, not 0")]),
     *(("18", "swiglu_ffn_backward", SWIGLU_BACKWARD_ATTEMPT.format(**{**SWIGLU_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [
         ({"dA": "U * s"}, "not σ(a) alone"),

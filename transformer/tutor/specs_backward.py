@@ -28,7 +28,10 @@ def rms_backward_cases():
             Case("x (4, 6)", (r.standard_normal((4, 6)), x(4, 6), g(6))),
             Case("eps=0.5 given", (r.standard_normal((2, 5)), x(2, 5), g(5)), {"eps": 0.5}, frozenset({"eps"})),
             Case("float32 x (3, 16)", tuple(a.astype(np.float32) for a in (r.standard_normal((3, 16)), x(3, 16),
-                                                                            g(16))), tags=frozenset({"float32"}))]
+                                                                            g(16))), tags=frozenset({"float32"})),
+            Case("x (3, 4) whose row 1 is all 0: r = √ε there, and its gradient is finite",
+                 (r.standard_normal((3, 4)), np.vstack([x(1, 4), np.zeros((1, 4)), x(1, 4)]), g(4)),
+                 tags=frozenset({"zero"}))]
 
 
 def _rms_grads(dx_rule, dgamma_rule=lambda dY, x_hat, x: dY * x_hat, times_gamma=True, mean=True):
@@ -66,7 +69,9 @@ RMS_NORM_BACKWARD = Spec(
                       variant=_rms_grads(_RIGHT_DX, lambda dY, x_hat, x: dY * x)),
               Mistake("dγ sums dY ∘ x̂ over EVERY row: γ is shared by all b·n positions, so sum every axis but the "
                       "last ((dY * x_hat).reshape(-1, d).sum(axis=0)), not only axis 0", tag="batch"),
-              Mistake("use the `eps` argument in r = √(mean(x²) + ε)", tag="eps")],
+              Mistake("use the `eps` argument in r = √(mean(x²) + ε)", tag="eps"),
+              Mistake("a row of zeros has r = √ε, not 0: keep ε inside the root (√(mean(x²) + ε)), and compute x̂ as "
+                      "x / r, never 0 / 0", tag="zero")],
     torch=lambda case: _torch_rms_backward(case))
 
 
