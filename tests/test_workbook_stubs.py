@@ -327,3 +327,83 @@ print(json.dumps({{"times": times, "heavy": sorted({{m.split(".")[0] for m in sy
     assert facts["heavy"] == [], f"importing the workbook pulls in {facts['heavy']}"
     slow = {Path(p).name: round(s, 2) for p, s in facts["times"].items() if s >= 1.0}
     assert not slow, f"workbook files slower than 1 s to import: {slow}"
+
+
+# A stub's worked example is a claim: each is run here on the package's function (tested against its references
+# elsewhere), with the values written out by hand as the docstring gives them.
+T_, F_ = True, False
+EXAMPLES = [
+    ("01_text_to_vectors.py", "merge_symbols", 'gives ["abc", "ab"]',
+     lambda: T.tokenizers.bpe.merge_symbols(list("abcab"), {("a", "b"): 0, ("ab", "c"): 1, ("c", "a"): 2}),
+     ["abc", "ab"]),
+    ("01_text_to_vectors.py", "wordpiece", 'gives ["un", "##aff", "##able"]',
+     lambda: T.tokenizers.wordpiece.wordpiece("unaffable", {"un", "##aff", "##able", "##a"}),
+     ["un", "##aff", "##able"]),
+    ("02_positions.py", "sinusoidal_positions", "≈ [[0, 1], [0.841, 0.540]]",
+     lambda: T.sinusoidal_positions(2, 2), [[0, 1], [0.841, 0.540]]),
+    ("02_positions.py", "rope_angles", "= [[0, 0], [1, 0.01], [2, 0.02]]",
+     lambda: T.rope_angles(np.array([0, 1, 2]), 4), [[0, 0], [1, 0.01], [2, 0.02]]),
+    ("03_attention.py", "softmax", "softmax([1000.0, 1000.0]) = [0.5, 0.5]",
+     lambda: T.softmax(np.array([1000.0, 1000.0])), [0.5, 0.5]),
+    ("05_masks.py", "causal_mask", "causal_mask(3) = [[T, F, F], [T, T, F], [T, T, T]]", lambda: T.causal_mask(3),
+     [[T_, F_, F_], [T_, T_, F_], [T_, T_, T_]]),
+    ("05_masks.py", "sliding_window_mask", "sliding_window_mask(3, 2) = [[T, F, F], [T, T, F], [F, T, T]]",
+     lambda: T.sliding_window_mask(3, 2), [[T_, F_, F_], [T_, T_, F_], [F_, T_, T_]]),
+    ("05_masks.py", "strided_mask", "strided_mask(5, 2) row 4 = [T, F, T, T, T]", lambda: T.strided_mask(5, 2)[4],
+     [T_, F_, T_, T_, T_]),
+    ("05_masks.py", "fixed_mask", "fixed_mask(6, 3) row 4 = [F, F, T, T, T, F]", lambda: T.fixed_mask(6, 3)[4],
+     [F_, F_, T_, T_, T_, F_]),
+    ("08_online_softmax.py", "merge_softmax_stats", "merge to m = 0, l = 2",
+     lambda: T.merge_softmax_stats(*(np.array([v]) for v in (0.0, 1.0, 0.0, 1.0))), ([0.0], [2.0])),
+    ("08_online_softmax.py", "online_softmax_stats", "history m = [0, 0.693, 1.099], l = [1, 1.5, 2]",
+     lambda: (lambda h: (T.online_softmax_stats(np.log(np.array([1.0, 2.0, 3.0])), 1, h), [x for x, _ in h],
+                         [y for _, y in h])[1:])([]), ([0, 0.693, 1.099], [1, 1.5, 2])),
+    ("10_block.py", "layer_norm", "≈ [−1.2247, 0, 1.2247]", lambda: T.layer_norm(np.array([1.0, 2.0, 3.0]), np.ones(3)),
+     [-1.2247, 0, 1.2247]),
+    ("10_block.py", "rms_norm", "≈ [0.8485, 1.1314]", lambda: T.rms_norm(np.array([3.0, 4.0]), np.ones(2)),
+     [0.8485, 1.1314]),
+    ("12_real_encoder.py", "mean_pool", "e_0 = [2, 3]",
+     lambda: T.mean_pool(np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]]), np.array([2]))[0], [2, 3]),
+    ("12_real_encoder.py", "l2_normalize", "out = [0.6, 0.8]", lambda: T.l2_normalize(np.array([3.0, 4.0])),
+     [0.6, 0.8]),
+    ("13_counting.py", "count_parameters", "SmolLM2-135M 134,515,008",
+     lambda: T.count_parameters(T.load_config("smollm2-135m")), 134_515_008),
+    ("13_counting.py", "kv_cache_bytes_per_token", "= 131,072 bytes",
+     lambda: T.kv_cache_bytes_per_token(T.load_config("llama-3-8b"), "float16"), 131_072),
+    ("18_training_step.py", "cross_entropy", "L = −log ½ = 0.6931",
+     lambda: T.cross_entropy(np.array([[0.0, 0.0], [5.0, 1.0]]), np.array([1, -100])), 0.6931),
+    ("18_training_step.py", "cross_entropy_backward", "dz = [[0.5, −0.5], [0, 0]]",
+     lambda: T.cross_entropy_backward(np.array([[0.0, 0.0], [5.0, 1.0]]), np.array([1, -100])), [[0.5, -0.5], [0, 0]]),
+    ("18_training_step.py", "rms_norm_backward", "dx = [[0.1810, −0.1358]], dγ = [0.8485, 0]",
+     lambda: T.rms_norm_backward(np.array([[1.0, 0.0]]), np.array([[3.0, 4.0]]), np.ones(2), eps=0.0),
+     ([[0.1810, -0.1358]], [0.8485, 0])),
+    ("18_training_step.py", "swiglu_ffn_backward", "dx = [[0]], dW_gate = [[3]], dW_up = [[0]], dW_down = [[0]]",
+     lambda: T.swiglu_ffn_backward(*(np.array([[v]]) for v in (1.0, 1.0, 0.0, 2.0, 3.0))),
+     ([[0]], [[3]], [[0]], [[0]])),
+    ("18_training_step.py", "softmax_backward", "give dS = [0.25, −0.25, 0]",
+     lambda: T.softmax_backward(np.array([1.0, 0.0, 5.0]), np.array([0.5, 0.5, 0.0])), [0.25, -0.25, 0]),
+    ("18_training_step.py", "apply_rope_half_backward", "dY = [[1, 2]] gives dX = [[2.2, 0.4]]",
+     lambda: T.apply_rope_half_backward(np.array([[1.0, 2.0]]), np.array([[0.6]]), np.array([[0.8]])), [[2.2, 0.4]]),
+    ("18_training_step.py", "embed_backward", "dW_E = [[2], [0], [5]]",
+     lambda: T.embed_backward(np.array([[[1.0], [2.0], [4.0]]]), np.array([[2, 0, 2]]), 3), [[2], [0], [5]]),
+    ("18_training_step.py", "lr_at", "give 0.5, 1, 1, 0.854, 0.5, 0.146, 0, 0",
+     lambda: [T.lr_at(s, lr_max=1.0, warmup=2, total=6) for s in range(8)], [0.5, 1, 1, 0.854, 0.5, 0.146, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("file, name, text, run, expected", EXAMPLES, ids=[e[1] for e in EXAMPLES])
+def test_a_stubs_worked_example_is_what_the_package_gives(file, name, text, run, expected):
+    doc = " ".join((inspect.getdoc(stub(file, name)) or "").split())
+    assert text in doc, f"workbook/{file}: {name}'s docstring no longer says {text!r}"
+    got = run()
+    if isinstance(expected, list) and expected and isinstance(expected[0], str):
+        assert got == expected
+        return
+    if isinstance(expected, tuple):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(np.asarray(g, float), np.asarray(e, float), atol=6e-4)
+        return
+    if isinstance(expected, list) and isinstance(np.asarray(expected).flat[0], (bool, np.bool_)):
+        assert np.asarray(got).tolist() == expected
+        return
+    np.testing.assert_allclose(np.asarray(got, float), np.asarray(expected, float), atol=6e-4)
