@@ -1462,7 +1462,17 @@ ONLINE_STATS_SLIP = {"x": "x.astype(np.float32) if x.dtype == np.float16 else x"
                      "alpha": "np.where(m == -np.inf, 0.0, np.exp(m - np.where(m_new == -np.inf, 0, m_new)))",
                      "l": "alpha * l + np.exp(x_j - np.where(m_new == -np.inf, 0, m_new)).sum(-1, keepdims=True)",
                      "record": "if history is not None: history.append((m[..., 0], l[..., 0]))"}
+HEAD_BACKWARD_ATTEMPT = """
+    def lm_head_backward(d_logits, x, W_E):
+        v, d = W_E.shape
+        return {dx}, {dW}
+"""
+HEAD_BACKWARD_SLIP = {"dx": "d_logits @ W_E", "dW": "d_logits.reshape(-1, v).T @ x.reshape(-1, d)"}
 FIRST_ATTEMPTS = [
+    *(("18", "lm_head_backward", HEAD_BACKWARD_ATTEMPT.format(**{**HEAD_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [({"dx": "d_logits @ W_E.T"}, "W_E as it is, untransposed"),
+                         ({"dW": "x.reshape(-1, d).T @ d_logits.reshape(-1, v)"}, "Xᵀ d_logits is its transpose"),
+                         ({"dW": "d_logits.swapaxes(-1, -2) @ x"}, "its gradient sums over all of them")]),
     *(("08", "online_softmax_stats", ONLINE_STATS_ATTEMPT.format(**{**ONLINE_STATS_SLIP, **slip}), hint)
       for slip, hint in [
         ({"l": "l + np.exp(x_j - np.where(m_new == -np.inf, 0, m_new)).sum(-1, keepdims=True)"},
@@ -1694,7 +1704,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("18", ROPE_BACKWARD_ATTEMPT.format(**ROPE_BACKWARD_SLIP)
                    + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP)),
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
-                  ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP))]
+                  ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
+                  ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

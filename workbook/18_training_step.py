@@ -58,6 +58,26 @@ def cross_entropy_backward(logits, targets, *, ignore_index: int = -100):  # [..
         "of the targets, np.arange(v) == t[..., None]; then divide by N and zero the ignored rows.")
 
 
+def lm_head_backward(d_logits, x, W_E):  # [b, n, v], [b, n, d], [v, d] -> dx [b, n, d], dW_E [v, d]
+    """Gradients of the tied LM head, logits = X W_Eᵀ (lesson 01's head, sharing the embedding table):
+    the first step of the backward after the loss. Saved from the forward: X, the final normed
+    hidden states.
+
+        dX   = d_logits W_E                  (…, v) @ (v, d)
+        dW_E = d_logitsᵀ X                   (v, b·n) @ (b·n, d): summed over every position
+
+    d_logits (b, n, v) or (n, v); x (…, d); W_E (v, d)  ->  dx (…, d), dW_E (v, d).
+    The table is also the embedding: its whole gradient is this dW_E plus `embed_backward`'s.
+    Example: d_logits = [[1, 0, 2]], x = [[1, 1]], W_E = [[1, 0], [0, 1], [1, 1]]: dx = [[3, 2]],
+    dW_E = [[1, 1], [0, 0], [2, 2]].
+
+    After trying: the package's version is `transformer/core/embedding.py`, `lm_head_backward`.
+    """
+    raise NotImplementedError(
+        "lm_head_backward: start from the forward, logits = x @ W_E.T, and write each product's shapes; dx "
+        "takes W_E as it is. For dW_E flatten the leading axes first, then check the example.")
+
+
 def rms_norm_backward(dY, x, gamma, eps: float = 1e-6):  # [..., d] ×2, [d] -> dx [..., d], dgamma [d]
     """Gradients of Y = γ ∘ x̂, x̂ = x / r, r = √(mean(x²) + ε) (lesson 10's RMSNorm), the
     first backward the block meets after the LM head. Saved from the forward: x (r is recomputed).

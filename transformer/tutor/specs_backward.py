@@ -1,17 +1,18 @@
-"""The checker's cases for lesson 18's backward of the block's other parts: rms_norm_backward, swiglu_ffn_backward,
-apply_rope_half_backward and embed_backward (the attention's and the softmax's are in specs_block.py)."""
+"""The checker's cases for lesson 18's backward of the model's other parts: lm_head_backward, rms_norm_backward,
+swiglu_ffn_backward, apply_rope_half_backward and embed_backward (the attention's and the softmax's are in
+specs_block.py)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ..core.embedding import embed_backward
+from ..core.embedding import embed_backward, lm_head_backward
 from ..core.layers import rms_norm_backward, sigmoid, swiglu_ffn_backward
 from ..core.positions import apply_rope_half, apply_rope_half_backward
 from .cases import Case, Mistake, Spec, fresh
 
-__all__ = ["RMS_NORM_BACKWARD", "SWIGLU_BACKWARD", "ROPE_BACKWARD", "EMBED_BACKWARD"]
+__all__ = ["LM_HEAD_BACKWARD", "RMS_NORM_BACKWARD", "SWIGLU_BACKWARD", "ROPE_BACKWARD", "EMBED_BACKWARD"]
 
 
 def _rng(seed):
@@ -276,3 +277,47 @@ def _torch_embed_backward(case):
     W = torch.zeros((v, dX.shape[-1]), dtype=torch.float64, requires_grad=True)
     F.embedding(torch.from_numpy(np.asarray(ids)).long(), W).backward(torch.from_numpy(np.asarray(dX, np.float64)))
     return W.grad.numpy().astype(dX.dtype)
+
+
+# --- the tied LM head's backward ------------------------------------------------------------------------------
+def lm_head_backward_cases():
+    r = np.random.default_rng(190)
+    return [Case("x (2, 3, 4): b=2, n=3, d=4, v=7", (r.standard_normal((2, 3, 7)), r.standard_normal((2, 3, 4)),
+                                                      r.standard_normal((7, 4))), tags=frozenset({"batch"})),
+            Case("x (5, 3): n=5, d=3, v=6, no batch axis", (r.standard_normal((5, 6)), r.standard_normal((5, 3)),
+                                                             r.standard_normal((6, 3)))),
+            Case("float32 x (1, 4, 8), v=10", tuple(a.astype(np.float32) for a in (
+                r.standard_normal((1, 4, 10)), r.standard_normal((1, 4, 8)), r.standard_normal((10, 8)))),
+                 tags=frozenset({"float32", "batch"}))]
+
+
+def _head_per_batch(d_logits, x, W_E):  # dW_E left with the batch axis: one (v, d) a sequence
+    return d_logits @ W_E, d_logits.swapaxes(-1, -2) @ x
+
+
+def _head_transposed(d_logits, x, W_E):  # dW_E as Xᵀ d_logits: (d, v)
+    v, d = W_E.shape
+    return d_logits @ W_E, x.reshape(-1, d).T @ d_logits.reshape(-1, v)
+
+
+LM_HEAD_BACKWARD = Spec(
+    "lm_head_backward", lm_head_backward, lm_head_backward_cases, "transformer/core/embedding.py",
+    dims=(("…", "d"), ("v", "d")), names=("dx", "dW_E"),
+    mistakes=[Mistake("logits = X W_Eᵀ, so dX = d_logits W_E: (…, v) @ (v, d), W_E as it is, untransposed",
+                      raises=r"mismatch|broadcast|not aligned"),
+              Mistake("dW_E has W_E's shape (v, d): d_logitsᵀ X, where Xᵀ d_logits is its transpose (d, v)",
+                      variant=_head_transposed),
+              Mistake("W_E is shared by every position of every sequence: its gradient sums over all of them — "
+                      "flatten the leading axes first (d_logits.reshape(-1, v), x.reshape(-1, d))",
+                      variant=_head_per_batch)],
+    torch=lambda case: _torch_head_backward(case))
+
+
+def _torch_head_backward(case):
+    """torch's autograd through X W_Eᵀ in float64, cast back to the inputs' dtype."""
+    import torch
+
+    (d_logits, x, W_E), _ = fresh(case)
+    xt, Wt = (torch.from_numpy(np.asarray(a, np.float64)).requires_grad_(True) for a in (x, W_E))
+    (xt @ Wt.T).backward(torch.from_numpy(np.asarray(d_logits, np.float64)))
+    return xt.grad.numpy().astype(x.dtype), Wt.grad.numpy().astype(W_E.dtype)
