@@ -1276,7 +1276,8 @@ def test_home_and_end_keep_to_the_row_of_a_grid(page, exported, shots):
 def test_escape_lets_go_of_what_a_click_kept(page, exported):
     """No view answered Escape. Now, in a group of cells or tokens, Escape lets go of what a click (or Enter) kept —
     the KV cache's weight, the explorer's row, the mask's query row — and the readout goes back to what it says with
-    nothing hovered; the focus stays where it was, and the arrows go on from there."""
+    nothing hovered; the focus stays where it was, and the arrows go on from there. Escape on the view's other
+    controls (the KV cache's step slider) lets go too."""
     kv = exported[1]["kv_cache"]
     view = page.view("kv_cache")
     row = kv["steps"][0]["rows"][kv["layers"].index(12)][1]  # layer 12, head 1: the last prompt query's weights
@@ -1296,6 +1297,12 @@ def test_escape_lets_go_of_what_a_click_kept(page, exported):
     page.page.keyboard.press("ArrowRight")  # not kept any more: the focus reads out again
     assert info.get_attribute("data-j") == "3" and float(info.get_attribute("data-w")) == row[3]
     assert info.get_attribute("data-kept") == "false"
+    page.page.keyboard.press("Enter")  # weight 3 kept again; then Escape from the view's slider lets go of it too
+    view.locator('input[data-role="step"]').focus()
+    assert info.get_attribute("data-kept") == "true"
+    page.page.keyboard.press("Escape")
+    assert info.get_attribute("data-kept") == "false" and info.inner_text() == rest
+    assert page.page.evaluate("document.activeElement.dataset.role") == "step"  # the focus stays on the slider
 
     view = page.view("attention")
     rows = view.locator('[data-role="row-info"]')

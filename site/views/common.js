@@ -174,7 +174,8 @@
   // PageUp PAGE rows down/up the column, as WAI-ARIA's grid pattern has it; in a group of one row
   // or one column, Home/End go to its ends. Focus does what hovering does (a "mouseenter"), Enter
   // or Space what a click does, Escape lets go of what a click kept
-  // (o.escape) and reads out nothing, as a pointer leaving does. The view's own pointer listeners
+  // (o.escape) and reads out nothing, as a pointer leaving does; Escape on the view's other controls
+  // does the same for each of its groups (letGoFrom). The view's own pointer listeners
   // serve both. With o.show, an element under the group reads out the item hovered or focused (its
   // label), and o.rest when there is none: what a tooltip (a <title>) shows a pointer.
   // A group that only partly fills its grid (the tiles computed so far) gives each item's place,
@@ -269,6 +270,7 @@
         if (e.key === "Escape") {
           if (o.escape) o.escape(k);
           el.dispatchEvent(new MouseEvent("mouseleave"));
+          e.stopPropagation();  // handled: the view's own Escape (below) is for its other controls
           return;
         }
         var to = target(k, e);
@@ -278,7 +280,25 @@
       });
     });
     if (again !== null) items[again].focus({preventScroll: true});
+    if (o.escape && view) letGoFrom(view, items, o.escape);
     return items;
+  }
+  // Escape pressed on another control of the view (its slider, a select, a button) lets go of what
+  // a click kept in each of its groups too, as a pointer leaving them would: the readouts go back to
+  // what they say with nothing hovered.
+  function letGoFrom(view, items, escape) {
+    var groups = view.tfsEscapes || (view.tfsEscapes = []);
+    groups.push({items: items, escape: escape});
+    if (view.tfsEscapeBound) return;
+    view.tfsEscapeBound = true;
+    view.addEventListener("keydown", function (e) {
+      if (e.key !== "Escape") return;
+      view.tfsEscapes = view.tfsEscapes.filter(function (g) { return g.items[0].isConnected; });  // redrawn: gone
+      view.tfsEscapes.forEach(function (g) {
+        g.escape(-1);
+        g.items[0].dispatchEvent(new MouseEvent("mouseleave"));
+      });
+    });
   }
   function place(el) {  // where a group sits in its view: its box's role (and layer, head), its items' role
     var box = el.parentNode && el.parentNode.closest ? el.parentNode.closest("[data-role]") : null;
