@@ -121,7 +121,7 @@ def hf_smollm2():
 
 
 def shared_once(tmp_path_factory, name: str, make):
-    """make(folder), run once for the whole test run and kept pickled for every xdist worker: the
+    """(folder, make(folder)), make run once for the whole test run and kept pickled for every xdist worker: the
     workers' temporary folders share a parent, and a lock there makes the others wait and read it.
     For what takes long and is only read: the default training runs (~30 s each)."""
     import pickle
@@ -135,9 +135,8 @@ def shared_once(tmp_path_factory, name: str, make):
     with FileLock(str(root / f"shared-{name}.lock")):
         if not pkl.is_file():
             folder.mkdir(exist_ok=True)
-            value = make(folder)
-            pkl.write_bytes(pickle.dumps((folder, value)))
-    return pickle.loads(pkl.read_bytes())
+            pkl.write_bytes(pickle.dumps(make(folder)))
+    return folder, pickle.loads(pkl.read_bytes())
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: transformer/cli/check.py -> ../..
-
-
 def register(sub) -> None:
     p = sub.add_parser("check", help="check your workbook: the package's own test cases run on the functions you "
                                      "wrote in workbook/NN_*.py",
@@ -42,7 +39,9 @@ def workbook_folder(given: str | None) -> Path:
         if not folder.is_dir():
             raise ValueError(f"--workbook {given!r} is not a folder")
         return folder
-    for folder in (Path.cwd() / "workbook", ROOT / "workbook"):
+    from ..tutor.run import WORKBOOK  # the repository's, beside the package (loaded by `check` already)
+
+    for folder in (Path.cwd() / "workbook", WORKBOOK):
         if folder.is_dir():
             return folder
     raise ValueError("no workbook/ folder here: run from the repository root or pass --workbook DIR")

@@ -281,7 +281,7 @@ def _torch_embed_backward(case):
 
 # --- the tied LM head's backward ------------------------------------------------------------------------------
 def lm_head_backward_cases():
-    r = np.random.default_rng(190)
+    r = _rng(190)
     return [Case("x (2, 3, 4): b=2, n=3, d=4, v=7", (r.standard_normal((2, 3, 7)), r.standard_normal((2, 3, 4)),
                                                       r.standard_normal((7, 4))), tags=frozenset({"batch"})),
             Case("x (5, 3): n=5, d=3, v=6, no batch axis", (r.standard_normal((5, 6)), r.standard_normal((5, 3)),
