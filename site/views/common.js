@@ -270,7 +270,6 @@
         if (e.key === "Escape") {
           if (o.escape) o.escape(k);
           el.dispatchEvent(new MouseEvent("mouseleave"));
-          e.stopPropagation();  // handled: the view's own Escape (below) is for its other controls
           return;
         }
         var to = target(k, e);
@@ -294,6 +293,7 @@
     view.addEventListener("keydown", function (e) {
       if (e.key !== "Escape") return;
       view.tfsEscapes = view.tfsEscapes.filter(function (g) { return g.items[0].isConnected; });  // redrawn: gone
+      if (view.tfsEscapes.some(function (g) { return g.items.indexOf(e.target) >= 0; })) return;  // its item's own
       view.tfsEscapes.forEach(function (g) {
         g.escape(-1);
         g.items[0].dispatchEvent(new MouseEvent("mouseleave"));
