@@ -491,10 +491,11 @@ assert abs(sums.mean() - 1) < 5 * sums.std() / np.sqrt(len(sums))  # its expecta
 # %% [markdown]
 # **Write it yourself:** `workbook/18_training_step.py` holds `cross_entropy`,
 # `cross_entropy_backward`, `lm_head_backward`, `rms_norm_backward`, `swiglu_ffn_backward`,
-# `softmax_backward`, `scaled_dot_product_attention_backward`, `apply_rope_half_backward`,
-# `embed_backward`, `clip_by_global_norm`, `lr_at` and `adamw_step` as stubs: the loss, the backward
-# of the cell above one function at a time, and the optimiser. `python -m transformer check 18`
-# tells you what is still wrong.
+# `linear_backward`, `merge_heads_backward`, `softmax_backward`,
+# `scaled_dot_product_attention_backward`, `apply_rope_half_backward`, `split_heads_backward`,
+# `embed_backward`, `dropout`, `dropout_backward`, `clip_by_global_norm`, `lr_at` and `adamw_step` as
+# stubs: the loss, every step of the backward cell above one function at a time, dropout, and the
+# optimiser. `python -m transformer check 18` tells you what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 18` does the same.

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKBOOK = ROOT / "workbook"
 FILE = re.compile(r"^(\d\d)_\w+\.py$")
 AFTER = re.compile(r"After trying: the package's version is `([\w/.]+\.py)`, `([\w.]+)`\.")
-# the package function whose work happens in a helper of the same file: that helper is shown too
-RUNS = {"flash_attention": "_flash2_forward"}
+# the package function whose work happens in a helper of the same file, or a method that calls one the workbook's
+# class leaves out: that helper is shown too
+RUNS = {"flash_attention": "_flash2_forward", "PagedKVCache.write": "PagedKVCache.blocks_needed"}
 
 INTRO = """\
 # Workbook: write it yourself
@@ -78,18 +79,25 @@ def package_version(path: str, dotted: str) -> str:
         sys.path.insert(0, str(ROOT))
     import transformer as T
 
-    obj = T
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    obj = inspect.unwrap(obj)
+    obj = inspect.unwrap(lookup(T, dotted))
     where = Path(inspect.getsourcefile(obj)).resolve()
     if where != (ROOT / path).resolve():
         raise LookupError(f"the workbook says {dotted} is in {path}, but it is in {where.relative_to(ROOT)}")
     source = textwrap.dedent(inspect.getsource(obj)).rstrip()
     helper = RUNS.get(dotted)
-    if helper:
+    if helper and "." in helper:  # a method of the same class
+        method = textwrap.dedent(inspect.getsource(inspect.unwrap(lookup(T, helper)))).rstrip()
+        source += f"\n\n# the method it calls, in the same class:\n{method}"
+    elif helper:
         source += f"\n\n\n# the loop it runs, in the same file:\n{def_source(ROOT / path, helper)}"
     return source
+
+
+def lookup(root, dotted: str):
+    """root.<dotted>, one attribute at a time (a function, or Class.method)."""
+    for part in dotted.split("."):
+        root = getattr(root, part)
+    return root
 
 
 def stubs(module) -> list[tuple[str, object]]:

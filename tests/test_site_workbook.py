@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import re
 
 from site_support import ROOT, open_page, page_problems
 
@@ -64,3 +65,26 @@ def test_the_package_version_shows_only_when_asked(site_url, browser_context):
     assert "def scaled_dot_product_attention" in shown and "s = attention_scores(q, k, scale)" in shown
     assert p.locator(f"{SOLUTION}[open]").count() == 1, "one click opens one solution, not all"
     assert not log.console_errors and not log.page_errors
+
+
+def test_a_shown_method_calls_only_what_the_workbook_class_has_or_the_page_shows():
+    """The package's version of a class's stub (PagedKVCache.write) is code a learner may read to compare: every
+    `self.<method>(…)` it calls is a method of the workbook's class, or shown beside it (blocks_needed)."""
+    spec = importlib.util.spec_from_file_location("workbook_page", ROOT / "site" / "workbook_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    shown_methods = 0
+    for path in WORKBOOK:
+        module = page.load(path)
+        for name, stub in page.stubs(module):
+            if "." not in name:
+                continue
+            shown_methods += 1
+            where, dotted = page.AFTER.search(inspect.getdoc(stub)).groups()
+            source = page.package_version(where, dotted)
+            cls = getattr(module, name.split(".")[0])
+            called = set(re.findall(r"self\.(\w+)\(", source))
+            defined = set(re.findall(r"^def (\w+)\(", source, flags=re.M))
+            missing = {m for m in called if not hasattr(cls, m) and m not in defined}
+            assert not missing, f"{dotted}'s package version calls self.{missing} that workbook/{path.name} lacks"
+    assert shown_methods == 2  # KVCache.update and PagedKVCache.write

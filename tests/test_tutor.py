@@ -1468,7 +1468,75 @@ HEAD_BACKWARD_ATTEMPT = """
         return {dx}, {dW}
 """
 HEAD_BACKWARD_SLIP = {"dx": "d_logits @ W_E", "dW": "d_logits.reshape(-1, v).T @ x.reshape(-1, d)"}
+LINEAR_BACKWARD_ATTEMPT = """
+    def linear_backward(dY, x, W, has_bias=False):
+        d_in, d_out = W.shape
+        X, G = {rows}
+        dx = {dx}
+        dW = {dW}
+        db = {db}
+        return dx, dW, db
+"""
+LINEAR_BACKWARD_SLIP = {"rows": "x.reshape(-1, d_in), dY.reshape(-1, d_out)", "dx": "(G @ W.T).reshape(x.shape)",
+                        "dW": "X.T @ G", "db": "G.sum(axis=0) if has_bias else None"}
+HEADS_BACKWARD_ATTEMPT = """
+    def merge_heads_backward(dY, h):
+        b, n, d = dY.shape
+        return {split}
+
+    def split_heads_backward(dX):
+        b, h, n, d_h = dX.shape
+        return {merge}
+"""
+HEADS_BACKWARD_SLIP = {"split": "dY.reshape(b, n, h, d // h).swapaxes(1, 2)",
+                       "merge": "dX.swapaxes(1, 2).reshape(b, n, h * d_h)"}
+DROPOUT_ATTEMPT = """
+    def dropout(x, p, *, rng=None, mask=None, training=True):
+        if {identity}:
+            return x, None
+        if mask is None:
+            g = {g}
+            mask = {keep}
+        return x * mask {scale}, mask
+
+    def dropout_backward(dY, mask, p):
+        {none}
+        return dY * mask {back}
+"""
+DROPOUT_SLIP = {"identity": "not training or p == 0",
+                "g": "rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)",
+                "keep": "g.random(x.shape) >= p", "scale": "/ (1 - p)", "none": "if mask is None: return dY",
+                "back": "/ (1 - p)"}
 FIRST_ATTEMPTS = [
+    *(("18", "linear_backward", LINEAR_BACKWARD_ATTEMPT.format(**{**LINEAR_BACKWARD_SLIP, **slip}), hint)
+      for slip, hint in [({"dx": "(G @ W).reshape(x.shape)"}, "dY W multiplies by W untransposed"),
+                         ({"dW": "G.T @ X"}, "dYᵀ X is its transpose"),
+                         ({"rows": "x, dY", "dx": "G @ W.T", "dW": "X.swapaxes(-1, -2) @ G"},
+                          "W is shared by every position of every sequence"),
+                         ({"db": "dY.sum(axis=0) if has_bias else None"}, "not only axis 0"),
+                         ({"db": "G.mean(axis=0) if has_bias else None"}, "not its mean"),
+                         ({"db": "G.sum(axis=0) if has_bias else np.zeros(d_out)"}, "return None for db"),
+                         ({"db": "None"}, "return it in the third place")]),
+    *(("18", name, HEADS_BACKWARD_ATTEMPT.format(**{**HEADS_BACKWARD_SLIP, **slip}), hint)
+      for name, slip, hint in [
+        ("merge_heads_backward", {"split": "dY.reshape(b, h, n, d // h)"}, "a reshape straight to (b, h, n, d_h)"),
+        ("merge_heads_backward", {"split": "dY.reshape(b, n, d // h, h).transpose(0, 3, 1, 2)"},
+         "deals the columns out to the heads in turn"),
+        ("split_heads_backward", {"merge": "dX.reshape(b, n, h * d_h)"}, "a reshape alone mixes positions with heads"),
+        ("split_heads_backward", {"merge": "dX.transpose(0, 2, 3, 1).reshape(b, n, h * d_h)"},
+         "interleaves the heads' features")]),
+    *(("18", name, DROPOUT_ATTEMPT.format(**{**DROPOUT_SLIP, **slip}), hint)
+      for name, slip, hint in [
+        ("dropout", {"scale": ""}, "scales the kept entries by 1/(1 − p)"),
+        ("dropout", {"scale": "* (1 - p)"}, "not multiply"),
+        ("dropout", {"scale": "/ p"}, "not 1/p"),
+        ("dropout", {"keep": "g.random(x.shape) < p"}, "the probability of DROPPING"),
+        ("dropout", {"identity": "p == 0"}, "with training=False (evaluation)"),
+        ("dropout", {"identity": "not training"}, "p = 0 drops nothing"),
+        ("dropout", {"g": "np.random"}, "draw with the rng given"),
+        ("dropout_backward", {"back": ""}, "multiplies the gradient too"),
+        ("dropout_backward", {"back": "* (1 - p)"}, "as the forward does, not multiply"),
+        ("dropout_backward", {"none": "pass"}, "mask None means nothing was dropped")]),
     *(("18", "lm_head_backward", HEAD_BACKWARD_ATTEMPT.format(**{**HEAD_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [({"dx": "d_logits @ W_E.T"}, "W_E as it is, untransposed"),
                          ({"dW": "x.reshape(-1, d).T @ d_logits.reshape(-1, v)"}, "Xᵀ d_logits is its transpose"),
@@ -1705,7 +1773,9 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                    + EMBED_BACKWARD_ATTEMPT.format(**EMBED_BACKWARD_SLIP)),
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
-                  ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP))]
+                  ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
+                  ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
+                   + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

@@ -49,9 +49,10 @@ STUBS = {
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
     "18_training_step.py": ["cross_entropy", "cross_entropy_backward", "lm_head_backward", "rms_norm_backward",
-                            "swiglu_ffn_backward",
+                            "swiglu_ffn_backward", "linear_backward", "merge_heads_backward",
                             "softmax_backward", "scaled_dot_product_attention_backward", "apply_rope_half_backward",
-                            "embed_backward", "clip_by_global_norm", "lr_at", "adamw_step"],
+                            "split_heads_backward", "embed_backward", "dropout", "dropout_backward",
+                            "clip_by_global_norm", "lr_at", "adamw_step"],
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
@@ -63,7 +64,8 @@ PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
                 "merge_symbols": "tokenizers.bpe.merge_symbols", "wordpiece": "tokenizers.wordpiece.wordpiece"}
 
 LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}
-OTHER_SIZES = {"d_ff", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc"}  # named in the stub's own docstring
+# named in the stub's own docstring
+OTHER_SIZES = {"d_ff", "d_in", "d_out", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc"}
 BRACKETS = re.compile(r"[(\[]([^()\[\]\n]*,[^()\[\]\n]*)[)\]]")
 AFTER = re.compile(r"After trying: the package's version is `([\w/.]+\.py)`, `([\w.]+)`\.\s*$")
 HEAVY = ["matplotlib", "torch", "cupy", "scipy", "IPython", "sphinx", "transformers", "tokenizers", "safetensors"]
@@ -166,6 +168,11 @@ def valid_call(name: str, target):
         "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
+        "linear_backward": lambda f: f(r(2, 3, 5), r(2, 3, 4), r(4, 5), True),
+        "merge_heads_backward": lambda f: f(r(2, 3, 8), 2),
+        "split_heads_backward": lambda f: f(r(2, 2, 3, 4)),
+        "dropout": lambda f: f(r(2, 3), 0.5, rng=0),
+        "dropout_backward": lambda f: f(r(2, 3), rng.random((2, 3)) >= 0.5, 0.5),
         "scaled_dot_product_attention_backward": lambda f: f(r(1, 4, 3, 8), r(1, 4, 3, 8), r(1, 2, 5, 8),
                                                              r(1, 2, 5, 8), T.softmax(r(1, 4, 3, 5))),
         "adamw_step": lambda f: (lambda p: f(p, {k: r(*a.shape) for k, a in p.items()}, T.adamw_state(p), 0.01))(
@@ -413,6 +420,17 @@ EXAMPLES = [
     ("18_training_step.py", "swiglu_ffn_backward", "dx = [[0]], dW_gate = [[3]], dW_up = [[0]], dW_down = [[0]]",
      lambda: T.swiglu_ffn_backward(*(np.array([[v]]) for v in (1.0, 1.0, 0.0, 2.0, 3.0))),
      ([[0]], [[3]], [[0]], [[0]])),
+    ("18_training_step.py", "linear_backward", "dx = [[3], [3]], dW = [[3]] (1·1 + 2·1), db = [2]",
+     lambda: T.linear_backward(np.ones((2, 1)), np.array([[1.0], [2.0]]), np.array([[3.0]]), True),
+     ([[3], [3]], [[3]], [2])),
+    ("18_training_step.py", "merge_heads_backward", "h = 2: [[[[1, 2]], [[3, 4]]]]",
+     lambda: T.merge_heads_backward(np.array([[[1.0, 2.0, 3.0, 4.0]]]), 2), [[[[1, 2]], [[3, 4]]]]),
+    ("18_training_step.py", "split_heads_backward", "(b = n = 1, h = d_h = 2): [[[1, 2, 3, 4]]]",
+     lambda: T.split_heads_backward(np.array([[[[1.0, 2.0]], [[3.0, 4.0]]]])), [[[1, 2, 3, 4]]]),
+    ("18_training_step.py", "dropout", "Y = [2, 0, 6, 0]",
+     lambda: T.dropout(np.array([1.0, 2.0, 3.0, 4.0]), 0.5, mask=np.array([T_, F_, T_, F_]))[0], [2, 0, 6, 0]),
+    ("18_training_step.py", "dropout_backward", "dX = [2, 0]",
+     lambda: T.dropout_backward(np.array([1.0, 1.0]), np.array([T_, F_]), 0.5), [2, 0]),
     ("18_training_step.py", "softmax_backward", "give dS = [0.25, −0.25, 0]",
      lambda: T.softmax_backward(np.array([1.0, 0.0, 5.0]), np.array([0.5, 0.5, 0.0])), [0.25, -0.25, 0]),
     ("18_training_step.py", "apply_rope_half_backward", "dY = [[1, 2]] gives dX = [[2.2, 0.4]]",

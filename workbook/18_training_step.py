@@ -122,6 +122,47 @@ def swiglu_ffn_backward(dY, x, W_gate, W_up, W_down):
         "H; then go backwards one line of the docstring at a time, checking each shape.")
 
 
+def linear_backward(dY, x, W, has_bias: bool = False):  # [..., d_out], [..., d_in], [d_in, d_out] -> dx, dW, db
+    """Gradients of the linear layer Y = X W + b, the step met most often going backwards (W_o,
+    then W_q, W_k and W_v on the attention side). Saved from the forward: the input X.
+
+        dX = dY Wᵀ            (..., d_out) @ (d_out, d_in)
+        dW = Xᵀ dY            summed over every leading position: each (batch, position) adds its outer product
+        db = Σ_rows dY        (d_out,); None when the layer has no bias (has_bias=False)
+
+    dY (..., d_out), x (..., d_in), W (d_in, d_out)  ->  dx (..., d_in), dW (d_in, d_out), db (d_out,) or None;
+    in the model the leading axes are (b, n), and W_o is (h·d_h, d).
+    W is shared by every position, so flatten the leading axes first (X = x.reshape(-1, d_in),
+    G = dY.reshape(-1, d_out)): Xᵀ G is then one (d_in, d_out) sum over all rows.
+    Example: x = [[1], [2]], W = [[3]], dY = [[1], [1]], has_bias=True: dx = [[3], [3]],
+    dW = [[3]] (1·1 + 2·1), db = [2].
+
+    After trying: the package's version is `transformer/core/layers.py`, `linear_backward`.
+    """
+    raise NotImplementedError(
+        "linear_backward: start by writing each result's shape from the docstring; then X = x.reshape(-1, d_in) "
+        "and G = dY.reshape(-1, d_out), and find the one product of X, G and W that has each shape.")
+
+
+def merge_heads_backward(dY, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
+    """Gradient of merge_heads (lesson 04), which joined the heads' outputs (b, h, n, d_h) into
+    (b, n, h·d_h) before W_o. It only moved numbers, so the gradient moves them back: each entry
+    of dY goes to the head and feature it came from.
+
+        merge_heads:  (b, h, n, d_h) -> (b, n, h, d_h) -> (b, n, h·d_h)
+        backward:     (b, n, h·d_h) -> (b, n, h, d_h) -> (b, h, n, d_h)     the steps in reverse
+
+    dY (b, n, h·d_h), h the number of heads  ->  (b, h, n, d_h), d_h = dY.shape[-1] // h.
+    Head j owns the columns j·d_h … (j + 1)·d_h − 1 of dY, one block each.
+    Example: dY = [[[1, 2, 3, 4]]] (b = n = 1), h = 2: [[[[1, 2]], [[3, 4]]]].
+
+    After trying: the package's version is `transformer/core/heads.py`, `merge_heads_backward`.
+    """
+    raise NotImplementedError(
+        "merge_heads_backward: start by writing the forward's two steps and their shapes; then undo them in "
+        "reverse order, checking the example: head 0 gets columns 0 and 1.")
+
+
 def softmax_backward(dP, P):  # [..., n], [..., n] -> [..., n]
     """Gradient of P = softmax(S) along the last axis. Saved from the forward: P itself (not S).
 
@@ -181,6 +222,24 @@ def apply_rope_half_backward(dY, cos, sin):  # [..., n, d_h], [n, d_h/2] ×2 -> 
         "each (..., n, d_h/2) like cos and sin; write the 2×2 rotation by −θ on paper first.")
 
 
+def split_heads_backward(dX):  # [b, h, n, d_h] -> [b, n, h·d_h]
+    """Gradient of split_heads (lesson 04), which cut Q, K and V (b, n, h·d_h) into heads
+    (b, h, n, d_h). It only moved numbers, so the gradient moves them back: dX joins the heads
+    again, exactly as merge_heads does in the forward.
+
+        split_heads:  (b, n, h·d_h) -> (b, n, h, d_h) -> (b, h, n, d_h)
+        backward:     (b, h, n, d_h) -> (b, n, h, d_h) -> (b, n, h·d_h)     the steps in reverse
+
+    dX (b, h, n, d_h)  ->  (b, n, h·d_h): column j·d_h + i is head j's feature i.
+    Example: dX = [[[[1, 2]], [[3, 4]]]] (b = n = 1, h = d_h = 2): [[[1, 2, 3, 4]]].
+
+    After trying: the package's version is `transformer/core/heads.py`, `split_heads_backward`.
+    """
+    raise NotImplementedError(
+        "split_heads_backward: start by moving the head axis back beside d_h (which two axes swap?), then "
+        "join the last two axes with a reshape; check the example.")
+
+
 def embed_backward(dX, ids, v: int):  # [b, n, d], [b, n] int -> [v, d]
     """Gradient of the lookup X[b, n] = W_E[ids[b, n]] (lesson 01), the last step of the backward.
     Saved from the forward: the ids.
@@ -197,6 +256,45 @@ def embed_backward(dX, ids, v: int):  # [b, n, d], [b, n] int -> [v, d]
     raise NotImplementedError(
         "embed_backward: start with dW = np.zeros((v, d)) and the rows of dX and the ids flattened to one axis; "
         "then make every row add to its token's row, and check the example: token 2 is used twice.")
+
+
+def dropout(x, p: float, *, rng=None, mask=None, training: bool = True):  # [...] -> [...], keep [...] or None
+    """Inverted dropout: zero each entry with probability p and scale the kept ones by 1/(1 − p).
+
+        keep ~ Bernoulli(1 − p), one draw an entry      (True = kept)
+        Y = X ∘ keep / (1 − p)                          so E[Y] = X: evaluation needs no rescaling
+
+    x (...) any shape; p the probability of DROPPING an entry  ->  (Y of x's shape and dtype, keep),
+    keep a boolean array of x's shape, saved for the backward. The decoder drops attention weights,
+    P (b, h, n_q, n_k), when its config has dropout > 0.
+    The mask: the one given (mask=), or drawn with g = rng if rng is a np.random.Generator, else
+    g = np.random.default_rng(rng) (an int seed), as keep = g.random(x.shape) >= p.
+    With training=False (evaluation) or p = 0 dropout is the identity: return (x, None).
+    Example: x = [1, 2, 3, 4], p = 0.5, mask = [True, False, True, False]: Y = [2, 0, 6, 0].
+
+    After trying: the package's version is `transformer/core/attention.py`, `dropout`.
+    """
+    raise NotImplementedError(
+        "dropout: start with the cases that do nothing (training=False, p = 0); then the mask= case on the "
+        "example; draw the mask last.")
+
+
+def dropout_backward(dY, mask, p: float):  # [...], keep [...] or None -> [...]
+    """Gradient of Y = X ∘ keep / (1 − p). Saved from the forward: the keep-mask only (not X).
+
+        dX = dY ∘ keep / (1 − p)        each entry depends on its own input alone
+
+    the same mask and scale as the forward: a dropped entry passes no gradient back.
+    dY (...), mask (...) boolean or None, p  ->  dX (...), in dY's dtype. mask None (the forward
+    ran in evaluation, or with p = 0) means nothing was dropped: dX = dY. On attention weights,
+    dY is dP (b, h, n_q, n_k), on its way to softmax_backward.
+    Example: dY = [1, 1], mask = [True, False], p = 0.5: dX = [2, 0].
+
+    After trying: the package's version is `transformer/core/attention.py`, `dropout_backward`.
+    """
+    raise NotImplementedError(
+        "dropout_backward: start from the forward's formula Y = X ∘ keep / (1 − p): what does one entry of Y "
+        "change by when its own X moves by 1? Then handle mask None.")
 
 
 def clip_by_global_norm(grads: dict, max_norm: float) -> float:

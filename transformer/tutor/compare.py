@@ -247,9 +247,16 @@ def _compare_pieces(got, expected: list, what: str) -> Problem | None:
                    f"{len(got)} {_pieces(got)}: {first}")
 
 
+def _kind_of(got) -> str:
+    shape = getattr(got, "shape", None)
+    return f"an array of shape {tuple(shape)}" if shape is not None else f"a {type(got).__name__}"
+
+
 def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) -> Problem | None:
     """One array against one expected array, or None for a match. `named`: start a value's message with `what`
     (one of several returned values)."""
+    if expected is None:  # a value that is not there: linear_backward's db without a bias, dropout's mask in evaluation
+        return None if got is None else Problem(f"{what} should be None, got {_kind_of(got)}", "type")
     if got is None:
         return Problem(f"{what} is None: did the function forget to `return` its result?", "none")
     if isinstance(expected, list) and all(isinstance(e, str) for e in expected):
@@ -295,7 +302,8 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
             return Problem(f"{what} has dtype {arr.dtype}, expected {expected.dtype}" + (f": {rule}" if rule else "")
                            + values, "dtype")
     if expected.dtype == bool and arr.dtype != bool:
-        return Problem(f"{what} has dtype {arr.dtype}, expected bool (True = may attend)", "dtype")
+        meaning = "True = kept" if what == "keep" else "True = may attend"  # dropout's mask, or a mask of attention
+        return Problem(f"{what} has dtype {arr.dtype}, expected bool ({meaning})", "dtype")
     diff = first_difference(arr, expected, tol, dims)
     if diff is None:
         return None

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_decoders as D,
-               specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_loss as E, specs_masks as K,
-               specs_models as M, specs_online as O, specs_sampling as S, specs_tokenizers as P)
+               specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_linear as N, specs_loss as E,
+               specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -62,7 +62,8 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "16": [D.PACK_DOCUMENTS, D.DOCUMENT_MASK, F.KEY_TILES],
     "17": [F.FRAGMENTS],
     "18": [E.CROSS_ENTROPY, E.CROSS_ENTROPY_BACKWARD, G.LM_HEAD_BACKWARD, G.RMS_NORM_BACKWARD, G.SWIGLU_BACKWARD,
-           B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, G.ROPE_BACKWARD, G.EMBED_BACKWARD, E.CLIP_BY_GLOBAL_NORM, E.LR_AT,
+           N.LINEAR_BACKWARD, N.MERGE_HEADS_BACKWARD, B.SOFTMAX_BACKWARD, B.SDPA_BACKWARD, G.ROPE_BACKWARD,
+           N.SPLIT_HEADS_BACKWARD, G.EMBED_BACKWARD, N.DROPOUT, N.DROPOUT_BACKWARD, E.CLIP_BY_GLOBAL_NORM, E.LR_AT,
            B.ADAMW_STEP],
     "19": [D.INDUCTION_SCORES],
 }
