@@ -1507,7 +1507,42 @@ DROPOUT_SLIP = {"identity": "not training or p == 0",
                 "g": "rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)",
                 "keep": "g.random(x.shape) >= p", "scale": "/ (1 - p)", "none": "if mask is None: return dY",
                 "back": "/ (1 - p)"}
+FLOPS_ATTEMPT = """
+    def forward_flops(config, n_tokens, *, batch=1, phase="prefill", logits="all"):
+        c = config
+        d_h = {d_h}
+        n_q, n_k = (n_tokens, n_tokens) if phase == "prefill" else (1, {n_k})
+        n_p = {n_p}
+        t = {t}
+        f = {{"qkvo": {two} * (n_p * c.d * c.h * d_h + 2 * n_p * c.d * {kv} * d_h + n_p * c.h * d_h * c.d) * c.L,
+             "ffn": {two} * n_p * c.d * c.d_ff * {ffn} * c.L,
+             "head": {head},
+             "scores": {two} * c.h * ({pairs}) * d_h * c.L}}
+        f["mix"] = f["scores"]
+        f = {{k: v * {b} for k, v in f.items()}}
+        f["matmul"] = f["qkvo"] + f["ffn"] + f["head"]
+        f["attention"] = f["scores"] + f["mix"]
+        f["total"] = f["matmul"] + f["attention"]
+        f["tokens"] = {tokens}
+        return f
+"""
+FLOPS_SLIP = {"d_h": "c.d_h", "n_k": "n_tokens + 1", "n_p": "n_q", "two": "2", "kv": "c.h_kv", "ffn": "3",
+              "pairs": "n_q * n_k", "t": 'n_q if phase == "prefill" and logits == "all" else 1',
+              "head": "2 * t * c.d * c.v", "b": "batch", "tokens": "batch * n_q"}
 FIRST_ATTEMPTS = [
+    *(("13", "forward_flops", FLOPS_ATTEMPT.format(**{**FLOPS_SLIP, **slip}), hint)
+      for slip, hint in [({"two": "1", "head": "t * c.d * c.v"}, "a multiply AND an add"),
+                         ({"kv": "c.h"}, "only the h_kv key/value heads are projected"),
+                         ({"ffn": "2"}, "SwiGLU multiplies by three matrices"),
+                         ({"n_p": 'n_tokens + 1 if phase == "decode" else n_q'}, "projects only the new token"),
+                         ({"n_k": "n_tokens"}, "meets n_tokens + 1 keys"),
+                         ({"pairs": 'n_q * (n_q + 1) // 2 if phase == "prefill" else n_q * n_k'}, "dense n × n"),
+                         ({"t": 'n_q'}, "on the last token only"),
+                         ({"t": "1"}, "on every prefill token"),
+                         ({"head": "0 if c.tied else 2 * t * c.d * c.v"}, "still multiplies by them"),
+                         ({"b": "1", "tokens": "n_q"}, "every count grows with the batch"),
+                         ({"tokens": 'batch * (n_tokens if phase == "decode" else n_q)'}, "not the cached ones"),
+                         ({"d_h": "c.d // c.h"}, "which need not be d / h")]),
     *(("18", "linear_backward", LINEAR_BACKWARD_ATTEMPT.format(**{**LINEAR_BACKWARD_SLIP, **slip}), hint)
       for slip, hint in [({"dx": "(G @ W).reshape(x.shape)"}, "dY W multiplies by W untransposed"),
                          ({"dW": "G.T @ X"}, "dYᵀ X is its transpose"),
@@ -1774,6 +1809,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
+                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
                    + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
 

@@ -43,7 +43,7 @@ STUBS = {
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "swiglu_ffn"],
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
-    "13_counting.py": ["count_parameters", "kv_cache_bytes_per_token"],
+    "13_counting.py": ["count_parameters", "forward_flops", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
     "15_cross_attention.py": ["seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
@@ -56,7 +56,7 @@ STUBS = {
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
-REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_decoder_layer"}
+REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_decoder_layer", "forward_flops"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 # a stub whose package function is not a top-level name: where it is under `transformer`
 PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
@@ -168,6 +168,7 @@ def valid_call(name: str, target):
         "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
+        "forward_flops": lambda f: f(T.load_config("smollm2-135m"), 16, batch=2, phase="decode"),
         "linear_backward": lambda f: f(r(2, 3, 5), r(2, 3, 4), r(4, 5), True),
         "merge_heads_backward": lambda f: f(r(2, 3, 8), 2),
         "split_heads_backward": lambda f: f(r(2, 2, 3, 4)),
@@ -405,6 +406,11 @@ EXAMPLES = [
      [0.6, 0.8]),
     ("13_counting.py", "count_parameters", "SmolLM2-135M 134,515,008",
      lambda: T.count_parameters(T.load_config("smollm2-135m")), 134_515_008),
+    ("13_counting.py", "forward_flops", "matmul = 368, attention = 64, total = 432, tokens = 1",
+     lambda: (lambda f: [f[k] for k in ("qkvo", "ffn", "scores", "mix", "head", "matmul", "attention", "total",
+                                        "tokens")])(T.forward_flops(T.ModelConfig(
+                                            "toy", "decoder", L=1, d=4, h=2, h_kv=1, d_h=2, d_ff=8, v=10, n_ctx=16),
+                                            3, phase="decode")), [96, 192, 32, 32, 80, 368, 64, 432, 1]),
     ("13_counting.py", "kv_cache_bytes_per_token", "= 131,072 bytes",
      lambda: T.kv_cache_bytes_per_token(T.load_config("llama-3-8b"), "float16"), 131_072),
     ("18_training_step.py", "cross_entropy", "L = −log ½ = 0.6931",

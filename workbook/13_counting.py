@@ -5,7 +5,7 @@ with the virtual environment active:
 
     python -m transformer check 13
 
-Both functions read a Llama-style decoder's config (RMSNorm, SwiGLU, RoPE, no biases): the legend's
+The three functions read a Llama-style decoder's config (RMSNorm, SwiGLU, RoPE, no biases): the legend's
 sizes as attributes, config.L layers, config.d width, config.h query heads and config.h_kv
 key/value heads of config.d_h numbers each, config.d_ff the FFN's width, config.v the vocabulary,
 and config.tied (the LM head reuses the embedding table). The checker passes such a config;
@@ -33,6 +33,41 @@ def count_parameters(config) -> int:
     raise NotImplementedError(
         "count_parameters: start with one layer's attention and FFN for a small config (lesson 13's exercise 2 "
         "has one), part by part as in the table; print each part before adding them up.")
+
+
+def forward_flops(config, n_tokens: int, *, batch: int = 1, phase: str = "prefill", logits: str = "all") -> dict:
+    """The FLOPs of one forward pass's matrix products, part by part (lesson 13, section 2).
+
+    A product (m × k)(k × n) costs 2·m·k·n FLOPs: a multiply and an add for each term. In a
+    layer, n_q tokens go through the weight matrices and each query meets n_k keys:
+
+        qkvo     2·n_q·d·h·d_h (W_q)  +  2·2·n_q·d·h_kv·d_h (W_k, W_v)  +  2·n_q·h·d_h·d (W_o)
+        ffn      2·n_q·3·d·d_ff (W_gate, W_up, W_down)
+        scores   2·h·n_q·n_k·d_h      S = Q Kᵀ, every (query, key) pair: the dense n_q × n_k scores
+        mix      2·h·n_q·n_k·d_h      P V
+    each × L layers (W_q is (d, h·d_h), W_k and W_v (d, h_kv·d_h), each head's scores (n_q, n_k));
+    and once, after the last layer,
+        head     2·t·d·v              the LM head on t tokens (tied to the embedding or not)
+
+    phase="prefill": the n_tokens of a prompt at once, n_q = n_k = n_tokens; the head runs on
+    every token (logits="all", t = n_q) or on the last one only (logits="last", t = 1).
+    phase="decode": one new token with n_tokens already in the KV cache: n_q = 1 (the past's K and
+    V are not computed again), n_k = n_tokens + 1 (the cached keys and its own); t = 1.
+    Every count above is for one sequence: multiply each by batch. Then
+        matmul = qkvo + ffn + head,   attention = scores + mix,   total = matmul + attention,
+        tokens = batch · n_q          (the queries processed)
+
+    config (its L, d, h, h_kv, d_h, d_ff, v), n_tokens  ->  a dict of ints with the keys qkvo, ffn,
+    head, scores, mix, matmul, attention, total and tokens.
+    Example, L = 1, d = 4, h = 2, h_kv = 1, d_h = 2, d_ff = 8, v = 10, a decode step with n_tokens = 3:
+    qkvo = 2·(16 + 16 + 16) = 96, ffn = 192, scores = mix = 2·2·1·4·2 = 32, head = 80: matmul = 368,
+    attention = 64, total = 432, tokens = 1.
+
+    After trying: the package's version is `transformer/models/counting.py`, `forward_flops`.
+    """
+    raise NotImplementedError(
+        "forward_flops: start by writing n_q, n_k and t for the phase; then one layer's qkvo for one sequence, "
+        "checked on the example (96), before the other parts.")
 
 
 def kv_cache_bytes_per_token(config, dtype="float16") -> int:

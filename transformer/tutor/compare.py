@@ -318,8 +318,23 @@ def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,
 
     expected: an array, a number, a list of strings (a tokenizer's pieces), or a tuple of them (then `names` and
     per-item `dims` name each part, and the message starts with the name of the first wrong one: "m_new: first wrong
-    entry …"). dtype_rule: what the function's dtype should follow, said after a wrong dtype ('' for nothing).
+    entry …"), or a dict of them (its keys name the parts); None where the function must return None.
+    dtype_rule: what the function's dtype should follow, said after a wrong dtype ('' for nothing).
     """
+    if isinstance(expected, dict):  # named counts (forward_flops): the keys first, then each value under its key
+        if not isinstance(got, dict):
+            return Problem(f"should return a dict with the keys {', '.join(map(repr, expected))}, got "
+                           f"{_kind_of(got)}", "type")
+        missing = [k for k in expected if k not in got]
+        if missing:
+            return Problem(f"the dict has no {', '.join(map(repr, missing))}: it should hold "
+                           f"{', '.join(map(repr, expected))}", "count")
+        for key, e in expected.items():
+            t = tol or tolerance_for(getattr(e, "dtype", np.float64))
+            problem = _compare_one(got[key], e, None, t, repr(key), dtype_rule, named=True)
+            if problem:
+                return problem
+        return None
     if isinstance(expected, tuple):
         names = names or tuple(f"item {i}" for i in range(len(expected)))
         dims = dims or (None,) * len(expected)

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_decoders as D,
-               specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_linear as N, specs_loss as E,
-               specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S, specs_tokenizers as P)
+from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_counting as Q,
+               specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_linear as N,
+               specs_loss as E, specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S,
+               specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -56,7 +57,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, B.SWIGLU],
     "11": [S.FILTER_LOGITS],
     "12": [M.MEAN_POOL, M.L2_NORMALIZE],
-    "13": [M.COUNT_PARAMETERS, M.KV_BYTES_PER_TOKEN],
+    "13": [M.COUNT_PARAMETERS, Q.FORWARD_FLOPS, M.KV_BYTES_PER_TOKEN],
     "14": [C.PAGED_WRITE, M.PAGED_ATTENTION],
     "15": [D.DECODER_LAYER],
     "16": [D.PACK_DOCUMENTS, D.DOCUMENT_MASK, F.KEY_TILES],
