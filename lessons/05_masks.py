@@ -247,9 +247,9 @@ P.save(fig, P.figure_path("05_cost_vs_n.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/05_masks.py` holds `causal_mask`, `padding_mask`,
-# `sliding_window_mask`, `strided_mask` and `fixed_mask` as stubs with this lesson's formulas; fill them in, then run
-# `python -m transformer check 05`: it runs the package's own test cases on your code and says what
-# is still wrong.
+# `sliding_window_mask`, `strided_mask`, `fixed_mask` and `global_mask` as stubs with this lesson's
+# formulas; fill them in, then run `python -m transformer check 05`: it runs the package's own test
+# cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 05` does the same.

@@ -297,9 +297,10 @@ P.save(fig, P.figure_path("10_residual_stream.png"))
 # LLM (lesson 11).
 
 # %% [markdown]
-# **Write it yourself.** `workbook/10_block.py` holds `layer_norm`, `rms_norm`, `gelu` and `swiglu_ffn`
-# as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 10`: it
-# runs the package's own test cases on your code and says what is still wrong.
+# **Write it yourself.** `workbook/10_block.py` holds `layer_norm`, `rms_norm`, `gelu`, `ffn`, `swiglu_ffn`
+# and `residual` (pre-norm and post-norm) as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 10`: it runs the package's own test cases on your code and says what is
+# still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 10` does the same.

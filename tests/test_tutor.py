@@ -1529,7 +1529,54 @@ FLOPS_ATTEMPT = """
 FLOPS_SLIP = {"d_h": "c.d_h", "n_k": "n_tokens + 1", "n_p": "n_q", "two": "2", "kv": "c.h_kv", "ffn": "3",
               "pairs": "n_q * n_k", "t": 'n_q if phase == "prefill" and logits == "all" else 1',
               "head": "2 * t * c.d * c.v", "b": "batch", "tokens": "batch * n_q"}
+GLOBAL_ATTEMPT = """
+    from transformer import namespace
+    def global_mask(n, global_tokens, *, xp=None):
+        xp = namespace(xp)
+        {g}
+        return {mask}
+"""
+GLOBAL_SLIP = {"g": "g = xp.zeros(n, dtype=bool); g[list(global_tokens)] = True", "mask": "g[:, None] | g[None, :]"}
+FFN_ATTEMPT = """
+    from transformer import relu
+    def ffn(x, W1, W2, b1=None, b2=None, activation=relu):
+        h = x @ {first}
+        {b1}
+        y = {g}(h) @ {second}
+        {end}
+        return y + b2 if b2 is not None else y
+"""
+FFN_SLIP = {"first": "W1", "second": "W2", "b1": "h = h + b1 if b1 is not None else h", "g": "activation", "end": ""}
+RESIDUAL_ATTEMPT = """
+    def residual(x, sublayer, norm, *, pre_norm=True):
+        if {which}:
+            return {pre}
+        return {post}
+"""
+RESIDUAL_SLIP = {"which": "pre_norm", "pre": "x + sublayer(norm(x))", "post": "norm(x + sublayer(x))"}
 FIRST_ATTEMPTS = [
+    *(("10", "ffn", FFN_ATTEMPT.format(**{**FFN_SLIP, **slip}), hint)
+      for slip, hint in [({"b1": "pass", "end": "y = (activation(h) + (b1 if b1 is not None else 0)) @ W2"},
+                          "b₁ goes inside the activation"),
+                         ({"end": "y = activation(y)"}, "with no g at the end"),
+                         ({"g": "relu"}, "use the activation given"),
+                         ({"first": "W2", "second": "W1"}, "W₁ (d, d_ff) comes first"),
+                         ({"b1": "pass"}, "add b₁ when it is given"),
+                         ({"end": "b2 = None"}, "add b₂ when it is given")]),
+    *(("10", "residual", RESIDUAL_ATTEMPT.format(**{**RESIDUAL_SLIP, **slip}), hint)
+      for slip, hint in [({"pre": "norm(x) + sublayer(norm(x))"}, "pre-norm leaves the residual stream as it is"),
+                         ({"which": "not pre_norm"}, "the two are swapped"),
+                         ({"post": "x + norm(sublayer(x))"}, "post-norm normalises the SUM"),
+                         ({"pre": "sublayer(norm(x))", "post": "norm(sublayer(x))"}, "the residual adds x back"),
+                         ({"which": "True"}, "use pre_norm"),
+                         ({"pre": "x + sublayer(x)"}, "the norm is missing")]),
+    *(("05", "global_mask", GLOBAL_ATTEMPT.format(**{**GLOBAL_SLIP, **slip}), hint)
+      for slip, hint in [({"mask": "xp.broadcast_to(g[:, None], (n, n))"}, "is also SEEN by every query"),
+                         ({"mask": "xp.broadcast_to(g[None, :], (n, n))"}, "also SEES every key"),
+                         ({"mask": "g[:, None] & g[None, :]"}, "OR, not AND"),
+                         ({"mask": "g[:, None] | g[None, :] | xp.eye(n, dtype=bool)"}, "not itself"),
+                         ({"g": "g = xp.stack([xp.arange(n) == t for t in global_tokens]).any(axis=0)"},
+                          "with no global token nothing is seen")]),
     *(("13", "forward_flops", FLOPS_ATTEMPT.format(**{**FLOPS_SLIP, **slip}), hint)
       for slip, hint in [({"two": "1", "head": "t * c.d * c.v"}, "a multiply AND an add"),
                          ({"kv": "c.h"}, "only the h_kv key/value heads are projected"),
@@ -1809,7 +1856,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
-                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)),
+                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
                    + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
 

@@ -35,12 +35,12 @@ STUBS = {
     "02_positions.py": ["sinusoidal_positions", "rope_angles", "apply_rope_half", "apply_rope_interleaved"],
     "03_attention.py": ["softmax", "scaled_dot_product_attention", "additive_scores"],
     "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
-    "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask"],
+    "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask", "global_mask"],
     "06_kv_cache.py": ["KVCache.update"],
     "07_gqa.py": ["repeat_kv"],
     "08_online_softmax.py": ["merge_softmax_stats", "online_softmax_stats", "online_attention_update"],
     "09_flash_tiling.py": ["flash_attention", "flash_attention_backward"],
-    "10_block.py": ["layer_norm", "rms_norm", "gelu", "swiglu_ffn"],
+    "10_block.py": ["layer_norm", "rms_norm", "gelu", "ffn", "swiglu_ffn", "residual"],
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "forward_flops", "kv_cache_bytes_per_token"],
@@ -168,6 +168,9 @@ def valid_call(name: str, target):
         "apply_rope_half_backward": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
+        "global_mask": lambda f: f(6, [0, 3]),
+        "ffn": lambda f: f(r(2, 3, 4), r(4, 6), r(6, 4), r(6), r(4), activation=T.gelu),
+        "residual": lambda f: f(r(2, 3, 4), lambda t: 2 * t, lambda t: T.rms_norm(t, np.ones(4)), pre_norm=False),
         "forward_flops": lambda f: f(T.load_config("smollm2-135m"), 16, batch=2, phase="decode"),
         "linear_backward": lambda f: f(r(2, 3, 5), r(2, 3, 4), r(4, 5), True),
         "merge_heads_backward": lambda f: f(r(2, 3, 8), 2),
@@ -365,6 +368,8 @@ EXAMPLES = [
      [T_, F_, T_, T_, T_]),
     ("05_masks.py", "fixed_mask", "fixed_mask(6, 3) row 4 = [F, F, T, T, T, F]", lambda: T.fixed_mask(6, 3)[4],
      [F_, F_, T_, T_, T_, F_]),
+    ("05_masks.py", "global_mask", "global_mask(4, [1]) = [[F, T, F, F], [T, T, T, T], [F, T, F, F], [F, T, F, F]]",
+     lambda: T.global_mask(4, [1]), [[F_, T_, F_, F_], [T_, T_, T_, T_], [F_, T_, F_, F_], [F_, T_, F_, F_]]),
     ("05_masks.py", "padding_mask", "padding_mask([2, 3]) = [[[[T, T, F]]], [[[T, T, T]]]]",
      lambda: T.padding_mask(np.array([2, 3])), [[[[T_, T_, F_]]], [[[T_, T_, T_]]]]),
     ("03_attention.py", "scaled_dot_product_attention", "out[0, 0] ≈ [[0.67, 0.33], [0.33, 0.67]]",
@@ -400,6 +405,12 @@ EXAMPLES = [
      [-1.2247, 0, 1.2247]),
     ("10_block.py", "rms_norm", "≈ [0.8485, 1.1314]", lambda: T.rms_norm(np.array([3.0, 4.0]), np.ones(2)),
      [0.8485, 1.1314]),
+    ("10_block.py", "ffn", "g(x W₁ + b₁) = [[0], [2.5]], so FFN(x) = [[1], [8.5]]",
+     lambda: T.ffn(np.array([[-1.0], [2.0]]), np.array([[1.0]]), np.array([[3.0]]), np.array([0.5]), np.array([1.0])),
+     [[1], [8.5]]),
+    ("10_block.py", "residual", "[[2 + 3·1]] = [[5]] with pre_norm=True, and [[(2 + 6) / 2]] = [[4]] with pre_norm=False",
+     lambda: [T.residual(np.array([[2.0]]), lambda t: 3 * t, lambda t: t / 2, pre_norm=p)[0, 0] for p in (True, False)],
+     [5, 4]),
     ("12_real_encoder.py", "mean_pool", "e_0 = [2, 3]",
      lambda: T.mean_pool(np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]]), np.array([2]))[0], [2, 3]),
     ("12_real_encoder.py", "l2_normalize", "out = [0.6, 0.8]", lambda: T.l2_normalize(np.array([3.0, 4.0])),
@@ -469,3 +480,18 @@ def test_a_stubs_worked_example_is_what_the_package_gives(file, name, text, run,
         assert np.asarray(got).tolist() == expected
         return
     np.testing.assert_allclose(np.asarray(got, float), np.asarray(expected, float), atol=6e-4)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_the_lesson_and_the_workbook_readme_name_every_stub(path):
+    """Where a learner looks for what to write: the lesson's "Write it yourself" paragraph and the workbook's
+    README table name every stub of the file (a method by its own name: `write`, or PagedKVCache.write)."""
+    lesson = (ROOT / "lessons" / path.name).read_text(encoding="utf-8")
+    paragraph = lesson[lesson.index("**Write it yourself"):]
+    paragraph = paragraph[:paragraph.index("\n#\n")] if "\n#\n" in paragraph else paragraph
+    row = next(line for line in (WORKBOOK / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith(f"| `{path.name}`"))
+    for name in STUBS[path.name]:
+        short = name.split(".")[-1]
+        assert f"`{name}`" in paragraph or f"`{short}`" in paragraph, f"lessons/{path.name} does not name {name}"
+        assert f"`{name}`" in row or f"`{short}`" in row, f"workbook/README.md's row for {path.name} lacks {name}"

@@ -107,3 +107,23 @@ def fixed_mask(n: int, block: int, c: int = 1, *, xp=None):  # -> [n, n]
     raise NotImplementedError(
         "fixed_mask: start from a column of query positions i (n, 1) and a row of key positions j (1, n); "
         "write the three conditions as three boolean arrays and combine them. Check row 4 of the example.")
+
+
+def global_mask(n: int, global_tokens, *, xp=None):  # -> [n, n]
+    """Global tokens (Longformer, BigBird): a few listed positions, such as [CLS] at 0, see every
+    key and are seen by every query.
+
+        g[p] = True  iff  p is in global_tokens          a vector of n booleans
+        mask[i, j] = g[i] OR g[j]                        the query or the key is global
+
+    global_tokens: a list or an array of positions in [0, n), in any order, maybe repeated.
+    Returns (n, n) booleans, made with `xp` (None: NumPy). An ordinary token sees only the global
+    ones here (not even itself): BigBird ORs this with a window and random keys. With no global
+    token the mask is all False. Example: global_mask(4, [1]) = [[F, T, F, F], [T, T, T, T],
+    [F, T, F, F], [F, T, F, F]]: row 1 and column 1, 2n − 1 = 7 pairs.
+
+    After trying: the package's version is `transformer/core/masks.py`, `global_mask`.
+    """
+    raise NotImplementedError(
+        "global_mask: start with g, a vector of n Falses made with xp, set True at the global positions; "
+        "then make the (n, n) mask from a column g[:, None] and a row g[None, :]. Check the example.")

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from transformer import erf  # erf(x) of an array (NumPy has none; math.erf takes one number)
+from transformer import relu  # ReLU(x) = max(x, 0): ffn's default activation
 
 
 def layer_norm(x, gamma, beta=None, eps: float = 1e-5):  # [..., d], [d], [d] -> [..., d]
@@ -65,6 +66,25 @@ def gelu(x, approximate: str = "none"):  # [...] -> [...]
         "GELU(1) = 0.8413; then the tanh form, when approximate == 'tanh'.")
 
 
+def ffn(x, W1, W2, b1=None, b2=None, activation=relu):  # [..., d], [d, d_ff], [d_ff, d] -> [..., d]
+    """The position-wise feed-forward network of the original Transformer and BERT: widen each
+    position to d_ff, apply g, and bring it back to d (the same weights at every position).
+
+        FFN(x) = g(x W₁ + b₁) W₂ + b₂
+
+    x (..., d); W1 (d, d_ff); W2 (d_ff, d); b1 (d_ff,) and b2 (d,) the biases, each None where the
+    layer has none; activation the function g (ReLU by default; GELU for BERT and GPT-2)  ->  (..., d).
+    Example, d = d_ff = 1: x = [[−1], [2]], W1 = [[1]], W2 = [[3]], b1 = [0.5], b2 = [1], ReLU:
+    g(x W₁ + b₁) = [[0], [2.5]], so FFN(x) = [[1], [8.5]]. (The package also takes the activation
+    by its name, "gelu"; here it is always a function.)
+
+    After trying: the package's version is `transformer/core/layers.py`, `ffn`.
+    """
+    raise NotImplementedError(
+        "ffn: start with h = x @ W1 and check its shape (..., d_ff); then add b1 if there is one, apply the "
+        "activation, and go back to d with W2.")
+
+
 def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     """SwiGLU feed-forward network (Llama): a gated SiLU between two projections.
 
@@ -78,3 +98,21 @@ def swiglu_ffn(x, W_gate, W_up, W_down):  # [..., d] -> [..., d]
     raise NotImplementedError(
         "swiglu_ffn: start with the two (..., d_ff) projections x @ W_gate and x @ W_up and print their "
         "shapes; SiLU goes on one of them only, the gate.")
+
+
+def residual(x, sublayer, norm, *, pre_norm: bool = True):  # [..., d] -> [..., d]
+    """One residual sub-block: a sublayer (attention or the FFN) with a norm and the skip path.
+
+        pre_norm=True:   x + sublayer(norm(x))    GPT-2, Llama: the residual stream is never normalised
+        pre_norm=False:  norm(x + sublayer(x))    the original Transformer, BERT: the sum is normalised
+
+    x (..., d); sublayer and norm are functions (..., d) -> (..., d) that hold their own weights
+    (norm = lambda t: layer_norm(t, gamma, beta))  ->  (..., d).
+    Example, with norm(t) = t / 2 and sublayer(t) = 3t: x = [[2]] gives [[2 + 3·1]] = [[5]] with
+    pre_norm=True, and [[(2 + 6) / 2]] = [[4]] with pre_norm=False.
+
+    After trying: the package's version is `transformer/core/layers.py`, `residual`.
+    """
+    raise NotImplementedError(
+        "residual: write the two formulas of the docstring as two lines, one for each value of pre_norm, and "
+        "check both on the example.")

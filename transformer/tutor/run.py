@@ -32,7 +32,7 @@ import numpy as np
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_counting as Q,
                specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_layers as L, specs_linear as N,
                specs_loss as E, specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S,
-               specs_tokenizers as P)
+               specs_sublayers as U, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -49,12 +49,12 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "02": [L.SINUSOIDAL, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
     "03": [A.SOFTMAX, A.SDPA, A.ADDITIVE_SCORES],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
-    "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK],
+    "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK, K.GLOBAL_MASK],
     "06": [C.KV_CACHE_UPDATE],
     "07": [A.REPEAT_KV],
     "08": [F.MERGE_STATS, O.ONLINE_STATS, F.ONLINE_UPDATE],
     "09": [F.FLASH, H.FLASH_BACKWARD],
-    "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, B.SWIGLU],
+    "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, U.FFN, B.SWIGLU, U.RESIDUAL],
     "11": [S.FILTER_LOGITS],
     "12": [M.MEAN_POOL, M.L2_NORMALIZE],
     "13": [M.COUNT_PARAMETERS, Q.FORWARD_FLOPS, M.KV_BYTES_PER_TOKEN],

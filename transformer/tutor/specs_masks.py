@@ -1,12 +1,13 @@
-"""The checker's cases for lesson 05's sparse patterns of the Sparse Transformer: strided_mask and fixed_mask."""
+"""The checker's cases for lesson 05's sparse patterns: the Sparse Transformer's strided_mask and fixed_mask, and the
+global tokens of Longformer and BigBird (global_mask)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.masks import fixed_mask, strided_mask
+from ..core.masks import fixed_mask, global_mask, strided_mask
 from .cases import Case, Mistake, NotingNamespace, Spec
 
-__all__ = ["STRIDED_MASK", "FIXED_MASK"]
+__all__ = ["STRIDED_MASK", "FIXED_MASK", "GLOBAL_MASK"]
 
 DIMS = ("n", "n")  # queries, keys: the same n tokens
 
@@ -85,3 +86,37 @@ FIXED_MASK = Spec(
                       tag="c"),
               Mistake("the summary part is missing: every earlier block's last c cells are seen too",
                       variant=_fixed(_SAME, lambda j, b, c: np.zeros_like(j, dtype=bool)))])
+
+
+# --- global tokens: they see every key, and every query sees them -----------------------------------------------
+def global_cases():
+    return [Case("n=6, global_tokens=[0]", (6, [0])), Case("n=8, global_tokens=[0, 5]", (8, [0, 5])),
+            Case("n=7, global_tokens=np.array([4, 1]) (an array, not sorted)", (7, np.array([4, 1]))),
+            Case("n=5, global_tokens=[2, 2]: a position listed twice", (5, [2, 2])),
+            Case("n=4, global_tokens=[]: no global token, nothing seen", (4, []), tags=frozenset({"empty"})),
+            Case("n=6, global_tokens=[3], xp= a namespace to build it with", (6, [3]), {"xp": NotingNamespace()},
+                 frozenset({"xp"}))]
+
+
+def _global(combine):
+    """global_mask with a slip: combine(g_row [n, 1], g_col [1, n], n) from g, True at the global positions."""
+    def mask(n, global_tokens, *, xp=None):
+        g = np.zeros(n, dtype=bool)
+        g[np.asarray(global_tokens, dtype=int)] = True
+        return combine(g[:, None], g[None, :], n)
+    return mask
+
+
+GLOBAL_MASK = Spec(
+    "global_mask", global_mask, global_cases, "transformer/core/masks.py", dims=DIMS,
+    mistakes=[Mistake("a global token is also SEEN by every query: its column is all True as well as its row — "
+                      "g[:, None] | g[None, :]", variant=_global(lambda row, col, n: np.broadcast_to(row, (n, n)))),
+              Mistake("a global token also SEES every key: its row is all True as well as its column — "
+                      "g[:, None] | g[None, :]", variant=_global(lambda row, col, n: np.broadcast_to(col, (n, n)))),
+              Mistake("OR, not AND: a pair is kept when the query OR the key is global (row | column); & keeps only "
+                      "the pairs of two global tokens", variant=_global(lambda row, col, n: row & col)),
+              Mistake("this pattern is the global part alone: an ordinary token sees only the global ones, not itself "
+                      "(BigBird ORs it with a window, which holds the diagonal)",
+                      variant=_global(lambda row, col, n: row | col | np.eye(n, dtype=bool))),
+              Mistake("with no global token nothing is seen: an (n, n) mask of False — build it from a boolean vector "
+                      "of n Falses, set True at the listed positions", tag="empty")])
