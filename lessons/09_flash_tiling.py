@@ -490,7 +490,8 @@ else:
 
 # %% [markdown]
 # **Write it yourself.** `workbook/09_flash_tiling.py` holds `flash_attention` (the FlashAttention-2
-# loop) and `flash_attention_backward` (section 7's backward by recomputation) as stubs with this
+# loop), `visible_key_tiles`, `standard_attention_io` and `flash2_io` (section 5's counts of slow-memory
+# traffic) and `flash_attention_backward` (section 7's backward by recomputation) as stubs with this
 # lesson's formulas; fill them in, then run `python -m transformer check 09`: it runs the package's
 # own test cases on your code, measures the memory of a long case (a loop that holds the whole
 # n × n matrix fails it) and says what is still wrong.

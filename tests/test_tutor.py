@@ -1554,7 +1554,57 @@ RESIDUAL_ATTEMPT = """
         return {post}
 """
 RESIDUAL_SLIP = {"which": "pre_norm", "pre": "x + sublayer(norm(x))", "post": "norm(x + sublayer(x))"}
+IO_ATTEMPT = """
+    import transformer as package
+    def visible_key_tiles(n_q, n_k, block_q, block_k, causal):
+        Tr, Tc = -(-n_q // block_q), {Tc}
+        if not causal:
+            return [Tc] * Tr
+        out = []
+        for i in range(Tr):
+            p = {last} + {offset}
+            out.append({count})
+        return out
+
+    def standard_attention_io(n_q, n_k, d_h, heads=1):
+        loads = {loads}
+        stores = {stores}
+        return {{"loads": {h} * loads, "stores": {h} * stores, "total": {h} * (loads + stores)}}
+
+    def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1):
+        tiles = {tiles}(n_q, n_k, block_q, block_k, {causal})
+        keys = sum({keys} for t in tiles)
+        loads = {q} + {kv} * d_h * keys
+        stores = n_q * {o}
+        return {{"loads": heads * loads, "stores": heads * stores, "total": heads * (loads + stores)}}
+"""
+# a slip in visible_key_tiles planted alone: flash2_io counts with the package's tiles, so that it still passes
+TILES_GIVEN = {"visible_key_tiles": {"tiles": "package.visible_key_tiles"}, "standard_attention_io": {}, "flash2_io": {}}
+IO_SLIP = {"Tc": "-(-n_k // block_k)", "last": "min(n_q, (i + 1) * block_q) - 1", "offset": "n_k - n_q",
+           "count": "0 if p < 0 else min(Tc, p // block_k + 1)",
+           "loads": "n_q * d_h + 2 * n_k * d_h + 2 * n_q * n_k", "stores": "2 * n_q * n_k + n_q * d_h", "h": "heads",
+           "causal": "causal", "tiles": "visible_key_tiles", "keys": "min(n_k, t * block_k)", "q": "n_q * d_h", "kv": "2",
+           "o": "(d_h + 1)"}
 FIRST_ATTEMPTS = [
+    *(("09", name, IO_ATTEMPT.format(**{**IO_SLIP, **slip, **TILES_GIVEN[name]}), hint)
+      for name, slip, hint in [
+        ("visible_key_tiles", {"offset": "0"}, "the queries are the LAST n_q"),
+        ("visible_key_tiles", {"last": "i * block_q"}, "not its first"),
+        ("visible_key_tiles", {"count": "0 if p < 0 else min(Tc, -(-p // block_k))"}, "falls one short"),
+        ("visible_key_tiles", {"Tc": "n_k // block_k"}, "is still a tile"),
+        ("visible_key_tiles", {"count": "min(Tc, p // block_k + 1)"}, "computes no tile"),
+        ("standard_attention_io", {"loads": "n_q * d_h + 2 * n_k * d_h + n_q * n_k"}, "the softmax reads S back"),
+        ("standard_attention_io", {"stores": "n_q * n_k + n_q * d_h"}, "writes S AND P"),
+        ("standard_attention_io", {"loads": "3 * n_q * d_h + 2 * n_q * n_k"}, "K and V have n_k rows each"),
+        ("standard_attention_io", {"h": "1"}, "multiply by heads"),
+        ("standard_attention_io", {"loads": "2 * n_q * n_k + n_q * d_h",
+                                   "stores": "n_q * d_h + 2 * n_k * d_h + 2 * n_q * n_k"}, "the two are swapped"),
+        ("flash2_io", {"keys": "t * block_k"}, "streams only the keys it holds"),
+        ("flash2_io", {"kv": "1"}, "K AND V"),
+        ("flash2_io", {"o": "d_h"}, "its log-sum-exp L"),
+        ("flash2_io", {"q": "sum(min(block_q, n_q - i * block_q) * t for i, t in enumerate(tiles)) * d_h"},
+         "Q_i is loaded once"),
+        ("flash2_io", {"causal": "False"}, "only the key tiles it sees")]),
     *(("10", "ffn", FFN_ATTEMPT.format(**{**FFN_SLIP, **slip}), hint)
       for slip, hint in [({"b1": "pass", "end": "y = (activation(h) + (b1 if b1 is not None else 0)) @ W2"},
                           "b₁ goes inside the activation"),
@@ -1857,6 +1907,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
                   ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("09", IO_ATTEMPT.format(**IO_SLIP)),
                   ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
                    + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
@@ -2373,14 +2424,11 @@ def test_the_check_example_in_docs_cli_is_what_the_checker_prints(tmp_path):
 def test_each_case_is_reported_as_it_starts_and_the_memory_count_apart(tmp_path):
     """progress gets case i of n before it runs, and once more, counting, before the memory of each case that limits
     it: the cases of the spec with max_bytes, the two n = 1,024 flash cases and the backward's one."""
-    from transformer.tutor.specs_flash import FLASH
-    from transformer.tutor.specs_flash_backward import FLASH_BACKWARD
-
     calls = []
     report = check_file(write_workbook(tmp_path, "09"), "09", progress=lambda *call: calls.append(call))
     assert report.ok
     expected = []
-    for spec in (FLASH, FLASH_BACKWARD):
+    for spec in LESSON_SPECS["09"]:
         cases = spec.cases()
         for i, case in enumerate(cases, 1):
             expected.append((spec.name, i, len(cases), False))
@@ -2422,7 +2470,7 @@ def test_on_a_terminal_a_bar_shows_the_case_and_is_wiped_before_the_report(tmp_p
     lines = [line.rsplit("\r", 1)[-1] for line in out.split("\r\n")]  # what stays on screen: after the last \r
     assert "  flash_attention           passed (10 cases)" in lines, lines
     assert "  flash_attention_backward  passed (8 cases)" in lines, lines
-    assert lines[-2] == "every function written so far passes (2 passed, 0 not written)", lines
+    assert lines[-2] == f"every function written so far passes ({len(LESSON_SPECS['09'])} passed, 0 not written)", lines
 
 
 def test_a_merge_loop_that_glues_the_callers_list_is_told_to_copy_it(tmp_path):

@@ -49,6 +49,67 @@ def flash_attention(q, k, v, *, causal=False, block_q=None, block_k=None):
         "against scaled_dot_product_attention with tile sizes that do not divide n, then add causal.")
 
 
+def visible_key_tiles(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool) -> list[int]:
+    """For each query block, how many key tiles a kernel computes; the others are skipped whole.
+
+    The queries are the LAST n_q of the n_k positions: query row r sits at position r + (n_k − n_q).
+    Query block i holds rows i·block_q … min(n_q, (i + 1)·block_q) − 1; its last query sits at
+
+        p_i = min(n_q, (i + 1)·block_q) − 1 + (n_k − n_q)
+
+    and with causal=True it sees the key tiles j = 0 … ⌊p_i / block_k⌋: ⌊p_i / block_k⌋ + 1 of them
+    (at most Tc = ⌈n_k / block_k⌉; none when p_i < 0). Without the mask every block computes all Tc.
+    ->  a list of Tr = ⌈n_q / block_q⌉ ints. Example: visible_key_tiles(8, 8, 2, 2, True) = [1, 2, 3, 4]:
+    about half the (Tr, Tc) grid of tiles, as the causal mask hides about half of the (n_q, n_k) scores.
+
+    After trying: the package's version is `transformer/flash/io_count.py`, `visible_key_tiles`.
+    """
+    raise NotImplementedError(
+        "visible_key_tiles: start without the mask (every block computes all Tc); then, for causal=True, draw the "
+        "(Tr, Tc) grid of the example on paper and write p_i for each row of it.")
+
+
+def standard_attention_io(n_q: int, n_k: int, d_h: int, heads: int = 1) -> dict:
+    """The numbers standard attention moves between HBM and the chip (the FlashAttention paper's
+    Algorithm 0), in three passes, each reading what the one before wrote:
+
+        read Q (n_q, d_h), K (n_k, d_h)   ->  write S = Q Kᵀ          (n_q, n_k)
+        read S                             ->  write P = softmax(S)    (n_q, n_k)
+        read P, V (n_k, d_h)               ->  write O = P V           (n_q, d_h)
+
+    loads = everything read, stores = everything written, total = loads + stores, each for one
+    head times heads.  ->  a dict of ints with the keys loads, stores and total.
+    Example: n_q = 2, n_k = 3, d_h = 4: loads = 8 + 12 + 6 + 6 + 12 = 44 (Q, K, S, P, V), stores =
+    6 + 6 + 8 = 20 (S, P, O), total = 64.
+
+    After trying: the package's version is `transformer/flash/io_count.py`, `standard_attention_io`.
+    """
+    raise NotImplementedError(
+        "standard_attention_io: start by writing the three passes as a table: what each reads and writes, and how "
+        "many numbers that is; then add up each column.")
+
+
+def flash2_io(n_q, n_k, d_h, block_q, block_k, causal=False, heads=1) -> dict:
+    """The numbers FlashAttention-2's loop moves between HBM and the chip: S and P never leave it.
+
+        each query block Q_i (Br, d_h) is loaded once; O_i and L_i = m + log l are stored once
+                                                          n_q·d_h loads,  n_q·(d_h + 1) stores
+        query block i streams its t_i key tiles, K_j and V_j (Bc, d_h) each
+                                                          2·d_h·min(n_k, t_i·block_k) loads
+
+    t_i = visible_key_tiles(n_q, n_k, block_q, block_k, causal)[i] (above; all Tc without the mask);
+    min(n_k, …) because a last key tile shorter than block_k holds fewer keys. Each count is for one
+    head, times heads.  ->  a dict of ints with the keys loads, stores and total.
+    Example: n_q = n_k = 4, d_h = 2, blocks of 2, causal: t = [1, 2], 6 keys streamed, loads =
+    8 + 2·2·6 = 32, stores = 4·3 = 12, total = 44 (without the mask: loads 40, total 52).
+
+    After trying: the package's version is `transformer/flash/io_count.py`, `flash2_io`.
+    """
+    raise NotImplementedError(
+        "flash2_io: start with the non-causal count, every query block streaming all n_k keys; then take t_i from "
+        "your visible_key_tiles and check the example both ways.")
+
+
 def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=None):
     # [b, h, n_q, d_h] ×2, [b, h_kv, n_k, d_h] ×2, [b, h, n_q, d_h], [b, h, n_q] -> dq, dk, dv
     """The gradients of attention by recomputation: P is rebuilt one tile at a time from Q, K and
