@@ -339,9 +339,9 @@ P.save(fig, P.figure_path("13_kv_cache.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/13_counting.py` holds `count_parameters`, `forward_flops` (section 2's
-# FLOPs, prefill and decode, part by part) and `kv_cache_bytes_per_token` as stubs with this lesson's
-# formulas; fill them in, then run `python -m transformer check 13`: it runs the package's own test cases on
-# your code and says what is still wrong.
+# FLOPs, prefill and decode, part by part), `arithmetic_intensity` (section 3) and `kv_cache_bytes_per_token`
+# as stubs with this lesson's formulas; fill them in, then run `python -m transformer check 13`: it runs the
+# package's own test cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 13` does the same.

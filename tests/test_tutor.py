@@ -1585,7 +1585,31 @@ IO_SLIP = {"Tc": "-(-n_k // block_k)", "last": "min(n_q, (i + 1) * block_q) - 1"
            "loads": "n_q * d_h + 2 * n_k * d_h + 2 * n_q * n_k", "stores": "2 * n_q * n_k + n_q * d_h", "h": "heads",
            "causal": "causal", "tiles": "visible_key_tiles", "keys": "min(n_k, t * block_k)", "q": "n_q * d_h", "kv": "2",
            "o": "(d_h + 1)"}
+INTENSITY_ATTEMPT = """
+    from transformer import forward_flops
+    def arithmetic_intensity(config, n_tokens, *, batch=1, dtype="float16"):
+        c, size = config, {size}
+        W = c.L * (c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + c.h * c.d_h * c.d + 3 * c.d * c.d_ff) + {head}
+        row = 2 * c.L * c.h_kv * c.d_h * size
+        pre = forward_flops(c, n_tokens, batch=batch, logits={logits})["total"]
+        dec = forward_flops(c, n_tokens, batch=batch, phase="decode")["total"]
+        pre_bytes = W * size{per_token} + {kv} * batch * n_tokens * row
+        dec_bytes = W * size + {kv} * batch * ({cached}) * row
+        return {{"prefill": {{"flops": pre, "bytes": pre_bytes, "intensity": {ratio}}},
+                "decode": {{"flops": dec, "bytes": dec_bytes, "intensity": {dec_ratio}}}}}
+"""
+INTENSITY_SLIP = {"size": "np.dtype(dtype).itemsize", "head": "c.v * c.d", "logits": '"last"', "per_token": "",
+                  "kv": "1", "cached": "n_tokens + 1", "ratio": "pre / pre_bytes", "dec_ratio": "dec / dec_bytes"}
 FIRST_ATTEMPTS = [
+    *(("13", "arithmetic_intensity", INTENSITY_ATTEMPT.format(**{**INTENSITY_SLIP, **slip}), hint)
+      for slip, hint in [({"head": "0"}, "its v·d numbers are read too"),
+                         ({"head": "c.v * c.d * (1 if c.tied else 2)"}, "the embedding table is looked up"),
+                         ({"kv": "0"}, "the KV cache moves too"),
+                         ({"cached": "n_tokens"}, "writes its own K and V row"),
+                         ({"logits": '"all"'}, "logits='last'"),
+                         ({"per_token": " * batch * n_tokens"}, "each weight is read once a pass"),
+                         ({"size": "2"}, "bytes come from `dtype`"),
+                         ({"ratio": "pre_bytes / pre", "dec_ratio": "dec_bytes / dec"}, "not bytes per FLOP")]),
     *(("09", name, IO_ATTEMPT.format(**{**IO_SLIP, **slip, **TILES_GIVEN[name]}), hint)
       for name, slip, hint in [
         ("visible_key_tiles", {"offset": "0"}, "the queries are the LAST n_q"),
@@ -1906,7 +1930,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
-                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
                   ("09", IO_ATTEMPT.format(**IO_SLIP)),
                   ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)

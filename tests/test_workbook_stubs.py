@@ -44,7 +44,7 @@ STUBS = {
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "ffn", "swiglu_ffn", "residual"],
     "11_real_llm.py": ["filter_logits"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
-    "13_counting.py": ["count_parameters", "forward_flops", "kv_cache_bytes_per_token"],
+    "13_counting.py": ["count_parameters", "forward_flops", "arithmetic_intensity", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
     "15_cross_attention.py": ["seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
@@ -175,6 +175,7 @@ def valid_call(name: str, target):
         "flash2_io": lambda f: f(8, 8, 4, 2, 4, causal=True, heads=2),
         "ffn": lambda f: f(r(2, 3, 4), r(4, 6), r(6, 4), r(6), r(4), activation=T.gelu),
         "residual": lambda f: f(r(2, 3, 4), lambda t: 2 * t, lambda t: T.rms_norm(t, np.ones(4)), pre_norm=False),
+        "arithmetic_intensity": lambda f: f(T.load_config("llama-3-8b"), 64, batch=4, dtype="float32"),
         "forward_flops": lambda f: f(T.load_config("smollm2-135m"), 16, batch=2, phase="decode"),
         "linear_backward": lambda f: f(r(2, 3, 5), r(2, 3, 4), r(4, 5), True),
         "merge_heads_backward": lambda f: f(r(2, 3, 8), 2),
@@ -419,7 +420,8 @@ EXAMPLES = [
     ("10_block.py", "ffn", "g(x W₁ + b₁) = [[0], [2.5]], so FFN(x) = [[1], [8.5]]",
      lambda: T.ffn(np.array([[-1.0], [2.0]]), np.array([[1.0]]), np.array([[3.0]]), np.array([0.5]), np.array([1.0])),
      [[1], [8.5]]),
-    ("10_block.py", "residual", "[[2 + 3·1]] = [[5]] with pre_norm=True, and [[(2 + 6) / 2]] = [[4]] with pre_norm=False",
+    ("10_block.py", "residual",
+     "[[2 + 3·1]] = [[5]] with pre_norm=True, and [[(2 + 6) / 2]] = [[4]] with pre_norm=False",
      lambda: [T.residual(np.array([[2.0]]), lambda t: 3 * t, lambda t: t / 2, pre_norm=p)[0, 0] for p in (True, False)],
      [5, 4]),
     ("12_real_encoder.py", "mean_pool", "e_0 = [2, 3]",
@@ -433,6 +435,13 @@ EXAMPLES = [
                                         "tokens")])(T.forward_flops(T.ModelConfig(
                                             "toy", "decoder", L=1, d=4, h=2, h_kv=1, d_h=2, d_ff=8, v=10, n_ctx=16),
                                             3, phase="decode")), [96, 192, 32, 32, 80, 368, 64, 432, 1]),
+    ("13_counting.py", "arithmetic_intensity", "prefill: 1,088 FLOPs / (368 + 3·8) bytes = 2.78, decode: 432 FLOPs / "
+     "(368 + 4·8) bytes = 1.08. Llama-3-8B at 1,024 tokens: 980 and 1.03",
+     lambda: [a[p][k] for a in (T.arithmetic_intensity(T.ModelConfig(
+         "toy", "decoder", L=1, d=4, h=2, h_kv=1, d_h=2, d_ff=8, v=10, n_ctx=16), 3),) for p in ("prefill", "decode")
+              for k in ("flops", "bytes", "intensity")]
+     + [T.arithmetic_intensity("llama-3-8b", 1024)[p]["intensity"] for p in ("prefill", "decode")],
+     [1088, 392, 2.7755, 432, 400, 1.08, 980.2505, 1.0266]),
     ("13_counting.py", "kv_cache_bytes_per_token", "= 131,072 bytes",
      lambda: T.kv_cache_bytes_per_token(T.load_config("llama-3-8b"), "float16"), 131_072),
     ("18_training_step.py", "cross_entropy", "L = −log ½ = 0.6931",

@@ -5,7 +5,7 @@ with the virtual environment active:
 
     python -m transformer check 13
 
-The three functions read a Llama-style decoder's config (RMSNorm, SwiGLU, RoPE, no biases): the legend's
+The functions read a Llama-style decoder's config (RMSNorm, SwiGLU, RoPE, no biases): the legend's
 sizes as attributes, config.L layers, config.d width, config.h query heads and config.h_kv
 key/value heads of config.d_h numbers each, config.d_ff the FFN's width, config.v the vocabulary,
 and config.tied (the LM head reuses the embedding table). The checker passes such a config;
@@ -68,6 +68,32 @@ def forward_flops(config, n_tokens: int, *, batch: int = 1, phase: str = "prefil
     raise NotImplementedError(
         "forward_flops: start by writing n_q, n_k and t for the phase; then one layer's qkvo for one sequence, "
         "checked on the example (96), before the other parts.")
+
+
+def arithmetic_intensity(config, n_tokens: int, *, batch: int = 1, dtype="float16") -> dict:
+    """FLOPs per byte moved, for prefilling n_tokens and for one decode step at position n_tokens
+    (lesson 13, section 3): far below the GPU's ridge point, the step waits on memory.
+
+        FLOPs:  forward_flops (above) of the pass: prefill with logits="last", or a decode step
+        bytes:  every weight matrix read once a pass, whatever batch and n_tokens are,
+                    W = L·(d·h·d_h + 2·d·h_kv·d_h + h·d_h·d + 3·d·d_ff) + v·d    numbers
+                (the LM head's v·d counts, tied or not; the embedding table is only looked up),
+                plus the KV cache's rows of 2·L·h_kv·d_h numbers (kv_cache_bytes_per_token, below):
+                    prefill writes batch·n_tokens of them; decode reads batch·n_tokens and writes batch
+                all in `dtype`, np.dtype(dtype).itemsize bytes a number
+        intensity = FLOPs / bytes
+
+    Activations are left out (small next to the weights at these shapes). W_q is (d, h·d_h), W_k and
+    W_v (d, h_kv·d_h).  ->  {"prefill": {"flops", "bytes", "intensity"}, "decode": {…}}, ints but intensity.
+    Example, L = 1, d = 4, h = 2, h_kv = 1, d_h = 2, d_ff = 8, v = 10, n_tokens = 3, float16: W = 144 + 40
+    = 184 numbers, 368 bytes; a KV row is 8 bytes; prefill: 1,088 FLOPs / (368 + 3·8) bytes = 2.78,
+    decode: 432 FLOPs / (368 + 4·8) bytes = 1.08. Llama-3-8B at 1,024 tokens: 980 and 1.03.
+
+    After trying: the package's version is `transformer/models/counting.py`, `arithmetic_intensity`.
+    """
+    raise NotImplementedError(
+        "arithmetic_intensity: start with the weights' bytes W (the same for both phases) and check 368 on the "
+        "example; then each phase's FLOPs from your forward_flops and its KV bytes.")
 
 
 def kv_cache_bytes_per_token(config, dtype="float16") -> int:

@@ -330,6 +330,11 @@ def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,
             return Problem(f"the dict has no {', '.join(map(repr, missing))}: it should hold "
                            f"{', '.join(map(repr, expected))}", "count")
         for key, e in expected.items():
+            if isinstance(e, dict):  # a dict of dicts (arithmetic_intensity's phases): its key leads the message
+                problem = compare(got[key], e, tol=tol, dtype_rule=dtype_rule)
+                if problem:
+                    return Problem(f"{key!r}: {problem}", problem.kind, problem.hint)
+                continue
             t = tol or tolerance_for(getattr(e, "dtype", np.float64))
             problem = _compare_one(got[key], e, None, t, repr(key), dtype_rule, named=True)
             if problem:

@@ -1,13 +1,16 @@
 """The checker's cases for lesson 13's FLOPs of a forward pass, counted from a Llama-style decoder's config:
-prefill (n tokens at once) and one decode step (one new token, n in the cache)."""
+prefill (n tokens at once) and one decode step (one new token, n in the cache); and the arithmetic intensity of
+each, FLOPs per byte moved."""
 from __future__ import annotations
 
 from ..models.configs import load_config
-from ..models.counting import forward_flops
+import numpy as np
+
+from ..models.counting import arithmetic_intensity, forward_flops
 from .cases import Case, Mistake, Spec
 from .specs_models import TINY, WIDE_HEADS
 
-__all__ = ["FORWARD_FLOPS"]
+__all__ = ["FORWARD_FLOPS", "ARITHMETIC_INTENSITY"]
 
 KEYS = ("qkvo", "ffn", "head", "scores", "mix", "matmul", "attention", "total", "tokens")
 
@@ -86,3 +89,69 @@ FORWARD_FLOPS = Spec(
               Mistake("the head size is config.d_h, which need not be d / h: W_q is d × h·d_h, each score a d_h-long "
                       "dot product", variant=_slip(d_h=lambda c: c.d // c.h)),
               Mistake("the head size is config.d_h, which need not be d / h", tag="d_h")])
+
+
+# --- arithmetic intensity: FLOPs per byte moved ------------------------------------------------------------------
+def intensity_cases():
+    def case(config, n, tags=(), **kw):
+        c = load_config(config)
+        said = ", ".join(f"{k}={v!r}" for k, v in kw.items())
+        return Case(f"{c.name} ({'tied' if c.tied else 'untied'} head), n_tokens={n}" + (f", {said}" if said else ""),
+                    (c, n), kw, frozenset({*tags, "tied" if c.tied else "untied",
+                                           *(["batch"] if kw.get("batch", 1) > 1 else [])}))
+    return [case("llama-3-8b", 1024), case("smollm2-135m", 512, batch=8),
+            case(TINY, 6, dtype="float32", tags={"dtype"}), case("phi-3-mini", 100, batch=2, dtype=np.float64,
+                                                                  tags={"dtype"})]
+
+
+def _weights(c, head=True, embedding=False):
+    """The numbers of the matrices a pass multiplies by: the layers' and the LM head's (v·d, tied or not)."""
+    layer = c.d * c.h * c.d_h + 2 * c.d * c.h_kv * c.d_h + c.h * c.d_h * c.d + 3 * c.d * c.d_ff
+    return c.L * layer + (c.v * c.d if head else 0) + (c.v * c.d if embedding and not c.tied else 0)
+
+
+def _intensity(head=True, embedding=False, kv=True, decode_writes=True, prefill_logits="last", per_token_weights=False,
+               itemsize=None, inverted=False):
+    """arithmetic_intensity with a slip: the head's weights left out, the embedding table counted as read, the KV
+    cache's bytes left out, decode's new K/V row not written, the head on every prefill token, the weights read once
+    per token, a fixed bytes-per-number, intensity as bytes / FLOPs."""
+    def ai(config, n_tokens, *, batch=1, dtype="float16"):
+        c, size = config, np.dtype(dtype).itemsize if itemsize is None else itemsize
+        kv_row = 2 * c.L * c.h_kv * c.d_h * size  # a token's K and V, every layer
+        w = _weights(c, head, embedding) * size
+        out = {}
+        for phase, tokens, kv_tokens in (("prefill", batch * n_tokens, n_tokens),
+                                         ("decode", batch, n_tokens + (1 if decode_writes else 0))):
+            kw = {"logits": prefill_logits} if phase == "prefill" else {}
+            flops = forward_flops(c, n_tokens, batch=batch, phase=phase, **kw)["total"]
+            nbytes = (w * tokens if per_token_weights else w) + (batch * kv_tokens * kv_row if kv else 0)
+            out[phase] = {"flops": flops, "bytes": nbytes, "intensity": nbytes / flops if inverted else flops / nbytes}
+        return out
+    return ai
+
+
+def _intensity_slip(**slip):
+    ai = _intensity(**slip)
+    return lambda config, n_tokens, **kw: ai(config, n_tokens, **kw)
+
+
+ARITHMETIC_INTENSITY = Spec(
+    "arithmetic_intensity", arithmetic_intensity, intensity_cases, "transformer/models/counting.py",
+    mistakes=[Mistake("the LM head is a matrix the pass multiplies by, so its v·d numbers are read too — tied or not",
+                      variant=_intensity_slip(head=False)),
+              Mistake("the embedding table is looked up, not multiplied: a pass reads only its tokens' rows, so only "
+                      "the head's v·d counts (once, tied or not)", variant=_intensity_slip(embedding=True)),
+              Mistake("the KV cache moves too: prefill writes n_tokens rows of K and V, a decode step reads the n "
+                      "cached and writes its own, batch · (n_tokens + 1) rows", variant=_intensity_slip(kv=False)),
+              Mistake("a decode step writes its own K and V row as well as reading the n_tokens cached: "
+                      "batch · (n_tokens + 1) rows of 2·L·h_kv·d_h numbers",
+                      variant=_intensity_slip(decode_writes=False)),
+              Mistake("prefill's FLOPs here are for the next token's logits only (logits='last'): a server prefills a "
+                      "prompt to start generating", variant=_intensity_slip(prefill_logits="all")),
+              Mistake("each weight is read once a pass, whatever b and n are: that is why prefill, which reuses it "
+                      "for b·n tokens, does far more FLOPs per byte than decode",
+                      variant=_intensity_slip(per_token_weights=True)),
+              Mistake("bytes come from `dtype`: np.dtype(dtype).itemsize a number (float16: 2, float32: 4, float64: 8)",
+                      variant=_intensity_slip(itemsize=2)),
+              Mistake("intensity is FLOPs per byte, flops / bytes (decode: about 1 in 16-bit), not bytes per FLOP",
+                      variant=_intensity_slip(inverted=True))])
