@@ -362,8 +362,9 @@ P.save(fig, P.figure_path("11_induction.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/11_real_llm.py` holds `filter_logits` (temperature, top-k, top-p)
-# as a stub with this lesson's formula; fill it in, then run `python -m transformer check 11`: it
-# runs the package's own test cases on your code and says what is still wrong.
+# and `sample_next` (greedy, or a draw by the inverse CDF) as stubs with this lesson's formulas; fill
+# them in, then run `python -m transformer check 11`: it runs the package's own test cases on your code
+# (each draw is given the uniform numbers it must use) and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 11` does the same.

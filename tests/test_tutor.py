@@ -1600,7 +1600,29 @@ INTENSITY_ATTEMPT = """
 """
 INTENSITY_SLIP = {"size": "np.dtype(dtype).itemsize", "head": "c.v * c.d", "logits": '"last"', "per_token": "",
                   "kv": "1", "cached": "n_tokens + 1", "ratio": "pre / pre_bytes", "dec_ratio": "dec / dec_bytes"}
+SAMPLE_ATTEMPT = """
+    from transformer import filter_logits, softmax
+    def sample_next(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+        if {greedy}:
+            return np.argmax(logits, axis=-1)
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        p = {probs}
+        c = np.cumsum(p, axis=-1)
+        u = {u}
+        return {pick}
+"""
+SAMPLE_SLIP = {"greedy": "temperature == 0", "probs": "softmax(filter_logits(logits, temperature, top_k, top_p))",
+               "u": "rng.random(size=(*c.shape[:-1], 1))", "pick": "np.sum(c <= u, axis=-1)"}
 FIRST_ATTEMPTS = [
+    *(("11", "sample_next", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, **slip}), hint)
+      for slip, hint in [({"greedy": "True"}, "the rng passed in"),
+                         ({"probs": "softmax(filter_logits(logits, 1.0, top_k, top_p))"}, "the temperature is left out"),
+                         ({"probs": "softmax(filter_logits(logits, temperature))"}, "top_k and top_p are left out"),
+                         ({"u": "rng.random()"}, "one u for each row"),
+                         ({"u": "rng.random(size=c.shape)"}, "once for each row and pick the first token"),
+                         ({"greedy": "False", "probs": "softmax(logits / temperature)",
+                           "u": "rng.random(size=(*c.shape[:-1], 1)) if temperature else 0.5"}, "temperature 0 is greedy"),
+                         ({"u": "np.random.default_rng(7).random(size=(*c.shape[:-1], 1))"}, "the rng passed in")]),
     *(("13", "arithmetic_intensity", INTENSITY_ATTEMPT.format(**{**INTENSITY_SLIP, **slip}), hint)
       for slip, hint in [({"head": "0"}, "its v·d numbers are read too"),
                          ({"head": "c.v * c.d * (1 if c.tied else 2)"}, "the embedding table is looked up"),
@@ -1931,6 +1953,10 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
                   ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("11", SAMPLE_ATTEMPT.format(**SAMPLE_SLIP)),
+                  ("11", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, "u": "None",
+                                                  "pick": "np.apply_along_axis(lambda q: rng.choice(len(q), p=q), "
+                                                          "-1, p)"})),
                   ("09", IO_ATTEMPT.format(**IO_SLIP)),
                   ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import transformer as T
+from transformer.tutor.specs_sampling import GivenUniforms  # an rng that hands out the uniform numbers it is given
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKBOOK = ROOT / "workbook"
@@ -42,7 +43,7 @@ STUBS = {
     "09_flash_tiling.py": ["flash_attention", "visible_key_tiles", "standard_attention_io", "flash2_io",
                            "flash_attention_backward"],
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "ffn", "swiglu_ffn", "residual"],
-    "11_real_llm.py": ["filter_logits"],
+    "11_real_llm.py": ["filter_logits", "sample_next"],
     "12_real_encoder.py": ["mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "forward_flops", "arithmetic_intensity", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
@@ -170,6 +171,7 @@ def valid_call(name: str, target):
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "global_mask": lambda f: f(6, [0, 3]),
+        "sample_next": lambda f: f(r(3, 7), 0.8, top_k=4, rng=1),
         "visible_key_tiles": lambda f: f(5, 9, 2, 4, True),
         "standard_attention_io": lambda f: f(4, 6, 8, 2),
         "flash2_io": lambda f: f(8, 8, 4, 2, 4, causal=True, heads=2),
@@ -424,6 +426,9 @@ EXAMPLES = [
      "[[2 + 3·1]] = [[5]] with pre_norm=True, and [[(2 + 6) / 2]] = [[4]] with pre_norm=False",
      lambda: [T.residual(np.array([[2.0]]), lambda t: 3 * t, lambda t: t / 2, pre_norm=p)[0, 0] for p in (True, False)],
      [5, 4]),
+    ("11_real_llm.py", "sample_next", "c = [0.1, 0.3, 0.6, 1.0], so token 3 (0.6 ≤ 0.65 < 1.0); u = 0.25 gives token 1",
+     lambda: [int(T.sample_next(np.log(np.array([0.1, 0.2, 0.3, 0.4])), 1.0, rng=GivenUniforms([u])))
+              for u in (0.65, 0.25)], [3, 1]),
     ("12_real_encoder.py", "mean_pool", "e_0 = [2, 3]",
      lambda: T.mean_pool(np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]]), np.array([2]))[0], [2, 3]),
     ("12_real_encoder.py", "l2_normalize", "out = [0.6, 0.8]", lambda: T.l2_normalize(np.array([3.0, 4.0])),

@@ -269,7 +269,9 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
         if isinstance(expected, numbers.Integral) and not isinstance(expected, (bool, np.bool_)):
             if g != int(expected):
                 return Problem(f"{what}: {_count_difference(g, int(expected))}")
-            if not isinstance(got, numbers.Integral):  # the right count as a float: 23040.0 from a / b
+            whole = isinstance(got, numbers.Integral) or (isinstance(got, np.ndarray) and got.ndim == 0
+                                                          and got.dtype.kind in "iu")  # a 0-d array of an int
+            if not whole:  # the right count as a float: 23040.0 from a / b
                 return Problem(f"{what} is the right count as a {type(got).__name__} ({got!r}): a count is a whole "
                                "number, an int — divide with // or convert with int(…)", "type")
             return None

@@ -1,13 +1,14 @@
-"""The checker's cases for lesson 11: temperature, top-k and top-p (filter_logits), and the slips of each step."""
+"""The checker's cases for lesson 11: temperature, top-k and top-p (filter_logits), and the slips of each step; and
+the draw itself (sample_next), given the uniform numbers it must use."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..core.attention import softmax
-from ..core.sampling import filter_logits
-from .cases import Case, Mistake, Spec
+from ..core.sampling import filter_logits, sample_next
+from .cases import Case, Mistake, Spec, fresh
 
-__all__ = ["FILTER_LOGITS"]
+__all__ = ["FILTER_LOGITS", "SAMPLE_NEXT", "GivenUniforms"]
 
 
 def _rng(seed):
@@ -177,3 +178,103 @@ FILTER_LOGITS = Spec(
               Mistake("top_k keeps the k largest logits (ties at the k-th all kept); the others become −inf",
                       tag="top_k"),
               Mistake("the removed logits must be −inf (probability exactly 0 after softmax), not 0", tag="top_p")])
+
+
+# --- lesson 11: the draw -----------------------------------------------------------------------------------------
+class GivenUniforms(np.random.Generator):
+    """A NumPy Generator whose uniform numbers are the case's, in order: rng.random(…) and rng.uniform(…) hand them
+    out (any size, any dtype), and so does rng.choice(v, p=p), which draws through rng.random. The learner's draw and
+    the package's then meet the same u, however each asks for it."""
+
+    def __init__(self, us):
+        super().__init__(np.random.PCG64(0))
+        self.us = list(us)
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        n = 1 if size is None else int(np.prod(size))
+        if n > len(self.us):
+            raise ValueError(f"this case's rng holds one uniform number a row ({len(self.us)} left), and the code "
+                             f"asked for {n}: draw u = rng.random() once for each row, not once for each token")
+        taken, self.us = self.us[:n], self.us[n:]
+        values = np.array(taken, dtype=dtype)
+        return values[0] if size is None else values.reshape(size)
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        return low + (high - low) * self.random(size)
+
+    def __deepcopy__(self, memo):  # fresh() copies a case: the copy hands out the same numbers from the start
+        return GivenUniforms(self.us)
+
+    def __repr__(self):
+        return f"rng handing out u = {', '.join(f'{u:g}' for u in self.us)}"
+
+
+def sample_cases():
+    p4 = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], [0.25, 0.25, 0.25, 0.25]]))
+    p5 = np.log(np.array([[0.3, 0.25, 0.2, 0.15, 0.1], [0.1, 0.15, 0.2, 0.25, 0.3]]))
+    wide = _rng(112).standard_normal((2, 6)) * 2
+    return [Case("temperature 0: logits (3, 5), each row's argmax (row 2 ties ids 1 and 3: the first)",
+                 (np.array([[0.1, 2.0, -1.0, 0.5, 1.0], [3.0, 0.0, 0.0, 0.0, 0.0], [0.0, 4.0, 1.0, 4.0, 0.0]]),),
+                 {"temperature": 0.0}, frozenset({"greedy"})),
+            Case("temperature 1, p = [.1 .2 .3 .4], [.4 .3 .2 .1], [.25 ×4], u = 0.65, 0.65, 0.9", (p4,),
+                 {"temperature": 1.0, "rng": GivenUniforms([0.65, 0.65, 0.9])}, frozenset({"draw"})),
+            Case("temperature 0.5, top_k=2, p = [.3 .25 .2 .15 .1] and reversed, u = 0.75, 0.43", (p5,),
+                 {"temperature": 0.5, "top_k": 2, "rng": GivenUniforms([0.75, 0.43])}, frozenset({"draw", "filter"})),
+            Case("temperature 1, top_p=0.55 of [.4 .3 .2 .1], u = 0.7", (p4[1],),
+                 {"temperature": 1.0, "top_p": 0.55, "rng": GivenUniforms([0.7])},
+                 frozenset({"draw", "filter", "one-row"})),
+            Case("temperature 2, logits (2, 6), u = 0.45, 0.05", (wide,),
+                 {"temperature": 2.0, "rng": GivenUniforms([0.45, 0.05])}, frozenset({"draw"}))]
+
+
+def run_sample(fn, case):
+    """The ids fn returns, after which the case's rng must be spent: one uniform number for each row, no fewer (a
+    draw made with another generator, or one u for the whole batch, is told here by what it left unused)."""
+    args, kwargs = fresh(case)
+    ids = fn(*args, **kwargs)
+    rng = kwargs.get("rng")
+    if isinstance(rng, GivenUniforms) and rng.us:
+        given = len(case.kwargs["rng"].us)
+        if len(rng.us) == given:
+            rows = "the row" if given == 1 else f"each of the {given} rows"
+            raise ValueError(f"the rng given was never used: at temperature > 0 the token is drawn with it, one "
+                             f"u = rng.random() for {rows}")
+        raise ValueError(f"the draw used {given - len(rng.us)} of the rng's {given} uniform numbers: draw one u for "
+                         "EACH row (rng.random(size=(b, 1))), each row a sequence of its own")
+    return ids
+
+
+def _draw(logits, temperature, top_k, top_p, rng):
+    """Inverse CDF on next-token probabilities: one u a row, the first token whose cumulative probability exceeds u."""
+    p = softmax(filter_logits(logits, temperature, top_k, top_p))  # [..., v]
+    c = np.cumsum(p, axis=-1)
+    lead = c.shape[:-1]
+    idx = np.minimum(np.sum(c <= rng.random(size=(*lead, 1)), axis=-1), c.shape[-1] - 1)
+    return idx if lead else int(idx)
+
+
+def _sample_slip(temperature_used=True, filters_used=True):
+    def sample(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+        if float(temperature) == 0:
+            return np.argmax(logits, axis=-1)
+        return _draw(logits, temperature if temperature_used else 1.0, top_k if filters_used else None,
+                     top_p if filters_used else None, rng)
+    return sample
+
+
+SAMPLE_NEXT = Spec(
+    "sample_next", sample_next, sample_cases, "transformer/core/sampling.py", dims=("…",), dtype_rule="",
+    call=run_sample,
+    mistakes=[Mistake("draw from the filtered distribution: softmax(filter_logits(logits, temperature, top_k, top_p)) "
+                      "— the temperature is left out", variant=_sample_slip(temperature_used=False)),
+              Mistake("draw from the filtered distribution: softmax(filter_logits(logits, temperature, top_k, top_p)) "
+                      "— top_k and top_p are left out", variant=_sample_slip(filters_used=False)),
+              Mistake("use the rng passed in (np.random.default_rng(rng) when it is a seed): u = rng.random() for "
+                      "each row, then the first token whose cumulative probability exceeds u", raises=r"never used"),
+              Mistake("one u for each row: u = rng.random(size=(*logits.shape[:-1], 1)) compares with every row's "
+                      "cumulative probabilities at once", raises=r"used \d+ of the rng"),
+              Mistake("draw u = rng.random() once for each row and pick the first token whose cumulative probability "
+                      "exceeds it (np.cumsum, then a comparison with u); rng.choice(v, p=p) draws the same way",
+                      raises=r"one uniform number a row"),
+              Mistake("temperature 0 is greedy: each row's argmax, with no draw (dividing the logits by T = 0 gives "
+                      "inf and NaN)", tag="greedy")])
