@@ -92,15 +92,11 @@ def _backward(dout, q, k, v, out, lse, *, causal=False, block_q=None, block_k=No
     return tuple(g.astype(q.dtype) for g in (dQ, dK, dV))
 
 
-def _slip(**knobs):
+def _slip(gqa_only=False, **knobs):
+    """The backward with the slip `knobs` name; gqa_only: a slip that shows only where h_kv < h, which says nothing
+    of the other cases."""
     def variant(dout, q, k, v, out, lse, **kwargs):
-        return _backward(dout, q, k, v, out, lse, **kwargs, **knobs)
-    return variant
-
-
-def _gqa_only(**knobs):  # a slip that shows only where h_kv < h: says nothing of the other cases
-    def variant(dout, q, k, v, out, lse, **kwargs):
-        if q.shape[1] == k.shape[1]:
+        if gqa_only and q.shape[1] == k.shape[1]:
             raise ValueError("no groups")
         return _backward(dout, q, k, v, out, lse, **kwargs, **knobs)
     return variant
@@ -123,7 +119,8 @@ FLASH_BACKWARD = Spec(
               Mistake("dV_j += P_ijᵀ dO_i: key j collects the gradient of every query that read it, so P is "
                       "transposed", variant=_slip(transpose_p=False)),
               Mistake("dK and dV have h_kv heads, as K and V: sum the gradients of each group of h / h_kv query heads "
-                      "(dk.reshape(b, h_kv, h // h_kv, n_k, d_h).sum(axis=2))", variant=_gqa_only(sum_groups=False)),
+                      "(dk.reshape(b, h_kv, h // h_kv, n_k, d_h).sum(axis=2))",
+                      variant=_slip(gqa_only=True, sum_groups=False)),
               Mistake("a row that saw no key has lse = −inf, and e^(S − L) is e^(−inf + inf) = NaN there: use L = +inf "
                       "where lse is −inf (np.where(lse == -np.inf, np.inf, lse)), so that its P is 0", tag="no-key"),
               Mistake("only causal fails: the recomputed S_ij needs the forward's mask (−inf on keys after the query, "
