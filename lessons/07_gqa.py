@@ -284,9 +284,10 @@ P.save(fig, P.figure_path("07_kv_bytes.png"))
 # $h/h_{kv}$ — a factor 4 for Llama-3-8B — which is why most recent LLMs use it.
 
 # %% [markdown]
-# **Write it yourself.** `workbook/07_gqa.py` holds `repeat_kv` as a stub with this lesson's
-# formula; fill it in, then run `python -m transformer check 07`: it runs the package's own test
-# cases on your code and says what is still wrong.
+# **Write it yourself.** `workbook/07_gqa.py` holds `repeat_kv` and `qkv_heads` (h query heads, h_kv
+# key/value heads) as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 07`: it runs the package's own test cases on your code and says what is
+# still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 07` does the same.

@@ -1613,7 +1613,27 @@ SAMPLE_ATTEMPT = """
 """
 SAMPLE_SLIP = {"greedy": "temperature == 0", "probs": "softmax(filter_logits(logits, temperature, top_k, top_p))",
                "u": "rng.random(size=(*c.shape[:-1], 1))", "pick": "np.sum(c <= u, axis=-1)"}
+QKV_ATTEMPT = """
+    from transformer import split_heads
+    def qkv_heads(x, w, h, h_kv, context=None):
+        c = {c}
+        q = {split}(x @ w.W_q{bq}, h)
+        k = {split}(c @ w.W_k{bk}, {kv})
+        v = {split}(c @ w.W_v{bv}, {kv})
+        return q, {k}, {v}
+"""
+QKV_SLIP = {"c": "x if context is None else context", "bq": " + (0 if w.b_q is None else w.b_q)",
+            "bk": " + (0 if w.b_k is None else w.b_k)", "bv": " + (0 if w.b_v is None else w.b_v)",
+            "split": "split_heads", "kv": "h_kv", "k": "k", "v": "v"}
 FIRST_ATTEMPTS = [
+    *(("07", "qkv_heads", QKV_ATTEMPT.format(**{**QKV_SLIP, **slip}), hint)
+      for slip, hint in [({"kv": "h"}, "K and V have h_kv heads, not h"),
+                         ({"k": "np.repeat(k, h // h_kv, axis=1)", "v": "np.repeat(v, h // h_kv, axis=1)"},
+                          "as the KV cache stores them"),
+                         ({"c": "x"}, "K = context W_k and"),
+                         ({"bq": "", "bk": "", "bv": ""}, "add each projection's bias"),
+                         ({"split": "(lambda t, n: t.reshape(t.shape[0], n, t.shape[1], -1))"},
+                          "a reshape straight to (b, h, n, d_h)")]),
     *(("11", "sample_next", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, **slip}), hint)
       for slip, hint in [({"greedy": "True"}, "the rng passed in"),
                          ({"probs": "softmax(filter_logits(logits, 1.0, top_k, top_p))"}, "the temperature is left out"),
@@ -1953,7 +1973,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
                   ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
-                  ("11", SAMPLE_ATTEMPT.format(**SAMPLE_SLIP)),
+                  ("11", SAMPLE_ATTEMPT.format(**SAMPLE_SLIP)), ("07", QKV_ATTEMPT.format(**QKV_SLIP)),
                   ("11", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, "u": "None",
                                                   "pick": "np.apply_along_axis(lambda q: rng.choice(len(q), p=q), "
                                                           "-1, p)"})),

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_counting as Q,
-               specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_io as I, specs_layers as L, specs_linear as N,
+               specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_gqa as V, specs_io as I, specs_layers as L, specs_linear as N,
                specs_loss as E, specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S,
                specs_sublayers as U, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
@@ -51,7 +51,7 @@ LESSON_SPECS: dict[str, list[Spec]] = {
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
     "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK, K.GLOBAL_MASK],
     "06": [C.KV_CACHE_UPDATE],
-    "07": [A.REPEAT_KV],
+    "07": [A.REPEAT_KV, V.QKV_HEADS],
     "08": [F.MERGE_STATS, O.ONLINE_STATS, F.ONLINE_UPDATE],
     "09": [F.FLASH, I.VISIBLE_TILES, I.STANDARD_IO, I.FLASH2_IO, H.FLASH_BACKWARD],
     "10": [B.LAYER_NORM, B.RMS_NORM, B.GELU, U.FFN, B.SWIGLU, U.RESIDUAL],
