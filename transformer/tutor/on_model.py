@@ -1,0 +1,210 @@
+"""Your functions inside SmolLM2-135M: the readable decoder (`llama.forward`) run with every function of the
+workbook that passed its check in place of the package's, against the same model run with the package's own.
+
+    python -m transformer check all --on-model
+
+A function is swapped in only once it passed its cases in this run; the others stay the package's, each with
+why. The run compares the first step's logits (the largest difference, relative to the largest logit) and the
+greedy tokens of a short chat reply: the same tokens, or where they part. Nothing here is graded; a function that
+raises inside the model (a shape the cases did not have) is shown at its line.
+"""
+from __future__ import annotations
+
+import io
+import textwrap
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .guards import TimeLimit, captured_output, time_limit
+from .report import FileReport
+
+__all__ = ["MODEL_FUNCTIONS", "ModelRun", "run_on_model", "format_model_run"]
+
+# the workbook's functions the decoder calls, the lesson of each, and the module names each replaces: the decoder's
+# own calls, and softmax and repeat_kv inside the package's attention (where the learner's is not swapped in)
+MODEL_FUNCTIONS = {
+    "embed": ("01", [("models.llama", "embed")]),
+    "lm_head": ("01", [("models.llama", "lm_head")]),
+    "apply_rope_interleaved": ("02", [("models.llama", "apply_rope_interleaved")]),
+    "apply_rope_half": ("02", [("models.llama", "apply_rope_half")]),
+    "softmax": ("03", [("core.attention", "softmax")]),
+    "scaled_dot_product_attention": ("03", [("models.llama", "scaled_dot_product_attention")]),
+    "split_heads": ("04", [("models.llama", "split_heads")]),
+    "merge_heads": ("04", [("models.llama", "merge_heads")]),
+    "causal_mask": ("05", [("models.llama", "causal_mask")]),
+    "KVCache": ("06", []),  # the learner's class is the cache the generation writes through
+    "repeat_kv": ("07", [("core.attention", "repeat_kv")]),
+    "rms_norm": ("10", [("models.llama", "rms_norm")]),
+    "swiglu_ffn": ("10", [("models.llama", "swiglu_ffn")]),
+}
+PROMPT = "What is the capital of France?"
+NEW_TOKENS = 12
+ROPE = {"interleaved": "apply_rope_interleaved", "half": "apply_rope_half"}
+TIME_LIMIT = 120.0  # seconds for the learner's run: the package's takes about 1 s; a loop over numbers, minutes
+
+
+@dataclass
+class ModelRun:
+    """What the run found: whose each function was, the logits' difference, both replies."""
+    yours: list[str] = field(default_factory=list)
+    package: list[tuple[str, str]] = field(default_factory=list)  # (name, why it stayed the package's)
+    logit_difference: float | None = None  # max |Δ| of the first step's logits / max |logit|
+    reply: str = ""  # the package's
+    mine: str = ""
+    same_tokens: int = 0  # how many of the reply's tokens agree from the start
+    tokens: int = 0
+    error: str = ""  # a function raised inside the model, or the model is not installed
+    printed: str = ""  # what the learner's functions printed, in one line
+    seconds: float = 0.0
+
+
+def chosen_functions(reports: list[FileReport], modules: dict, rope: str) -> tuple[dict, list[tuple[str, str]]]:
+    """({name: the learner's object} for the model's functions that passed, [(name, why not) for the others])."""
+    status = {(r.lesson, res.name.split(".")[0]): res.status for r in reports for res in r.results}  # KVCache.update
+    mine, stay = {}, []
+    for name, (lesson, _) in MODEL_FUNCTIONS.items():
+        if name.startswith("apply_rope") and name != ROPE[rope]:
+            continue  # the other layout: this model's weights never call it
+        got = status.get((lesson, name))
+        if got == "passed" and getattr(modules.get(lesson), name, None) is not None:
+            mine[name] = getattr(modules[lesson], name)
+        else:
+            why = {None: "not checked in this run", "not written": "not written yet", "failed": "failed its check",
+                   "missing": "not in your file"}.get(got, got)
+            stay.append((name, why))
+    return mine, stay
+
+
+@contextmanager
+def swapped(functions: dict):
+    """The package's module names replaced by the learner's functions, and put back however the block ends."""
+    import importlib
+
+    old = []
+    try:
+        for name, f in functions.items():
+            for module_name, attr in MODEL_FUNCTIONS[name][1]:
+                module = importlib.import_module(f"transformer.{module_name}")
+                old.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, f)
+        yield
+    finally:
+        for module, attr, f in reversed(old):
+            setattr(module, attr, f)
+
+
+def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT, new_tokens: int = NEW_TOKENS,
+                 model=None, seconds: float = TIME_LIMIT) -> ModelRun:
+    """SmolLM2-135M greedy on `prompt` (as a chat turn) with the package's functions, then with the learner's that
+    passed; files: {lesson: the workbook file} of the lessons checked. model: a loaded Llama (default: SmolLM2).
+    seconds: how long the learner's run may take."""
+    from ..models.llama import forward
+    from .run import load_workbook_file
+
+    run, start = ModelRun(), time.perf_counter()
+    if model is None:
+        from ..models.llama_gguf import load_smollm2
+
+        try:
+            model = load_smollm2()
+        except FileNotFoundError as e:
+            run.error = f"the run on the model is skipped: {e}"
+            return run
+    modules = {}
+    for lesson in {lesson for lesson, _ in MODEL_FUNCTIONS.values()} & set(files):
+        modules[lesson], _ = load_workbook_file(files[lesson])
+    mine, run.package = chosen_functions(reports, modules, model.config.rope_layout)
+    run.yours = [n for n in MODEL_FUNCTIONS if n in mine]
+    cache_class = mine.pop("KVCache", None)
+    text = model.tokenizer.apply_chat_template(prompt)
+    ids = np.asarray([model.encode(text)])  # [1, n]
+    cos, sin = model.rope_tables(ids.shape[1] + new_tokens)
+    fast = model.fast_path
+    model.fast_path = False  # forward() through the cache, whose names are the ones swapped
+    try:
+        ref_logits = forward(ids, model.weights, model.config, cos, sin, last_only=True)[0, -1]  # [v]
+        ref_ids = model.generate(text, new_tokens, stop_at_eos=True)
+        printed = io.StringIO()
+        try:
+            with swapped(mine), time_limit(seconds), captured_output(printed):
+                logits = forward(ids, model.weights, model.config, cos, sin, last_only=True)[0, -1]  # [v]
+                cfg = model.config
+                cache = None if cache_class is None else cache_class(cfg.L, 1, cfg.h_kv, ids.shape[1] + new_tokens,
+                                                                     cfg.d_h, dtype=model.weights.W_E.dtype)
+                my_ids = model.generate(text, new_tokens, stop_at_eos=True, cache=cache)
+        except TimeLimit:
+            run.error = (f"inside the model your functions took longer than {seconds:g} s for {new_tokens} tokens "
+                         "(the package's take about 1 s): is one of them a loop over numbers, not arrays?")
+            return run
+        except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
+            run.error = _raised_inside(e, [files[lesson] for lesson in modules])
+            return run
+        finally:
+            lines = printed.getvalue().splitlines()
+            if lines:
+                run.printed = f"your functions printed {len(lines)} lines inside the model; the first: {lines[0][:80]}"
+    finally:
+        model.fast_path = fast
+    logits, ref_logits = np.asarray(logits, np.float64), np.asarray(ref_logits, np.float64)
+    run.logit_difference = float(np.max(np.abs(logits - ref_logits)) / np.max(np.abs(ref_logits)))
+    shown = lambda ids: model.tokenizer.decode([i for i in ids if i != model.tokenizer.eos_id])  # noqa: E731
+    run.reply, run.mine = shown(ref_ids), shown(my_ids)
+    run.tokens = len(ref_ids)
+    run.same_tokens = next((i for i, (a, b) in enumerate(zip(ref_ids, my_ids)) if a != b), min(len(ref_ids),
+                                                                                               len(my_ids)))
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def _raised_inside(e: BaseException, paths: list[Path]) -> str:
+    """One line: what the learner's function raised inside the model, at the learner's line if the traceback has
+    one of their files."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if any(Path(f.filename).resolve() == Path(p).resolve() for p in paths)]
+    where = f" at {Path(frames[-1].filename).name}, line {frames[-1].lineno}, in {frames[-1].name}: " \
+            f"{(frames[-1].line or '').strip()}" if frames else ""
+    first = (str(e).splitlines() or [""])[0]
+    return (f"inside the model your code raised {type(e).__name__}: {first}{where} — the model calls it with shapes "
+            "the check's cases may not have (a batch of 1, 30 layers, float32)")
+
+
+def format_model_run(run: ModelRun) -> str:
+    """The lines the run prints after the check's report."""
+    if run.error and not run.yours and not run.package:
+        return run.error
+    lines = ["", "SmolLM2-135M with your functions (--on-model):",
+             *textwrap.wrap("yours: " + (", ".join(n if n != "KVCache" else "KVCache.update" for n in run.yours)
+                                         or "none yet: a function is used once it passes its check"), 116,
+                            initial_indent="  ", subsequent_indent="    ")]
+    if run.package:
+        lines.append("  the package's:")
+        for why in dict.fromkeys(why for _, why in run.package):  # one line a reason, in the model's order
+            names = [n for n, w in run.package if w == why]
+            if why == "not checked in this run":
+                names = [f"{n} ({MODEL_FUNCTIONS[n][0]})" for n in names]
+            lines += textwrap.wrap(f"{why}: {', '.join(names)}", 116, initial_indent="    ", subsequent_indent="      ")
+    if run.printed:
+        lines.append("  " + run.printed)
+    if run.error:
+        lines.append("  " + run.error)
+        return "\n".join(lines)
+    if run.logit_difference == 0:
+        lines.append("  the first step's logits: the package's, bit for bit")
+    else:
+        lines.append(f"  the first step's logits differ by at most {run.logit_difference:.1e} of the largest logit"
+                     + (" (float32 rounding: another order of the same sums)" if run.logit_difference < 1e-4 else
+                        " — far above float32 rounding: a slip the check's cases missed"))
+    lines.append(f"  the package's reply: {run.reply!r}")
+    lines.append(f"  yours:               {run.mine!r}")
+    if run.same_tokens == run.tokens:
+        lines.append(f"  the same {run.tokens} tokens ({run.seconds:.1f} s)")
+    else:
+        lines.append(f"  the same first {run.same_tokens} of {run.tokens} tokens, then they part: after float32 "
+                     "rounding a near-tie can go the other way; a difference far above 1e-5 in the logits is a "
+                     "slip the cases missed")
+    return "\n".join(lines)
