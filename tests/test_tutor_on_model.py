@@ -194,3 +194,10 @@ def test_the_example_in_docs_cli_is_what_the_run_prints(model, tmp_path):
     printed = format_model_run(run).strip("\n")
     numbers = lambda text: re.sub(r"\d+\.\de[-+]\d+|\(\d+\.\d s\)", "#", text)  # noqa: E731
     assert numbers(printed) == numbers(shown)
+
+
+def test_a_file_that_does_not_import_keeps_the_packages_functions(model, tmp_path):
+    files = workbook(tmp_path, {"04": "def split_heads(x, h):\n    return x.reshape(\n"})  # a syntax error
+    run = run_on_model(checked(files), files, model=model)
+    assert ("split_heads", "its file does not import") in run.package and "split_heads" not in run.yours
+    assert run.error == "" and run.logit_difference == 0.0

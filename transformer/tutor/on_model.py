@@ -45,6 +45,7 @@ MODEL_FUNCTIONS = {
 PROMPT = "What is the capital of France?"
 NEW_TOKENS = 12
 ROPE = {"interleaved": "apply_rope_interleaved", "half": "apply_rope_half"}
+LOADED: dict = {}  # the model, read once per process
 TIME_LIMIT = 120.0  # seconds for the learner's run: the package's takes about 1 s; a loop over numbers, minutes
 
 
@@ -66,6 +67,8 @@ class ModelRun:
 def chosen_functions(reports: list[FileReport], modules: dict, rope: str) -> tuple[dict, list[tuple[str, str]]]:
     """({name: the learner's object} for the model's functions that passed, [(name, why not) for the others])."""
     status = {(r.lesson, res.name.split(".")[0]): res.status for r in reports for res in r.results}  # KVCache.update
+    status.update({(r.lesson, name): "unloadable" for r in reports if r.error
+                   for name, (lesson, _) in MODEL_FUNCTIONS.items() if lesson == r.lesson})
     mine, stay = {}, []
     for name, (lesson, _) in MODEL_FUNCTIONS.items():
         if name.startswith("apply_rope") and name != ROPE[rope]:
@@ -75,7 +78,7 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str) -> tup
             mine[name] = getattr(modules[lesson], name)
         else:
             why = {None: "not checked in this run", "not written": "not written yet", "failed": "failed its check",
-                   "missing": "not in your file"}.get(got, got)
+                   "missing": "not in your file", "unloadable": "its file does not import"}.get(got, got)
             stay.append((name, why))
     return mine, stay
 
@@ -111,7 +114,7 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
         from ..models.llama_gguf import load_smollm2
 
         try:
-            model = load_smollm2()
+            model = LOADED.get("smollm2") or LOADED.setdefault("smollm2", load_smollm2())  # once: --watch runs again
         except FileNotFoundError as e:
             run.error = f"the run on the model is skipped: {e}"
             return run
