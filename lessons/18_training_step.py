@@ -495,7 +495,9 @@ assert abs(sums.mean() - 1) < 5 * sums.std() / np.sqrt(len(sums))  # its expecta
 # `scaled_dot_product_attention_backward`, `apply_rope_half_backward`, `split_heads_backward`,
 # `embed_backward`, `dropout`, `dropout_backward`, `clip_by_global_norm`, `lr_at` and `adamw_step` as
 # stubs: the loss, every step of the backward cell above one function at a time, dropout, and the
-# optimiser. `python -m transformer check 18` tells you what is still wrong.
+# optimiser. `python -m transformer check 18` tells you what is still wrong, and
+# `python -m transformer check 18 --on-model` then trains lesson 19's decoder for 40 steps with your
+# functions beside the package's and compares the losses, step by step.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 18` does the same.

@@ -17,7 +17,8 @@ import pytest
 
 import transformer as T
 from conftest import fresh_llama
-from transformer.tutor.on_model import MODEL_FUNCTIONS, PROMPT, format_model_run, run_on_model
+from transformer.tutor.on_model import (MODEL_FUNCTIONS, PROMPT, TRAINING_FUNCTIONS, TrainingRun, format_model_run,
+                                       format_training_run, run_on_model, run_training)
 from transformer.tutor.run import LESSON_SPECS, check_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +30,11 @@ def model(smollm2_loaded):  # conftest.py: read once per worker
     return fresh_llama(smollm2_loaded)
 
 
-def workbook(folder: Path, extra: dict | None = None) -> dict:
-    """{lesson: file} for the model's lessons, each importing the package's functions, then `extra[lesson]` (code
-    that redefines some of them)."""
+def workbook(folder: Path, extra: dict | None = None, lessons=LESSONS) -> dict:
+    """{lesson: file} for the model's lessons (or those given), each importing the package's functions, then
+    `extra[lesson]` (code that redefines some of them)."""
     files = {}
-    for lesson in LESSONS:
+    for lesson in lessons:
         imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or its module's (bpe, …)
                    f"from {s.reference.__module__} import {s.name}" for s in LESSON_SPECS[lesson]]
         path = folder / f"{lesson}_planted.py"
@@ -201,3 +202,98 @@ def test_a_file_that_does_not_import_keeps_the_packages_functions(model, tmp_pat
     run = run_on_model(checked(files), files, model=model)
     assert ("split_heads", "its file does not import") in run.package and "split_heads" not in run.yours
     assert run.error == "" and run.logit_difference == 0.0
+
+
+# --- training: lesson 19's decoder trained by lesson 18's functions ------------------------------------------------
+def test_the_packages_training_functions_train_as_the_package_bit_for_bit(tmp_path):
+    files = workbook(tmp_path, lessons=["18"])
+    run = run_training(checked(files), files, steps=12)
+    expected = T.train_induction(steps=12, progress=False, snapshot_every=10 ** 9)["history"]["loss"]
+    assert run.error == "" and run.losses == expected and run.mine == expected
+    assert set(run.yours) == {n for n, (lesson, _) in TRAINING_FUNCTIONS.items() if lesson == "18"}
+    text = format_training_run(run)
+    assert "trained 12 steps with your functions" in text and "the 12 losses are the package's, bit for bit" in text
+
+
+def test_an_optimiser_of_yours_takes_every_step_and_is_put_back(tmp_path):
+    steps = tmp_path / "steps.txt"
+    files = workbook(tmp_path, {"18": f"""
+        import transformer
+        def adamw_step(params, grads, state, lr, *, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay=None):
+            with open({str(steps)!r}, "a") as f:
+                f.write(f"{{lr}}\\n")
+            return transformer.adamw_step(params, grads, state, lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                          decay=decay)
+        """}, lessons=["18"])
+    reports = checked(files)
+    steps.write_text("")
+    run = run_training(reports, files, steps=10)
+    lrs = [float(x) for x in steps.read_text().split()]
+    assert lrs == T.train_induction(steps=10, progress=False, snapshot_every=10 ** 9)["history"]["lr"]
+    assert run.mine == run.losses
+    assert T.train.loop.adamw_step is T.adamw_step
+
+
+def test_a_linear_backward_summed_in_float64_trains_within_rounding(tmp_path):
+    files = workbook(tmp_path, {"18": """
+        def linear_backward(dY, x, W, has_bias=False):
+            X = x.reshape(-1, W.shape[0]).astype(np.float64)
+            G = dY.reshape(-1, W.shape[1]).astype(np.float64)
+            db = G.sum(0).astype(dY.dtype) if has_bias else None
+            return (G @ W.T).reshape(x.shape).astype(x.dtype), (X.T @ G).astype(W.dtype), db
+        """}, lessons=["18"])
+    reports = checked(files)
+    run = run_training(reports, files, steps=12)
+    assert "linear_backward" in run.yours and run.difference < 1e-4  # float32 losses: often the same to the last bit
+
+
+def test_the_losses_are_told_the_same_within_rounding_or_where_they_part():
+    """The last lines for hand-made histories: within 1e-4 of the first loss is rounding; past it, the step."""
+    close = TrainingRun(yours=["adamw_step"], losses=[3.0, 2.0, 1.0], mine=[3.0, 2.0000003, 1.0], steps=3)
+    assert format_training_run(close).splitlines()[-1] == ("  the 3 losses differ by at most 1.0e-07 of the first "
+                                                           "(float32 rounding: another order of the same sums)")
+    apart = TrainingRun(yours=["adamw_step"], losses=[3.0, 2.0, 1.0], mine=[3.0, 2.5, 1.9], steps=3)
+    assert format_training_run(apart).splitlines()[-1] == (
+        "  the losses part at step 1: 2.5000 against 2.0000 — far above float32 rounding: a slip the check's cases "
+        "missed")
+
+
+def test_a_backward_that_raises_in_training_is_shown_at_its_line(tmp_path):
+    """RoPE's backward written for tables of (n, d_h/2) passes the cases; training gives (b, 1, n, d_h/2)."""
+    files = workbook(tmp_path, {"18": """
+        def apply_rope_half_backward(dY, cos, sin):
+            n, half = cos.shape
+            d1, d2 = dY[..., :half], dY[..., half:]
+            return np.concatenate([d1 * cos + d2 * sin, -d1 * sin + d2 * cos], axis=-1)
+        """}, lessons=["18"])
+    reports = checked(files)
+    assert next(r for r in reports[0].results if r.name == "apply_rope_half_backward").status == "passed"
+    run = run_training(reports, files, steps=4)
+    assert run.error.startswith("in training your code raised ValueError: too many values to unpack")
+    assert "in apply_rope_half_backward: n, half = cos.shape" in run.error
+    assert T.models.llama_backward.apply_rope_half_backward is T.apply_rope_half_backward
+
+
+def test_the_command_line_trains_with_lesson_18_alone(tmp_path):
+    files = workbook(tmp_path, lessons=["18"])
+    folder = tmp_path / "wb"
+    folder.mkdir()
+    (folder / files["18"].name).write_text(files["18"].read_text(encoding="utf-8"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "18", "--workbook", str(folder),
+                           "--on-model", "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SmolLM2-135M with your functions" not in proc.stdout  # no function of the decoder's lessons checked
+    assert "Lesson 19's induction decoder trained 40 steps with your functions (--on-model):" in proc.stdout
+    assert proc.stdout.rstrip().endswith("the 40 losses are the package's, bit for bit"), proc.stdout
+
+
+def test_the_training_example_in_docs_cli_is_what_the_run_prints(tmp_path):
+    docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = docs.index("```text\nLesson 19's induction decoder trained") + len("```text\n")
+    shown = docs[start:docs.index("```", start)].rstrip("\n")
+    files = workbook(tmp_path, lessons=["18"])
+    run = run_training(checked(files), files)
+    assert run.losses[0] == pytest.approx(3.5549, abs=5e-5) and run.losses[-1] == pytest.approx(3.3086, abs=5e-5)
+    numbers = lambda text: re.sub(r"\(\d+\.\d s\)|\d\.\d{4}", "#", text)  # noqa: E731 - the losses: approx above
+    assert numbers(format_training_run(run).strip("\n")) == numbers(shown)

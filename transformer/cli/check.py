@@ -33,7 +33,8 @@ def register(sub) -> None:
     p.add_argument("--on-model", action="store_true",
                    help="then run SmolLM2-135M with every function of yours that passed (embed, RoPE, attention, "
                         "heads, the mask, the KV cache, RMSNorm, SwiGLU …) in place of the package's, and compare "
-                        "its logits and reply with the package's own")
+                        "its logits and reply with the package's own; with lesson 18, also train lesson 19's "
+                        "decoder with them and compare the losses")
     p.set_defaults(func=_check)
 
 
@@ -100,12 +101,7 @@ def _check(args) -> int:
         status = 0 if all(report.ok for report in reports) else 1  # set before the last line is printed
         bar.say(format_summary(reports))
         if args.on_model:
-            from ..tutor.on_model import format_model_run, run_on_model
-
-            run = run_on_model(reports, {lesson: files[lesson] for lesson in lessons})
-            if run.error.startswith("inside the model"):
-                status = 1
-            bar.say(format_model_run(run))
+            status = on_model(reports, {lesson: files[lesson] for lesson in lessons}, bar.say) or status
 
     if not args.watch:
         check()
@@ -122,6 +118,29 @@ def _check(args) -> int:
         if status is None:  # stopped before any check ended: interrupted, as without --watch
             raise
         return status
+
+
+def on_model(reports, checked: dict, say) -> int:
+    """--on-model after the report: SmolLM2-135M with the decoder's functions that passed (lessons 01–07, 10), and
+    lesson 19's decoder trained with lesson 18's too. 1 when the learner's code raised or ran past its time there."""
+    from ..tutor.on_model import (MODEL_FUNCTIONS, format_model_run, format_training_run, run_on_model,
+                                  run_training)
+
+    decoder = {lesson for lesson, _ in MODEL_FUNCTIONS.values()}
+    if not decoder & set(checked) and "18" not in checked:
+        say("\n--on-model uses the functions of lessons 01–07 and 10 (SmolLM2-135M answers with them) and 18 "
+            "(lesson 19's decoder trains with them): check one of these with it")
+        return 0
+    status = 0
+    if decoder & set(checked):
+        run = run_on_model(reports, checked)
+        status = 1 if run.error.startswith("inside the model") else 0
+        say(format_model_run(run))
+    if "18" in checked:  # the training step's functions: lesson 19's decoder trained by them
+        trained = run_training(reports, checked)
+        status = 1 if trained.error else status
+        say(format_training_run(trained))
+    return status
 
 
 class CaseBar:

@@ -1,12 +1,14 @@
 """Your functions inside SmolLM2-135M: the readable decoder (`llama.forward`) run with every function of the
-workbook that passed its check in place of the package's, against the same model run with the package's own.
+workbook that passed its check in place of the package's, against the same model run with the package's own; and,
+with lesson 18 checked, the induction decoder of lesson 19 trained by them.
 
     python -m transformer check all --on-model
 
 A function is swapped in only once it passed its cases in this run; the others stay the package's, each with
-why. The run compares the first step's logits (the largest difference, relative to the largest logit) and the
-greedy tokens of a short chat reply: the same tokens, or where they part. Nothing here is graded; a function that
-raises inside the model (a shape the cases did not have) is shown at its line.
+why. The decoder's run compares the first step's logits (the largest difference, relative to the largest logit)
+and the greedy tokens of a short chat reply: the same tokens, or where they part. The training run compares the
+losses of its first steps, step by step. Nothing here is graded; a function that raises inside the model (a shape
+the cases did not have) is shown at its line.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ import numpy as np
 from .guards import TimeLimit, captured_output, time_limit
 from .report import FileReport
 
-__all__ = ["MODEL_FUNCTIONS", "ModelRun", "run_on_model", "format_model_run"]
+__all__ = ["MODEL_FUNCTIONS", "TRAINING_FUNCTIONS", "ModelRun", "TrainingRun", "run_on_model", "format_model_run",
+           "run_training", "format_training_run"]
 
 # the workbook's functions the decoder calls, the lesson of each, and the module names each replaces: the decoder's
 # own calls, and softmax and repeat_kv inside the package's attention (where the learner's is not swapped in)
@@ -36,12 +39,25 @@ MODEL_FUNCTIONS = {
     "scaled_dot_product_attention": ("03", [("models.llama", "scaled_dot_product_attention")]),
     "split_heads": ("04", [("models.llama", "split_heads")]),
     "merge_heads": ("04", [("models.llama", "merge_heads")]),
-    "causal_mask": ("05", [("models.llama", "causal_mask")]),
+    "causal_mask": ("05", [("models.llama", "causal_mask"), ("train.decoder", "causal_mask")]),
     "KVCache": ("06", []),  # the learner's class is the cache the generation writes through
     "repeat_kv": ("07", [("core.attention", "repeat_kv")]),
     "rms_norm": ("10", [("models.llama", "rms_norm")]),
     "swiglu_ffn": ("10", [("models.llama", "swiglu_ffn")]),
 }
+# what training adds: the loss, every backward of the block and the optimiser (lesson 18), where the training code
+# calls them; softmax_backward also runs inside the package's attention backward (where the learner's is not in)
+TRAINING_FUNCTIONS = {
+    **{name: entry for name, entry in MODEL_FUNCTIONS.items() if name != "KVCache"},  # the forward pass
+    **{name: ("18", [(module, name)]) for module, names in [
+        ("train.decoder", ["cross_entropy", "cross_entropy_backward"]),
+        ("models.llama_backward", ["lm_head_backward", "rms_norm_backward", "swiglu_ffn_backward", "linear_backward",
+                                   "merge_heads_backward", "scaled_dot_product_attention_backward",
+                                   "apply_rope_half_backward", "split_heads_backward", "embed_backward"]),
+        ("core.attention", ["softmax_backward"]),
+        ("train.loop", ["clip_by_global_norm", "lr_at", "adamw_step"])] for name in names},
+}
+TRAIN_STEPS = 40  # about 2 s a run: enough for AdamW's moments and the learning rate's warm-up to matter
 PROMPT = "What is the capital of France?"
 NEW_TOKENS = 12
 ROPE = {"interleaved": "apply_rope_interleaved", "half": "apply_rope_half"}
@@ -64,14 +80,15 @@ class ModelRun:
     seconds: float = 0.0
 
 
-def chosen_functions(reports: list[FileReport], modules: dict, rope: str) -> tuple[dict, list[tuple[str, str]]]:
-    """({name: the learner's object} for the model's functions that passed, [(name, why not) for the others])."""
+def chosen_functions(reports: list[FileReport], modules: dict, rope: str,
+                     table: dict = MODEL_FUNCTIONS) -> tuple[dict, list[tuple[str, str]]]:
+    """({name: the learner's object} for the table's functions that passed, [(name, why not) for the others])."""
     status = {(r.lesson, res.name.split(".")[0]): res.status for r in reports for res in r.results}  # KVCache.update
     status.update({(r.lesson, name): "unloadable" for r in reports if r.error
-                   for name, (lesson, _) in MODEL_FUNCTIONS.items() if lesson == r.lesson})
+                   for name, (lesson, _) in table.items() if lesson == r.lesson})
     mine, stay = {}, []
-    for name, (lesson, _) in MODEL_FUNCTIONS.items():
-        if name.startswith("apply_rope") and name != ROPE[rope]:
+    for name, (lesson, _) in table.items():
+        if name in ROPE.values() and name != ROPE[rope]:
             continue  # the other layout: this model's weights never call it
         got = status.get((lesson, name))
         if got == "passed" and getattr(modules.get(lesson), name, None) is not None:
@@ -84,14 +101,14 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str) -> tup
 
 
 @contextmanager
-def swapped(functions: dict):
+def swapped(functions: dict, table: dict = MODEL_FUNCTIONS):
     """The package's module names replaced by the learner's functions, and put back however the block ends."""
     import importlib
 
     old = []
     try:
         for name, f in functions.items():
-            for module_name, attr in MODEL_FUNCTIONS[name][1]:
+            for module_name, attr in table[name][1]:
                 module = importlib.import_module(f"transformer.{module_name}")
                 old.append((module, attr, getattr(module, attr)))
                 setattr(module, attr, f)
@@ -164,7 +181,98 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
     return run
 
 
-def _raised_inside(e: BaseException, paths: list[Path]) -> str:
+@dataclass
+class TrainingRun:
+    """The induction decoder trained TRAIN_STEPS steps by the package's functions and by the learner's."""
+    yours: list[str] = field(default_factory=list)
+    package: list[tuple[str, str]] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)  # the package's, one a step
+    mine: list[float] = field(default_factory=list)
+    error: str = ""
+    printed: str = ""
+    seconds: float = 0.0
+    steps: int = TRAIN_STEPS
+
+    @property
+    def difference(self) -> float:
+        """The largest difference of two losses of the same step, relative to the first loss."""
+        return max(abs(a - b) for a, b in zip(self.losses, self.mine)) / abs(self.losses[0])
+
+
+def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_STEPS,
+                 seconds: float = TIME_LIMIT) -> TrainingRun:
+    """Lesson 19's induction decoder trained `steps` steps from the same seed twice: with the package's functions,
+    and with every function of the learner's that passed (the forward's, the loss, the backward's, AdamW's)."""
+    from ..tasks.induction import train_induction
+    from .run import load_workbook_file
+
+    run, start = TrainingRun(steps=steps), time.perf_counter()
+    modules = {lesson: load_workbook_file(files[lesson])[0]
+               for lesson in {lesson for lesson, _ in TRAINING_FUNCTIONS.values()} & set(files)}
+    mine, run.package = chosen_functions(reports, modules, "half", TRAINING_FUNCTIONS)  # trained decoders: half
+    run.yours = [n for n in TRAINING_FUNCTIONS if n in mine]
+    train = lambda: train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)["history"]["loss"]  # noqa
+    run.losses = train()
+    printed = io.StringIO()
+    try:
+        with swapped(mine, TRAINING_FUNCTIONS), time_limit(seconds), captured_output(printed):
+            run.mine = train()
+    except TimeLimit:
+        run.error = (f"training with your functions took longer than {seconds:g} s for {steps} steps (the "
+                     "package's take about 2 s): is one of them a loop over numbers, not arrays?")
+    except FloatingPointError as e:  # train_loop stops on a loss or gradient norm that is NaN or infinite
+        run.error = f"training with your functions stopped: {e}"
+    except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
+        run.error = _raised_inside(e, [files[lesson] for lesson in modules], "training")
+    finally:
+        lines = printed.getvalue().splitlines()
+        if lines:
+            run.printed = f"your functions printed {len(lines)} lines in training; the first: {lines[0][:80]}"
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def format_training_run(run: TrainingRun) -> str:
+    """The lines the training run prints after the decoder's."""
+    lines = ["", f"Lesson 19's induction decoder trained {run.steps} steps with your functions (--on-model):",
+             *textwrap.wrap("yours: " + (", ".join(run.yours) or "none yet: a function is used once it passes its "
+                                                                  "check"), 116,
+                            initial_indent="  ", subsequent_indent="    ")]
+    lines += _package_lines(run.package)
+    if run.printed:
+        lines.append("  " + run.printed)
+    if run.error:
+        lines.append("  " + run.error)
+        return "\n".join(lines)
+    lines.append(f"  loss {run.mine[0]:.4f} -> {run.mine[-1]:.4f} with yours, {run.losses[0]:.4f} -> "
+                 f"{run.losses[-1]:.4f} with the package's ({run.seconds:.1f} s)")
+    if run.difference == 0:
+        lines.append(f"  the {len(run.losses)} losses are the package's, bit for bit")
+    elif run.difference < 1e-4:
+        lines.append(f"  the {len(run.losses)} losses differ by at most {run.difference:.1e} of the first "
+                     "(float32 rounding: another order of the same sums)")
+    else:
+        step = next(i for i, (a, b) in enumerate(zip(run.losses, run.mine)) if abs(a - b) / abs(run.losses[0])
+                    >= 1e-4)
+        lines.append(f"  the losses part at step {step}: {run.mine[step]:.4f} against {run.losses[step]:.4f} — far "
+                     "above float32 rounding: a slip the check's cases missed")
+    return "\n".join(lines)
+
+
+def _package_lines(package: list[tuple[str, str]]) -> list[str]:
+    """The functions that stayed the package's, one line a reason."""
+    if not package:
+        return []
+    lines = ["  the package's:"]
+    for why in dict.fromkeys(why for _, why in package):  # in the model's order
+        names = [n for n, w in package if w == why]
+        if why == "not checked in this run":
+            names = [f"{n} ({TRAINING_FUNCTIONS.get(n, MODEL_FUNCTIONS.get(n))[0]})" for n in names]
+        lines += textwrap.wrap(f"{why}: {', '.join(names)}", 116, initial_indent="    ", subsequent_indent="      ")
+    return lines
+
+
+def _raised_inside(e: BaseException, paths: list[Path], where_run: str = "the model") -> str:
     """One line: what the learner's function raised inside the model, at the learner's line if the traceback has
     one of their files."""
     frames = [f for f in traceback.extract_tb(e.__traceback__)
@@ -172,6 +280,9 @@ def _raised_inside(e: BaseException, paths: list[Path]) -> str:
     where = f" at {Path(frames[-1].filename).name}, line {frames[-1].lineno}, in {frames[-1].name}: " \
             f"{(frames[-1].line or '').strip()}" if frames else ""
     first = (str(e).splitlines() or [""])[0]
+    if where_run == "training":
+        return (f"in training your code raised {type(e).__name__}: {first}{where} — training calls it with shapes "
+                "the check's cases may not have (a batch of rows, RoPE's tables per row, float32)")
     return (f"inside the model your code raised {type(e).__name__}: {first}{where} — the model calls it with shapes "
             "the check's cases may not have (a batch of 1, 30 layers, float32)")
 
@@ -184,13 +295,7 @@ def format_model_run(run: ModelRun) -> str:
              *textwrap.wrap("yours: " + (", ".join(n if n != "KVCache" else "KVCache.update" for n in run.yours)
                                          or "none yet: a function is used once it passes its check"), 116,
                             initial_indent="  ", subsequent_indent="    ")]
-    if run.package:
-        lines.append("  the package's:")
-        for why in dict.fromkeys(why for _, why in run.package):  # one line a reason, in the model's order
-            names = [n for n, w in run.package if w == why]
-            if why == "not checked in this run":
-                names = [f"{n} ({MODEL_FUNCTIONS[n][0]})" for n in names]
-            lines += textwrap.wrap(f"{why}: {', '.join(names)}", 116, initial_indent="    ", subsequent_indent="      ")
+    lines += _package_lines(run.package)
     if run.printed:
         lines.append("  " + run.printed)
     if run.error:
