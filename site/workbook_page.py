@@ -50,6 +50,17 @@ told as "not in …", with the file to copy its stub from. In a git clone, `git 
 what you wrote and `git checkout workbook/03_attention.py` starts a file over (the course download has
 no git history).
 
+Once your functions pass, see them work inside the real models:
+
+```bash
+python -m transformer check all --on-model
+```
+
+SmolLM2-135M then answers a question with every function of yours that passed (embedding, RoPE,
+attention, heads, the mask, your KV cache, RMSNorm, SwiGLU) in place of the package's, beside its
+answer with the package's own, and, with lesson 18, lesson 19's decoder trains 40 steps with your loss,
+backward passes and AdamW, its losses compared with the package's step by step.
+
 Below, each file's stubs as you will find them. The package's version of each is behind a
 "show the package's version" button: open it after trying.
 """
