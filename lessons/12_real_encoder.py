@@ -216,7 +216,8 @@ P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 # **Write it yourself.** `workbook/12_real_encoder.py` holds `mean_pool` and `l2_normalize`, the two steps from the
 # last hidden states to a sentence embedding, as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 12`: it runs the package's own test cases on your code and says what is
-# still wrong.
+# still wrong. `python -m transformer check 12 --on-model` then embeds three sentences with this lesson's
+# model and your functions, and prints their similarities beside the package's.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 12` does the same.

