@@ -135,6 +135,26 @@ def swapped(functions: dict, table: dict = MODEL_FUNCTIONS):
             setattr(module, attr, f)
 
 
+def learners_run(work, functions: dict, table: dict, seconds: float, paths: list, where: str, task: str):
+    """work() with the learner's functions swapped in, a time limit and its prints kept: (its value or None, the
+    error in one line or '', what it printed in one line or ''). where: "the model", "the encoder" or "training";
+    task: what the time limit was for, with the package's time ("for 12 tokens (the package's take about 1 s)")."""
+    said = "in training" if where == "training" else f"inside {where}"
+    out, value, error = io.StringIO(), None, ""
+    try:
+        with swapped(functions, table), time_limit(seconds), captured_output(out):
+            value = work()
+    except TimeLimit:
+        error = f"{said} your functions took longer than {seconds:g} s {task}: is one of them a loop over numbers?"
+    except FloatingPointError as e:  # train_loop stops on a loss or gradient norm that is NaN or infinite
+        error = f"{said} your functions stopped the run: {e}"
+    except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
+        error = _raised_inside(e, paths, where)
+    lines = out.getvalue().splitlines()
+    printed = f"your functions printed {len(lines)} lines {said}; the first: {lines[0][:80]}" if lines else ""
+    return value, error, printed
+
+
 def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT, new_tokens: int = NEW_TOKENS,
                  model=None, seconds: float = TIME_LIMIT) -> ModelRun:
     """SmolLM2-135M greedy on `prompt` (as a chat turn) with the package's functions, then with the learner's that
@@ -166,27 +186,21 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
     try:
         ref_logits = forward(ids, model.weights, model.config, cos, sin, last_only=True)[0, -1]  # [v]
         ref_ids = model.generate(text, new_tokens, stop_at_eos=True)
-        printed = io.StringIO()
-        try:
-            with swapped(mine), time_limit(seconds), captured_output(printed):
-                logits = forward(ids, model.weights, model.config, cos, sin, last_only=True)[0, -1]  # [v]
-                cfg = model.config
-                cache = None if cache_class is None else cache_class(cfg.L, 1, cfg.h_kv, ids.shape[1] + new_tokens,
-                                                                     cfg.d_h, dtype=model.weights.W_E.dtype)
-                my_ids = model.generate(text, new_tokens, stop_at_eos=True, cache=cache)
-        except TimeLimit:
-            run.error = (f"inside the model your functions took longer than {seconds:g} s for {new_tokens} tokens "
-                         "(the package's take about 1 s): is one of them a loop over numbers, not arrays?")
-            return run
-        except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
-            run.error = _raised_inside(e, [files[lesson] for lesson in modules])
-            return run
-        finally:
-            lines = printed.getvalue().splitlines()
-            if lines:
-                run.printed = f"your functions printed {len(lines)} lines inside the model; the first: {lines[0][:80]}"
+        cfg = model.config
+
+        def mine_run():  # the first step's logits [v], and the reply's ids
+            cache = None if cache_class is None else cache_class(cfg.L, 1, cfg.h_kv, ids.shape[1] + new_tokens,
+                                                                 cfg.d_h, dtype=model.weights.W_E.dtype)
+            return (forward(ids, model.weights, cfg, cos, sin, last_only=True)[0, -1],
+                    model.generate(text, new_tokens, stop_at_eos=True, cache=cache))
+        got, run.error, run.printed = learners_run(mine_run, mine, MODEL_FUNCTIONS, seconds,
+                                                   [files[lesson] for lesson in modules], "the model",
+                                                   f"for {new_tokens} tokens (the package's take about 1 s)")
     finally:
         model.fast_path = fast
+    if run.error:
+        return run
+    logits, my_ids = got
     logits, ref_logits = np.asarray(logits, np.float64), np.asarray(ref_logits, np.float64)
     run.logit_difference = float(np.max(np.abs(logits - ref_logits)) / np.max(np.abs(ref_logits)))
     shown = lambda ids: model.tokenizer.decode([i for i in ids if i != model.tokenizer.eos_id])  # noqa: E731
@@ -230,21 +244,12 @@ def run_on_encoder(reports: list[FileReport], files: dict, *, sentences=SENTENCE
     mine, run.package = chosen_functions(reports, modules, None, ENCODER_FUNCTIONS)
     run.yours = [n for n in ENCODER_FUNCTIONS if n in mine]
     ref = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d], unit rows
-    printed = io.StringIO()
-    try:
-        with swapped(mine, ENCODER_FUNCTIONS), time_limit(seconds), captured_output(printed):
-            got = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d]
-    except TimeLimit:
-        run.error = (f"inside the encoder your functions took longer than {seconds:g} s for {len(sentences)} "
-                     "sentences (the package's take a tenth of a second): is one of them a loop over numbers?")
+    got, run.error, run.printed = learners_run(lambda: np.asarray(model.embed(list(sentences)), np.float64), mine,
+                                               ENCODER_FUNCTIONS, seconds, [files[lesson] for lesson in modules],
+                                               "the encoder", f"for {len(sentences)} sentences (the package's take "
+                                                              "a tenth of a second)")
+    if run.error:
         return run
-    except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
-        run.error = _raised_inside(e, [files[lesson] for lesson in modules], "the encoder")
-        return run
-    finally:
-        lines = printed.getvalue().splitlines()
-        if lines:
-            run.printed = f"your functions printed {len(lines)} lines in the encoder; the first: {lines[0][:80]}"
     run.difference = float(np.max(np.abs(got - ref)))
     run.similarity, run.mine = (ref @ ref.T).tolist(), (got @ got.T).tolist()
     run.seconds = time.perf_counter() - start
@@ -255,17 +260,8 @@ def format_encoder_run(run: EncoderRun, sentences=SENTENCES) -> str:
     """The lines the encoder's run prints."""
     if run.error and not run.yours and not run.package:
         return run.error
-    lines = ["", "all-MiniLM-L6-v2 with your functions (--on-model):",
-             *textwrap.wrap("yours: " + (", ".join(run.yours) or "none yet: a function is used once it passes its "
-                                                                  "check"), 116,
-                            initial_indent="  ", subsequent_indent="    ")]
-    lines += _package_lines(run.package, ENCODER_FUNCTIONS)
-    if not run.yours:  # the package's run twice: nothing to compare
-        return "\n".join(lines)
-    if run.printed:
-        lines.append("  " + run.printed)
-    if run.error:
-        lines.append("  " + run.error)
+    lines, compared = _opening("all-MiniLM-L6-v2 with your functions (--on-model):", run, run.yours, ENCODER_FUNCTIONS)
+    if not compared:
         return "\n".join(lines)
     if run.difference == 0:
         lines.append("  the sentence embeddings: the package's, bit for bit")
@@ -309,40 +305,23 @@ def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_S
                for lesson in {lesson for lesson, _ in TRAINING_FUNCTIONS.values()} & set(files)}
     mine, run.package = chosen_functions(reports, modules, "half", TRAINING_FUNCTIONS)  # trained decoders: half
     run.yours = [n for n in TRAINING_FUNCTIONS if n in mine]
+    if not mine:  # nothing of the learner's to train with: said so, without training the package's twice
+        return run
     train = lambda: train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)["history"]["loss"]  # noqa
     run.losses = train()
-    printed = io.StringIO()
-    try:
-        with swapped(mine, TRAINING_FUNCTIONS), time_limit(seconds), captured_output(printed):
-            run.mine = train()
-    except TimeLimit:
-        run.error = (f"training with your functions took longer than {seconds:g} s for {steps} steps (the "
-                     "package's take about 2 s): is one of them a loop over numbers, not arrays?")
-    except FloatingPointError as e:  # train_loop stops on a loss or gradient norm that is NaN or infinite
-        run.error = f"training with your functions stopped: {e}"
-    except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
-        run.error = _raised_inside(e, [files[lesson] for lesson in modules], "training")
-    finally:
-        lines = printed.getvalue().splitlines()
-        if lines:
-            run.printed = f"your functions printed {len(lines)} lines in training; the first: {lines[0][:80]}"
+    losses, run.error, run.printed = learners_run(train, mine, TRAINING_FUNCTIONS, seconds,
+                                                  [files[lesson] for lesson in modules], "training",
+                                                  f"for {steps} steps (the package's take about 2 s)")
+    run.mine = losses or []
     run.seconds = time.perf_counter() - start
     return run
 
 
 def format_training_run(run: TrainingRun) -> str:
     """The lines the training run prints after the decoder's."""
-    lines = ["", f"Lesson 19's induction decoder trained {run.steps} steps with your functions (--on-model):",
-             *textwrap.wrap("yours: " + (", ".join(run.yours) or "none yet: a function is used once it passes its "
-                                                                  "check"), 116,
-                            initial_indent="  ", subsequent_indent="    ")]
-    lines += _package_lines(run.package)
-    if not run.yours:  # the package's run twice: nothing to compare
-        return "\n".join(lines)
-    if run.printed:
-        lines.append("  " + run.printed)
-    if run.error:
-        lines.append("  " + run.error)
+    lines, compared = _opening(f"Lesson 19's induction decoder trained {run.steps} steps with your functions "
+                               "(--on-model):", run, run.yours)
+    if not compared:
         return "\n".join(lines)
     lines.append(f"  loss {run.mine[0]:.4f} -> {run.mine[-1]:.4f} with yours, {run.losses[0]:.4f} -> "
                  f"{run.losses[-1]:.4f} with the package's ({run.seconds:.1f} s)")
@@ -357,6 +336,20 @@ def format_training_run(run: TrainingRun) -> str:
         lines.append(f"  the losses part at step {step}: {run.mine[step]:.4f} against {run.losses[step]:.4f} — far "
                      "above float32 rounding: a slip the check's cases missed")
     return "\n".join(lines)
+
+
+def _opening(title: str, run, names: list[str], table: dict | None = None) -> tuple[list[str], bool]:
+    """A run's first lines: its title, the functions that were the learner's and those that stayed the package's,
+    what the learner's printed and the error; and whether the comparison follows (something of theirs ran to the
+    end)."""
+    lines = ["", title, *textwrap.wrap("yours: " + (", ".join(names) or "none yet: a function is used once it passes "
+                                                                        "its check"), 116,
+                                       initial_indent="  ", subsequent_indent="    ")]
+    lines += _package_lines(run.package, table)
+    if not run.yours:  # the package's run twice: nothing to compare
+        return lines, False
+    lines += [f"  {line}" for line in (run.printed, run.error) if line]
+    return lines, not run.error
 
 
 def _package_lines(package: list[tuple[str, str]], table: dict | None = None) -> list[str]:
@@ -393,17 +386,9 @@ def format_model_run(run: ModelRun) -> str:
     """The lines the run prints after the check's report."""
     if run.error and not run.yours and not run.package:
         return run.error
-    lines = ["", "SmolLM2-135M with your functions (--on-model):",
-             *textwrap.wrap("yours: " + (", ".join(n if n != "KVCache" else "KVCache.update" for n in run.yours)
-                                         or "none yet: a function is used once it passes its check"), 116,
-                            initial_indent="  ", subsequent_indent="    ")]
-    lines += _package_lines(run.package)
-    if not run.yours:  # the package's run twice: nothing to compare
-        return "\n".join(lines)
-    if run.printed:
-        lines.append("  " + run.printed)
-    if run.error:
-        lines.append("  " + run.error)
+    lines, compared = _opening("SmolLM2-135M with your functions (--on-model):", run,
+                               [n if n != "KVCache" else "KVCache.update" for n in run.yours])
+    if not compared:
         return "\n".join(lines)
     if run.logit_difference == 0:
         lines.append("  the first step's logits: the package's, bit for bit")
