@@ -364,3 +364,15 @@ def test_the_encoder_example_in_docs_cli_is_what_the_run_prints(minilm, tmp_path
     files = workbook(tmp_path, lessons=["12"])
     run = run_on_encoder(checked(files), files, model=minilm)
     assert format_encoder_run(run).strip("\n") == shown
+
+
+def test_with_nothing_written_nothing_is_trained_and_the_stubs_are_named(tmp_path):
+    folder = tmp_path / "wb"
+    folder.mkdir()
+    stub = folder / "18_training_step.py"
+    stub.write_text((ROOT / "workbook" / "18_training_step.py").read_text(encoding="utf-8"), encoding="utf-8")
+    run = run_training([check_file(stub, "18")], {"18": stub})
+    assert run.yours == [] and run.losses == [] and run.seconds < 5
+    text = format_training_run(run)
+    assert "  yours: none yet: a function is used once it passes its check" in text and "loss" not in text
+    assert "    not written yet: cross_entropy, cross_entropy_backward, lm_head_backward" in text
