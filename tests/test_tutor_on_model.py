@@ -349,3 +349,28 @@ def test_with_nothing_written_nothing_is_trained_and_the_stubs_are_named(tmp_pat
     text = format_training_run(run)
     assert "  yours: none yet: a function is used once it passes its check" in text and "loss" not in text
     assert "    not written yet: cross_entropy, cross_entropy_backward, lm_head_backward" in text
+
+
+def test_a_softmax_your_attention_does_not_call_is_not_said_to_run(model, tmp_path):
+    """With the learner's attention swapped in, their softmax and repeat_kv run only where it calls them: this one
+    calls its own softmax, and the package's repeat_kv (imported in lesson 03's file), not lesson 07's."""
+    files = workbook(tmp_path, {"03": """
+        import math
+        from transformer import repeat_kv
+        def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, return_weights=False):
+            n_rep = q.shape[1] // k.shape[1]
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+            s = q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+            p = softmax(s, axis=-1, mask=mask)
+            out = (p @ v).astype(q.dtype)
+            return (out, p) if return_weights else out
+        """, "07": """
+        def repeat_kv(x, n_rep):
+            return np.repeat(x, n_rep, axis=1)
+        """})
+    reports = checked(files)
+    assert next(r for r in reports[2].results if r.name == "scaled_dot_product_attention").status == "passed"
+    run = run_on_model(reports, files, model=model)
+    assert "softmax" in run.yours and "scaled_dot_product_attention" in run.yours
+    assert ("repeat_kv", "not called by your scaled_dot_product_attention") in run.package
+    assert run.reply == run.mine

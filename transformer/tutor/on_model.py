@@ -13,6 +13,7 @@ the cases did not have) is shown at its line.
 """
 from __future__ import annotations
 
+import inspect
 import io
 import textwrap
 import time
@@ -114,6 +115,14 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str | None,
             why = {None: "not checked in this run", "not written": "not written yet", "failed": "failed its check",
                    "missing": "not in your file", "unloadable": "its file does not import"}.get(got, got)
             stay.append((name, why))
+    attention = mine.get("scaled_dot_product_attention")
+    attention = inspect.unwrap(attention) if attention is not None else None  # a decorated one: its body
+    for name in ("softmax", "repeat_kv"):  # theirs runs inside the package's attention: with the learner's, only
+        code = getattr(attention, "__code__", None)  # where it calls them
+        if attention is not None and name in mine and not (
+                code is not None and name in code.co_names and attention.__globals__.get(name) is mine[name]):
+            del mine[name]
+            stay.append((name, "not called by your scaled_dot_product_attention"))
     return mine, stay
 
 
