@@ -213,7 +213,8 @@ P.save(fig, P.figure_path("12_bidirectional_causal_padding.png"))
 # and the padding mask makes every sentence in a batch independent of the others.
 
 # %% [markdown]
-# **Write it yourself.** `workbook/12_real_encoder.py` holds `mean_pool` and `l2_normalize`, the two steps from the
+# **Write it yourself.** `workbook/12_real_encoder.py` holds `bert_embeddings` (BERT's input: word, position and
+# token-type embeddings summed, then a LayerNorm), and `mean_pool` and `l2_normalize`, the two steps from the
 # last hidden states to a sentence embedding, as stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 12`: it runs the package's own test cases on your code and says what is
 # still wrong. `python -m transformer check 12 --on-model` then embeds three sentences with this lesson's

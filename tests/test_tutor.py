@@ -1625,7 +1625,26 @@ QKV_ATTEMPT = """
 QKV_SLIP = {"c": "x if context is None else context", "bq": " + (0 if w.b_q is None else w.b_q)",
             "bk": " + (0 if w.b_k is None else w.b_k)", "bv": " + (0 if w.b_v is None else w.b_v)",
             "split": "split_heads", "kv": "h_kv", "k": "k", "v": "v"}
+BERT_EMBED_ATTEMPT = """
+    from transformer import layer_norm
+    def bert_embeddings(ids, w, cfg, token_types=None, positions=None):
+        b, n = ids.shape
+        pos = {pos}
+        types = np.zeros_like(ids) if token_types is None else token_types
+        x = w.W_E[ids] + w.W_pos[pos]{type_term}
+        return {out}
+"""
+BERT_EMBED_SLIP = {"pos": "np.broadcast_to(np.arange(n), (b, n)) if positions is None else positions",
+                   "type_term": " + w.W_type[types]", "out": "layer_norm(x, w.ln_g, w.ln_b, cfg.eps)"}
 FIRST_ATTEMPTS = [
+    *(("12", "bert_embeddings", BERT_EMBED_ATTEMPT.format(**{**BERT_EMBED_SLIP, **slip}), hint)
+      for slip, hint in [({"out": "x"}, "BERT's embedding LayerNorm"),
+                         ({"type_term": " + (0 if token_types is None else w.W_type[token_types])"},
+                          "W_type[0] is a learned vector"),
+                         ({"pos": "np.broadcast_to(np.arange(n), (b, n))"}, "use the positions given"),
+                         ({"pos": "np.broadcast_to(np.arange(1, n + 1), (b, n)) if positions is None else positions"},
+                          "positions count from 0"),
+                         ({"out": "layer_norm(x, w.ln_g, w.ln_b)"}, "BERT's 1e-12")]),
     *(("07", "qkv_heads", QKV_ATTEMPT.format(**{**QKV_SLIP, **slip}), hint)
       for slip, hint in [({"kv": "h"}, "K and V have h_kv heads, not h"),
                          ({"k": "np.repeat(k, h // h_kv, axis=1)", "v": "np.repeat(v, h // h_kv, axis=1)"},
@@ -1973,6 +1992,7 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
                   ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("12", BERT_EMBED_ATTEMPT.format(**BERT_EMBED_SLIP)),
                   ("11", SAMPLE_ATTEMPT.format(**SAMPLE_SLIP)), ("07", QKV_ATTEMPT.format(**QKV_SLIP)),
                   ("11", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, "u": "None",
                                                   "pick": "np.apply_along_axis(lambda q: rng.choice(len(q), p=q), "

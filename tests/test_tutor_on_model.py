@@ -327,7 +327,7 @@ def test_the_command_line_embeds_with_lesson_12_alone(tmp_path):
     assert "SmolLM2-135M" not in proc.stdout and "Lesson 19's" not in proc.stdout
     out = proc.stdout.splitlines()
     header = out.index("all-MiniLM-L6-v2 with your functions (--on-model):")
-    assert out[header + 1] == "  yours: mean_pool, l2_normalize"
+    assert out[header + 1] == "  yours: bert_embeddings, mean_pool, l2_normalize"
 
 
 def test_the_encoder_example_in_docs_cli_is_what_the_run_prints(minilm, tmp_path):

@@ -44,7 +44,7 @@ STUBS = {
                            "flash_attention_backward"],
     "10_block.py": ["layer_norm", "rms_norm", "gelu", "ffn", "swiglu_ffn", "residual"],
     "11_real_llm.py": ["filter_logits", "sample_next"],
-    "12_real_encoder.py": ["mean_pool", "l2_normalize"],
+    "12_real_encoder.py": ["bert_embeddings", "mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "forward_flops", "arithmetic_intensity", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
     "15_cross_attention.py": ["seq2seq_decoder_layer"],
@@ -171,6 +171,8 @@ def valid_call(name: str, target):
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "global_mask": lambda f: f(6, [0, 3]),
+        "bert_embeddings": lambda f: f(np.array([[1, 4, 2]]), T.BertWeights(
+            r(6, 4), r(8, 4), r(2, 4), np.ones(4), np.zeros(4)), T.BertConfig(v=6, d=4, h=2, L=1, d_ff=8, n_max=8)),
         "qkv_heads": lambda f: f(r(2, 3, 8), T.AttentionWeights(r(8, 8), r(8, 4), r(8, 4), r(8, 8)), 4, 2),
         "sample_next": lambda f: f(r(3, 7), 0.8, top_k=4, rng=1),
         "visible_key_tiles": lambda f: f(5, 9, 2, 4, True),
@@ -434,6 +436,11 @@ EXAMPLES = [
     ("11_real_llm.py", "sample_next", "c = [0.1, 0.3, 0.6, 1.0], so token 3 (0.6 ≤ 0.65 < 1.0); u = 0.25 gives token 1",
      lambda: [int(T.sample_next(np.log(np.array([0.1, 0.2, 0.3, 0.4])), 1.0, rng=GivenUniforms([u])))
               for u in (0.65, 0.25)], [3, 1]),
+    ("12_real_encoder.py", "bert_embeddings", "give [2, 5] before the LayerNorm; with γ = [1, 1] and β = [0, 0] a "
+     "LayerNorm over 2 numbers gives [−1, 1]",
+     lambda: T.bert_embeddings(np.array([[1]]), T.BertWeights(
+         np.array([[0.0, 0.0], [1.0, 3.0]]), np.array([[0.0, 1.0], [0.0, 0.0]]), np.array([[1.0, 1.0]]), np.ones(2),
+         np.zeros(2)), T.BertConfig(v=2, d=2, h=1, L=1, d_ff=4, n_max=2, n_types=1))[0, 0], [-1, 1]),
     ("12_real_encoder.py", "mean_pool", "e_0 = [2, 3]",
      lambda: T.mean_pool(np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]]), np.array([2]))[0], [2, 3]),
     ("12_real_encoder.py", "l2_normalize", "out = [0.6, 0.8]", lambda: T.l2_normalize(np.array([3.0, 4.0])),

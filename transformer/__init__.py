@@ -49,7 +49,8 @@ from .models.llama_gguf import read_tokenizer as read_gguf_tokenizer  # the BPE 
 
 # a real encoder: all-MiniLM-L6-v2 and its WordPiece tokenizer
 from .tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
-from .models.bert import BertConfig, MiniLM, bert_encode, mean_pool, l2_normalize, encoder_mask
+from .models.bert import (BertConfig, BertWeights, MiniLM, bert_embeddings, bert_encode, mean_pool, l2_normalize,
+                          encoder_mask)
 from .models.bert_files import load_minilm
 from .models.bert import BertLayer  # = Seq2SeqEncoderLayer: a BERT layer's weights are an encoder layer's
 

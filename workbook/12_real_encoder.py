@@ -13,6 +13,30 @@ from __future__ import annotations
 
 import numpy as np
 
+from transformer import embed, layer_norm  # or yours from 01 and 10
+from transformer import BertConfig, BertWeights  # the sizes (cfg.eps, …), and W_E, W_pos, W_type, ln_g, ln_b
+
+
+def bert_embeddings(ids, w: BertWeights, cfg: BertConfig, token_types=None,
+                    positions=None):  # [b, n] -> [b, n, d]
+    """BERT's input: three learned embeddings summed, then a LayerNorm (before any layer).
+
+        x = LayerNorm(W_E[ids] + W_pos[positions] + W_type[token_types])      with w.ln_g, w.ln_b, cfg.eps
+
+    ids (b, n) token ids; W_E (v, d) the word embeddings, W_pos (n_max, d) one learned row a position,
+    W_type (n_types, d) one row a segment (0: sentence A, 1: sentence B of a pair).
+    token_types (b, n): None means every token is type 0 (W_type[0] is still added: it is learned, not zero);
+    positions (b, n): None means 0 … n − 1 in every row (packed rows restart them at each sentence).
+    ->  (b, n, d), in the weights' dtype. cfg.eps is BERT's 1e-12, not the 1e-5 of other models.
+    Example, d = 2: W_E[1] = [1, 3], W_pos[0] = [0, 1], W_type[0] = [1, 1] give [2, 5] before the
+    LayerNorm; with γ = [1, 1] and β = [0, 0] a LayerNorm over 2 numbers gives [−1, 1].
+
+    After trying: the package's version is `transformer/models/bert.py`, `bert_embeddings`.
+    """
+    raise NotImplementedError(
+        "bert_embeddings: start with W_E[ids] and print its shape (b, n, d); add the positions' rows, then the "
+        "types' rows, and normalise last.")
+
 
 def mean_pool(hidden, lengths):  # [b, n, d], [b] -> [b, d]
     """Mean of the hidden states over each sentence's real tokens: its [PAD] rows do not count.

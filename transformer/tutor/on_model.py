@@ -71,6 +71,7 @@ ENCODER_FUNCTIONS = {
     "layer_norm": ("10", [("models.bert", "layer_norm"), ("models.encoder_decoder", "layer_norm")]),
     "gelu": ("10", [("models.bert", "gelu")]),
     "ffn": ("10", [("models.encoder_decoder", "ffn")]),
+    "bert_embeddings": ("12", [("models.bert", "bert_embeddings")]),
     "mean_pool": ("12", [("models.bert", "mean_pool")]),
     "l2_normalize": ("12", [("models.bert", "l2_normalize")]),
 }

@@ -9,12 +9,13 @@ import numpy as np
 from ..core.masks import causal_mask
 from ..core.online_softmax import exp_minus
 from ..core.paged_kv import paged_attention
-from ..models.bert import l2_normalize, mean_pool
+from ..core.layers import layer_norm
+from ..models.bert import BertConfig, BertWeights, bert_embeddings, l2_normalize, mean_pool
 from ..models.configs import ModelConfig, load_config
 from ..models.counting import count_parameters, kv_cache_bytes_per_token
 from .cases import Case, Mistake, Spec
 
-__all__ = ["MEAN_POOL", "L2_NORMALIZE", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION"]
+__all__ = ["MEAN_POOL", "L2_NORMALIZE", "BERT_EMBEDDINGS", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION"]
 
 
 def _rng(seed):
@@ -97,6 +98,59 @@ L2_NORMALIZE = Spec(
               Mistake("keep the length's axis (keepdims=True): a (…, 1) length broadcasts over the d numbers of its row",
                       raises=r"could not be broadcast")],
     torch=_torch_normalize)
+
+
+# --- lesson 12: BERT's input, three embeddings summed and normalised --------------------------------------------
+def _bert(r, v=20, d=8, n_max=16, n_types=2, dtype=np.float64):
+    """A small BertConfig and random embedding weights of its sizes (no layers: the embeddings do not read them)."""
+    cfg = BertConfig(v=v, d=d, h=2, L=1, d_ff=2 * d, n_max=n_max, n_types=n_types)
+    w = BertWeights(*(a.astype(dtype) for a in (r.standard_normal((v, d)), r.standard_normal((n_max, d)) * 0.5,
+                                                r.standard_normal((n_types, d)) * 0.5, r.uniform(0.5, 1.5, d),
+                                                r.standard_normal(d) * 0.1)))
+    return w, cfg
+
+
+def bert_embedding_cases():
+    r = _rng(122)
+    ids = lambda b, n: r.integers(0, 20, (b, n))  # noqa: E731
+    w, cfg = _bert(r)
+    w32, _ = _bert(r, dtype=np.float32)
+    return [Case("ids (2, 5), types and positions left out", (ids(2, 5), w, cfg)),
+            Case("a sentence pair: token_types [0, 0, 0, 1, 1, 1]", (ids(1, 6), w, cfg),
+                 {"token_types": np.array([[0, 0, 0, 1, 1, 1]])}, frozenset({"types"})),
+            Case("packed rows: positions [[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]]", (ids(2, 5), w, cfg),
+                 {"positions": np.array([[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]])}, frozenset({"positions"})),
+            Case("float32 weights, ids (1, 4)", (ids(1, 4), w32, cfg), tags=frozenset({"float32"}))]
+
+
+def _embeddings(norm=True, types=True, positions_used=True, first_position=0, eps=None):
+    """bert_embeddings with a slip: no LayerNorm, no token-type term, the positions given left out, positions from
+    first_position, another eps."""
+    def embeddings(ids, w, cfg, token_types=None, positions=None):
+        n = ids.shape[1]
+        pos = (positions if positions is not None and positions_used else
+               np.broadcast_to(np.arange(first_position, first_position + n), ids.shape))
+        x = w.W_E[ids] + w.W_pos[pos]  # [b, n, d]
+        if types:
+            x = x + w.W_type[np.zeros_like(ids) if token_types is None else token_types]
+        if not norm:
+            return x
+        return layer_norm(x, w.ln_g, w.ln_b, cfg.eps if eps is None else eps)
+    return embeddings
+
+
+BERT_EMBEDDINGS = Spec(
+    "bert_embeddings", bert_embeddings, bert_embedding_cases, "transformer/models/bert.py", dims=("b", "n", "d"),
+    mistakes=[Mistake("the sum goes through BERT's embedding LayerNorm: x = LayerNorm(W_E[ids] + W_pos[positions] + "
+                      "W_type[types]) with w.ln_g, w.ln_b and cfg.eps", variant=_embeddings(norm=False)),
+              Mistake("the token-type embedding is added even when every token is type 0: W_type[0] is a learned "
+                      "vector, not zero", variant=_embeddings(types=False)),
+              Mistake("use the positions given (packed rows restart them at each sentence); 0 … n − 1 only when "
+                      "positions is None", variant=_embeddings(positions_used=False)),
+              Mistake("positions count from 0: the first token, [CLS], reads row 0 of W_pos",
+                      variant=_embeddings(first_position=1)),
+              Mistake("the LayerNorm's ε is cfg.eps (BERT's 1e-12), not a default of 1e-5",
+                      variant=_embeddings(eps=1e-5))])
 
 
 # --- lesson 13: counting a Llama-style decoder from its config -----------------------------------------
