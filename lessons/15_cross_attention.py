@@ -503,10 +503,11 @@ P.save(fig, P.figure_path("15_data_flow.png"))
 # encoders such as MiniLM (lesson 12) keep just the first.
 
 # %% [markdown]
-# **Write it yourself.** `workbook/15_cross_attention.py` holds `seq2seq_decoder_layer` (masked
-# self-attention, cross-attention, FFN, each post-norm, with both masks and both weights returned) as a
-# stub; fill it in, then run `python -m transformer check 15`: it runs the package's own test cases on your
-# code and says what is still wrong.
+# **Write it yourself.** `workbook/15_cross_attention.py` holds `seq2seq_encoder_layer` (self-attention and
+# FFN, each post-norm) and `seq2seq_decoder_layer` (masked self-attention, cross-attention, FFN, with both
+# masks and both weights returned) as stubs; fill them in, then run `python -m transformer check 15`: it runs
+# the package's own test cases on your code and says what is still wrong. With `--on-model`, your encoder
+# layer then runs all six layers of lesson 12's all-MiniLM-L6-v2 (a BERT layer is this layer, with GELU).
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 15` does the same.

@@ -1636,7 +1636,29 @@ BERT_EMBED_ATTEMPT = """
 """
 BERT_EMBED_SLIP = {"pos": "np.broadcast_to(np.arange(n), (b, n)) if positions is None else positions",
                    "type_term": " + w.W_type[types]", "out": "layer_norm(x, w.ln_g, w.ln_b, cfg.eps)"}
+ENCODER_ATTEMPT = """
+    from transformer import causal_mask, ffn, layer_norm, multi_head_attention, relu
+    def seq2seq_encoder_layer(x, lw, h, *, mask=None, activation=relu, eps=1e-5):
+        keep = {keep}
+        a, p = multi_head_attention({q_in}, lw.self_attn, h, mask=keep, return_weights=True)
+        x1 = {x1}
+        f = ffn({f_in}, lw.W_1, lw.W_2, {biases}, activation={act})
+        return {out}, p
+"""
+ENCODER_SLIP = {"keep": "mask", "q_in": "x", "x1": "layer_norm(x + a, lw.ln1_g, lw.ln1_b, eps)", "f_in": "x1",
+                "biases": "lw.b_1, lw.b_2", "act": "activation", "out": "layer_norm(x1 + f, lw.ln2_g, lw.ln2_b, eps)"}
 FIRST_ATTEMPTS = [
+    *(("15", "seq2seq_encoder_layer", ENCODER_ATTEMPT.format(**{**ENCODER_SLIP, **slip}), hint)
+      for slip, hint in [({"q_in": "layer_norm(x, lw.ln1_g, lw.ln1_b, eps)", "x1": "x + a",
+                           "f_in": "layer_norm(x1, lw.ln2_g, lw.ln2_b, eps)", "out": "x1 + f"}, "post-norm"),
+                         ({"keep": "causal_mask(x.shape[1]) if mask is None else mask & causal_mask(x.shape[1])"},
+                          "bidirectional"),
+                         ({"keep": "None"}, "pass `mask` to the self-attention"),
+                         ({"x1": "layer_norm(a, lw.ln1_g, lw.ln1_b, eps)"}, "the self-attention has a residual"),
+                         ({"out": "layer_norm(f, lw.ln2_g, lw.ln2_b, eps)"}, "the FFN has a residual too"),
+                         ({"out": "x1 + f"}, "the second sub-layer ends like the first"),
+                         ({"biases": "None, None"}, "the FFN has biases"),
+                         ({"act": "relu"}, "pass `activation` on to the FFN")]),
     *(("12", "bert_embeddings", BERT_EMBED_ATTEMPT.format(**{**BERT_EMBED_SLIP, **slip}), hint)
       for slip, hint in [({"out": "x"}, "BERT's embedding LayerNorm"),
                          ({"type_term": " + (0 if token_types is None else w.W_type[token_types])"},
@@ -1991,7 +2013,10 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                   ("09", FLASH_ATTEMPT.format(**FLASH_RIGHT) + FLASH_BACKWARD_ATTEMPT.format(**FLASH_BACKWARD_SLIP)),
                   ("08", ONLINE_STATS_ATTEMPT.format(**ONLINE_STATS_SLIP)),
                   ("18", HEAD_BACKWARD_ATTEMPT.format(**HEAD_BACKWARD_SLIP)),
-                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)), ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("13", FLOPS_ATTEMPT.format(**FLOPS_SLIP)), ("13", INTENSITY_ATTEMPT.format(**INTENSITY_SLIP)),
+                  ("05", GLOBAL_ATTEMPT.format(**GLOBAL_SLIP)),
+                  ("15", ENCODER_ATTEMPT.format(**ENCODER_SLIP)
+                   + DECODER_ATTEMPT.format(causal="causal_mask(y.shape[1])", first="y + a")),
                   ("12", BERT_EMBED_ATTEMPT.format(**BERT_EMBED_SLIP)),
                   ("11", SAMPLE_ATTEMPT.format(**SAMPLE_SLIP)), ("07", QKV_ATTEMPT.format(**QKV_SLIP)),
                   ("11", SAMPLE_ATTEMPT.format(**{**SAMPLE_SLIP, "u": "None",

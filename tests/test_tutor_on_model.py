@@ -281,7 +281,7 @@ def test_the_training_example_in_docs_cli_is_what_the_run_prints(tmp_path):
 
 
 # --- the encoder: all-MiniLM-L6-v2 embeds sentences with the encoder's functions --------------------------------
-ENCODER_LESSONS = sorted({lesson for lesson, _ in ENCODER_FUNCTIONS.values()})  # 01 03 04 05 10 12
+ENCODER_LESSONS = sorted({lesson for lesson, _ in ENCODER_FUNCTIONS.values()})  # 01 03 04 05 10 12 15
 
 
 @pytest.fixture(scope="module")
@@ -374,3 +374,21 @@ def test_a_softmax_your_attention_does_not_call_is_not_said_to_run(model, tmp_pa
     assert "softmax" in run.yours and "scaled_dot_product_attention" in run.yours
     assert ("repeat_kv", "not called by your scaled_dot_product_attention") in run.package
     assert run.reply == run.mine
+
+
+def test_an_encoder_layer_of_yours_runs_every_layer_of_minilm(minilm, tmp_path):
+    """Lesson 15's encoder layer is a BERT layer: the learner's, swapped in, runs all six with GELU and eps 1e-12."""
+    calls = tmp_path / "calls.txt"
+    files = workbook(tmp_path, {"15": f"""
+        import transformer
+        def seq2seq_encoder_layer(x, lw, h, *, mask=None, activation=transformer.relu, eps=1e-5):
+            with open({str(calls)!r}, "a") as f:
+                f.write(f"{{activation.__name__}} {{eps}}\\n")
+            return transformer.seq2seq_encoder_layer(x, lw, h, mask=mask, activation=activation, eps=eps)
+        """}, lessons=ENCODER_LESSONS)
+    reports = checked(files)
+    calls.write_text("")
+    run = run_on_encoder(reports, files, model=minilm)
+    assert calls.read_text().split("\n")[:-1] == ["gelu 1e-12"] * len(minilm.weights.layers)
+    assert "seq2seq_encoder_layer" in run.yours and run.difference == 0.0
+    assert T.models.bert.seq2seq_encoder_layer is T.seq2seq_encoder_layer

@@ -47,7 +47,7 @@ STUBS = {
     "12_real_encoder.py": ["bert_embeddings", "mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "forward_flops", "arithmetic_intensity", "kv_cache_bytes_per_token"],
     "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
-    "15_cross_attention.py": ["seq2seq_decoder_layer"],
+    "15_cross_attention.py": ["seq2seq_encoder_layer", "seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
     "18_training_step.py": ["cross_entropy", "cross_entropy_backward", "lm_head_backward", "rms_norm_backward",
@@ -58,7 +58,8 @@ STUBS = {
     "19_training_from_scratch.py": ["induction_head_scores"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
-REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_decoder_layer", "forward_flops"}
+REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_encoder_layer", "seq2seq_decoder_layer",
+           "forward_flops"}
 CASES = [(f, name) for f, names in STUBS.items() for name in names]
 # a stub whose package function is not a top-level name: where it is under `transformer`
 PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
@@ -171,6 +172,8 @@ def valid_call(name: str, target):
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "global_mask": lambda f: f(6, [0, 3]),
+        "seq2seq_encoder_layer": lambda f: f(r(1, 5, 4), T.seq2seq_encoder_weights(T.init_seq2seq(
+            T.Seq2SeqConfig(v=10, d=4, h=2, d_ff=6, L_enc=1, L_dec=1, n_max=8), 0, dtype="float64"), 0), 2),
         "bert_embeddings": lambda f: f(np.array([[1, 4, 2]]), T.BertWeights(
             r(6, 4), r(8, 4), r(2, 4), np.ones(4), np.zeros(4)), T.BertConfig(v=6, d=4, h=2, L=1, d_ff=8, n_max=8)),
         "qkv_heads": lambda f: f(r(2, 3, 8), T.AttentionWeights(r(8, 8), r(8, 4), r(8, 4), r(8, 8)), 4, 2),

@@ -72,6 +72,7 @@ ENCODER_FUNCTIONS = {
     "gelu": ("10", [("models.bert", "gelu")]),
     "ffn": ("10", [("models.encoder_decoder", "ffn")]),
     "bert_embeddings": ("12", [("models.bert", "bert_embeddings")]),
+    "seq2seq_encoder_layer": ("15", [("models.bert", "seq2seq_encoder_layer")]),  # a BERT layer is one
     "mean_pool": ("12", [("models.bert", "mean_pool")]),
     "l2_normalize": ("12", [("models.bert", "l2_normalize")]),
 }

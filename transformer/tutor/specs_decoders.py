@@ -1,4 +1,4 @@
-"""The checker's cases for lessons 15, 16 and 19: the encoder–decoder's decoder layer, packing documents into rows
+"""The checker's cases for lessons 15, 16 and 19: the encoder–decoder's two layers, packing documents into rows
 and their document mask, and the scores that find induction heads."""
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from ..core.heads import AttentionWeights, multi_head_attention
 from ..core.layers import ffn, gelu, layer_norm, relu
 from ..core.masks import causal_mask, document_mask, padding_mask
 from ..core.packing import Packed, pack_documents
-from ..models.encoder_decoder import Seq2SeqDecoderLayer, seq2seq_decoder_layer
+from ..models.encoder_decoder import (Seq2SeqDecoderLayer, Seq2SeqEncoderLayer, seq2seq_decoder_layer,
+                                      seq2seq_encoder_layer)
 from ..tasks.induction import induction_head_scores
 from .cases import Case, Mistake, Spec, call_plain
 
-__all__ = ["DECODER_LAYER", "PACK_DOCUMENTS", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+__all__ = ["DECODER_LAYER", "ENCODER_LAYER", "PACK_DOCUMENTS", "DOCUMENT_MASK", "INDUCTION_SCORES"]
 
 
 def _rng(seed):
@@ -127,6 +128,67 @@ DECODER_LAYER = Spec(
                       "when they are not given)", tag="options"),
               Mistake("cross-attention is not causal: no causal mask between the target and the source (n_dec and "
                       "n_enc differ)", raises=r"offset must be ≥ 0")])
+
+
+# --- lesson 15: the encoder layer (BERT's layer too) -------------------------------------------------------------
+def _encoder_layer(r, d, d_ff):
+    """Random weights of one encoder layer, with biases and β (so a left-out one shows)."""
+    m = lambda *s: r.standard_normal(s) / math.sqrt(s[0])  # noqa: E731
+    vec = lambda n, c=0.0: c + 0.1 * r.standard_normal(n)  # noqa: E731
+    attn = AttentionWeights(m(d, d), m(d, d), m(d, d), m(d, d), vec(d), vec(d), vec(d), vec(d))
+    return Seq2SeqEncoderLayer(attn, m(d, d_ff), m(d_ff, d), vec(d, 1), vec(d, 1), vec(d_ff), vec(d), vec(d), vec(d))
+
+
+def encoder_cases():
+    r = _rng(152)
+    x = lambda b, n: r.standard_normal((b, n, 8))  # noqa: E731
+    return [Case("b=2, n=5, d=8, h=2: the second sentence has 3 words (mask = padding_mask([5, 3]))",
+                 (x(2, 5), _encoder_layer(r, 8, 12), 2), {"mask": padding_mask([5, 3])}, frozenset({"mask"})),
+            Case("b=1, n=4, d=8, h=4, no mask: every word sees every word", (x(1, 4), _encoder_layer(r, 8, 16), 4)),
+            Case("activation=gelu and eps=0.3 given (b=1, n=3, h=2)", (x(1, 3), _encoder_layer(r, 8, 12), 2),
+                 {"activation": gelu, "eps": 0.3}, frozenset({"options"}))]
+
+
+def _encoder_variant(*, pre_norm=False, causal=False, mask_used=True, attention_residual=True, ffn_residual=True,
+                     last_norm=True, ffn_biases=True):
+    """The encoder layer with one mistake switched on."""
+    def layer(x, lw, h, *, mask=None, activation=relu, eps=1e-5):
+        keep = mask if mask_used else None
+        if causal:
+            keep = causal_mask(x.shape[1]) if keep is None else keep & causal_mask(x.shape[1])
+        norm = lambda t, i: layer_norm(t, getattr(lw, f"ln{i}_g"), getattr(lw, f"ln{i}_b"), eps)  # noqa: E731
+        f = lambda t: ffn(t, lw.W_1, lw.W_2, lw.b_1 if ffn_biases else None,  # noqa: E731
+                          lw.b_2 if ffn_biases else None, activation=activation)
+        if pre_norm:  # x + sublayer(LN(x)), the pre-LN layout
+            a, p = multi_head_attention(norm(x, 1), lw.self_attn, h, mask=keep, return_weights=True)
+            x1 = x + a
+            return x1 + f(norm(x1, 2)), p
+        a, p = multi_head_attention(x, lw.self_attn, h, mask=keep, return_weights=True)
+        x1 = norm(x + a if attention_residual else a, 1)
+        r2 = x1 + f(x1) if ffn_residual else f(x1)
+        return (norm(r2, 2) if last_norm else r2), p
+    return layer
+
+
+ENCODER_LAYER = Spec(
+    "seq2seq_encoder_layer", seq2seq_encoder_layer, encoder_cases, "transformer/models/encoder_decoder.py",
+    dims=(("b", "n", "d"), ("b", "h", "n", "n")), names=("the output", "the attention weights"),
+    mistakes=[Mistake("post-norm (the original Transformer and BERT): LayerNorm(x + sublayer(x)) after each sub-layer, "
+                      "not x + sublayer(LayerNorm(x))", variant=_encoder_variant(pre_norm=True)),
+              Mistake("an encoder's self-attention is bidirectional: every word sees every word, the later ones too; "
+                      "only `mask` (the padding) hides keys", variant=_encoder_variant(causal=True)),
+              Mistake("pass `mask` to the self-attention: it hides the padded words of the shorter sentences",
+                      variant=_encoder_variant(mask_used=False)),
+              Mistake("the self-attention has a residual: x1 = LayerNorm(x + SelfAttention(x)), not LayerNorm of the "
+                      "attention alone", variant=_encoder_variant(attention_residual=False)),
+              Mistake("the FFN has a residual too: LayerNorm(x1 + FFN(x1))",
+                      variant=_encoder_variant(ffn_residual=False)),
+              Mistake("the second sub-layer ends like the first: LayerNorm(x1 + FFN(x1)) with ln2",
+                      variant=_encoder_variant(last_norm=False)),
+              Mistake("the FFN has biases: ffn(x1, W_1, W_2, b_1, b_2), as the original Transformer's and BERT's",
+                      variant=_encoder_variant(ffn_biases=False)),
+              Mistake("pass `activation` on to the FFN and `eps` to each LayerNorm (the defaults, ReLU and 1e-5, only "
+                      "when they are not given)", tag="options")])
 
 
 # --- lesson 16: packing documents into rows of n_ctx ------------------------------------------------------------
