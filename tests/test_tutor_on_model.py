@@ -351,9 +351,10 @@ def test_with_nothing_written_nothing_is_trained_and_the_stubs_are_named(tmp_pat
     assert "    not written yet: cross_entropy, cross_entropy_backward, lm_head_backward" in text
 
 
-def test_a_softmax_your_attention_does_not_call_is_not_said_to_run(model, tmp_path):
+def test_a_function_nothing_calls_is_not_said_to_run(model, tmp_path):
     """With the learner's attention swapped in, their softmax and repeat_kv run only where it calls them: this one
-    calls its own softmax, and the package's repeat_kv (imported in lesson 03's file), not lesson 07's."""
+    calls its file's softmax, and the package's repeat_kv (imported in lesson 03's file), never lesson 07's. Each
+    swapped function counts its calls, in the package's modules and in the learner's own."""
     files = workbook(tmp_path, {"03": """
         import math
         from transformer import repeat_kv
@@ -372,7 +373,9 @@ def test_a_softmax_your_attention_does_not_call_is_not_said_to_run(model, tmp_pa
     assert next(r for r in reports[2].results if r.name == "scaled_dot_product_attention").status == "passed"
     run = run_on_model(reports, files, model=model)
     assert "softmax" in run.yours and "scaled_dot_product_attention" in run.yours
-    assert ("repeat_kv", "not called by your scaled_dot_product_attention") in run.package
+    assert run.unused == ["repeat_kv"] and "repeat_kv" not in run.yours
+    assert ("  yours, but nothing called them in this run (a function of yours above does their work): repeat_kv"
+            in format_model_run(run))
     assert run.reply == run.mine
 
 
@@ -391,4 +394,6 @@ def test_an_encoder_layer_of_yours_runs_every_layer_of_minilm(minilm, tmp_path):
     run = run_on_encoder(reports, files, model=minilm)
     assert calls.read_text().split("\n")[:-1] == ["gelu 1e-12"] * len(minilm.weights.layers)
     assert "seq2seq_encoder_layer" in run.yours and run.difference == 0.0
+    # this layer hands its work to the package's, whose calls reach the learner's swapped functions: all are called
+    assert run.unused == []
     assert T.models.bert.seq2seq_encoder_layer is T.seq2seq_encoder_layer

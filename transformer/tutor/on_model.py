@@ -13,8 +13,9 @@ the cases did not have) is shown at its line.
 """
 from __future__ import annotations
 
-import inspect
+import functools
 import io
+from collections import Counter
 import textwrap
 import time
 import traceback
@@ -97,6 +98,7 @@ class ModelRun:
     tokens: int = 0
     error: str = ""  # a function raised inside the model, or the model is not installed
     printed: str = ""  # what the learner's functions printed, in one line
+    unused: list[str] = field(default_factory=list)  # the learner's that passed, but nothing called
     seconds: float = 0.0
 
 
@@ -117,53 +119,68 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str | None,
             why = {None: "not checked in this run", "not written": "not written yet", "failed": "failed its check",
                    "missing": "not in your file", "unloadable": "its file does not import"}.get(got, got)
             stay.append((name, why))
-    attention = mine.get("scaled_dot_product_attention")
-    attention = inspect.unwrap(attention) if attention is not None else None  # a decorated one: its body
-    for name in ("softmax", "repeat_kv"):  # theirs runs inside the package's attention: with the learner's, only
-        code = getattr(attention, "__code__", None)  # where it calls them
-        if attention is not None and name in mine and not (
-                code is not None and name in code.co_names and attention.__globals__.get(name) is mine[name]):
-            del mine[name]
-            stay.append((name, "not called by your scaled_dot_product_attention"))
     return mine, stay
 
 
 @contextmanager
-def swapped(functions: dict, table: dict = MODEL_FUNCTIONS):
-    """The package's module names replaced by the learner's functions, and put back however the block ends."""
+def swapped(functions: dict, table: dict = MODEL_FUNCTIONS, own: tuple = (), calls: Counter | None = None):
+    """The package's module names replaced by the learner's functions, and put back however the block ends.
+    calls: a Counter that each call of one of them adds to, under its name; then the names of the learner's own
+    modules `own` that hold one of them count too (their attention calling their softmax)."""
     import importlib
 
+    if calls is not None:
+        counted = {name: _counting(f, name, calls) for name, f in functions.items()}
+        places = [(module, name, counted[name]) for module in own if module is not None
+                  for name, f in functions.items() if vars(module).get(name) is f]
+        functions = counted
+    else:
+        places = []
     old = []
     try:
         for name, f in functions.items():
             for module_name, attr in table[name][1]:
                 module = importlib.import_module(f"transformer.{module_name}")
-                old.append((module, attr, getattr(module, attr)))
-                setattr(module, attr, f)
+                places.append((module, attr, f))
+        for module, attr, f in places:
+            old.append((module, attr, getattr(module, attr)))
+            setattr(module, attr, f)
         yield
     finally:
         for module, attr, f in reversed(old):
             setattr(module, attr, f)
 
 
-def learners_run(work, functions: dict, table: dict, seconds: float, paths: list, where: str, task: str):
+def _counting(f, name: str, calls: Counter):
+    """f, adding 1 to calls[name] at each call (its name and docstring kept: an activation's __name__ is read)."""
+    @functools.wraps(f)
+    def counted(*args, **kwargs):
+        calls[name] += 1
+        return f(*args, **kwargs)
+    return counted
+
+
+def learners_run(work, functions: dict, table: dict, seconds: float, modules: dict, files: dict, where: str,
+                 task: str):
     """work() with the learner's functions swapped in, a time limit and its prints kept: (its value or None, the
-    error in one line or '', what it printed in one line or ''). where: "the model", "the encoder" or "training";
-    task: what the time limit was for, with the package's time ("for 12 tokens (the package's take about 1 s)")."""
+    error in one line or '', what it printed in one line or '', the names of the learner's functions nothing
+    called). modules, files: the learner's modules and files, by lesson. where: "the model", "the encoder" or
+    "training"; task: what the time limit was for, with the package's time ("for 12 tokens (the package's take
+    about 1 s)")."""
     said = "in training" if where == "training" else f"inside {where}"
-    out, value, error = io.StringIO(), None, ""
+    out, value, error, calls = io.StringIO(), None, "", Counter()
     try:
-        with swapped(functions, table), time_limit(seconds), captured_output(out):
+        with swapped(functions, table, tuple(modules.values()), calls), time_limit(seconds), captured_output(out):
             value = work()
     except TimeLimit:
         error = f"{said} your functions took longer than {seconds:g} s {task}: is one of them a loop over numbers?"
     except FloatingPointError as e:  # train_loop stops on a loss or gradient norm that is NaN or infinite
         error = f"{said} your functions stopped the run: {e}"
     except Exception as e:  # noqa: BLE001 - the learner's code may raise anything inside the model
-        error = _raised_inside(e, paths, where)
+        error = _raised_inside(e, [files[lesson] for lesson in modules], where)
     lines = out.getvalue().splitlines()
     printed = f"your functions printed {len(lines)} lines {said}; the first: {lines[0][:80]}" if lines else ""
-    return value, error, printed
+    return value, error, printed, [] if error else [name for name in functions if not calls[name]]
 
 
 def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT, new_tokens: int = NEW_TOKENS,
@@ -204,9 +221,10 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
                                                                  cfg.d_h, dtype=model.weights.W_E.dtype)
             return (forward(ids, model.weights, cfg, cos, sin, last_only=True)[0, -1],
                     model.generate(text, new_tokens, stop_at_eos=True, cache=cache))
-        got, run.error, run.printed = learners_run(mine_run, mine, MODEL_FUNCTIONS, seconds,
-                                                   [files[lesson] for lesson in modules], "the model",
-                                                   f"for {new_tokens} tokens (the package's take about 1 s)")
+        got, run.error, run.printed, run.unused = learners_run(
+            mine_run, mine, MODEL_FUNCTIONS, seconds, modules, files, "the model",
+            f"for {new_tokens} tokens (the package's take about 1 s)")
+        run.yours = [n for n in run.yours if n not in run.unused]
     finally:
         model.fast_path = fast
     if run.error:
@@ -233,6 +251,7 @@ class EncoderRun:
     mine: list[list[float]] = field(default_factory=list)
     error: str = ""
     printed: str = ""
+    unused: list[str] = field(default_factory=list)  # the learner's that passed, but nothing called
     seconds: float = 0.0
 
 
@@ -255,10 +274,10 @@ def run_on_encoder(reports: list[FileReport], files: dict, *, sentences=SENTENCE
     mine, run.package = chosen_functions(reports, modules, None, ENCODER_FUNCTIONS)
     run.yours = [n for n in ENCODER_FUNCTIONS if n in mine]
     ref = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d], unit rows
-    got, run.error, run.printed = learners_run(lambda: np.asarray(model.embed(list(sentences)), np.float64), mine,
-                                               ENCODER_FUNCTIONS, seconds, [files[lesson] for lesson in modules],
-                                               "the encoder", f"for {len(sentences)} sentences (the package's take "
-                                                              "a tenth of a second)")
+    got, run.error, run.printed, run.unused = learners_run(
+        lambda: np.asarray(model.embed(list(sentences)), np.float64), mine, ENCODER_FUNCTIONS, seconds, modules,
+        files, "the encoder", f"for {len(sentences)} sentences (the package's take a tenth of a second)")
+    run.yours = [n for n in run.yours if n not in run.unused]
     if run.error:
         return run
     run.difference = float(np.max(np.abs(got - ref)))
@@ -295,6 +314,7 @@ class TrainingRun:
     mine: list[float] = field(default_factory=list)
     error: str = ""
     printed: str = ""
+    unused: list[str] = field(default_factory=list)  # the learner's that passed, but nothing called
     seconds: float = 0.0
     steps: int = TRAIN_STEPS
 
@@ -320,9 +340,10 @@ def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_S
         return run
     train = lambda: train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)["history"]["loss"]  # noqa
     run.losses = train()
-    losses, run.error, run.printed = learners_run(train, mine, TRAINING_FUNCTIONS, seconds,
-                                                  [files[lesson] for lesson in modules], "training",
-                                                  f"for {steps} steps (the package's take about 2 s)")
+    losses, run.error, run.printed, run.unused = learners_run(
+        train, mine, TRAINING_FUNCTIONS, seconds, modules, files, "training",
+        f"for {steps} steps (the package's take about 2 s)")
+    run.yours = [n for n in run.yours if n not in run.unused]
     run.mine = losses or []
     run.seconds = time.perf_counter() - start
     return run
@@ -357,6 +378,9 @@ def _opening(title: str, run, names: list[str], table: dict | None = None) -> tu
                                                                         "its check"), 116,
                                        initial_indent="  ", subsequent_indent="    ")]
     lines += _package_lines(run.package, table)
+    if run.unused:
+        lines += textwrap.wrap("yours, but nothing called them in this run (a function of yours above does their "
+                               f"work): {', '.join(run.unused)}", 116, initial_indent="  ", subsequent_indent="    ")
     if not run.yours:  # the package's run twice: nothing to compare
         return lines, False
     lines += [f"  {line}" for line in (run.printed, run.error) if line]
