@@ -73,9 +73,9 @@ ENCODER_FUNCTIONS = {
     "gelu": ("10", [("models.bert", "gelu")]),
     "ffn": ("10", [("models.encoder_decoder", "ffn")]),
     "bert_embeddings": ("12", [("models.bert", "bert_embeddings")]),
-    "seq2seq_encoder_layer": ("15", [("models.bert", "seq2seq_encoder_layer")]),  # a BERT layer is one
     "mean_pool": ("12", [("models.bert", "mean_pool")]),
     "l2_normalize": ("12", [("models.bert", "l2_normalize")]),
+    "seq2seq_encoder_layer": ("15", [("models.bert", "seq2seq_encoder_layer")]),  # a BERT layer is one
 }
 SENTENCES = ["A man is playing a guitar.", "Someone is playing an instrument.", "The stock market fell today."]
 TRAIN_STEPS = 40  # about 2 s a run: enough for AdamW's moments and the learning rate's warm-up to matter
