@@ -18,7 +18,6 @@ import io
 from collections import Counter
 import textwrap
 import time
-import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from .guards import TimeLimit, captured_output, time_limit
 from .report import FileReport
+from .run import first_line, learner_line
 
 __all__ = ["MODEL_FUNCTIONS", "ENCODER_FUNCTIONS", "TRAINING_FUNCTIONS", "ModelRun", "EncoderRun", "TrainingRun",
            "run_on_model", "format_model_run", "run_on_encoder", "format_encoder_run", "run_training",
@@ -167,7 +167,7 @@ def learners_run(work, functions: dict, table: dict, seconds: float, modules: di
     called). modules, files: the learner's modules and files, by lesson. where: "the model", "the encoder" or
     "training"; task: what the time limit was for, with the package's time ("for 12 tokens (the package's take
     about 1 s)")."""
-    said = "in training" if where == "training" else f"inside {where}"
+    said = _said(where)
     out, value, error, calls = io.StringIO(), None, "", Counter()
     try:
         with swapped(functions, table, tuple(modules.values()), calls), time_limit(seconds), captured_output(out):
@@ -404,17 +404,17 @@ def _package_lines(package: list[tuple[str, str]], table: dict | None = None) ->
 def _raised_inside(e: BaseException, paths: list[Path], where_run: str = "the model") -> str:
     """One line: what the learner's function raised inside the model, at the learner's line if the traceback has
     one of their files."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if any(Path(f.filename).resolve() == Path(p).resolve() for p in paths)]
-    where = f" at {Path(frames[-1].filename).name}, line {frames[-1].lineno}, in {frames[-1].name}: " \
-            f"{(frames[-1].line or '').strip()}" if frames else ""
-    first = (str(e).splitlines() or [""])[0]
+    line, _ = learner_line(e, *paths)
     shapes = {"training": "a batch of rows, RoPE's tables per row, float32",
               "the encoder": "a padded batch of sentences, 6 layers, float32"}.get(where_run,
                                                                                  "a batch of 1, 30 layers, float32")
-    said = "in training" if where_run == "training" else f"inside {where_run}"
-    return (f"{said} your code raised {type(e).__name__}: {first}{where} — {where_run.removeprefix('the ')} calls "
-            f"it with shapes the check's cases may not have ({shapes})")
+    return (f"{_said(where_run)} your code raised {type(e).__name__}: {first_line(e)}{' at ' + line if line else ''}"
+            f" — {where_run.removeprefix('the ')} calls it with shapes the check's cases may not have ({shapes})")
+
+
+def _said(where: str) -> str:
+    """'in training', 'inside the model', 'inside the encoder'."""
+    return "in training" if where == "training" else f"inside {where}"
 
 
 def format_model_run(run: ModelRun) -> str:

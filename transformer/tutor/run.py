@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from . import (specs_attention as A, specs_backward as G, specs_block as B, specs_cache as C, specs_counting as Q,
-               specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_gqa as V, specs_io as I, specs_layers as L, specs_linear as N,
-               specs_loss as E, specs_masks as K, specs_models as M, specs_online as O, specs_sampling as S,
-               specs_sublayers as U, specs_tokenizers as P)
+               specs_decoders as D, specs_flash as F, specs_flash_backward as H, specs_gqa as V, specs_io as I,
+               specs_layers as L, specs_linear as N, specs_loss as E, specs_masks as K, specs_models as M,
+               specs_online as O, specs_sampling as S, specs_sublayers as U, specs_tokenizers as P)
 from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
@@ -72,13 +72,13 @@ DEFAULT_TIME_LIMIT = 5.0  # seconds per case: every case is small; only a loop t
 VARIANT_CHECKS = 8  # failing cases compared with the known mistakes' answers: more only repeat what these say
 
 
-def _where(exc: BaseException, path: Path) -> tuple[str, str]:
-    """(line text, function name) of the last frame of the learner's file in exc's traceback, or ('', '')."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, path)]
+def learner_line(exc: BaseException, *paths: Path) -> tuple[str, str]:
+    """(line text, function name) of the last frame of the learner's files in exc's traceback, or ('', '')."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if any(_same_file(f.filename, p) for p in paths)]
     if not frames:
         return "", ""
     f = frames[-1]
-    return f"{path.name}, line {f.lineno}, in {f.name}: {(f.line or '').strip()}", f.name
+    return f"{Path(f.filename).name}, line {f.lineno}, in {f.name}: {(f.line or '').strip()}", f.name
 
 
 def _same_file(filename: str, path: Path) -> bool:
@@ -88,7 +88,7 @@ def _same_file(filename: str, path: Path) -> bool:
         return False
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else ""
 
@@ -101,7 +101,7 @@ def _raised(exc: BaseException, path: Path, keep: int = 4) -> str:
     head = f"raised {type(exc).__name__}" + (f": {short(lines[0])}" if lines else "")
     if isinstance(exc, EOFError):
         head += " (the checker types nothing: a checked function must not wait for input())"
-    where, _ = _where(exc, path)
+    where, _ = learner_line(exc, path)
     return "\n".join([head] + [short(line) for line in lines[1:]] + ([f"at {where}"] if where else []))
 
 
@@ -110,7 +110,7 @@ def _load(path: Path, seconds) -> tuple[Any, str, list[str]]:
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        return None, f"cannot read {path}: {_first_line(e) or type(e).__name__}", []
+        return None, f"cannot read {path}: {first_line(e) or type(e).__name__}", []
     try:
         code = compile(source, str(path), "exec")
     except SyntaxError as e:
@@ -127,9 +127,9 @@ def _load(path: Path, seconds) -> tuple[Any, str, list[str]]:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: B902 - anything the file raises, SystemExit included
-        where, _ = _where(e, path)
+        where, _ = learner_line(e, path)
         kind = "cannot import" if isinstance(e, ImportError) else f"raised {type(e).__name__}"
-        return None, f"{where or path.name}: {kind} while loading: {_first_line(e)}", []
+        return None, f"{where or path.name}: {kind} while loading: {first_line(e)}", []
     return module, "", out.getvalue().splitlines()
 
 
@@ -307,14 +307,14 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
         run = _outcome(spec, obj, case, seconds)
         printed.append((case.label, run.printed))
         if run.kind == "raised" and isinstance(run.value, NotImplementedError):
-            _, fn = _where(run.value, path)
+            _, fn = learner_line(run.value, path)
             if fn and fn not in (spec.name, shown.split(".")[-1], "advance"):  # a class's stub: its method
                 return Result(shown, "not written", f"not checked yet: it calls `{fn}`, which still reaches "
                                                           "`raise NotImplementedError`")
             unwritten.append(case)  # a part still to write: the cases that do not reach it are checked
             continue
         if run.kind == "time":
-            where, _ = _where(run.value, path)
+            where, _ = learner_line(run.value, path)
             failures.append(CaseFailure(case.label, f"{run.value} on this case: a loop that never ends? (checking "
                                         "stopped here)" + (f"\nat {where}" if where else ""), "time", case=case))
             break
