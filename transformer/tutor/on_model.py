@@ -26,7 +26,7 @@ import numpy as np
 
 from .guards import TimeLimit, captured_output, time_limit
 from .report import FileReport
-from .run import first_line, learner_line
+from .run import first_line, learner_line, load_workbook_file
 
 __all__ = ["MODEL_FUNCTIONS", "ENCODER_FUNCTIONS", "TRAINING_FUNCTIONS", "ModelRun", "EncoderRun", "TrainingRun",
            "run_on_model", "format_model_run", "run_on_encoder", "format_encoder_run", "run_training",
@@ -102,9 +102,12 @@ class ModelRun:
     seconds: float = 0.0
 
 
-def chosen_functions(reports: list[FileReport], modules: dict, rope: str | None,
-                     table: dict = MODEL_FUNCTIONS) -> tuple[dict, list[tuple[str, str]]]:
-    """({name: the learner's object} for the table's functions that passed, [(name, why not) for the others])."""
+def chosen_functions(reports: list[FileReport], files: dict, rope: str | None,
+                     table: dict = MODEL_FUNCTIONS) -> tuple[dict, dict, list[tuple[str, str]]]:
+    """({lesson: the learner's module} of the table's lessons in files, {name: the learner's object} for the
+    table's functions that passed, in the table's order, [(name, why not) for the others])."""
+    modules = {lesson: load_workbook_file(files[lesson])[0]
+               for lesson in {lesson for lesson, _ in table.values()} & set(files)}
     status = {(r.lesson, res.name.split(".")[0]): res.status for r in reports for res in r.results}  # KVCache.update
     status.update({(r.lesson, name): "unloadable" for r in reports if r.error
                    for name, (lesson, _) in table.items() if lesson == r.lesson})
@@ -119,29 +122,30 @@ def chosen_functions(reports: list[FileReport], modules: dict, rope: str | None,
             why = {None: "not checked in this run", "not written": "not written yet", "failed": "failed its check",
                    "missing": "not in your file", "unloadable": "its file does not import"}.get(got, got)
             stay.append((name, why))
-    return mine, stay
+    return modules, mine, stay
+
+
+def read_once(name: str, load):
+    """The model `load()` reads, read once a process: --watch runs again at each save."""
+    if name not in LOADED:
+        LOADED[name] = load()
+    return LOADED[name]
 
 
 @contextmanager
-def swapped(functions: dict, table: dict = MODEL_FUNCTIONS, own: tuple = (), calls: Counter | None = None):
-    """The package's module names replaced by the learner's functions, and put back however the block ends.
-    calls: a Counter that each call of one of them adds to, under its name; then the names of the learner's own
-    modules `own` that hold one of them count too (their attention calling their softmax)."""
+def swapped(functions: dict, table: dict, own: tuple, calls: Counter):
+    """The package's module names replaced by the learner's functions, and put back however the block ends. Each
+    call of one of them adds to calls[its name], through the package's names and through those of the learner's
+    own modules `own` that hold it (their attention calling their softmax)."""
     import importlib
 
-    if calls is not None:
-        counted = {name: _counting(f, name, calls) for name, f in functions.items()}
-        places = [(module, name, counted[name]) for module in own if module is not None
-                  for name, f in functions.items() if vars(module).get(name) is f]
-        functions = counted
-    else:
-        places = []
+    counted = {name: _counting(f, name, calls) for name, f in functions.items()}
+    places = [(module, name, counted[name]) for module in own if module is not None
+              for name, f in functions.items() if vars(module).get(name) is f]
+    places += [(importlib.import_module(f"transformer.{module_name}"), attr, counted[name])
+               for name in functions for module_name, attr in table[name][1]]
     old = []
     try:
-        for name, f in functions.items():
-            for module_name, attr in table[name][1]:
-                module = importlib.import_module(f"transformer.{module_name}")
-                places.append((module, attr, f))
         for module, attr, f in places:
             old.append((module, attr, getattr(module, attr)))
             setattr(module, attr, f)
@@ -189,22 +193,18 @@ def run_on_model(reports: list[FileReport], files: dict, *, prompt: str = PROMPT
     passed; files: {lesson: the workbook file} of the lessons checked. model: a loaded Llama (default: SmolLM2).
     seconds: how long the learner's run may take."""
     from ..models.llama import forward
-    from .run import load_workbook_file
 
     run, start = ModelRun(), time.perf_counter()
     if model is None:
         from ..models.llama_gguf import load_smollm2
 
         try:
-            model = LOADED.get("smollm2") or LOADED.setdefault("smollm2", load_smollm2())  # once: --watch runs again
+            model = read_once("smollm2", load_smollm2)
         except FileNotFoundError as e:
             run.error = f"the run on the model is skipped: {e}"
             return run
-    modules = {}
-    for lesson in {lesson for lesson, _ in MODEL_FUNCTIONS.values()} & set(files):
-        modules[lesson], _ = load_workbook_file(files[lesson])
-    mine, run.package = chosen_functions(reports, modules, model.config.rope_layout)
-    run.yours = [n for n in MODEL_FUNCTIONS if n in mine]
+    modules, mine, run.package = chosen_functions(reports, files, model.config.rope_layout)
+    run.yours = list(mine)
     cache_class = mine.pop("KVCache", None)
     text = model.tokenizer.apply_chat_template(prompt)
     ids = np.asarray([model.encode(text)])  # [1, n]
@@ -258,21 +258,18 @@ class EncoderRun:
 def run_on_encoder(reports: list[FileReport], files: dict, *, sentences=SENTENCES, model=None,
                    seconds: float = TIME_LIMIT) -> EncoderRun:
     """all-MiniLM-L6-v2 embeds `sentences` with the package's functions, then with the learner's that passed."""
-    from .run import load_workbook_file
 
     run, start = EncoderRun(), time.perf_counter()
     if model is None:
         from ..models.bert_files import load_minilm
 
         try:
-            model = LOADED.get("minilm") or LOADED.setdefault("minilm", load_minilm())
+            model = read_once("minilm", load_minilm)
         except FileNotFoundError as e:
             run.error = f"the run on the encoder is skipped: {e}"
             return run
-    modules = {lesson: load_workbook_file(files[lesson])[0]
-               for lesson in {lesson for lesson, _ in ENCODER_FUNCTIONS.values()} & set(files)}
-    mine, run.package = chosen_functions(reports, modules, None, ENCODER_FUNCTIONS)
-    run.yours = [n for n in ENCODER_FUNCTIONS if n in mine]
+    modules, mine, run.package = chosen_functions(reports, files, None, ENCODER_FUNCTIONS)
+    run.yours = list(mine)
     ref = np.asarray(model.embed(list(sentences)), np.float64)  # [b, d], unit rows
     got, run.error, run.printed, run.unused = learners_run(
         lambda: np.asarray(model.embed(list(sentences)), np.float64), mine, ENCODER_FUNCTIONS, seconds, modules,
@@ -329,13 +326,10 @@ def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_S
     """Lesson 19's induction decoder trained `steps` steps from the same seed twice: with the package's functions,
     and with every function of the learner's that passed (the forward's, the loss, the backward's, AdamW's)."""
     from ..tasks.induction import train_induction
-    from .run import load_workbook_file
 
     run, start = TrainingRun(steps=steps), time.perf_counter()
-    modules = {lesson: load_workbook_file(files[lesson])[0]
-               for lesson in {lesson for lesson, _ in TRAINING_FUNCTIONS.values()} & set(files)}
-    mine, run.package = chosen_functions(reports, modules, "half", TRAINING_FUNCTIONS)  # trained decoders: half
-    run.yours = [n for n in TRAINING_FUNCTIONS if n in mine]
+    modules, mine, run.package = chosen_functions(reports, files, "half", TRAINING_FUNCTIONS)  # trained: half
+    run.yours = list(mine)
     if not mine:  # nothing of the learner's to train with: said so, without training the package's twice
         return run
     train = lambda: train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)["history"]["loss"]  # noqa
