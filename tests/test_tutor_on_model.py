@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,8 @@ from conftest import fresh_llama, need_wheel
 from transformer.tutor.on_model import (ENCODER_FUNCTIONS, MODEL_FUNCTIONS, PROMPT, SENTENCES, TRAINING_FUNCTIONS,
                                        TrainingRun, format_encoder_run, format_model_run, format_training_run,
                                        run_on_encoder, run_on_model, run_training)
-from transformer.tutor.run import LESSON_SPECS, check_file
+from test_tutor import write_workbook  # tests/ is on the path
+from transformer.tutor.run import check_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted({lesson for lesson, _ in MODEL_FUNCTIONS.values()})  # 01 02 03 04 05 06 07 10
@@ -35,16 +35,8 @@ def model(smollm2_loaded):  # conftest.py: read once per worker
 
 def workbook(folder: Path, extra: dict | None = None, lessons=LESSONS) -> dict:
     """{lesson: file} for the model's lessons (or those given), each importing the package's functions, then
-    `extra[lesson]` (code that redefines some of them)."""
-    files = {}
-    for lesson in lessons:
-        imports = [f"from transformer import {s.name}" if hasattr(T, s.name) else  # or its module's (bpe, …)
-                   f"from {s.reference.__module__} import {s.name}" for s in LESSON_SPECS[lesson]]
-        path = folder / f"{lesson}_planted.py"
-        path.write_text("import numpy as np\n" + "\n".join(imports) + "\n"
-                        + textwrap.dedent((extra or {}).get(lesson, "")), encoding="utf-8")
-        files[lesson] = path
-    return files
+    `extra[lesson]` (code that redefines some of them): test_tutor's planted files."""
+    return {lesson: write_workbook(folder, lesson, (extra or {}).get(lesson, "")) for lesson in lessons}
 
 
 def checked(files: dict) -> list:
