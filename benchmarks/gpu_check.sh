@@ -48,7 +48,7 @@ part() {  # part NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS, and 
 part bench_gpu_8192 120 $PY benchmarks/bench_gpu.py --ns 8192 --repeats 5 --skip-model --out "$OUT/n8192"
 part bench_decode_gpu 270 $PY benchmarks/bench_decode_gpu.py --quick --out "$OUT"
 part test_decode_gpu 90 $PY -m pytest -q -p no:cacheprovider tests/test_decode_gpu.py
-part test_flash_gpu 90 $PY -m pytest -q -p no:cacheprovider -k gpu tests/test_flash_cuda.py
+part test_flash_gpu 150 $PY -m pytest -q -p no:cacheprovider -k gpu tests/test_flash_cuda.py
 part bench_gpu_attention 150 $PY benchmarks/bench_gpu.py --model-from benchmarks/results/gpu.json --out "$OUT"
 part tests_cupy 60 $PY -m pytest -q -p no:cacheprovider -rs -k "gpu or cupy" tests/test_llama.py tests/test_bert.py \
     tests/test_counting.py tests/test_wordpiece.py tests/test_backend.py

@@ -244,7 +244,8 @@ CASES = {
     "attend_split-g1-d64-last_pos": lambda: attend_split_case(3, 3, 64, 33, 16, 32),
     "attend_split-g9-two_passes": lambda: attend_split_case(9, 1, 16, 12, 8, 10),
     "attend_split-g3-d128": lambda: attend_split_case(6, 2, 128, 20, 8, 19),
-    "attend_split-g3-d64-runs": lambda: attend_split_case(3, 1, 64, 100, 40, 93),  # 2½ runs a warp, a short last run
+    "attend_split-g3-d64-runs": lambda: attend_split_case(3, 1, 64, 200, 80, 193),  # 2½ runs a warp, a short last run
+    "attend_split-g9-chunks": lambda: attend_split_case(9, 1, 16, 300, 2, 290),  # 146 splits: 2 chunks of the merge
     "matvec_residual-13x70": lambda: matvec_residual_case(13, 70),
     "matvec_residual-20x576": lambda: matvec_residual_case(20, 576),
     "swiglu_matvec_residual-11x1536": lambda: swiglu_case(11, 1536),
@@ -726,7 +727,7 @@ def _in_subprocesses(sanitizer, parts, folder=KERNEL_DIR):
 # One case a kernel (and attention's second pass over the shared arrays). ThreadSanitizer watches the
 # kernels whose threads share memory (a barrier orders them); in the others no two threads touch one
 # address, and each sanitizer build costs g++ ~4 s.
-SANITIZER_CASES = {"address": list(FIRST_CASE.values()) + ["attend_split-g9-two_passes"]}
+SANITIZER_CASES = {"address": list(FIRST_CASE.values()) + ["attend_split-g9-two_passes", "attend_split-g9-chunks"]}
 SHARING = ("norm_matvec", "norm_matvec_rope", "attend_split", "swiglu_matvec_residual", "sample_filter",
            "sample_blocks", "sample_finish")
 SANITIZER_CASES["thread"] = [i for i in SANITIZER_CASES["address"] if i.split("-")[0] in SHARING]

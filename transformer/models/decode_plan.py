@@ -59,7 +59,7 @@ KERNELS = {
     "embed": ("embed.cu", 256),
     "norm_matvec": ("norm_matvec.cu", 256),
     "norm_matvec_rope": ("norm_matvec_rope.cu", 128),  # 4 warps of a row pair: 8 rows a block, as norm_matvec
-    "attend_split": ("attend_split.cu", 128),
+    "attend_split": ("attend_split.cu", 256),  # 8 warps: 32 keys a block are one run of 4 a warp
     "matvec_residual": ("matvec_residual.cu", 256),
     "swiglu_matvec_residual": ("swiglu_matvec_residual.cu", 256),
     "sample_filter": ("sample.cu", 512),  # FILTER_THREADS in sample.cu: its shared tree is sized for 512
