@@ -610,6 +610,8 @@ def earlier_model(path: Path):  # -> (the model part of an earlier gpu.json, a l
     if not isinstance(earlier, dict) or not earlier.get("model"):
         raise SystemExit(f"--model-from {path}: it holds no SmolLM2 part (run without --skip-model to get one)")
     meta = earlier.get("meta") or {}
+    if meta.get("model_note"):  # that run took the part from a run before it: the note names the one that ran it
+        return earlier["model"], meta["model_note"]
     return earlier["model"], (f"This part is from the run of {meta.get('date', 'an earlier date')} "
                               f"({meta.get('device', 'device not recorded')}).")
 

@@ -370,8 +370,8 @@ else:
 # Generating one token at $b = 1$ multiplies one vector by every weight matrix: it reads all the
 # weights once, $4 \cdot 134{,}515{,}008$ bytes = 538 MB for SmolLM2-135M in float32, and does
 # 2 FLOPs per weight (lesson 13: far below any GPU's ridge point). At an H200's 4.8 TB/s that is
-# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 28 tokens/s
-# there (36 ms a token), slower than NumPy on the 16 CPU cores of such a GPU machine (42 tokens/s,
+# 112 µs, a floor of ~8,900 tokens/s. Yet the package's readable path on CuPy decodes 15 tokens/s
+# there (65 ms a token), slower than NumPy on the 16 CPU cores of such a GPU machine (42 tokens/s,
 # measured beside an H100 in `benchmarks/results/gpu.json`). The bytes are not what takes
 # the time: the step is many small array operations, each launched from Python, and the GPU
 # waits for the host between them. First, how many: an array that counts every operation made on
@@ -432,8 +432,8 @@ assert len(plan) == T.kernels_per_step(smol.L) == 5 * smol.L + 4 < readable_ops
 # from one host call. Then nothing a step needs may change on the host: the token, the position and
 # the step live in device memory (`state`), the kernels read and advance them, and sampling happens
 # on the device too. Measured on an H200 (`benchmarks/results/decode_gpu.md`): an empty kernel costs
-# 4.0 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 36 ms a token
-# over its operations is ~21.5 µs each.
+# 6.8 µs launched from Python and 0.5 µs as a node of a graph; the readable path's 65 ms a token
+# over its operations is ~39 µs each.
 
 # %%
 decode_json = ROOT / "benchmarks" / "results" / "decode_gpu.json"
@@ -450,7 +450,7 @@ paths = [(f"readable CuPy: {per_layer} operations a layer", readable_ops, readab
          ("the same kernels, one CUDA graph", len(plan), node_us)]
 graph_tok_s = speed["cupy_graph_decode_tok_s"]
 hf_tok_s = peers["hf_static_compiled_decode_tok_s"]
-measured_kernels = speed["kernels_per_step"]  # the step as it was when measured: 7 kernels a layer
+measured_kernels = speed["kernels_per_step"]  # the step as measured: 5 kernels a layer and 4 more
 measured = [(f"the graph, measured ({measured_kernels} kernels)", 1e6 / graph_tok_s),
             ("HF static cache + torch.compile, measured", 1e6 / hf_tok_s)]
 fig, ax = P.late.launch_bound(paths, bytes_us=bytes_us, measured=measured,
@@ -464,54 +464,61 @@ readable_ms = 1e3 / readable_tok_s
 print(f"readable CuPy, measured: {readable_tok_s:.0f} tok/s = {readable_ms:.1f} ms a token = {readable_us:.1f} µs "
       f"for each of its {readable_ops:,} operations, {readable_ms * 1e3 / bytes_us:.0f}× the bytes' time")
 splits = run["splits"]
-print("attention over the cache at position 512 (attend_split + attend_combine), a layer: "
+print("attention over the cache at position 512 (attend_split, its merge inside), a layer: "
       f"{splits['split256_pos512_us']:.1f} µs with 256 keys a block, {splits['split32_pos512_us']:.1f} µs with 32")
+alone_us = sum(role["us_a_step"] for role in run["per_kernel"]["roles"].values())  # each kernel timed alone
+print(f"the step's kernels each timed alone: {alone_us:.0f} µs a step; the graph's step: {1e6 / graph_tok_s:.0f} µs")
 numpy_tok_s = json.loads(gpu_json.read_text(encoding="utf-8"))["model"]["numpy_decode_tok_s"]  # NumPy, 16 CPU cores
-qkv = run["per_kernel"]["roles"]["qkv"]  # [W_q | W_k | W_v] at position 512: the "product over 2 MB of weights"
+W_o = run["per_kernel"]["roles"]["W_o"]  # W_o and the residual: the "product over 1.3 MB of weights"
 quoted = {  # what the text of this section and the takeaways says -> (that number, the same number from the files)
     "weights read once, MB": (538, round(speed["weights_bytes"] / 1e6)),
     "HBM bandwidth, TB/s": (4.8, round(bandwidth / 1e12, 1)),
     "the weights' time, µs": (112, round(bytes_us)),
     "the weights' time, ms": (0.1, round(bytes_us / 1e3, 1)),
     "the bandwidth floor, tokens/s": (8900, round(speed["bandwidth_floor_tok_s"], -2)),
-    "readable CuPy, tokens/s": (28, round(readable_tok_s)),
-    "readable CuPy, ms a token": (36, round(1e3 / readable_tok_s)),
+    "readable CuPy, tokens/s": (15, round(readable_tok_s)),
+    "readable CuPy, ms a token": (65, round(1e3 / readable_tok_s)),
     "NumPy on the CPUs, tokens/s": (42, round(numpy_tok_s)),
-    "an empty kernel from Python, µs": (4.0, round(eager_us, 1)),
+    "an empty kernel from Python, µs": (6.8, round(eager_us, 1)),
     "an empty kernel as a graph node, µs": (0.5, round(node_us, 1)),
     "readable CuPy, array operations a step": (1661, readable_ops),
-    "readable CuPy, µs an operation": (21.5, round(readable_us, 1)),
-    "the product over 2 MB, MB": (2, round(qkv["GB_s"] * qkv["us"] / 1e3)),
-    "the product over 2 MB, µs": (3.5, round(qkv["us"], 1)),
+    "readable CuPy, µs an operation": (39, round(readable_us)),
+    "the product over 1.3 MB, MB": (1.3, round(W_o["GB_s"] * W_o["us"] / 1e3, 1)),
+    "the product over 1.3 MB, µs": (2.5, round(W_o["us"], 1)),
     "multiprocessors": (132, run["env"]["sms"]),
-    "kernels a step, measured": (214, measured_kernels),
-    "kernels a layer, measured": (7, (measured_kernels - (len(plan) - 5 * smol.L)) / smol.L),  # same 4 outside
-    "launches RoPE and the merge took out": (60, measured_kernels - len(plan)),
-    "the graph, ms a token": (1.13, round(1e3 / graph_tok_s, 2)),
-    "the graph, tokens/s": (888, round(graph_tok_s)),
+    "kernels a step, measured": (154, measured_kernels),
+    "kernels a layer, measured": (5, (measured_kernels - (len(plan) - 5 * smol.L)) / smol.L),  # same 4 outside
+    "the kernels alone, µs a step": (773, round(alone_us)),
+    "the graph, µs a token": (1191, round(1e6 / graph_tok_s)),
+    "the graph, ms a token": (1.19, round(1e3 / graph_tok_s, 2)),
+    "the graph, tokens/s": (840, round(graph_tok_s)),
 }
 wrong = {what: nums for what, nums in quoted.items() if nums[0] != nums[1]}
 assert not wrong, f"the text quotes numbers its results files do not hold, (text, file): {wrong}"
 assert readable_tok_s < numpy_tok_s  # "slower than NumPy on the CPUs"
 assert len(plan) * node_us < 2 * bytes_us < len(plan) * eager_us  # in a graph, launching costs about the bytes
 assert graph_tok_s > hf_tok_s and 1e6 / graph_tok_s > 5 * bytes_us  # faster than the compiled peer, far from the floor
-# the ratios the text below quotes: 2.4× HF compiled, 32× the readable path, ten times the bytes' time
+# the ratios the text below quotes: 2.5× HF compiled, 55× the readable path, 11 times the bytes' time
 assert (round(graph_tok_s / hf_tok_s, 1), round(graph_tok_s / readable_tok_s), round(1e6 / graph_tok_s / bytes_us)) == (
-    2.4, 32, 10)
-assert (round(splits["split256_pos512_us"], 1), round(splits["split32_pos512_us"], 1)) == (33.5, 9.5)
+    2.5, 55, 11)
+assert (round(splits["split256_pos512_us"], 1), round(splits["split32_pos512_us"], 1)) == (20.8, 8.6)
+assert alone_us < 0.7 * 1e6 / graph_tok_s  # "a third of the step is not in any kernel's time alone"
 
 # %% [markdown]
-# The graph decodes 2.4× faster than HF's compiled static-cache step on the same GPU, and 32× faster
-# than the readable path; but a token still takes ten times the bytes' time. With the host gone,
+# The graph decodes 2.5× faster than HF's compiled static-cache step on the same GPU, and 55× faster
+# than the readable path; but a token still takes 11 times the bytes' time. With the host gone,
 # what is left is each kernel's own time: `benchmarks/results/decode_gpu.md` times every launch
-# alone, and a product over 2 MB of weights takes ~3.5 µs however fast the memory, as a few hundred
-# threads each read a row and sum it, while each kernel waits for the one before. Attention
+# alone, and a product over 1.3 MB of weights ($W_o$) takes ~2.5 µs however fast the memory, as a few
+# hundred threads each read a row and sum it, while each kernel waits for the one before. Attention
 # over the cache is the one part that grows with the position: at position 512 (513 keys), the split
-# and its merge (`attend_split` + `attend_combine`, printed above) took 33.5 µs a layer with 256 keys
-# a block (3 KV heads × 3 ranges: 9 blocks for 132 multiprocessors), 9.5 µs with 32 keys a block. The
-# measured step had 7 kernels a layer (214); RoPE and the merge of the attention splits have since
-# moved into the kernels before them, which takes 60 launches and their gaps out of every step: not
-# yet measured on a GPU.
+# and the merge of the splits (`attend_split`, printed above) took 20.8 µs a layer with 256 keys
+# a block (3 KV heads × 3 ranges: 9 blocks for 132 multiprocessors), 8.6 µs with 32 keys a block.
+# Yet the kernels timed alone add up to 773 µs, and the step takes 1,191: a third of it is in no
+# kernel's time alone (each was timed with its weights left in the L2 cache by the launches before it,
+# a lower bound; in the step they come from HBM, and where the third goes is not measured yet).
+# Making one kernel faster alone need not make the step faster: docs/gpu.md tells how the step went
+# from 7 kernels a layer to 5, and attention from 12 µs to 8.6, with the graph's speed the same
+# within the spread between runs.
 #
 # That the graph replays a *recording* is what makes it hard to get right: a value frozen in when it was recorded, or a buffer allocated while recording,
 # gives wrong tokens with no error. The package checks the step without a GPU: the same body
@@ -540,9 +547,9 @@ assert replayed == host_ids
 # kernels still run where standard attention runs out of memory. The layouts, tile sizes and
 # launch plans are pure functions, and the kernels' CUDA C runs on the CPU in the tests, so all
 # of this is checked on a machine without a GPU. A decode step of a 135M model is the opposite
-# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python ~36 ms; a few fused kernels
+# case: its bytes take ~0.1 ms on an H200, its 1,661 launches from Python ~65 ms; a few fused kernels
 # a layer, replayed as one CUDA graph with the token and position in device memory, remove the host
-# (measured at 7 a layer: 1.13 ms a token, 888 tok/s), and what is left is each small kernel's own time.
+# (measured: 1.19 ms a token, 840 tok/s), and what is left is each small kernel's own time.
 
 # %% [markdown]
 # **Write it yourself.** `workbook/17_flash_gpu_kernels.py` holds `mma_fragment_layout` (which lane and

@@ -1028,8 +1028,9 @@ def test_bench_gpu_packed_row_slower_than_one_sequence_is_said_so():
 
 
 def test_bench_gpu_model_part_from_an_earlier_run(tmp_path):
-    """--model-from: the SmolLM2 part of an earlier gpu.json, with a note in the report saying whose it is;
-    a file without one, or not JSON, is a clear error before any GPU work."""
+    """--model-from: the SmolLM2 part of an earlier gpu.json, with a note in the report saying whose it is,
+    through any number of runs that each took it from the one before; a file without one, or not JSON, is a
+    clear error before any GPU work."""
     bench = _bench_gpu()
     model = {"model": "SmolLM2", "prompt_tokens": 32, "new_tokens": 64, "repeats": 3, "cupy_decode_tok_s": 14.5,
              "cupy_first_token_s": 0.05, "hf_decode_tok_s": 36.0, "hf_first_token_s": 0.04, "cpu_count": 16,
@@ -1043,6 +1044,10 @@ def test_bench_gpu_model_part_from_an_earlier_run(tmp_path):
             "cuda_runtime": 0, "summary": [], "model_note": note}
     assert "medians of 3 runs. This part is from the run of 2026-01-02 03:04 UTC (a GPU)." in bench.markdown(
         [], model, meta)
+    later = tmp_path / "later.json"  # a run that took the part from the one above: the note still names that one
+    later.write_text(json.dumps({"meta": {"date": "2026-02-03 04:05 UTC", "device": "another GPU", "model_note": note},
+                                 "model": model}))
+    assert bench.earlier_model(later) == (model, note)
     (tmp_path / "none.json").write_text(json.dumps({"meta": {}, "model": None}))
     with pytest.raises(SystemExit, match=r"none\.json: it holds no SmolLM2 part"):
         bench.main(["--model-from", str(tmp_path / "none.json")])

@@ -395,7 +395,7 @@ def launch_bound(paths, *, bytes_us: float, title: str, measured=()):
     ax.set_yticks(ticks, names, fontsize=TICK_SIZE)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlim(10, 25 * right)  # room for the largest bar's label
+    ax.set_xlim(10, 60 * right)  # room for the largest bar's label
     style_axes(ax, title=title, xlabel="µs per token (log scale)")
     ax.legend(fontsize=TICK_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     return fig, ax
