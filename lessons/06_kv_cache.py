@@ -388,8 +388,10 @@ P.save(fig, P.figure_path("06_decode_time.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/06_kv_cache.py` holds the `KVCache` class with `update` as a stub
-# with this lesson's formula; fill it in, then run `python -m transformer check 06`: it runs the
-# package's own test cases on your code and says what is still wrong.
+# with this lesson's formula, and `decoder_mask` (the mask of new queries after the cached keys, `None`
+# for one decode step); fill them in, then run `python -m transformer check 06`: it runs the package's
+# own test cases on your code and says what is still wrong. With `--on-model` it then runs SmolLM2-135M
+# through your cache and your mask.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 06` does the same.

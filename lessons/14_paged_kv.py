@@ -311,9 +311,10 @@ P.save(fig, P.figure_path("14_fragmentation.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/14_paged_kv.py` holds the `PagedKVCache` class whole except `write`
-# (blocks taken from the free list as a request grows, new keys copied across block boundaries) and
-# `paged_attention` (attention through a block table), as stubs with this lesson's formulas; fill them
-# in, then run `python -m transformer check 14`: it replays section 2's requests on your class, runs the
+# (blocks taken from the free list as a request grows, new keys copied across block boundaries),
+# `paged_attention` (attention through a block table) and `paged_memory_report` (section 4's bytes,
+# paged against contiguous), as stubs with this lesson's formulas; fill them in, then run
+# `python -m transformer check 14`: it replays section 2's requests on your class, runs the
 # package's own test cases on your code and says what is still wrong.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a

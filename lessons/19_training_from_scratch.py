@@ -82,6 +82,20 @@ print(f"loss: first step {h['loss'][0]:.3f}, last {h['loss'][-1]:.4f};  held-out
 assert run["heldout_accuracy"] >= 0.99
 
 # %% [markdown]
+# The held-out accuracy (`T.induction_accuracy`) scores only the guesses the task makes predictable: the
+# logits at position $i$ guess the token at $i + 1$, for $i = m \dots 2m - 2$, which are $t_2 \dots t_m$ of
+# the second copy. The copy's own first token, $t_1$, is not scored: nothing before it says that a copy
+# begins. A control run on a held-out batch: a perfect copier's guesses score 1, and the same guesses
+# one position late (each token guessed to be itself again) score 0.
+
+# %%
+probe = T.induction_batch(np.random.default_rng(2), 4, 12, cfg.v, split="heldout").ids  # [4, 24]
+perfect = np.concatenate([probe[:, 1:], probe[:, :1]], axis=1)  # at i: the token at i + 1 (the last is not scored)
+print(f"a perfect copier: {T.induction_accuracy(perfect, probe):.0%}; one position late: "
+      f"{T.induction_accuracy(probe, probe):.0%}")
+assert T.induction_accuracy(perfect, probe) == 1.0 and T.induction_accuracy(probe, probe) == 0.0
+
+# %% [markdown]
 # ## 3. Which head does what: a score for each
 #
 # On the held-out sequence $t_1 \dots t_{12}\, t_1 \dots t_{12}$ ($m = 12$), two numbers per
@@ -366,8 +380,10 @@ P.save(fig, P.figure_path("19_packing.png"))
 
 # %% [markdown]
 # **Write it yourself.** `workbook/19_training_from_scratch.py` holds `induction_head_scores` (the two scores
-# of section 3) as a stub; fill it in, then run `python -m transformer check 19`: it runs the package's own
-# test cases on your code and says what is still wrong.
+# of section 3) and `induction_accuracy` (the held-out accuracy of section 2: which guesses are scored) as
+# stubs; fill them in, then run `python -m transformer check 19`: it runs the package's own
+# test cases on your code and says what is still wrong. `python -m transformer check 19 --on-model` then
+# trains this decoder for 40 steps and scores its held-out accuracy with yours, beside the package's.
 #
 # Run it from the repository root with the `.venv` active; in a notebook opened in `lessons/`, a
 # cell holding `!cd .. && {sys.executable} -m transformer check 19` does the same.

@@ -57,10 +57,11 @@ python -m transformer check all --on-model
 ```
 
 SmolLM2-135M then answers a question with every function of yours that passed (embedding, RoPE,
-attention, heads, the mask, your KV cache, RMSNorm, SwiGLU) in place of the package's, beside its
+attention, heads, the masks, your KV cache, RMSNorm, SwiGLU) in place of the package's, beside its
 answer with the package's own; all-MiniLM-L6-v2 embeds sentences with your encoder's functions;
-and, with lesson 18, lesson 19's decoder trains 40 steps with your loss,
-backward passes and AdamW, its losses compared with the package's step by step.
+and, with lesson 18 or 19, lesson 19's decoder trains 40 steps with your loss,
+backward passes and AdamW, its losses compared with the package's step by step, then its held-out
+accuracy as your `induction_accuracy` scores it.
 
 Below, each file's stubs as you will find them. The package's version of each is behind a
 "show the package's version" button: open it after trying.

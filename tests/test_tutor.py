@@ -1537,6 +1537,41 @@ GLOBAL_ATTEMPT = """
         return {mask}
 """
 GLOBAL_SLIP = {"g": "g = xp.zeros(n, dtype=bool); g[list(global_tokens)] = True", "mask": "g[:, None] | g[None, :]"}
+DECODER_MASK_ATTEMPT = """
+    from transformer import causal_mask, namespace
+    def decoder_mask(n_q, n_past, key_valid=None, *, xp=None):
+        xp = namespace(xp)
+        if {none}:
+            return None
+        causal = {causal}
+        if key_valid is None:
+            return causal
+        return {combine}
+"""
+DECODER_MASK_SLIP = {"none": "key_valid is None and n_q == 1", "causal": "causal_mask(n_q, n_past + n_q, xp=xp)",
+                     "combine": "causal[None, None, :, :] & key_valid[:, None, None, :]"}
+ACCURACY_ATTEMPT = """
+    def induction_accuracy(pred_ids, ids):
+        m = ids.shape[1] // 2
+        right = {right}
+        return float({share})
+"""
+ACCURACY_SLIP = {"right": "pred_ids[:, m:-1] == ids[:, m + 1:]", "share": "right.mean()"}
+REPORT_ATTEMPT = """
+    from transformer import kv_cache_bytes_per_token
+    def paged_memory_report(config, lengths, *, block_size=16, n_max=None, dtype="float16"):
+        per = {per}
+        n_max = {n_max}
+        blocks = sum({blocks} for n in lengths)
+        used, paged, contiguous = sum(lengths) * per, blocks * block_size * per, len(lengths) * n_max * per
+        return {{"requests": len(lengths), "tokens": sum(lengths), "blocks": blocks, "bytes_per_token": per,
+                "used": used, "paged_reserved": paged, "contiguous_reserved": contiguous,
+                "paged_waste": {waste_p}, "contiguous_waste": contiguous - used,
+                "paged_utilisation": {util_p}, "contiguous_utilisation": used / contiguous if contiguous else 1.0}}
+"""
+REPORT_SLIP = {"per": "kv_cache_bytes_per_token(config, dtype)", "n_max": "max(lengths, default=0) if n_max is None "
+               "else n_max", "blocks": "-(-n // block_size)", "waste_p": "paged - used",
+               "util_p": "used / paged if paged else 1.0"}
 FFN_ATTEMPT = """
     from transformer import relu
     def ffn(x, W1, W2, b1=None, b2=None, activation=relu):
@@ -1734,6 +1769,32 @@ FIRST_ATTEMPTS = [
                          ({"mask": "g[:, None] | g[None, :] | xp.eye(n, dtype=bool)"}, "not itself"),
                          ({"g": "g = xp.stack([xp.arange(n) == t for t in global_tokens]).any(axis=0)"},
                           "with no global token nothing is seen")]),
+    *(("06", "decoder_mask", DECODER_MASK_ATTEMPT.format(**{**DECODER_MASK_SLIP, **slip}), hint)
+      for slip, hint in [({"causal": "xp.tril(xp.ones((n_q, n_past + n_q), dtype=bool))"},
+                          "query i is at position n_past + i"),
+                         ({"causal": "causal_mask(n_q, n_q, xp=xp)"}, "AND the n_q new ones"),
+                         ({"none": "False"}, "return None"),
+                         ({"none": "n_q == 1"}, "even one decode step needs the mask"),
+                         ({"combine": "causal[None, None, :, :] | key_valid[:, None, None, :]"}, "AND not padding"),
+                         ({"combine": "causal[None, None, :, :] & key_valid[:, None, -n_q:, None]"},
+                          "key_valid marks KEYS"),
+                         ({"combine": "causal[None, :, :] & key_valid[:, None, :]"}, "a head axis of 1"),
+                         ({"causal": "causal_mask(n_q, n_past + n_q, 0, xp=xp)"},
+                          "query i is at position n_past + i")]),
+    *(("19", "induction_accuracy", ACCURACY_ATTEMPT.format(**{**ACCURACY_SLIP, **slip}), hint)
+      for slip, hint in [({"right": "pred_ids[:, m:] == ids[:, m:]"}, "the guess for the NEXT token"),
+                         ({"right": "pred_ids[:, :-1] == ids[:, 1:]"}, "only the repeated half can be predicted"),
+                         ({"right": "pred_ids[:, m - 1:-1] == ids[:, m:]"}, "the second half's first token"),
+                         ({"share": "right.sum()"}, "not their count")]),
+    *(("14", "paged_memory_report", REPORT_ATTEMPT.format(**{**REPORT_SLIP, **slip}), hint)
+      for slip, hint in [({"blocks": "n // block_size"}, "its last block, part full, is reserved whole"),
+                         ({"blocks": "n // block_size + 1"}, "one too many when block_size divides n"),
+                         ({"n_max": "max(lengths, default=0)"}, "reserves n_max tokens for EVERY request"),
+                         ({"waste_p": "used - paged"}, "reserved − used"),
+                         ({"util_p": "paged / used if used else 1.0"}, "utilisation is used / reserved"),
+                         ({"per": "1"}, "in bytes"),
+                         ({"per": 'kv_cache_bytes_per_token(config, "float16")'}, "the `dtype` argument"),
+                         ({"util_p": "used / paged"}, "guard the divisions by zero")]),
     *(("13", "forward_flops", FLOPS_ATTEMPT.format(**{**FLOPS_SLIP, **slip}), hint)
       for slip, hint in [({"two": "1", "head": "t * c.d * c.v"}, "a multiply AND an add"),
                          ({"kv": "c.h"}, "only the h_kv key/value heads are projected"),
@@ -2024,6 +2085,8 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                                                           "-1, p)"})),
                   ("09", IO_ATTEMPT.format(**IO_SLIP)),
                   ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
+                  ("06", DECODER_MASK_ATTEMPT.format(**DECODER_MASK_SLIP)),
+                  ("19", ACCURACY_ATTEMPT.format(**ACCURACY_SLIP)), ("14", REPORT_ATTEMPT.format(**REPORT_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
                    + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
 

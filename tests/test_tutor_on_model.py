@@ -237,6 +237,39 @@ def test_the_losses_are_told_the_same_within_rounding_or_where_they_part():
         "missed")
 
 
+def test_an_accuracy_of_yours_scores_the_heldout_documents_and_is_put_back(tmp_path):
+    """With lesson 19 alone checked the decoder trains with the package's functions, and the held-out accuracy at
+    the end is scored by the learner's induction_accuracy: called on every group of held-out documents."""
+    rows = tmp_path / "rows.txt"
+    files = workbook(tmp_path, {"19": f"""
+        import transformer
+        def induction_accuracy(pred_ids, ids):
+            with open({str(rows)!r}, "a") as f:
+                f.write(f"{{ids.shape[0]}}\\n")
+            return transformer.induction_accuracy(pred_ids, ids)
+        """}, lessons=["19"])
+    reports = checked(files)
+    rows.write_text("")
+    run = run_training(reports, files, steps=4)
+    trained = T.train_induction(steps=4, progress=False, snapshot_every=10 ** 9)
+    assert run.yours == ["induction_accuracy"] and run.mine == run.losses == trained["history"]["loss"]
+    assert run.mine_accuracy == run.accuracy == trained["heldout_accuracy"]
+    counted = [int(x) for x in rows.read_text().split()]  # documents of one length are scored together
+    scorings = len(trained["snapshots"]["accuracy"]) + 1  # before the first step, after the last, and at the end
+    assert sum(counted) == scorings * T.tasks.induction.HELDOUT_DOCS and len(counted) > scorings
+    assert T.tasks.induction.induction_accuracy is T.induction_accuracy
+    assert format_training_run(run).splitlines()[-1] == (
+        f"  held-out accuracy after step 4: {run.accuracy:.2%} with yours, {run.accuracy:.2%} with the package's")
+
+
+def test_an_accuracy_that_differs_is_told():
+    run = TrainingRun(yours=["induction_accuracy"], losses=[3.0, 2.0], mine=[3.0, 2.0], steps=2, accuracy=0.25,
+                      mine_accuracy=0.5)
+    assert format_training_run(run).splitlines()[-1] == (
+        "  held-out accuracy after step 2: 50.00% with yours, 25.00% with the package's — a slip the check's cases "
+        "missed, or the weights above differ")
+
+
 def test_a_backward_that_raises_in_training_is_shown_at_its_line(tmp_path):
     """RoPE's backward written for tables of (n, d_h/2) passes the cases; training gives (b, 1, n, d_h/2)."""
     files = workbook(tmp_path, {"18": """
@@ -258,7 +291,8 @@ def test_the_command_line_trains_with_lesson_18_alone(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SmolLM2-135M with your functions" not in proc.stdout  # no function of the decoder's lessons checked
     assert "Lesson 19's induction decoder trained 40 steps with your functions (--on-model):" in proc.stdout
-    assert proc.stdout.rstrip().endswith("the 40 losses are the package's, bit for bit"), proc.stdout
+    assert "the 40 losses are the package's, bit for bit" in proc.stdout, proc.stdout
+    assert re.search(r"held-out accuracy after step 40: (\S+)% with yours, \1% with the package's\n*$", proc.stdout)
 
 
 def test_the_training_example_in_docs_cli_is_what_the_run_prints(tmp_path):

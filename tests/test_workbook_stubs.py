@@ -37,7 +37,7 @@ STUBS = {
     "03_attention.py": ["softmax", "scaled_dot_product_attention", "additive_scores"],
     "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
     "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask", "global_mask"],
-    "06_kv_cache.py": ["KVCache.update"],
+    "06_kv_cache.py": ["KVCache.update", "decoder_mask"],
     "07_gqa.py": ["repeat_kv", "qkv_heads"],
     "08_online_softmax.py": ["merge_softmax_stats", "online_softmax_stats", "online_attention_update"],
     "09_flash_tiling.py": ["flash_attention", "visible_key_tiles", "standard_attention_io", "flash2_io",
@@ -46,7 +46,7 @@ STUBS = {
     "11_real_llm.py": ["filter_logits", "sample_next"],
     "12_real_encoder.py": ["bert_embeddings", "mean_pool", "l2_normalize"],
     "13_counting.py": ["count_parameters", "forward_flops", "arithmetic_intensity", "kv_cache_bytes_per_token"],
-    "14_paged_kv.py": ["PagedKVCache.write", "paged_attention"],
+    "14_paged_kv.py": ["PagedKVCache.write", "paged_attention", "paged_memory_report"],
     "15_cross_attention.py": ["seq2seq_encoder_layer", "seq2seq_decoder_layer"],
     "16_packing.py": ["pack_documents", "document_mask", "key_tiles_read"],
     "17_flash_gpu_kernels.py": ["mma_fragment_layout"],
@@ -55,7 +55,7 @@ STUBS = {
                             "softmax_backward", "scaled_dot_product_attention_backward", "apply_rope_half_backward",
                             "split_heads_backward", "embed_backward", "dropout", "dropout_backward",
                             "clip_by_global_norm", "lr_at", "adamw_step"],
-    "19_training_from_scratch.py": ["induction_head_scores"],
+    "19_training_from_scratch.py": ["induction_head_scores", "induction_accuracy"],
 }
 # the learner writes the heart of it; the package's has more options (the decoder layer: `saved`, for its backward)
 REDUCED = {"flash_attention", "flash_attention_backward", "seq2seq_encoder_layer", "seq2seq_decoder_layer",
@@ -68,7 +68,7 @@ PACKAGE_NAME = {"key_tiles_read": "cuda_kernels.key_tiles_read",
 
 LEGEND = {"b", "n", "n_q", "n_k", "d", "h", "h_kv", "d_h", "v", "L"}
 # named in the stub's own docstring
-OTHER_SIZES = {"d_ff", "d_in", "d_out", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc"}
+OTHER_SIZES = {"d_ff", "d_in", "d_out", "d_c", "t", "n_max", "n_rep", "length", "Br", "Bc", "n_dec", "n_enc", "n_half"}
 BRACKETS = re.compile(r"[(\[]([^()\[\]\n]*,[^()\[\]\n]*)[)\]]")
 AFTER = re.compile(r"After trying: the package's version is `([\w/.]+\.py)`, `([\w.]+)`\.\s*$")
 HEAVY = ["matplotlib", "torch", "cupy", "scipy", "IPython", "sphinx", "transformers", "tokenizers", "safetensors"]
@@ -172,6 +172,9 @@ def valid_call(name: str, target):
         "embed_backward": lambda f: f(r(2, 3, 4), np.array([[1, 0, 1], [2, 2, 4]]), 5),
         "swiglu_ffn_backward": lambda f: f(r(2, 4), r(2, 4), r(4, 6), r(4, 6), r(6, 4)),
         "global_mask": lambda f: f(6, [0, 3]),
+        "decoder_mask": lambda f: f(2, 3, np.array([[False, True, True, True, True]])),
+        "paged_memory_report": lambda f: f(T.load_config("smollm2-135m"), [100, 37], n_max=256),
+        "induction_accuracy": lambda f: f(np.array([[0, 0, 0, 6, 5, 0]]), np.array([[5, 6, 7, 5, 6, 7]])),
         "seq2seq_encoder_layer": lambda f: f(r(1, 5, 4), T.seq2seq_encoder_weights(T.init_seq2seq(
             T.Seq2SeqConfig(v=10, d=4, h=2, d_ff=6, L_enc=1, L_dec=1, n_max=8), 0, dtype="float64"), 0), 2),
         "bert_embeddings": lambda f: f(np.array([[1, 4, 2]]), T.BertWeights(
@@ -462,6 +465,13 @@ EXAMPLES = [
               for k in ("flops", "bytes", "intensity")]
      + [T.arithmetic_intensity("llama-3-8b", 1024)[p]["intensity"] for p in ("prefill", "decode")],
      [1088, 392, 2.7755, 432, 400, 1.08, 980.2505, 1.0266]),
+    ("06_kv_cache.py", "decoder_mask", "decoder_mask(2, 3) = [[T, T, T, T, F], [T, T, T, T, T]]",
+     lambda: T.decoder_mask(2, 3), [[T_, T_, T_, T_, F_], [T_, T_, T_, T_, T_]]),
+    ("14_paged_kv.py", "paged_memory_report", "take 7 + 3 = 10 blocks, 160 token slots for 137 tokens",
+     lambda: (lambda r: [r["blocks"], r["paged_reserved"] // r["bytes_per_token"], r["used"] // r["bytes_per_token"]])(
+         T.paged_memory_report(T.load_config("smollm2-135m"), [100, 37])), [10, 160, 137]),
+    ("19_training_from_scratch.py", "induction_accuracy", "6 is right and 5 is wrong: 0.5",
+     lambda: T.induction_accuracy(np.array([[0, 0, 0, 6, 5, 0]]), np.array([[5, 6, 7, 5, 6, 7]])), 0.5),
     ("13_counting.py", "kv_cache_bytes_per_token", "= 131,072 bytes",
      lambda: T.kv_cache_bytes_per_token(T.load_config("llama-3-8b"), "float16"), 131_072),
     ("18_training_step.py", "cross_entropy", "L = −log ½ = 0.6931",

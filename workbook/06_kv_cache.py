@@ -6,7 +6,8 @@ with the virtual environment active:
     python -m transformer check 06
 
 Here the class is given whole except `update`: the cache is allocated once (`__init__`),
-`advance` moves the write position on, `nbytes` counts its bytes; you write `update`.
+`advance` moves the write position on, `nbytes` counts its bytes; you write `update`, and then
+`decoder_mask`, the mask of a step that comes after the cached keys.
 Shapes use the course's dimension names: L layers, b batch, h_kv key/value heads, d_h head size;
 n_max is the longest sequence the cache can hold, t the new positions of one step.
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer import namespace  # namespace(None) is NumPy; namespace(xp) the module xp names
+from transformer import causal_mask, namespace  # namespace(None) is NumPy; namespace(xp) the module xp names
+# causal_mask(n_q, n_k, offset=n_k − n_q, *, xp): query i sees keys j ≤ i + offset (you wrote one in lesson 05)
 
 
 class KVCache:
@@ -63,3 +65,23 @@ class KVCache:
     def nbytes(self) -> int:
         """Real bytes held by the cache arrays (the whole preallocation, used or not)."""
         return sum(int(a.nbytes) for a in self.k + self.v)
+
+
+def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
+    """The mask of n_q new queries that come after n_past cached keys: n_k = n_past + n_q keys.
+
+        query i is at position n_past + i and sees keys j ≤ n_past + i      -> (n_q, n_k) bool
+        key_valid (b, n_k) bool, False at left padding: a key is kept when it is in the past AND valid
+                                                                                -> (b, 1, n_q, n_k) bool
+        None when nothing need be hidden: one decode step (n_q = 1) without padding
+
+    Prefill is n_past = 0, n_q = the prompt's length; each decode step is n_q = 1 after every cached
+    key. The head axis of 1 lets the padded mask broadcast over the h heads. Build arrays with
+    xp = namespace(xp) (causal_mask takes xp= too).
+    Example: decoder_mask(2, 3) = [[T, T, T, T, F], [T, T, T, T, T]].
+
+    After trying: the package's version is `transformer/models/llama.py`, `decoder_mask`.
+    """
+    raise NotImplementedError(
+        "decoder_mask: start with no padding: how many keys are there, and which position does the first new "
+        "query sit at? Then ask when no key at all need be hidden.")

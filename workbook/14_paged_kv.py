@@ -12,7 +12,9 @@ owns a list of block ids, its block table, in position order.
 Here the class `PagedKVCache` is given whole except `write`: the pool and the free list are
 allocated once (`__init__`), `add_sequence` opens a request, `extend` moves its length on,
 `free_sequence` gives its blocks back and `gather` reads it out; you write `write`, which takes
-blocks from the free list as a request grows and copies new keys and values into them.
+blocks from the free list as a request grows and copies new keys and values into them. Then
+`paged_attention` reads a sequence through its block table, and `paged_memory_report` counts what
+paging saves against preallocating every request to the longest allowed.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import math
 import numpy as np
 
 from transformer import namespace  # namespace(None) is NumPy; namespace(xp) the module xp names
+from transformer import kv_cache_bytes_per_token  # bytes of K and V a token, for a config (yours is in lesson 13)
 
 
 class PagedKVCache:
@@ -135,3 +138,27 @@ def paged_attention(q, k_pool, v_pool, block_table, n_tokens: int, *, causal: bo
     raise NotImplementedError(
         "paged_attention: start by reading the keys of block_table[0] and block_table[1] out of k_pool and "
         "printing their shapes; then write down the position of each key slot, and of each query.")
+
+
+def paged_memory_report(config, lengths, *, block_size: int = 16, n_max: int | None = None,
+                        dtype="float16") -> dict:
+    """KV memory for a batch of requests of the given lengths n_i, paged against contiguous, in bytes.
+
+        bytes_per_token      = kv_cache_bytes_per_token(config, dtype)
+        used                 = Σ n_i tokens                               (what is stored)
+        paged_reserved       = Σ ⌈n_i / block_size⌉ · block_size tokens   (whole blocks only)
+        contiguous_reserved  = b · n_max tokens   (a (b, n_max) grid of slots: every request preallocated
+                                                   to the longest allowed; n_max = max(lengths) if not given)
+        *_waste              = reserved − used;   *_utilisation = used / reserved (1.0 if nothing is reserved)
+
+    Returns a dict with the keys "requests" (b), "tokens" (Σ n_i), "blocks" (Σ ⌈n_i / block_size⌉),
+    "bytes_per_token", "used", "paged_reserved", "contiguous_reserved", "paged_waste",
+    "contiguous_waste", "paged_utilisation", "contiguous_utilisation"; every count but the first three
+    and the utilisations is in bytes.
+    Example: lengths [100, 37] at block_size 16 take 7 + 3 = 10 blocks, 160 token slots for 137 tokens.
+
+    After trying: the package's version is `transformer/models/counting.py`, `paged_memory_report`.
+    """
+    raise NotImplementedError(
+        "paged_memory_report: start by counting the blocks of one request of 37 tokens at block_size 16, "
+        "then the token slots they reserve; bytes come last, one multiplication.")

@@ -122,17 +122,18 @@ def _check(args) -> int:
 
 def on_model(reports, checked: dict, say) -> int:
     """--on-model after the report: SmolLM2-135M with the decoder's functions that passed (lessons 01–07, 10),
-    all-MiniLM-L6-v2 with the encoder's (01–05, 10, 12), and lesson 19's decoder trained with lesson 18's too.
+    all-MiniLM-L6-v2 with the encoder's (01–05, 10, 12), and lesson 19's decoder trained with lesson 18's too (and
+    its held-out accuracy scored by lesson 19's).
     1 when the learner's code raised or ran past its time in one of them."""
     from ..tutor.on_model import (ENCODER_FUNCTIONS, MODEL_FUNCTIONS, format_encoder_run, format_model_run,
                                   format_training_run, run_on_encoder, run_on_model, run_training)
 
     decoder = {lesson for lesson, _ in MODEL_FUNCTIONS.values()}
     encoder = {lesson for lesson, _ in ENCODER_FUNCTIONS.values()}
-    if not (decoder | encoder | {"18"}) & set(checked):
+    if not (decoder | encoder | {"18", "19"}) & set(checked):
         say("\n--on-model uses the functions of lessons 01–07 and 10 (SmolLM2-135M answers with them), 12 (with "
-            "them, all-MiniLM-L6-v2 embeds sentences) and 18 (lesson 19's decoder trains with them): check one of "
-            "these with it")
+            "them, all-MiniLM-L6-v2 embeds sentences), 18 and 19 (lesson 19's decoder trains with them): check one "
+            "of these with it")
         return 0
     status = 0
     if decoder & set(checked):
@@ -143,7 +144,7 @@ def on_model(reports, checked: dict, say) -> int:
         embedded = run_on_encoder(reports, checked)
         status = 1 if embedded.error.startswith("inside the encoder") else status
         say(format_encoder_run(embedded))
-    if "18" in checked:  # the training step's functions: lesson 19's decoder trained by them
+    if {"18", "19"} & set(checked):  # the training step's functions: lesson 19's decoder trained by them
         trained = run_training(reports, checked)
         status = 1 if trained.error else status
         say(format_training_run(trained))

@@ -45,6 +45,7 @@ MODEL_FUNCTIONS = {
     "merge_heads": ("04", [("models.llama", "merge_heads")]),
     "causal_mask": ("05", [("models.llama", "causal_mask"), ("train.decoder", "causal_mask")]),
     "KVCache": ("06", []),  # the learner's class is the cache the generation writes through
+    "decoder_mask": ("06", [("models.llama", "decoder_mask")]),
     "repeat_kv": ("07", [("core.attention", "repeat_kv")]),
     "rms_norm": ("10", [("models.llama", "rms_norm")]),
     "swiglu_ffn": ("10", [("models.llama", "swiglu_ffn")]),
@@ -52,7 +53,8 @@ MODEL_FUNCTIONS = {
 # what training adds: the loss, every backward of the block and the optimiser (lesson 18), where the training code
 # calls them; softmax_backward also runs inside the package's attention backward (where the learner's is not in)
 TRAINING_FUNCTIONS = {
-    **{name: entry for name, entry in MODEL_FUNCTIONS.items() if name != "KVCache"},  # the forward pass
+    **{name: entry for name, entry in MODEL_FUNCTIONS.items()
+       if name not in ("KVCache", "decoder_mask")},  # the forward pass: training runs no cache, and masks by its own
     **{name: ("18", [(module, name)]) for module, names in [
         ("train.decoder", ["cross_entropy", "cross_entropy_backward"]),
         ("models.llama_backward", ["lm_head_backward", "rms_norm_backward", "swiglu_ffn_backward", "linear_backward",
@@ -60,6 +62,7 @@ TRAINING_FUNCTIONS = {
                                    "apply_rope_half_backward", "split_heads_backward", "embed_backward"]),
         ("core.attention", ["softmax_backward"]),
         ("train.loop", ["clip_by_global_norm", "lr_at", "adamw_step"])] for name in names},
+    "induction_accuracy": ("19", [("tasks.induction", "induction_accuracy")]),  # the held-out accuracy at the end
 }
 # the encoder's: all-MiniLM-L6-v2 embeds sentences with them (lesson 12)
 ENCODER_FUNCTIONS = {
@@ -309,6 +312,8 @@ class TrainingRun:
     package: list[tuple[str, str]] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)  # the package's, one a step
     mine: list[float] = field(default_factory=list)
+    accuracy: float | None = None  # the package's held-out accuracy after the last step
+    mine_accuracy: float | None = None
     error: str = ""
     printed: str = ""
     unused: list[str] = field(default_factory=list)  # the learner's that passed, but nothing called
@@ -324,7 +329,8 @@ class TrainingRun:
 def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_STEPS,
                  seconds: float = TIME_LIMIT) -> TrainingRun:
     """Lesson 19's induction decoder trained `steps` steps from the same seed twice: with the package's functions,
-    and with every function of the learner's that passed (the forward's, the loss, the backward's, AdamW's)."""
+    and with every function of the learner's that passed (the forward's, the loss, the backward's, AdamW's, and
+    the held-out accuracy's)."""
     from ..tasks.induction import train_induction
 
     run, start = TrainingRun(steps=steps), time.perf_counter()
@@ -332,13 +338,16 @@ def run_training(reports: list[FileReport], files: dict, *, steps: int = TRAIN_S
     run.yours = list(mine)
     if not mine:  # nothing of the learner's to train with: said so, without training the package's twice
         return run
-    train = lambda: train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)["history"]["loss"]  # noqa
-    run.losses = train()
-    losses, run.error, run.printed, run.unused = learners_run(
+    def train():  # -> (the loss of each step, the held-out accuracy at the end)
+        result = train_induction(steps=steps, progress=False, snapshot_every=10 ** 9)
+        return result["history"]["loss"], result["heldout_accuracy"]
+
+    run.losses, run.accuracy = train()
+    trained, run.error, run.printed, run.unused = learners_run(
         train, mine, TRAINING_FUNCTIONS, seconds, modules, files, "training",
         f"for {steps} steps (the package's take about 2 s)")
     run.yours = [n for n in run.yours if n not in run.unused]
-    run.mine = losses or []
+    run.mine, run.mine_accuracy = trained or ([], None)
     run.seconds = time.perf_counter() - start
     return run
 
@@ -361,6 +370,11 @@ def format_training_run(run: TrainingRun) -> str:
                     >= 1e-4)
         lines.append(f"  the losses part at step {step}: {run.mine[step]:.4f} against {run.losses[step]:.4f} — far "
                      "above float32 rounding: a slip the check's cases missed")
+    if run.accuracy is not None and run.mine_accuracy is not None:
+        same = run.mine_accuracy == run.accuracy
+        lines.append(f"  held-out accuracy after step {run.steps}: {run.mine_accuracy:.2%} with yours, "
+                     f"{run.accuracy:.2%} with the package's" + ("" if same else " — a slip the check's cases missed, "
+                                                              "or the weights above differ"))
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
 """The checker's cases for lessons 15, 16 and 19: the encoder–decoder's two layers, packing documents into rows
-and their document mask, and the scores that find induction heads."""
+and their document mask, and the scores that find induction heads and the held-out accuracy of induction."""
 from __future__ import annotations
 
 import math
@@ -13,9 +13,11 @@ from ..core.packing import Packed, pack_documents
 from ..models.encoder_decoder import (Seq2SeqDecoderLayer, Seq2SeqEncoderLayer, seq2seq_decoder_layer,
                                       seq2seq_encoder_layer)
 from ..tasks.induction import induction_head_scores
+from ..tasks.induction_data import induction_accuracy
 from .cases import Case, Mistake, Spec, call_plain
 
-__all__ = ["DECODER_LAYER", "ENCODER_LAYER", "PACK_DOCUMENTS", "DOCUMENT_MASK", "INDUCTION_SCORES"]
+__all__ = ["DECODER_LAYER", "ENCODER_LAYER", "PACK_DOCUMENTS", "DOCUMENT_MASK", "INDUCTION_SCORES",
+           "INDUCTION_ACCURACY"]
 
 
 def _rng(seed):
@@ -388,3 +390,48 @@ INDUCTION_SCORES = Spec(
                       raises=r"returned .*expected a dict"),
               Mistake("maps may hold more axes in front of L and h (snapshots of a run): index the last two, "
                       "maps[..., i, j], and average over the rows, the last axis of what that gives", tag="lead")])
+
+
+# --- lesson 19: the share of the second half predicted right ---------------------------------------------------------
+def accuracy_cases():
+    r = _rng(191)
+
+    def case(label, b, n_half, wrong, tags=()):
+        """ids: b rows of a random first half repeated; pred_ids: the next token at every position, then `wrong`
+        of the scored guesses (positions n_half … 2·n_half − 2) changed, and every unscored one random."""
+        first = np.stack([r.permutation(np.arange(2, 40))[:n_half] for _ in range(b)])  # [b, n_half]
+        ids = np.concatenate([first, first], axis=1)  # [b, 2·n_half]
+        pred = np.concatenate([ids[:, 1:], r.integers(2, 40, (b, 1))], axis=1)  # [b, 2·n_half]: the next token
+        pred[:, :n_half] = r.integers(2, 40, (b, n_half))  # the first half is not predictable: guesses at random
+        scored = [(row, col) for row in range(b) for col in range(n_half, 2 * n_half - 1)]
+        for k in r.choice(len(scored), size=wrong, replace=False):
+            row, col = scored[k]
+            pred[row, col] = 1  # a token no row holds
+        return Case(label, (pred, ids), tags=frozenset(tags))
+
+    return [case("b=1, n_half=4, every guess right", 1, 4, 0), case("b=1, n_half=5, 1 of 4 wrong", 1, 5, 1),
+            case("b=3, n_half=6, 4 of 15 wrong", 3, 6, 4), case("b=2, n_half=2: one scored position a row", 2, 2, 1),
+            case("b=4, n_half=8, 9 of 28 wrong", 4, 8, 9)]
+
+
+def _accuracy(first, count=False):
+    """induction_accuracy with a slip: pred_ids[:, first:stop] against ids[:, first + shift:], or a count."""
+    def variant(pred_ids, ids):
+        n_half, pred, ids = ids.shape[1] // 2, np.asarray(pred_ids), np.asarray(ids)
+        lo, shift = first(n_half)
+        right = pred[:, lo:ids.shape[1] - shift] == ids[:, lo + shift:]
+        return float(right.sum() if count else right.mean())
+    return variant
+
+
+INDUCTION_ACCURACY = Spec(
+    "induction_accuracy", induction_accuracy, accuracy_cases, "transformer/tasks/induction_data.py",
+    mistakes=[Mistake("pred_ids[:, i] is the guess for the NEXT token, ids[:, i + 1]: compare pred_ids[:, n_half:-1] "
+                      "with ids[:, n_half + 1:]", variant=_accuracy(lambda m: (m, 0))),
+              Mistake("only the repeated half can be predicted: score the guesses at positions n_half … 2·n_half − 2, "
+                      "not the first half's random tokens", variant=_accuracy(lambda m: (0, 1))),
+              Mistake("the second half's first token cannot be predicted: nothing says the sequence repeats until it "
+                      "has begun, so the guess at position n_half − 1 is not scored",
+                      variant=_accuracy(lambda m: (m - 1, 1))),
+              Mistake("a share, between 0 and 1: the mean of the right guesses, not their count",
+                      variant=_accuracy(lambda m: (m, 1), count=True))])

@@ -1,13 +1,15 @@
 """The checker's cases for lesson 05's sparse patterns: the Sparse Transformer's strided_mask and fixed_mask, and the
-global tokens of Longformer and BigBird (global_mask)."""
+global tokens of Longformer and BigBird (global_mask); and lesson 06's decoder_mask, the mask of a step after cached
+keys."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..core.masks import fixed_mask, global_mask, strided_mask
+from ..models.llama import decoder_mask
 from .cases import Case, Mistake, NotingNamespace, Spec
 
-__all__ = ["STRIDED_MASK", "FIXED_MASK", "GLOBAL_MASK"]
+__all__ = ["STRIDED_MASK", "FIXED_MASK", "GLOBAL_MASK", "DECODER_MASK"]
 
 DIMS = ("n", "n")  # queries, keys: the same n tokens
 
@@ -120,3 +122,61 @@ GLOBAL_MASK = Spec(
                       variant=_global(lambda row, col, n: row | col | np.eye(n, dtype=bool))),
               Mistake("with no global token nothing is seen: an (n, n) mask of False — build it from a boolean vector "
                       "of n Falses, set True at the listed positions", tag="empty")])
+
+
+# --- lesson 06: the mask of n_q new queries after n_past cached keys ---------------------------------------------
+def _key_valid(b, n_k, pads):  # -> [b, n_k] bool: row r's first pads[r] keys are left padding
+    return np.arange(n_k)[None, :] >= np.asarray(pads)[:, None]
+
+
+def decoder_mask_cases():
+    return [Case("prefill: n_q=4 new queries, n_past=0", (4, 0)),
+            Case("a chunk after the cache: n_q=3 new queries after n_past=5 cached keys", (3, 5),
+                 tags=frozenset({"past"})),
+            Case("one decode step: n_q=1 after n_past=6, no padding", (1, 6), tags=frozenset({"none"})),
+            Case("the first token alone: n_q=1, n_past=0", (1, 0), tags=frozenset({"none"})),
+            Case("prefill with left padding: b=2, n_q=4, row 1 padded by 2", (4, 0, _key_valid(2, 4, [0, 2])),
+                 tags=frozenset({"padding"})),
+            Case("one decode step with left padding: b=2, n_q=1 after n_past=5, row 0 padded by 3",
+                 (1, 5, _key_valid(2, 6, [3, 0])), tags=frozenset({"padding"})),
+            Case("a chunk with padding: b=3, n_q=2 after n_past=3", (2, 3, _key_valid(3, 5, [0, 1, 4])),
+                 tags=frozenset({"padding", "past"})),
+            Case("n_q=3 after n_past=2, xp= a namespace to build it with", (3, 2), {"xp": NotingNamespace()},
+                 frozenset({"xp"}))]
+
+
+def _decoder(causal, combine=lambda c, kv: c[None, None] & kv[:, None, None, :], none_when_one=True):
+    """decoder_mask with a slip: causal(n_q, n_past) -> [n_q, n_k]; combine(causal, key_valid) with padding."""
+    def mask(n_q, n_past, key_valid=None, *, xp=None):
+        if key_valid is None:
+            return None if (n_q == 1 and none_when_one) else causal(n_q, n_past)
+        return combine(causal(n_q, n_past), np.asarray(key_valid))
+    return mask
+
+
+_OFFSET = lambda n_q, n_past: np.arange(n_past + n_q)[None, :] <= np.arange(n_q)[:, None] + n_past  # noqa: E731
+_NO_OFFSET = lambda n_q, n_past: np.tril(np.ones((n_q, n_past + n_q), dtype=bool))  # noqa: E731 - query i at i
+
+DECODER_MASK = Spec(
+    "decoder_mask", decoder_mask, decoder_mask_cases, "transformer/models/llama.py", dims=("…", "n_q", "n_k"),
+    mistakes=[Mistake("the new queries come after the n_past cached keys: query i is at position n_past + i and "
+                      "sees keys 0 … n_past + i — causal_mask(n_q, n_past + n_q) puts the diagonal there",
+                      variant=_decoder(_NO_OFFSET)),
+              Mistake("the keys are the n_past cached ones AND the n_q new ones: n_k = n_past + n_q",
+                      variant=_decoder(lambda n_q, n_past: np.tril(np.ones((n_q, n_q), dtype=bool)))),
+              Mistake("one step without padding needs no mask: every cached key is in the past, so return None "
+                      "(the attention then skips masking)", variant=_decoder(_OFFSET, none_when_one=False)),
+              Mistake("with padding even one decode step needs the mask: the padded keys must stay hidden",
+                      variant=lambda n_q, n_past, key_valid=None, *, xp=None: None if n_q == 1 else _decoder(_OFFSET)(
+                          n_q, n_past, key_valid)),
+              Mistake("a key is kept when it is in the past AND not padding: causal & key_valid (| keeps padded keys)",
+                      variant=_decoder(_OFFSET, lambda c, kv: c[None, None] | kv[:, None, None, :])),
+              Mistake("key_valid marks KEYS: it goes on the last axis, key_valid[:, None, None, :], so a padded key "
+                      "is hidden from every query", variant=_decoder(_OFFSET, lambda c, kv: c[None, None] & kv[
+                          :, None, -c.shape[0]:, None])),
+              Mistake("the mask with padding is (b, 1, n_q, n_k): one per sequence, and a head axis of 1 so that it "
+                      "broadcasts over the heads", variant=_decoder(_OFFSET, lambda c, kv: c[None] & kv[:, None, :])),
+              Mistake("the new queries come after the n_past cached keys: n_k = n_past + n_q and query i at "
+                      "n_past + i (causal_mask(n_q, n_past + n_q))", tag="past"),
+              Mistake("with padding: the causal mask AND key_valid on the key axis, shaped (b, 1, n_q, n_k)",
+                      tag="padding")])

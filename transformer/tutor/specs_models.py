@@ -12,10 +12,11 @@ from ..core.paged_kv import paged_attention
 from ..core.layers import layer_norm
 from ..models.bert import BertConfig, BertWeights, bert_embeddings, l2_normalize, mean_pool
 from ..models.configs import ModelConfig, load_config
-from ..models.counting import count_parameters, kv_cache_bytes_per_token
+from ..models.counting import count_parameters, kv_cache_bytes_per_token, paged_memory_report
 from .cases import Case, Mistake, Spec
 
-__all__ = ["MEAN_POOL", "L2_NORMALIZE", "BERT_EMBEDDINGS", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION"]
+__all__ = ["MEAN_POOL", "L2_NORMALIZE", "BERT_EMBEDDINGS", "COUNT_PARAMETERS", "KV_BYTES_PER_TOKEN", "PAGED_ATTENTION",
+           "PAGED_MEMORY_REPORT"]
 
 
 def _rng(seed):
@@ -346,3 +347,64 @@ PAGED_ATTENTION = Spec(
               Mistake("with causal=False every query reads all n_tokens keys", tag="noncausal"),
               Mistake("use the `scale` argument when it is given (1/√d_h only when scale is None)", tag="scale")],
     torch=_torch_paged)
+
+
+# --- lesson 14: paged against contiguous KV memory, counted --------------------------------------------
+def report_cases():
+    smol, llama = load_config("smollm2-135m"), load_config("llama-3-8b")
+    return [Case("SmolLM2-135M: requests of 100, 37 and 512 tokens, block_size=16", (smol, [100, 37, 512])),
+            Case("Llama-3-8B: requests of 1, 16, 17 and 300 tokens, block_size=16, n_max=2048",
+                 (llama, [1, 16, 17, 300]), {"n_max": 2048}, frozenset({"n_max"})),
+            Case("SmolLM2-135M: 5 requests, block_size=32, n_max=1024, dtype='float32'",
+                 (smol, [5, 64, 65, 700, 31]), {"block_size": 32, "n_max": 1024, "dtype": "float32"},
+                 frozenset({"n_max", "dtype"})),
+            Case("Llama-3-8B: lengths a multiple of block_size=8 (no last block part full)", (llama, [8, 24, 64]),
+                 {"block_size": 8}),
+            Case("SmolLM2-135M: no request", (smol, []), tags=frozenset({"empty"}))]
+
+
+def _report(config, lengths, *, block_size=16, n_max=None, dtype="float16", blocks=None, longest=False,
+            waste=None, utilisation=None, per_token=None, layouts=("paged", "contiguous")):
+    """paged_memory_report with a slip: how blocks are counted, n_max ignored, waste or utilisation (of the layouts
+    named), or bytes."""
+    right = paged_memory_report(config, lengths, block_size=block_size, n_max=n_max, dtype=dtype)
+    per = right["bytes_per_token"] if per_token is None else per_token
+    n_blocks = right["blocks"] if blocks is None else sum(blocks(x, block_size) for x in lengths)
+    n_max = max(lengths, default=0) if n_max is None or longest else n_max
+    used, paged, contiguous = sum(lengths) * per, n_blocks * block_size * per, len(lengths) * n_max * per
+    out = {**right, "blocks": n_blocks, "bytes_per_token": per, "used": used, "paged_reserved": paged,
+           "contiguous_reserved": contiguous}
+    for layout, reserved in (("paged", paged), ("contiguous", contiguous)):
+        slipped = layout in layouts
+        out[f"{layout}_waste"] = waste(reserved, used) if waste and slipped else reserved - used
+        out[f"{layout}_utilisation"] = (utilisation(used, reserved) if utilisation and slipped
+                                        else used / reserved if reserved else 1.0)
+    return out
+
+
+LAYOUTS = (("paged", "contiguous"), ("paged",), ("contiguous",))  # a slip in both, or in one of them
+_FLOOR = lambda n, bs: n // bs  # noqa: E731 - blocks of a request, rounded down
+_ONE_MORE = lambda n, bs: n // bs + 1  # noqa: E731 - one block more, also when bs divides n
+_INVERTED = lambda used, reserved: reserved / used if used else 1.0  # noqa: E731 - utilisation upside down
+PAGED_MEMORY_REPORT = Spec(
+    "paged_memory_report", paged_memory_report, report_cases, "transformer/models/counting.py",
+    mistakes=[Mistake("a request of n tokens takes ⌈n / block_size⌉ blocks, -(-n // block_size): its last block, part "
+                      "full, is reserved whole", variant=lambda *a, **k: _report(*a, **k, blocks=_FLOOR)),
+              Mistake("a request of n tokens takes ⌈n / block_size⌉ blocks: n // block_size + 1 is one too many when "
+                      "block_size divides n", variant=lambda *a, **k: _report(*a, **k, blocks=_ONE_MORE)),
+              Mistake("contiguous preallocation reserves n_max tokens for EVERY request, the longest one allowed "
+                      "(the argument n_max when it is given), not the longest one here",
+                      variant=lambda *a, **k: _report(*a, **k, longest=True)),
+              *(Mistake("waste is what is reserved and not used: reserved − used, per layout",
+                        variant=lambda *a, _l=layouts, **k: _report(*a, **k, waste=lambda r, u: u - r, layouts=_l))
+                for layouts in LAYOUTS),
+              *(Mistake("utilisation is used / reserved, at most 1 (and 1.0 when nothing is reserved)",
+                        variant=lambda *a, _l=layouts, **k: _report(*a, **k, utilisation=_INVERTED, layouts=_l))
+                for layouts in LAYOUTS),
+              Mistake("every count but requests, tokens and blocks is in bytes: tokens × bytes_per_token, where "
+                      "bytes_per_token = kv_cache_bytes_per_token(config, dtype)",
+                      variant=lambda *a, **k: _report(*a, **k, per_token=1)),
+              Mistake("bytes a token depend on the `dtype` argument: kv_cache_bytes_per_token(config, dtype)",
+                      tag="dtype"),
+              Mistake("with no request every count is 0 and utilisation 1.0: guard the divisions by zero",
+                      tag="empty")])
