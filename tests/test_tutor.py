@@ -1718,7 +1718,11 @@ FIRST_ATTEMPTS = [
                          ({"u": "rng.random(size=c.shape)"}, "once for each row and pick the first token"),
                          ({"greedy": "False", "probs": "softmax(logits / temperature)",
                            "u": "rng.random(size=(*c.shape[:-1], 1)) if temperature else 0.5"}, "temperature 0 is greedy"),
-                         ({"u": "np.random.default_rng(7).random(size=(*c.shape[:-1], 1))"}, "the rng passed in")]),
+                         ({"u": "np.random.default_rng(7).random(size=(*c.shape[:-1], 1))"}, "the rng passed in"),
+                         ({"u": "None", "pick": "np.argmax(np.log(p) + rng.gumbel(size=p.shape), axis=-1)"},
+                          "the case's own uniform numbers"),
+                         ({"u": "None", "pick": "np.argmax(np.log(p) - np.log(-np.log(rng.uniform(size=p.shape))), "
+                                                "axis=-1)"}, "for each row and pick the first token")]),
     *(("13", "arithmetic_intensity", INTENSITY_ATTEMPT.format(**{**INTENSITY_SLIP, **slip}), hint)
       for slip, hint in [({"head": "0"}, "its v·d numbers are read too"),
                          ({"head": "c.v * c.d * (1 if c.tied else 2)"}, "the embedding table is looked up"),

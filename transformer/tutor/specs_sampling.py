@@ -202,6 +202,19 @@ class GivenUniforms(np.random.Generator):
     def uniform(self, low=0.0, high=1.0, size=None):
         return low + (high - low) * self.random(size)
 
+    def _other_draw(self, name):
+        raise ValueError(f"rng.{name} was called: this case's rng hands out its own uniform numbers, one a row, and "
+                         "only through rng.random, rng.uniform or rng.choice(v, p=p). Draw by the inverse CDF: "
+                         "u = rng.random(), then the first token whose cumulative probability exceeds u (a Gumbel-max "
+                         "or other draw picks from the same distribution, but not the token this u gives)")
+
+    # every other way to draw: named, instead of being told later that the case's numbers were never used
+    for _name in ("integers", "standard_normal", "normal", "gumbel", "exponential", "standard_exponential",
+                  "logistic", "standard_gamma", "gamma", "beta", "binomial", "multinomial", "poisson",
+                  "permutation", "permuted", "shuffle", "bytes", "dirichlet", "laplace", "standard_cauchy"):
+        locals()[_name] = (lambda name: lambda self, *args, **kwargs: self._other_draw(name))(_name)
+    del _name
+
     def __deepcopy__(self, memo):  # fresh() copies a case: the copy hands out the same numbers from the start
         return GivenUniforms(self.us)
 
@@ -276,5 +289,7 @@ SAMPLE_NEXT = Spec(
               Mistake("draw u = rng.random() once for each row and pick the first token whose cumulative probability "
                       "exceeds it (np.cumsum, then a comparison with u); rng.choice(v, p=p) draws the same way",
                       raises=r"one uniform number a row"),
+              Mistake("the check hands out the case's own uniform numbers: draw u = rng.random() for each row and "
+                      "take the first token whose cumulative probability exceeds it", raises=r"was called: this case"),
               Mistake("temperature 0 is greedy: each row's argmax, with no draw (dividing the logits by T = 0 gives "
                       "inf and NaN)", tag="greedy")])
