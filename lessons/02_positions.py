@@ -356,8 +356,9 @@ P.save(fig, P.figure_path("02_rope_layouts.png"))
 # attention formula itself (lesson 03).
 
 # %% [markdown]
-# **Write it yourself.** `workbook/02_positions.py` holds `sinusoidal_positions`, `rope_angles`,
-# `apply_rope_half` and `apply_rope_interleaved` as stubs with this lesson's formulas; fill them in, then run
+# **Write it yourself.** `workbook/02_positions.py` holds `sinusoidal_positions`, `learned_positions` (and
+# its refusal of positions past the table), `rope_angles`, `apply_rope_half` and `apply_rope_interleaved` as
+# stubs with this lesson's formulas; fill them in, then run
 # `python -m transformer check 02`: it runs the package's own test cases on your code and says what
 # is still wrong.
 #

@@ -1562,6 +1562,7 @@ REPORT_ATTEMPT = """
     def paged_memory_report(config, lengths, *, block_size=16, n_max=None, dtype="float16"):
         per = {per}
         n_max = {n_max}
+        {check}
         blocks = sum({blocks} for n in lengths)
         used, paged, contiguous = sum(lengths) * per, blocks * block_size * per, len(lengths) * n_max * per
         return {{"requests": len(lengths), "tokens": sum(lengths), "blocks": blocks, "bytes_per_token": per,
@@ -1571,7 +1572,16 @@ REPORT_ATTEMPT = """
 """
 REPORT_SLIP = {"per": "kv_cache_bytes_per_token(config, dtype)", "n_max": "max(lengths, default=0) if n_max is None "
                "else n_max", "blocks": "-(-n // block_size)", "waste_p": "paged - used",
-               "util_p": "used / paged if paged else 1.0"}
+               "util_p": "used / paged if paged else 1.0",
+               "check": "if any(n > n_max for n in lengths): raise ValueError(f'a request exceeds n_max={n_max}')"}
+LEARNED_ATTEMPT = """
+    def learned_positions(n, W_pos, offset=0):
+        {check}
+        return {rows}
+"""
+LEARNED_SLIP = {"check": "if offset + n > W_pos.shape[0]: raise ValueError(f'positions {offset}…{offset + n - 1} "
+                         "past {W_pos.shape[0]} rows')",
+                "rows": "W_pos[offset:offset + n]"}
 FFN_ATTEMPT = """
     from transformer import relu
     def ffn(x, W1, W2, b1=None, b2=None, activation=relu):
@@ -1773,6 +1783,14 @@ FIRST_ATTEMPTS = [
                          ({"mask": "g[:, None] | g[None, :] | xp.eye(n, dtype=bool)"}, "not itself"),
                          ({"g": "g = xp.stack([xp.arange(n) == t for t in global_tokens]).any(axis=0)"},
                           "with no global token nothing is seen")]),
+    *(("02", "learned_positions", LEARNED_ATTEMPT.format(**{**LEARNED_SLIP, **slip}), hint)
+      for slip, hint in [({"check": "pass"}, "a slice past the end quietly returns fewer rows"),
+                         ({"rows": "W_pos[:n]"}, "position i of the input is row offset + i"),
+                         ({"rows": "W_pos[offset:n]"}, "the slice ENDS at offset + n"),
+                         ({"check": "pass", "rows": "W_pos[:, offset:offset + n]"}, "slice the rows"),
+                         ({"check": "assert offset + n <= W_pos.shape[0]"}, "raise ValueError naming the numbers"),
+                         ({"check": "if offset + n >= W_pos.shape[0]: raise ValueError('past the table')"},
+                          "offset + n = n_ctx still fits")]),
     *(("06", "decoder_mask", DECODER_MASK_ATTEMPT.format(**{**DECODER_MASK_SLIP, **slip}), hint)
       for slip, hint in [({"causal": "xp.tril(xp.ones((n_q, n_past + n_q), dtype=bool))"},
                           "query i is at position n_past + i"),
@@ -1798,7 +1816,8 @@ FIRST_ATTEMPTS = [
                          ({"util_p": "paged / used if used else 1.0"}, "utilisation is used / reserved"),
                          ({"per": "1"}, "in bytes"),
                          ({"per": 'kv_cache_bytes_per_token(config, "float16")'}, "the `dtype` argument"),
-                         ({"util_p": "used / paged"}, "guard the divisions by zero")]),
+                         ({"util_p": "used / paged"}, "guard the divisions by zero"),
+                         ({"check": "pass"}, "a request longer than n_max fits no contiguous reservation")]),
     *(("13", "forward_flops", FLOPS_ATTEMPT.format(**{**FLOPS_SLIP, **slip}), hint)
       for slip, hint in [({"two": "1", "head": "t * c.d * c.v"}, "a multiply AND an add"),
                          ({"kv": "c.h"}, "only the h_kv key/value heads are projected"),
@@ -2089,10 +2108,39 @@ RIGHT_ATTEMPTS = [("09", FLASH_ATTEMPT.format(**FLASH_RIGHT)), ("14", PAGED_ATTE
                                                           "-1, p)"})),
                   ("09", IO_ATTEMPT.format(**IO_SLIP)),
                   ("10", FFN_ATTEMPT.format(**FFN_SLIP) + RESIDUAL_ATTEMPT.format(**RESIDUAL_SLIP)),
+                  ("02", LEARNED_ATTEMPT.format(**LEARNED_SLIP)),
                   ("06", DECODER_MASK_ATTEMPT.format(**DECODER_MASK_SLIP)),
                   ("19", ACCURACY_ATTEMPT.format(**ACCURACY_SLIP)), ("14", REPORT_ATTEMPT.format(**REPORT_SLIP)),
                   ("18", LINEAR_BACKWARD_ATTEMPT.format(**LINEAR_BACKWARD_SLIP)
                    + HEADS_BACKWARD_ATTEMPT.format(**HEADS_BACKWARD_SLIP) + DROPOUT_ATTEMPT.format(**DROPOUT_SLIP))]
+
+
+def test_each_input_a_case_asks_to_refuse_is_refused_by_the_package():
+    """A case with `refuses` compares no answer: the package's function must raise that exception on it (so the
+    learner is asked for what the package does), with a message; and some lessons have such cases."""
+    refusing = [(spec, case) for specs in LESSON_SPECS.values() for spec in specs for case in spec.cases()
+                if case.refuses is not None]
+    assert {spec.name for spec, _ in refusing} >= {"learned_positions", "paged_memory_report"}
+    for spec, case in refusing:
+        with pytest.raises(case.refuses, match=r"\w"):
+            spec.call(spec.reference, case)
+        assert case.refusal, f"{spec.name}: case {case.label!r} should say why its input is refused"
+
+
+def test_an_input_to_refuse_that_is_answered_or_refused_otherwise_is_told_so(tmp_path):
+    answered = result_of(check_file(write_workbook(tmp_path, "02", LEARNED_ATTEMPT.format(
+        **{**LEARNED_SLIP, "check": "pass"})), "02"), "learned_positions")
+    assert answered.failures[0].message == (
+        "returned an array of shape (4, 6) where it must refuse the input: positions 12 … 17 of a 16-row table "
+        "(NumPy's slice would quietly give fewer rows); raise ValueError with a message that names the bad value")
+    other = result_of(check_file(write_workbook(tmp_path, "02", LEARNED_ATTEMPT.format(
+        **{**LEARNED_SLIP, "check": "if offset + n > W_pos.shape[0]: raise IndexError('no row')"})), "02"),
+        "learned_positions")
+    assert other.failures[0].message.splitlines()[0] == "raised IndexError: no row"
+    assert other.failures[0].message.splitlines()[-1] == (
+        "where a ValueError should say it: positions 12 … 17 of a 16-row table (NumPy's slice would quietly give "
+        "fewer rows)")
+    assert other.cases == 7 and other.failed == 2
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

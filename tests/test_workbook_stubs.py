@@ -33,7 +33,8 @@ FILES = sorted(WORKBOOK.glob("[0-9][0-9]_*.py"))
 # file -> the package names its stubs stand for (a method as Class.method)
 STUBS = {
     "01_text_to_vectors.py": ["merge_symbols", "wordpiece", "embed", "lm_head"],
-    "02_positions.py": ["sinusoidal_positions", "rope_angles", "apply_rope_half", "apply_rope_interleaved"],
+    "02_positions.py": ["sinusoidal_positions", "learned_positions", "rope_angles", "apply_rope_half",
+                        "apply_rope_interleaved"],
     "03_attention.py": ["softmax", "scaled_dot_product_attention", "additive_scores"],
     "04_multi_head.py": ["split_heads", "merge_heads", "multi_head_attention"],
     "05_masks.py": ["causal_mask", "padding_mask", "sliding_window_mask", "strided_mask", "fixed_mask", "global_mask"],
@@ -119,6 +120,7 @@ def valid_call(name: str, target):
         "wordpiece": lambda f: f("unaffable", {"un", "##aff", "##able"}),
         "lm_head": lambda f: f(r(1, 2, 4), r(3, 4)),
         "sinusoidal_positions": lambda f: f(4, 6),
+        "learned_positions": lambda f: f(3, r(8, 4), offset=2),
         "rope_angles": lambda f: f(np.arange(5), 8),
         "apply_rope_half": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
         "apply_rope_interleaved": lambda f: f(r(1, 2, 3, 4), r(3, 2), r(3, 2)),
@@ -372,6 +374,8 @@ EXAMPLES = [
      lambda: T.embed(np.array([[2, 1]]), np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])), [[[3, 4], [1, 2]]]),
     ("02_positions.py", "sinusoidal_positions", "≈ [[0, 1], [0.841, 0.540]]",
      lambda: T.sinusoidal_positions(2, 2), [[0, 1], [0.841, 0.540]]),
+    ("02_positions.py", "learned_positions", "n = 10, offset = 4 gives rows 4 … 13",
+     lambda: T.learned_positions(10, np.arange(512.0)[:, None], offset=4)[:, 0], [*range(4, 14)]),
     ("02_positions.py", "rope_angles", "= [[0, 0], [1, 0.01], [2, 0.02]]",
      lambda: T.rope_angles(np.array([0, 1, 2]), 4), [[0, 0], [1, 0.01], [2, 0.02]]),
     ("03_attention.py", "softmax", "softmax([1000.0, 1000.0]) = [0.5, 0.5]",

@@ -33,6 +33,24 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, xp=None, dtyp
         "how sin and cos of it fill the even and the odd columns.")
 
 
+def learned_positions(n: int, W_pos, offset: int = 0):  # -> [n, d]
+    """Learned absolute positions (GPT-2, BERT): a trained table W_pos (n_ctx, d), one row a position.
+
+        P = rows offset … offset + n − 1 of W_pos          -> (n, d), W_pos's dtype
+
+    offset: the position of the first input token (after cached ones, or a decode step's position).
+    A table has no row past n_ctx = W_pos.shape[0]: when offset + n > n_ctx, raise ValueError with a
+    message that names the positions and the table's rows (a NumPy slice past the end quietly gives
+    fewer rows, and the model would go on with the wrong shape).
+    Example: a (512, d) table, n = 10, offset = 4 gives rows 4 … 13; n = 600 is refused.
+
+    After trying: the package's version is `transformer/core/positions.py`, `learned_positions`.
+    """
+    raise NotImplementedError(
+        "learned_positions: start by writing down which rows of W_pos positions offset … offset + n − 1 are, "
+        "and what W_pos[508:518] gives for a table of 512 rows.")
+
+
 def rope_angles(positions, d_h: int, base: float = 10000.0):  # [n] -> [n, d_h/2]
     """The angles RoPE turns each pair of a head's features by (RoFormer; Llama).
 

@@ -154,7 +154,7 @@ def paged_memory_report(config, lengths, *, block_size: int = 16, n_max: int | N
     Returns a dict with the keys "requests" (b), "tokens" (Σ n_i), "blocks" (Σ ⌈n_i / block_size⌉),
     "bytes_per_token", "used", "paged_reserved", "contiguous_reserved", "paged_waste",
     "contiguous_waste", "paged_utilisation", "contiguous_utilisation"; every count but the first three
-    and the utilisations is in bytes.
+    and the utilisations is in bytes. A request longer than n_max is refused: raise ValueError naming it.
     Example: lengths [100, 37] at block_size 16 take 7 + 3 = 10 blocks, 160 token slots for 137 tokens.
 
     After trying: the package's version is `transformer/models/counting.py`, `paged_memory_report`.

@@ -33,6 +33,10 @@ class Case:
     # should know: FlashAttention's loop never holds the n_q × n_k scores
     max_bytes: int | None = None
     memory_note: str = ""
+    # an input the function must refuse: the exception it raises (ValueError), and what is wrong with the input, in
+    # words ("10 positions from 508 run past the 512 rows"): no answer is compared, the package's function refuses it
+    refuses: type | None = None
+    refusal: str = ""
 
 
 class NotingNamespace:

@@ -30,7 +30,8 @@ class CaseFailure:
     line that raised) and the hints that explain it, the known mistake's first."""
     label: str
     message: str
-    kind: str = "value"  # a compare Problem's kind ('value', 'shape', 'dtype' …), or 'raised', 'time', 'in place'
+    kind: str = "value"  # a compare Problem's kind ('value', 'shape', 'dtype' …), or 'raised', 'time', 'in place',
+    # 'refused' (an input to refuse was answered)
     hints: list[str] = field(default_factory=list)
     case: Any = field(default=None, repr=False)  # the Case
     value: Any = field(default=None, repr=False)  # the learner's answer, or the exception it raised

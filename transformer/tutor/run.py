@@ -46,7 +46,7 @@ __all__ = ["LESSON_SPECS", "Result", "CaseFailure", "FileReport", "check_file", 
 
 LESSON_SPECS: dict[str, list[Spec]] = {
     "01": [P.MERGE_SYMBOLS, P.WORDPIECE, L.EMBED, L.LM_HEAD],
-    "02": [L.SINUSOIDAL, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
+    "02": [L.SINUSOIDAL, L.LEARNED_POSITIONS, L.ROPE_ANGLES, L.ROPE_HALF, L.ROPE_INTERLEAVED],
     "03": [A.SOFTMAX, A.SDPA, A.ADDITIVE_SCORES],
     "04": [L.SPLIT_HEADS, L.MERGE_HEADS, L.MHA],
     "05": [L.CAUSAL_MASK, L.PADDING_MASK, L.SLIDING_WINDOW_MASK, K.STRIDED_MASK, K.FIXED_MASK, K.GLOBAL_MASK],
@@ -148,6 +148,26 @@ class _Run:
     printed: list  # the lines it printed
 
 
+def _refusal_failure(case: Case, run: _Run, path: Path) -> CaseFailure | None:
+    """None when the learner's call refused the case's input with the exception asked for; else what it did."""
+    wanted = case.refuses.__name__
+    if run.kind == "raised" and isinstance(run.value, case.refuses):
+        return None
+    if run.kind == "raised":
+        return CaseFailure(case.label, f"{_raised(run.value, path)}\nwhere a {wanted} should say it: {case.refusal}",
+                           "raised", case=case, value=run.value)
+    return CaseFailure(case.label, f"returned {_kind_of(run.value)} where it must refuse the input: {case.refusal}; "
+                       f"raise {wanted} with a message that names the bad value", "refused", case=case, value=run.value)
+
+
+def _kind_of(value) -> str:
+    """'an array of shape (4, 8)', 'a dict', 'None' …: what a call returned, in a few words."""
+    if value is None:
+        return "None"
+    shape = getattr(value, "shape", None)
+    return f"an array of shape {tuple(shape)}" if shape is not None else f"a {type(value).__name__}"
+
+
 def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
     """One call of the learner's object on a fresh copy of the case, its prints captured."""
     changed, out = [], io.StringIO()
@@ -227,8 +247,9 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
             # another slip, told by its own line)
             return m.matches_exception(f.value, f.case) and (not m.hint.startswith("only ") or all(
                 m.tag in g.case.tags for g in failures if g.kind in ("value", "raised")))
-        return (f.kind not in ("time", "in place", "xp", "memory") and m.variant is not None and i < VARIANT_CHECKS
-                and _variant_matches(spec, m, f.case, f.value))
+        # an answer to an input that must be refused (a slice past the end) may equal a slip's: no variant is tried
+        return (f.kind not in ("time", "in place", "xp", "memory", "refused") and m.variant is not None
+                and i < VARIANT_CHECKS and _variant_matches(spec, m, f.case, f.value))
     matched = [[m for m in spec.mistakes if matches(i, f, m)] for i, f in enumerate(failures)]
     # a failure past the first VARIANT_CHECKS is tried against the mistakes that explained those, so that a tag's
     # hint ("the mask is not applied") is not given to the 9th failure of a mistake that explains all of them
@@ -243,7 +264,7 @@ def _explain(spec: Spec, failures: list[CaseFailure], passed: list[Case]) -> Non
     for f, found in zip(failures, matched):
         if found:
             f.hints.insert(0, max(found, key=lambda m: votes[id(m)]).hint)  # max keeps the first of equals
-        elif f.kind in ("value", "raised") and FLOAT32_DIGITS not in f.hints:
+        elif f.kind in ("value", "raised", "refused") and FLOAT32_DIGITS not in f.hints:
             unexplained.append(f)
     if not passed or not unexplained or any(f.kind == "time" for f in failures):
         return
@@ -298,7 +319,7 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
     for i, case in enumerate(cases, 1):
         progress(i, len(cases), False)
         ref_changed = []
-        expected = spec.call(watched(spec.reference, ref_changed), case)
+        expected = None if case.refuses else spec.call(watched(spec.reference, ref_changed), case)
         dims, names = spec.labels_for(expected)
         noting = case.kwargs.get("xp")
         noting = noting if isinstance(noting, NotingNamespace) else None
@@ -318,6 +339,10 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
             failures.append(CaseFailure(case.label, f"{run.value} on this case: a loop that never ends? (checking "
                                         "stopped here)" + (f"\nat {where}" if where else ""), "time", case=case))
             break
+        if case.refuses is not None:  # no answer to compare: the input must be refused
+            refused = _refusal_failure(case, run, path)
+            (failures.append(refused) if refused else passed.append(case))
+            continue
         if run.kind == "raised":
             failures.append(CaseFailure(case.label, _raised(run.value, path), "raised", case=case, value=run.value))
             continue

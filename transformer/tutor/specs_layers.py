@@ -11,12 +11,13 @@ from ..core.embedding import embed, lm_head
 from ..core.heads import AttentionWeights, merge_heads, multi_head_attention, split_heads
 from ..core.layers import linear
 from ..core.masks import causal_mask, padding_mask, sliding_window_mask
-from ..core.positions import apply_rope_half, apply_rope_interleaved, rope_angles, rope_cos_sin, sinusoidal_positions
+from ..core.positions import (apply_rope_half, apply_rope_interleaved, learned_positions, rope_angles, rope_cos_sin,
+                              sinusoidal_positions)
 from .cases import Case, Mistake, NotingNamespace, Spec
 from .compare import Tolerance
 
-__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "ROPE_ANGLES", "ROPE_HALF", "ROPE_INTERLEAVED", "SPLIT_HEADS",
-           "MERGE_HEADS", "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK"]
+__all__ = ["EMBED", "LM_HEAD", "SINUSOIDAL", "LEARNED_POSITIONS", "ROPE_ANGLES", "ROPE_HALF", "ROPE_INTERLEAVED",
+           "SPLIT_HEADS", "MERGE_HEADS", "MHA", "CAUSAL_MASK", "PADDING_MASK", "SLIDING_WINDOW_MASK"]
 
 
 def _rng(seed):
@@ -96,6 +97,42 @@ SINUSOIDAL = Spec(
                       variant=_exponent_i),
               Mistake("use the `base` argument in base^(2i/d)", tag="base"),
               Mistake("the table is float32 unless dtype= is given: .astype(dtype)", tag="dtype")])
+
+
+def learned_cases():
+    W = _rng(21).standard_normal((16, 6)).astype(np.float32)  # [n_ctx, d]: a trained table's rows
+    past = "NumPy's slice would quietly give fewer rows"
+    return [Case("n=5 from a (16, 6) table", (5, W)),
+            Case("n=4, offset=3: positions 3 … 6", (4, W), {"offset": 3}, frozenset({"offset"})),
+            Case("n=16: every row of the table", (16, W), tags=frozenset({"full"})),
+            Case("n=1, offset=15: one decode step at the last position", (1, W, 15),
+                 tags=frozenset({"offset", "full"})),
+            Case("n=3, offset=2 of a float64 (8, 4) table", (3, _rng(22).standard_normal((8, 4))), {"offset": 2},
+                 frozenset({"offset"})),
+            Case("n=6, offset=12 of 16 rows: positions 12 … 17 run past the table", (6, W), {"offset": 12},
+                 frozenset({"refuse"}), refuses=ValueError, refusal=f"positions 12 … 17 of a 16-row table ({past})"),
+            Case("n=20 of 16 rows: a longer input than the table", (20, W), tags=frozenset({"refuse"}),
+                 refuses=ValueError, refusal=f"20 positions of a 16-row table ({past})")]
+
+
+def _learned(rows):
+    """learned_positions with a slip: rows(n, offset) -> the slice of W_pos it reads, and no range check."""
+    return lambda n, W_pos, offset=0: W_pos[rows(n, offset)]
+
+
+LEARNED_POSITIONS = Spec(
+    "learned_positions", learned_positions, learned_cases, "transformer/core/positions.py", dims=("n", "d"),
+    mistakes=[Mistake("position i of the input is row offset + i of the table: W_pos[offset : offset + n] (a "
+                      "decode step after 15 tokens reads row 15)", variant=_learned(lambda n, o: slice(0, n))),
+              Mistake("the slice ENDS at offset + n: W_pos[offset : offset + n] holds n rows, W_pos[offset : n] "
+                      "only n − offset", variant=_learned(lambda n, o: slice(o, n))),
+              Mistake("a table has one row a position, (n_ctx, d): slice the rows, W_pos[offset : offset + n], "
+                      "not the columns", variant=lambda n, W_pos, offset=0: W_pos[:, offset:offset + n]),
+              Mistake("offset + n = n_ctx still fits: the last position, offset + n − 1, is the table's last row; "
+                      "refuse only offset + n > W_pos.shape[0]", tag="full"),
+              Mistake("check the range first: when offset + n > W_pos.shape[0] no row holds the last positions, "
+                      "and a slice past the end quietly returns fewer rows: raise ValueError naming the numbers",
+                      tag="refuse")])
 
 
 # an angle's error is a rotation's error whatever the angle's size: 1e-9 radian, where float32 arithmetic at

@@ -360,7 +360,10 @@ def report_cases():
                  frozenset({"n_max", "dtype"})),
             Case("Llama-3-8B: lengths a multiple of block_size=8 (no last block part full)", (llama, [8, 24, 64]),
                  {"block_size": 8}),
-            Case("SmolLM2-135M: no request", (smol, []), tags=frozenset({"empty"}))]
+            Case("SmolLM2-135M: no request", (smol, []), tags=frozenset({"empty"})),
+            Case("Llama-3-8B: requests of 100 and 300 tokens with n_max=256", (llama, [100, 300]), {"n_max": 256},
+                 frozenset({"refuse"}), refuses=ValueError,
+                 refusal="a request of 300 tokens is longer than n_max=256, so no contiguous reservation holds it")]
 
 
 def _report(config, lengths, *, block_size=16, n_max=None, dtype="float16", blocks=None, longest=False,
@@ -407,4 +410,6 @@ PAGED_MEMORY_REPORT = Spec(
               Mistake("bytes a token depend on the `dtype` argument: kv_cache_bytes_per_token(config, dtype)",
                       tag="dtype"),
               Mistake("with no request every count is 0 and utilisation 1.0: guard the divisions by zero",
-                      tag="empty")])
+                      tag="empty"),
+              Mistake("a request longer than n_max fits no contiguous reservation, and the counts would be nonsense "
+                      "(waste below 0): raise ValueError naming its length and n_max", tag="refuse")])
