@@ -930,6 +930,7 @@ PACK_ATTEMPT = """
     from transformer import Packed
     def pack_documents(docs, n_ctx, *, pad_id=0, longest_first=False):
         docs = [list(d) for d in docs]
+        {check}
         order = sorted(range(len(docs)), key=lambda i: -len(docs[i])) if {longest} else range(len(docs))
         used, spans = [], [None] * len(docs)
         for i in order:
@@ -950,7 +951,8 @@ PACK_ATTEMPT = """
         return Packed(ids, doc, positions, tuple(spans))
 """
 PACK_SLIP = {"longest": "longest_first", "rows": "range(len(used))", "pad": "pad_id", "pad_doc": "-1",
-             "pos": "np.arange(n)"}
+             "pos": "np.arange(n)", "check": "if any(len(d) > n_ctx for d in docs): raise ValueError("
+             "f'a document of {max(map(len, docs))} tokens is longer than n_ctx={n_ctx}')"}
 CLIP_ATTEMPT = """
     def clip_by_global_norm(grads, max_norm):
         norm = math.sqrt(sum(float(({square}).sum()) for g in grads.values()))
@@ -1143,6 +1145,7 @@ KNOWN_MISTAKES = [
      "positions restart at 0 in every document"),
     ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "pad_doc": "0"}), "doc = −1 there"),
     ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "pad": "0"}), "with the pad_id given"),
+    ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "check": "pass"}), "fits no row"),
     ("16", "pack_documents", PACK_ATTEMPT.format(**{**PACK_SLIP, "longest": "False"}),
      "places the documents from the longest down"),
     ("18", "clip_by_global_norm", CLIP_ATTEMPT.format(**{**CLIP_SLIP, "factor": "max_norm / (norm + 1e-6)"}),
@@ -2141,6 +2144,28 @@ def test_an_input_to_refuse_that_is_answered_or_refused_otherwise_is_told_so(tmp
         "where a ValueError should say it: positions 12 … 17 of a 16-row table (NumPy's slice would quietly give "
         "fewer rows)")
     assert other.cases == 7 and other.failed == 2
+
+
+def test_a_refusal_left_to_numpy_or_naming_nothing_is_told(tmp_path):
+    """split_heads on d = 10 and h = 4: NumPy's reshape error is a ValueError, but names neither; a message of the
+    learner's own that names no number at fault is told too; one naming d passes."""
+    def failure(check):
+        return result_of(check_file(write_workbook(tmp_path, "04", f"""
+            def split_heads(x, h):
+                b, n, d = x.shape
+                {check}
+                return x.reshape(b, n, h, d // h).swapaxes(1, 2)
+            """), "04"), "split_heads")
+    numpy_own = failure("pass")
+    assert numpy_own.failures[0].message.splitlines()[0] == (
+        "raised ValueError: cannot reshape array of size 30 into shape (1,3,4,2)")
+    assert numpy_own.failures[0].message.splitlines()[-1].startswith("the right exception, but NumPy's own")
+    assert any("raise ValueError naming d and h" in h for h in numpy_own.hints)
+    vague = failure("if d % h: raise ValueError('bad heads')")
+    assert vague.failures[0].message.splitlines()[-1] == (
+        "the right exception, but its message names none of the numbers at fault (10): say what is wrong in the "
+        "caller's terms, d=10 features do not split into h=4 heads of the same size")
+    assert failure("if d % h: raise ValueError(f'd={d} is not a multiple of h={h}')").status == "passed"
 
 
 def test_an_embedding_by_a_one_hot_product_is_told_its_dtype(tmp_path):

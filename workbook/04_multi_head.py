@@ -22,7 +22,8 @@ def split_heads(x, h: int):  # [b, n, h·d_h] -> [b, h, n, d_h]
         (b, n, d)  ->  (b, n, h, d_h)  ->  (b, h, n, d_h)
 
     Head j holds features j·d_h … (j+1)·d_h − 1 of each position. Only a reshape and a
-    transpose: no number changes.
+    transpose: no number changes. When h does not divide d, raise ValueError naming d and h
+    (NumPy's own reshape error names neither).
 
     After trying: the package's version is `transformer/core/heads.py`, `split_heads`.
     """

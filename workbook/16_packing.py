@@ -26,7 +26,8 @@ def pack_documents(docs, n_ctx: int, *, pad_id: int = 0, longest_first: bool = F
             row = the first row whose free slots ≥ len(doc_k), or a new row
             it takes the next len(doc_k) slots of that row
 
-    docs: a list of token-id sequences (lists or 1-D arrays), each at most n_ctx long.
+    docs: a list of token-id sequences (lists or 1-D arrays), each at most n_ctx long: a longer
+    one fits no row, so raise ValueError naming its length and n_ctx.
     ->  Packed(ids, doc, positions, spans), with b rows: ids (b, n) the tokens, pad_id on padding;
     doc (b, n) the number of the document each slot holds (its index in docs), −1 on padding;
     positions (b, n) each token's position in its own document (0, 1, …), 0 on padding; spans a

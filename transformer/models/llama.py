@@ -110,6 +110,7 @@ def decoder_block(x, lw: LayerWeights, cfg: LlamaConfig, cos, sin, mask, cache=N
     return x_mid + swiglu_ffn(f, lw.W_gate, lw.W_up, lw.W_down)  # [b, n, d] residual
 
 
+@checked_by(checks.decoder_mask)
 def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q, n_k] or [b, 1, n_q, n_k] or None
     """Causal mask for n_q new queries after n_past cached keys, and padded keys hidden.
 

@@ -48,6 +48,8 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
         if tuple(positions.shape) not in ((ids.shape[1],), tuple(ids.shape)):
             raise ValueError(f"positions must be (n,) or (b, n) = {tuple(ids.shape)}, got {tuple(positions.shape)}")
     require_bool(last_only=last_only)
+    if key_valid is not None:  # checked once here, not by decoder_mask in every step's mask
+        key_valid_shape(key_valid, ids.shape[0], ids.shape[1] + (0 if cache is None else cache.length))
     if mask is not None and key_valid is not None:
         raise ValueError("pass either mask or key_valid, not both: mask replaces the causal/padding mask")
     if mask is not None:  # a caller's mask: checked here once, not in every layer
@@ -66,6 +68,23 @@ def forward(ids, w: LlamaWeights, cfg: LlamaConfig, cos_table, sin_table, *, cac
                         f"got {type(attention).__name__}")
     if saved is not None and not isinstance(saved, dict):
         raise TypeError(f"saved must be a dict to receive the activations, got {type(saved).__name__}")
+
+
+def decoder_mask(n_q, n_past, key_valid, *, xp):
+    require_int(n_q=n_q, low=1)
+    require_int(n_past=n_past)
+    if key_valid is not None:
+        key_valid_shape(key_valid, None, n_past + n_q)
+
+
+def key_valid_shape(key_valid, b, n_k):
+    """key_valid: (b, n_past + n) booleans, False at left padding (b None: any batch)."""
+    require_array("key_valid", key_valid)
+    if not get_xp(key_valid).isdtype(key_valid.dtype, "bool"):
+        raise TypeError(f"key_valid must be booleans (False at left padding), got dtype {key_valid.dtype}")
+    if key_valid.ndim != 2 or key_valid.shape[1] != n_k or (b is not None and key_valid.shape[0] != b):
+        raise ValueError(f"key_valid must be (b, n_past + n) = ({'b' if b is None else b}, {n_k}), one flag a key, "
+                         f"got shape {tuple(key_valid.shape)}")
 
 
 def integer_array(name, a):

@@ -37,6 +37,9 @@ class Case:
     # words ("10 positions from 508 run past the 512 rows"): no answer is compared, the package's function refuses it
     refuses: type | None = None
     refusal: str = ""
+    # the numbers a refusal's message should name, one of them at least (n_max, the length it would reach): an error
+    # NumPy raises on its own ("could not broadcast …") is the right type with nothing the caller can act on
+    names: tuple = ()
 
 
 class NotingNamespace:

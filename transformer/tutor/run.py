@@ -20,6 +20,7 @@ import difflib
 import dis
 import importlib.util
 import io
+import re
 import traceback
 import warnings
 from collections import Counter
@@ -148,11 +149,27 @@ class _Run:
     printed: list  # the lines it printed
 
 
+# the messages of NumPy's own errors, raised where bad input breaks a step: the right type, but the caller learns
+# nothing of what was wrong with their input
+NUMPY_OWN = (r"could not broadcast|cannot reshape array|operands could not be broadcast|is out of bounds for axis|"
+             r"not aligned|mismatch in its core dimension|setting an array element with a sequence")
+
+
 def _refusal_failure(case: Case, run: _Run, path: Path) -> CaseFailure | None:
     """None when the learner's call refused the case's input with the exception asked for; else what it did."""
     wanted = case.refuses.__name__
     if run.kind == "raised" and isinstance(run.value, case.refuses):
-        return None
+        said = str(run.value)
+        if re.search(NUMPY_OWN, said):
+            return CaseFailure(case.label, f"{_raised(run.value, path)}\nthe right exception, but NumPy's own, raised "
+                               f"where the input broke a step: check the input first and say what is wrong with it, "
+                               f"{case.refusal}", "refused", case=case, value=run.value)
+        if not case.names or any(re.search(rf"(?<![\w.]){re.escape(str(n))}(?![\w.])", said) for n in case.names):
+            return None
+        numbers = " or ".join(str(n) for n in case.names)
+        return CaseFailure(case.label, f"{_raised(run.value, path)}\nthe right exception, but its message names none "
+                           f"of the numbers at fault ({numbers}): say what is wrong in the caller's terms, "
+                           f"{case.refusal}", "refused", case=case, value=run.value)
     if run.kind == "raised":
         return CaseFailure(case.label, f"{_raised(run.value, path)}\nwhere a {wanted} should say it: {case.refusal}",
                            "raised", case=case, value=run.value)

@@ -204,7 +204,10 @@ def pack_cases():
             Case("longest_first=True: lengths 2, 3, 3, 2 in rows of 5, two rows either way, filled otherwise",
                  ([[1, 1], [2, 2, 2], [3, 3, 3], [4, 4]], 5), {"longest_first": True}, frozenset({"longest"})),
             Case("documents as NumPy arrays, each exactly n_ctx = 3 long", ([np.array([3, 1, 4]), np.array([1, 5, 9])],
-                                                                            3))]
+                                                                            3)),
+            Case("a document of 7 tokens, rows of 5", ([[1, 1], [2] * 7], 5), tags=frozenset({"refuse"}),
+                 refuses=ValueError, names=(7,), refusal="document 1 has 7 tokens and a row holds n_ctx=5: no row "
+                 "takes it whole")]
 
 
 PACK_NAMES = ("ids", "doc", "positions", "spans")
@@ -263,7 +266,9 @@ PACK_DOCUMENTS = Spec(
                       variant=_packer(pad_doc=0)),
               Mistake("fill the padding slots of ids with the pad_id given", tag="pad"),
               Mistake("longest_first=True places the documents from the longest down (sorted by length, the "
-                      "longest first), each still in the first row with room", tag="longest")])
+                      "longest first), each still in the first row with room", tag="longest"),
+              Mistake("a document longer than n_ctx fits no row: raise ValueError naming its length and n_ctx before "
+                      "placing anything (a first fit would look for a row forever, or cut it)", tag="refuse")])
 
 
 # --- lesson 16: the document mask of packed rows -----------------------------------------------------

@@ -110,9 +110,10 @@ def learned_cases():
             Case("n=3, offset=2 of a float64 (8, 4) table", (3, _rng(22).standard_normal((8, 4))), {"offset": 2},
                  frozenset({"offset"})),
             Case("n=6, offset=12 of 16 rows: positions 12 … 17 run past the table", (6, W), {"offset": 12},
-                 frozenset({"refuse"}), refuses=ValueError, refusal=f"positions 12 … 17 of a 16-row table ({past})"),
+                 frozenset({"refuse"}), refuses=ValueError, names=(16, 17, 18),
+                 refusal=f"positions 12 … 17 of a 16-row table ({past})"),
             Case("n=20 of 16 rows: a longer input than the table", (20, W), tags=frozenset({"refuse"}),
-                 refuses=ValueError, refusal=f"20 positions of a 16-row table ({past})")]
+                 refuses=ValueError, names=(16, 20), refusal=f"20 positions of a 16-row table ({past})")]
 
 
 def _learned(rows):
@@ -259,7 +260,10 @@ def split_cases():
     r = _rng(41)
     return [Case("x (2, 5, 12) into h=3 heads of d_h=4", (r.standard_normal((2, 5, 12)), 3)),
             Case("x (1, 4, 8) into h=2 heads", (r.standard_normal((1, 4, 8)), 2)),
-            Case("x (3, 2, 6) into h=1 head", (r.standard_normal((3, 2, 6)), 1))]
+            Case("x (3, 2, 6) into h=1 head", (r.standard_normal((3, 2, 6)), 1)),
+            Case("x (1, 3, 10) into h=4 heads: d=10 does not divide", (r.standard_normal((1, 3, 10)), 4),
+                 tags=frozenset({"refuse"}), refuses=ValueError, names=(10,),
+                 refusal="d=10 features do not split into h=4 heads of the same size")]
 
 
 def merge_cases():
@@ -281,7 +285,9 @@ def _merge_reshape_only(x):
 SPLIT_HEADS = Spec(
     "split_heads", split_heads, split_cases, "transformer/core/heads.py", dims=("b", "h", "n", "d_h"),
     mistakes=[Mistake("reshape alone mixes positions into heads: reshape to (b, n, h, d_h) first, then swap the n "
-                      "and h axes (.swapaxes(1, 2))", variant=_split_reshape_only)])
+                      "and h axes (.swapaxes(1, 2))", variant=_split_reshape_only),
+              Mistake("check first that h divides d (d % h == 0) and raise ValueError naming d and h: NumPy's "
+                      "reshape error names neither", tag="refuse")])
 MERGE_HEADS = Spec(
     "merge_heads", merge_heads, merge_cases, "transformer/core/heads.py", dims=("b", "n", "d"),
     mistakes=[Mistake("reshape alone mixes heads into positions: swap h and n back first (.swapaxes(1, 2)), then "

@@ -362,7 +362,7 @@ def report_cases():
                  {"block_size": 8}),
             Case("SmolLM2-135M: no request", (smol, []), tags=frozenset({"empty"})),
             Case("Llama-3-8B: requests of 100 and 300 tokens with n_max=256", (llama, [100, 300]), {"n_max": 256},
-                 frozenset({"refuse"}), refuses=ValueError,
+                 frozenset({"refuse"}), refuses=ValueError, names=(300, 256),
                  refusal="a request of 300 tokens is longer than n_max=256, so no contiguous reservation holds it")]
 
 
