@@ -2199,7 +2199,10 @@ CACHE_CLASS = """
 
         def update(self, layer, k_new, v_new):
             end = self.length + k_new.shape[2]
+            if end > self.n_max:
+                raise ValueError(f"{end} positions do not fit a cache of n_max={self.n_max}")
     """
+CACHE_CLASS_UNCHECKED = CACHE_CLASS[:CACHE_CLASS.index("            if end > self.n_max")]  # no overflow check
 CACHE_RIGHT = """
             self.k[layer][:, :, self.length:end] = k_new
             self.v[layer][:, :, self.length:end] = v_new
@@ -2259,7 +2262,7 @@ def test_a_cache_that_is_not_written_in_place_fails_with_what_it_broke(mistake, 
     report = check_file(write_workbook(tmp_path, "06", cache_source(CACHE_MISTAKES[mistake])), "06")
     result, text = result_of(report, "KVCache.update"), format_report(report)
     message, hints = CACHE_EXPECTED[mistake]
-    assert result.status == "failed" and result.failed == result.cases == 2, text
+    assert result.status == "failed" and result.failed == 2 and result.cases == 3, text  # the overflow refused
     assert message in text, text
     for phrase in hints:
         assert any(phrase in h for h in result.hints), f"expected the hint '{phrase}':\n{text}"
@@ -2340,7 +2343,7 @@ AUDITED = [
             j = np.arange(n_k)[None, :]
             return ((j <= i) & (j > i - w)) if causal else (np.abs(i - j) <= w // 2)
         """, "not a window of w keys centred on it"),
-    ("06", "KVCache.update", CACHE_CLASS + """
+    ("06", "KVCache.update", CACHE_CLASS_UNCHECKED + """
             self.k[layer][:, :, self.length:end] = k_new
             self.v[layer][:, :, self.length:end] = v_new
             self.written[layer] = end

@@ -49,7 +49,8 @@ class KVCache:
         k_new, v_new (b, h_kv, t, d_h): t = the whole prompt at prefill, 1 at each decode step.
         Returns K and V, each (b, h_kv, length + t, d_h): views of the cache, not copies.
         Records self.written[layer] = length + t. It does not move self.length: `advance`
-        does, once every layer has its new positions.
+        does, once every layer has its new positions. When length + t > n_max the cache cannot
+        hold them: raise ValueError naming n_max and length + t.
 
         After trying: the package's version is `transformer/core/kv_cache.py`, `KVCache.update`.
         """

@@ -25,7 +25,11 @@ def cache_cases():
     return [Case("prefill 3 positions on 2 layers, then 2 decode steps (b=2, h_kv=2, n_max=8, d_h=4)",
                  ([kv(3), kv(3)], [kv(1), kv(1)], [kv(1), kv(1)])),
             Case("prefill 1 position, a chunk of 4, then 1 decode step", ([kv(1), kv(1)], [kv(4), kv(4)],
-                                                                           [kv(1), kv(1)]))]
+                                                                           [kv(1), kv(1)])),
+            Case("prefill 6 positions, then a chunk of 3: 9 positions in a cache of n_max=8",
+                 ([kv(6), kv(6)], [kv(3), kv(3)]), tags=frozenset({"refuse"}), refuses=ValueError, names=(8, 9),
+                 refusal="6 cached positions and 3 new ones make 9, more than the n_max=8 the cache was allocated "
+                         "for")]
 
 
 UPDATES = [(s, layer) for s in range(3) for layer in range(2)]  # every case: 3 steps on 2 layers, in this order
@@ -135,6 +139,8 @@ KV_CACHE_UPDATE = Spec(
                       "layer's keys never overwrite another's", variant=_OneLayer),
               Mistake("update must not move self.length: every layer writes its new positions at the same "
                       "[length, length + t), and advance(t) moves length on once all layers have", variant=_MovesLength),
+              Mistake("check length + t ≤ n_max first, and raise ValueError naming both: a slice past n_max is "
+                      "NumPy's broadcast error, and np.concatenate would grow the cache in silence", tag="refuse"),
               ] + NOT_IN_PLACE)
 
 
