@@ -55,6 +55,8 @@ def embed(ids, W_E):  # [b, n] int, [v, d] -> [b, n, d]
         X[b, n, :] = W_E[ids[b, n], :]
 
     ids (b, n) integers in [0, v), W_E (v, d)  ->  X (b, n, d), in W_E's dtype.
+    An id outside [0, v) is no token: raise ValueError naming it (NumPy would raise IndexError
+    past the end, and read a negative id from the end of the table without a word).
     Example: W_E = [[0, 0], [1, 2], [3, 4]] (v = 3, d = 2) and ids = [[2, 1]]
     give [[[3, 4], [1, 2]]].
 

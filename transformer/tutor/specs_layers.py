@@ -31,7 +31,13 @@ def embed_cases():
     return [Case("ids (2, 3) into a (v, d) = (7, 5) table", (np.array([[1, 4, 6], [0, 0, 3]]), W)),
             Case("one token id, b=1, n=1", (np.array([[6]]), W)),
             Case("a float32 table (v, d) = (9, 4)", (np.array([[8, 0, 2]]), r.standard_normal((9, 4)).astype(
-                np.float32)), tags=frozenset({"float32"}))]  # n = 3 ≠ d: a factor of √d is not read as √n
+                np.float32)), tags=frozenset({"float32"})),  # n = 3 ≠ d: a factor of √d is not read as √n
+            Case("id 7 in a table of v=7 rows", (np.array([[1, 7]]), W), tags=frozenset({"refuse"}),
+                 refuses=ValueError, names=(7,), refusal="ids lie in [0, 7): there is no row 7"),
+            Case("id −1: NumPy would read the last row", (np.array([[2, -1]]), W),
+                 tags=frozenset({"refuse", "negative"}),
+                 refuses=ValueError, names=(-1,), refusal="ids lie in [0, 7): −1 is no token, though W_E[-1] "
+                 "quietly gives the last row")]
 
 
 def lm_head_cases():
@@ -46,7 +52,12 @@ EMBED = Spec("embed", embed, embed_cases, "transformer/core/embedding.py", dims=
              mistakes=[Mistake("look up rows of W_E: row ids[b, n] is the vector of that token (W_E[ids])",
                                raises=r"index|shapes"),
                        Mistake("ids count from 0: token id i is row i of W_E (W_E[ids]), no shift",
-                               variant=lambda ids, W_E: W_E[ids - 1])],
+                               variant=lambda ids, W_E: W_E[ids - 1]),
+                       Mistake("check the ids first: outside [0, v) raise ValueError naming the id (W_E[ids] "
+                               "raises IndexError past the end, and reads from the end for a negative id)",
+                               tag="refuse"),
+                       Mistake("a negative id is no token either: check 0 ≤ id as well as id < v (W_E[-1] quietly "
+                               "reads the last row)", tag="negative")],
              dtype_rule="the vectors keep W_E's dtype: W_E[ids] does, where a one-hot product or np.zeros(…) filled "
                         "in a loop is float64")
 LM_HEAD = Spec("lm_head", lm_head, lm_head_cases, "transformer/core/embedding.py", dims=("b", "n", "v"),
