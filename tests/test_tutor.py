@@ -1374,6 +1374,7 @@ PAGED_WRITE_ATTEMPT = """
             t, table, bs = k_new.shape[1], self.tables[seq], self.block_size
             start = {start}
             for _ in range({n_new}):
+                {empty}
                 table.append(self.free.pop({take}))
             p = start
             while p < start + t:
@@ -1385,8 +1386,10 @@ PAGED_WRITE_ATTEMPT = """
             {record}
     """
 PAGED_WRITE_SLIP = {"start": "self.lengths[seq]", "n_new": "-(-(start + t) // bs) - len(table)", "take": "",
-              "m": "min(bs - off, start + t - p)", "store": "self.k", "record": "self.written[seq][layer] = start + t"}
+              "m": "min(bs - off, start + t - p)", "store": "self.k", "record": "self.written[seq][layer] = start + t",
+              "empty": "if not self.free: raise RuntimeError(f'all {self.n_blocks} blocks are in use')"}
 PAGED_WRITE_SLIPS = [({"n_new": "-(-t // bs)"}, "take only ⌈(length + t) / block_size⌉ − len(table) blocks"),
+               ({"empty": "pass"}, "when the free list is empty"),
                ({"n_new": "1"}, "the table must cover every new position"),
                ({"take": "0"}, "the free list is a stack"),
                ({"start": "0"}, "write the new positions at [length, length + t)"),

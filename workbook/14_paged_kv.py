@@ -81,7 +81,8 @@ class PagedKVCache:
         1. Blocks: the table must cover length + t positions, ⌈(length + t) / block_size⌉ blocks;
            take the missing ones from the free list (self.free.pop(), its last entry) and append
            them to self.tables[seq]. Only the first layer to write finds them missing: the other
-           layers find them in the table.
+           layers find them in the table. When the free list is empty, raise RuntimeError naming
+           the pool's size (self.free.pop() would raise IndexError, which says nothing of the cache).
         2. Copy: position p goes to block self.tables[seq][p // block_size], slot p % block_size,
            of self.k[layer] and self.v[layer], written in place (by slice). The t positions can
            start inside a block that is partly full and run across one or more block boundaries.

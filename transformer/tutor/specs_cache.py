@@ -170,7 +170,17 @@ def paged_cases():
                  "blocks (block_size 4, 40 blocks, 2 layers)", (script((6, 9, 3), 1, 10),)),
             Case("prompts of 3, 1 and 4 tokens, then chunks of 3 that start inside a block and cross into the "
                  "next; A finishes, D's 6 tokens take its blocks", (script((3, 1, 4), 3, 6),),
-                 tags=frozenset({"chunks"}))]
+                 tags=frozenset({"chunks"})),
+            Case("six requests of 32 tokens in a pool of 40 blocks of 4: the sixth finds the free list empty",
+                 (full_pool(r),), tags=frozenset({"refuse"}), refuses=RuntimeError, names=(40,),
+                 refusal="five requests of 32 tokens hold all 40 blocks, and none is free for the sixth")]
+
+
+def full_pool(r):
+    """Six requests, each written 32 positions at once: the first five take the pool's 40 blocks."""
+    h_kv, d_h, L = PAGED_SIZES["h_kv"], PAGED_SIZES["d_h"], PAGED_SIZES["n_layers"]
+    kv = [(r.standard_normal((h_kv, 32, d_h)), r.standard_normal((h_kv, 32, d_h))) for _ in range(L)]
+    return tuple([("add", name) for name in "ABCDEF"] + [("write", name, kv) for name in "ABCDEF"])
 
 
 def _read(pool, table, n, bs):  # [n_blocks, h_kv, bs, d_h] -> [h_kv, n, d_h]: position p at table[p // bs], p % bs
@@ -247,6 +257,8 @@ def _paged_write(need=lambda start, t, have, bs: math.ceil((start + t) / bs) - h
     return Slipped
 
 
+EXHAUSTED = ("when the free list is empty, no block can be taken: raise RuntimeError naming the pool's size "
+             "(self.free.pop() on an empty list is IndexError, which says nothing of the cache)")
 CROSSING = ("the new positions can start inside a block that is partly full and run across block boundaries: copy "
             "them one block at a time (position p goes to block table[p // block_size], slot p % block_size)")
 PAGED_WRITE = Spec(
@@ -270,4 +282,5 @@ PAGED_WRITE = Spec(
               Mistake("the table must cover every new position before they are copied: take ⌈(length + t) / "
                       "block_size⌉ − len(table) blocks from the free list first", raises=r"list index out of range"),
               Mistake(CROSSING, raises=r"could not broadcast|shape mismatch|broadcast input array"),
-              Mistake(CROSSING, tag="chunks")])
+              Mistake(CROSSING, tag="chunks"),
+              Mistake(EXHAUSTED, raises=r"pop from empty list"), Mistake(EXHAUSTED, tag="refuse")])
