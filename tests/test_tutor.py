@@ -1552,10 +1552,13 @@ DECODER_MASK_ATTEMPT = """
         causal = {causal}
         if key_valid is None:
             return causal
+        {check}
         return {combine}
 """
 DECODER_MASK_SLIP = {"none": "key_valid is None and n_q == 1", "causal": "causal_mask(n_q, n_past + n_q, xp=xp)",
-                     "combine": "causal[None, None, :, :] & key_valid[:, None, None, :]"}
+                     "combine": "causal[None, None, :, :] & key_valid[:, None, None, :]",
+                     "check": "if key_valid.shape[-1] != n_past + n_q: raise ValueError("
+                              "f'key_valid has {key_valid.shape[-1]} keys, not n_past + n_q = {n_past + n_q}')"}
 ACCURACY_ATTEMPT = """
     def induction_accuracy(pred_ids, ids):
         m = ids.shape[1] // 2
@@ -1811,7 +1814,8 @@ FIRST_ATTEMPTS = [
                           "key_valid marks KEYS"),
                          ({"combine": "causal[None, :, :] & key_valid[:, None, :]"}, "a head axis of 1"),
                          ({"causal": "causal_mask(n_q, n_past + n_q, 0, xp=xp)"},
-                          "query i is at position n_past + i")]),
+                          "query i is at position n_past + i"),
+                         ({"check": "pass"}, "holds n_past + n_q flags a row")]),
     *(("19", "induction_accuracy", ACCURACY_ATTEMPT.format(**{**ACCURACY_SLIP, **slip}), hint)
       for slip, hint in [({"right": "pred_ids[:, m:] == ids[:, m:]"}, "the guess for the NEXT token"),
                          ({"right": "pred_ids[:, :-1] == ids[:, 1:]"}, "only the repeated half can be predicted"),

@@ -142,7 +142,10 @@ def decoder_mask_cases():
             Case("a chunk with padding: b=3, n_q=2 after n_past=3", (2, 3, _key_valid(3, 5, [0, 1, 4])),
                  tags=frozenset({"padding", "past"})),
             Case("n_q=3 after n_past=2, xp= a namespace to build it with", (3, 2), {"xp": NotingNamespace()},
-                 frozenset({"xp"}))]
+                 frozenset({"xp"})),
+            Case("key_valid of 4 keys for n_past=3 + n_q=2 = 5", (2, 3, _key_valid(2, 4, [0, 1])),
+                 tags=frozenset({"refuse"}), refuses=ValueError, names=(4, 5),
+                 refusal="key_valid flags 4 keys, and the step has n_past + n_q = 5")]
 
 
 def _decoder(causal, combine=lambda c, kv: c[None, None] & kv[:, None, None, :], none_when_one=True):
@@ -179,4 +182,6 @@ DECODER_MASK = Spec(
               Mistake("the new queries come after the n_past cached keys: n_k = n_past + n_q and query i at "
                       "n_past + i (causal_mask(n_q, n_past + n_q))", tag="past"),
               Mistake("with padding: the causal mask AND key_valid on the key axis, shaped (b, 1, n_q, n_k)",
-                      tag="padding")])
+                      tag="padding"),
+              Mistake("check that key_valid holds n_past + n_q flags a row, and raise ValueError naming both: "
+                      "NumPy's broadcast error names neither", tag="refuse")])
