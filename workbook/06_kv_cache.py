@@ -77,7 +77,8 @@ def decoder_mask(n_q: int, n_past: int, key_valid=None, *, xp=None):  # -> [n_q,
         None when nothing need be hidden: one decode step (n_q = 1) without padding
 
     Prefill is n_past = 0, n_q = the prompt's length; each decode step is n_q = 1 after every cached
-    key. A key_valid whose rows do not hold n_past + n_q flags is refused: ValueError naming both. The head axis of 1 lets the padded mask broadcast over the h heads. Build arrays with
+    key. The head axis of 1 lets the padded mask broadcast over the h heads. A key_valid whose rows
+    do not hold n_past + n_q flags is refused: ValueError naming both. Build arrays with
     xp = namespace(xp) (causal_mask takes xp= too).
     Example: decoder_mask(2, 3) = [[T, T, T, T, F], [T, T, T, T, T]].
 
