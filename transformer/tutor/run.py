@@ -20,7 +20,6 @@ import difflib
 import dis
 import importlib.util
 import io
-import re
 import traceback
 import warnings
 from collections import Counter
@@ -38,6 +37,7 @@ from .cases import Case, NotingNamespace, Spec
 from .guards import TimeLimit, captured_output, exits_refused, guarded, peak_bytes, time_limit
 from .in_place import argument_names, in_place_message, watched
 from .compare import FLOAT32_DIGITS, KEEP_DTYPE, Problem, Tolerance, compare, tolerance_for
+from .refusals import refusal_failure
 from .report import (CaseFailure, FileReport, Result, failure_lines, file_line, file_notes, format_report, format_result,
                      name_width, short)
 
@@ -147,42 +147,6 @@ class _Run:
     value: Any  # the learner's answer, or the exception
     changed: list  # the arguments the call changed in place
     printed: list  # the lines it printed
-
-
-# the messages of NumPy's own errors, raised where bad input breaks a step: the right type, but the caller learns
-# nothing of what was wrong with their input
-NUMPY_OWN = (r"could not broadcast|cannot reshape array|operands could not be broadcast|is out of bounds for axis|"
-             r"not aligned|mismatch in its core dimension|setting an array element with a sequence")
-
-
-def _refusal_failure(case: Case, run: _Run, path: Path) -> CaseFailure | None:
-    """None when the learner's call refused the case's input with the exception asked for; else what it did."""
-    wanted = case.refuses.__name__
-    if run.kind == "raised" and isinstance(run.value, case.refuses):
-        said = str(run.value)
-        if re.search(NUMPY_OWN, said):
-            return CaseFailure(case.label, f"{_raised(run.value, path)}\nthe right exception, but NumPy's own, raised "
-                               f"where the input broke a step: check the input first and say what is wrong with it, "
-                               f"{case.refusal}", "refused", case=case, value=run.value)
-        if not case.names or any(re.search(rf"(?<![\w.]){re.escape(str(n))}(?![\w.])", said) for n in case.names):
-            return None
-        numbers = " or ".join(str(n) for n in case.names)
-        return CaseFailure(case.label, f"{_raised(run.value, path)}\nthe right exception, but its message names none "
-                           f"of the numbers at fault ({numbers}): say what is wrong in the caller's terms, "
-                           f"{case.refusal}", "refused", case=case, value=run.value)
-    if run.kind == "raised":
-        return CaseFailure(case.label, f"{_raised(run.value, path)}\nwhere a {wanted} should say it: {case.refusal}",
-                           "raised", case=case, value=run.value)
-    return CaseFailure(case.label, f"returned {_kind_of(run.value)} where it must refuse the input: {case.refusal}; "
-                       f"raise {wanted} with a message that names the bad value", "refused", case=case, value=run.value)
-
-
-def _kind_of(value) -> str:
-    """'an array of shape (4, 8)', 'a dict', 'None' …: what a call returned, in a few words."""
-    if value is None:
-        return "None"
-    shape = getattr(value, "shape", None)
-    return f"an array of shape {tuple(shape)}" if shape is not None else f"a {type(value).__name__}"
 
 
 def _outcome(spec: Spec, obj, case: Case, seconds) -> _Run:
@@ -357,7 +321,8 @@ def check_function(spec: Spec, obj, path: Path, seconds=DEFAULT_TIME_LIMIT, use_
                                         "stopped here)" + (f"\nat {where}" if where else ""), "time", case=case))
             break
         if case.refuses is not None:  # no answer to compare: the input must be refused
-            refused = _refusal_failure(case, run, path)
+            said = _raised(run.value, path) if run.kind == "raised" else ""
+            refused = refusal_failure(case, run.kind, run.value, said)
             (failures.append(refused) if refused else passed.append(case))
             continue
         if run.kind == "raised":
