@@ -675,6 +675,8 @@ _x3 = np.ones((1, 3, 8))
     (lambda: T.embed(np.array([[0, 5]]), np.ones((5, 2))), ValueError,
      r"token ids must lie in \[0, 5\), got min 0, max 5"),
     (lambda: T.embed(np.array([[-1, 2]]), np.ones((5, 2))), ValueError, r"token ids must lie in \[0, 5\), got min -1"),
+    (lambda: T.cross_entropy(np.zeros((2, 5)), np.array([-100, -5])), ValueError,  # the ignored target hid the bad one
+     r"^targets must lie in \[0, 5\) or equal ignore_index=-100, got min -5, max -5 \(ignore_index aside\)$"),
     (lambda: T.filter_logits(np.array([1.0, math.nan]), temperature=0.5), ValueError, r"logits contain NaN"),
     (lambda: T.filter_logits(np.array([1.0, math.inf]), temperature=2.0), ValueError, r"logits contain \+inf"),
     (lambda: T.next_token_probs(np.array([[1.0, 2.0], [-math.inf, -math.inf]])), ValueError, r"all -inf"),

@@ -849,6 +849,7 @@ FILTER_LOGITS = """
 LOSS_ATTEMPT = """
     def cross_entropy(logits, targets, *, ignore_index=-100):
         keep = {keep}
+        {check}
         t = np.where(keep, targets, 0) if {t} is None else {t}
         m = logits.max(-1, keepdims=True) * {shift}
         lse = np.log(np.exp(logits - m).sum(-1))
@@ -859,7 +860,9 @@ LOSS_ATTEMPT = """
         return {mean}
 """
 LOSS_SLIP = {"keep": "targets != ignore_index", "t": "None", "shift": "1", "lse": "lse", "zt": "zt",
-             "mean": "nll.sum() / max(keep.sum(), 1)"}
+             "mean": "nll.sum() / max(keep.sum(), 1)",
+             "check": "if ((targets[keep] < 0) | (targets[keep] >= logits.shape[-1])).any(): raise ValueError("
+                      "f'targets {targets[keep].min()} … {targets[keep].max()} outside [0, {logits.shape[-1]})')"}
 GRAD_ATTEMPT = """
     def cross_entropy_backward(logits, targets, *, ignore_index=-100):
         keep = targets != ignore_index
@@ -1170,6 +1173,10 @@ KNOWN_MISTAKES = [
     ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "t": "targets"}), "a target of −100 is not an index"),
     ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "keep": "targets != -100"}),
      "the ignored positions are scored too"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "check": "pass"}), "check the kept targets first"),
+    ("18", "cross_entropy", LOSS_ATTEMPT.format(**{**LOSS_SLIP, "check": "if (targets >= logits.shape[-1]).any(): "
+                                                   "raise ValueError(f'a target ≥ v={logits.shape[-1]}')"}),
+     "a negative target other than ignore_index"),
     ("18", "cross_entropy_backward", GRAD_ATTEMPT.format(**{**GRAD_SLIP, "n": "1"}),
      "divide by N, the number of kept positions"),
     ("18", "cross_entropy_backward", GRAD_ATTEMPT.format(**{**GRAD_SLIP, "kept": "d"}), "its row of the gradient is 0"),

@@ -31,7 +31,9 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100):  # [..., v], [.
     a position is not scored.  ->  the loss, a number (a float or a 0-d array).
     Stable: with m = max_j z_j, LSE(z) − z_t = log Σ_j e^(z_j − m) − (z_t − m), two small numbers
     (e^z overflows for logits of a few hundred; m + … − z_t loses digits when m is large).
-    With every position ignored there is nothing to average: the loss is 0.
+    With every position ignored there is nothing to average: the loss is 0. A kept target outside
+    [0, v) is no token: raise ValueError naming it (np.take_along_axis would raise IndexError past
+    v, and read a negative one from the end of the row).
     Example: logits [[0, 0], [5, 1]], targets [1, −100]: L = −log ½ = 0.6931.
 
     After trying: the package's version is `transformer/core/loss.py`, `cross_entropy`.

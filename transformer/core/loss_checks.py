@@ -18,10 +18,12 @@ def cross_entropy(logits, targets, *, ignore_index):
         raise ValueError(f"targets must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
                          f"got {tuple(targets.shape)}")
     v = logits.shape[-1]
-    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v))
+    scored = targets != ignore_index
+    bad = scored & ((targets < 0) | (targets >= v))
     if bool(xp.any(bad)):  # one device -> host transfer: a bad target would index out of the row
+        kept = targets[scored]  # the ignored ones aside: min -100 would hide a target of -5
         raise ValueError(f"targets must lie in [0, {v}) or equal ignore_index={ignore_index}, "
-                         f"got min {int(xp.min(targets))}, max {int(xp.max(targets))}")
+                         f"got min {int(xp.min(kept))}, max {int(xp.max(kept))} (ignore_index aside)")
 
 
 def cross_entropy_backward(logits, targets, *, ignore_index):

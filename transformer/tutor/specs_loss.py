@@ -43,7 +43,12 @@ def loss_cases():
             Case("float32 logits (3, 8)", (z(3, 8).astype(np.float32), t(8, 3)), tags=frozenset({"float32"}),
                  tol=f32),
             Case("every position ignored: no position to average over", (z(2, 3, 4), np.full((2, 3), IGNORE)),
-                 tags=frozenset({"ignore", "all-ignored"}))]
+                 tags=frozenset({"ignore", "all-ignored"})),
+            Case("a target of 5 with v=5", (z(2, 5), np.array([1, 5])), tags=frozenset({"refuse"}),
+                 refuses=ValueError, names=(5,), refusal="targets lie in [0, 5) or equal ignore_index: no token 5"),
+            Case("a target of −5 beside an ignored one: NumPy would read the 5th logit from the end",
+                 (z(3, 5), np.array([2, IGNORE, -5])), tags=frozenset({"refuse", "negative"}), refuses=ValueError,
+                 names=(-5,), refusal="targets lie in [0, 5) or equal ignore_index=-100: −5 is neither")]
 
 
 def call_loss(fn, case):
@@ -105,7 +110,12 @@ CROSS_ENTROPY = Spec(
                       "LSE(z) − z_t keeps only the rounding — compute (log Σ_j e^(z_j − m)) − (z_t − m), two small "
                       "numbers, and never add m back", tag="million"),
               Mistake("use ignore_index as given (ignore_index=0 here: targets equal to 0 are ignored), not −100",
-                      tag="ignore_index")],
+                      tag="ignore_index"),
+              Mistake("check the kept targets first: outside [0, v) raise ValueError naming the target "
+                      "(np.take_along_axis raises IndexError past v, and reads from the end for a negative one)",
+                      tag="refuse"),
+              Mistake("a negative target other than ignore_index is no token: check 0 ≤ t as well as t < v",
+                      tag="negative")],
     torch=lambda case: _torch_loss(case, grad=False))
 
 
@@ -123,8 +133,12 @@ def _grad_from(probs=lambda z: softmax(z, axis=-1), scale="kept", zero_ignored=T
     return grad
 
 
+def grad_cases():  # the loss's cases; the targets it refuses are refused there, once
+    return [c for c in loss_cases() if c.refuses is None]
+
+
 CROSS_ENTROPY_BACKWARD = Spec(
-    "cross_entropy_backward", cross_entropy_backward, loss_cases, "transformer/core/loss.py", dims=("…", "v"),
+    "cross_entropy_backward", cross_entropy_backward, grad_cases, "transformer/core/loss.py", dims=("…", "v"),
     mistakes=[Mistake("divide by N, the number of kept positions: the loss is their mean, so each one's gradient "
                       "(softmax − one-hot) is scaled by 1/N", variant=_grad_from(scale="none")),
               Mistake("N counts the kept positions only (targets ≠ ignore_index), not every position",
