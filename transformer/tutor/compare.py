@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 __all__ = ["Tolerance", "TOLERANCES", "tolerance_for", "Problem", "KEEP_DTYPE", "FLOAT32_DIGITS", "axis_names",
-           "describe_shape", "first_difference", "compare"]
+           "kind_of", "describe_shape", "first_difference", "compare"]
 
 KEEP_DTYPE = "keep the input's dtype (compute in float32 if you need to, then cast back with .astype)"
 
@@ -247,7 +247,8 @@ def _compare_pieces(got, expected: list, what: str) -> Problem | None:
                    f"{len(got)} {_pieces(got)}: {first}")
 
 
-def _kind_of(got) -> str:
+def kind_of(got) -> str:
+    """'an array of shape (4, 8)', 'a dict' …: what a call returned, in a few words."""
     shape = getattr(got, "shape", None)
     return f"an array of shape {tuple(shape)}" if shape is not None else f"a {type(got).__name__}"
 
@@ -256,7 +257,7 @@ def _compare_one(got, expected, dims, tol, what: str, rule: str, named: bool) ->
     """One array against one expected array, or None for a match. `named`: start a value's message with `what`
     (one of several returned values)."""
     if expected is None:  # a value that is not there: linear_backward's db without a bias, dropout's mask in evaluation
-        return None if got is None else Problem(f"{what} should be None, got {_kind_of(got)}", "type")
+        return None if got is None else Problem(f"{what} should be None, got {kind_of(got)}", "type")
     if got is None:
         return Problem(f"{what} is None: did the function forget to `return` its result?", "none")
     if isinstance(expected, list) and all(isinstance(e, str) for e in expected):
@@ -326,7 +327,7 @@ def compare(got, expected, dims=None, tol: Tolerance | None = None, names=None,
     if isinstance(expected, dict):  # named counts (forward_flops): the keys first, then each value under its key
         if not isinstance(got, dict):
             return Problem(f"should return a dict with the keys {', '.join(map(repr, expected))}, got "
-                           f"{_kind_of(got)}", "type")
+                           f"{kind_of(got)}", "type")
         missing = [k for k in expected if k not in got]
         if missing:
             return Problem(f"the dict has no {', '.join(map(repr, missing))}: it should hold "

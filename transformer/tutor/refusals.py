@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from .cases import Case
+from .compare import kind_of
 from .report import CaseFailure
 
-__all__ = ["NUMPY_OWN", "refusal_failure", "kind_of"]
+__all__ = ["NUMPY_OWN", "refusal_failure"]
 
 # the messages of NumPy's own errors, raised where bad input breaks a step: the right type, but the caller learns
 # nothing of what was wrong with their input
@@ -35,13 +36,7 @@ def refusal_failure(case: Case, kind: str, value, raised: str) -> CaseFailure | 
     if kind == "raised":
         return CaseFailure(case.label, f"{raised}\nwhere a {wanted} should say it: {case.refusal}", "raised",
                            case=case, value=value)
-    return CaseFailure(case.label, f"returned {kind_of(value)} where it must refuse the input: {case.refusal}; "
+    returned = "None" if value is None else kind_of(value)
+    return CaseFailure(case.label, f"returned {returned} where it must refuse the input: {case.refusal}; "
                        f"raise {wanted} with a message that names the bad value", "refused", case=case, value=value)
 
-
-def kind_of(value) -> str:
-    """'an array of shape (4, 8)', 'a dict', 'None' …: what a call returned, in a few words."""
-    if value is None:
-        return "None"
-    shape = getattr(value, "shape", None)
-    return f"an array of shape {tuple(shape)}" if shape is not None else f"a {type(value).__name__}"

@@ -208,18 +208,19 @@ class GivenUniforms(np.random.Generator):
                          "u = rng.random(), then the first token whose cumulative probability exceeds u (a Gumbel-max "
                          "or other draw picks from the same distribution, but not the token this u gives)")
 
-    # every other way to draw: named, instead of being told later that the case's numbers were never used
-    for _name in ("integers", "standard_normal", "normal", "gumbel", "exponential", "standard_exponential",
-                  "logistic", "standard_gamma", "gamma", "beta", "binomial", "multinomial", "poisson",
-                  "permutation", "permuted", "shuffle", "bytes", "dirichlet", "laplace", "standard_cauchy"):
-        locals()[_name] = (lambda name: lambda self, *args, **kwargs: self._other_draw(name))(_name)
-    del _name
-
     def __deepcopy__(self, memo):  # fresh() copies a case: the copy hands out the same numbers from the start
         return GivenUniforms(self.us)
 
     def __repr__(self):
         return f"rng handing out u = {', '.join(f'{u:g}' for u in self.us)}"
+
+
+# every other way to draw: named, instead of being told later that the case's numbers were never used
+for _name in ("integers", "standard_normal", "normal", "gumbel", "exponential", "standard_exponential", "logistic",
+              "standard_gamma", "gamma", "beta", "binomial", "multinomial", "poisson", "permutation", "permuted",
+              "shuffle", "bytes", "dirichlet", "laplace", "standard_cauchy"):
+    setattr(GivenUniforms, _name, lambda self, *args, _name=_name, **kwargs: self._other_draw(_name))
+del _name
 
 
 def sample_cases():
